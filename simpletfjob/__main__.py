@@ -1,0 +1,3 @@
+from simpletfjob.cli import main
+
+main()

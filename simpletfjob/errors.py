@@ -1,0 +1,43 @@
+"""One base error for everything simpletfjob reports; only the CLI prints it."""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+
+
+class SimpleTFJobError(Exception):
+    """A problem the user can fix; its message is one line saying what and where."""
+
+    exit_code = EXIT_ERROR
+
+
+class UsageError(SimpleTFJobError):
+    """Options that contradict each other or are out of range (exit status 2, like click)."""
+
+    exit_code = EXIT_USAGE
+
+
+class InputError(SimpleTFJobError):
+    """A file the user gave cannot be read or is malformed."""
+
+
+class TemplateError(SimpleTFJobError):
+    """The template does not compile or does not render (names file and line)."""
+
+
+class RenderCheckError(SimpleTFJobError):
+    """A rendered document failed a check (names the document and line)."""
+
+
+class SelectionError(SimpleTFJobError):
+    """The hosts cannot satisfy the requested tasks."""
+
+
+class ClusterError(SimpleTFJobError):
+    """Reading nodes from the cluster failed (names the server and context)."""
+
+
+class OutputError(SimpleTFJobError):
+    """The output cannot be written."""

@@ -1,0 +1,193 @@
+"""Selection: which nodes may take a task, why the others may not, and taking N of them.
+
+Pure functions over `Node` values; the order of the input is kept throughout.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+
+from simpletfjob.errors import SelectionError, UsageError
+from simpletfjob.nodes import Node, Taint
+
+# Taints that rule a node out even when the template tolerates them: a task pinned
+# to a node that is cordoned, not ready or unreachable never starts.
+ALWAYS_COUNTED_TAINTS = frozenset(
+    {
+        "node.kubernetes.io/unschedulable",
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+    }
+)
+_BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+
+# The order in which `breakdown` reports the reasons a node was passed over.
+REASON_ORDER = ("excluded", "NotReady", "cordoned", "tainted", "selector", "gpus")
+
+
+@dataclass(frozen=True)
+class Reason:
+    category: str  # one of REASON_ORDER
+    detail: str
+
+    def __str__(self) -> str:
+        return self.detail
+
+
+@dataclass(frozen=True)
+class Verdict:
+    node: Node
+    reasons: tuple[Reason, ...] = ()
+
+    @property
+    def eligible(self) -> bool:
+        return not self.reasons
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """One term of a label selector, as in `kubectl -l`."""
+
+    key: str
+    operator: str  # '=', '!=', 'in', 'notin', 'exists', '!'
+    values: tuple[str, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        present = self.key in labels
+        value = labels.get(self.key)
+        if self.operator == "exists":
+            return present
+        if self.operator == "!":
+            return not present
+        if self.operator in ("=", "in"):
+            return present and value in self.values
+        return not present or value not in self.values  # '!=' and 'notin'
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What makes a node eligible besides not being excluded."""
+
+    tolerations: tuple[Mapping[str, object], ...] = ()
+    selector: tuple[Requirement, ...] = ()
+    min_gpus: int = 0
+
+
+_SELECTOR_TERM = re.compile(
+    r"\s*(?:(?P<not>!)\s*(?P<nkey>[\w./-]+)"
+    r"|(?P<key>[\w./-]+)\s*(?:(?P<op>==|=|!=)\s*(?P<value>[\w.-]*)"
+    r"|\s+(?P<setop>in|notin)\s*\((?P<values>[^)]*)\))?)\s*(?:,|$)"
+)
+
+
+def parse_selector(text: str) -> tuple[Requirement, ...]:
+    """Parse a label selector ('a=b,c!=d,e in (x,y),!f') as kubectl does."""
+    requirements = []
+    pos = 0
+    text = text.strip()
+    while pos < len(text):
+        match = _SELECTOR_TERM.match(text, pos)
+        if match is None or match.end() == pos:
+            raise UsageError(
+                f"--selector {text!r}: cannot parse the label selector at {text[pos:]!r}"
+            )
+        if match["not"]:
+            requirements.append(Requirement(match["nkey"], "!"))
+        elif match["op"]:
+            op = "=" if match["op"] in ("=", "==") else "!="
+            requirements.append(Requirement(match["key"], op, (match["value"],)))
+        elif match["setop"]:
+            values = tuple(v.strip() for v in match["values"].split(",") if v.strip())
+            requirements.append(Requirement(match["key"], match["setop"], values))
+        else:
+            requirements.append(Requirement(match["key"], "exists"))
+        pos = match.end()
+    return tuple(requirements)
+
+
+def tolerates(toleration: Mapping[str, object], taint: Taint) -> bool:
+    """The Kubernetes rule for whether one toleration matches one taint."""
+    effect = toleration.get("effect") or ""
+    if effect and effect != taint.effect:
+        return False
+    key = toleration.get("key") or ""
+    operator = toleration.get("operator") or "Equal"
+    if not key:
+        return operator == "Exists"
+    if key != taint.key:
+        return False
+    return operator == "Exists" or (toleration.get("value") or "") == taint.value
+
+
+def judge_node(node: Node, excluded: Collection[str], rules: Rules) -> Verdict:
+    """Every reason this node cannot take a task; none means eligible."""
+    reasons = []
+    if node.name in excluded:
+        reasons.append(Reason("excluded", "excluded (exc file)"))
+    if not node.ready:
+        reasons.append(Reason("NotReady", "NotReady"))
+    if node.unschedulable:
+        reasons.append(Reason("cordoned", "cordoned"))
+    for taint in node.taints:
+        if taint.effect not in _BLOCKING_EFFECTS:
+            continue
+        if taint.key in ALWAYS_COUNTED_TAINTS:
+            category = "cordoned" if taint.key.endswith("unschedulable") else "NotReady"
+            if not any(r.category == category for r in reasons):
+                reasons.append(Reason(category, f"taint {taint}"))
+        elif not any(tolerates(t, taint) for t in rules.tolerations):
+            reasons.append(Reason("tainted", f"taint {taint}"))
+    if rules.selector and not all(r.matches(node.labels) for r in rules.selector):
+        reasons.append(Reason("selector", "labels do not match --selector"))
+    if node.gpus < rules.min_gpus:
+        reasons.append(Reason("gpus", f"{node.gpus} GPUs < {rules.min_gpus}"))
+    return Verdict(node, tuple(reasons))
+
+
+def judge_nodes(nodes: Sequence[Node], excluded: Collection[str], rules: Rules) -> list[Verdict]:
+    return [judge_node(n, excluded, rules) for n in nodes]
+
+
+def breakdown(verdicts: Sequence[Verdict]) -> str:
+    """'12 nodes: 7 eligible, 3 NotReady, 1 cordoned, 1 excluded': each node counted once."""
+    counts: Counter[str] = Counter()
+    for v in verdicts:
+        counts[v.reasons[0].category if v.reasons else "eligible"] += 1
+    parts = [f"{counts['eligible']} eligible"]
+    parts += [f"{counts[c]} {c}" for c in REASON_ORDER if counts[c]]
+    noun = "node" if len(verdicts) == 1 else "nodes"
+    return f"{len(verdicts)} {noun}: " + ", ".join(parts)
+
+
+def take_hosts(verdicts: Sequence[Verdict], num: int, required: Sequence[str] = ()) -> list[Node]:
+    """The first `num` eligible nodes (all when num is -1), always including `required`, in order."""
+    eligible = [v.node for v in verdicts if v.eligible]
+    by_name = {v.node.name: v for v in verdicts}
+    for name in required:
+        verdict = by_name.get(name)
+        if verdict is None:
+            raise SelectionError(f"--psf host {name!r} is not among the hosts")
+        if not verdict.eligible:
+            why = ", ".join(map(str, verdict.reasons))
+            raise SelectionError(f"--psf host {name!r} is not eligible: {why}")
+    if num == -1:
+        return eligible
+    if num > len(eligible):
+        raise SelectionError(
+            f"-N {num} asks for more hosts than are eligible ({breakdown(verdicts)})"
+        )
+    if len(required) > num:
+        raise SelectionError(f"--psf names {len(required)} hosts but -N is {num}")
+    wanted = set(required)
+    others = [n.name for n in eligible if n.name not in wanted][: num - len(required)]
+    wanted.update(others)
+    return [n for n in eligible if n.name in wanted]
+
+
+def unknown_exclusions(nodes: Sequence[Node], excluded: Collection[str]) -> list[str]:
+    """Names in the exclusion file that are not among the hosts: likely typos."""
+    names = {n.name for n in nodes}
+    return [name for name in excluded if name not in names]

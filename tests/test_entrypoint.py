@@ -1,0 +1,80 @@
+"""The installed console script and `python -m simpletfjob`, run as separate processes."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import EXAMPLES
+
+
+def _console_script() -> str:
+    found = shutil.which("simpletfjob") or str(Path(sys.executable).parent / "simpletfjob")
+    if not Path(found).exists():
+        pytest.fail("the simpletfjob console script is not installed; run pip install .[test]")
+    return found
+
+
+def test_console_script_renders_mnist() -> None:
+    proc = subprocess.run(
+        [_console_script(), "mnist.yaml", "-N", "3", "--nodes-file", "hosts", "-o", "-"],
+        cwd=EXAMPLES,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == (EXAMPLES / "mnist" / "expected.yaml").read_text()
+    assert proc.stderr.startswith("simpletfjob: wrote 3 tasks to stdout")
+
+
+def test_python_dash_m_reports_errors_in_one_line() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "simpletfjob", "mnist.yaml", "--nodes", "a", "-N", "2"],
+        cwd=EXAMPLES,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 1
+    assert proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == [
+        "simpletfjob: error: -N 2 asks for more hosts than are eligible (1 node: 1 eligible)"
+    ]
+
+
+def test_stdout_closed_early_is_not_an_error() -> None:
+    hosts = ",".join(f"h{i}" for i in range(300))
+    proc = subprocess.Popen(
+        [_console_script(), "mnist.yaml", "--nodes", hosts, "-o", "-"],
+        cwd=EXAMPLES,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.read(100)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 0
+    assert first.startswith(b"apiVersion: batch/v1")
+    assert "Traceback" not in err
+
+
+def test_offline_render_imports_neither_kubernetes_nor_urllib3() -> None:
+    code = (
+        "import sys; from simpletfjob.cli import main\n"
+        "try:\n    main(['mnist.yaml', '--nodes', 'a,b,c', '-o', '-'])\n"
+        "except SystemExit: pass\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('kubernetes', 'urllib3'))\n"
+        "print(bad, file=sys.stderr)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=EXAMPLES, capture_output=True, text=True, timeout=60
+    )
+    assert proc.stderr.strip().splitlines()[-1] == "[]"
+    assert len(list(yaml.safe_load_all(proc.stdout))) == 3

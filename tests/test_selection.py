@@ -1,0 +1,111 @@
+"""Eligibility, exclusion and taking N hosts, as pure functions."""
+
+from __future__ import annotations
+
+import pytest
+
+from simpletfjob.errors import SelectionError
+from simpletfjob.nodes import Node, Taint
+from simpletfjob.selection import (
+    Rules,
+    breakdown,
+    judge_nodes,
+    parse_selector,
+    take_hosts,
+    tolerates,
+    unknown_exclusions,
+)
+
+
+def plain(*names: str) -> list[Node]:
+    return [Node(n) for n in names]
+
+
+def names(nodes: list[Node]) -> list[str]:
+    return [n.name for n in nodes]
+
+
+def test_first_n_after_exclusion_in_given_order() -> None:
+    verdicts = judge_nodes(plain("h10", "h100", "h14", "h23"), {"h100"}, Rules())
+    assert names(take_hosts(verdicts, 2)) == ["h10", "h14"]
+    assert names(take_hosts(verdicts, -1)) == ["h10", "h14", "h23"]
+
+
+def test_too_many_hosts_says_how_many_are_eligible() -> None:
+    verdicts = judge_nodes(plain("a", "b", "c"), {"c"}, Rules())
+    with pytest.raises(SelectionError, match=r"-N 3 .*3 nodes: 2 eligible, 1 excluded"):
+        take_hosts(verdicts, 3)
+
+
+def test_psf_hosts_are_always_taken() -> None:
+    verdicts = judge_nodes(plain("a", "b", "c", "d"), set(), Rules())
+    assert names(take_hosts(verdicts, 2, ["d"])) == ["a", "d"]
+
+
+def test_psf_host_must_be_eligible_and_known() -> None:
+    verdicts = judge_nodes(plain("a", "b"), {"b"}, Rules())
+    with pytest.raises(SelectionError, match="'b' is not eligible: excluded"):
+        take_hosts(verdicts, -1, ["b"])
+    with pytest.raises(SelectionError, match="'z' is not among the hosts"):
+        take_hosts(verdicts, -1, ["z"])
+
+
+def test_unknown_exclusions_are_reported() -> None:
+    assert unknown_exclusions(plain("a", "b"), ["b", "typo"]) == ["typo"]
+
+
+def test_health_rules_and_breakdown() -> None:
+    nodes = [
+        Node("ok"),
+        Node("down", ready=False),
+        Node("cordoned", unschedulable=True),
+        Node("gpu", taints=(Taint("nvidia.com/gpu", "", "NoSchedule"),)),
+        Node("soft", taints=(Taint("x", "", "PreferNoSchedule"),)),
+        Node("new", taints=(Taint("node.kubernetes.io/not-ready", "", "NoSchedule"),)),
+    ]
+    verdicts = judge_nodes(nodes, {"ok"}, Rules())
+    assert [v.node.name for v in verdicts if v.eligible] == ["soft"]
+    assert (
+        breakdown(verdicts) == "6 nodes: 1 eligible, 1 excluded, 2 NotReady, 1 cordoned, 1 tainted"
+    )
+    tolerant = Rules(tolerations=({"key": "nvidia.com/gpu", "operator": "Exists"},))
+    assert [v.node.name for v in judge_nodes(nodes, set(), tolerant) if v.eligible] == [
+        "ok",
+        "gpu",
+        "soft",
+    ]
+
+
+def test_not_ready_taint_counts_even_when_tolerated() -> None:
+    node = Node("n", taints=(Taint("node.kubernetes.io/not-ready", "", "NoExecute"),))
+    everything = Rules(tolerations=({"operator": "Exists"},))
+    assert not judge_nodes([node], set(), everything)[0].eligible
+
+
+@pytest.mark.parametrize(
+    ("toleration", "taint", "expected"),
+    [
+        ({"key": "k", "operator": "Equal", "value": "v"}, Taint("k", "v", "NoSchedule"), True),
+        ({"key": "k", "value": "v"}, Taint("k", "w", "NoSchedule"), False),
+        (
+            {"key": "k", "operator": "Exists", "effect": "NoExecute"},
+            Taint("k", "", "NoSchedule"),
+            False,
+        ),
+        ({"operator": "Exists"}, Taint("any", "x", "NoExecute"), True),
+        ({"key": "", "operator": "Equal"}, Taint("any", "", "NoExecute"), False),
+    ],
+)
+def test_tolerates(toleration: dict[str, str], taint: Taint, expected: bool) -> None:
+    assert tolerates(toleration, taint) is expected
+
+
+def test_selector_and_gpus() -> None:
+    nodes = [
+        Node("a", labels={"pool": "gpu", "zone": "x"}, gpus=8),
+        Node("b", labels={"pool": "cpu"}),
+        Node("c", labels={"pool": "gpu"}, gpus=2),
+    ]
+    rules = Rules(selector=parse_selector("pool=gpu, zone in (x,y)"), min_gpus=4)
+    assert [v.node.name for v in judge_nodes(nodes, set(), rules) if v.eligible] == ["a"]
+    assert [r.matches({"a": "1"}) for r in parse_selector("!b,a,a!=2")] == [True, True, True]

@@ -18,10 +18,10 @@ from simpletfjob.errors import InputError, OutputError, RenderCheckError, UsageE
 from simpletfjob.output import (
     DocumentId,
     check_unique,
+    compose_documents,
     count_config_strings,
     identify,
     join_documents,
-    load_documents,
     normalize_task_text,
     write_atomic,
     write_stdout,
@@ -213,7 +213,7 @@ def render_and_check(
         pieces = compiled.split(text)
         checked = "".join(compiled.fill(pieces, stub, task))
         where = f"{task.role} {task.index} on {task.node}"
-        documents = load_documents(checked, number, where)
+        documents = compose_documents(checked, number, where)
         task_ids = [identify(d, number + i, where) for i, d in enumerate(documents)]
         check_placements(compiled, pieces, documents, stub.config(task), where, number)
         ids += [(number + i, doc_id) for i, doc_id in enumerate(task_ids)]
@@ -249,15 +249,12 @@ def check_placements(
 def summary(tasks: Sequence[Task], destination: str) -> str:
     """'3 tasks -> out.yaml: 1 ps (h10), 2 worker (h100, h14)'."""
     groups: dict[str, list[str]] = {}
+    shared_hosts = len({t.host for t in tasks}) < len(tasks)
     for t in tasks:
-        groups.setdefault(t.role, []).append(t.endpoint if _shared_hosts(tasks) else t.host)
+        groups.setdefault(t.role, []).append(t.endpoint if shared_hosts else t.host)
     parts = []
     for role, hosts in groups.items():
         shown = ", ".join(hosts[:4]) + (f", ... {len(hosts) - 4} more" if len(hosts) > 4 else "")
         parts.append(f"{len(hosts)} {role} ({shown})")
     noun = "task" if len(tasks) == 1 else "tasks"
     return f"simpletfjob: wrote {len(tasks)} {noun} to {destination}: " + ", ".join(parts)
-
-
-def _shared_hosts(tasks: Sequence[Task]) -> bool:
-    return len({t.host for t in tasks}) < len(tasks)

@@ -81,6 +81,42 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
     multiple=True,
     help="A template variable (repeatable; dotted keys nest, as in helm).",
 )
+@click.option(
+    "--network",
+    type=click.Choice(["host", "pod"]),
+    default="host",
+    show_default=True,
+    help="host: TF_CONFIG names hosts. pod: one headless Service per task, named by its DNS name.",
+)
+@click.option(
+    "--namespace",
+    metavar="NS",
+    help="Namespace for documents that set none (default with --network pod: default).",
+)
+@click.option(
+    "--cluster-domain",
+    metavar="DOMAIN",
+    help="With --network pod, use NAME.NAMESPACE.svc.DOMAIN (for example cluster.local).",
+)
+@click.option(
+    "--tasks-per-host",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Tasks on each selected host, on ports port, port+1, ...",
+)
+@click.option(
+    "--name",
+    metavar="NAME",
+    help="Value of the simpletfjob/job label (default: the template's stem).",
+)
+@click.option(
+    "--no-labels",
+    "labels",
+    flag_value=False,
+    default=True,
+    help="Do not add the app.kubernetes.io/managed-by and simpletfjob/* labels.",
+)
 @click.version_option(__version__, "--version", prog_name="simpletfjob")
 def render_command(
     template: str | None, set_values: Sequence[str], exc: str | None, **options: Any

@@ -134,7 +134,7 @@ def scalar_string(node: Any) -> str | None:
     """The value of a scalar node that YAML reads as a string (not 123, true or null)."""
     if node is None or type(node).__name__ != "ScalarNode":
         return None
-    if node.style is None and _plain_tag(node.value) != _STR:
+    if not node.style and _plain_tag(node.value) != _STR:
         return None
     return str(node.value)
 
@@ -142,7 +142,7 @@ def scalar_string(node: Any) -> str | None:
 def identify(document: Any, number: int, where: str) -> DocumentId:
     """The kind, namespace and name of a composed document, checking that kubectl can apply it."""
     node_kind = type(document).__name__
-    if node_kind == "ScalarNode" and document.style is None and _plain_tag(document.value) == _NULL:
+    if node_kind == "ScalarNode" and not document.style and _plain_tag(document.value) == _NULL:
         raise RenderCheckError(f"document {number} ({where}) is empty")
     if node_kind != "MappingNode":
         raise RenderCheckError(
@@ -153,7 +153,12 @@ def identify(document: Any, number: int, where: str) -> DocumentId:
     if not kind:
         raise RenderCheckError(f"document {number} ({where}) has no 'kind'")
     metadata = mapping_get(document, "metadata")
-    name = scalar_string(mapping_get(metadata, "name"))
+    name_node = mapping_get(metadata, "name")
+    name = scalar_string(name_node)
+    if name_node is not None and name is None and type(name_node).__name__ == "ScalarNode":
+        raise RenderCheckError(
+            f"document {number} ({where}, {kind}): metadata.name {name_node.value} is not a string; quote it"
+        )
     if not name:
         raise RenderCheckError(f"document {number} ({where}, {kind}) has no metadata.name")
     namespace = scalar_string(mapping_get(metadata, "namespace"))
@@ -207,7 +212,7 @@ def count_config_strings(document: Any, config: Mapping[str, Any]) -> int:
             stack.extend(v for _, v in node.value)
         elif kind == "SequenceNode":
             stack.extend(node.value)
-        elif node.style is not None and node.value.lstrip().startswith("{"):
+        elif node.style and node.value.lstrip().startswith("{"):
             with contextlib.suppress(ValueError):
                 count += json.loads(node.value) == config
     return count

@@ -15,6 +15,16 @@ from typing import Any
 
 from simpletfjob import nodes as node_sources
 from simpletfjob.errors import InputError, OutputError, RenderCheckError, UsageError
+from simpletfjob.labels import (
+    INDEX_LABEL,
+    JOB_LABEL,
+    MANAGED_BY,
+    ROLE_LABEL,
+    TextEditor,
+    check_label_value,
+    label_document,
+)
+from simpletfjob.network import dns_name, service_document
 from simpletfjob.output import (
     DocumentId,
     check_unique,
@@ -26,7 +36,7 @@ from simpletfjob.output import (
     write_atomic,
     write_stdout,
 )
-from simpletfjob.render import BUILTIN_VARIABLES, WHOLE_VALUE_MODES, CompiledTemplate
+from simpletfjob.render import BUILTIN_VARIABLES, WHOLE_VALUE_MODES, CompiledTemplate, place
 from simpletfjob.roles import ClusterSpec, Host, Task, assign_roles
 from simpletfjob.selection import Rules, judge_nodes, take_hosts, unknown_exclusions
 from simpletfjob.values import check_reserved
@@ -51,6 +61,12 @@ class Options:
     nodes_file: str | None = None
     output: str | None = None
     values: dict[str, Any] = field(default_factory=dict)
+    network: str = "host"
+    namespace: str | None = None
+    cluster_domain: str | None = None
+    tasks_per_host: int = 1
+    name: str | None = None
+    labels: bool = True
 
 
 @dataclass
@@ -60,6 +76,32 @@ class Rendered:
     task: Task
     pieces: list[str]
     ids: list[DocumentId]
+    services: str = ""  # pod networking: this task's Service documents
+
+    def job(self) -> DocumentId:
+        return next(i for i in self.ids if i.kind == "Job")
+
+
+@dataclass
+class Decoration:
+    """What is added to every rendered document: labels, and a namespace where missing."""
+
+    job: str | None  # the simpletfjob/job label value; None with --no-labels
+    namespace: str | None
+    conflicts: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    def labels(self, task: Task) -> dict[str, str]:
+        if self.job is None:
+            return {}
+        return {
+            MANAGED_BY: "simpletfjob",
+            JOB_LABEL: self.job,
+            ROLE_LABEL: task.role,
+            INDEX_LABEL: str(task.index),
+        }
+
+    def conflict(self, key: str, theirs: str, ours: str) -> None:
+        self.conflicts.setdefault(key, (theirs, ours))
 
 
 def warn(message: str) -> None:
@@ -89,16 +131,93 @@ def run(options: Options) -> str:
         chief=options.chief,
         evaluator=options.evaluator,
         port=options.port,
+        tasks_per_host=options.tasks_per_host,
     )
+    decoration = Decoration(job_label(options, filename), namespace_to_add(options))
     spec = ClusterSpec(tasks, include_evaluator=options.evaluator_in_cluster)
-    rendered = render_and_check(compiled, tasks, spec, options.values)
+    rendered = render_and_check(compiled, tasks, spec, options.values, decoration)
+    if options.network == "pod":
+        spec, rendered = use_pod_network(compiled, options, rendered, decoration)
+    for key, (theirs, ours) in sorted(decoration.conflicts.items()):
+        warn(f"the template sets label {key}={theirs}; keeping it (simpletfjob would set {ours!r})")
 
-    chunks = join_documents(compiled.fill(r.pieces, spec, r.task) for r in rendered)
+    chunks = join_documents([*compiled.fill(r.pieces, spec, r.task), r.services] for r in rendered)
     if output is None:
         write_stdout(chunks)
     else:
         write_atomic(output, chunks)
     return summary(tasks, "stdout" if output is None else str(output))
+
+
+def job_label(options: Options, template: str) -> str | None:
+    """The simpletfjob/job label: --name, or the template's file name without extension."""
+    if not options.labels:
+        return None
+    name = options.name
+    if name is None:
+        base = Path(template).name
+        name = base.rsplit(".", 1)[0] if "." in base else base
+        check_label_value(name, "the template's name")
+    else:
+        check_label_value(name, "--name")
+    return name
+
+
+def namespace_to_add(options: Options) -> str | None:
+    """The namespace given to documents that set none: --namespace, or 'default' with pod networking."""
+    if options.namespace is not None:
+        return options.namespace
+    return "default" if options.network == "pod" else None
+
+
+def use_pod_network(
+    compiled: CompiledTemplate,
+    options: Options,
+    rendered: list[Rendered],
+    decoration: Decoration,
+) -> tuple[ClusterSpec, list[Rendered]]:
+    """Address every task by its Service's DNS name, and add the Services."""
+    endpoints = {}
+    for r in rendered:
+        if not any(i.kind == "Job" for i in r.ids):
+            raise RenderCheckError(
+                f"--network pod: the documents of {r.task.role} {r.task.index} have no Job to give a Service"
+            )
+        job = r.job()
+        namespace = job.namespace or decoration.namespace or "default"
+        if options.namespace is not None and namespace != options.namespace:
+            raise UsageError(
+                f"Job {job.name!r} sets namespace {namespace!r} but --namespace is {options.namespace!r}"
+            )
+        address = dns_name(job.name, namespace, options.cluster_domain)
+        endpoints[r.task] = f"{address}:{r.task.port}"
+    spec = ClusterSpec(
+        [r.task for r in rendered], endpoints, include_evaluator=options.evaluator_in_cluster
+    )
+    if compiled.referenced & {"TF_CONFIG", "ps_hosts", "worker_hosts", "chief_hosts"}:
+        # These stand in the text as rendered, so render again with the Service addresses.
+        again = render_and_check(
+            compiled, [r.task for r in rendered], spec, options.values, decoration
+        )
+        if [r.ids for r in again] != [r.ids for r in rendered]:
+            raise RenderCheckError("--network pod: Job names must not depend on the host lists")
+        rendered = again
+    for r in rendered:
+        job = r.job()
+        namespace = job.namespace or decoration.namespace or "default"
+        labels = {k: v for k, v in decoration.labels(r.task).items() if k != INDEX_LABEL}
+        r.services = "---\n" + service_document(job.name, namespace, r.task, labels)
+    services = [
+        (
+            i,
+            DocumentId(
+                "Service", r.job().namespace or decoration.namespace or "default", r.job().name
+            ),
+        )
+        for i, r in enumerate(rendered)
+    ]
+    check_unique(services)
+    return spec, rendered
 
 
 def check_options(options: Options) -> None:
@@ -110,6 +229,20 @@ def check_options(options: Options) -> None:
         raise UsageError(f"--port must be between 1 and 65535; got {options.port}")
     if options.nodes is not None and options.nodes_file is not None:
         raise UsageError("give --nodes or --nodes-file, not both")
+    if options.network not in ("host", "pod"):
+        raise UsageError(f"--network must be host or pod; got {options.network!r}")
+    if options.tasks_per_host < 1:
+        raise UsageError(f"--tasks-per-host must be at least 1; got {options.tasks_per_host}")
+    for what, value in (
+        ("--namespace", options.namespace),
+        ("--cluster-domain", options.cluster_domain),
+    ):
+        if value is not None and not node_sources.is_node_name(value):
+            raise UsageError(f"{what} {value!r} is not a valid DNS name")
+    if options.namespace is not None and (len(options.namespace) > 63 or "." in options.namespace):
+        raise UsageError(
+            f"--namespace {options.namespace!r} is not a valid namespace (a DNS label)"
+        )
 
 
 def load_template(name: str) -> tuple[str, str]:
@@ -196,31 +329,52 @@ def render_and_check(
     tasks: Sequence[Task],
     spec: ClusterSpec,
     values: Mapping[str, Any],
+    decoration: Decoration,
 ) -> list[Rendered]:
-    """Render every task and check every document; nothing is written here."""
+    """Render every task, check every document and add labels; nothing is written here."""
     stub = stub_spec(tasks)
     # A template that uses TF_CONFIG in an expression of its own gets the real JSON
     # in its text, so its documents are checked with it; bare placements use the stub.
-    text_spec = spec if compiled.uses_tf_config else stub
     rendered = []
     number = 1
     ids: list[tuple[int, DocumentId]] = []
     for task in tasks:
         context = {**values, **task_context(task, spec, len(tasks))}
         if compiled.uses_tf_config:
-            context["TF_CONFIG"] = text_spec.compact(task)
+            context["TF_CONFIG"] = spec.compact(task)
         text = normalize_task_text(compiled.render(context))
         pieces = compiled.split(text)
-        checked = "".join(compiled.fill(pieces, stub, task))
+        placed = [place(compiled.placements[int(p)], stub, task) for p in pieces[1::2]]
+        checked = "".join(_interleave(pieces, placed))
         where = f"{task.role} {task.index} on {task.node}"
         documents = compose_documents(checked, number, where)
         task_ids = [identify(d, number + i, where) for i, d in enumerate(documents)]
         check_placements(compiled, pieces, documents, stub.config(task), where, number)
+        if decoration.job is not None or decoration.namespace is not None:
+            editor = TextEditor(checked, f"document {number} ({where})")
+            for document, doc_id in zip(documents, task_ids, strict=True):
+                namespace = None if doc_id.namespace else decoration.namespace
+                label_document(
+                    editor,
+                    document,
+                    doc_id.kind,
+                    decoration.labels(task),
+                    namespace,
+                    decoration.conflict,
+                )
+            pieces = editor.apply_to(pieces, [len(p) for p in placed])
         ids += [(number + i, doc_id) for i, doc_id in enumerate(task_ids)]
         number += len(documents)
         rendered.append(Rendered(task, pieces, task_ids))
     check_unique(ids)
     return rendered
+
+
+def _interleave(pieces: Sequence[str], placed: Sequence[str]) -> list[str]:
+    out = [pieces[0]]
+    for i, text in enumerate(placed):
+        out += [text, pieces[2 * i + 2]]
+    return out
 
 
 def check_placements(

@@ -30,7 +30,7 @@ def assert_one_line_error(result: Any, code: int, pattern: str) -> None:
 
 
 def test_default_output_is_beside_the_template(cli: Any, workdir: Path) -> None:
-    result = cli("mnist.yaml", "-N", "3", "--nodes-file", "hosts", cwd=workdir)
+    result = cli("mnist.yaml", "-N", "3", "--nodes-file", "hosts", "--no-labels", cwd=workdir)
     assert result.code == 0, result.err
     assert result.out == ""
     written = (workdir / "mnist_tfjob.yaml").read_text()

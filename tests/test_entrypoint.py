@@ -22,7 +22,17 @@ def _console_script() -> str:
 
 def test_console_script_renders_mnist() -> None:
     proc = subprocess.run(
-        [_console_script(), "mnist.yaml", "-N", "3", "--nodes-file", "hosts", "-o", "-"],
+        [
+            _console_script(),
+            "mnist.yaml",
+            "-N",
+            "3",
+            "--nodes-file",
+            "hosts",
+            "--no-labels",
+            "-o",
+            "-",
+        ],
         cwd=EXAMPLES,
         capture_output=True,
         text=True,

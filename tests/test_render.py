@@ -66,8 +66,8 @@ def test_legacy_and_new_syntax_render_the_same(cli: Any, tmp_path: Path) -> None
         .replace("<<TF_CONFIG>>", "{{.TF_CONFIG}}")
     )
     legacy = write(tmp_path / "legacy.yaml", legacy_text)
-    a = cli(str(new), "--nodes", "a,b,c", "-o", "-")
-    b = cli(str(legacy), "--nodes", "a,b,c", "-o", "-")
+    a = cli(str(new), "--nodes", "a,b,c", "--name", "t", "-o", "-")
+    b = cli(str(legacy), "--nodes", "a,b,c", "--name", "t", "-o", "-")
     assert a.code == b.code == 0
     assert a.out == b.out
 

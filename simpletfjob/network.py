@@ -1,0 +1,44 @@
+"""Pod networking: one headless Service per task, and TF_CONFIG addresses that are Service DNS names.
+
+Each Service has its Job's name and selects the Job's pods by the `job-name`
+label that the Job controller puts on them, so it works with --no-labels too.
+`publishNotReadyAddresses: true` makes a task's DNS record appear as soon as
+its pod has an IP, not when it turns Ready: TensorFlow tasks dial each other
+while starting, before any of them could be called ready, and a pod that is
+never Ready would otherwise never be resolvable (the TFJob operator's
+issue #1458).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from simpletfjob.labels import scalar
+from simpletfjob.roles import Task
+
+
+def dns_name(name: str, namespace: str, cluster_domain: str | None) -> str:
+    suffix = f".{cluster_domain}" if cluster_domain else ""
+    return f"{name}.{namespace}.svc{suffix}"
+
+
+def service_document(name: str, namespace: str, task: Task, labels: Mapping[str, str]) -> str:
+    """A headless Service for one task, as YAML text."""
+    label_lines = "".join(f"    {scalar(k)}: {scalar(v)}\n" for k, v in labels.items())
+    return (
+        "apiVersion: v1\n"
+        "kind: Service\n"
+        "metadata:\n"
+        f"  name: {name}\n"
+        f"  namespace: {scalar(namespace)}\n"
+        + (f"  labels:\n{label_lines}" if labels else "")
+        + "spec:\n"
+        "  clusterIP: None\n"
+        "  publishNotReadyAddresses: true\n"
+        "  selector:\n"
+        f"    job-name: {name}\n"
+        "  ports:\n"
+        "    - name: tfjob-port\n"
+        f"      port: {task.port}\n"
+        f"      targetPort: {task.port}\n"
+    )

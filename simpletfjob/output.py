@@ -166,7 +166,7 @@ def identify(document: Any, number: int, where: str) -> DocumentId:
     return DocumentId(kind, namespace or "", name)
 
 
-def check_name(kind: str, name: str, number: int, where: str) -> None:
+def check_name(kind: str, name: str, number: int | None, where: str) -> None:
     """Job and Service names must be DNS-1123 labels of at most 63 characters.
 
     A Job's name becomes the value of its pods' job-name label, which is limited
@@ -175,16 +175,16 @@ def check_name(kind: str, name: str, number: int, where: str) -> None:
     """
     if kind not in ("Job", "Service"):
         return
+    what = f"document {number} ({where})" if number is not None else where
     pattern = _DNS1035_LABEL if kind == "Service" else _DNS1123_LABEL
     rule = "RFC 1035: start with a letter" if kind == "Service" else "RFC 1123"
     if len(name) > 63:
         raise RenderCheckError(
-            f"document {number} ({where}): {kind} name {name!r} is {len(name)} characters; "
-            "the limit is 63"
+            f"{what}: {kind} name {name!r} is {len(name)} characters; the limit is 63"
         )
     if pattern.fullmatch(name) is None:
         raise RenderCheckError(
-            f"document {number} ({where}): {kind} name {name!r} is not a valid DNS label "
+            f"{what}: {kind} name {name!r} is not a valid DNS label "
             f"({rule}; lowercase letters, digits and '-')"
         )
 

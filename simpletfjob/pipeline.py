@@ -27,6 +27,7 @@ from simpletfjob.labels import (
 from simpletfjob.network import dns_name, service_document
 from simpletfjob.output import (
     DocumentId,
+    check_name,
     check_unique,
     compose_documents,
     count_config_strings,
@@ -202,20 +203,15 @@ def use_pod_network(
         if [r.ids for r in again] != [r.ids for r in rendered]:
             raise RenderCheckError("--network pod: Job names must not depend on the host lists")
         rendered = again
+    services: list[tuple[int, DocumentId]] = []
     for r in rendered:
         job = r.job()
         namespace = job.namespace or decoration.namespace or "default"
+        where = f"the Service of {r.task.role} {r.task.index}"
+        check_name("Service", job.name, None, where)
         labels = {k: v for k, v in decoration.labels(r.task).items() if k != INDEX_LABEL}
         r.services = "---\n" + service_document(job.name, namespace, r.task, labels)
-    services = [
-        (
-            i,
-            DocumentId(
-                "Service", r.job().namespace or decoration.namespace or "default", r.job().name
-            ),
-        )
-        for i, r in enumerate(rendered)
-    ]
+        services.append((len(services) + 1, DocumentId("Service", namespace, job.name)))
     check_unique(services)
     return spec, rendered
 

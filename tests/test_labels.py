@@ -1,0 +1,149 @@
+"""Labels: on every Job and its pod template, merged with the template's own, text otherwise unchanged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import EXAMPLES, write
+
+OURS = ("app.kubernetes.io/managed-by", "simpletfjob/job", "simpletfjob/role", "simpletfjob/index")
+
+
+def labels_of(doc: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+    pod = doc["spec"]["template"].get("metadata", {}).get("labels", {})
+    return doc["metadata"].get("labels", {}), pod
+
+
+def is_subsequence(short: list[str], long: list[str]) -> bool:
+    it = iter(long)
+    return all(line in it for line in short)
+
+
+def test_every_job_and_pod_template_is_labelled(cli: Any) -> None:
+    result = cli("mnist.yaml", "--nodes-file", "hosts", "-N", "3", "-o", "-", cwd=EXAMPLES)
+    assert result.code == 0, result.err
+    for doc, (role, index) in zip(
+        result.docs, [("ps", "0"), ("worker", "0"), ("worker", "1")], strict=True
+    ):
+        want = {
+            "app.kubernetes.io/managed-by": "simpletfjob",
+            "simpletfjob/job": "mnist",
+            "simpletfjob/role": role,
+            "simpletfjob/index": index,
+        }
+        assert labels_of(doc) == (want, want)
+
+
+def test_labels_only_add_lines(cli: Any) -> None:
+    args = ("mnist.yaml", "--nodes-file", "hosts", "-N", "3", "-o", "-")
+    plain = cli(*args, "--no-labels", cwd=EXAMPLES).out.splitlines()
+    labelled = cli(*args, cwd=EXAMPLES).out.splitlines()
+    assert is_subsequence(plain, labelled)
+    extra = list(labelled)
+    for line in plain:
+        extra.remove(line)
+    assert all(line.strip() in ("labels:", "metadata:") or "simpletfjob" in line for line in extra)
+
+
+def test_no_labels_means_none(cli: Any) -> None:
+    result = cli("mnist.yaml", "--nodes-file", "hosts", "--no-labels", "-o", "-", cwd=EXAMPLES)
+    assert "simpletfjob" not in result.out
+    assert all(labels_of(d) == ({}, {}) for d in result.docs)
+
+
+def test_name_option_sets_the_job_label(cli: Any) -> None:
+    result = cli("mnist.yaml", "--nodes", "a,b", "--name", "run-7", "-o", "-", cwd=EXAMPLES)
+    assert {labels_of(d)[0]["simpletfjob/job"] for d in result.docs} == {"run-7"}
+
+
+TEMPLATE = """\
+# a comment at the top
+kind: Job
+apiVersion: batch/v1
+metadata:
+  name: t-<<type>>-<<index>>   # trailing comment
+  labels:
+    team: ml          # who owns it
+    simpletfjob/job: custom
+  annotations:
+    note: keep me
+spec:
+  template:
+    metadata:
+      annotations: {a: b}
+    spec:
+      containers: [{name: c, image: i}]
+"""
+
+
+def test_merge_with_template_labels_and_template_wins(cli: Any, tmp_path: Path) -> None:
+    template = write(tmp_path / "t.yaml", TEMPLATE)
+    result = cli(str(template), "--nodes", "a,b,c", "-o", "-")
+    assert result.code == 0, result.err
+    job, pod = labels_of(result.docs[1])
+    assert job == {
+        "team": "ml",
+        "simpletfjob/job": "custom",
+        "app.kubernetes.io/managed-by": "simpletfjob",
+        "simpletfjob/role": "worker",
+        "simpletfjob/index": "0",
+    }
+    assert pod == {
+        "app.kubernetes.io/managed-by": "simpletfjob",
+        "simpletfjob/job": "t",
+        "simpletfjob/role": "worker",
+        "simpletfjob/index": "0",
+    }
+    assert result.docs[1]["spec"]["template"]["metadata"]["annotations"] == {"a": "b"}
+    warnings = [line for line in result.err.splitlines() if "warning" in line]
+    assert warnings == [
+        "simpletfjob: warning: the template sets label simpletfjob/job=custom; "
+        "keeping it (simpletfjob would set 't')"
+    ]
+    plain = cli(str(template), "--nodes", "a,b,c", "--no-labels", "-o", "-").out.splitlines()
+    assert is_subsequence(plain, result.out.splitlines())
+    assert "    team: ml          # who owns it" in result.out.splitlines()
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        "metadata: {name: 't-<<type>>-<<index>>', labels: {app: x}}",
+        "metadata: {name: 't-<<type>>-<<index>>', labels: {}}",
+        "metadata: {name: 't-<<type>>-<<index>>'}",
+        "metadata:\n  labels: {app: x}\n  name: t-<<type>>-<<index>>",
+        'metadata:\n  name: "t-<<type>>-<<index>>"\n  labels:\n    app: x',
+    ],
+)
+def test_flow_and_block_styles(cli: Any, tmp_path: Path, metadata: str) -> None:
+    text = f"kind: Job\n{metadata}\nspec:\n  template:\n    spec: {{}}\n"
+    result = cli(str(write(tmp_path / "t.yaml", text)), "--nodes", "a,b", "-o", "-")
+    assert result.code == 0, result.err
+    job, pod = labels_of(result.docs[0])
+    assert {k: job[k] for k in OURS} == {k: pod[k] for k in OURS}
+    assert job["simpletfjob/role"] == "ps"
+    assert job.get("app", "x") == "x"
+
+
+def test_a_stem_that_is_no_label_value_asks_for_name(cli: Any, tmp_path: Path) -> None:
+    template = write(tmp_path / "my job!.yaml", TEMPLATE)
+    result = cli(str(template), "--nodes", "a,b", "-o", "-")
+    assert result.code == 1 and result.out == ""
+    assert "is not a valid label value" in result.err and "--name" in result.err
+    assert cli(str(template), "--nodes", "a,b", "--name", "ok", "-o", "-").code == 0
+
+
+def test_labels_reach_other_kinds_in_a_multi_document_template(cli: Any, tmp_path: Path) -> None:
+    text = (
+        "kind: ConfigMap\napiVersion: v1\nmetadata:\n  name: cm-<<type>>-<<index>>\n"
+        "data: {k: v}\n---\n"
+        "kind: Job\napiVersion: batch/v1\nmetadata:\n  name: j-<<type>>-<<index>>\n"
+        "spec:\n  template:\n    spec: {}\n"
+    )
+    result = cli(str(write(tmp_path / "t.yaml", text)), "--nodes", "a,b", "-o", "-")
+    assert result.code == 0, result.err
+    kinds = [(d["kind"], d["metadata"]["labels"]["simpletfjob/role"]) for d in result.docs]
+    assert kinds == [("ConfigMap", "ps"), ("Job", "ps"), ("ConfigMap", "worker"), ("Job", "worker")]

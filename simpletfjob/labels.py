@@ -9,11 +9,12 @@ left alone; if its value differs, the template wins and a warning says so.
 from __future__ import annotations
 
 import bisect
+import functools
+import itertools
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from simpletfjob.errors import RenderCheckError
 from simpletfjob.output import mapping_get
@@ -59,8 +60,7 @@ _YAML_WORDS = frozenset(
 Entry = tuple[str, Any]
 
 
-@dataclass(frozen=True)
-class Edit:
+class Edit(NamedTuple):
     offset: int  # where in the text to insert
     text: str
 
@@ -73,6 +73,7 @@ def check_label_value(value: str, what: str) -> None:
         )
 
 
+@functools.lru_cache(maxsize=4096)
 def scalar(value: str) -> str:
     """A label key or value as YAML: plain where that reads back as the same string."""
     if _PLAIN_SAFE.fullmatch(value) and value not in _YAML_WORDS:
@@ -86,7 +87,7 @@ class TextEditor:
     def __init__(self, text: str, where: str) -> None:
         self.text = text
         self.where = where
-        self.line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+        self.line_starts = [0, *itertools.accumulate(len(line) + 1 for line in text.split("\n"))]
         self.edits: list[Edit] = []
 
     def offset(self, line: int, column: int = 0) -> int:
@@ -130,7 +131,7 @@ class TextEditor:
         offset = self.offset(after[-1].end_mark.line + 1) if after else line_start
         if offset == len(self.text) and not self.text.endswith("\n"):
             self.edits.append(Edit(offset, "\n"))
-        self.edits.append(Edit(offset, "".join(_block(e, column) for e in entries)))
+        self.edits.append(Edit(offset, _block_text(_freeze(entries), column)))
 
     def apply_to(self, pieces: list[str], stub_lengths: Sequence[int]) -> list[str]:
         """Apply the edits to the marker-split text the stub text was filled from."""
@@ -152,17 +153,27 @@ class TextEditor:
         return result
 
 
+def _freeze(entries: Sequence[Entry]) -> tuple[Entry, ...]:
+    return tuple((k, _freeze(v) if isinstance(v, (list, tuple)) else v) for k, v in entries)
+
+
+@functools.lru_cache(maxsize=1024)
+def _block_text(entries: tuple[Entry, ...], column: int) -> str:
+    """Entries as block-style lines at `column`; the same labels recur for every task of a role."""
+    return "".join(_block(e, column) for e in entries)
+
+
 def _block(entry: Entry, column: int) -> str:
     key, value = entry
     pad = " " * column
-    if isinstance(value, list):
+    if isinstance(value, (list, tuple)):
         return f"{pad}{scalar(key)}:\n" + "".join(_block(e, column + 2) for e in value)
     return f"{pad}{scalar(key)}: {scalar(value)}\n"
 
 
 def _flow(entry: Entry) -> str:
     key, value = entry
-    if isinstance(value, list):
+    if isinstance(value, (list, tuple)):
         return f"{scalar(key)}: {{{', '.join(_flow(e) for e in value)}}}"
     return f"{scalar(key)}: {scalar(value)}"
 

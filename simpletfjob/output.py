@@ -13,11 +13,8 @@ import json
 import os
 import re
 import sys
-import tempfile
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, NamedTuple
 
 from simpletfjob.errors import OutputError, RenderCheckError
 
@@ -27,8 +24,7 @@ _LEADING_SEPARATOR = re.compile(r"\A(?:[ \t]*(?:#[^\n]*)?\n)*---[ \t]*(?:#[^\n]*
 _TRAILING_SEPARATOR = re.compile(r"\n---[ \t]*\n?\Z")
 
 
-@dataclass(frozen=True)
-class DocumentId:
+class DocumentId(NamedTuple):
     kind: str
     namespace: str
     name: str
@@ -201,21 +197,35 @@ def check_unique(ids: Iterable[tuple[int, DocumentId]]) -> None:
         seen[doc_id] = number
 
 
-def count_config_strings(document: Any, config: Mapping[str, Any]) -> int:
-    """How many string scalars in a composed document are JSON equal to `config`."""
-    count = 0
-    stack = [document]
-    while stack:
-        node = stack.pop()
+def node_at(documents: Sequence[Any], line: int, column: int) -> Any:
+    """The innermost node that starts at or before (line, column) along the path to that point."""
+    position = (line, column)
+    candidates = [d for d in documents if (d.start_mark.line, d.start_mark.column) <= position]
+    node = candidates[-1] if candidates else None
+    while node is not None:
         kind = type(node).__name__
         if kind == "MappingNode":
-            stack.extend(v for _, v in node.value)
+            before = [
+                v for k, v in node.value if (k.start_mark.line, k.start_mark.column) <= position
+            ]
         elif kind == "SequenceNode":
-            stack.extend(node.value)
-        elif node.style and node.value.lstrip().startswith("{"):
-            with contextlib.suppress(ValueError):
-                count += json.loads(node.value) == config
-    return count
+            before = [v for v in node.value if (v.start_mark.line, v.start_mark.column) <= position]
+        else:
+            return node
+        if not before:
+            return node
+        node = before[-1]
+    return None
+
+
+def is_config_string(node: Any, config: Mapping[str, Any]) -> bool:
+    """Whether a node is a quoted or block scalar holding exactly `config` as JSON."""
+    if node is None or type(node).__name__ != "ScalarNode" or not node.style:
+        return False
+    try:
+        return bool(json.loads(node.value) == config)
+    except ValueError:
+        return False
 
 
 def join_documents(tasks: Iterable[Iterable[str]]) -> Iterator[str]:
@@ -226,11 +236,27 @@ def join_documents(tasks: Iterable[Iterable[str]]) -> Iterator[str]:
         yield from chunks
 
 
+def encoded(chunks: Iterable[str]) -> Iterator[bytes]:
+    """UTF-8 bytes of each chunk; a large chunk seen before (the shared cluster JSON) is encoded once."""
+    cache: dict[str, bytes] = {}
+    for chunk in chunks:
+        if len(chunk) < 4096:
+            yield chunk.encode()
+            continue
+        data = cache.get(chunk)  # the str's hash is cached and a hit is found by identity
+        if data is None:
+            if len(cache) > 16:
+                cache.clear()
+            data = cache[chunk] = chunk.encode()
+        yield data
+
+
 def write_stdout(chunks: Iterable[str]) -> None:
-    out = sys.stdout
+    out = sys.stdout.buffer
     try:
-        for chunk in chunks:
-            out.write(chunk)
+        sys.stdout.flush()
+        for data in encoded(chunks):
+            out.write(data)
         out.flush()
     except BrokenPipeError:
         # The reader went away (| head): not our error. Keep Python from complaining at exit.
@@ -238,32 +264,34 @@ def write_stdout(chunks: Iterable[str]) -> None:
         os.dup2(devnull, sys.stdout.fileno())
 
 
-def write_atomic(path: Path, chunks: Iterable[str]) -> None:
+def write_atomic(path: str, chunks: Iterable[str]) -> None:
     """Write to a temporary file beside `path` and rename it into place: all or nothing."""
     try:
         _write_atomic(path, chunks)
     except OSError as e:
-        raise OutputError(f"cannot write {str(path)!r}: {e.strerror or e}") from e
+        raise OutputError(f"cannot write {path!r}: {e.strerror or e}") from e
 
 
-def _write_atomic(path: Path, chunks: Iterable[str]) -> None:
-    if path.is_dir():
-        raise OutputError(f"output {str(path)!r} is a directory")
-    if not path.parent.is_dir():
-        raise OutputError(
-            f"cannot write {str(path)!r}: directory {str(path.parent)!r} does not exist"
-        )
+def _write_atomic(path: str, chunks: Iterable[str]) -> None:
+    directory = os.path.dirname(path) or "."
+    if os.path.isdir(path):
+        raise OutputError(f"output {path!r} is a directory")
+    if not os.path.isdir(directory):
+        raise OutputError(f"cannot write {path!r}: directory {directory!r} does not exist")
     try:
-        mode = path.stat().st_mode & 0o7777
+        mode = os.stat(path).st_mode & 0o7777
     except FileNotFoundError:
         umask = os.umask(0)
         os.umask(umask)
         mode = 0o666 & ~umask
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name[:200]}.", suffix=".tmp", dir=path.parent)
+    # tempfile would do, but importing it costs the cold start a few milliseconds.
+    name = os.path.basename(path)[:200]
+    temp = os.path.join(directory, f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            for chunk in chunks:
-                f.write(chunk)
+        with os.fdopen(fd, "wb") as f:
+            for data in encoded(chunks):
+                f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(temp, mode)

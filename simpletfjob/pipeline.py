@@ -9,9 +9,8 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from simpletfjob import nodes as node_sources
 from simpletfjob.errors import InputError, OutputError, RenderCheckError, UsageError
@@ -24,15 +23,15 @@ from simpletfjob.labels import (
     check_label_value,
     label_document,
 )
-from simpletfjob.network import dns_name, service_document
 from simpletfjob.output import (
     DocumentId,
     check_name,
     check_unique,
     compose_documents,
-    count_config_strings,
     identify,
+    is_config_string,
     join_documents,
+    node_at,
     normalize_task_text,
     write_atomic,
     write_stdout,
@@ -45,8 +44,7 @@ from simpletfjob.values import check_reserved
 STDOUT = "-"
 
 
-@dataclass
-class Options:
+class Options(NamedTuple):
     """Everything a run needs, as plain values; the CLI fills it, tests may too."""
 
     template: str
@@ -61,7 +59,7 @@ class Options:
     nodes: str | None = None
     nodes_file: str | None = None
     output: str | None = None
-    values: dict[str, Any] = field(default_factory=dict)
+    values: Mapping[str, Any] = MappingProxyType({})
     network: str = "host"
     namespace: str | None = None
     cluster_domain: str | None = None
@@ -70,26 +68,28 @@ class Options:
     labels: bool = True
 
 
-@dataclass
 class Rendered:
     """One task's rendered text (split at the TF_CONFIG markers) and its documents' ids."""
 
-    task: Task
-    pieces: list[str]
-    ids: list[DocumentId]
-    services: str = ""  # pod networking: this task's Service documents
+    __slots__ = ("ids", "pieces", "services", "task")
+
+    def __init__(self, task: Task, pieces: list[str], ids: list[DocumentId]) -> None:
+        self.task = task
+        self.pieces = pieces
+        self.ids = ids
+        self.services = ""  # pod networking: this task's Service document
 
     def job(self) -> DocumentId:
         return next(i for i in self.ids if i.kind == "Job")
 
 
-@dataclass
 class Decoration:
     """What is added to every rendered document: labels, and a namespace where missing."""
 
-    job: str | None  # the simpletfjob/job label value; None with --no-labels
-    namespace: str | None
-    conflicts: dict[str, tuple[str, str]] = field(default_factory=dict)
+    def __init__(self, job: str | None, namespace: str | None) -> None:
+        self.job = job  # the simpletfjob/job label value; None with --no-labels
+        self.namespace = namespace
+        self.conflicts: dict[str, tuple[str, str]] = {}
 
     def labels(self, task: Task) -> dict[str, str]:
         if self.job is None:
@@ -147,7 +147,7 @@ def run(options: Options) -> str:
         write_stdout(chunks)
     else:
         write_atomic(output, chunks)
-    return summary(tasks, "stdout" if output is None else str(output))
+    return summary(tasks, "stdout" if output is None else output)
 
 
 def job_label(options: Options, template: str) -> str | None:
@@ -156,8 +156,7 @@ def job_label(options: Options, template: str) -> str | None:
         return None
     name = options.name
     if name is None:
-        base = Path(template).name
-        name = base.rsplit(".", 1)[0] if "." in base else base
+        name = template_stem(template)
         check_label_value(name, "the template's name")
     else:
         check_label_value(name, "--name")
@@ -178,6 +177,8 @@ def use_pod_network(
     decoration: Decoration,
 ) -> tuple[ClusterSpec, list[Rendered]]:
     """Address every task by its Service's DNS name, and add the Services."""
+    from simpletfjob.network import dns_name, service_document
+
     endpoints = {}
     for r in rendered:
         if not any(i.kind == "Job" for i in r.ids):
@@ -246,16 +247,20 @@ def load_template(name: str) -> tuple[str, str]:
     return node_sources.read_text(name, "template"), name
 
 
-def output_path(options: Options, template: str) -> Path | None:
+def template_stem(template: str) -> str:
+    """'dir/mnist.yaml' -> 'mnist'."""
+    base = os.path.basename(template)
+    return base.rsplit(".", 1)[0] if "." in base else base
+
+
+def output_path(options: Options, template: str) -> str | None:
     """Where to write: None for stdout; refuse to overwrite any input file."""
     if options.output == STDOUT:
         return None
     if options.output is None:
-        source = Path(template)
-        stem = source.name.rsplit(".", 1)[0] if "." in source.name else source.name
-        path = source.parent / f"{stem}_tfjob.yaml"
+        path = os.path.join(os.path.dirname(template), f"{template_stem(template)}_tfjob.yaml")
     else:
-        path = Path(options.output)
+        path = options.output
     inputs = [
         ("template", template),
         ("exclusion file", options.exc),
@@ -263,12 +268,12 @@ def output_path(options: Options, template: str) -> Path | None:
         ("nodes file", options.nodes_file),
     ]
     for what, other in inputs:
-        if other is not None and _same_file(path, Path(other)):
-            raise OutputError(f"output {str(path)!r} is the {what}; choose another -o")
+        if other is not None and _same_file(path, other):
+            raise OutputError(f"output {path!r} is the {what}; choose another -o")
     return path
 
 
-def _same_file(a: Path, b: Path) -> bool:
+def _same_file(a: str, b: str) -> bool:
     try:
         return os.path.samefile(a, b)
     except OSError:
@@ -345,7 +350,7 @@ def render_and_check(
         where = f"{task.role} {task.index} on {task.node}"
         documents = compose_documents(checked, number, where)
         task_ids = [identify(d, number + i, where) for i, d in enumerate(documents)]
-        check_placements(compiled, pieces, documents, stub.config(task), where, number)
+        check_placements(compiled, pieces, placed, documents, stub.config(task), where, number)
         if decoration.job is not None or decoration.namespace is not None:
             editor = TextEditor(checked, f"document {number} ({where})")
             for document, doc_id in zip(documents, task_ids, strict=True):
@@ -376,24 +381,32 @@ def _interleave(pieces: Sequence[str], placed: Sequence[str]) -> list[str]:
 def check_placements(
     compiled: CompiledTemplate,
     pieces: Sequence[str],
+    placed: Sequence[str],
     documents: Sequence[Any],
     config: Mapping[str, Any],
     where: str,
     number: int,
 ) -> None:
-    """Each bare TF_CONFIG that stands as a whole value must read back as this task's config."""
-    placed = [compiled.placements[int(p)] for p in pieces[1::2]]
-    whole = [p for p in placed if p.mode in WHOLE_VALUE_MODES]
-    if not whole:
-        return
-    found = sum(count_config_strings(d, config) for d in documents)
-    if found < len(whole):
-        line = whole[0].line
-        raise RenderCheckError(
-            f"document {number} ({where}): the TF_CONFIG at {compiled.filename}:{line} "
-            "does not come out as one JSON string value; put it alone on a line under "
-            "'value: |', or quote it: value: '<<TF_CONFIG>>'"
-        )
+    """Each bare TF_CONFIG that stands as a whole value must read back, in place, as this task's config."""
+    line = column = 0
+    for i, text in enumerate(placed):
+        before = pieces[2 * i]
+        newlines = before.count("\n")
+        line += newlines
+        column = len(before) - before.rfind("\n") - 1 if newlines else column + len(before)
+        placement = compiled.placements[int(pieces[2 * i + 1])]
+        if placement.mode in WHOLE_VALUE_MODES:
+            indent = len(text) - len(text.lstrip(" "))
+            if not is_config_string(node_at(documents, line, column + indent), config):
+                raise RenderCheckError(
+                    f"document {number} ({where}): the TF_CONFIG at "
+                    f"{compiled.filename}:{placement.line} does not come out as one JSON "
+                    "string value; put it alone on a line under 'value: |', "
+                    "or quote it: value: '<<TF_CONFIG>>'"
+                )
+        newlines = text.count("\n")
+        line += newlines
+        column = len(text) - text.rfind("\n") - 1 if newlines else column + len(text)
 
 
 def summary(tasks: Sequence[Task], destination: str) -> str:

@@ -15,10 +15,8 @@ filled in at the end, so the large cluster JSON is built once and never parsed.
 from __future__ import annotations
 
 import re
-import traceback
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from simpletfjob.errors import TemplateError
 
@@ -61,8 +59,7 @@ _MARKER = re.compile(f"{_MARK_OPEN}(\\d+){_MARK_CLOSE}")
 WHOLE_VALUE_MODES = frozenset({"block", "line", "squote", "dquote", "scalar"})
 
 
-@dataclass(frozen=True)
-class Placement:
+class Placement(NamedTuple):
     """Where one bare <<TF_CONFIG>> stands, and so how its text is written.
 
     block:  alone on a line under `key: >` or `key: |`: indented JSON lines.
@@ -119,18 +116,40 @@ def _previous_content_line(lines: Sequence[str], number: int) -> str | None:
 
 def place(placement: Placement, spec: ClusterSpec, task: Task) -> str:
     """The text that stands where the placement's marker is."""
-    if placement.mode == "block":
-        return spec.pretty(task, placement.indent)
-    compact = spec.compact(task)
-    if placement.mode == "line":
-        return f"{placement.indent}'{compact}'"
-    if placement.mode == "scalar":
-        return f"'{compact}'"
-    if placement.mode == "squote":
-        return compact.replace("'", "''")
-    if placement.mode == "dquote":
-        return compact.replace("\\", "\\\\").replace('"', '\\"')
-    return compact
+    return "".join(place_parts(placement, spec, task))
+
+
+_ESCAPED: dict[tuple[str, str], str] = {}
+
+
+def _escape(mode: str, text: str) -> str:
+    """Quote-escape for 'squote'/'dquote' placements, cached: the cluster part repeats per task."""
+    key = (mode, text)
+    escaped = _ESCAPED.get(key)
+    if escaped is None:
+        if mode == "squote":
+            escaped = text.replace("'", "''")
+        else:
+            escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+        if len(_ESCAPED) > 64:
+            _ESCAPED.clear()
+        _ESCAPED[key] = escaped
+    return escaped
+
+
+def place_parts(placement: Placement, spec: ClusterSpec, task: Task) -> tuple[str, ...]:
+    """place() in parts; the large cluster part is one shared string for every task."""
+    mode = placement.mode
+    if mode == "block":
+        return spec.pretty_parts(task, placement.indent)
+    prefix, suffix = spec.compact_parts(task)
+    if mode == "line":
+        return f"{placement.indent}'", prefix, f"{suffix}'"
+    if mode == "scalar":
+        return "'", prefix, f"{suffix}'"
+    if mode in ("squote", "dquote"):
+        return _escape(mode, prefix), _escape(mode, suffix)
+    return prefix, suffix
 
 
 def translate_source(source: str) -> tuple[str, list[Placement]]:
@@ -195,7 +214,7 @@ class CompiledTemplate:
     def fill(self, pieces: Sequence[str], spec: ClusterSpec, task: Task) -> Iterator[str]:
         yield pieces[0]
         for i in range(1, len(pieces), 2):
-            yield place(self.placements[int(pieces[i])], spec, task)
+            yield from place_parts(self.placements[int(pieces[i])], spec, task)
             yield pieces[i + 1]
 
 
@@ -242,6 +261,8 @@ def _check_names(ast: Any, filename: str, known: set[str]) -> set[str]:
 def _template_error(e: Exception, filename: str) -> TemplateError:
     lineno = getattr(e, "lineno", None)
     if lineno is None:
+        import traceback
+
         frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename == filename]
         lineno = frames[-1].lineno if frames else None
     where = f"{filename}:{lineno}" if lineno else filename

@@ -11,26 +11,32 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from simpletfjob.errors import SelectionError, UsageError
 
 ROLES = ("chief", "ps", "worker", "evaluator")
 
 
-@dataclass(frozen=True)
-class Host:
+class Host(NamedTuple):
     node: str  # the node name, for nodeName: and the exclusion file
     address: str  # what <<host>> and TF_CONFIG name: node name, InternalIP or hostname label
 
 
-@dataclass(frozen=True)
 class Task:
-    role: str
-    index: int
-    node: str
-    host: str
-    port: int
+    """One TensorFlow task; tasks are distinct objects, compared and hashed by identity."""
+
+    __slots__ = ("host", "index", "node", "port", "role")
+
+    def __init__(self, role: str, index: int, node: str, host: str, port: int) -> None:
+        self.role = role
+        self.index = index
+        self.node = node  # the node name, for nodeName: and labels
+        self.host = host  # the address TF_CONFIG and <<host>> use
+        self.port = port
+
+    def __repr__(self) -> str:
+        return f"Task({self.role!r}, {self.index}, {self.node!r}, {self.host!r}, {self.port})"
 
     @property
     def endpoint(self) -> str:
@@ -130,13 +136,20 @@ class ClusterSpec:
 
     def compact(self, task: Task) -> str:
         """TF_CONFIG on one line with no spaces, safe inside any YAML quoting or plain scalar."""
-        return f'{self._compact_prefix}{task.index},"type":{json.dumps(task.role)}}}}}'
+        return "".join(self.compact_parts(task))
+
+    def compact_parts(self, task: Task) -> tuple[str, str]:
+        """compact() as (the shared cluster part, this task's part), so the first is never copied."""
+        return self._compact_prefix, f'{task.index},"type":{json.dumps(task.role)}}}}}'
 
     def pretty(self, task: Task, indent: str) -> str:
         """TF_CONFIG as indented lines, each starting with `indent`, ending with a newline.
 
         This is the original tool's layout: one line per role, hosts on that line.
         """
+        return "".join(self.pretty_parts(task, indent))
+
+    def pretty_parts(self, task: Task, indent: str) -> tuple[str, str]:
         prefix = self._pretty_prefixes.get(indent)
         if prefix is None:
             roles = ",\n".join(
@@ -144,7 +157,7 @@ class ClusterSpec:
             )
             prefix = f'{indent}{{\n{indent}  "cluster": {{\n{roles}\n{indent}  }},\n{indent}  "task": {{\n'
             self._pretty_prefixes[indent] = prefix
-        return (
-            f'{prefix}{indent}    "index": {task.index},\n'
+        return prefix, (
+            f'{indent}    "index": {task.index},\n'
             f'{indent}    "type": {json.dumps(task.role)}\n{indent}  }}\n{indent}}}\n'
         )

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from simpletfjob.errors import SelectionError, UsageError
 from simpletfjob.nodes import Node, Taint
@@ -28,8 +28,7 @@ _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 REASON_ORDER = ("excluded", "NotReady", "cordoned", "tainted", "selector", "gpus")
 
 
-@dataclass(frozen=True)
-class Reason:
+class Reason(NamedTuple):
     category: str  # one of REASON_ORDER
     detail: str
 
@@ -37,8 +36,7 @@ class Reason:
         return self.detail
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(NamedTuple):
     node: Node
     reasons: tuple[Reason, ...] = ()
 
@@ -47,8 +45,7 @@ class Verdict:
         return not self.reasons
 
 
-@dataclass(frozen=True)
-class Requirement:
+class Requirement(NamedTuple):
     """One term of a label selector, as in `kubectl -l`."""
 
     key: str
@@ -67,8 +64,7 @@ class Requirement:
         return not present or value not in self.values  # '!=' and 'notin'
 
 
-@dataclass(frozen=True)
-class Rules:
+class Rules(NamedTuple):
     """What makes a node eligible besides not being excluded."""
 
     tolerations: tuple[Mapping[str, object], ...] = ()

@@ -126,3 +126,91 @@ def test_any_hosts_roles_and_placement_round_trip(
     for doc, (role, index) in zip(docs, expected_tasks, strict=True):
         assert doc["metadata"]["name"] == f"t-{role}-{index}"
         assert tf_config(doc) == {"cluster": cluster, "task": {"type": role, "index": index}}
+
+
+METADATA_STYLES = st.sampled_from(["block", "flow"])
+
+
+@st.composite
+def job_layouts(draw: st.DrawFn) -> tuple[str, dict[str, str]]:
+    """A Job template whose metadata and pod template come in random shapes and orders."""
+    existing = draw(
+        st.dictionaries(
+            st.from_regex(r"k[a-z]{0,5}(/[a-z]{1,5})?", fullmatch=True),
+            st.from_regex(r"v[a-z0-9]{0,7}", fullmatch=True),
+            max_size=3,
+        )
+    )
+    entries = ["name: t-<<type>>-<<index>>"]
+    if draw(st.booleans()):
+        entries.append("annotations: {note: keep}")
+    labels_style = draw(st.sampled_from(["none", "block", "flow"]))
+    if labels_style == "flow":
+        entries.append("labels: {" + ", ".join(f"{k}: {v}" for k, v in existing.items()) + "}")
+    elif labels_style == "block" and existing:
+        entries.append(
+            "labels:\n" + "".join(f"    {k}: {v}  # c\n" for k, v in existing.items()).rstrip("\n")
+        )
+    else:
+        existing = {}
+    entries = draw(st.permutations(entries))
+    if draw(METADATA_STYLES) == "flow" and labels_style != "block":
+        metadata = "metadata: {" + ", ".join(e.replace("\n", " ") for e in entries) + "}\n"
+        metadata = metadata.replace("name: t-<<type>>-<<index>>", "name: 't-<<type>>-<<index>>'")
+    else:
+        metadata = "metadata:\n" + "".join(f"  {e}\n" for e in entries)
+    pod_metadata = draw(
+        st.sampled_from(["", "    metadata: {}\n", "    metadata:\n      annotations: {a: b}\n"])
+    )
+    text = (
+        "# header comment\napiVersion: batch/v1\nkind: Job\n"
+        + metadata
+        + "spec:\n  template:\n"
+        + pod_metadata
+        + "    spec:\n      containers: []\n"
+    )
+    return text, existing
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(layout=job_layouts(), hosts=st.integers(2, 4))
+def test_labels_merge_into_any_layout(
+    tmp_path_factory: Any, capsys: Any, layout: tuple[str, dict[str, str]], hosts: int
+) -> None:
+    text, existing = layout
+    path = tmp_path_factory.mktemp("l") / "job.yaml"
+    path.write_text(text)
+    names = ",".join(f"h{i}" for i in range(hosts))
+    outputs = {}
+    for flag in ([], ["--no-labels"]):
+        try:
+            main([str(path), "--nodes", names, "-o", "-", *flag])
+            code = 0
+        except SystemExit as e:
+            code = int(e.code or 0)
+        out, err = capsys.readouterr()
+        assert code == 0, (err, text)
+        outputs[bool(flag)] = out
+    plain = list(yaml.safe_load_all(outputs[True]))
+    labelled = list(yaml.safe_load_all(outputs[False]))
+    assert len(plain) == len(labelled) == hosts
+    for i, (p, lab) in enumerate(zip(plain, labelled, strict=True)):
+        role, index = ("ps", 0) if i == 0 else ("worker", i - 1)
+        ours = {
+            "app.kubernetes.io/managed-by": "simpletfjob",
+            "simpletfjob/job": "job",
+            "simpletfjob/role": role,
+            "simpletfjob/index": str(index),
+        }
+        assert lab["metadata"]["labels"] == {**ours, **existing}
+        assert lab["spec"]["template"]["metadata"]["labels"] == ours
+        # Apart from the labels, the documents are the same.
+        lab["metadata"].pop("labels")
+        p["metadata"].pop("labels", None)
+        pod = lab["spec"]["template"]["metadata"]
+        pod.pop("labels")
+        if not pod and "metadata" not in p["spec"]["template"]:
+            lab["spec"]["template"].pop("metadata")
+        assert lab == p

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import bisect
 import functools
-import itertools
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -82,18 +81,20 @@ def scalar(value: str) -> str:
 
 
 class TextEditor:
-    """Collects insertions into one document text, positioned by composed YAML nodes."""
+    """Collects insertions into one document text, positioned by composed YAML nodes.
+
+    Marks' `index` counts characters from the start of the text, as str offsets do.
+    """
 
     def __init__(self, text: str, where: str) -> None:
         self.text = text
         self.where = where
-        self.line_starts = [0, *itertools.accumulate(len(line) + 1 for line in text.split("\n"))]
         self.edits: list[Edit] = []
 
-    def offset(self, line: int, column: int = 0) -> int:
-        if line >= len(self.line_starts):
-            return len(self.text)
-        return self.line_starts[line] + column
+    def line_after(self, index: int) -> int:
+        """The offset of the line after the one holding `index` (the end of the text if none)."""
+        newline = self.text.find("\n", index)
+        return len(self.text) if newline < 0 else newline + 1
 
     def add(self, mapping: Any, entries: Sequence[Entry]) -> None:
         """Add entries to a mapping node, after its last one-line scalar entry when it has one."""
@@ -104,34 +105,31 @@ class TextEditor:
                 f"{self.where}: cannot add labels to a value that is not a mapping; use --no-labels"
             )
         if mapping.flow_style or not mapping.value:
-            start = self.offset(mapping.start_mark.line, mapping.start_mark.column)
+            start = mapping.start_mark.index
             if self.text[start : start + 1] != "{":
-                raise RenderCheckError(
-                    f"{self.where}: cannot find where to add labels; use --no-labels"
-                )
+                raise RenderCheckError(f"{self.where}: cannot find where to add labels; use --no-labels")
             text = ", ".join(_flow(e) for e in entries) + (", " if mapping.value else "")
             self.edits.append(Edit(start + 1, text))
             return
         first_key = mapping.value[0][0]
         column = first_key.start_mark.column
-        line_start = self.offset(first_key.start_mark.line)
+        line_start = first_key.start_mark.index - column
         if self.text[line_start : line_start + column].strip():
-            raise RenderCheckError(
-                f"{self.where}: cannot find where to add labels; use --no-labels"
-            )
+            raise RenderCheckError(f"{self.where}: cannot find where to add labels; use --no-labels")
         # An alias's node lies elsewhere in the text: only values written here count.
-        first, last = mapping.start_mark.line, mapping.end_mark.line
+        first, last = mapping.start_mark.index, mapping.end_mark.index
         after = [
             v
             for _, v in mapping.value
             if type(v).__name__ == "ScalarNode"
             and v.style in (None, "", "'", '"')
-            and first <= v.start_mark.line == v.end_mark.line <= last
+            and v.start_mark.line == v.end_mark.line
+            and first <= v.start_mark.index <= last
         ]
-        offset = self.offset(after[-1].end_mark.line + 1) if after else line_start
+        offset = self.line_after(after[-1].end_mark.index) if after else line_start
         if offset == len(self.text) and not self.text.endswith("\n"):
             self.edits.append(Edit(offset, "\n"))
-        self.edits.append(Edit(offset, _block_text(_freeze(entries), column)))
+        self.edits.append(Edit(offset, _block_text(entries, column)))
 
     def apply_to(self, pieces: list[str], stub_lengths: Sequence[int]) -> list[str]:
         """Apply the edits to the marker-split text the stub text was filled from."""
@@ -153,22 +151,22 @@ class TextEditor:
         return result
 
 
-def _freeze(entries: Sequence[Entry]) -> tuple[Entry, ...]:
-    return tuple((k, _freeze(v) if isinstance(v, (list, tuple)) else v) for k, v in entries)
+def _block_text(entries: Sequence[Entry], column: int) -> str:
+    """Entries as block-style lines at `column`."""
+    lines = []
+    for key, value in entries:
+        if isinstance(value, (list, tuple)):
+            lines.append(f"{' ' * column}{scalar(key)}:\n")
+            lines.append(_block_text(value, column + 2))
+        else:
+            lines.append(_block_line(key, value, column))
+    return "".join(lines)
 
 
-@functools.lru_cache(maxsize=1024)
-def _block_text(entries: tuple[Entry, ...], column: int) -> str:
-    """Entries as block-style lines at `column`; the same labels recur for every task of a role."""
-    return "".join(_block(e, column) for e in entries)
-
-
-def _block(entry: Entry, column: int) -> str:
-    key, value = entry
-    pad = " " * column
-    if isinstance(value, (list, tuple)):
-        return f"{pad}{scalar(key)}:\n" + "".join(_block(e, column + 2) for e in value)
-    return f"{pad}{scalar(key)}: {scalar(value)}\n"
+@functools.lru_cache(maxsize=4096)
+def _block_line(key: str, value: str, column: int) -> str:
+    # The same few label lines recur in every document of a run.
+    return f"{' ' * column}{scalar(key)}: {scalar(value)}\n"
 
 
 def _flow(entry: Entry) -> str:

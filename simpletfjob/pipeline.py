@@ -353,16 +353,10 @@ def render_and_check(
         check_placements(compiled, pieces, placed, documents, stub.config(task), where, number)
         if decoration.job is not None or decoration.namespace is not None:
             editor = TextEditor(checked, f"document {number} ({where})")
+            labels = decoration.labels(task)
             for document, doc_id in zip(documents, task_ids, strict=True):
                 namespace = None if doc_id.namespace else decoration.namespace
-                label_document(
-                    editor,
-                    document,
-                    doc_id.kind,
-                    decoration.labels(task),
-                    namespace,
-                    decoration.conflict,
-                )
+                label_document(editor, document, doc_id.kind, labels, namespace, decoration.conflict)
             pieces = editor.apply_to(pieces, [len(p) for p in placed])
         ids += [(number + i, doc_id) for i, doc_id in enumerate(task_ids)]
         number += len(documents)

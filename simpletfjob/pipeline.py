@@ -51,6 +51,11 @@ class Options:
     nodes_file: str | None = None
     output: str | None = None
     values: dict[str, Any] = field(default_factory=dict)
+    # The template's text when the caller has read it already (a built-in, or a file whose
+    # header was taken off); None reads the file named by `template`.
+    template_text: str | None = None
+    validate: bool = False
+    kube_version: str | None = None  # None: the newest schema kubernetes-validate has
 
 
 @dataclass
@@ -69,7 +74,7 @@ def warn(message: str) -> None:
 def run(options: Options) -> str:
     """Render and write the run; returns the one-line summary for stderr."""
     check_options(options)
-    source, filename = load_template(options.template)
+    source, filename = load_template(options.template, options.template_text)
     output = output_path(options, filename)
     check_reserved(options.values, BUILTIN_VARIABLES)
     compiled = CompiledTemplate(source, filename, [*BUILTIN_VARIABLES, *options.values])
@@ -92,13 +97,19 @@ def run(options: Options) -> str:
     )
     spec = ClusterSpec(tasks, include_evaluator=options.evaluator_in_cluster)
     rendered = render_and_check(compiled, tasks, spec, options.values)
+    checked = ""
+    if options.validate or options.kube_version is not None:
+        from simpletfjob.validate import validate_rendered
+
+        version = validate_rendered(compiled, rendered, spec, options.kube_version, warn)
+        checked = f"; valid for Kubernetes {version}"
 
     chunks = join_documents(compiled.fill(r.pieces, spec, r.task) for r in rendered)
     if output is None:
         write_stdout(chunks)
     else:
         write_atomic(output, chunks)
-    return summary(tasks, "stdout" if output is None else str(output))
+    return summary(tasks, "stdout" if output is None else str(output)) + checked
 
 
 def check_options(options: Options) -> None:
@@ -112,8 +123,10 @@ def check_options(options: Options) -> None:
         raise UsageError("give --nodes or --nodes-file, not both")
 
 
-def load_template(name: str) -> tuple[str, str]:
+def load_template(name: str, text: str | None = None) -> tuple[str, str]:
     """The template's text and the name to use for it in messages."""
+    if text is not None:
+        return text, name
     return node_sources.read_text(name, "template"), name
 
 

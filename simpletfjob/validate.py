@@ -118,7 +118,12 @@ class Validator:
         validator = self._validator(kind, api_version)
         if validator is None:
             return []
-        errors = sorted(validator.iter_errors(document), key=_error_rank)
+        from referencing.exceptions import Unresolvable
+
+        try:
+            errors = sorted(validator.iter_errors(document), key=_error_rank)
+        except Unresolvable as e:  # a schema layout this module was not written for
+            raise _unreadable(f"unresolvable reference {e}") from e
         return [problem for error in errors for problem in _describe(error)]
 
     def knows(self, kind: str, api_version: str) -> bool:
@@ -151,12 +156,21 @@ class Validator:
             return None
         schema = json.loads(schema_file.read_text(encoding="utf-8"))
         if self._registry is None:
-            definitions = json.loads(
-                self.directory.joinpath("_definitions.json").read_text(encoding="utf-8")
-            )
+            shared = self.directory.joinpath("_definitions.json")
+            if not shared.is_file():
+                raise _unreadable(f"no _definitions.json for Kubernetes {self.version}")
+            definitions = json.loads(shared.read_text(encoding="utf-8"))
             self._registry = Resource.from_contents(definitions) @ Registry()
         registry = Resource.from_contents(schema) @ self._registry
         return jsonschema.validators.Draft202012Validator(schema, registry=registry)
+
+
+def _unreadable(detail: str) -> SchemaError:
+    """Schemas laid out unlike those of the kubernetes-validate this was written against."""
+    return SchemaError(
+        f"cannot read the installed kubernetes-validate's schemas ({detail}); "
+        "upgrade it: pip install -U 'simpletfjob[validate]'"
+    )
 
 
 def _api_slug(api_version: str) -> str:

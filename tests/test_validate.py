@@ -226,3 +226,20 @@ def test_names_are_checked_without_validate(
         assert [d["kind"] for d in result.docs] == ["Service", "Job", "Service", "Job"]
         return
     assert_one_line_error(result, 1, pattern)
+
+
+def test_a_schema_layout_it_cannot_read(
+    cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An old kubernetes-validate laid its schemas out differently: say so, and how to fix it."""
+    schemas = tmp_path / "schemas"
+    write(schemas / "v1.30.0-local-strict" / "job-batch-v1.json", '{"type": "object"}')
+    monkeypatch.setattr("simpletfjob.validate._schemas", lambda: schemas)
+    write(tmp_path / "t.yaml", JOB)
+    result = cli("t.yaml", "--nodes", "a,b", "--validate", cwd=tmp_path)
+    assert_one_line_error(
+        result,
+        1,
+        r"cannot read the installed kubernetes-validate's schemas \(no _definitions.json for "
+        r"Kubernetes 1.30.0\); upgrade it: pip install -U 'simpletfjob\[validate\]'",
+    )

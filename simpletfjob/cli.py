@@ -50,13 +50,11 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
     metavar="FILE",
     help="Hosts that must be the parameter servers, one per line; overrides --psn.",
 )
+# Each flag has a --no- form so that the command line can turn off a template header's default.
+@click.option("--chief/--no-chief", help="Add one chief task (ParameterServerStrategy, Estimator).")
+@click.option("--evaluator/--no-evaluator", help="Add one evaluator task, on the last host.")
 @click.option(
-    "--chief", is_flag=True, help="Add one chief task (ParameterServerStrategy, Estimator)."
-)
-@click.option("--evaluator", is_flag=True, help="Add one evaluator task, on the last host.")
-@click.option(
-    "--evaluator-in-cluster",
-    is_flag=True,
+    "--evaluator-in-cluster/--no-evaluator-in-cluster",
     help="List the evaluator in TF_CONFIG's cluster too (TensorFlow leaves it out).",
 )
 @click.option(
@@ -117,11 +115,39 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
     default=True,
     help="Do not add the app.kubernetes.io/managed-by and simpletfjob/* labels.",
 )
+@click.option(
+    "-f",
+    "--values",
+    "value_files",
+    metavar="FILE",
+    multiple=True,
+    help="Template variables from a YAML mapping (repeatable; later files win, --set wins over all).",
+)
+@click.option(
+    "--validate",
+    is_flag=True,
+    help="Check every document against the Kubernetes schema before writing (offline).",
+)
+@click.option(
+    "--kube-version",
+    metavar="VERSION",
+    help="Kubernetes version for --validate (implies it); default: the newest kubernetes-validate has.",
+)
 @click.version_option(__version__, "--version", prog_name="simpletfjob")
 def render_command(
-    template: str | None, set_values: Sequence[str], exc: str | None, **options: Any
+    template: str | None,
+    set_values: Sequence[str],
+    value_files: Sequence[str],
+    exc: str | None,
+    **options: Any,
 ) -> None:
     """Render TEMPLATE once per TensorFlow task into one multi-document Job stream.
+
+    TEMPLATE is a file, or the name of a built-in template; a file that exists
+    wins (write ./NAME to render a file named like a built-in or a command).
+    A template's header can give defaults for variables and for --psn, --chief,
+    --evaluator, --evaluator-in-cluster, --port and -N; the command line wins.
+    A built-in's default output is ./NAME_tfjob.yaml.
 
     \b
     Variables: <<type>> <<index>> <<host>> <<node>> <<port>> <<TF_CONFIG>>
@@ -131,9 +157,17 @@ def render_command(
     \b
     Example:
       simpletfjob mnist.yaml -N 3 -E -o - | kubectl apply -f -
+
+    \b
+    Other commands:
+      simpletfjob templates                   list the built-in templates
+      simpletfjob init NAME [-o FILE]         write a copy of a built-in to edit
     """
-    from simpletfjob.pipeline import Options, run
-    from simpletfjob.values import merge, parse_set
+    from click.core import ParameterSource
+
+    from simpletfjob.catalog import prepare_options
+    from simpletfjob.pipeline import run
+    from simpletfjob.values import parse_set
 
     if template is None:
         if exc is not None and exc.endswith((".yaml", ".yml")):
@@ -141,22 +175,62 @@ def render_command(
                 f"-E took {exc!r} as the exclusion file; put -E after the template, or write -E exc"
             )
         raise click.UsageError("missing the TEMPLATE argument")
-    values: dict[str, Any] = {}
-    for item in set_values:
-        values = merge(values, parse_set(item))
-    summary = run(Options(template=template, exc=exc, values=values, **options))
+    sets = [parse_set(item) for item in set_values]
+    context = click.get_current_context()
+    given = {
+        name
+        for name in options
+        if context.get_parameter_source(name) is not ParameterSource.DEFAULT
+    }
+    summary = run(prepare_options(template, {**options, "exc": exc}, given, value_files, sets))
     click.echo(summary, err=True)
+
+
+@click.command("templates", context_settings=CONTEXT)
+def templates_command() -> None:
+    """List the built-in templates, with what each is for.
+
+    Render one with `simpletfjob NAME --nodes H1,H2,...`, or copy it to edit
+    with `simpletfjob init NAME`.
+    """
+    from simpletfjob.catalog import describe_builtins
+
+    rows = describe_builtins()
+    width = max((len(name) for name, _ in rows), default=0)
+    for name, description in rows:
+        click.echo(f"{name:<{width}}  {description}".rstrip())
+
+
+@click.command("init", context_settings=CONTEXT)
+@click.argument("name")
+@click.option(
+    "-o", "--output", metavar="FILE|-", help="Where to write; default ./NAME.yaml; '-' is stdout."
+)
+@click.option("--force", is_flag=True, help="Overwrite FILE if it exists.")
+def init_command(name: str, output: str | None, force: bool) -> None:
+    """Write a copy of the built-in template NAME, to edit and render as your own."""
+    from simpletfjob.catalog import write_copy
+
+    click.echo(write_copy(name, output, force), err=True)
+
+
+# Words that name a command rather than a template when they come first.
+COMMANDS = {"templates": templates_command, "init": init_command}
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point: never a traceback, always one line on stderr for a failure."""
     args = list(sys.argv[1:] if argv is None else argv)
+    command, prog = render_command, "simpletfjob"
+    if args and args[0] in COMMANDS:
+        command, prog = COMMANDS[args[0]], f"simpletfjob {args[0]}"
+        args = args[1:]
     try:
-        render_command.main(args, prog_name="simpletfjob", standalone_mode=False)
+        command.main(args, prog_name=prog, standalone_mode=False)
     except SimpleTFJobError as e:
         _fail(str(e), e.exit_code)
     except click.ClickException as e:
-        hint = " (see simpletfjob --help)" if isinstance(e, click.UsageError) else ""
+        hint = f" (see {prog} --help)" if isinstance(e, click.UsageError) else ""
         _fail(e.format_message() + hint, e.exit_code)
     except click.exceptions.Abort:
         _fail("aborted", EXIT_ERROR)

@@ -41,3 +41,7 @@ class ClusterError(SimpleTFJobError):
 
 class OutputError(SimpleTFJobError):
     """The output cannot be written."""
+
+
+class SchemaError(SimpleTFJobError):
+    """--validate found a document that does not match the Kubernetes schema, or cannot run."""

@@ -107,7 +107,9 @@ class TextEditor:
         if mapping.flow_style or not mapping.value:
             start = mapping.start_mark.index
             if self.text[start : start + 1] != "{":
-                raise RenderCheckError(f"{self.where}: cannot find where to add labels; use --no-labels")
+                raise RenderCheckError(
+                    f"{self.where}: cannot find where to add labels; use --no-labels"
+                )
             text = ", ".join(_flow(e) for e in entries) + (", " if mapping.value else "")
             self.edits.append(Edit(start + 1, text))
             return
@@ -115,7 +117,9 @@ class TextEditor:
         column = first_key.start_mark.column
         line_start = first_key.start_mark.index - column
         if self.text[line_start : line_start + column].strip():
-            raise RenderCheckError(f"{self.where}: cannot find where to add labels; use --no-labels")
+            raise RenderCheckError(
+                f"{self.where}: cannot find where to add labels; use --no-labels"
+            )
         # An alias's node lies elsewhere in the text: only values written here count.
         first, last = mapping.start_mark.index, mapping.end_mark.index
         after = [

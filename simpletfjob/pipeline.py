@@ -66,18 +66,24 @@ class Options(NamedTuple):
     tasks_per_host: int = 1
     name: str | None = None
     labels: bool = True
+    # The template's text when the caller has read it already (a built-in, or a file whose
+    # header was taken off); None reads the file named by `template`.
+    template_text: str | None = None
+    validate: bool = False
+    kube_version: str | None = None  # None: the newest schema kubernetes-validate has
 
 
 class Rendered:
     """One task's rendered text (split at the TF_CONFIG markers) and its documents' ids."""
 
-    __slots__ = ("ids", "pieces", "services", "task")
+    __slots__ = ("ids", "pieces", "service_ids", "services", "task")
 
     def __init__(self, task: Task, pieces: list[str], ids: list[DocumentId]) -> None:
         self.task = task
         self.pieces = pieces
         self.ids = ids
         self.services = ""  # pod networking: this task's Service document
+        self.service_ids: list[DocumentId] = []
 
     def job(self) -> DocumentId:
         return next(i for i in self.ids if i.kind == "Job")
@@ -112,7 +118,7 @@ def warn(message: str) -> None:
 def run(options: Options) -> str:
     """Render and write the run; returns the one-line summary for stderr."""
     check_options(options)
-    source, filename = load_template(options.template)
+    source, filename = load_template(options.template, options.template_text)
     output = output_path(options, filename)
     check_reserved(options.values, BUILTIN_VARIABLES)
     compiled = CompiledTemplate(source, filename, [*BUILTIN_VARIABLES, *options.values])
@@ -141,13 +147,19 @@ def run(options: Options) -> str:
         spec, rendered = use_pod_network(compiled, options, rendered, decoration)
     for key, (theirs, ours) in sorted(decoration.conflicts.items()):
         warn(f"the template sets label {key}={theirs}; keeping it (simpletfjob would set {ours!r})")
+    checked = ""
+    if options.validate or options.kube_version is not None:
+        from simpletfjob.validate import validate_rendered
+
+        version = validate_rendered(compiled, rendered, spec, options.kube_version, warn)
+        checked = f"; valid for Kubernetes {version}"
 
     chunks = join_documents([*compiled.fill(r.pieces, spec, r.task), r.services] for r in rendered)
     if output is None:
         write_stdout(chunks)
     else:
         write_atomic(output, chunks)
-    return summary(tasks, "stdout" if output is None else output)
+    return summary(tasks, "stdout" if output is None else output) + checked
 
 
 def job_label(options: Options, template: str) -> str | None:
@@ -212,7 +224,8 @@ def use_pod_network(
         check_name("Service", job.name, None, where)
         labels = {k: v for k, v in decoration.labels(r.task).items() if k != INDEX_LABEL}
         r.services = "---\n" + service_document(job.name, namespace, r.task, labels)
-        services.append((len(services) + 1, DocumentId("Service", namespace, job.name)))
+        r.service_ids = [DocumentId("Service", namespace, job.name)]
+        services.append((len(services) + 1, r.service_ids[0]))
     check_unique(services)
     return spec, rendered
 
@@ -242,8 +255,10 @@ def check_options(options: Options) -> None:
         )
 
 
-def load_template(name: str) -> tuple[str, str]:
+def load_template(name: str, text: str | None = None) -> tuple[str, str]:
     """The template's text and the name to use for it in messages."""
+    if text is not None:
+        return text, name
     return node_sources.read_text(name, "template"), name
 
 
@@ -356,7 +371,9 @@ def render_and_check(
             labels = decoration.labels(task)
             for document, doc_id in zip(documents, task_ids, strict=True):
                 namespace = None if doc_id.namespace else decoration.namespace
-                label_document(editor, document, doc_id.kind, labels, namespace, decoration.conflict)
+                label_document(
+                    editor, document, doc_id.kind, labels, namespace, decoration.conflict
+                )
             pieces = editor.apply_to(pieces, [len(p) for p in placed])
         ids += [(number + i, doc_id) for i, doc_id in enumerate(task_ids)]
         number += len(documents)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from simpletfjob.errors import InputError, UsageError
@@ -83,3 +83,15 @@ def check_reserved(values: Mapping[str, Any], reserved: tuple[str, ...]) -> None
         raise UsageError(
             f"{clash[0]!r} is set by simpletfjob for each task and cannot be given as a value"
         )
+
+
+def collect_values(
+    defaults: Mapping[str, Any], files: Sequence[str], sets: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """Values as helm layers them: defaults < each -f FILE in order < each --set in order."""
+    values = dict(defaults)
+    for path in files:
+        values = merge(values, load_values_file(path))
+    for item in sets:
+        values = merge(values, item)
+    return values

@@ -22,6 +22,15 @@ def test_there_are_cases() -> None:
     assert {c.name for c in CASES} >= {"mnist", "mnist-exc", "legacy"}
 
 
+def test_every_built_in_template_has_an_example() -> None:
+    from simpletfjob.catalog import builtin_names
+
+    for name in builtin_names():
+        case = EXAMPLES / name
+        assert shlex.split((case / "args").read_text())[0] == name
+        assert (case / "hosts").is_file()
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_example(cli: Any, case: Path) -> None:
     args = shlex.split((case / "args").read_text())

@@ -240,3 +240,11 @@ def test_everything_combined_is_deterministic(cli: Any, tmp_path: Path) -> None:
     nodes = {j["metadata"]["name"]: j["metadata"]["labels"] for j in jobs}
     assert nodes["t-ps-0"]["simpletfjob/role"] == "ps"
     assert json.loads(json.dumps(config))["task"] == {"type": "chief", "index": 0}
+
+
+def test_pod_network_output_validates(cli: Any, tmp_path: Path) -> None:
+    template = write(tmp_path / "t.yaml", POD_TEMPLATE)
+    result = cli(str(template), "--nodes", "a,b,c", "--network", "pod", "--validate", "-o", "-")
+    assert result.code == 0, result.err
+    assert "valid for Kubernetes" in result.err
+    assert [d["kind"] for d in result.docs] == ["Job", "Service"] * 3

@@ -50,6 +50,8 @@ OPTION_TYPES: dict[str, type] = {
     "evaluator": bool,
     "evaluator_in_cluster": bool,
     "port": int,
+    "tasks_per_host": int,
+    "network": str,
 }
 
 
@@ -280,7 +282,7 @@ def _check_options(
         wanted = OPTION_TYPES[name]
         # bool is a subclass of int: `psn: true` must not pass as 1.
         if type(value) is not wanted:
-            article = "an integer" if wanted is int else "true or false"
+            article = {int: "an integer", bool: "true or false", str: "a string"}[wanted]
             raise TemplateError(
                 f"{filename}:{line}: option {key!r} in the template header must be "
                 f"{article}, not {value!r}"
@@ -299,6 +301,10 @@ def _option_range(name: str, value: Any) -> str | None:
         return f"must be 0 or more, not {value}"
     if name == "port" and not 1 <= value <= 65535:
         return f"must be between 1 and 65535, not {value}"
+    if name == "tasks_per_host" and value < 1:
+        return f"must be at least 1, not {value}"
+    if name == "network" and value not in ("host", "pod"):
+        return f"must be host or pod, not {value!r}"
     if name == "num" and (value == 0 or value < -1):
         return f"must be a positive number of hosts or -1 for all, not {value}"
     return None

@@ -146,7 +146,8 @@ def render_command(
     TEMPLATE is a file, or the name of a built-in template; a file that exists
     wins (write ./NAME to render a file named like a built-in or a command).
     A template's header can give defaults for variables and for --psn, --chief,
-    --evaluator, --evaluator-in-cluster, --port and -N; the command line wins.
+    --evaluator, --evaluator-in-cluster, --port, -N, --tasks-per-host and
+    --network; the command line wins.
     A built-in's default output is ./NAME_tfjob.yaml.
 
     \b

@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import re
+import stat
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -273,17 +274,28 @@ def write_atomic(path: str, chunks: Iterable[str]) -> None:
 
 
 def _write_atomic(path: str, chunks: Iterable[str]) -> None:
+    # Through a symlink, replace the file it points to, not the link.
+    path = os.path.realpath(path) if os.path.islink(path) else path
     directory = os.path.dirname(path) or "."
     if os.path.isdir(path):
         raise OutputError(f"output {path!r} is a directory")
     if not os.path.isdir(directory):
         raise OutputError(f"cannot write {path!r}: directory {directory!r} does not exist")
     try:
-        mode = os.stat(path).st_mode & 0o7777
+        status = os.stat(path)
     except FileNotFoundError:
         umask = os.umask(0)
         os.umask(umask)
         mode = 0o666 & ~umask
+    else:
+        if not stat.S_ISREG(status.st_mode):
+            # A device or a pipe (/dev/null, /dev/stdout, a FIFO) cannot be renamed over:
+            # write to it in place, after every check has passed, as for stdout.
+            with open(path, "wb") as f:
+                for data in encoded(chunks):
+                    f.write(data)
+            return
+        mode = status.st_mode & 0o7777
     # tempfile would do, but importing it costs the cold start a few milliseconds.
     name = os.path.basename(path)[:200]
     temp = os.path.join(directory, f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")

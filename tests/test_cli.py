@@ -246,3 +246,18 @@ def test_template_file_is_never_touched(cli: Any, tmp_path: Path) -> None:
     before = template.read_bytes(), template.stat().st_mtime_ns
     assert cli(str(template), "--nodes", "a,b").code == 0
     assert (template.read_bytes(), template.stat().st_mtime_ns) == before
+
+
+def test_output_to_a_device_writes_in_place(cli: Any, workdir: Path) -> None:
+    result = cli("mnist.yaml", "--nodes-file", "hosts", "-o", os.devnull, cwd=workdir)
+    assert result.code == 0, result.err
+    assert not os.path.isfile(os.devnull)
+
+
+def test_output_through_a_symlink_keeps_the_link(cli: Any, workdir: Path) -> None:
+    target = write(workdir / "real.yaml", "old\n")
+    (workdir / "link.yaml").symlink_to(target)
+    result = cli("mnist.yaml", "--nodes-file", "hosts", "-o", "link.yaml", cwd=workdir)
+    assert result.code == 0, result.err
+    assert (workdir / "link.yaml").is_symlink()
+    assert target.read_text().startswith("apiVersion: batch/v1")

@@ -22,7 +22,13 @@ from simpletfjob.errors import TemplateError
 from tests.conftest import ROOT, tf_config_of, write
 from tests.test_cli import assert_one_line_error
 
-BUILTINS = ["tf1-flags", "tf1-ps-hostnetwork", "tf2-multiworker", "tf2-parameter-server"]
+BUILTINS = [
+    "pod-network",
+    "tf1-flags",
+    "tf1-ps-hostnetwork",
+    "tf2-multiworker",
+    "tf2-parameter-server",
+]
 HOSTS = ["a", "b", "c", "d"]
 
 
@@ -43,13 +49,17 @@ def test_each_built_in_renders_from_a_host_list_alone_and_validates(
     result = cli(name, "--nodes", ",".join(HOSTS), "-o", "-", "--validate", cwd=tmp_path)
     assert result.code == 0, result.err
     assert "valid for Kubernetes" in result.err
-    docs = result.docs
+    docs = [d for d in result.docs if d["kind"] != "Service"]
     assert len(docs) == len(HOSTS)
     assert list(tmp_path.iterdir()) == []
     for doc, host in zip(docs, HOSTS, strict=True):
         assert (doc["apiVersion"], doc["kind"]) == ("batch/v1", "Job")
         spec = doc["spec"]["template"]["spec"]
-        assert spec["nodeName"] == host
+        if name == "pod-network":  # the scheduler places the pods; each has a Service
+            assert "nodeName" not in spec and "hostNetwork" not in spec
+            assert len(result.docs) == 2 * len(HOSTS)
+        else:
+            assert spec["nodeName"] == host
         assert spec["restartPolicy"] in ("OnFailure", "Never")
         assert isinstance(doc["spec"]["backoffLimit"], int)
         container = spec["containers"][0]
@@ -193,13 +203,13 @@ def test_init_to_a_file_and_to_stdout(cli: Any, tmp_path: Path) -> None:
         (
             ["init", "tf3"],
             1,
-            r"no built-in template 'tf3'; available: tf1-flags, tf1-ps-hostnetwork",
+            r"no built-in template 'tf3'; available: pod-network, tf1-flags, tf1-ps-hostnetwork",
         ),
         (["init"], 2, r"Missing argument 'NAME'.*simpletfjob init --help"),
         (
             ["tf3", "--nodes", "a,b"],
             1,
-            r"'tf3' is neither a file nor a built-in template; built-ins: tf1-flags,",
+            r"'tf3' is neither a file nor a built-in template; built-ins: pod-network, tf1-flags,",
         ),
         (["templates", "extra"], 2, r"unexpected extra argument"),
     ],
@@ -216,7 +226,7 @@ def test_a_file_wins_over_a_built_in_name(cli: Any, tmp_path: Path) -> None:
     result = cli("tf1-flags", "--nodes", "a,b", "-o", "-", cwd=tmp_path)
     assert [d["metadata"]["name"] for d in result.docs] == ["mine-ps-0", "mine-worker-0"]
     # The word `templates` first is the command; ./templates is the file.
-    assert cli("templates", cwd=tmp_path).out.startswith("tf1-flags")
+    assert cli("templates", cwd=tmp_path).out.startswith("pod-network")
     result = cli("./templates", "--nodes", "a,b", "-o", "-", cwd=tmp_path)
     assert [d["metadata"]["name"] for d in result.docs] == ["mine-ps-0", "mine-worker-0"]
 
@@ -359,7 +369,7 @@ def test_values_precedence_header_then_files_in_order_then_set(cli: Any, tmp_pat
         (
             "# simpletfjob:\n#   options:\n#     psm: 0\n",
             r"t.yaml:3: unknown option 'psm' in the template header; a header can set: chief, "
-            r"evaluator, evaluator-in-cluster, num, port, psn",
+            r"evaluator, evaluator-in-cluster, network, num, port, psn, tasks-per-host",
         ),
         (
             "# x\n# simpletfjob:\n#   options:\n#     psn: two\n",
@@ -378,6 +388,14 @@ def test_values_precedence_header_then_files_in_order_then_set(cli: Any, tmp_pat
             r"t.yaml:3: option 'port' .* between 1 and 65535",
         ),
         ("# simpletfjob:\n#   options:\n#     nodes: a,b\n", r"unknown option 'nodes'"),
+        (
+            "# simpletfjob:\n#   options:\n#     network: hostx\n",
+            r"t.yaml:3: option 'network' .* must be host or pod, not 'hostx'",
+        ),
+        (
+            "# simpletfjob:\n#   options:\n#     tasks-per-host: 0\n",
+            r"t.yaml:3: option 'tasks-per-host' .* must be at least 1",
+        ),
         ("# simpletfjob:\n#   option:\n#     psn: 0\n", r"t.yaml:2: unknown header key 'option'"),
         (
             "# simpletfjob:\n#   options: [psn]\n",
@@ -455,3 +473,30 @@ def test_built_ins_are_found_when_installed_without_the_source_tree(tmp_path: Pa
     assert proc.returncode == 0, proc.stderr
     assert str(package / "templates") in proc.stdout
     assert json.dumps(BUILTINS).replace('"', "'") in proc.stdout
+
+
+def test_a_header_can_choose_pod_networking_and_tasks_per_host(cli: Any, tmp_path: Path) -> None:
+    header = "# simpletfjob:\n#   options:\n#     network: pod\n#     tasks-per-host: 2\n"
+    body = (
+        "kind: Job\napiVersion: batch/v1\nmetadata:\n  name: t-<<type>>-<<index>>\n"
+        "spec:\n  template:\n    spec:\n      containers: [{name: c, image: i, "
+        "env: [{name: TF_CONFIG, value: '<<TF_CONFIG>>'}]}]\n"
+    )
+    write(tmp_path / "t.yaml", header + body)
+    result = cli("t.yaml", "--nodes", "a,b", "-o", "-", cwd=tmp_path)
+    assert result.code == 0, result.err
+    kinds = [d["kind"] for d in result.docs]
+    assert kinds == ["Job", "Service"] * 4
+    host = cli(
+        "t.yaml",
+        "--nodes",
+        "a,b",
+        "--network",
+        "host",
+        "--tasks-per-host",
+        "1",
+        "-o",
+        "-",
+        cwd=tmp_path,
+    )
+    assert [d["kind"] for d in host.docs] == ["Job", "Job"]

@@ -23,11 +23,11 @@ A template without a `# simpletfjob:` line renders exactly as it is.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from simpletfjob.errors import InputError, OutputError, TemplateError
 from simpletfjob.nodes import read_text
@@ -55,18 +55,19 @@ OPTION_TYPES: dict[str, type] = {
 }
 
 
-@dataclass(frozen=True)
-class Header:
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+class Header(NamedTuple):
     """What a template's leading comment block says about it."""
 
     description: str = ""
-    values: dict[str, Any] = field(default_factory=dict)
-    options: dict[str, Any] = field(default_factory=dict)
+    values: Mapping[str, Any] = _EMPTY
+    options: Mapping[str, Any] = _EMPTY
     lines: int = 0  # how many leading lines the header takes; 0 when there is no `# simpletfjob:`
 
 
-@dataclass(frozen=True)
-class TemplateSource:
+class TemplateSource(NamedTuple):
     """A template's text, the name to use for it in messages, and its header."""
 
     name: str
@@ -95,6 +96,8 @@ def _builtin_dir() -> Any:
         pass
     # A source checkout (or an editable install, whose finder cannot map a namespace
     # subpackage): the templates live at the top of the repository.
+    from pathlib import Path  # only on this path: it costs the cold start a few milliseconds
+
     return Path(__file__).resolve().parent.parent / "templates"
 
 
@@ -125,8 +128,7 @@ def locate(name: str) -> TemplateSource:
     A path that exists wins, so a local `tf1-flags` file shadows the built-in; a
     bare name (no `/`, no `.`) that is neither is an error listing the built-ins.
     """
-    path = Path(name)
-    if not path.exists() and _BUILTIN_NAME.fullmatch(name):
+    if not os.path.exists(name) and _BUILTIN_NAME.fullmatch(name):
         available = builtin_names()
         if name not in available:
             raise InputError(
@@ -330,12 +332,12 @@ def write_copy(name: str, output: str | None, force: bool) -> str:
     if output == "-":
         write_stdout([text])
         return f"simpletfjob: wrote the built-in template {stem} to stdout"
-    target = Path(output if output is not None else f"{stem}{SUFFIX}")
-    if target.exists() and not force:
+    target = output if output is not None else f"{stem}{SUFFIX}"
+    if os.path.lexists(target) and not force:
         raise OutputError(
             f"{str(target)!r} already exists; give --force to overwrite it, or -o another file"
         )
-    write_atomic(str(target), [text])
+    write_atomic(target, [text])
     return (
         f"simpletfjob: wrote {target}, a copy of the built-in template {stem}; "
         f"edit it, then: simpletfjob {target} --nodes H1,H2,..."

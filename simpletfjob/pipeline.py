@@ -364,6 +364,10 @@ def render_and_check(
         checked = "".join(_interleave(pieces, placed))
         where = f"{task.role} {task.index} on {task.node}"
         documents = compose_documents(checked, number, where)
+        if not documents:
+            raise RenderCheckError(
+                f"document {number} ({where}) is empty: the template renders no YAML document"
+            )
         task_ids = [identify(d, number + i, where) for i, d in enumerate(documents)]
         check_placements(compiled, pieces, placed, documents, stub.config(task), where, number)
         if decoration.job is not None or decoration.namespace is not None:

@@ -190,7 +190,9 @@ class CompiledTemplate:
                     f"{filename}: contains U+{ord(char):04X}, which simpletfjob reserves"
                 )
         self.filename = filename
-        text, self.placements = translate_source(source)
+        # Windows line endings would hide a line's end from the placement rules; YAML
+        # does not care, so the output uses '\n' throughout.
+        text, self.placements = translate_source(source.replace("\r\n", "\n"))
         env = make_environment()
         try:
             ast = env.parse(text, filename=filename)

@@ -189,6 +189,9 @@ def test_missing_and_binary_templates(cli: Any, workdir: Path) -> None:
         ),
         ("- just\n- a list\n", r"document 1 \(ps 0 on a\) is a YAML list, not a mapping"),
         ("metadata:\n  name: x\n", r"document 1 \(ps 0 on a\) has no 'kind'"),
+        ("", r"document 1 \(ps 0 on a\) is empty: the template renders no YAML document"),
+        ("# just a comment\n", r"document 1 \(ps 0 on a\) is empty"),
+        ("{% if type == 'worker' %}kind: Job\n{% endif %}", r"document 1 \(ps 0 on a\) is empty"),
         ("kind: Job\nmetadata: {}\n", r"has no metadata.name"),
         (
             "kind: Job\nmetadata:\n  name: J-<<type>>-<<index>>\n",

@@ -163,3 +163,12 @@ def test_template_errors_name_file_and_line(
     import re
 
     assert re.search(message, result.err), result.err
+
+
+def test_windows_line_endings(cli: Any, tmp_path: Path) -> None:
+    template = tmp_path / "t.yaml"
+    template.write_bytes(job_template(PLACEMENTS["folded-column-0"]).replace("\n", "\r\n").encode())
+    result = cli(str(template), "--nodes", "a,b,c", "-o", "-")
+    assert result.code == 0, result.err
+    assert "\r" not in result.out
+    assert tf_config_of(result.docs[2]) == expected_config("worker", 1, CLUSTER)

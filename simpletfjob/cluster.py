@@ -19,6 +19,7 @@ import json
 import os
 import re
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -247,22 +248,19 @@ def list_nodes(client: Any, target: Target, settings: ClusterSettings) -> list[N
     base: list[tuple[str, str | int]] = [("limit", settings.page_size)]
     if settings.selector:
         base.append(("labelSelector", settings.selector))
+
+    def fetch(token: str | None) -> bytes:
+        query = [*base, ("continue", token)] if token else base
+        return _fetch(client, target, query, settings, deadline)
+
     # Thousands of small dicts per page would set off the collector again and
     # again for nothing: nothing here makes reference cycles.
     collecting = gc.isenabled()
     gc.disable()
     try:
         for restart in (False, True):
-            nodes: list[Node] = []
-            token: str | None = None
             try:
-                while True:
-                    query = [*base, ("continue", token)] if token else base
-                    page = _fetch(client, target, query, settings, deadline)
-                    nodes += _page_nodes(page, target)
-                    token = (page.get("metadata") or {}).get("continue") or None
-                    if token is None:
-                        return nodes
+                return _read_pages(fetch, target)
             except _Expired as e:
                 if restart:
                     raise ClusterError(
@@ -273,6 +271,106 @@ def list_nodes(client: Any, target: Target, settings: ClusterSettings) -> list[N
     finally:
         if collecting:
             gc.enable()
+
+
+def _read_pages(fetch: Callable[[str | None], bytes], target: Target) -> list[Node]:
+    """Fetch the next page while this one is parsed: the server and the network work meanwhile."""
+    nodes: list[Node] = []
+    data = fetch(None)
+    while True:
+        peeked = _peek_continue(data)
+        ahead = _Ahead(fetch, peeked) if peeked else None
+        page = _parse_page(data, target)
+        del data  # one page of raw JSON at a time
+        nodes += _page_nodes(page, target)
+        token = (page.get("metadata") or {}).get("continue") or None
+        del page
+        if ahead is not None and token == peeked:
+            data = ahead.result()
+            continue
+        if ahead is not None:
+            ahead.discard()
+        if token is None:
+            return nodes
+        data = fetch(token)
+
+
+# kube-apiserver writes a list's metadata before its items; the token is base64.
+_CONTINUE = re.compile(rb'"continue"\s*:\s*"([A-Za-z0-9+/=_-]+)"')
+
+
+def _peek_continue(data: bytes) -> str | None:
+    """The continue token, read from the page's head without parsing it; None if not there."""
+    items = data.find(b'"items":')
+    found = _CONTINUE.search(data, 0, items) if items > 0 else None
+    return found[1].decode("ascii") if found else None
+
+
+class _Ahead:
+    """One page fetched in a thread; its result or its error comes back with `result`."""
+
+    def __init__(self, fetch: Callable[[str | None], bytes], token: str) -> None:
+        self._data: bytes | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(fetch, token), daemon=True)
+        self._thread.start()
+
+    def _run(self, fetch: Callable[[str | None], bytes], token: str) -> None:
+        try:
+            self._data = fetch(token)
+        except BaseException as e:  # handed to the caller, in its thread
+            self._error = e
+
+    def result(self) -> bytes:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._data is not None
+        return self._data
+
+    def discard(self) -> None:
+        self._thread.join()
+
+
+def _parse_page(data: bytes, target: Target) -> dict[str, Any]:
+    try:
+        page = json.loads(_without_images(data))
+    except ValueError:
+        try:  # not the layout _without_images expects: parse all of it
+            page = json.loads(data)
+        except ValueError as e:
+            raise ClusterError(f"{target}: the answer to GET {NODES_PATH} is not JSON") from e
+    if not isinstance(page, dict):
+        raise ClusterError(f"{target}: the answer to GET {NODES_PATH} is not a NodeList")
+    return page
+
+
+_IMAGES = b'"images":['
+
+
+def _without_images(data: bytes) -> bytes:
+    """The page with every node's `status.images` emptied, before it is parsed.
+
+    The images list is most of a real node's JSON (kubelet reports up to 50
+    images, each with its digests) and simpletfjob needs none of it. Each entry
+    is an object whose strings are image references, which hold no brackets or
+    braces, so the list ends at the first `}]`. Anything else makes the result
+    invalid JSON, and the caller then parses the page whole.
+    """
+    pieces = []
+    kept = 0  # data[:kept] is in pieces
+    start = data.find(_IMAGES)
+    while start >= 0:
+        start += len(_IMAGES)
+        end = data.find(b"}]", start) if data[start : start + 1] == b"{" else -1
+        if end >= 0:
+            pieces.append(data[kept:start])
+            kept = end + 1  # keep the closing bracket
+        start = data.find(_IMAGES, max(start, kept))
+    if not pieces:
+        return data
+    pieces.append(data[kept:])
+    return b"".join(pieces)
 
 
 def _page_nodes(page: Mapping[str, Any], target: Target) -> list[Node]:
@@ -288,8 +386,8 @@ def _fetch(
     query: Sequence[tuple[str, str | int]],
     settings: ClusterSettings,
     deadline: float,
-) -> dict[str, Any]:
-    """One page as parsed JSON, retrying what is worth retrying; every failure is one line."""
+) -> bytes:
+    """One page of raw JSON, retrying what is worth retrying; every failure is one line."""
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import (
         ConnectTimeoutError,
@@ -357,13 +455,7 @@ def _fetch(
             raise ClusterError(f"{target}: cannot reach the server: {_first_line(e)}") from e
 
         if status == 200:
-            try:
-                page = json.loads(data)
-            except ValueError as e:
-                raise ClusterError(f"{target}: the answer to GET {NODES_PATH} is not JSON") from e
-            if not isinstance(page, dict):
-                raise ClusterError(f"{target}: the answer to GET {NODES_PATH} is not a NodeList")
-            return page
+            return data if isinstance(data, bytes) else bytes(data)
         reason, message = _status_of(data, response)
         if status == 410 and any(k == "continue" for k, _ in query):
             raise _Expired(message)

@@ -431,7 +431,9 @@ class KubeAPI:
             ).decode()
             metadata["continue"] = token
             metadata["remainingItemCount"] = len(selected) - end
-        head = json.dumps({"kind": "NodeList", "apiVersion": "v1", "metadata": metadata})
+        head = json.dumps(
+            {"kind": "NodeList", "apiVersion": "v1", "metadata": metadata}, separators=(",", ":")
+        )  # compact, as Go's encoding/json writes it
         body = b"".join([head[:-1].encode(), b',"items":[', b",".join(selected[start:end]), b"]}"])
         return 200, {"Content-Type": "application/json"}, body
 
@@ -633,3 +635,52 @@ def write_kubeconfig(
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(config, indent=2))  # JSON is YAML, and needs no yaml import here
     return path
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Serve a realistic cluster until stdin closes: `python -m tests.kubeapi --nodes 5000 --tls DIR`.
+
+    Prints the server's URL on its first line of stdout; with --tls, also writes DIR/ca.crt.
+    The benchmark runs the server as its own process so that the clients it measures start
+    from a small parent (Linux counts a parent's memory at fork in a child's peak RSS).
+    """
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m tests.kubeapi")
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--token", help="require this bearer token (the user may list nodes)")
+    parser.add_argument("--tls", metavar="DIR", help="serve https; write the CA to DIR/ca.crt")
+    parser.add_argument("--names", choices=("cloud", "short"), default="cloud")
+    args = parser.parse_args(argv)
+    api = KubeAPI()
+    if args.token:
+        api.tokens = {args.token: "bench"}
+        api.can_list = {"bench"}
+    api.set_nodes(
+        realistic_cluster(args.nodes, name=cloud_name if args.names == "cloud" else short_name)
+    )
+    api.nodes = [{"metadata": {"labels": n["metadata"].get("labels", {})}} for n in api.nodes]
+    ca = None
+    if args.tls:
+        import trustme
+
+        ca = trustme.CA()
+        ca.cert_pem.write_to_path(str(Path(args.tls) / "ca.crt"))
+    with serve(api, tls=ca):
+        size = sum(map(len, api._encoded))
+        print(api.url, size, flush=True)
+        sys.stdin.read()  # until the parent closes our stdin or goes away
+
+
+def cloud_name(i: int) -> str:
+    """As a cloud provider names nodes (about 40 characters)."""
+    return f"ip-10-{i // 250}-{i % 250}-{i % 7}.eu-west-1.compute.internal"
+
+
+def short_name(i: int) -> str:
+    return f"h{i}"
+
+
+if __name__ == "__main__":
+    main()

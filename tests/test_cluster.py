@@ -393,3 +393,34 @@ def test_insecure_skip_tls_verify_is_one_line_of_our_own(
         "is set, so the server's certificate is not checked",
         "simpletfjob: wrote 3 tasks to stdout: 1 ps (h0), 2 worker (h1, h2)",
     ]
+
+
+# -- reading pages ----------------------------------------------------------------------------
+
+
+def test_pages_are_parsed_without_their_images_lists() -> None:
+    import json
+
+    from simpletfjob.cluster import _without_images
+
+    nodes = [make_node("a"), make_node("none", images=0), make_node("b", images=3)]
+    compact = json.dumps({"items": nodes}, separators=(",", ":")).encode()
+    expected = json.loads(compact)
+    for node in expected["items"]:
+        node["status"]["images"] = []
+    slim = _without_images(compact)
+    assert json.loads(slim) == expected
+    assert len(slim) < len(compact) * 0.6
+    assert _without_images(b'{"items":[]}') == b'{"items":[]}'
+    # A layout it does not expect gives JSON that does not parse, and the page is parsed whole.
+    odd = b'{"status":{"images":[{"names":["x}]y"]}],"allocatable":{}}}'
+    with pytest.raises(ValueError):
+        json.loads(_without_images(odd))
+
+
+def test_a_page_whose_images_cannot_be_cut_is_read_whole(kubeapi: KubeAPI, tmp_path: Path) -> None:
+    odd = make_node("odd")
+    odd["status"]["images"][0]["names"].append("weird}]name")
+    kubeapi.set_nodes([odd, make_node("plain")])
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", kubeapi.url)
+    assert names(read_cluster_nodes(fast(kubeconfig))) == ["odd", "plain"]

@@ -213,7 +213,7 @@ def eligibility_rules(
     """The template's tolerations (only if some node has a taint), --gpus, and --selector for a saved list."""
     tolerations = template_tolerations(compiled, options) if any(n.taints for n in nodes) else ()
     # The server applies the selector to a live list; a saved list is filtered here.
-    from_file = options.nodes_file is not None and options.selector is not None
+    from_file = options.nodes_file is not None
     selector = parse_selector(options.selector) if from_file and options.selector else ()
     return Rules(tolerations=tolerations, selector=selector, min_gpus=options.gpus)
 

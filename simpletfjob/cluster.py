@@ -157,6 +157,11 @@ def connect(settings: ClusterSettings) -> tuple[Any, Target]:
     configuration = Configuration()
     paths = kubeconfig_paths(settings)
     if paths is None:
+        if settings.context is not None:
+            raise ClusterError(
+                f"--context {settings.context!r} names a kubeconfig context, but there is no "
+                "kubeconfig here ($KUBECONFIG, ~/.kube/config); give one with --kubeconfig FILE"
+            )
         target = _load_in_cluster(configuration, settings)
     else:
         target = _load_kubeconfig(configuration, paths, settings.context)

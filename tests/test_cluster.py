@@ -193,6 +193,8 @@ def test_in_cluster_service_account(
     settings = ClusterSettings(service_account_dir=str(account))
     assert names(read_cluster_nodes(settings)) == ["in-pod"]
     assert kubeapi_tls.nodes_requests()[0].authorization == f"bearer {TOKEN}"
+    with pytest.raises(ClusterError, match="--context 'prod' names a kubeconfig context"):
+        read_cluster_nodes(ClusterSettings(service_account_dir=str(account), context="prod"))
     (account / "token").unlink()
     with pytest.raises(ClusterError, match=r"in-cluster config .*token file does not exist"):
         read_cluster_nodes(settings)

@@ -67,6 +67,37 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
     help="Hosts from a file, one per line, or a saved `kubectl get nodes -o json|yaml`.",
 )
 @click.option(
+    "--kubeconfig",
+    metavar="FILE",
+    help="Read nodes from this cluster (default: $KUBECONFIG, ~/.kube/config, then in-cluster).",
+)
+@click.option("--context", metavar="NAME", help="The kubeconfig context to use (default: current).")
+@click.option(
+    "-l",
+    "--selector",
+    metavar="LABELS",
+    help="Only nodes with these labels, as kubectl -l: 'pool=gpu,zone in (a,b)'.",
+)
+@click.option(
+    "--gpus",
+    type=int,
+    default=0,
+    metavar="N",
+    help="Only nodes with at least N allocatable nvidia.com/gpu.",
+)
+@click.option(
+    "--address",
+    type=click.Choice(["name", "internal-ip", "hostname"]),
+    default="name",
+    show_default=True,
+    help="What TF_CONFIG and <<host>> name: the node name, its InternalIP, or its hostname label.",
+)
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="Print to stderr, per node, whether it is eligible, why not, and the task it gets.",
+)
+@click.option(
     "-o",
     "--output",
     metavar="FILE|-",

@@ -44,6 +44,7 @@ class Node(NamedTuple):
     addresses: Mapping[str, str] = _EMPTY  # type -> first address
     gpus: int = 0
     origin: str = ""  # where the node was named, for error messages
+    plain: bool = True  # a bare host name, from --nodes or a host list: nothing known but its name
 
 
 def is_node_name(name: str) -> bool:
@@ -180,7 +181,36 @@ def node_from_object(obj: object, origin: str) -> Node:
         addresses=addresses,
         gpus=parse_quantity_count(allocatable.get(GPU_RESOURCE, 0)),
         origin=f"node {name}",
+        plain=False,
     )
+
+
+# --address choices -> how to find that address on a node.
+ADDRESS_CHOICES = ("name", "internal-ip", "hostname")
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
+def host_address(node: Node, how: str) -> str:
+    """What TF_CONFIG and <<host>> call this node: its name, its InternalIP or its hostname label."""
+    if how == "name":
+        return node.name
+    if how == "internal-ip":
+        address = node.addresses.get("InternalIP")
+        if not address:
+            listed = ", ".join(sorted(node.addresses)) or "none"
+            raise InputError(
+                f"node {node.name!r} has no InternalIP address (it lists: {listed}); "
+                "choose another --address"
+            )
+        return address
+    if how == "hostname":
+        label = node.labels.get(HOSTNAME_LABEL)
+        if not label:
+            raise InputError(
+                f"node {node.name!r} has no {HOSTNAME_LABEL} label; choose another --address"
+            )
+        return label
+    raise ValueError(f"unknown address kind {how!r}")
 
 
 def parse_quantity_count(value: object) -> int:

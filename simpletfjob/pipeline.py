@@ -38,7 +38,7 @@ from simpletfjob.output import (
 )
 from simpletfjob.render import BUILTIN_VARIABLES, WHOLE_VALUE_MODES, CompiledTemplate, place
 from simpletfjob.roles import ClusterSpec, Host, Task, assign_roles
-from simpletfjob.selection import Rules, judge_nodes, take_hosts, unknown_exclusions
+from simpletfjob.selection import Rules, judge_nodes, parse_selector, take_hosts, unknown_exclusions
 from simpletfjob.values import check_reserved
 
 STDOUT = "-"
@@ -71,6 +71,13 @@ class Options(NamedTuple):
     template_text: str | None = None
     validate: bool = False
     kube_version: str | None = None  # None: the newest schema kubernetes-validate has
+    # Reading nodes from a cluster, and which of them may take a task.
+    kubeconfig: str | None = None
+    context: str | None = None
+    selector: str | None = None
+    gpus: int = 0
+    address: str = "name"
+    explain: bool = False
 
 
 class Rendered:
@@ -124,22 +131,29 @@ def run(options: Options) -> str:
     compiled = CompiledTemplate(source, filename, [*BUILTIN_VARIABLES, *options.values])
 
     nodes = read_nodes(options)
+    check_node_options(options, nodes)
     excluded = read_exclusions(options.exc)
     for name in unknown_exclusions(nodes, excluded):
         warn(f"{options.exc}: {name!r} is not among the hosts")
     psf = read_psf(options.psf)
-    verdicts = judge_nodes(nodes, excluded, Rules())
-    selected = take_hosts(verdicts, options.num, psf)
+    verdicts = judge_nodes(nodes, excluded, eligibility_rules(options, compiled, nodes))
+    tasks: list[Task] = []
+    try:
+        selected = take_hosts(verdicts, options.num, psf)
+        tasks = assign_roles(
+            [Host(n.name, node_sources.host_address(n, options.address)) for n in selected],
+            psn=len(psf) if psf else options.psn,
+            psf=psf,
+            chief=options.chief,
+            evaluator=options.evaluator,
+            port=options.port,
+            tasks_per_host=options.tasks_per_host,
+        )
+    finally:
+        if options.explain:
+            from simpletfjob.explain import explain_table
 
-    tasks = assign_roles(
-        [Host(n.name, n.name) for n in selected],
-        psn=len(psf) if psf else options.psn,
-        psf=psf,
-        chief=options.chief,
-        evaluator=options.evaluator,
-        port=options.port,
-        tasks_per_host=options.tasks_per_host,
-    )
+            print(explain_table(verdicts, tasks), file=sys.stderr)
     decoration = Decoration(job_label(options, filename), namespace_to_add(options))
     spec = ClusterSpec(tasks, include_evaluator=options.evaluator_in_cluster)
     rendered = render_and_check(compiled, tasks, spec, options.values, decoration)
@@ -253,6 +267,18 @@ def check_options(options: Options) -> None:
         raise UsageError(
             f"--namespace {options.namespace!r} is not a valid namespace (a DNS label)"
         )
+    given = options.nodes is not None or options.nodes_file is not None
+    if given and (options.kubeconfig is not None or options.context is not None):
+        flag = "--kubeconfig" if options.kubeconfig is not None else "--context"
+        raise UsageError(
+            f"{flag} reads nodes from a cluster; it cannot go with --nodes or --nodes-file"
+        )
+    if options.gpus < 0:
+        raise UsageError(f"--gpus must be 0 or more; got {options.gpus}")
+    if options.address not in node_sources.ADDRESS_CHOICES:
+        raise UsageError(f"--address must be one of {', '.join(node_sources.ADDRESS_CHOICES)}")
+    if options.selector is not None:
+        parse_selector(options.selector)  # a bad selector is a usage error before any network
 
 
 def load_template(name: str, text: str | None = None) -> tuple[str, str]:
@@ -300,7 +326,61 @@ def read_nodes(options: Options) -> list[node_sources.Node]:
         return node_sources.nodes_from_option(options.nodes)
     if options.nodes_file is not None:
         return node_sources.nodes_from_file(options.nodes_file)
-    raise UsageError("no hosts: give --nodes H1,H2,... or --nodes-file FILE")
+    from simpletfjob.cluster import ClusterSettings, read_cluster_nodes
+
+    return read_cluster_nodes(
+        ClusterSettings(
+            kubeconfig=options.kubeconfig, context=options.context, selector=options.selector
+        )
+    )
+
+
+def check_node_options(options: Options, nodes: Sequence[node_sources.Node]) -> None:
+    """Options that read node labels, GPUs or addresses need nodes that have them."""
+    if not nodes or not all(n.plain for n in nodes):
+        return
+    needs = [
+        flag
+        for flag, used in (
+            ("--selector", options.selector is not None),
+            ("--gpus", options.gpus > 0),
+            (f"--address {options.address}", options.address != "name"),
+        )
+        if used
+    ]
+    if needs:
+        source = "--nodes" if options.nodes is not None else f"nodes file {options.nodes_file!r}"
+        raise UsageError(
+            f"{needs[0]} needs node objects, but {source} gives only host names; "
+            "read the cluster, or give a saved `kubectl get nodes -o json` with --nodes-file"
+        )
+
+
+def eligibility_rules(
+    options: Options, compiled: CompiledTemplate, nodes: Sequence[node_sources.Node]
+) -> Rules:
+    """The template's tolerations (only if some node has a taint), --gpus, and --selector for a saved list."""
+    tolerations = template_tolerations(compiled, options) if any(n.taints for n in nodes) else ()
+    # The server applies the selector to a live list; a saved list is filtered here.
+    from_file = options.nodes_file is not None
+    selector = parse_selector(options.selector) if from_file and options.selector else ()
+    return Rules(tolerations=tolerations, selector=selector, min_gpus=options.gpus)
+
+
+def template_tolerations(
+    compiled: CompiledTemplate, options: Options
+) -> tuple[dict[str, str], ...]:
+    """The tolerations of the template's pod specs, from one render with placeholder values."""
+    from simpletfjob.podspec import pod_tolerations
+
+    task = Task("worker", 0, "node-0", "node-0", options.port)
+    spec = ClusterSpec([task])
+    context = {**options.values, **task_context(task, spec, 1)}
+    if compiled.uses_tf_config:
+        context["TF_CONFIG"] = spec.compact(task)
+    pieces = compiled.split(normalize_task_text(compiled.render(context)))
+    text = "".join(compiled.fill(pieces, spec, task))
+    return pod_tolerations(compose_documents(text, 1, "worker 0, placeholder render"))
 
 
 def read_exclusions(path: str | None) -> set[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from simpletfjob.cli import main
+from tests.kubeapi import KubeAPI, serve
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -105,3 +106,40 @@ def expected_config(role: str, index: int, cluster: dict[str, list[str]]) -> dic
 
 def hosts_arg(names: Sequence[str]) -> str:
     return ",".join(names)
+
+
+# -- a loopback Kubernetes API server (tests/kubeapi.py) -------------------------------------
+
+
+@pytest.fixture
+def kube_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """No kubeconfig or in-cluster settings from the developer's machine; returns the fake HOME."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    for name in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    return home
+
+
+@pytest.fixture
+def kubeapi(kube_env: Path) -> Iterator[KubeAPI]:
+    """A plain-http API server on 127.0.0.1 with no authentication; set nodes, tokens, faults."""
+    with serve(KubeAPI()) as api:
+        yield api
+
+
+@pytest.fixture(scope="session")
+def cluster_ca() -> Any:
+    import trustme
+
+    return trustme.CA()
+
+
+@pytest.fixture
+def kubeapi_tls(kube_env: Path, cluster_ca: Any, tmp_path: Path) -> Iterator[KubeAPI]:
+    """The same server over https, with a certificate from a trustme CA written to api.ca_file."""
+    with serve(KubeAPI(), tls=cluster_ca) as api:
+        api.ca_file = tmp_path / "ca.crt"
+        cluster_ca.cert_pem.write_to_path(str(api.ca_file))
+        yield api

@@ -34,6 +34,14 @@ def run(report: Any = print, repeats: int = 7) -> dict[str, float]:
         report(
             line("cold start: 3-host render vs python -c pass", ours.seconds, base.seconds, "<= 8x")
         )
+        floor, base = compare(
+            "floor",
+            [py, "-c", "import re, click, jinja2.sandbox, yaml"],
+            [py, "-c", "pass"],
+            repeats=repeats * 3,
+        )
+        figures["import_floor_ratio"] = floor.seconds / base.seconds
+        report(line("  the floor: importing click, jinja2, yaml", floor.seconds, base.seconds, "-"))
 
         hosts = work / "hosts"
         hosts.write_text("\n".join(realistic_hosts(1000)) + "\n")

@@ -97,7 +97,7 @@ def _check_loader() -> Any:
             # (see scalar_string), so they are C callables taking the same arguments:
             # Python methods here cost about a tenth of a 1000-task render. The tags
             # come out as slice objects, never read.
-            resolve = slice  # type: ignore[assignment]
+            resolve = slice
             descend_resolver = slice  # type: ignore[assignment]
             ascend_resolver = tuple  # type: ignore[assignment]
 

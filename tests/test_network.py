@@ -248,3 +248,69 @@ def test_pod_network_output_validates(cli: Any, tmp_path: Path) -> None:
     assert result.code == 0, result.err
     assert "valid for Kubernetes" in result.err
     assert [d["kind"] for d in result.docs] == ["Job", "Service"] * 3
+
+
+def test_pod_network_and_tasks_per_host_with_nodes_from_a_cluster(
+    cli: Any, kubeapi: Any, tmp_path: Path
+) -> None:
+    from tests.kubeapi import make_node, write_kubeconfig
+
+    kubeapi.set_nodes(
+        [
+            make_node("n3"),
+            make_node("n1"),
+            make_node("down", ready=False),
+            make_node("n2"),
+            make_node("n4"),
+            make_node("cp", control_plane=True),
+        ]
+    )
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", kubeapi.url)
+    write(tmp_path / "exc", "n2\n")
+    write(tmp_path / "ps", "n4\n")
+    template = write(tmp_path / "t.yaml", POD_TEMPLATE)
+    args = (
+        str(template),
+        "--kubeconfig",
+        str(kubeconfig),
+        "-E",
+        "--psf",
+        "ps",
+        "--chief",
+        "--evaluator",
+        "--tasks-per-host",
+        "2",
+        "--network",
+        "pod",
+        "--port",
+        "4000",
+        "-o",
+        "-",
+    )
+    first = cli(*args, cwd=tmp_path)
+    assert first.code == 0, first.err
+    assert first.out == cli(*args, cwd=tmp_path).out  # byte for byte
+    jobs, services = jobs_and_services(first.docs)
+    # Eligible: n1, n3, n4 (sorted; n2 excluded, down NotReady, cp tainted) -> 6 slots.
+    walk = [
+        (j["metadata"]["labels"]["simpletfjob/role"], j["metadata"]["labels"]["simpletfjob/index"])
+        for j in jobs
+    ]
+    assert walk == [
+        ("chief", "0"),
+        ("ps", "0"),
+        ("worker", "0"),
+        ("worker", "1"),
+        ("worker", "2"),
+        ("evaluator", "0"),
+    ]
+    config = tf_config_of(jobs[0])
+    assert config["cluster"]["ps"] == ["t-ps-0.default.svc:4000"]  # n4's first port
+    assert len(config["cluster"]["worker"]) == 3
+    ports = [s["spec"]["ports"][0]["port"] for s in services]
+    assert sorted(ports) == [4000, 4000, 4000, 4001, 4001, 4001]
+    served = {
+        f"{s['metadata']['name']}.default.svc:{s['spec']['ports'][0]['port']}" for s in services
+    }
+    assert {a for role in config["cluster"].values() for a in role} <= served
+    assert all(s["metadata"]["labels"]["simpletfjob/job"] == "t" for s in services)

@@ -1,3 +1,3 @@
-from simpletfjob.cli import main
+from simpletfjob.cli import console_main
 
-main()
+console_main()

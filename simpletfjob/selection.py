@@ -72,7 +72,7 @@ class Rules(NamedTuple):
     min_gpus: int = 0
 
 
-_SELECTOR_TERM = re.compile(
+_SELECTOR_TERM = (  # compiled on first use: only -l needs it
     r"\s*(?:(?P<not>!)\s*(?P<nkey>[\w./-]+)"
     r"|(?P<key>[\w./-]+)\s*(?:(?P<op>==|=|!=)\s*(?P<value>[\w.-]*)"
     r"|\s+(?P<setop>in|notin)\s*\((?P<values>[^)]*)\))?)\s*(?:,|$)"
@@ -85,7 +85,7 @@ def parse_selector(text: str) -> tuple[Requirement, ...]:
     pos = 0
     text = text.strip()
     while pos < len(text):
-        match = _SELECTOR_TERM.match(text, pos)
+        match = re.compile(_SELECTOR_TERM).match(text, pos)
         if match is None or match.end() == pos:
             raise UsageError(
                 f"--selector {text!r}: cannot parse the label selector at {text[pos:]!r}"

@@ -40,7 +40,9 @@ class Task:
 
     @property
     def endpoint(self) -> str:
-        return f"{self.host}:{self.port}"
+        """host:port, with an IPv6 address in brackets as gRPC expects ([fd00::1]:2222)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
 
 
 def assign_roles(

@@ -99,3 +99,9 @@ def test_role_host_lists() -> None:
     assert spec.hosts("ps") == "a:9"
     assert spec.hosts("worker") == "b:9,c:9"
     assert spec.hosts("chief") == ""
+
+
+def test_an_ipv6_address_is_bracketed_in_the_cluster() -> None:
+    tasks = assign_roles([Host("n1", "fd00::1"), Host("n2", "10.0.0.2")], port=2222)
+    assert ClusterSpec(tasks).cluster == {"ps": ["[fd00::1]:2222"], "worker": ["10.0.0.2:2222"]}
+    assert tasks[0].host == "fd00::1"

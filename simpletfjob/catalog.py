@@ -128,7 +128,7 @@ def locate(name: str) -> TemplateSource:
     A path that exists wins, so a local `tf1-flags` file shadows the built-in; a
     bare name (no `/`, no `.`) that is neither is an error listing the built-ins.
     """
-    if not os.path.exists(name) and _BUILTIN_NAME.fullmatch(name):
+    if not os.path.isfile(name) and _BUILTIN_NAME.fullmatch(name):
         available = builtin_names()
         if name not in available:
             raise InputError(

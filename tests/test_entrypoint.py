@@ -75,13 +75,15 @@ def test_stdout_closed_early_is_not_an_error() -> None:
     assert "Traceback" not in err
 
 
-def test_offline_render_imports_neither_kubernetes_nor_urllib3() -> None:
+@pytest.mark.parametrize("template", ["mnist.yaml", "tf2-multiworker"])
+def test_an_offline_render_imports_nothing_heavy(template: str) -> None:
+    """Neither the cluster client nor the schema validator is loaded without a need for it."""
     code = (
         "import sys; from simpletfjob.cli import main\n"
-        "try:\n    main(['mnist.yaml', '--nodes', 'a,b,c', '-o', '-'])\n"
+        f"try:\n    main([{template!r}, '--nodes', 'a,b,c', '-o', '-'])\n"
         "except SystemExit: pass\n"
-        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('kubernetes', 'urllib3'))\n"
-        "print(bad, file=sys.stderr)\n"
+        "heavy = ('kubernetes', 'kubernetes_validate', 'jsonschema', 'referencing', 'urllib3')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy), file=sys.stderr)\n"
     )
     proc = subprocess.run(
         [sys.executable, "-c", code], cwd=EXAMPLES, capture_output=True, text=True, timeout=60

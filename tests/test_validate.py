@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -168,20 +167,6 @@ def test_without_kubernetes_validate(
     )
     assert INSTALL_HINT in result.err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.yaml"]
-
-
-def test_the_offline_render_does_not_load_the_validator() -> None:
-    code = (
-        "import sys; from simpletfjob.cli import main\n"
-        "try:\n    main(['tf2-multiworker', '--nodes', 'a,b,c', '-o', '-'])\n"
-        "except SystemExit: pass\n"
-        "heavy = ('kubernetes', 'kubernetes_validate', 'jsonschema', 'referencing', 'urllib3')\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy), file=sys.stderr)\n"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", code], cwd=EXAMPLES, capture_output=True, text=True, timeout=60
-    )
-    assert proc.stderr.strip().splitlines()[-1] == "[]"
 
 
 # ---- the checks that run without --validate -------------------------------------------------

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -210,38 +209,6 @@ def test_tasks_per_host_limits(cli: Any) -> None:
     assert result.code == 2 and "goes past port 65535" in result.err
 
 
-def test_everything_combined_is_deterministic(cli: Any, tmp_path: Path) -> None:
-    write(tmp_path / "exc", "h2\n")
-    write(tmp_path / "ps", "h5\n")
-    template = write(tmp_path / "t.yaml", POD_TEMPLATE)
-    args = (
-        str(template),
-        "--nodes",
-        "h1,h2,h3,h4,h5",
-        "-E",
-        "--psf",
-        "ps",
-        "--chief",
-        "--evaluator",
-        "--tasks-per-host",
-        "2",
-        "--network",
-        "pod",
-        "-o",
-        "-",
-    )
-    first = cli(*args, cwd=tmp_path)
-    assert first.code == 0, first.err
-    assert first.out == cli(*args, cwd=tmp_path).out
-    jobs, services = jobs_and_services(first.docs)
-    assert len(jobs) == len(services) == 8
-    config = tf_config_of(jobs[0])
-    assert config["cluster"]["ps"] == ["t-ps-0.default.svc:2222"]
-    nodes = {j["metadata"]["name"]: j["metadata"]["labels"] for j in jobs}
-    assert nodes["t-ps-0"]["simpletfjob/role"] == "ps"
-    assert json.loads(json.dumps(config))["task"] == {"type": "chief", "index": 0}
-
-
 def test_pod_network_output_validates(cli: Any, tmp_path: Path) -> None:
     template = write(tmp_path / "t.yaml", POD_TEMPLATE)
     result = cli(str(template), "--nodes", "a,b,c", "--network", "pod", "--validate", "-o", "-")
@@ -250,52 +217,41 @@ def test_pod_network_output_validates(cli: Any, tmp_path: Path) -> None:
     assert [d["kind"] for d in result.docs] == ["Job", "Service"] * 3
 
 
-def test_pod_network_and_tasks_per_host_with_nodes_from_a_cluster(
-    cli: Any, kubeapi: Any, tmp_path: Path
+@pytest.mark.parametrize("source", ["host list", "cluster"])
+def test_pod_network_and_tasks_per_host_combine_with_everything(
+    cli: Any, request: pytest.FixtureRequest, tmp_path: Path, source: str
 ) -> None:
-    from tests.kubeapi import make_node, write_kubeconfig
+    """-E, --psf, --chief, --evaluator, --tasks-per-host, --network pod and labels, from either source."""
+    if source == "cluster":
+        from tests.kubeapi import make_node, write_kubeconfig
 
-    kubeapi.set_nodes(
-        [
-            make_node("n3"),
-            make_node("n1"),
-            make_node("down", ready=False),
-            make_node("n2"),
-            make_node("n4"),
-            make_node("cp", control_plane=True),
-        ]
-    )
-    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", kubeapi.url)
+        kubeapi = request.getfixturevalue("kubeapi")
+        kubeapi.set_nodes(
+            [
+                make_node("n3"),
+                make_node("n1"),
+                make_node("down", ready=False),
+                make_node("n2"),
+                make_node("n4"),
+                make_node("cp", control_plane=True),
+            ]
+        )
+        hosts = ["--kubeconfig", str(write_kubeconfig(tmp_path / "kubeconfig", kubeapi.url))]
+    else:
+        hosts = ["--nodes", "n1,n2,n3,n4"]
     write(tmp_path / "exc", "n2\n")
     write(tmp_path / "ps", "n4\n")
     template = write(tmp_path / "t.yaml", POD_TEMPLATE)
-    args = (
-        str(template),
-        "--kubeconfig",
-        str(kubeconfig),
-        "-E",
-        "--psf",
-        "ps",
-        "--chief",
-        "--evaluator",
-        "--tasks-per-host",
-        "2",
-        "--network",
-        "pod",
-        "--port",
-        "4000",
-        "-o",
-        "-",
-    )
+    args = [str(template), *hosts, "-E", "--psf", "ps", "--chief", "--evaluator"]
+    args += ["--tasks-per-host", "2", "--network", "pod", "--port", "4000", "-o", "-"]
     first = cli(*args, cwd=tmp_path)
     assert first.code == 0, first.err
     assert first.out == cli(*args, cwd=tmp_path).out  # byte for byte
     jobs, services = jobs_and_services(first.docs)
-    # Eligible: n1, n3, n4 (sorted; n2 excluded, down NotReady, cp tainted) -> 6 slots.
-    walk = [
-        (j["metadata"]["labels"]["simpletfjob/role"], j["metadata"]["labels"]["simpletfjob/index"])
-        for j in jobs
-    ]
+    # Eligible: n1, n3, n4 (n2 excluded; from the cluster, down is NotReady and cp tainted),
+    # so 6 slots: n1:4000 n1:4001 n3:4000 n3:4001 n4:4000 n4:4001; n4's first is the ps.
+    labels = [j["metadata"]["labels"] for j in jobs]
+    walk = [(x["simpletfjob/role"], x["simpletfjob/index"]) for x in labels]
     assert walk == [
         ("chief", "0"),
         ("ps", "0"),
@@ -305,10 +261,15 @@ def test_pod_network_and_tasks_per_host_with_nodes_from_a_cluster(
         ("evaluator", "0"),
     ]
     config = tf_config_of(jobs[0])
-    assert config["cluster"]["ps"] == ["t-ps-0.default.svc:4000"]  # n4's first port
-    assert len(config["cluster"]["worker"]) == 3
-    ports = [s["spec"]["ports"][0]["port"] for s in services]
-    assert sorted(ports) == [4000, 4000, 4000, 4001, 4001, 4001]
+    assert config["cluster"] == {
+        "chief": ["t-chief-0.default.svc:4000"],
+        "ps": ["t-ps-0.default.svc:4000"],
+        "worker": [
+            "t-worker-0.default.svc:4001",
+            "t-worker-1.default.svc:4000",
+            "t-worker-2.default.svc:4001",
+        ],
+    }
     served = {
         f"{s['metadata']['name']}.default.svc:{s['spec']['ports'][0]['port']}" for s in services
     }

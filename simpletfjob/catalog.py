@@ -367,5 +367,9 @@ def prepare_options(
         settings["name"] = source.builtin  # the simpletfjob/job label
     values = collect_values(source.header.values, value_files, sets)
     return Options(
-        template=source.name, template_text=source.render_text(), values=values, **settings
+        template=source.name,
+        template_text=source.render_text(),
+        values=values,
+        value_files=tuple(value_files),
+        **settings,
     )

@@ -60,6 +60,7 @@ class Options(NamedTuple):
     nodes_file: str | None = None
     output: str | None = None
     values: Mapping[str, Any] = MappingProxyType({})
+    value_files: tuple[str, ...] = ()  # already read into `values`; kept to protect them
     network: str = "host"
     namespace: str | None = None
     cluster_domain: str | None = None
@@ -307,6 +308,8 @@ def output_path(options: Options, template: str) -> str | None:
         ("exclusion file", options.exc),
         ("--psf file", options.psf),
         ("nodes file", options.nodes_file),
+        ("kubeconfig", options.kubeconfig),
+        *(("values file", f) for f in options.value_files),
     ]
     for what, other in inputs:
         if other is not None and _same_file(path, other):

@@ -264,3 +264,13 @@ def test_output_through_a_symlink_keeps_the_link(cli: Any, workdir: Path) -> Non
     assert result.code == 0, result.err
     assert (workdir / "link.yaml").is_symlink()
     assert target.read_text().startswith("apiVersion: batch/v1")
+
+
+def test_output_may_not_be_a_values_file_or_the_kubeconfig(cli: Any, workdir: Path) -> None:
+    write(workdir / "v.yaml", "a: 1\n")
+    result = cli("mnist.yaml", "--nodes-file", "hosts", "-f", "v.yaml", "-o", "v.yaml", cwd=workdir)
+    assert_one_line_error(result, 1, r"output 'v.yaml' is the values file")
+    assert (workdir / "v.yaml").read_text() == "a: 1\n"
+    write(workdir / "kc", "apiVersion: v1\nkind: Config\n")
+    result = cli("mnist.yaml", "--kubeconfig", "kc", "-o", "kc", cwd=workdir)
+    assert_one_line_error(result, 1, r"output 'kc' is the kubeconfig")

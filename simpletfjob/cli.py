@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from simpletfjob import __version__
-from simpletfjob.errors import EXIT_ERROR, SimpleTFJobError
+from simpletfjob.errors import EXIT_ERROR, EXIT_OK, SimpleTFJobError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -276,7 +276,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"internal error: {type(e).__name__}: {e} (set SIMPLETFJOB_DEBUG=1 for details)",
             EXIT_ERROR,
         )
-    sys.exit(0)
+    sys.exit(EXIT_OK)
 
 
 def _fail(message: str, code: int) -> None:
@@ -294,9 +294,9 @@ def console_main() -> None:
     """
     try:
         main()
-        code = 0
+        code = EXIT_OK
     except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        code = e.code if isinstance(e.code, int) else (EXIT_OK if e.code is None else EXIT_ERROR)
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # a closed pipe takes nothing more
             stream.flush()

@@ -9,6 +9,7 @@ style, so megabytes of cluster JSON are never parsed again.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -105,11 +106,18 @@ def _check_loader() -> Any:
     return _CHECK_LOADER
 
 
-def _plain_tag(value: str) -> str:
+@functools.lru_cache(maxsize=1)
+def _resolver() -> Any:
     import yaml
 
-    resolver = yaml.resolver.Resolver()
-    return str(resolver.resolve(yaml.ScalarNode, value, (True, False)))  # type: ignore[no-untyped-call]
+    return yaml.resolver.Resolver()
+
+
+def _plain_tag(value: str) -> str:
+    """The tag YAML gives an unquoted scalar: str, int, bool, null..."""
+    import yaml
+
+    return str(_resolver().resolve(yaml.ScalarNode, value, (True, False)))
 
 
 _NULL = "tag:yaml.org,2002:null"

@@ -206,7 +206,7 @@ def use_pod_network(
     """Address every task by its Service's DNS name, and add the Services."""
     from simpletfjob.network import dns_name, service_document
 
-    endpoints = {}
+    jobs = []  # each task's Job and the namespace its Service and DNS name use
     for r in rendered:
         if not any(i.kind == "Job" for i in r.ids):
             raise RenderCheckError(
@@ -218,8 +218,12 @@ def use_pod_network(
             raise UsageError(
                 f"Job {job.name!r} sets namespace {namespace!r} but --namespace is {options.namespace!r}"
             )
-        address = dns_name(job.name, namespace, options.cluster_domain)
-        endpoints[r.task] = f"{address}:{r.task.port}"
+        check_name("Service", job.name, None, f"the Service of {r.task.role} {r.task.index}")
+        jobs.append((job.name, namespace))
+    endpoints = {
+        r.task: f"{dns_name(name, namespace, options.cluster_domain)}:{r.task.port}"
+        for r, (name, namespace) in zip(rendered, jobs, strict=True)
+    }
     spec = ClusterSpec(
         [r.task for r in rendered], endpoints, include_evaluator=options.evaluator_in_cluster
     )
@@ -231,17 +235,11 @@ def use_pod_network(
         if [r.ids for r in again] != [r.ids for r in rendered]:
             raise RenderCheckError("--network pod: Job names must not depend on the host lists")
         rendered = again
-    services: list[tuple[int, DocumentId]] = []
-    for r in rendered:
-        job = r.job()
-        namespace = job.namespace or decoration.namespace or "default"
-        where = f"the Service of {r.task.role} {r.task.index}"
-        check_name("Service", job.name, None, where)
+    for r, (name, namespace) in zip(rendered, jobs, strict=True):
         labels = {k: v for k, v in decoration.labels(r.task).items() if k != INDEX_LABEL}
-        r.services = "---\n" + service_document(job.name, namespace, r.task, labels)
-        r.service_ids = [DocumentId("Service", namespace, job.name)]
-        services.append((len(services) + 1, r.service_ids[0]))
-    check_unique(services)
+        r.services = "---\n" + service_document(name, namespace, r.task, labels)
+        r.service_ids = [DocumentId("Service", namespace, name)]
+    check_unique(enumerate((r.service_ids[0] for r in rendered), start=1))
     return spec, rendered
 
 

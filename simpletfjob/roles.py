@@ -15,8 +15,6 @@ from typing import NamedTuple
 
 from simpletfjob.errors import SelectionError, UsageError
 
-ROLES = ("chief", "ps", "worker", "evaluator")
-
 
 class Host(NamedTuple):
     node: str  # the node name, for nodeName: and the exclusion file

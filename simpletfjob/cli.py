@@ -17,10 +17,40 @@ import click
 from simpletfjob import __version__
 from simpletfjob.errors import EXIT_ERROR, EXIT_OK, SimpleTFJobError
 
-CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+# click's own --help and --version write with click.echo, which turns a broken pipe
+# into a silent exit 1 and other write errors into tracebacks; these write through
+# output.write_stdout, which reports every failure as one line.
+CONTEXT = {"max_content_width": 100}
 
 
-@click.command(context_settings=CONTEXT)
+def _show_help(context: click.Context, _: click.Parameter, value: bool) -> None:
+    if value and not context.resilient_parsing:
+        from simpletfjob.output import write_stdout
+
+        write_stdout([context.get_help() + "\n"])
+        context.exit()
+
+
+def _show_version(context: click.Context, _: click.Parameter, value: bool) -> None:
+    if value and not context.resilient_parsing:
+        from simpletfjob.output import write_stdout
+
+        write_stdout([f"simpletfjob, version {__version__}\n"])
+        context.exit()
+
+
+help_option = click.option(
+    "-h",
+    "--help",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_show_help,
+    help="Show this message and exit.",
+)
+
+
+@click.command(context_settings=CONTEXT, add_help_option=False)
 @click.argument("template", required=False)
 @click.option(
     "-N",
@@ -165,7 +195,15 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
     metavar="VERSION",
     help="Kubernetes version for --validate (implies it); default: the newest kubernetes-validate has.",
 )
-@click.version_option(__version__, "--version", prog_name="simpletfjob")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_show_version,
+    help="Show the version and exit.",
+)
+@help_option
 def render_command(
     template: str | None,
     set_values: Sequence[str],
@@ -216,10 +254,11 @@ def render_command(
         if context.get_parameter_source(name) is not ParameterSource.DEFAULT
     }
     summary = run(prepare_options(template, {**options, "exc": exc}, given, value_files, sets))
-    click.echo(summary, err=True)
+    print(summary, file=sys.stderr)
 
 
-@click.command("templates", context_settings=CONTEXT)
+@click.command("templates", context_settings=CONTEXT, add_help_option=False)
+@help_option
 def templates_command() -> None:
     """List the built-in templates, with what each is for.
 
@@ -227,24 +266,28 @@ def templates_command() -> None:
     with `simpletfjob init NAME`.
     """
     from simpletfjob.catalog import describe_builtins
+    from simpletfjob.output import write_stdout
 
     rows = describe_builtins()
     width = max((len(name) for name, _ in rows), default=0)
-    for name, description in rows:
-        click.echo(f"{name:<{width}}  {description}".rstrip())
+    write_stdout([f"{name:<{width}}  {description}".rstrip() + "\n" for name, description in rows])
 
 
-@click.command("init", context_settings=CONTEXT)
+@click.command("init", context_settings=CONTEXT, add_help_option=False)
 @click.argument("name")
 @click.option(
-    "-o", "--output", metavar="FILE|-", help="Where to write; default ./NAME.yaml; '-' is stdout."
+    "-o",
+    "--output",
+    metavar="FILE|DIR|-",
+    help="Where to write; default ./NAME.yaml; a directory gets DIR/NAME.yaml; '-' is stdout.",
 )
 @click.option("--force", is_flag=True, help="Overwrite FILE if it exists.")
+@help_option
 def init_command(name: str, output: str | None, force: bool) -> None:
     """Write a copy of the built-in template NAME, to edit and render as your own."""
     from simpletfjob.catalog import write_copy
 
-    click.echo(write_copy(name, output, force), err=True)
+    print(write_copy(name, output, force), file=sys.stderr)
 
 
 # Words that name a command rather than a template when they come first.
@@ -288,16 +331,25 @@ def _fail(message: str, code: int) -> None:
 def console_main() -> None:
     """The console script and `python -m simpletfjob`: main(), then a quick exit.
 
+    First the process's own setup (see streams.py): closed standard descriptors
+    get /dev/null, and stderr drops what it cannot write. Tests call main()
+    in-process without it.
+
     Everything is written and closed by the time main() returns, so the process
     leaves with os._exit rather than tearing down every module one by one, which
-    costs a short render about a tenth of its time. Tests call main() instead.
+    costs a short render about a tenth of its time.
     """
+    from simpletfjob import streams
+
     try:
+        streams.guard_standard_streams()
         main()
         code = EXIT_OK
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (EXIT_OK if e.code is None else EXIT_ERROR)
     for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):  # a closed pipe takes nothing more
+        with contextlib.suppress(
+            OSError, ValueError, AttributeError
+        ):  # a closed pipe takes nothing more
             stream.flush()
     os._exit(code)

@@ -260,16 +260,19 @@ def encoded(chunks: Iterable[str]) -> Iterator[bytes]:
 
 
 def write_stdout(chunks: Iterable[str]) -> None:
-    out = sys.stdout.buffer
+    """Write to stdout; any failure (closed, full, a broken pipe) is one OutputError."""
     try:
+        out = sys.stdout.buffer
         sys.stdout.flush()
         for data in encoded(chunks):
             out.write(data)
         out.flush()
-    except BrokenPipeError:
-        # The reader went away (| head): not our error. Keep Python from complaining at exit.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+    except OSError as e:
+        if isinstance(e, BrokenPipeError):
+            # What is still buffered would fail again at exit: send it nowhere.
+            with contextlib.suppress(OSError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise OutputError(f"cannot write to stdout: {e.strerror or e}") from e
 
 
 def write_atomic(path: str, chunks: Iterable[str]) -> None:

@@ -58,7 +58,8 @@ def test_python_dash_m_reports_errors_in_one_line() -> None:
     ]
 
 
-def test_stdout_closed_early_is_not_an_error() -> None:
+def test_stdout_closed_early_is_one_line_and_exit_1() -> None:
+    """A reader that goes away (| head) is reported: the documents did not all arrive."""
     hosts = ",".join(f"h{i}" for i in range(300))
     proc = subprocess.Popen(
         [_console_script(), "mnist.yaml", "--nodes", hosts, "-o", "-"],
@@ -70,9 +71,9 @@ def test_stdout_closed_early_is_not_an_error() -> None:
     first = proc.stdout.read(100)
     proc.stdout.close()
     err = proc.stderr.read().decode()
-    assert proc.wait(timeout=60) == 0
+    assert proc.wait(timeout=60) == 1
     assert first.startswith(b"apiVersion: batch/v1")
-    assert "Traceback" not in err
+    assert err.splitlines() == ["simpletfjob: error: cannot write to stdout: Broken pipe"]
 
 
 @pytest.mark.parametrize("template", ["mnist.yaml", "tf2-multiworker"])

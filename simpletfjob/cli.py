@@ -1,7 +1,8 @@
 """The command line: click options -> an `Options` object -> the pipeline; errors -> one line, an exit code.
 
 Exit status: 0 success, 1 a problem with the inputs, the cluster or the output,
-2 a usage error (unknown option, bad option value, contradicting options).
+2 a usage error (unknown option, bad option value, contradicting options),
+130, 143 or 129 when SIGINT, SIGTERM or SIGHUP stopped the run.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 import click
 
 from simpletfjob import __version__
-from simpletfjob.errors import EXIT_ERROR, EXIT_OK, SimpleTFJobError
+from simpletfjob.errors import EXIT_ERROR, EXIT_OK, Interrupted, SimpleTFJobError
 
 # click's own --help and --version write with click.echo, which turns a broken pipe
 # into a silent exit 1 and other write errors into tracebacks; these write through
@@ -308,10 +309,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     except click.ClickException as e:
         hint = f" (see {prog} --help)" if isinstance(e, click.UsageError) else ""
         _fail(e.format_message() + hint, e.exit_code)
-    except click.exceptions.Abort:
-        _fail("aborted", EXIT_ERROR)
-    except KeyboardInterrupt:
-        _fail("interrupted", 130)
+    except Interrupted as e:
+        _interrupted(e.exit_code)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        # Without console_main's signal handlers (main() called in-process), click
+        # has turned Ctrl-C into Abort.
+        _interrupted(130)
     except Exception as e:  # a bug: still one line, and a way to see the traceback
         if os.environ.get("SIMPLETFJOB_DEBUG"):
             raise
@@ -328,12 +331,18 @@ def _fail(message: str, code: int) -> None:
     sys.exit(code)
 
 
+def _interrupted(code: int) -> None:
+    # Not an error in the input: the user (or a supervisor) stopped the run.
+    print("simpletfjob: interrupted", file=sys.stderr)
+    sys.exit(code)
+
+
 def console_main() -> None:
     """The console script and `python -m simpletfjob`: main(), then a quick exit.
 
     First the process's own setup (see streams.py): closed standard descriptors
-    get /dev/null, and stderr drops what it cannot write. Tests call main()
-    in-process without it.
+    get /dev/null, stderr drops what it cannot write, and SIGINT, SIGTERM and
+    SIGHUP unwind as `Interrupted`. Tests call main() in-process without these.
 
     Everything is written and closed by the time main() returns, so the process
     leaves with os._exit rather than tearing down every module one by one, which
@@ -342,11 +351,16 @@ def console_main() -> None:
     from simpletfjob import streams
 
     try:
+        streams.install_signal_handlers()
         streams.guard_standard_streams()
         main()
         code = EXIT_OK
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (EXIT_OK if e.code is None else EXIT_ERROR)
+    except Interrupted as e:  # arrived outside main()'s handlers, while it was reporting
+        code = e.exit_code
+        with contextlib.suppress(Interrupted):
+            print("simpletfjob: interrupted", file=sys.stderr)
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(
             OSError, ValueError, AttributeError

@@ -45,3 +45,16 @@ class OutputError(SimpleTFJobError):
 
 class SchemaError(SimpleTFJobError):
     """--validate found a document that does not match the Kubernetes schema, or cannot run."""
+
+
+class Interrupted(BaseException):
+    """SIGINT, SIGTERM or SIGHUP arrived: unwind (removing a temporary file), then exit 128 + signal.
+
+    A BaseException, as KeyboardInterrupt is, so that no `except Exception` on the
+    way takes it for an error; not KeyboardInterrupt itself, which click turns into
+    "Aborted!" and a blank line.
+    """
+
+    def __init__(self, exit_code: int) -> None:
+        super().__init__(exit_code)
+        self.exit_code = exit_code

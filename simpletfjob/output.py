@@ -18,7 +18,7 @@ import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from simpletfjob.errors import OutputError, RenderCheckError
+from simpletfjob.errors import Interrupted, OutputError, RenderCheckError
 
 _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
@@ -309,8 +309,10 @@ def _write_atomic(path: str, chunks: Iterable[str]) -> None:
     # tempfile would do, but importing it costs the cold start a few milliseconds.
     name = os.path.basename(path)[:200]
     temp = os.path.join(directory, f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    created = False
     try:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        created = True
         with os.fdopen(fd, "wb") as f:
             for data in encoded(chunks):
                 f.write(data)
@@ -318,7 +320,10 @@ def _write_atomic(path: str, chunks: Iterable[str]) -> None:
             os.fsync(f.fileno())
         os.chmod(temp, mode)
         os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
+    except BaseException as e:
+        # An interrupt can land between the open and `created = True`: then the
+        # file may exist too. A failed open never created one (O_EXCL).
+        if created or isinstance(e, (Interrupted, KeyboardInterrupt)):
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
         raise

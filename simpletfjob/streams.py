@@ -1,4 +1,4 @@
-"""The process's standard streams, set up once by the console script.
+"""The process's standard streams and signals, set up once by the console script.
 
 - A standard stream that was closed at start (`>&-`, `2>&-`) gets /dev/null on its
   descriptor, so that the next file opened (a temporary output file, say) cannot
@@ -7,6 +7,9 @@
   messages.
 - stderr never fails a run: what cannot be written there (closed, full, a
   broken pipe) is dropped.
+- SIGINT, SIGTERM and SIGHUP raise `Interrupted`, which unwinds like any
+  exception (a temporary output file is removed on the way) and is reported as
+  one line with the exit status a shell gives a process killed by the signal.
 """
 
 from __future__ import annotations
@@ -15,7 +18,11 @@ import contextlib
 import errno
 import io
 import os
+import signal
 import sys
+from types import FrameType
+
+from simpletfjob.errors import Interrupted
 
 # Descriptors of the standard streams that were closed when the process started.
 closed_at_start: frozenset[int] = frozenset()
@@ -72,3 +79,33 @@ def guard_standard_streams() -> None:
         errors="backslashreplace",
         line_buffering=True,
     )
+
+
+# The exit status a shell reports for a process killed by the signal: 128 + its number.
+_EXIT_STATUS = {
+    signum: 128 + signum
+    for signum in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None))
+    if signum is not None
+}
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    # One signal is enough: later ones are ignored, so that the cleanup on the way
+    # out (removing a temporary file) cannot itself be cut short.
+    for other in _EXIT_STATUS:
+        signal.signal(other, signal.SIG_IGN)
+    raise Interrupted(128 + signum)
+
+
+def install_signal_handlers() -> None:
+    """SIGINT, SIGTERM and SIGHUP raise `Interrupted`.
+
+    SIGINT and SIGTERM always, even when the process started with them ignored (a
+    shell script's `simpletfjob ... &` ignores SIGINT): a stopped run must still
+    clean up, as kubectl and helm do. SIGHUP only if it is not ignored, so that
+    `nohup simpletfjob ...` keeps running when the terminal goes.
+    """
+    for signum in _EXIT_STATUS:
+        if signum == getattr(signal, "SIGHUP", None) and signal.getsignal(signum) is signal.SIG_IGN:
+            continue
+        signal.signal(signum, _interrupt)

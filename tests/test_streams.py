@@ -1,5 +1,6 @@
 """Where the documents go, and what cannot be lost on the way.
 
+- SIGINT and SIGTERM remove the temporary file and exit 130 or 143 with one line.
 - A closed, full or broken stdout is one line and exit 1; a closed stderr drops messages.
 
 What depends on the process (its descriptors, signals, redirections) runs the installed
@@ -8,12 +9,16 @@ console script; the rest runs main() in-process.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+import termios
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -116,6 +121,107 @@ def jobs(text: str | bytes) -> list[dict[str, Any]]:
     docs = list(yaml.safe_load_all(text))
     assert docs and all(d["kind"] == "Job" for d in docs), docs
     return docs
+
+
+# -- 3. signals ------------------------------------------------------------------------
+
+
+def big_hosts(work: Path, n: int = 2500) -> Path:
+    """A host list whose render is a few hundred MB (the output grows as n²)."""
+    return write(work / "big", "".join(f"host-{i}.example.internal\n" for i in range(n)))
+
+
+def temp_files(directory: Path) -> list[str]:
+    return [p.name for p in directory.iterdir() if p.name.endswith(".tmp")]
+
+
+def wait_for(condition: Callable[[], bool], proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while not condition():
+        assert proc.poll() is None, "the run ended before the moment the test waits for"
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_while_writing_a_file_removes_the_temporary_file(
+    work: Path, signum: int, code: int
+) -> None:
+    big_hosts(work)
+    old = write(work / "out.yaml", "old: content\n")
+    before = snapshot(work)
+    proc = subprocess.Popen(
+        [SCRIPT, "mnist.yaml", "--nodes-file", "big", "-o", "out.yaml"],
+        cwd=work,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    # Wait until the temporary file holds a megabyte: the run is in the middle of writing.
+    wait_for(
+        lambda: any(
+            (work / t).stat().st_size > 1 << 20 for t in temp_files(work) if (work / t).exists()
+        ),
+        proc,
+    )
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=TIMEOUT)
+    assert proc.returncode == code
+    assert err == b"simpletfjob: interrupted\n"
+    assert out == b""
+    assert temp_files(work) == []
+    assert old.read_text() == "old: content\n"
+    assert snapshot(work) == before
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_while_blocked_on_a_full_pipe(work: Path, signum: int, code: int) -> None:
+    """Blocked in write() on a pipe nobody reads: the signal still ends the run, in one line."""
+    big_hosts(work, 400)
+    read_end, write_end = os.pipe()
+    try:
+        proc = subprocess.Popen(
+            [SCRIPT, "mnist.yaml", "--nodes-file", "big", "-o", "-"],
+            cwd=work,
+            stdin=subprocess.DEVNULL,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+        )
+        os.close(write_end)
+        waiting = bytearray(4)
+        seen: list[int] = []
+
+        def pipe_full() -> bool:
+            # The bytes waiting in the pipe have stopped growing: the writer is blocked.
+            fcntl.ioctl(read_end, termios.FIONREAD, waiting)
+            seen.append(int.from_bytes(waiting, sys.byteorder))
+            return len(seen) > 50 and seen[-1] > 0 and seen[-50] == seen[-1]
+
+        wait_for(pipe_full, proc)
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=TIMEOUT)
+    finally:
+        os.close(read_end)
+    assert proc.returncode == code
+    assert err == b"simpletfjob: interrupted\n"
+
+
+def test_sigint_is_handled_even_when_started_ignoring_it(work: Path) -> None:
+    """A shell script's `simpletfjob ... &` starts with SIGINT ignored; kill -INT still cleans up."""
+    big_hosts(work)
+    proc = subprocess.Popen(
+        [SCRIPT, "mnist.yaml", "--nodes-file", "big", "-o", "out.yaml"],
+        cwd=work,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    wait_for(lambda: bool(temp_files(work)), proc)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=TIMEOUT)
+    assert (proc.returncode, err) == (130, b"simpletfjob: interrupted\n")
+    assert temp_files(work) == [] and not (work / "out.yaml").exists()
 
 
 # -- 10. closed, full and broken streams ------------------------------------------------

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -324,24 +325,38 @@ def apply_option_defaults(
 
 
 def write_copy(name: str, output: str | None, force: bool) -> str:
-    """`simpletfjob init`: copy a built-in to edit; returns the summary line for stderr."""
-    from simpletfjob.output import write_atomic, write_stdout
+    """`simpletfjob init`: copy a built-in to edit; returns the summary line for stderr.
+
+    OUTPUT may be a file, '-' (stdout), an open stream such as /dev/stdout, or an
+    existing directory, which gets DIR/NAME.yaml as `cp` would give it.
+    """
+    from simpletfjob.output import destination, write_to
 
     stem = name[: -len(SUFFIX)] if name.endswith(SUFFIX) else name
     text = read_builtin(stem)
-    if output == "-":
-        write_stdout([text])
-        return f"simpletfjob: wrote the built-in template {stem} to stdout"
     target = output if output is not None else f"{stem}{SUFFIX}"
-    if os.path.lexists(target) and not force:
+    if target != "-" and os.path.isdir(target):
+        target = os.path.join(target, f"{stem}{SUFFIX}")
+    dest = destination(target)
+    if dest.fd is None and os.path.lexists(target) and not force and not _is_stream(target):
         raise OutputError(
             f"{str(target)!r} already exists; give --force to overwrite it, or -o another file"
         )
-    write_atomic(target, [text])
+    write_to(dest, [text])
+    if dest.path is None or _is_stream(target):
+        return f"simpletfjob: wrote the built-in template {stem} to {dest.shown}"
     return (
         f"simpletfjob: wrote {target}, a copy of the built-in template {stem}; "
         f"edit it, then: simpletfjob {target} --nodes H1,H2,..."
     )
+
+
+def _is_stream(path: str) -> bool:
+    """A device or a FIFO (/dev/null, a named pipe): written in place, never 'overwritten'."""
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
 def prepare_options(

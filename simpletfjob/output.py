@@ -9,6 +9,7 @@ style, so megabytes of cluster JSON are never parsed again.
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import json
 import os
@@ -18,7 +19,9 @@ import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from simpletfjob.errors import Interrupted, OutputError, RenderCheckError
+from simpletfjob import streams
+from simpletfjob.errors import Interrupted, OutputError, RenderCheckError, UsageError
+from simpletfjob.streams import STREAM_NAMES, stream_fd, stream_name
 
 _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
@@ -259,6 +262,137 @@ def encoded(chunks: Iterable[str]) -> Iterator[bytes]:
         yield data
 
 
+class Destination(NamedTuple):
+    """Where the documents go: a file (replaced atomically) or a stream that is already open."""
+
+    shown: str  # in messages and the summary: 'stdout', or the path as given
+    path: str | None = None  # a file; a device or a FIFO at this path is written in place
+    fd: int | None = None  # an open stream: stdout for '-', or /dev/stderr, /dev/fd/N ...
+
+    @property
+    def subject(self) -> str:
+        """How a message names it: 'stdout', 'stderr', or "output 'out.yaml'"."""
+        if self.fd is not None and (self.fd in STREAM_NAMES or self.shown == "stdout"):
+            return stream_name(self.fd)
+        return f"output {self.shown!r}"
+
+
+STDOUT = Destination("stdout", fd=1)
+
+
+def destination(output: str, directory_hint: str | None = None) -> Destination:
+    """Where `-o OUTPUT` writes, checked as far as it can be before anything is rendered.
+
+    '-' is stdout. A path that names an open stream (/dev/stdout, /dev/stderr,
+    /dev/fd/N, /proc/self/fd/N) is that stream: the documents are written into it
+    where it stands, so a pipe, a terminal or a file opened with `>>` gets them,
+    and nothing is truncated or renamed. Any other path is a file, replaced
+    atomically. `directory_hint` is the file name suggested when OUTPUT is a directory.
+    """
+    if output == "-":
+        dest = STDOUT
+    elif not output:
+        raise UsageError("-o needs a file name, or '-' for stdout")
+    else:
+        fd = stream_fd(output)
+        dest = Destination(output, fd=fd) if fd is not None else Destination(output, path=output)
+    if dest.fd is not None:
+        _check_stream(dest.fd)
+    else:
+        assert dest.path is not None
+        _check_file_target(dest.path, directory_hint)
+    return dest
+
+
+def _check_stream(fd: int) -> None:
+    if fd in streams.closed_at_start:
+        # /dev/null stands in for it (see streams.guard_standard_streams); writing
+        # there would lose the documents without a word.
+        raise OutputError(f"cannot write to {stream_name(fd)}: {os.strerror(errno.EBADF)}")
+    try:
+        os.fstat(fd)
+    except OSError as e:
+        raise OutputError(f"cannot write to {stream_name(fd)}: {e.strerror or e}") from e
+
+
+def _check_file_target(path: str, directory_hint: str | None = None) -> None:
+    """The path can name a new or replaced file: not a directory, in a directory that exists."""
+    path = os.path.realpath(path) if os.path.islink(path) else path
+    if os.path.isdir(path):
+        hint = ""
+        if directory_hint:
+            hint = f"; give a file name, such as {os.path.join(path, directory_hint)!r}"
+        raise OutputError(f"output {path!r} is a directory{hint}")
+    directory = os.path.dirname(path) or "."
+    try:
+        status = os.stat(directory)
+    except OSError as e:
+        problem = _missing_directory(directory, e)
+        raise OutputError(f"cannot write {path!r}: {problem}") from e
+    if not stat.S_ISDIR(status.st_mode):
+        raise OutputError(f"cannot write {path!r}: {directory!r} is not a directory")
+    for fd in (1, 2):
+        if fd not in streams.closed_at_start and _is_regular_file(path, _identity_of_fd(fd)):
+            name = stream_name(fd)
+            raise OutputError(
+                f"output {path!r} is the file {name} is redirected to; "
+                f"write -o - to send the documents there, or choose another -o"
+                if fd == 1
+                else f"output {path!r} is the file {name} is redirected to, where messages go; "
+                "choose another -o"
+            )
+
+
+def _missing_directory(directory: str, error: OSError) -> str:
+    """Why `directory` cannot hold the output: the first part of it that is missing or not a directory."""
+    if error.errno not in (errno.ENOENT, errno.ENOTDIR):
+        return f"cannot reach directory {directory!r}: {error.strerror or error}"
+    parent = directory
+    while True:
+        up = os.path.dirname(parent)
+        if not up or up == parent:
+            break
+        parent = up
+        if os.path.lexists(parent):
+            if not os.path.isdir(parent):
+                return f"{parent!r} is not a directory"
+            break
+    return f"directory {directory!r} does not exist"
+
+
+def _identity_of_fd(fd: int) -> tuple[int, int] | None:
+    """(device, inode) of the regular file open on `fd`, or None (a pipe, a terminal, closed)."""
+    try:
+        status = os.fstat(fd)
+    except OSError:
+        return None
+    return (status.st_dev, status.st_ino) if stat.S_ISREG(status.st_mode) else None
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    """(device, inode) of the regular file at `path`, through symlinks, or None."""
+    try:
+        status = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return (status.st_dev, status.st_ino) if stat.S_ISREG(status.st_mode) else None
+
+
+def _is_regular_file(path: str, identity: tuple[int, int] | None) -> bool:
+    return identity is not None and _identity(path) == identity
+
+
+def write_to(dest: Destination, chunks: Iterable[str]) -> None:
+    """Write every chunk to the destination, all or nothing where it is a file."""
+    if dest.fd == 1:
+        write_stdout(chunks)
+    elif dest.fd is not None:
+        write_stream(dest.fd, chunks)
+    else:
+        assert dest.path is not None
+        write_atomic(dest.path, chunks)
+
+
 def write_stdout(chunks: Iterable[str]) -> None:
     """Write to stdout; any failure (closed, full, a broken pipe) is one OutputError."""
     try:
@@ -275,6 +409,18 @@ def write_stdout(chunks: Iterable[str]) -> None:
         raise OutputError(f"cannot write to stdout: {e.strerror or e}") from e
 
 
+def write_stream(fd: int, chunks: Iterable[str]) -> None:
+    """Write into an open descriptor where it stands: never truncated, never renamed over."""
+    if fd == 2:
+        sys.stderr.flush()  # the warnings so far come before the documents
+    try:
+        with open(fd, "wb", closefd=False) as f:
+            for data in encoded(chunks):
+                f.write(data)
+    except OSError as e:
+        raise OutputError(f"cannot write to {stream_name(fd)}: {e.strerror or e}") from e
+
+
 def write_atomic(path: str, chunks: Iterable[str]) -> None:
     """Write to a temporary file beside `path` and rename it into place: all or nothing."""
     try:
@@ -284,13 +430,10 @@ def write_atomic(path: str, chunks: Iterable[str]) -> None:
 
 
 def _write_atomic(path: str, chunks: Iterable[str]) -> None:
+    _check_file_target(path)
     # Through a symlink, replace the file it points to, not the link.
     path = os.path.realpath(path) if os.path.islink(path) else path
     directory = os.path.dirname(path) or "."
-    if os.path.isdir(path):
-        raise OutputError(f"output {path!r} is a directory")
-    if not os.path.isdir(directory):
-        raise OutputError(f"cannot write {path!r}: directory {directory!r} does not exist")
     try:
         status = os.stat(path)
     except FileNotFoundError:
@@ -299,7 +442,7 @@ def _write_atomic(path: str, chunks: Iterable[str]) -> None:
         mode = 0o666 & ~umask
     else:
         if not stat.S_ISREG(status.st_mode):
-            # A device or a pipe (/dev/null, /dev/stdout, a FIFO) cannot be renamed over:
+            # A device or a FIFO (/dev/null, a named pipe) cannot be renamed over:
             # write to it in place, after every check has passed, as for stdout.
             with open(path, "wb") as f:
                 for data in encoded(chunks):
@@ -311,7 +454,13 @@ def _write_atomic(path: str, chunks: Iterable[str]) -> None:
     temp = os.path.join(directory, f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     created = False
     try:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except OSError as e:
+            raise OutputError(
+                f"cannot write {path!r}: cannot create a file in directory {directory!r}: "
+                f"{e.strerror or e}"
+            ) from e
         created = True
         with os.fdopen(fd, "wb") as f:
             for data in encoded(chunks):

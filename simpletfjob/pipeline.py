@@ -24,24 +24,24 @@ from simpletfjob.labels import (
     label_document,
 )
 from simpletfjob.output import (
+    Destination,
     DocumentId,
     check_name,
     check_unique,
     compose_documents,
+    destination,
     identify,
     is_config_string,
     join_documents,
     node_at,
     normalize_task_text,
-    write_atomic,
-    write_stdout,
+    write_to,
 )
 from simpletfjob.render import BUILTIN_VARIABLES, WHOLE_VALUE_MODES, CompiledTemplate, place
 from simpletfjob.roles import ClusterSpec, Host, Task, assign_roles
 from simpletfjob.selection import Rules, judge_nodes, parse_selector, take_hosts, unknown_exclusions
+from simpletfjob.streams import stream_fd
 from simpletfjob.values import check_reserved
-
-STDOUT = "-"
 
 
 class Options(NamedTuple):
@@ -127,7 +127,7 @@ def run(options: Options) -> str:
     """Render and write the run; returns the one-line summary for stderr."""
     check_options(options)
     source, filename = load_template(options.template, options.template_text)
-    output = output_path(options, filename)
+    output = output_destination(options, filename)
     check_reserved(options.values, BUILTIN_VARIABLES)
     compiled = CompiledTemplate(source, filename, [*BUILTIN_VARIABLES, *options.values])
 
@@ -170,11 +170,8 @@ def run(options: Options) -> str:
         checked = f"; valid for Kubernetes {version}"
 
     chunks = join_documents([*compiled.fill(r.pieces, spec, r.task), r.services] for r in rendered)
-    if output is None:
-        write_stdout(chunks)
-    else:
-        write_atomic(output, chunks)
-    return summary(tasks, "stdout" if output is None else output) + checked
+    write_to(output, chunks)
+    return summary(tasks, output.shown) + checked
 
 
 def job_label(options: Options, template: str) -> str | None:
@@ -293,14 +290,18 @@ def template_stem(template: str) -> str:
     return base.rsplit(".", 1)[0] if "." in base else base
 
 
-def output_path(options: Options, template: str) -> str | None:
-    """Where to write: None for stdout; refuse to overwrite any input file."""
-    if options.output == STDOUT:
-        return None
+def output_destination(options: Options, template: str) -> Destination:
+    """Where to write; refuse to overwrite any input file."""
     if options.output is None:
-        path = os.path.join(os.path.dirname(template), f"{template_stem(template)}_tfjob.yaml")
+        if stream_fd(template) is not None:
+            raise UsageError(
+                f"the template is read from {template}, so there is no directory to write "
+                "beside it; give -o FILE, or -o - for stdout"
+            )
+        output = os.path.join(os.path.dirname(template), default_output_name(template))
     else:
-        path = options.output
+        output = options.output
+    dest = destination(output, directory_hint=default_output_name(template))
     inputs = [
         ("template", template),
         ("exclusion file", options.exc),
@@ -310,9 +311,14 @@ def output_path(options: Options, template: str) -> str | None:
         *(("values file", f) for f in options.value_files),
     ]
     for what, other in inputs:
-        if other is not None and _same_file(path, other):
-            raise OutputError(f"output {path!r} is the {what}; choose another -o")
-    return path
+        if dest.path is not None and other is not None and _same_file(dest.path, other):
+            raise OutputError(f"output {dest.path!r} is the {what}; choose another -o")
+    return dest
+
+
+def default_output_name(template: str) -> str:
+    """'dir/mnist.yaml' -> 'mnist_tfjob.yaml', as the original tool named it."""
+    return f"{template_stem(template)}_tfjob.yaml"
 
 
 def _same_file(a: str, b: str) -> bool:

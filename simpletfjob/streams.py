@@ -18,6 +18,7 @@ import contextlib
 import errno
 import io
 import os
+import re
 import signal
 import sys
 from types import FrameType
@@ -26,6 +27,44 @@ from simpletfjob.errors import Interrupted
 
 # Descriptors of the standard streams that were closed when the process started.
 closed_at_start: frozenset[int] = frozenset()
+
+STREAM_NAMES = {0: "stdin", 1: "stdout", 2: "stderr"}
+
+_STREAM_PATH = re.compile(
+    r"/dev/(?P<std>stdin|stdout|stderr)|/dev/fd/(?P<fd>\d+)|/proc/(?P<pid>self|thread-self|\d+)/fd/(?P<procfd>\d+)"
+)
+
+
+def stream_fd(path: str) -> int | None:
+    """The descriptor a path names (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N), else None.
+
+    The name is read as written, and through symlinks the user made to it, never by
+    opening it: opening /dev/stdout truncates a file that stdout was opened on with
+    `>>`, and renaming over it replaces what the stream points to.
+    """
+    seen = 0
+    while seen < 40:  # the kernel's limit on symlinks in one lookup
+        match = _STREAM_PATH.fullmatch(os.path.normpath(os.path.abspath(path)))
+        if match is not None:
+            if match["std"]:
+                return {"stdin": 0, "stdout": 1, "stderr": 2}[match["std"]]
+            if match["fd"]:
+                return int(match["fd"])
+            if match["pid"] in ("self", "thread-self") or int(match["pid"]) == os.getpid():
+                return int(match["procfd"])
+            return None
+        try:
+            target = os.readlink(path)
+        except OSError:  # not a symlink, or not there
+            return None
+        path = os.path.join(os.path.dirname(path), target)
+        seen += 1
+    return None
+
+
+def stream_name(fd: int) -> str:
+    """'stdout' for 1, 'stderr' for 2, '/dev/fd/N' for the others: how messages name a stream."""
+    return STREAM_NAMES.get(fd, f"/dev/fd/{fd}")
 
 
 class _ClosedRaw(io.RawIOBase):

@@ -1,7 +1,9 @@
 """Where the documents go, and what cannot be lost on the way.
 
+- Stream paths (/dev/stdout, /dev/stderr, /dev/fd/N) write into the stream already open.
 - SIGINT and SIGTERM remove the temporary file and exit 130 or 143 with one line.
 - A closed, full or broken stdout is one line and exit 1; a closed stderr drops messages.
+- The messages for a directory where a file should be, and the other way round.
 
 What depends on the process (its descriptors, signals, redirections) runs the installed
 console script; the rest runs main() in-process.
@@ -11,12 +13,15 @@ from __future__ import annotations
 
 import fcntl
 import os
+import pty
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import termios
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,6 +31,7 @@ from typing import Any
 import pytest
 import yaml
 
+from simpletfjob.streams import stream_fd
 from tests.conftest import EXAMPLES, write
 
 MNIST = (EXAMPLES / "mnist.yaml").read_text()
@@ -121,6 +127,172 @@ def jobs(text: str | bytes) -> list[dict[str, Any]]:
     docs = list(yaml.safe_load_all(text))
     assert docs and all(d["kind"] == "Job" for d in docs), docs
     return docs
+
+
+# -- 2. stream paths write into the stream that is open --------------------------------
+
+
+def test_dev_stdout_into_a_pipe(work: Path) -> None:
+    proc = run(["mnist.yaml", "--nodes-file", "hosts", "-o", "/dev/stdout"], work)
+    assert proc.code == 0, proc.err
+    assert [d["metadata"]["name"] for d in jobs(proc.out)] == [
+        "mnist-ps-0",
+        "mnist-worker-0",
+        "mnist-worker-1",
+    ]
+    assert proc.err_lines == [
+        "simpletfjob: wrote 3 tasks to /dev/stdout: 1 ps (h10), 2 worker (h100, h14)"
+    ]
+    assert sorted(p.name for p in work.iterdir()) == ["hosts", "mnist.yaml"]
+
+
+@pytest.mark.parametrize("path", ["/dev/stdout", "/dev/fd/1", "/proc/self/fd/1", "link-to-stdout"])
+def test_a_file_opened_for_appending_keeps_its_content(work: Path, path: str) -> None:
+    (work / "link-to-stdout").symlink_to("/dev/stdout")
+    expected = run(["mnist.yaml", "--nodes-file", "hosts", "-o", "-"], work).out
+    log = write(work.parent / f"{work.name}-log.yaml", "# earlier content\n")
+    with open(log, "ab") as out:
+        proc = run(["mnist.yaml", "--nodes-file", "hosts", "-o", path], work, stdout=out)
+    assert proc.code == 0, proc.err
+    assert log.read_bytes() == b"# earlier content\n" + expected
+    assert (work / "link-to-stdout").is_symlink()
+
+
+def test_a_file_opened_with_truncation_at_an_offset(work: Path) -> None:
+    """A stream is written where it stands, without truncating what follows."""
+    expected = run(["mnist.yaml", "--nodes-file", "hosts", "-o", "-"], work).out
+    target = work.parent / f"{work.name}-out.yaml"
+    target.write_bytes(b"x" * 10)
+    with open(target, "r+b") as out:
+        out.seek(4)
+        proc = run(["mnist.yaml", "--nodes-file", "hosts", "-o", "/dev/stdout"], work, stdout=out)
+    assert proc.code == 0, proc.err
+    assert target.read_bytes() == b"xxxx" + expected
+
+
+def test_dev_stderr_and_dev_fd_n(work: Path) -> None:
+    expected = run(["mnist.yaml", "--nodes-file", "hosts", "-o", "-"], work).out
+    proc = run(["mnist.yaml", "--nodes-file", "hosts", "-o", "/dev/stderr"], work)
+    assert proc.code == 0 and proc.out == b""
+    assert (
+        proc.err.encode()
+        == expected
+        + b"simpletfjob: wrote 3 tasks to /dev/stderr: 1 ps (h10), 2 worker (h100, h14)\n"
+    )
+
+    log = write(work.parent / f"{work.name}-fd.yaml", "# kept\n")
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND)
+    try:
+        proc = run(
+            ["mnist.yaml", "--nodes-file", "hosts", "-o", f"/dev/fd/{fd}"], work, pass_fds=(fd,)
+        )
+    finally:
+        os.close(fd)
+    assert proc.code == 0, proc.err
+    assert log.read_bytes() == b"# kept\n" + expected
+
+
+def test_a_terminal(work: Path) -> None:
+    main, terminal = pty.openpty()
+    try:
+        proc = subprocess.Popen(
+            [SCRIPT, "mnist.yaml", "--nodes-file", "hosts", "-o", "/dev/stdout"],
+            cwd=work,
+            stdin=subprocess.DEVNULL,
+            stdout=terminal,
+            stderr=subprocess.PIPE,
+        )
+        os.close(terminal)
+        received = b""
+        while True:
+            try:
+                data = os.read(main, 65536)
+            except OSError:  # EIO: the terminal's last writer has gone
+                break
+            if not data:
+                break
+            received += data
+        assert proc.wait(timeout=TIMEOUT) == 0
+    finally:
+        os.close(main)
+    assert jobs(received.replace(b"\r\n", b"\n"))[0]["metadata"]["name"] == "mnist-ps-0"
+
+
+def test_a_named_pipe_is_written_in_place(work: Path) -> None:
+    fifo = work / "fifo"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    # A daemon: if the run never opens the FIFO, the blocked reader must not keep pytest alive.
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    proc = run(["mnist.yaml", "--nodes-file", "hosts", "-o", "fifo"], work)
+    reader.join(timeout=TIMEOUT)
+    assert proc.code == 0, proc.err
+    assert len(jobs(received[0])) == 3
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+
+
+def test_a_stream_path_that_is_not_open(work: Path) -> None:
+    before = snapshot(work)
+    proc = run(["mnist.yaml", "--nodes-file", "hosts", "-o", "/dev/fd/9"], work)
+    assert_failed(proc, 1, r"^simpletfjob: error: cannot write to /dev/fd/9: Bad file descriptor$")
+    assert snapshot(work) == before
+
+
+def test_output_file_that_stdout_or_stderr_is_redirected_to(work: Path) -> None:
+    """-o FILE with stdout (or stderr) open on FILE is refused: renaming would cut the stream off."""
+    target = write(work / "out.yaml", "# earlier\n")
+    with open(target, "ab") as out:
+        proc = run(["mnist.yaml", "--nodes-file", "hosts", "-o", "out.yaml"], work, stdout=out)
+    assert_failed(proc, 1, r"output 'out.yaml' is the file stdout is redirected to; write -o -")
+    assert target.read_text() == "# earlier\n"
+    with open(target, "ab") as err:
+        proc = run(["mnist.yaml", "--nodes-file", "hosts", "-o", "out.yaml"], work, stderr=err)
+    assert proc.code == 1 and proc.out == b""
+    # The one line went where stderr was sent; nothing else changed the file.
+    assert target.read_text() == (
+        "# earlier\nsimpletfjob: error: output 'out.yaml' is the file stderr is redirected to, "
+        "where messages go; choose another -o\n"
+    )
+
+
+def test_a_template_read_from_a_stream_needs_an_output(work: Path) -> None:
+    with open(work / "mnist.yaml", "rb") as template:
+        proc = run(["/dev/stdin", "--nodes-file", "hosts"], work, stdin=template)
+    assert_failed(proc, 2, r"the template is read from /dev/stdin, .*give -o FILE, or -o -")
+    with open(work / "mnist.yaml", "rb") as template:
+        proc = run(["/dev/stdin", "--nodes-file", "hosts", "-o", "-"], work, stdin=template)
+    assert proc.code == 0 and len(jobs(proc.out)) == 3
+
+
+@pytest.mark.parametrize(
+    ("path", "fd"),
+    [
+        ("/dev/stdin", 0),
+        ("/dev/stdout", 1),
+        ("/dev/stderr", 2),
+        ("/dev/fd/7", 7),
+        ("/dev//fd/./7", 7),
+        ("/proc/self/fd/3", 3),
+        ("/proc/thread-self/fd/4", 4),
+        ("/proc/{pid}/fd/5", 5),
+        ("/proc/1/fd/1", None),  # another process's descriptor is a path like any other
+        ("/dev/null", None),
+        ("/dev/fd", None),
+        ("out.yaml", None),
+        ("dev/stdout", None),
+    ],
+)
+def test_stream_fd(path: str, fd: int | None) -> None:
+    assert stream_fd(path.format(pid=os.getpid())) == fd
+
+
+def test_stream_fd_through_symlinks(tmp_path: Path) -> None:
+    (tmp_path / "a").symlink_to("/dev/stderr")
+    (tmp_path / "b").symlink_to("a")
+    (tmp_path / "loop").symlink_to("loop")
+    assert stream_fd(str(tmp_path / "b")) == 2
+    assert stream_fd(str(tmp_path / "loop")) is None
 
 
 # -- 3. signals ------------------------------------------------------------------------
@@ -228,6 +400,7 @@ def test_sigint_is_handled_even_when_started_ignoring_it(work: Path) -> None:
 
 COMMANDS = {
     "render": ["mnist.yaml", "--nodes-file", "hosts", "-o", "-"],
+    "render /dev/stdout": ["mnist.yaml", "--nodes-file", "hosts", "-o", "/dev/stdout"],
     "templates": ["templates"],
     "init -o -": ["init", "tf1-flags", "-o", "-"],
     "--help": ["--help"],
@@ -337,3 +510,100 @@ def test_closed_standard_streams_at_once(work: Path, closed: str) -> None:
     )
     assert proc.code == 0
     assert len(jobs((work / "out.yaml").read_text())) == 3
+
+
+# -- 14. directories and files in the wrong places ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("output", "pattern"),
+    [
+        ("file/x.yaml", r"cannot write 'file/x.yaml': 'file' is not a directory"),
+        ("file/sub/x.yaml", r"cannot write 'file/sub/x.yaml': 'file' is not a directory"),
+        ("file/", r"cannot write 'file/': 'file' is not a directory"),
+        ("missing/x.yaml", r"cannot write 'missing/x.yaml': directory 'missing' does not exist"),
+        ("missing/deeper/x.yaml", r"directory 'missing/deeper' does not exist"),
+        ("dir", r"output 'dir' is a directory; give a file name, such as 'dir/mnist_tfjob.yaml'"),
+        (".", r"output '.' is a directory"),
+    ],
+)
+def test_output_paths_that_cannot_be_a_file(
+    cli: Any, work: Path, output: str, pattern: str
+) -> None:
+    write(work / "file", "a file\n")
+    (work / "dir").mkdir()
+    before = snapshot(work)
+    result = cli("mnist.yaml", "--nodes-file", "hosts", "-o", output, cwd=work)
+    assert_one_line_error(result, 1, pattern)
+    assert snapshot(work) == before
+
+
+def test_an_empty_output_is_a_usage_error(cli: Any, work: Path) -> None:
+    assert_one_line_error(
+        cli("mnist.yaml", "--nodes-file", "hosts", "-o", "", cwd=work), 2, r"-o needs a file name"
+    )
+    assert_one_line_error(cli("init", "tf1-flags", "-o", "", cwd=work), 2, r"-o needs a file name")
+
+
+def test_a_directory_that_refuses_new_files(cli: Any, work: Path) -> None:
+    if os.geteuid() == 0:
+        # root may write anywhere a mode allows nothing; sysfs refuses everyone new files
+        if not os.path.isdir("/sys/kernel"):
+            pytest.skip("needs a non-root user or /sys")
+        output, directory = "/sys/out.yaml", "/sys"
+    else:
+        ro = work / "ro"
+        ro.mkdir()
+        ro.chmod(0o500)
+        output, directory = str(ro / "out.yaml"), str(ro)
+    before = snapshot(work)
+    result = cli("mnist.yaml", "--nodes-file", "hosts", "-o", output, cwd=work)
+    assert_one_line_error(
+        result,
+        1,
+        rf"cannot write '{output}': cannot create a file in directory '{directory}': Permission denied",
+    )
+    assert snapshot(work) == before
+
+
+def test_init_into_a_directory(cli: Any, work: Path) -> None:
+    (work / "dir").mkdir()
+    copy = cli("init", "tf1-flags", "-o", "-", cwd=work).out
+    result = cli("init", "tf1-flags", "-o", "dir", cwd=work)
+    assert result.code == 0, result.err
+    assert (work / "dir" / "tf1-flags.yaml").read_text() == copy
+    assert "wrote dir/tf1-flags.yaml" in result.err
+    # As cp: once there, it is not overwritten without --force.
+    result = cli("init", "tf1-flags", "-o", "dir/", cwd=work)
+    assert_one_line_error(result, 1, r"'dir/tf1-flags.yaml' already exists; give --force")
+    write(work / "dir" / "tf1-flags.yaml", "edited\n")
+    assert cli("init", "tf1-flags", "-o", "dir", "--force", cwd=work).code == 0
+    assert (work / "dir" / "tf1-flags.yaml").read_text() == copy
+    # The copy renders.
+    result = cli("dir/tf1-flags.yaml", "--nodes", "a,b", "-o", "-", cwd=work)
+    assert result.code == 0 and len(list(yaml.safe_load_all(result.out))) == 2
+
+
+@pytest.mark.parametrize(
+    ("output", "pattern"),
+    [
+        ("file/x.yaml", r"'file' is not a directory"),
+        ("missing/x.yaml", r"directory 'missing' does not exist"),
+    ],
+)
+def test_init_into_paths_that_cannot_be_a_file(
+    cli: Any, work: Path, output: str, pattern: str
+) -> None:
+    write(work / "file", "a file\n")
+    before = snapshot(work)
+    assert_one_line_error(cli("init", "tf1-flags", "-o", output, cwd=work), 1, pattern)
+    assert snapshot(work) == before
+
+
+def test_init_into_streams_needs_no_force(work: Path) -> None:
+    log = write(work / "log", "# kept\n")
+    with open(log, "ab") as out:
+        proc = run(["init", "tf1-flags", "-o", "/dev/stdout"], work, stdout=out)
+    assert proc.code == 0, proc.err
+    assert log.read_text().startswith("# kept\n# TF1 ")
+    assert run(["init", "tf1-flags", "-o", os.devnull], work).code == 0

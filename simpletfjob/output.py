@@ -382,6 +382,35 @@ def _is_regular_file(path: str, identity: tuple[int, int] | None) -> bool:
     return identity is not None and _identity(path) == identity
 
 
+def refuse_inputs(dest: Destination, inputs: Iterable[tuple[str, str | None]]) -> None:
+    """The output must not be any file the run reads, compared by file identity.
+
+    Device and inode, after symlinks, so a hard link or a symlink to an input is that
+    input. `inputs` are (what, path) pairs, such as ('template', 'mnist.yaml'). Only a
+    regular file can be replaced; a pipe or a terminal that is also an input is not.
+    """
+    if dest.fd is not None:
+        mine = _identity_of_fd(dest.fd)
+    else:
+        assert dest.path is not None
+        mine = _identity(dest.path)
+    if mine is None:
+        return
+    for what, path in inputs:
+        if path is None or _identity(path) != mine:
+            continue
+        if dest.fd is not None and dest.subject in ("stdout", "stderr"):
+            raise OutputError(
+                f"{dest.subject} is redirected to {path!r}, the {what}; "
+                "redirect it elsewhere, or choose a file with -o"
+            )
+        if os.path.abspath(path) == os.path.abspath(dest.shown):
+            same = f"the {what}"
+        else:
+            same = f"the same file as {path!r}, the {what}"
+        raise OutputError(f"{dest.subject} is {same}; choose another -o")
+
+
 def write_to(dest: Destination, chunks: Iterable[str]) -> None:
     """Write every chunk to the destination, all or nothing where it is a file."""
     if dest.fd == 1:

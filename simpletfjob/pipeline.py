@@ -13,7 +13,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from simpletfjob import nodes as node_sources
-from simpletfjob.errors import InputError, OutputError, RenderCheckError, UsageError
+from simpletfjob.errors import InputError, RenderCheckError, UsageError
 from simpletfjob.labels import (
     INDEX_LABEL,
     JOB_LABEL,
@@ -35,6 +35,7 @@ from simpletfjob.output import (
     join_documents,
     node_at,
     normalize_task_text,
+    refuse_inputs,
     write_to,
 )
 from simpletfjob.render import BUILTIN_VARIABLES, WHOLE_VALUE_MODES, CompiledTemplate, place
@@ -291,7 +292,7 @@ def template_stem(template: str) -> str:
 
 
 def output_destination(options: Options, template: str) -> Destination:
-    """Where to write; refuse to overwrite any input file."""
+    """Where to write, refusing any destination that is one of the run's input files."""
     if options.output is None:
         if stream_fd(template) is not None:
             raise UsageError(
@@ -302,17 +303,7 @@ def output_destination(options: Options, template: str) -> Destination:
     else:
         output = options.output
     dest = destination(output, directory_hint=default_output_name(template))
-    inputs = [
-        ("template", template),
-        ("exclusion file", options.exc),
-        ("--psf file", options.psf),
-        ("nodes file", options.nodes_file),
-        ("kubeconfig", options.kubeconfig),
-        *(("values file", f) for f in options.value_files),
-    ]
-    for what, other in inputs:
-        if dest.path is not None and other is not None and _same_file(dest.path, other):
-            raise OutputError(f"output {dest.path!r} is the {what}; choose another -o")
+    refuse_inputs(dest, run_inputs(options, template))
     return dest
 
 
@@ -321,11 +312,36 @@ def default_output_name(template: str) -> str:
     return f"{template_stem(template)}_tfjob.yaml"
 
 
-def _same_file(a: str, b: str) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return os.path.abspath(a) == os.path.abspath(b)
+def run_inputs(options: Options, template: str) -> list[tuple[str, str | None]]:
+    """Every file the run may read, as (what, path), for `refuse_inputs`."""
+    return [
+        ("template", template),
+        ("exclusion file", options.exc),
+        ("--psf file", options.psf),
+        ("nodes file", options.nodes_file),
+        *(("values file", f) for f in options.value_files),
+        *kubeconfig_inputs(options.kubeconfig, os.environ),
+    ]
+
+
+def kubeconfig_inputs(
+    kubeconfig: str | None, environ: Mapping[str, str]
+) -> list[tuple[str, str | None]]:
+    """Every kubeconfig a run could read, found as `cluster.kubeconfig_paths` finds them.
+
+    All of them, whether or not this run asks a cluster, and without importing the
+    cluster module (an offline render must not pay for it): job YAML written over
+    credentials is never what anyone meant.
+    """
+    found: list[tuple[str, str | None]] = []
+    if kubeconfig is not None:
+        found.append(("kubeconfig", os.path.expanduser(kubeconfig)))
+    for path in environ.get("KUBECONFIG", "").split(os.pathsep):
+        if path:
+            found.append(("kubeconfig in $KUBECONFIG", os.path.expanduser(path)))
+    home = environ.get("HOME") or os.path.expanduser("~")
+    found.append(("default kubeconfig", os.path.join(home, ".kube", "config")))
+    return found
 
 
 def read_nodes(options: Options) -> list[node_sources.Node]:

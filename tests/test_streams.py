@@ -1,5 +1,6 @@
 """Where the documents go, and what cannot be lost on the way.
 
+- The output never replaces an input, by file identity: hard links and symlinks too.
 - Stream paths (/dev/stdout, /dev/stderr, /dev/fd/N) write into the stream already open.
 - SIGINT and SIGTERM remove the temporary file and exit 130 or 143 with one line.
 - A closed, full or broken stdout is one line and exit 1; a closed stderr drops messages.
@@ -12,6 +13,7 @@ console script; the rest runs main() in-process.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import pty
 import re
@@ -31,8 +33,11 @@ from typing import Any
 import pytest
 import yaml
 
+from simpletfjob.cluster import ClusterSettings, kubeconfig_paths
+from simpletfjob.pipeline import kubeconfig_inputs
 from simpletfjob.streams import stream_fd
 from tests.conftest import EXAMPLES, write
+from tests.kubeapi import KubeAPI, closed_port, make_node, write_kubeconfig
 
 MNIST = (EXAMPLES / "mnist.yaml").read_text()
 HOSTS = "h10\nh100\nh14\n"
@@ -127,6 +132,169 @@ def jobs(text: str | bytes) -> list[dict[str, Any]]:
     docs = list(yaml.safe_load_all(text))
     assert docs and all(d["kind"] == "Job" for d in docs), docs
     return docs
+
+
+# -- 1. the output never replaces an input ---------------------------------------------
+
+
+def _link(kind: str, target: Path, link: Path) -> None:
+    if kind == "hard":
+        os.link(target, link)
+    else:
+        link.symlink_to(os.path.relpath(target, link.parent))
+
+
+INPUT_CASES = {
+    # name: (files to write, the run's arguments, the input the output must not be)
+    "template": ({}, ["--nodes-file", "hosts"], "mnist.yaml", "the template"),
+    "nodes file": ({}, ["--nodes-file", "hosts"], "hosts", "the nodes file"),
+    "values file": (
+        {"v.yaml": "a: 1\n"},
+        ["--nodes-file", "hosts", "-f", "v.yaml"],
+        "v.yaml",
+        "the values file",
+    ),
+    "exclusion file": (
+        {"exc": "h14\n"},
+        ["--nodes-file", "hosts", "-E", "exc"],
+        "exc",
+        "the exclusion file",
+    ),
+    "bare -E": ({"exc": "h14\n"}, ["--nodes-file", "hosts", "-E"], "exc", "the exclusion file"),
+    "--psf file": (
+        {"psf": "h14\n"},
+        ["--nodes-file", "hosts", "--psf", "psf"],
+        "psf",
+        "the --psf file",
+    ),
+    "NodeList": (
+        {
+            "nodes.json": json.dumps(
+                {"kind": "NodeList", "items": [make_node("n1"), make_node("n2")]}
+            )
+        },
+        ["--nodes-file", "nodes.json"],
+        "nodes.json",
+        "the nodes file",
+    ),
+}
+
+
+@pytest.mark.parametrize("how", ["same name", "hard", "symlink"])
+@pytest.mark.parametrize("case", sorted(INPUT_CASES))
+def test_the_output_is_never_an_input(cli: Any, work: Path, case: str, how: str) -> None:
+    files, args, victim, what = INPUT_CASES[case]
+    for name, text in files.items():
+        write(work / name, text)
+    output = victim
+    if how != "same name":
+        output = f"other-{how}"
+        _link(how, work / victim, work / output)
+    before = snapshot(work)
+    result = cli("mnist.yaml", *args, "-o", output, cwd=work)
+    assert_one_line_error(result, 1, rf"output '{re.escape(output)}' is .*{re.escape(what)}")
+    if how != "same name":
+        assert f"the same file as '{victim}'" in result.err
+    assert snapshot(work) == before
+
+
+@pytest.mark.parametrize("how", ["same name", "hard", "symlink"])
+@pytest.mark.parametrize("found", ["--kubeconfig", "$KUBECONFIG", "~/.kube/config"])
+def test_the_output_is_never_a_kubeconfig_and_the_cluster_is_not_asked(
+    cli: Any,
+    kubeapi: KubeAPI,
+    kube_env: Path,
+    work: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    found: str,
+    how: str,
+) -> None:
+    kubeapi.set_nodes([make_node("n1"), make_node("n2")])
+    args: list[str] = []
+    if found == "--kubeconfig":
+        kubeconfig = write_kubeconfig(work / "kc", kubeapi.url)
+        args = ["--kubeconfig", "kc"]
+    elif found == "$KUBECONFIG":
+        # The second file of the list; the first does not exist and is skipped.
+        kubeconfig = write_kubeconfig(work / "kc", kubeapi.url)
+        monkeypatch.setenv("KUBECONFIG", os.pathsep.join([str(work / "missing"), str(kubeconfig)]))
+    else:
+        kubeconfig = write_kubeconfig(kube_env / ".kube" / "config", kubeapi.url)
+    output = str(kubeconfig)
+    if how != "same name":
+        output = str(work / f"other-{how}")
+        _link(how, kubeconfig, Path(output))
+    before = snapshot(work), snapshot(kube_env)
+    result = cli("mnist.yaml", *args, "-o", output, cwd=work)
+    assert_one_line_error(result, 1, rf"output '{re.escape(output)}' is .*kubeconfig")
+    assert (snapshot(work), snapshot(kube_env)) == before
+    assert kubeapi.nodes_requests() == []
+    # And with the kubeconfig in place, the same run reads the cluster and writes.
+    result = cli("mnist.yaml", *args, "-o", str(work / "out.yaml"), cwd=work)
+    assert result.code == 0, result.err
+    placed = jobs((work / "out.yaml").read_text())
+    assert [d["spec"]["template"]["spec"]["nodeName"] for d in placed] == ["n1", "n2"]
+
+
+def test_kubeconfigs_are_protected_in_an_offline_render_too(
+    cli: Any, kube_env: Path, work: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kubeconfig = write_kubeconfig(work / "kc", f"http://127.0.0.1:{closed_port()}")
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    before = snapshot(work)
+    result = cli("mnist.yaml", "--nodes-file", "hosts", "-o", "kc", cwd=work)
+    assert_one_line_error(result, 1, r"output 'kc' is the kubeconfig in \$KUBECONFIG")
+    assert snapshot(work) == before
+
+
+@pytest.mark.parametrize(
+    "environ",
+    [
+        {"KUBECONFIG": "{d}/a:{d}/missing:{d}/b", "HOME": "{d}/home"},
+        {"KUBECONFIG": "", "HOME": "{d}/home"},
+        {"HOME": "{d}/home"},
+        {"KUBECONFIG": "{d}/missing:{d}/b", "HOME": "{d}/home"},
+    ],
+)
+@pytest.mark.parametrize("flag", [None, "{d}/a"])
+def test_every_kubeconfig_the_cluster_reads_is_protected(
+    tmp_path: Path, environ: dict[str, str], flag: str | None
+) -> None:
+    """The files cluster.kubeconfig_paths reads are among those the output may not be."""
+    for name in ("a", "b", "home/.kube/config"):
+        write_kubeconfig(tmp_path / name, "http://127.0.0.1:1")
+    env = {k: v.format(d=tmp_path) for k, v in environ.items()}
+    kubeconfig = flag.format(d=tmp_path) if flag else None
+    read = kubeconfig_paths(ClusterSettings(kubeconfig=kubeconfig, environ=env)) or []
+    protected = {os.path.realpath(p) for _, p in kubeconfig_inputs(kubeconfig, env) if p}
+    assert read and {os.path.realpath(p) for p in read} <= protected
+
+
+@pytest.mark.parametrize(
+    ("redirect", "args", "pattern"),
+    [
+        (">> mnist.yaml", ["-o", "-"], r"stdout is redirected to 'mnist.yaml', the template"),
+        (">> hosts", ["-o", "/dev/stdout"], r"stdout is redirected to 'hosts', the nodes file"),
+        (
+            "3>> mnist.yaml",
+            ["-o", "/dev/fd/3"],
+            r"output '/dev/fd/3' is the same file as 'mnist.yaml'",
+        ),
+    ],
+)
+def test_a_stream_open_on_an_input_is_refused(
+    work: Path, redirect: str, args: list[str], pattern: str
+) -> None:
+    before = snapshot(work)
+    err = work.parent / f"{work.name}.err"
+    proc = run(
+        ["mnist.yaml", "--nodes-file", "hosts", *args],
+        work,
+        shell_redirect=f"{redirect} 2> '{err}'",
+    )
+    proc.err = err.read_text()
+    assert_failed(proc, 1, pattern)
+    assert snapshot(work) == before
 
 
 # -- 2. stream paths write into the stream that is open --------------------------------

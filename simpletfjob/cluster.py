@@ -119,19 +119,25 @@ def kubeconfig_paths(settings: ClusterSettings) -> list[str] | None:
     environ = settings.environ
     if settings.kubeconfig is not None:
         path = os.path.expanduser(settings.kubeconfig)
+        if os.path.isdir(path):
+            raise InputError(f"kubeconfig {settings.kubeconfig!r} is a directory, not a file")
         if not os.path.isfile(path):
             raise InputError(f"kubeconfig {settings.kubeconfig!r} does not exist")
-        return [path]
+        return [_readable(path)]
     listed = environ.get("KUBECONFIG", "")
     in_pod = bool(environ.get("KUBERNETES_SERVICE_HOST"))
     if listed:
         # As kubectl: files in $KUBECONFIG that do not exist are skipped, and with
-        # $KUBECONFIG set, ~/.kube/config is not read.
-        found = [
-            os.path.expanduser(p)
-            for p in listed.split(os.pathsep)
-            if p and os.path.isfile(os.path.expanduser(p))
-        ]
+        # $KUBECONFIG set, ~/.kube/config is not read. A directory is an error, as there.
+        found = []
+        for entry in listed.split(os.pathsep):
+            path = os.path.expanduser(entry)
+            if entry and os.path.isdir(path):
+                raise InputError(
+                    f"$KUBECONFIG lists {entry!r}, which is a directory, not a kubeconfig file"
+                )
+            if entry and os.path.isfile(path):
+                found.append(_readable(path))
         if found:
             return found
         if in_pod:
@@ -142,11 +148,23 @@ def kubeconfig_paths(settings: ClusterSettings) -> list[str] | None:
         )
     home = environ.get("HOME") or os.path.expanduser("~")
     default = os.path.join(home, ".kube", "config")
+    if os.path.isdir(default):
+        raise InputError(f"kubeconfig {default!r} is a directory, not a file")
     if os.path.isfile(default):
-        return [default]
+        return [_readable(default)]
     if in_pod:
         return None
     raise ClusterError(NO_CLUSTER)
+
+
+def _readable(path: str) -> str:
+    """The path, once it is known to open: the client would report a refusal as a parse error."""
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as e:
+        raise InputError(f"cannot read kubeconfig {path!r}: {e.strerror or e}") from e
+    return path
 
 
 def connect(settings: ClusterSettings) -> tuple[Any, Target]:

@@ -775,3 +775,28 @@ def test_init_into_streams_needs_no_force(work: Path) -> None:
     assert proc.code == 0, proc.err
     assert log.read_text().startswith("# kept\n# TF1 ")
     assert run(["init", "tf1-flags", "-o", os.devnull], work).code == 0
+
+
+def test_kubeconfig_that_is_a_directory(
+    cli: Any, kube_env: Path, work: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (work / "kc.d").mkdir()
+    result = cli("mnist.yaml", "--kubeconfig", "kc.d", "-o", "-", cwd=work)
+    assert_one_line_error(result, 1, r"kubeconfig 'kc.d' is a directory, not a file")
+    monkeypatch.setenv("KUBECONFIG", str(work / "kc.d"))
+    result = cli("mnist.yaml", "-o", "-", cwd=work)
+    assert_one_line_error(result, 1, r"\$KUBECONFIG lists '.*kc.d', which is a directory")
+    monkeypatch.delenv("KUBECONFIG")
+    (kube_env / ".kube" / "config").mkdir(parents=True)
+    result = cli("mnist.yaml", "-o", "-", cwd=work)
+    assert_one_line_error(result, 1, r"kubeconfig '.*/\.kube/config' is a directory, not a file")
+    result = cli("mnist.yaml", "--kubeconfig", "nope", "-o", "-", cwd=work)
+    assert_one_line_error(result, 1, r"kubeconfig 'nope' does not exist")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file whatever its mode")
+def test_kubeconfig_that_cannot_be_read(cli: Any, kube_env: Path, work: Path) -> None:
+    kubeconfig = write_kubeconfig(work / "kc", f"http://127.0.0.1:{closed_port()}")
+    kubeconfig.chmod(0)
+    result = cli("mnist.yaml", "--kubeconfig", "kc", "-o", "-", cwd=work)
+    assert_one_line_error(result, 1, r"cannot read kubeconfig 'kc': Permission denied")

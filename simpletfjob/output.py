@@ -315,30 +315,31 @@ def _check_stream(fd: int) -> None:
         raise OutputError(f"cannot write to {stream_name(fd)}: {e.strerror or e}") from e
 
 
-def _check_file_target(path: str, directory_hint: str | None = None) -> None:
+def _check_file_target(shown: str, directory_hint: str | None = None) -> None:
     """The path can name a new or replaced file: not a directory, in a directory that exists."""
-    path = os.path.realpath(path) if os.path.islink(path) else path
+    # Through a symlink, the file it points to is what gets replaced.
+    path = os.path.realpath(shown) if os.path.islink(shown) else shown
     if os.path.isdir(path):
         hint = ""
         if directory_hint:
-            hint = f"; give a file name, such as {os.path.join(path, directory_hint)!r}"
-        raise OutputError(f"output {path!r} is a directory{hint}")
+            hint = f"; give a file name, such as {os.path.join(shown, directory_hint)!r}"
+        raise OutputError(f"output {shown!r} is a directory{hint}")
     directory = os.path.dirname(path) or "."
     try:
         status = os.stat(directory)
     except OSError as e:
         problem = _missing_directory(directory, e)
-        raise OutputError(f"cannot write {path!r}: {problem}") from e
+        raise OutputError(f"cannot write {shown!r}: {problem}") from e
     if not stat.S_ISDIR(status.st_mode):
-        raise OutputError(f"cannot write {path!r}: {directory!r} is not a directory")
+        raise OutputError(f"cannot write {shown!r}: {directory!r} is not a directory")
     for fd in (1, 2):
         if fd not in streams.closed_at_start and _is_regular_file(path, _identity_of_fd(fd)):
             name = stream_name(fd)
             raise OutputError(
-                f"output {path!r} is the file {name} is redirected to; "
+                f"output {shown!r} is the file {name} is redirected to; "
                 f"write -o - to send the documents there, or choose another -o"
                 if fd == 1
-                else f"output {path!r} is the file {name} is redirected to, where messages go; "
+                else f"output {shown!r} is the file {name} is redirected to, where messages go; "
                 "choose another -o"
             )
 
@@ -458,10 +459,10 @@ def write_atomic(path: str, chunks: Iterable[str]) -> None:
         raise OutputError(f"cannot write {path!r}: {e.strerror or e}") from e
 
 
-def _write_atomic(path: str, chunks: Iterable[str]) -> None:
-    _check_file_target(path)
+def _write_atomic(shown: str, chunks: Iterable[str]) -> None:
+    _check_file_target(shown)
     # Through a symlink, replace the file it points to, not the link.
-    path = os.path.realpath(path) if os.path.islink(path) else path
+    path = os.path.realpath(shown) if os.path.islink(shown) else shown
     directory = os.path.dirname(path) or "."
     try:
         status = os.stat(path)
@@ -487,7 +488,7 @@ def _write_atomic(path: str, chunks: Iterable[str]) -> None:
             fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except OSError as e:
             raise OutputError(
-                f"cannot write {path!r}: cannot create a file in directory {directory!r}: "
+                f"cannot write {shown!r}: cannot create a file in directory {directory!r}: "
                 f"{e.strerror or e}"
             ) from e
         created = True

@@ -693,6 +693,11 @@ def test_closed_standard_streams_at_once(work: Path, closed: str) -> None:
         ("missing/deeper/x.yaml", r"directory 'missing/deeper' does not exist"),
         ("dir", r"output 'dir' is a directory; give a file name, such as 'dir/mnist_tfjob.yaml'"),
         (".", r"output '.' is a directory"),
+        (
+            "link-to-dir",
+            r"output 'link-to-dir' is a directory; give a file name, such as 'link-to-dir/",
+        ),
+        ("dangling", r"cannot write 'dangling': directory '/nonexistent-[0-9a-f]+' does not exist"),
     ],
 )
 def test_output_paths_that_cannot_be_a_file(
@@ -700,6 +705,8 @@ def test_output_paths_that_cannot_be_a_file(
 ) -> None:
     write(work / "file", "a file\n")
     (work / "dir").mkdir()
+    (work / "link-to-dir").symlink_to("dir")
+    (work / "dangling").symlink_to(f"/nonexistent-{os.urandom(4).hex()}/out.yaml")
     before = snapshot(work)
     result = cli("mnist.yaml", "--nodes-file", "hosts", "-o", output, cwd=work)
     assert_one_line_error(result, 1, pattern)

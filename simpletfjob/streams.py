@@ -18,21 +18,23 @@ import contextlib
 import errno
 import io
 import os
-import re
-import signal
 import sys
 from types import FrameType
 
 from simpletfjob.errors import Interrupted
 
+try:
+    # The C module that `signal` wraps: importing `signal` builds three enums, a
+    # millisecond of a 60 ms start, and the handlers need only the numbers.
+    import _signal  # type: ignore[import-not-found]
+except ImportError:  # not CPython
+    import signal as _signal
+
 # Descriptors of the standard streams that were closed when the process started.
 closed_at_start: frozenset[int] = frozenset()
 
 STREAM_NAMES = {0: "stdin", 1: "stdout", 2: "stderr"}
-
-_STREAM_PATH = re.compile(
-    r"/dev/(?P<std>stdin|stdout|stderr)|/dev/fd/(?P<fd>\d+)|/proc/(?P<pid>self|thread-self|\d+)/fd/(?P<procfd>\d+)"
-)
+_STANDARD_PATHS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
 
 
 def stream_fd(path: str) -> int | None:
@@ -42,23 +44,30 @@ def stream_fd(path: str) -> int | None:
     opening it: opening /dev/stdout truncates a file that stdout was opened on with
     `>>`, and renaming over it replaces what the stream points to.
     """
-    seen = 0
-    while seen < 40:  # the kernel's limit on symlinks in one lookup
-        match = _STREAM_PATH.fullmatch(os.path.normpath(os.path.abspath(path)))
-        if match is not None:
-            if match["std"]:
-                return {"stdin": 0, "stdout": 1, "stderr": 2}[match["std"]]
-            if match["fd"]:
-                return int(match["fd"])
-            if match["pid"] in ("self", "thread-self") or int(match["pid"]) == os.getpid():
-                return int(match["procfd"])
-            return None
+    for _ in range(40):  # the kernel's limit on symlinks in one lookup
+        fd = _named_fd(os.path.normpath(os.path.abspath(path)))
+        if fd is not None:
+            return fd if fd >= 0 else None
         try:
             target = os.readlink(path)
         except OSError:  # not a symlink, or not there
             return None
         path = os.path.join(os.path.dirname(path), target)
-        seen += 1
+    return None
+
+
+def _named_fd(path: str) -> int | None:
+    """The descriptor a normalized path names; -1 for another process's; None for no stream."""
+    if path in _STANDARD_PATHS:
+        return _STANDARD_PATHS[path]
+    directory, _, number = path.rpartition("/")
+    if not (number.isascii() and number.isdigit()):
+        return None
+    if directory in ("/dev/fd", "/proc/self/fd", "/proc/thread-self/fd"):
+        return int(number)
+    process, _, fd_dir = directory.removeprefix("/proc/").partition("/")
+    if directory.startswith("/proc/") and fd_dir == "fd" and process.isdigit():
+        return int(number) if int(process) == os.getpid() else -1
     return None
 
 
@@ -121,18 +130,15 @@ def guard_standard_streams() -> None:
 
 
 # The exit status a shell reports for a process killed by the signal: 128 + its number.
-_EXIT_STATUS = {
-    signum: 128 + signum
-    for signum in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None))
-    if signum is not None
-}
+_HANDLED = (_signal.SIGINT, _signal.SIGTERM, getattr(_signal, "SIGHUP", None))
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
     # One signal is enough: later ones are ignored, so that the cleanup on the way
     # out (removing a temporary file) cannot itself be cut short.
-    for other in _EXIT_STATUS:
-        signal.signal(other, signal.SIG_IGN)
+    for other in _HANDLED:
+        if other is not None:
+            _signal.signal(other, _signal.SIG_IGN)
     raise Interrupted(128 + signum)
 
 
@@ -144,7 +150,8 @@ def install_signal_handlers() -> None:
     clean up, as kubectl and helm do. SIGHUP only if it is not ignored, so that
     `nohup simpletfjob ...` keeps running when the terminal goes.
     """
-    for signum in _EXIT_STATUS:
-        if signum == getattr(signal, "SIGHUP", None) and signal.getsignal(signum) is signal.SIG_IGN:
+    sighup = getattr(_signal, "SIGHUP", None)
+    for signum in _HANDLED:
+        if signum is None or (signum == sighup and _signal.getsignal(signum) == _signal.SIG_IGN):
             continue
-        signal.signal(signum, _interrupt)
+        _signal.signal(signum, _interrupt)

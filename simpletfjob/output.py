@@ -313,6 +313,8 @@ def _check_stream(fd: int) -> None:
         os.fstat(fd)
     except OSError as e:
         raise OutputError(f"cannot write to {stream_name(fd)}: {e.strerror or e}") from e
+    except OverflowError as e:  # /dev/fd/99999999999: no descriptor has that number
+        raise OutputError(f"cannot write to {stream_name(fd)}: {os.strerror(errno.EBADF)}") from e
 
 
 def _check_file_target(shown: str, directory_hint: str | None = None) -> None:

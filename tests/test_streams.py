@@ -400,10 +400,13 @@ def test_a_named_pipe_is_written_in_place(work: Path) -> None:
     assert stat.S_ISFIFO(fifo.lstat().st_mode)
 
 
-def test_a_stream_path_that_is_not_open(work: Path) -> None:
+@pytest.mark.parametrize("fd", ["9", "99999999999999999999"])
+def test_a_stream_path_that_is_not_open(work: Path, fd: str) -> None:
     before = snapshot(work)
-    proc = run(["mnist.yaml", "--nodes-file", "hosts", "-o", "/dev/fd/9"], work)
-    assert_failed(proc, 1, r"^simpletfjob: error: cannot write to /dev/fd/9: Bad file descriptor$")
+    proc = run(["mnist.yaml", "--nodes-file", "hosts", "-o", f"/dev/fd/{fd}"], work)
+    assert_failed(
+        proc, 1, rf"^simpletfjob: error: cannot write to /dev/fd/{fd}: Bad file descriptor$"
+    )
     assert snapshot(work) == before
 
 

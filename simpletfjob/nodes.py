@@ -125,14 +125,12 @@ def _looks_like_node_list(text: str) -> bool:
 def _nodes_from_saved_list(text: str, path: str) -> list[Node]:
     import yaml  # only this input needs a parser
 
+    from simpletfjob import yamlinput
+
     try:
-        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        doc = yaml.load(text, Loader=loader)
+        doc = yamlinput.load(text)
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise InputError(f"{path}{line}: not a valid NodeList: {problem}") from e
+        raise InputError(yamlinput.describe(e, path, "not a valid NodeList")) from e
     if isinstance(doc, Mapping) and doc.get("kind") == "Node":
         items: object = [doc]
     elif isinstance(doc, Mapping) and isinstance(doc.get("items"), list):

@@ -42,19 +42,31 @@ def normalize_task_text(text: str) -> str:
     return text if text.endswith("\n") else text + "\n"
 
 
-def compose_documents(text: str, first_number: int, where: str) -> list[Any]:
+def compose_documents(text: str, first_number: int, where: str, source: str = "") -> list[Any]:
     """Parse one task's text (one or more documents) into YAML node trees.
 
     Composing (libyaml's C parser, no Python objects built for the values) is
     enough to prove the text is YAML and to read kinds, names and TF_CONFIG,
-    at about half the cost of loading.
+    at about half the cost of loading. Aliases are bounded as for every YAML
+    input (see `yamlinput`); `source` is the template, for that message.
     """
     import yaml
 
+    from simpletfjob.yamlinput import LimitError, check_aliases, may_alias
+
     documents: list[Any] = []
+    aliased = may_alias(text)
     try:
         for document in yaml.compose_all(text, Loader=_check_loader()):
+            if aliased:
+                check_aliases(document)
             documents.append(document)
+    except LimitError as e:
+        line = f", line {e.problem_mark.line + 1} of the rendered text" if e.problem_mark else ""
+        raise RenderCheckError(
+            f"{source + ': ' if source else ''}document {first_number + len(documents)} "
+            f"({where}){line}: {e.problem}"
+        ) from e
     except yaml.YAMLError as e:
         number = first_number + len(documents)
         mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)

@@ -327,6 +327,8 @@ def validate_tasks(
     """
     import yaml
 
+    from simpletfjob.yamlinput import load_all
+
     validator = Validator(kube_version)
     loader = _validation_loader()
     first: tuple[str, Problem] | None = None
@@ -336,7 +338,7 @@ def validate_tasks(
     warned: set[tuple[str, str]] = set()
     for text, ids, where in tasks:
         try:
-            documents = list(yaml.load_all(text, Loader=loader))
+            documents = load_all(text, loader)
         except yaml.YAMLError as e:  # the render check parsed it; a constructor may still object
             raise SchemaError(
                 f"document {number + 1} ({where}) cannot be read for validation: "
@@ -349,7 +351,11 @@ def validate_tasks(
                 validator, document, label, warn, warned
             ):
                 continue
-            for problem in validator.problems(document):
+            try:
+                problems = validator.problems(document)
+            except RecursionError as e:  # jsonschema descends one call per level
+                raise SchemaError(f"{label}: nested too deeply for --validate to check") from e
+            for problem in problems:
                 if first is None:
                     first = (label, problem)
                 elif (problem.path, problem.message) not in seen:

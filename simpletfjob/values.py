@@ -55,16 +55,14 @@ def load_values_file(path: str) -> dict[str, Any]:
     """A -f values file: a YAML mapping whose top-level keys are variable names."""
     import yaml
 
+    from simpletfjob import yamlinput
     from simpletfjob.nodes import read_text
 
     text = read_text(path, "values file")
     try:
-        data = yaml.safe_load(text)
+        data = yamlinput.load(text)
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise InputError(f"{path}{line}: not valid YAML: {problem}") from e
+        raise InputError(yamlinput.describe(e, path)) from e
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -29,7 +29,7 @@ from typing import Any
 
 from simpletfjob import __version__
 from simpletfjob.errors import ClusterError, InputError
-from simpletfjob.nodes import Node, node_from_object
+from simpletfjob.nodes import Node, node_from_object, without_images
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 NODES_PATH = "/api/v1/nodes"
@@ -339,9 +339,9 @@ class _Ahead:
 
 def _parse_page(data: bytes, target: Target) -> dict[str, Any]:
     try:
-        page = json.loads(_without_images(data))
+        page = json.loads(without_images(data))
     except ValueError:
-        try:  # not the layout _without_images expects: parse all of it
+        try:  # not the layout without_images expects: parse all of it
             page = json.loads(data)
         except ValueError as e:
             raise ClusterError(f"{target}: the answer to GET {NODES_PATH} is not JSON") from e
@@ -350,39 +350,22 @@ def _parse_page(data: bytes, target: Target) -> dict[str, Any]:
     return page
 
 
-_IMAGES = b'"images":['
-
-
-def _without_images(data: bytes) -> bytes:
-    """The page with every node's `status.images` emptied, before it is parsed.
-
-    The images list is most of a real node's JSON (kubelet reports up to 50
-    images, each with its digests) and simpletfjob needs none of it. Each entry
-    is an object whose strings are image references, which hold no brackets or
-    braces, so the list ends at the first `}]`. Anything else makes the result
-    invalid JSON, and the caller then parses the page whole.
-    """
-    pieces = []
-    kept = 0  # data[:kept] is in pieces
-    start = data.find(_IMAGES)
-    while start >= 0:
-        start += len(_IMAGES)
-        end = data.find(b"}]", start) if data[start : start + 1] == b"{" else -1
-        if end >= 0:
-            pieces.append(data[kept:start])
-            kept = end + 1  # keep the closing bracket
-        start = data.find(_IMAGES, max(start, kept))
-    if not pieces:
-        return data
-    pieces.append(data[kept:])
-    return b"".join(pieces)
-
-
 def _page_nodes(page: Mapping[str, Any], target: Target) -> list[Node]:
     items = page.get("items")
-    if not isinstance(items, list):
+    metadata = page.get("metadata") or {}
+    if (
+        not isinstance(items, list)
+        or not isinstance(metadata, Mapping)
+        or not isinstance(metadata.get("continue") or "", str)
+    ):
         raise ClusterError(f"{target}: the answer to GET {NODES_PATH} is not a NodeList")
-    return [node_from_object(item, f"{target} node {i}") for i, item in enumerate(items)]
+    try:
+        return [
+            node_from_object(item, f"{target}: the node list's items[{i}]")
+            for i, item in enumerate(items)
+        ]
+    except InputError as e:  # the same checks as for a saved NodeList, but the server's fault
+        raise ClusterError(str(e)) from e
 
 
 def _fetch(

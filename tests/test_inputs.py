@@ -1,18 +1,22 @@
-"""Hostile inputs: YAML alias bombs of every input kind, and YAML nested too deeply.
+"""Hostile and malformed inputs: YAML alias bombs of every input kind, YAML nested too
+deeply, and malformed NodeLists, saved or from a cluster.
 
 Every refusal is held to the same standard (`assert_refused`): its exit code, exactly one
-line on stderr that starts `simpletfjob: error:` and names the file, no traceback and no
-"internal error", nothing on stdout, and every file that was there before byte for byte
-as it was. Alias bombs run as separate processes, with a subprocess timeout as their
+line on stderr that starts `simpletfjob: error:` and names the file and the field, no
+traceback and no "internal error", nothing on stdout, and every file that was there
+before byte for byte as it was. Alias bombs run as separate processes, with a subprocess timeout as their
 time bound: unbounded, they take minutes and gigabytes.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
+import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +24,11 @@ import pytest
 import yaml
 
 from simpletfjob import yamlinput
+from simpletfjob.nodes import without_images
 from tests.conftest import EXAMPLES, Result, job_template, write
-from tests.kubeapi import make_node
+from tests.kubeapi import KubeAPI, make_node, write_kubeconfig
 
+TOKEN = "sha256~plugin-token"
 TEMPLATE = job_template("              value: '<<TF_CONFIG>>'")
 
 
@@ -182,6 +188,192 @@ def test_every_alias_form_is_seen(text: str) -> None:
     assert yamlinput.may_alias(text)
     node = yaml.compose(text, Loader=yamlinput.loader_class())
     yamlinput.check_aliases(node)  # small: allowed
+
+
+# -- saved NodeLists: JSON read as JSON, every field checked ------------------------------
+
+
+def saved_list(nodes: list[dict[str, Any]]) -> dict[str, Any]:
+    items = [{"apiVersion": "v1", "kind": "Node", **n} for n in nodes]
+    return {"apiVersion": "v1", "items": items, "kind": "List", "metadata": {}}
+
+
+def two_nodes() -> list[dict[str, Any]]:
+    return [make_node("a", images=2), make_node("b", images=2, gpu_taint=True)]
+
+
+def changed(path: str, value: Any) -> Callable[[list[dict[str, Any]]], None]:
+    """Set one field of node b ('.'-separated, list indexes as numbers); None deletes it."""
+
+    def change(nodes: list[dict[str, Any]]) -> None:
+        *parents, last = [int(p) if p.isdigit() else p for p in path.split(".")]
+        target: Any = nodes[1]
+        for part in parents:
+            target = target[part]
+        if value is None:
+            del target[last]
+        else:
+            target[last] = value
+
+    return change
+
+
+MALFORMED_NODES = [
+    ("metadata.labels", ["pool=a"], "metadata.labels must be a mapping, not a list"),
+    ("metadata.labels", "pool=a", "metadata.labels must be a mapping, not the string 'pool=a'"),
+    ("metadata.labels.pool", 4, "metadata.labels['pool'] must be a string, not the integer 4"),
+    ("metadata", "b", "items[1]: metadata must be a mapping, not the string 'b'"),
+    ("metadata", None, "items[1]: metadata is missing"),
+    ("metadata.name", 5, "items[1]: metadata.name must be a non-empty string, not the integer 5"),
+    ("metadata.name", None, "items[1]: metadata.name is missing"),
+    ("spec", ["x"], "node 'b': spec must be a mapping, not a list"),
+    ("spec.taints", {"key": "a"}, "spec.taints must be a list, not a mapping"),
+    ("spec.taints.0", "gpu:NoSchedule", "spec.taints[0] must be a mapping, not the string"),
+    ("spec.taints.0.key", None, "spec.taints[0].key is missing"),
+    ("spec.taints.0.effect", 1, "spec.taints[0].effect must be a string, not the integer 1"),
+    ("spec.unschedulable", "true", "spec.unschedulable must be true or false, not the string"),
+    ("status", "Ready", "node 'b': status must be a mapping, not the string 'Ready'"),
+    ("status.conditions", ["Ready"], "status.conditions[0] must be a mapping, not the string"),
+    ("status.conditions", {"Ready": "True"}, "status.conditions must be a list, not a mapping"),
+    ("status.conditions.3.status", True, "status.conditions[3].status must be a string, not the boolean true"),
+    ("status.conditions.3.type", None, "status.conditions[3].type is missing"),
+    ("status.addresses", "10.0.0.1", "status.addresses must be a list, not the string"),
+    ("status.addresses.0.address", 10, "status.addresses[0].address must be a string, not the integer 10"),
+    ("status.allocatable", "8", "status.allocatable must be a mapping, not the string '8'"),
+    ("status.allocatable.nvidia.com/gpu", [8], "['nvidia.com/gpu'] must be a quantity"),
+]  # fmt: skip
+
+
+def _set_gpu(value: Any) -> Callable[[list[dict[str, Any]]], None]:
+    def change(nodes: list[dict[str, Any]]) -> None:
+        nodes[1]["status"]["allocatable"]["nvidia.com/gpu"] = value
+
+    return change
+
+
+def mutation(path: str, value: Any) -> Callable[[list[dict[str, Any]]], None]:
+    return _set_gpu(value) if path.endswith("nvidia.com/gpu") else changed(path, value)
+
+
+@pytest.mark.parametrize("form", ["json", "yaml"])
+@pytest.mark.parametrize(("path", "value", "message"), MALFORMED_NODES)
+def test_malformed_node_lists(
+    cli: Any, tmp_path: Path, form: str, path: str, value: Any, message: str
+) -> None:
+    nodes = two_nodes()
+    mutation(path, value)(nodes)
+    document = saved_list(nodes)
+    text = json.dumps(document, indent=4) if form == "json" else yaml.safe_dump(document)
+    write(tmp_path / f"nodes.{form}", text)
+    write(tmp_path / "t.yaml", TEMPLATE)
+    before = snapshot(tmp_path)
+    result = cli("t.yaml", "--nodes-file", f"nodes.{form}", "-o", "-", cwd=tmp_path)
+    assert_refused(result, 1, f"nodes.{form}: items[1]", message, before=before)
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        ({"kind": "List", "items": {"a": 1}}, "nodes.json: items must be a list of nodes, not a mapping"),
+        ({"kind": "List", "items": ["a"]}, "nodes.json: items[0]: a node must be a mapping, not the string 'a'"),
+        ({"kind": "List", "items": [make_node("a"), make_node("a")]}, "nodes.json: items[1]: host 'a' is listed twice (first at nodes.json: items[0])"),
+        ({"kind": "List", "items": [make_node("A")]}, "nodes.json: items[0]: 'A' is not a valid Kubernetes node name"),
+        ({"kind": "Node", "metadata": {"name": "a", "labels": []}}, "nodes.json, node 'a': metadata.labels must be a mapping"),
+        ({"kind": "Secret"}, "nodes.json: expected a NodeList"),
+    ],
+)  # fmt: skip
+def test_malformed_node_list_documents(
+    cli: Any, tmp_path: Path, document: dict[str, Any], message: str
+) -> None:
+    write(tmp_path / "nodes.json", json.dumps(document))
+    write(tmp_path / "t.yaml", TEMPLATE)
+    before = snapshot(tmp_path)
+    result = cli("t.yaml", "--nodes-file", "nodes.json", "-o", "-", cwd=tmp_path)
+    assert_refused(result, 1, message, before=before)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"kind": "List", "items": [\n  {"metadata": {"name": "a"}},\n', "nodes.json:3: not valid JSON"),
+        ('{"kind": "List",\n "items": [], }\n', "nodes.json:2: not valid JSON"),
+        ("{kind: List, items: []}\n", "nodes.json:1: not valid JSON"),
+    ],
+)  # fmt: skip
+def test_a_file_that_starts_with_a_brace_is_json(
+    cli: Any, tmp_path: Path, text: str, message: str
+) -> None:
+    write(tmp_path / "nodes.json", text)
+    write(tmp_path / "t.yaml", TEMPLATE)
+    before = snapshot(tmp_path)
+    result = cli("t.yaml", "--nodes-file", "nodes.json", "-o", "-", cwd=tmp_path)
+    assert_refused(result, 1, message, "is read as JSON", before=before)
+
+
+def test_json_as_kubectl_writes_it_reads_as_yaml_does(cli: Any, tmp_path: Path) -> None:
+    """Indented (kubectl), compact (the API server), with a BOM, and with images that cannot
+    be cut: all read the same nodes as the YAML of the same list."""
+    nodes = [make_node(f"n{i}", gpus=i % 2, gpu_taint=i == 3) for i in range(6)]
+    odd = make_node("odd")
+    odd["status"]["images"][0]["names"].append("weird}]name")
+    document = saved_list([*nodes, odd])
+    write(tmp_path / "t.yaml", TEMPLATE)
+    forms = {
+        "nodes.yaml": yaml.safe_dump(document),
+        "indented.json": json.dumps(document, indent=4),
+        "compact.json": json.dumps(document, separators=(",", ":")),
+        "bom.json": "\ufeff" + json.dumps(document, indent=2),
+    }
+    outputs = set()
+    for name, text in forms.items():
+        write(tmp_path / name, text)
+        result = cli("t.yaml", "--nodes-file", name, "--explain", "-o", "-", cwd=tmp_path)
+        assert result.code == 0, result.err
+        outputs.add((result.out, result.err))
+    assert len(outputs) == 1
+    out, err = outputs.pop()
+    assert re.search(r"^n3 +no +- +taint nvidia.com/gpu", err, re.MULTILINE), err
+    assert [d["metadata"]["name"] for d in yaml.safe_load_all(out)] == [
+        "t-ps-0",
+        *(f"t-worker-{i}" for i in range(5)),
+    ]
+
+
+def test_images_are_cut_from_indented_json_too() -> None:
+    nodes = [make_node("a"), make_node("none", images=0), make_node("b", images=3)]
+    expected = saved_list(copy.deepcopy(nodes))
+    for node in expected["items"]:
+        node["status"]["images"] = []
+    for indent in (None, 1, 4):
+        data = json.dumps(saved_list(nodes), indent=indent).encode()
+        slim = without_images(data)
+        assert json.loads(slim) == expected
+        assert len(slim) < len(data) * 0.6
+
+
+@pytest.fixture
+def secured(kubeapi: KubeAPI) -> KubeAPI:
+    kubeapi.tokens = {TOKEN: "alice"}
+    kubeapi.can_list = {"alice"}
+    return kubeapi
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [case for case in MALFORMED_NODES if not case[0].startswith("metadata")],
+)
+def test_malformed_nodes_from_a_live_cluster(
+    cli: Any, secured: KubeAPI, tmp_path: Path, path: str, value: Any, message: str
+) -> None:
+    nodes = two_nodes()
+    mutation(path, value)(nodes)
+    secured.set_nodes(nodes)
+    write_kubeconfig(tmp_path / "kc", secured.url, token=TOKEN)
+    write(tmp_path / "t.yaml", TEMPLATE)
+    before = snapshot(tmp_path)
+    result = cli("t.yaml", "--kubeconfig", "kc", "-o", "-", cwd=tmp_path)
+    prefix = f"{secured.url} (context 'loopback'): the node list's items[1], node 'b': "
+    assert_refused(result, 1, prefix, message, before=before)
 
 
 def test_deep_nesting_is_refused_not_a_crash(cli: Any, tmp_path: Path) -> None:

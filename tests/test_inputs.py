@@ -1,11 +1,14 @@
 """Hostile and malformed inputs: YAML alias bombs of every input kind, YAML nested too
-deeply, and malformed NodeLists, saved or from a cluster.
+deeply, malformed NodeLists (saved or from a cluster) and kubeconfigs, and credential
+plugins that fail.
 
 Every refusal is held to the same standard (`assert_refused`): its exit code, exactly one
 line on stderr that starts `simpletfjob: error:` and names the file and the field, no
 traceback and no "internal error", nothing on stdout, and every file that was there
-before byte for byte as it was. Alias bombs run as separate processes, with a subprocess timeout as their
-time bound: unbounded, they take minutes and gigabytes.
+before byte for byte as it was. Alias bombs and credential plugins run as separate
+processes: the bombs with a subprocess timeout as their time bound (unbounded, they take
+minutes and gigabytes), the plugins so that nothing the kubernetes client logs is caught
+by pytest's own logging before it could reach stderr.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import copy
 import json
 import os
 import re
+import stat
 import subprocess
 import sys
 from collections.abc import Callable
@@ -96,6 +100,7 @@ def bomb_case(kind: str, tmp_path: Path, home: Path) -> tuple[list[str], dict[st
     """Files for one kind of bomb; returns the arguments, the environment and what the error names."""
     write(tmp_path / "plain.yaml", TEMPLATE)
     hosts = ["--nodes", "a,b"]
+    kubeconfig_bomb = "apiVersion: v1\nkind: Config\npreferences:\n" + laughs("  ")
     if kind == "template":
         write(tmp_path / "t.yaml", BOMB_JOB)
         return ["t.yaml", *hosts], {}, f"t.yaml: document 1 (ps 0 on a), line {BOMB_LINE} "
@@ -125,10 +130,19 @@ def bomb_case(kind: str, tmp_path: Path, home: Path) -> tuple[list[str], dict[st
         )
         write(tmp_path / "t.yaml", header + TEMPLATE)
         return ["t.yaml", *hosts], {}, "t.yaml:13: "
-    assert kind == "NodeList in YAML"
-    text = "apiVersion: v1\nkind: List\nmetadata:\n" + laughs("  ")
-    write(tmp_path / "nodes.yaml", text + "items:\n- metadata: {name: a}\n")
-    return ["plain.yaml", "--nodes-file", "nodes.yaml"], {}, "nodes.yaml:14: "
+    if kind == "NodeList in YAML":
+        text = "apiVersion: v1\nkind: List\nmetadata:\n" + laughs("  ")
+        write(tmp_path / "nodes.yaml", text + "items:\n- metadata: {name: a}\n")
+        return ["plain.yaml", "--nodes-file", "nodes.yaml"], {}, "nodes.yaml:14: "
+    if kind == "--kubeconfig":
+        write(tmp_path / "kc", kubeconfig_bomb)
+        return ["plain.yaml", "--kubeconfig", "kc"], {}, "kubeconfig kc:14: "
+    if kind == "$KUBECONFIG":
+        write(tmp_path / "kc", kubeconfig_bomb)
+        return ["plain.yaml"], {"KUBECONFIG": str(tmp_path / "kc")}, f"{tmp_path / 'kc'}:14: "
+    assert kind == "~/.kube/config"
+    write(home / ".kube" / "config", kubeconfig_bomb)
+    return ["plain.yaml"], {}, f"{home / '.kube' / 'config'}:14: "
 
 
 @pytest.mark.parametrize(
@@ -142,6 +156,9 @@ def bomb_case(kind: str, tmp_path: Path, home: Path) -> tuple[list[str], dict[st
         "values file, recursive alias",
         "template header",
         "NodeList in YAML",
+        "--kubeconfig",
+        "$KUBECONFIG",
+        "~/.kube/config",
     ],
 )
 def test_alias_bombs_are_refused_at_once(kind: str, tmp_path: Path, kube_env: Path) -> None:
@@ -374,6 +391,241 @@ def test_malformed_nodes_from_a_live_cluster(
     result = cli("t.yaml", "--kubeconfig", "kc", "-o", "-", cwd=tmp_path)
     prefix = f"{secured.url} (context 'loopback'): the node list's items[1], node 'b': "
     assert_refused(result, 1, prefix, message, before=before)
+
+
+# -- malformed kubeconfigs ----------------------------------------------------------------
+
+
+def kubeconfig(server: str, **changes: Any) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "lo", "cluster": {"server": server}}],
+        "users": [{"name": "alice", "user": {"token": TOKEN}}],
+        "contexts": [{"name": "c", "context": {"cluster": "lo", "user": "alice"}}],
+        "current-context": "c",
+    }
+    config.update(changes)
+    return config
+
+
+def with_cluster(**fields: Any) -> dict[str, Any]:
+    return {"clusters": [{"name": "lo", "cluster": {"server": "SERVER", **fields}}]}
+
+
+def with_user(**fields: Any) -> dict[str, Any]:
+    return {"users": [{"name": "alice", "user": fields}]}
+
+
+def with_exec(**fields: Any) -> dict[str, Any]:
+    plugin = {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": "aws", **fields}
+    return with_user(exec={k: v for k, v in plugin.items() if v is not None})
+
+
+MALFORMED_KUBECONFIGS = [
+    ({"contexts": ["c", "d"]}, "kubeconfig kc: contexts[0] must be a mapping with 'name' and 'context', not the string 'c'"),
+    ({"contexts": "c"}, "kubeconfig kc: contexts must be a list, not the string 'c'"),
+    ({"contexts": [{"name": "c", "context": "lo"}]}, "kubeconfig kc: contexts[0] ('c').context must be a mapping, not the string 'lo'"),
+    ({"contexts": [{"context": {"cluster": "lo"}}]}, "kubeconfig kc: contexts[0].name is missing"),
+    ({"contexts": [{"name": ["c"], "context": {}}]}, "kubeconfig kc: contexts[0].name must be a string, not a list"),
+    ({"clusters": {"lo": {"server": "x"}}}, "kubeconfig kc: clusters must be a list, not a mapping"),
+    ({"clusters": [["lo"]]}, "kubeconfig kc: clusters[0] must be a mapping with 'name' and 'cluster', not a list"),
+    ({"users": [{"name": "alice", "user": "s3cr3t"}]}, "kubeconfig kc: users[0] ('alice').user must be a mapping, not the string"),
+    ({"users": [{"name": "alice"}, {"name": "alice"}]}, "kubeconfig kc: users[1]: 'alice' is defined twice in this file (first at users[0])"),
+    ({"contexts": [{"name": "c", "context": {"cluster": "gone", "user": "alice"}}]}, "kubeconfig kc: contexts[0] ('c'): the context names cluster 'gone', which kubeconfig kc does not define (its clusters: lo)"),
+    ({"contexts": [{"name": "c", "context": {"cluster": "lo", "user": "bob"}}]}, "the context names user 'bob', which kubeconfig kc does not define (its users: alice)"),
+    ({"contexts": [{"name": "c", "context": {"user": "alice"}}]}, "kubeconfig kc: contexts[0] ('c'): the context names no cluster"),
+    ({"contexts": [{"name": "c", "context": {"cluster": ["lo"]}}]}, "contexts[0] ('c').context.cluster must be a string, not a list"),
+    ({"current-context": 1}, "kubeconfig kc: current-context must be a string, not the integer 1"),
+    ({"current-context": ["c"]}, "kubeconfig kc: current-context must be a string, not a list"),
+    (with_cluster(server=6443), "clusters[0] ('lo').cluster.server must be a string, not the integer 6443"),
+    (with_cluster(**{"insecure-skip-tls-verify": "yes"}), ".cluster.insecure-skip-tls-verify must be true or false, not the string 'yes'"),
+    (with_cluster(**{"certificate-authority": ["ca.crt"]}), ".cluster.certificate-authority must be a string, not a list"),
+    (with_user(token=12345), "users[0] ('alice').user.token must be a string, not the integer 12345"),
+    (with_user(exec="aws eks get-token"), "users[0] ('alice').user.exec must be a mapping, not the string"),
+    (with_exec(command=None), "users[0] ('alice').user.exec.command is missing"),
+    (with_exec(args="eks get-token"), "users[0] ('alice').user.exec.args must be a list of strings, not the string"),
+    (with_exec(env={"AWS_PROFILE": "x"}), "users[0] ('alice').user.exec.env must be a list, not a mapping"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("changes", "message"), MALFORMED_KUBECONFIGS)
+def test_malformed_kubeconfigs(
+    cli: Any, kubeapi: KubeAPI, tmp_path: Path, changes: dict[str, Any], message: str
+) -> None:
+    config = json.loads(
+        json.dumps(kubeconfig(kubeapi.url, **changes)).replace("SERVER", kubeapi.url)
+    )
+    write(tmp_path / "kc", yaml.safe_dump(config))
+    write(tmp_path / "t.yaml", TEMPLATE)
+    before = snapshot(tmp_path)
+    result = cli("t.yaml", "--kubeconfig", "kc", "-o", "-", cwd=tmp_path)
+    assert_refused(result, 1, message, before=before)
+    assert kubeapi.requests == []  # refused before anything was asked
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("- clusters\n- users\n", "kubeconfig kc must be a YAML mapping with clusters, users and contexts, not a list"),
+        ("just a string\n", "not the string 'just a string'"),
+        ("42\n", "not the integer 42"),
+        ("clusters: [\n", "kubeconfig kc:2: not valid YAML"),
+        ("", "kubeconfig kc sets no current context; choose one with --context NAME (it has no contexts)"),
+    ],
+)  # fmt: skip
+def test_kubeconfigs_that_are_not_mappings(
+    cli: Any, kube_env: Path, tmp_path: Path, text: str, message: str
+) -> None:
+    write(tmp_path / "kc", text)
+    write(tmp_path / "t.yaml", TEMPLATE)
+    before = snapshot(tmp_path)
+    result = cli("t.yaml", "--kubeconfig", "kc", "-o", "-", cwd=tmp_path)
+    assert_refused(result, 1, message, before=before)
+
+
+def test_a_kubeconfig_directory_is_named_as_one(cli: Any, kube_env: Path, tmp_path: Path) -> None:
+    (tmp_path / "kube").mkdir()
+    write(tmp_path / "t.yaml", TEMPLATE)
+    before = snapshot(tmp_path)
+    result = cli("t.yaml", "--kubeconfig", str(tmp_path / "kube"), "-o", "-", cwd=tmp_path)
+    assert_refused(result, 1, f"kubeconfig '{tmp_path / 'kube'}' is a directory, not a file")
+    assert snapshot(tmp_path) == before
+
+
+def test_the_malformed_file_among_several_is_named(
+    cli: Any, kubeapi: KubeAPI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    good = write_kubeconfig(tmp_path / "good", kubeapi.url)
+    bad = write(tmp_path / "bad", yaml.safe_dump({"users": [{"name": 7, "user": {}}]}))
+    monkeypatch.setenv("KUBECONFIG", f"{good}:{bad}")
+    write(tmp_path / "t.yaml", TEMPLATE)
+    result = cli("t.yaml", "-o", "-", cwd=tmp_path)
+    assert_refused(
+        result, 1, f"kubeconfig {bad}: users[0].name must be a string, not the integer 7"
+    )
+
+
+def test_later_files_fill_in_what_earlier_ones_lack(
+    cli: Any, secured: KubeAPI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kubectl's merge: a context in one file may name a cluster and a user from others."""
+    secured.set_nodes([make_node("a"), make_node("b")])
+    contexts = {"contexts": [{"name": "c", "context": {"cluster": "lo", "user": "alice"}}]}
+    first = write(tmp_path / "first", yaml.safe_dump({**contexts, "current-context": "c"}))
+    second = write(tmp_path / "second", yaml.safe_dump(kubeconfig(secured.url, contexts=[])))
+    empty = write(tmp_path / "empty", "")
+    monkeypatch.setenv("KUBECONFIG", f"{first}:{empty}:{second}")
+    write(tmp_path / "t.yaml", TEMPLATE)
+    result = cli("t.yaml", "-o", "-", cwd=tmp_path)
+    assert result.code == 0, result.err
+    assert [r.authorization for r in secured.nodes_requests()] == [f"Bearer {TOKEN}"]
+
+
+# -- credential plugins -------------------------------------------------------------------
+
+
+def plugin_kubeconfig(path: Path, server: str, command: str) -> Path:
+    plugin = {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": command}
+    config = kubeconfig(server, users=[{"name": "alice", "user": {"exec": plugin}}])
+    return write(path, yaml.safe_dump(config))
+
+
+def script(path: Path, body: str) -> Path:
+    write(path, "#!/bin/sh\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+CREDENTIAL = json.dumps(
+    {
+        "apiVersion": "client.authentication.k8s.io/v1beta1",
+        "kind": "ExecCredential",
+        "status": {"token": TOKEN},
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (
+            "echo 'retrieving token' >&2\n"
+            "echo 'An error occurred (ExpiredToken) when calling the GetCallerIdentity operation' >&2\n"
+            "exit 3\n",
+            "failed (exit status 3): An error occurred (ExpiredToken) when calling the "
+            "GetCallerIdentity operation",
+        ),
+        (
+            "printf 'ERROR: (gcloud.auth) You do not currently have an active account.\\n"
+            "Please run:\\n\\n  $ gcloud auth login\\n\\n)\\n' >&2\nexit 1\n",
+            "failed (exit status 1): $ gcloud auth login",
+        ),
+        ("exit 1\n", "failed (exit status 1)"),
+        ("echo 'token: abc'\n", "gave no credential: failed to decode process output"),
+        ('echo \'{"kind": "ExecCredential"}\'\n', "gave no credential: malformed response"),
+    ],
+)
+def test_a_failing_plugin_is_one_line(
+    secured: KubeAPI, tmp_path: Path, body: str, message: str
+) -> None:
+    plugin = script(tmp_path / "aws", body)
+    plugin_kubeconfig(tmp_path / "kc", secured.url, str(plugin))
+    write(tmp_path / "t.yaml", TEMPLATE)
+    before = snapshot(tmp_path)
+    result = tool("t.yaml", "--kubeconfig", "kc", "-o", "-", cwd=tmp_path)
+    line = assert_refused(result, 1, f"the credential plugin '{plugin}' ", message, before=before)
+    assert line.startswith("simpletfjob: error: kubeconfig kc, context 'c': ")
+    assert "ERROR:root" not in result.err
+    assert secured.nodes_requests() == []  # no request went out without credentials
+
+
+def test_a_missing_plugin_is_named(secured: KubeAPI, tmp_path: Path) -> None:
+    for command in ("gke-gcloud-auth-plugin", "aws"):
+        plugin_kubeconfig(tmp_path / "kc", secured.url, command)
+        write(tmp_path / "t.yaml", TEMPLATE)
+        before = snapshot(tmp_path)
+        # Only an empty directory on PATH: the command is not installed.
+        (tmp_path / "bin").mkdir(exist_ok=True)
+        result = tool(
+            "t.yaml",
+            "--kubeconfig",
+            "kc",
+            "-o",
+            "-",
+            cwd=tmp_path,
+            env={"PATH": str(tmp_path / "bin")},
+        )
+        assert_refused(
+            result, 1, f"the credential plugin '{command}' was not found; install it", before=before
+        )
+        assert "ERROR:root" not in result.err
+
+
+def test_a_plugin_that_cannot_run(secured: KubeAPI, tmp_path: Path) -> None:
+    plugin = write(tmp_path / "plugin", "#!/bin/sh\necho hi\n")  # not executable
+    plugin_kubeconfig(tmp_path / "kc", secured.url, str(plugin))
+    write(tmp_path / "t.yaml", TEMPLATE)
+    result = tool("t.yaml", "--kubeconfig", "kc", "-o", "-", cwd=tmp_path)
+    assert_refused(result, 1, f"the credential plugin '{plugin}' cannot be run: permission denied")
+
+
+def test_a_working_plugin_gives_the_token(secured: KubeAPI, tmp_path: Path) -> None:
+    secured.set_nodes([make_node("a"), make_node("b")])
+    plugin = script(tmp_path / "bin" / "get-token", f"echo '{CREDENTIAL}'\n")
+    plugin_kubeconfig(tmp_path / "kc", secured.url, "get-token")
+    write(tmp_path / "t.yaml", TEMPLATE)
+    path = f"{plugin.parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    result = tool("t.yaml", "--kubeconfig", "kc", "-o", "-", cwd=tmp_path, env={"PATH": path})
+    assert result.code == 0, result.err
+    assert [d["metadata"]["name"] for d in yaml.safe_load_all(result.out)] == [
+        "t-ps-0",
+        "t-worker-0",
+    ]
+    assert [r.authorization for r in secured.nodes_requests()] == [f"Bearer {TOKEN}"]
+    assert result.err.splitlines() == [
+        "simpletfjob: wrote 2 tasks to stdout: 1 ps (a), 1 worker (b)"
+    ]
 
 
 def test_deep_nesting_is_refused_not_a_crash(cli: Any, tmp_path: Path) -> None:

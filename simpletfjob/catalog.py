@@ -207,6 +207,7 @@ def _load_header_yaml(
     import yaml
 
     from simpletfjob import yamlinput
+    from simpletfjob.values import check_reserved_characters
 
     try:
         node, data = yamlinput.load_node(text)
@@ -214,6 +215,7 @@ def _load_header_yaml(
         raise TemplateError(
             yamlinput.describe(e, filename, "the template header is not valid YAML", offset)
         ) from e
+    check_reserved_characters(text, node, filename, offset)
     if node is None:
         data = {}
     marks: dict[tuple[str, ...], int] = {}

@@ -165,7 +165,12 @@ def identify(document: Any, number: int, where: str) -> DocumentId:
             f"document {number} ({where}) is a YAML {_NODE_KINDS.get(node_kind, node_kind)}, "
             "not a mapping"
         )
-    kind = scalar_string(mapping_get(document, "kind"))
+    kind_node = mapping_get(document, "kind")
+    kind = scalar_string(kind_node)
+    if kind is None and type(kind_node).__name__ == "ScalarNode" and kind_node.value:
+        raise RenderCheckError(
+            f"document {number} ({where}): kind {kind_node.value} is not a string; quote it"
+        )
     if not kind:
         raise RenderCheckError(f"document {number} ({where}) has no 'kind'")
     metadata = mapping_get(document, "metadata")

@@ -111,11 +111,14 @@ class Validator:
         if not isinstance(document, dict):
             return [Problem("", "is not a mapping")]
         api_version, kind = document.get("apiVersion"), document.get("kind")
-        if not isinstance(api_version, str) or not api_version:
-            return [Problem("apiVersion", "required field is missing")]
-        if not isinstance(kind, str) or not kind:
-            return [Problem("kind", "required field is missing")]
-        validator = self._validator(kind, api_version)
+        for field, value in (("apiVersion", api_version), ("kind", kind)):
+            if value is None or value == "":
+                return [Problem(field, "required field is missing")]
+            if not isinstance(value, str):
+                return [
+                    Problem(field, f"must be a string, not {_json_type(value)} {_shown(value)}")
+                ]
+        validator = self._validator(str(kind), str(api_version))  # both strings by now
         if validator is None:
             return []
         from referencing.exceptions import Unresolvable

@@ -1,14 +1,13 @@
-"""Hostile and malformed inputs: YAML alias bombs of every input kind, YAML nested too
-deeply, malformed NodeLists (saved or from a cluster) and kubeconfigs, and credential
-plugins that fail.
+"""Hostile and malformed inputs: YAML alias bombs of every kind, malformed NodeLists and
+kubeconfigs, credential plugins that fail, and values that take what simpletfjob reserves.
 
 Every refusal is held to the same standard (`assert_refused`): its exit code, exactly one
 line on stderr that starts `simpletfjob: error:` and names the file and the field, no
 traceback and no "internal error", nothing on stdout, and every file that was there
 before byte for byte as it was. Alias bombs and credential plugins run as separate
-processes: the bombs with a subprocess timeout as their time bound (unbounded, they take
-minutes and gigabytes), the plugins so that nothing the kubernetes client logs is caught
-by pytest's own logging before it could reach stderr.
+processes: the bombs with a subprocess timeout as their time bound (unbounded, they
+take minutes and gigabytes), the plugins so that nothing the kubernetes client logs
+is caught by pytest's own logging before it could reach stderr.
 """
 
 from __future__ import annotations
@@ -626,6 +625,90 @@ def test_a_working_plugin_gives_the_token(secured: KubeAPI, tmp_path: Path) -> N
     assert result.err.splitlines() == [
         "simpletfjob: wrote 2 tasks to stdout: 1 ps (a), 1 worker (b)"
     ]
+
+
+# -- values that take what simpletfjob reserves, and --validate's types --------------------
+
+
+@pytest.mark.parametrize("name", ["type", "index", "host", "port", "TF_CONFIG", "num_tasks"])
+def test_a_values_file_that_sets_a_built_in_is_named(cli: Any, tmp_path: Path, name: str) -> None:
+    write(tmp_path / "t.yaml", TEMPLATE)
+    write(tmp_path / "v.yaml", f"image: x\n{name}: 1\n")
+    before = snapshot(tmp_path)
+    result = cli("t.yaml", "--nodes", "a,b", "-f", "v.yaml", "-o", "-", cwd=tmp_path)
+    assert_refused(
+        result, 2, f"v.yaml:2: {name!r} is set by simpletfjob for each task", before=before
+    )
+    result = cli("t.yaml", "--nodes", "a,b", "--set", f"{name}=1", "-o", "-", cwd=tmp_path)
+    assert_refused(result, 2, f"--set '{name}=1': {name!r} is set by simpletfjob", before=before)
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ('image: "tf\\ue000"\n', "v.yaml:1: image: contains U+E000"),
+        ("image: tf\ue001\n", "v.yaml:1: image: contains U+E001"),
+        ("res:\n  args: [a, 'b\ue0000\ue001']\n", "v.yaml:2: res.args[1]: contains U+E000"),
+        ('res:\n  "k\\U0000e001": 1\n', "v.yaml:2: res.k\ue001 (its key): contains U+E001"),
+    ],
+)
+def test_reserved_characters_in_a_values_file(
+    cli: Any, tmp_path: Path, values: str, message: str
+) -> None:
+    write(tmp_path / "t.yaml", TEMPLATE.replace("tensorflow/tensorflow", "<<image>>"))
+    write(tmp_path / "v.yaml", values)
+    before = snapshot(tmp_path)
+    result = cli("t.yaml", "--nodes", "a,b", "-f", "v.yaml", "-o", "-", cwd=tmp_path)
+    assert_refused(result, 1, message, "a character simpletfjob reserves", before=before)
+
+
+@pytest.mark.parametrize("char", ["\ue000", "\ue001"])
+def test_reserved_characters_in_set_and_header(cli: Any, tmp_path: Path, char: str) -> None:
+    write(tmp_path / "t.yaml", TEMPLATE.replace("tensorflow/tensorflow", "<<image>>"))
+    before = snapshot(tmp_path)
+    result = cli("t.yaml", "--nodes", "a,b", "--set", f"image=x{char}0", "-o", "-", cwd=tmp_path)
+    code = f"U+{ord(char):04X}"
+    assert_refused(
+        result, 2, f"--set 'image=x\\u{ord(char):04x}0': the value contains {code}", before=before
+    )
+    header = f"# simpletfjob:\n#   values:\n#     image: 'x{char}'\n"
+    write(tmp_path / "h.yaml", header + TEMPLATE.replace("tensorflow/tensorflow", "<<image>>"))
+    before = snapshot(tmp_path)
+    result = cli("h.yaml", "--nodes", "a,b", "-o", "-", cwd=tmp_path)
+    assert_refused(result, 1, f"h.yaml:3: simpletfjob.values.image: contains {code}", before=before)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("apiVersion", "1", "apiVersion: must be a string, not an integer 1"),
+        ("apiVersion", "1.0", "apiVersion: must be a string, not a number 1.0"),
+        ("apiVersion", "true", "apiVersion: must be a string, not a boolean true"),
+        ("apiVersion", "[batch/v1]", 'apiVersion: must be a string, not a list ["batch/v1"]'),
+        ("apiVersion", "{group: batch}", "apiVersion: must be a string, not a mapping"),
+        ("apiVersion", "null", "apiVersion: required field is missing"),
+    ],
+)
+def test_validate_names_a_wrong_type(
+    cli: Any, tmp_path: Path, field: str, value: str, message: str
+) -> None:
+    write(tmp_path / "t.yaml", TEMPLATE.replace(f"{field}: batch/v1", f"{field}: {value}"))
+    before = snapshot(tmp_path)
+    result = cli("t.yaml", "--nodes", "a,b", "--validate", "-o", "-", cwd=tmp_path)
+    assert_refused(result, 1, f"document 1 (Job 't-ps-0'): {message}", before=before)
+
+
+@pytest.mark.parametrize("value", ["1", "true", "1.5"])
+@pytest.mark.parametrize("validate", [(), ("--validate",)])
+def test_a_kind_that_is_not_a_string(
+    cli: Any, tmp_path: Path, value: str, validate: tuple[str, ...]
+) -> None:
+    write(tmp_path / "t.yaml", TEMPLATE.replace("kind: Job", f"kind: {value}"))
+    before = snapshot(tmp_path)
+    result = cli("t.yaml", "--nodes", "a,b", *validate, "-o", "-", cwd=tmp_path)
+    assert_refused(
+        result, 1, f"document 1 (ps 0 on a): kind {value} is not a string; quote it", before=before
+    )
 
 
 def test_deep_nesting_is_refused_not_a_crash(cli: Any, tmp_path: Path) -> None:

@@ -23,7 +23,6 @@ The parse itself is libyaml's (PyYAML's C loader) where PyYAML was built with it
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import yaml
@@ -32,10 +31,9 @@ import yaml
 _ALIAS_RATIO_LOW = 400_000
 _ALIAS_RATIO_HIGH = 4_000_000
 
-# Where an alias token can start a node: after indentation at the start of a line, or
-# after a flow indicator, ':', '?' or '-'. A text with none of these has no alias, and
-# so nothing to count (the common case, which then costs one regex scan).
-_ALIAS_TOKEN = re.compile(r"(?:^|[\[{,:?-])[ \t]*\*", re.MULTILINE)
+# What may stand before an alias token, past blanks: the start of a line, a flow
+# indicator, or the ':', '?' or '-' of a block entry.
+_BEFORE_ALIAS = frozenset("\n\r[{,:?-")
 
 _COLLECTIONS = (yaml.MappingNode, yaml.SequenceNode)
 
@@ -50,8 +48,20 @@ def loader_class() -> type[Any]:
 
 
 def may_alias(text: str) -> bool:
-    """Whether the text may hold an alias; False proves it has none."""
-    return _ALIAS_TOKEN.search(text) is not None
+    """Whether the text may hold an alias; False proves it has none.
+
+    A text with no `*` where a node can start has nothing to count: the common
+    case, which then costs a scan for '*' (a render checks a thousand texts).
+    """
+    at = text.find("*")
+    while at >= 0:
+        before = at - 1
+        while before >= 0 and text[before] in " \t":
+            before -= 1
+        if before < 0 or text[before] in _BEFORE_ALIAS:
+            return True
+        at = text.find("*", at + 1)
+    return False
 
 
 def check_aliases(document: Any) -> None:

@@ -182,7 +182,18 @@ def identify(document: Any, number: int, where: str) -> DocumentId:
         )
     if not name:
         raise RenderCheckError(f"document {number} ({where}, {kind}) has no metadata.name")
-    namespace = scalar_string(mapping_get(metadata, "namespace"))
+    namespace_node = mapping_get(metadata, "namespace")
+    namespace = scalar_string(namespace_node)
+    # A null namespace is as good as none; 1 or true is neither a namespace nor none.
+    if (
+        namespace is None
+        and type(namespace_node).__name__ == "ScalarNode"
+        and _plain_tag(namespace_node.value) != _NULL
+    ):
+        raise RenderCheckError(
+            f"document {number} ({where}, {kind}): metadata.namespace "
+            f"{namespace_node.value} is not a string; quote it"
+        )
     check_name(kind, name, number, where)
     return DocumentId(kind, namespace or "", name)
 

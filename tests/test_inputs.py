@@ -711,6 +711,22 @@ def test_a_kind_that_is_not_a_string(
     )
 
 
+@pytest.mark.parametrize("value", ["1", "true", "2.5"])
+def test_a_namespace_that_is_not_a_string(cli: Any, tmp_path: Path, value: str) -> None:
+    text = TEMPLATE.replace(
+        "  name: t-<<type>>-<<index>>\n", f"  name: t-<<type>>-<<index>>\n  namespace: {value}\n", 1
+    )
+    write(tmp_path / "t.yaml", text)
+    before = snapshot(tmp_path)
+    result = cli("t.yaml", "--nodes", "a,b", "--network", "pod", "-o", "-", cwd=tmp_path)
+    assert_refused(
+        result,
+        1,
+        f"document 1 (ps 0 on a, Job): metadata.namespace {value} is not a string; quote it",
+        before=before,
+    )
+
+
 def test_deep_nesting_is_refused_not_a_crash(cli: Any, tmp_path: Path) -> None:
     deep = "[" * 990 + "]" * 990
     text = (EXAMPLES / "mnist.yaml").read_text()

@@ -236,7 +236,8 @@ def _load_kubeconfig(configuration: Any, chosen: Chosen) -> Target:
         with _client_logs() as logged:
             loader = KubeConfigLoader(config_dict=root, active_context=name, config_base_path=None)
             loader.load_and_set(configuration)
-    except (ConfigException, OSError, ValueError, KeyError, TypeError) as e:
+    except (ConfigException, OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        # The client's own checks; what simpletfjob checks itself is in kubeconfig.py.
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ClusterError(f"kubeconfig {shown}, context {name!r}: {first}") from e
     failed = [log for log in logged if log.level >= logging.ERROR]

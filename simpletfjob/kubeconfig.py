@@ -167,6 +167,8 @@ def choose(config: Kubeconfig, context: str | None) -> Chosen:
         _check_fields(user, "user", _USER_FIELDS)
         if "exec" in user.body:
             _check_exec(user)
+        if "auth-provider" in user.body:
+            _check_auth_provider(user)
     return Chosen(config.shown, entry, cluster, user)
 
 
@@ -232,3 +234,20 @@ def _check_exec(user: Entry) -> None:
                 f"{where}.env[{i}] must be a mapping with a string name and value, "
                 f"not {describe_value(item)}"
             )
+
+
+def _check_auth_provider(user: Entry) -> None:
+    provider = user.body["auth-provider"]
+    where = f"{user.where}.user.auth-provider"
+    name = provider.get("name")
+    if not isinstance(name, str) or not name:
+        problem = "is missing" if name is None else f"must be a string, not {describe_value(name)}"
+        raise InputError(f"{where}.name {problem}")
+    config = provider.get("config")
+    if config is None:
+        return
+    if not isinstance(config, Mapping):
+        raise InputError(f"{where}.config must be a mapping, not {describe_value(config)}")
+    for key, value in config.items():
+        if not isinstance(value, str):
+            raise InputError(f"{where}.config.{key} must be a string, not {describe_value(value)}")

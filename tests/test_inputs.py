@@ -445,6 +445,9 @@ MALFORMED_KUBECONFIGS = [
     (with_exec(command=None), "users[0] ('alice').user.exec.command is missing"),
     (with_exec(args="eks get-token"), "users[0] ('alice').user.exec.args must be a list of strings, not the string"),
     (with_exec(env={"AWS_PROFILE": "x"}), "users[0] ('alice').user.exec.env must be a list, not a mapping"),
+    (with_user(**{"auth-provider": {"name": "oidc", "config": "x"}}), "users[0] ('alice').user.auth-provider.config must be a mapping, not the string 'x'"),
+    (with_user(**{"auth-provider": {"name": 5}}), "users[0] ('alice').user.auth-provider.name must be a string, not the integer 5"),
+    (with_user(**{"auth-provider": {"name": "oidc", "config": {"id-token": 5}}}), "user.auth-provider.config.id-token must be a string, not the integer 5"),
 ]  # fmt: skip
 
 

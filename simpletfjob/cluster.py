@@ -391,10 +391,10 @@ class _Ahead:
 def _parse_page(data: bytes, target: Target) -> dict[str, Any]:
     try:
         page = json.loads(without_images(data))
-    except ValueError:
+    except (ValueError, RecursionError):
         try:  # not the layout without_images expects: parse all of it
             page = json.loads(data)
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:  # nested too deeply for the parser, too
             raise ClusterError(f"{target}: the answer to GET {NODES_PATH} is not JSON") from e
     if not isinstance(page, dict):
         raise ClusterError(f"{target}: the answer to GET {NODES_PATH} is not a NodeList")

@@ -156,14 +156,14 @@ def _nodes_from_json(path: str) -> list[Node]:
         del slim
         try:
             document = json.loads(text)
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:
             del text
             if not cut:
                 raise _json_error(e, path) from e
             # Not the layout without_images expects: parse the whole file, for its answer.
             try:
                 document = json.loads(read_text(path, "nodes file"))
-            except ValueError as whole:
+            except (ValueError, RecursionError) as whole:
                 raise _json_error(whole, path) from whole
         else:
             del text
@@ -173,9 +173,11 @@ def _nodes_from_json(path: str) -> list[Node]:
             gc.enable()
 
 
-def _json_error(error: ValueError, path: str) -> InputError:
+def _json_error(error: ValueError | RecursionError, path: str) -> InputError:
     import json
 
+    if isinstance(error, RecursionError):  # the parser descends one call per level
+        return InputError(f"{path}: not a NodeList: nested too deeply")
     if isinstance(error, json.JSONDecodeError):
         return InputError(
             f"{path}:{error.lineno}: not valid JSON: {error.msg} (column {error.colno}); "

@@ -12,7 +12,7 @@ import importlib
 import platform
 import sys
 
-SECTIONS = ("render", "cluster")
+SECTIONS = ("render", "nodelist", "cluster")
 
 
 def main(argv: list[str]) -> None:

@@ -207,20 +207,18 @@ def _load_header_yaml(
     """The header's data, and the template line of each key (by its path) for messages."""
     import yaml
 
-    loader_class = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    loader = loader_class(text)
+    from simpletfjob import yamlinput
+    from simpletfjob.values import check_reserved_characters
+
     try:
-        node = loader.get_single_node()
-        data = loader.construct_document(node) if node is not None else {}
+        node, data = yamlinput.load_node(text)
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        line = f":{offset + mark.line + 1}" if mark is not None else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise TemplateError(
-            f"{filename}{line}: the template header is not valid YAML: {problem}"
+            yamlinput.describe(e, filename, "the template header is not valid YAML", offset)
         ) from e
-    finally:
-        loader.dispose()
+    check_reserved_characters(text, node, filename, offset)
+    if node is None:
+        data = {}
     marks: dict[tuple[str, ...], int] = {}
     _collect_marks(node, (), offset, marks)
     # The block starts with its `simpletfjob:` line, so it is a mapping whenever it parses.

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gc
 import json
+import logging
 import os
 import re
 import sys
@@ -25,11 +26,12 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from simpletfjob import __version__
 from simpletfjob.errors import ClusterError, InputError
-from simpletfjob.nodes import Node, node_from_object
+from simpletfjob.kubeconfig import Chosen
+from simpletfjob.nodes import Node, node_from_object, without_images
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 NODES_PATH = "/api/v1/nodes"
@@ -101,14 +103,45 @@ def read_cluster_nodes(settings: ClusterSettings) -> list[Node]:
 
 @contextmanager
 def _quiet() -> Iterator[None]:
-    """No library warnings on stderr: simpletfjob says what matters in its own words."""
-    with warnings.catch_warnings():
+    """No library warnings or log lines on stderr: simpletfjob says what matters in its own words."""
+    with warnings.catch_warnings(), _client_logs():
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", PendingDeprecationWarning)
         from urllib3.exceptions import InsecureRequestWarning
 
         warnings.simplefilter("ignore", InsecureRequestWarning)
         yield
+
+
+class _KeptLog(NamedTuple):
+    level: int
+    message: str
+    error: BaseException | None  # the exception being handled when it was logged
+
+
+@contextmanager
+def _client_logs() -> Iterator[list[_KeptLog]]:
+    """Keep what the client logs, and print none of it.
+
+    The kubernetes client reports some failures only through the root logger
+    (`logging.error(str(e))`, then it carries on), which with no handler set up
+    prints `ERROR:root:...` on stderr. A handler on the root logger takes those
+    records instead, with the exception being handled, so that the caller can
+    turn the one that matters into its own message.
+    """
+    kept: list[_KeptLog] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            kept.append(_KeptLog(record.levelno, record.getMessage(), sys.exc_info()[1]))
+
+    handler = Keep()
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        yield kept
+    finally:
+        root.removeHandler(handler)
 
 
 # -- configuration ------------------------------------------------------------------------
@@ -169,20 +202,26 @@ def _readable(path: str) -> str:
 
 def connect(settings: ClusterSettings) -> tuple[Any, Target]:
     """An `ApiClient` configured as kubectl would be, and the server it talks to."""
+    from simpletfjob.kubeconfig import choose, read_kubeconfigs
+
+    paths = kubeconfig_paths(settings)
+    if paths is None and settings.context is not None:
+        raise ClusterError(
+            f"--context {settings.context!r} names a kubeconfig context, but there is no "
+            "kubeconfig here ($KUBECONFIG, ~/.kube/config); give one with --kubeconfig FILE"
+        )
+    # The kubeconfig is read and checked before the client is imported (most of a second):
+    # a malformed file or an alias bomb is refused at once.
+    chosen = choose(read_kubeconfigs(paths), settings.context) if paths is not None else None
+
     from kubernetes.client.api_client import ApiClient
     from kubernetes.client.configuration import Configuration
 
     configuration = Configuration()
-    paths = kubeconfig_paths(settings)
-    if paths is None:
-        if settings.context is not None:
-            raise ClusterError(
-                f"--context {settings.context!r} names a kubeconfig context, but there is no "
-                "kubeconfig here ($KUBECONFIG, ~/.kube/config); give one with --kubeconfig FILE"
-            )
+    if chosen is None:
         target = _load_in_cluster(configuration, settings)
     else:
-        target = _load_kubeconfig(configuration, paths, settings.context)
+        target = _load_kubeconfig(configuration, chosen)
     # simpletfjob retries by itself, within its deadline; urllib3's own retries
     # would wait longer and log each attempt on stderr.
     configuration.retries = False
@@ -191,55 +230,65 @@ def connect(settings: ClusterSettings) -> tuple[Any, Target]:
     return client, target
 
 
-def _load_kubeconfig(configuration: Any, paths: Sequence[str], context: str | None) -> Target:
-    import yaml
+def _load_kubeconfig(configuration: Any, chosen: Chosen) -> Target:
     from kubernetes.config.config_exception import ConfigException
-    from kubernetes.config.kube_config import KubeConfigLoader, KubeConfigMerger
+    from kubernetes.config.kube_config import ConfigNode, KubeConfigLoader
 
-    shown = os.pathsep.join(paths)
+    name = chosen.context.name
+    # The client is given only what it needs, already checked; each entry keeps the path
+    # of its file, which the client resolves relative certificate and token paths against.
+    entries = {"contexts": [chosen.context], "clusters": [chosen.cluster]}
+    entries["users"] = [chosen.user] if chosen.user is not None else []
+    merged = {
+        section: [
+            ConfigNode(e.where, {"name": e.name, section[:-1]: dict(e.body)}, e.path)
+            for e in listed
+        ]
+        for section, listed in entries.items()
+    }
+    shown = chosen.shown
+    root = ConfigNode(shown, {**merged, "current-context": name}, chosen.context.path)
     try:
-        merger = KubeConfigMerger(os.pathsep.join(paths))
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise InputError(f"kubeconfig {shown}:{where} not valid YAML") from e
-    except ConfigException as e:
-        raise InputError(f"kubeconfig {shown}: {e}") from e
-    except (OSError, AttributeError, TypeError, KeyError) as e:
-        raise InputError(f"kubeconfig {shown} is not a kubeconfig file ({e})") from e
-    merged = merger.config
-    if merged is None:
-        raise InputError(f"kubeconfig {shown} holds no configuration")
-    names = [str(c["name"]) for c in merged.value.get("contexts") or () if "name" in c]
-    # kubectl takes the current context from the first file that sets one; the
-    # client's merger takes the last, so choose here.
-    current = next(
-        (
-            cfg.get("current-context")
-            for cfg in merger.config_files.values()
-            if isinstance(cfg, Mapping) and cfg.get("current-context")
-        ),
-        None,
-    )
-    name = context or current
-    have = f" (it has: {', '.join(names)})" if names else " (it has no contexts)"
-    if not name:
-        raise ClusterError(
-            f"kubeconfig {shown} sets no current context; choose one with --context NAME{have}"
-        )
-    if name not in names:
-        raise ClusterError(f"context {name!r} is not in kubeconfig {shown}{have}")
-    try:
-        loader = KubeConfigLoader(config_dict=merged, active_context=name, config_base_path=None)
-        loader.load_and_set(configuration)
-    except (ConfigException, OSError, ValueError, KeyError, TypeError) as e:
+        with _client_logs() as logged:
+            loader = KubeConfigLoader(config_dict=root, active_context=name, config_base_path=None)
+            loader.load_and_set(configuration)
+    except (ConfigException, OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        # The client's own checks; what simpletfjob checks itself is in kubeconfig.py.
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ClusterError(f"kubeconfig {shown}, context {name!r}: {first}") from e
+    failed = [log for log in logged if log.level >= logging.ERROR]
+    if chosen.user is not None and "exec" in chosen.user.body and failed:
+        # The client logs a failed credential plugin and goes on without credentials.
+        command = chosen.user.body["exec"]["command"]
+        raise ClusterError(
+            f"kubeconfig {shown}, context {name!r}: "
+            f"{_plugin_failure(command, failed[0].message, failed[0].error)}"
+        )
     if not configuration.host or configuration.host == "http://localhost":
         raise ClusterError(
             f"kubeconfig {shown}, context {name!r}: the cluster has no server address"
         )
     return Target(str(configuration.host), name, insecure=not configuration.verify_ssl)
+
+
+def _plugin_failure(command: str, message: str, error: BaseException | None) -> str:
+    """What went wrong with an exec credential plugin, from what the client logged."""
+    plugin = f"the credential plugin {command!r}"
+    if isinstance(error, FileNotFoundError):
+        return (
+            f"{plugin} was not found; install it, or fix the user's exec command in the kubeconfig"
+        )
+    if isinstance(error, PermissionError):
+        return f"{plugin} cannot be run: permission denied"
+    if isinstance(error, OSError):
+        return f"{plugin} cannot be run: {error.strerror or error}"
+    exited = re.match(r"exec: process returned (-?\d+)\.?\s*(.*)", message, re.DOTALL)
+    if exited:
+        # Its last line that says something (gcloud ends its message with a lone ')').
+        said = [line.strip() for line in exited[2].splitlines() if re.search(r"\w", line)]
+        return f"{plugin} failed (exit status {exited[1]})" + (f": {said[-1]}" if said else "")
+    detail = message.strip().splitlines()[0] if message.strip() else "no detail"
+    return f"{plugin} gave no credential: {detail.removeprefix('exec: ')}"
 
 
 def _load_in_cluster(configuration: Any, settings: ClusterSettings) -> Target:
@@ -357,50 +406,33 @@ class _Ahead:
 
 def _parse_page(data: bytes, target: Target) -> dict[str, Any]:
     try:
-        page = json.loads(_without_images(data))
-    except ValueError:
-        try:  # not the layout _without_images expects: parse all of it
+        page = json.loads(without_images(data))
+    except (ValueError, RecursionError):
+        try:  # not the layout without_images expects: parse all of it
             page = json.loads(data)
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:  # nested too deeply for the parser, too
             raise ClusterError(f"{target}: the answer to GET {NODES_PATH} is not JSON") from e
     if not isinstance(page, dict):
         raise ClusterError(f"{target}: the answer to GET {NODES_PATH} is not a NodeList")
     return page
 
 
-_IMAGES = b'"images":['
-
-
-def _without_images(data: bytes) -> bytes:
-    """The page with every node's `status.images` emptied, before it is parsed.
-
-    The images list is most of a real node's JSON (kubelet reports up to 50
-    images, each with its digests) and simpletfjob needs none of it. Each entry
-    is an object whose strings are image references, which hold no brackets or
-    braces, so the list ends at the first `}]`. Anything else makes the result
-    invalid JSON, and the caller then parses the page whole.
-    """
-    pieces = []
-    kept = 0  # data[:kept] is in pieces
-    start = data.find(_IMAGES)
-    while start >= 0:
-        start += len(_IMAGES)
-        end = data.find(b"}]", start) if data[start : start + 1] == b"{" else -1
-        if end >= 0:
-            pieces.append(data[kept:start])
-            kept = end + 1  # keep the closing bracket
-        start = data.find(_IMAGES, max(start, kept))
-    if not pieces:
-        return data
-    pieces.append(data[kept:])
-    return b"".join(pieces)
-
-
 def _page_nodes(page: Mapping[str, Any], target: Target) -> list[Node]:
     items = page.get("items")
-    if not isinstance(items, list):
+    metadata = page.get("metadata") or {}
+    if (
+        not isinstance(items, list)
+        or not isinstance(metadata, Mapping)
+        or not isinstance(metadata.get("continue") or "", str)
+    ):
         raise ClusterError(f"{target}: the answer to GET {NODES_PATH} is not a NodeList")
-    return [node_from_object(item, f"{target} node {i}") for i, item in enumerate(items)]
+    try:
+        return [
+            node_from_object(item, f"{target}: the node list's items[{i}]")
+            for i, item in enumerate(items)
+        ]
+    except InputError as e:  # the same checks as for a saved NodeList, but the server's fault
+        raise ClusterError(str(e)) from e
 
 
 def _fetch(

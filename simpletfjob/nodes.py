@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from simpletfjob.errors import InputError
 
@@ -51,17 +51,25 @@ def is_node_name(name: str) -> bool:
     return len(name) <= 253 and _DNS1123_SUBDOMAIN.fullmatch(name) is not None
 
 
-def read_text(path: str, what: str) -> str:
-    """Read a UTF-8 input file, turning every failure into one line that names it."""
+def read_bytes(path: str, what: str, limit: int = -1) -> bytes:
+    """Read an input file (its first `limit` bytes, if given), naming it in every failure."""
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            return f.read(limit)
     except FileNotFoundError:
         raise InputError(f"{what} {path!r} does not exist") from None
     except IsADirectoryError:
         raise InputError(f"{what} {path!r} is a directory, not a file") from None
     except OSError as e:
         raise InputError(f"cannot read {what} {path!r}: {e.strerror or e}") from e
+
+
+def read_text(path: str, what: str) -> str:
+    """Read a UTF-8 input file, turning every failure into one line that names it."""
+    return decode_text(read_bytes(path, what), path, what)
+
+
+def decode_text(data: bytes, path: str, what: str) -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
@@ -106,10 +114,17 @@ def nodes_from_option(value: str) -> list[Node]:
 
 
 def nodes_from_file(path: str) -> list[Node]:
-    """Hosts from --nodes-file: a plain list (order kept) or a saved `kubectl get nodes -o json|yaml`."""
+    """Hosts from --nodes-file: a plain list (order kept) or a saved `kubectl get nodes -o json|yaml`.
+
+    A file whose first character is `{` is JSON, as kubectl writes it, and is read
+    as JSON, which is many times faster than a YAML parser and needs a fraction of
+    the memory. Anything else that looks like a NodeList is read as YAML.
+    """
+    if _JSON_START.match(read_bytes(path, "nodes file", 4096)):
+        return _nodes_from_json(path)
     text = read_text(path, "nodes file")
     if _looks_like_node_list(text):
-        return _nodes_from_saved_list(text, path)
+        return _nodes_from_yaml(text, path)
     entries = parse_host_lines(text, path)
     if not entries:
         raise InputError(f"nodes file {path!r} lists no hosts")
@@ -117,72 +132,275 @@ def nodes_from_file(path: str) -> list[Node]:
     return [Node(name, origin=where) for name, (_, where) in zip(names, entries, strict=True)]
 
 
+_JSON_START = re.compile(rb"(?:\xef\xbb\xbf)?\s*\{")
+
+
 def _looks_like_node_list(text: str) -> bool:
-    head = text.lstrip()
-    return head.startswith("{") or re.search(r"(?m)^(apiVersion|kind|items)\s*:", text) is not None
+    return re.search(r"(?m)^(apiVersion|kind|items)\s*:", text) is not None
 
 
-def _nodes_from_saved_list(text: str, path: str) -> list[Node]:
+def _nodes_from_json(path: str) -> list[Node]:
+    import gc
+    import json
+
+    # Tens of thousands of small dicts would set off the collector again and again for
+    # nothing: JSON makes no reference cycles.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        data = read_bytes(path, "nodes file")
+        slim = without_images(data)
+        cut = slim is not data
+        del data  # at most one copy of the file's bytes, and then of its text, at a time
+        text = decode_text(slim, path, "nodes file")
+        del slim
+        try:
+            document = json.loads(text)
+        except (ValueError, RecursionError) as e:
+            del text
+            if not cut:
+                raise _json_error(e, path) from e
+            # Not the layout without_images expects: parse the whole file, for its answer.
+            try:
+                document = json.loads(read_text(path, "nodes file"))
+            except (ValueError, RecursionError) as whole:
+                raise _json_error(whole, path) from whole
+        else:
+            del text
+        return _nodes_from_document(document, path)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _json_error(error: ValueError | RecursionError, path: str) -> InputError:
+    import json
+
+    if isinstance(error, RecursionError):  # the parser descends one call per level
+        return InputError(f"{path}: not a NodeList: nested too deeply")
+    if isinstance(error, json.JSONDecodeError):
+        return InputError(
+            f"{path}:{error.lineno}: not valid JSON: {error.msg} (column {error.colno}); "
+            "a nodes file that starts with '{' is read as JSON"
+        )
+    return InputError(f"{path}: not valid JSON: {error}")
+
+
+def _nodes_from_yaml(text: str, path: str) -> list[Node]:
     import yaml  # only this input needs a parser
 
+    from simpletfjob import yamlinput
+
     try:
-        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        doc = yaml.load(text, Loader=loader)
+        document = yamlinput.load(text)
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise InputError(f"{path}{line}: not a valid NodeList: {problem}") from e
-    if isinstance(doc, Mapping) and doc.get("kind") == "Node":
-        items: object = [doc]
-    elif isinstance(doc, Mapping) and isinstance(doc.get("items"), list):
-        items = doc["items"]
+        raise InputError(yamlinput.describe(e, path, "not a valid NodeList")) from e
+    return _nodes_from_document(document, path)
+
+
+def _nodes_from_document(document: object, path: str) -> list[Node]:
+    """The nodes of a saved NodeList (kubectl's v1 List), or of a single saved Node."""
+    if isinstance(document, Mapping) and document.get("kind") == "Node":
+        nodes = [node_from_object(document, path)]
+    elif isinstance(document, Mapping) and "items" in document:
+        items = document["items"]
+        if not isinstance(items, list):
+            raise InputError(f"{path}: items must be a list of nodes, not {describe_value(items)}")
+        nodes = [node_from_object(item, f"{path}: items[{i}]") for i, item in enumerate(items)]
     else:
         raise InputError(
             f"{path}: expected a NodeList (kubectl get nodes -o json) or one host per line"
         )
-    assert isinstance(items, list)
-    nodes = [node_from_object(item, f"{path} item {i}") for i, item in enumerate(items)]
     check_host_names((n.name, n.origin) for n in nodes)
     return sorted(nodes, key=lambda n: n.name)
 
 
 def node_from_object(obj: object, origin: str) -> Node:
-    """A `Node` from the JSON object of a v1 Node, as the API server or kubectl gives it."""
-    if not isinstance(obj, Mapping):
-        raise InputError(f"{origin}: not a Node object")
-    metadata = obj.get("metadata") or {}
-    spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
+    """A `Node` from the JSON object of a v1 Node, as the API server or kubectl gives it.
+
+    Every field read is checked for its type, so a malformed node is one line that
+    names where it is (`origin`) and the field, never a crash. The checks are
+    written out (plain `type() is` tests, no helper calls on the good path)
+    because a saved list can hold tens of thousands of nodes.
+    """
+    if type(obj) is not dict:
+        raise InputError(f"{origin}: a node must be a mapping, not {describe_value(obj)}")
+    metadata = obj.get("metadata")
+    if type(metadata) is not dict:
+        raise _malformed(origin, None, "metadata", metadata, "a mapping")
     name = metadata.get("name")
-    if not isinstance(name, str):
-        raise InputError(f"{origin}: node has no metadata.name")
-    ready = any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in status.get("conditions") or ()
-        if isinstance(c, Mapping)
-    )
-    taints = tuple(
-        Taint(str(t.get("key", "")), str(t.get("value") or ""), str(t.get("effect") or ""))
-        for t in spec.get("taints") or ()
-        if isinstance(t, Mapping)
-    )
+    if type(name) is not str or not name:
+        raise _malformed(origin, None, "metadata.name", name, "a non-empty string")
+    spec = obj.get("spec")
+    if type(spec) is not dict:
+        if spec is not None:
+            raise _malformed(origin, name, "spec", spec, "a mapping")
+        spec = {}
+    status = obj.get("status")
+    if type(status) is not dict:
+        if status is not None:
+            raise _malformed(origin, name, "status", status, "a mapping")
+        status = {}
+
+    ready = False
+    conditions = status.get("conditions")
+    if type(conditions) is not list and conditions is not None:
+        raise _malformed(origin, name, "status.conditions", conditions, "a list")
+    for i, condition in enumerate(conditions or ()):
+        if type(condition) is not dict:
+            raise _malformed(origin, name, f"status.conditions[{i}]", condition, "a mapping")
+        kind, state = condition.get("type"), condition.get("status")
+        if type(kind) is not str or type(state) is not str:
+            field, value = ("type", kind) if type(kind) is not str else ("status", state)
+            raise _malformed(origin, name, f"status.conditions[{i}].{field}", value, "a string")
+        if kind == "Ready" and state == "True":
+            ready = True
+
+    taints = []
+    listed = spec.get("taints")
+    if type(listed) is not list and listed is not None:
+        raise _malformed(origin, name, "spec.taints", listed, "a list")
+    for i, taint in enumerate(listed or ()):
+        if type(taint) is not dict:
+            raise _malformed(origin, name, f"spec.taints[{i}]", taint, "a mapping")
+        key, value, effect = taint.get("key"), taint.get("value") or "", taint.get("effect") or ""
+        if type(key) is not str or type(value) is not str or type(effect) is not str:
+            field, found = next(
+                (f, v)
+                for f, v in (("key", key), ("value", value), ("effect", effect))
+                if type(v) is not str
+            )
+            raise _malformed(origin, name, f"spec.taints[{i}].{field}", found, "a string")
+        taints.append(Taint(key, value, effect))
+
     addresses: dict[str, str] = {}
-    for a in status.get("addresses") or ():
-        if isinstance(a, Mapping) and "type" in a and "address" in a:
-            addresses.setdefault(str(a["type"]), str(a["address"]))
-    allocatable = status.get("allocatable") or {}
+    listed = status.get("addresses")
+    if type(listed) is not list and listed is not None:
+        raise _malformed(origin, name, "status.addresses", listed, "a list")
+    for i, entry in enumerate(listed or ()):
+        if type(entry) is not dict:
+            raise _malformed(origin, name, f"status.addresses[{i}]", entry, "a mapping")
+        kind, address = entry.get("type"), entry.get("address")
+        if type(kind) is not str or type(address) is not str:
+            field, value = ("type", kind) if type(kind) is not str else ("address", address)
+            raise _malformed(origin, name, f"status.addresses[{i}].{field}", value, "a string")
+        addresses.setdefault(kind, address)
+
+    labels = metadata.get("labels")
+    if type(labels) is not dict:
+        if labels is not None:
+            raise _malformed(origin, name, "metadata.labels", labels, "a mapping")
+        labels = _EMPTY
+    elif not _all_strings(labels):
+        labels = _string_labels(labels, origin, name)
+
+    unschedulable = spec.get("unschedulable")
+    if unschedulable is not None and type(unschedulable) is not bool:
+        raise _malformed(origin, name, "spec.unschedulable", unschedulable, "true or false")
+    allocatable = status.get("allocatable")
+    if type(allocatable) is not dict:
+        if allocatable is not None:
+            raise _malformed(origin, name, "status.allocatable", allocatable, "a mapping")
+        allocatable = {}
+    gpus = allocatable.get(GPU_RESOURCE, 0)
+    if type(gpus) is not str and type(gpus) is not int:
+        field = f"status.allocatable[{GPU_RESOURCE!r}]"
+        raise _malformed(origin, name, field, gpus, 'a quantity such as "4"')
     return Node(
         name=name,
         ready=ready,
-        unschedulable=bool(spec.get("unschedulable", False)),
-        taints=taints,
-        labels={str(k): str(v) for k, v in (metadata.get("labels") or {}).items()},
+        unschedulable=bool(unschedulable),
+        taints=tuple(taints),
+        labels=labels,
         addresses=addresses,
-        gpus=parse_quantity_count(allocatable.get(GPU_RESOURCE, 0)),
-        origin=f"node {name}",
+        gpus=parse_quantity_count(gpus),
+        origin=origin,
         plain=False,
     )
+
+
+_STRING_TYPE = frozenset([str])
+
+
+def _all_strings(labels: dict[Any, Any]) -> bool:
+    return (
+        set(map(type, labels)) <= _STRING_TYPE and set(map(type, labels.values())) <= _STRING_TYPE
+    )
+
+
+def _string_labels(labels: dict[Any, Any], origin: str, name: str) -> dict[str, str]:
+    """Labels whose keys and values are strings; a null value (`key:` in YAML) is ''."""
+    checked = {}
+    for key, value in labels.items():
+        if type(key) is not str:
+            raise _malformed(origin, name, "metadata.labels", key, "keyed by strings")
+        if value is not None and type(value) is not str:
+            raise _malformed(origin, name, f"metadata.labels[{key!r}]", value, "a string")
+        checked[key] = value or ""
+    return checked
+
+
+def _malformed(origin: str, name: str | None, field: str, value: object, wanted: str) -> InputError:
+    where = f"{origin}, node {name!r}" if name is not None else origin
+    if value is None:
+        return InputError(f"{where}: {field} is missing")
+    if wanted == "keyed by strings":
+        return InputError(f"{where}: {field} must be keyed by strings, not {describe_value(value)}")
+    return InputError(f"{where}: {field} must be {wanted}, not {describe_value(value)}")
+
+
+def describe_value(value: object) -> str:
+    """'a list', 'a string \'x\'', 'an integer 4'... for messages about a value of the wrong type."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, int):
+        return f"the integer {value}"
+    if isinstance(value, float):
+        return f"the number {value}"
+    if isinstance(value, str):
+        shown = value if len(value) <= 40 else value[:37] + "..."
+        return f"the string {shown!r}"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return f"a {type(value).__name__}"
+
+
+_IMAGES_KEY = b'"images"'
+_IMAGES_START = re.compile(rb'"images"\s*:\s*\[\s*\{')
+_IMAGES_END = re.compile(rb"\}\s*\]")
+
+
+def without_images(data: bytes) -> bytes:
+    """A node list's JSON with every node's `status.images` emptied, before it is parsed.
+
+    The images list is most of a real node's JSON (kubelet reports up to 50
+    images, each with its digests) and simpletfjob needs none of it. Each entry
+    is an object whose strings are image references, which hold no brackets or
+    braces, so the list ends at the first `}` followed by `]`. Anything else
+    makes the result invalid JSON, and the caller then parses the whole text.
+    Compact (the API server's) and indented (kubectl's) layouts are both cut.
+    """
+    pieces: list[memoryview] = []  # views, not copies: a saved list can be hundreds of MB
+    view = memoryview(data)
+    kept = 0  # data[:kept] is in pieces
+    at = data.find(_IMAGES_KEY)
+    while at >= 0:
+        start = _IMAGES_START.match(data, at)
+        end = _IMAGES_END.search(data, start.end()) if start else None
+        if start is None or end is None:
+            at = data.find(_IMAGES_KEY, at + len(_IMAGES_KEY))
+            continue
+        pieces.append(view[kept : start.end() - 1])  # up to the list's '[', whitespace included
+        kept = end.end() - 1  # from the closing ']'
+        at = data.find(_IMAGES_KEY, kept)
+    if not pieces:
+        return data
+    pieces.append(view[kept:])
+    return b"".join(pieces)
 
 
 # --address choices -> how to find that address on a node.

@@ -45,19 +45,31 @@ def normalize_task_text(text: str) -> str:
     return text if text.endswith("\n") else text + "\n"
 
 
-def compose_documents(text: str, first_number: int, where: str) -> list[Any]:
+def compose_documents(text: str, first_number: int, where: str, source: str = "") -> list[Any]:
     """Parse one task's text (one or more documents) into YAML node trees.
 
     Composing (libyaml's C parser, no Python objects built for the values) is
     enough to prove the text is YAML and to read kinds, names and TF_CONFIG,
-    at about half the cost of loading.
+    at about half the cost of loading. Aliases are bounded as for every YAML
+    input (see `yamlinput`); `source` is the template, for that message.
     """
     import yaml
 
+    from simpletfjob.yamlinput import LimitError, check_aliases, may_alias
+
     documents: list[Any] = []
+    aliased = may_alias(text)
     try:
         for document in yaml.compose_all(text, Loader=_check_loader()):
+            if aliased:
+                check_aliases(document)
             documents.append(document)
+    except LimitError as e:
+        line = f", line {e.problem_mark.line + 1} of the rendered text" if e.problem_mark else ""
+        raise RenderCheckError(
+            f"{source + ': ' if source else ''}document {first_number + len(documents)} "
+            f"({where}){line}: {e.problem}"
+        ) from e
     except yaml.YAMLError as e:
         number = first_number + len(documents)
         mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
@@ -156,7 +168,12 @@ def identify(document: Any, number: int, where: str) -> DocumentId:
             f"document {number} ({where}) is a YAML {_NODE_KINDS.get(node_kind, node_kind)}, "
             "not a mapping"
         )
-    kind = scalar_string(mapping_get(document, "kind"))
+    kind_node = mapping_get(document, "kind")
+    kind = scalar_string(kind_node)
+    if kind is None and type(kind_node).__name__ == "ScalarNode" and kind_node.value:
+        raise RenderCheckError(
+            f"document {number} ({where}): kind {kind_node.value} is not a string; quote it"
+        )
     if not kind:
         raise RenderCheckError(f"document {number} ({where}) has no 'kind'")
     metadata = mapping_get(document, "metadata")
@@ -168,7 +185,18 @@ def identify(document: Any, number: int, where: str) -> DocumentId:
         )
     if not name:
         raise RenderCheckError(f"document {number} ({where}, {kind}) has no metadata.name")
-    namespace = scalar_string(mapping_get(metadata, "namespace"))
+    namespace_node = mapping_get(metadata, "namespace")
+    namespace = scalar_string(namespace_node)
+    # A null namespace is as good as none; 1 or true is neither a namespace nor none.
+    if (
+        namespace is None
+        and type(namespace_node).__name__ == "ScalarNode"
+        and _plain_tag(namespace_node.value) != _NULL
+    ):
+        raise RenderCheckError(
+            f"document {number} ({where}, {kind}): metadata.namespace "
+            f"{namespace_node.value} is not a string; quote it"
+        )
     check_name(kind, name, number, where)
     return DocumentId(kind, namespace or "", name)
 

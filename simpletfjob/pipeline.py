@@ -403,7 +403,8 @@ def template_tolerations(
         context["TF_CONFIG"] = spec.compact(task)
     pieces = compiled.split(normalize_task_text(compiled.render(context)))
     text = "".join(compiled.fill(pieces, spec, task))
-    return pod_tolerations(compose_documents(text, 1, "worker 0, placeholder render"))
+    documents = compose_documents(text, 1, "worker 0, placeholder render", compiled.filename)
+    return pod_tolerations(documents)
 
 
 def read_exclusions(path: str | None) -> set[str]:
@@ -466,7 +467,7 @@ def render_and_check(
         placed = [place(compiled.placements[int(p)], stub, task) for p in pieces[1::2]]
         checked = "".join(_interleave(pieces, placed))
         where = f"{task.role} {task.index} on {task.node}"
-        documents = compose_documents(checked, number, where)
+        documents = compose_documents(checked, number, where, compiled.filename)
         if not documents:
             raise RenderCheckError(
                 f"document {number} ({where}) is empty: the template renders no YAML document"

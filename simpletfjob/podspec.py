@@ -30,18 +30,27 @@ def pod_tolerations(documents: Sequence[Any]) -> tuple[dict[str, str], ...]:
     return tuple(found)
 
 
-def _pod_specs(node: Any) -> Iterator[dict[str, Any]]:
-    """Pod specs anywhere in the tree: Job, Pod, Deployment, CronJob, TFJob replica specs..."""
-    kind = type(node).__name__
-    if kind == "MappingNode":
-        entries = {k.value: v for k, v in node.value if type(k).__name__ == "ScalarNode"}
-        if "containers" in entries:
-            yield entries
-        for value in entries.values():
-            yield from _pod_specs(value)
-    elif kind == "SequenceNode":
-        for item in node.value:
-            yield from _pod_specs(item)
+def _pod_specs(document: Any) -> Iterator[dict[str, Any]]:
+    """Pod specs anywhere in the tree: Job, Pod, Deployment, CronJob, TFJob replica specs...
+
+    Each node is visited once, in document order, however many aliases repeat it and
+    however deep it is nested.
+    """
+    seen: set[int] = set()
+    stack = [document]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        kind = type(node).__name__
+        if kind == "MappingNode":
+            entries = {k.value: v for k, v in node.value if type(k).__name__ == "ScalarNode"}
+            if "containers" in entries:
+                yield entries
+            stack.extend(reversed(entries.values()))
+        elif kind == "SequenceNode":
+            stack.extend(reversed(node.value))
 
 
 def _scalars(node: Any) -> dict[str, str]:

@@ -53,6 +53,7 @@ _STATEMENT_LINE = re.compile(r"^[ \t]*(\{%.*%\}|<#.*#>)[ \t]*$")
 
 # Private-use characters frame the markers; a template or value may not contain them.
 _MARK_OPEN, _MARK_CLOSE = "\ue000", "\ue001"
+RESERVED_CHARACTERS = (_MARK_OPEN, _MARK_CLOSE)
 _MARKER = re.compile(f"{_MARK_OPEN}(\\d+){_MARK_CLOSE}")
 
 # Placement modes whose text is one whole YAML scalar, so the check can find it.

@@ -111,11 +111,14 @@ class Validator:
         if not isinstance(document, dict):
             return [Problem("", "is not a mapping")]
         api_version, kind = document.get("apiVersion"), document.get("kind")
-        if not isinstance(api_version, str) or not api_version:
-            return [Problem("apiVersion", "required field is missing")]
-        if not isinstance(kind, str) or not kind:
-            return [Problem("kind", "required field is missing")]
-        validator = self._validator(kind, api_version)
+        for field, value in (("apiVersion", api_version), ("kind", kind)):
+            if value is None or value == "":
+                return [Problem(field, "required field is missing")]
+            if not isinstance(value, str):
+                return [
+                    Problem(field, f"must be a string, not {_json_type(value)} {_shown(value)}")
+                ]
+        validator = self._validator(str(kind), str(api_version))  # both strings by now
         if validator is None:
             return []
         from referencing.exceptions import Unresolvable
@@ -327,6 +330,8 @@ def validate_tasks(
     """
     import yaml
 
+    from simpletfjob.yamlinput import load_all
+
     validator = Validator(kube_version)
     loader = _validation_loader()
     first: tuple[str, Problem] | None = None
@@ -336,7 +341,7 @@ def validate_tasks(
     warned: set[tuple[str, str]] = set()
     for text, ids, where in tasks:
         try:
-            documents = list(yaml.load_all(text, Loader=loader))
+            documents = load_all(text, loader)
         except yaml.YAMLError as e:  # the render check parsed it; a constructor may still object
             raise SchemaError(
                 f"document {number + 1} ({where}) cannot be read for validation: "
@@ -349,7 +354,11 @@ def validate_tasks(
                 validator, document, label, warn, warned
             ):
                 continue
-            for problem in validator.problems(document):
+            try:
+                problems = validator.problems(document)
+            except RecursionError as e:  # jsonschema descends one call per level
+                raise SchemaError(f"{label}: nested too deeply for --validate to check") from e
+            for problem in problems:
                 if first is None:
                     first = (label, problem)
                 elif (problem.path, problem.message) not in seen:

@@ -7,9 +7,19 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from simpletfjob.errors import InputError, UsageError
+from simpletfjob.render import BUILTIN_VARIABLES, RESERVED_CHARACTERS
 
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _INT = re.compile(r"[-+]?(0|[1-9][0-9]*)")
+# A reserved character as it may stand in YAML text: itself, or a double-quoted escape.
+_RESERVED_IN_YAML = re.compile(
+    "|".join(
+        pattern
+        for char in RESERVED_CHARACTERS
+        for pattern in (re.escape(char), rf"\\u{ord(char):04x}", rf"\\U{ord(char):08x}")
+    ),
+    re.IGNORECASE,
+)
 
 
 def parse_set(item: str) -> dict[str, Any]:
@@ -24,6 +34,11 @@ def parse_set(item: str) -> dict[str, Any]:
                 f"--set {item!r}: {key.strip()!r} is not a variable name "
                 "(letters, digits and '_', dotted for nesting)"
             )
+    if parts[0] in BUILTIN_VARIABLES:
+        raise UsageError(f"--set {item!r}: {_reserved_name(parts[0])}")
+    for char in RESERVED_CHARACTERS:
+        if char in raw:
+            raise UsageError(f"--set {item!r}: the value contains {_reserved_character(char)}")
     value: Any = _typed(raw)
     for part in reversed(parts):
         value = {part: value}
@@ -55,34 +70,74 @@ def load_values_file(path: str) -> dict[str, Any]:
     """A -f values file: a YAML mapping whose top-level keys are variable names."""
     import yaml
 
+    from simpletfjob import yamlinput
     from simpletfjob.nodes import read_text
 
     text = read_text(path, "values file")
     try:
-        data = yaml.safe_load(text)
+        node, data = yamlinput.load_node(text)
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise InputError(f"{path}{line}: not valid YAML: {problem}") from e
+        raise InputError(yamlinput.describe(e, path)) from e
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise InputError(
             f"values file {path!r} must be a YAML mapping, not a {type(data).__name__}"
         )
+    lines = {k.value: k.start_mark.line + 1 for k, _ in node.value}
     for key in data:
         if not isinstance(key, str) or not _KEY.fullmatch(key):
             raise InputError(f"values file {path!r}: {key!r} is not a variable name")
+        if key in BUILTIN_VARIABLES:
+            raise UsageError(f"{path}:{lines.get(key, 1)}: {_reserved_name(key)}")
+    check_reserved_characters(text, node, path)
     return data
+
+
+def _reserved_name(key: str) -> str:
+    return f"{key!r} is set by simpletfjob for each task and cannot be given as a value"
+
+
+def _reserved_character(char: str) -> str:
+    return f"U+{ord(char):04X}, a character simpletfjob reserves for its own markers"
+
+
+def check_reserved_characters(text: str, document: Any, source: str, line_offset: int = 0) -> None:
+    """Refuse YAML values holding a character the render reserves, naming the first one's key.
+
+    `document` is the text's composed node; it is walked only when the text may hold one.
+    """
+    if not _RESERVED_IN_YAML.search(text):
+        return
+    import yaml
+
+    seen: set[int] = set()
+    stack: list[tuple[Any, str]] = [(document, "")]
+    while stack:
+        node, where = stack.pop()
+        if id(node) in seen:  # an alias: its node was looked at already
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode):
+            for char in RESERVED_CHARACTERS:
+                if char in node.value:
+                    line = line_offset + node.start_mark.line + 1
+                    raise InputError(
+                        f"{source}:{line}: {where or 'the value'}: contains {_reserved_character(char)}"
+                    )
+        elif isinstance(node, yaml.SequenceNode):
+            stack += [(item, f"{where}[{i}]") for i, item in reversed(list(enumerate(node.value)))]
+        elif isinstance(node, yaml.MappingNode):
+            for key, value in reversed(node.value):
+                name = str(key.value) if isinstance(key, yaml.ScalarNode) else "?"
+                name = f"{where}.{name}" if where else name
+                stack += [(value, name), (key, f"{name} (its key)")]
 
 
 def check_reserved(values: Mapping[str, Any], reserved: tuple[str, ...]) -> None:
     clash = sorted(set(values) & set(reserved))
     if clash:
-        raise UsageError(
-            f"{clash[0]!r} is set by simpletfjob for each task and cannot be given as a value"
-        )
+        raise UsageError(_reserved_name(clash[0]))
 
 
 def collect_values(

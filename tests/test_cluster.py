@@ -403,7 +403,7 @@ def test_insecure_skip_tls_verify_is_one_line_of_our_own(
 def test_pages_are_parsed_without_their_images_lists() -> None:
     import json
 
-    from simpletfjob.cluster import _without_images
+    from simpletfjob.nodes import without_images as _without_images
 
     nodes = [make_node("a"), make_node("none", images=0), make_node("b", images=3)]
     compact = json.dumps({"items": nodes}, separators=(",", ":")).encode()

@@ -143,7 +143,7 @@ def _nodes_from_saved_list(text: str, path: str) -> list[Node]:
         )
     assert isinstance(items, list)
     nodes = [node_from_object(item, f"{path} item {i}") for i, item in enumerate(items)]
-    check_host_names((n.name, n.origin) for n in nodes)
+    check_host_names((n.name, f"{path} item {i}") for i, n in enumerate(nodes))
     return sorted(nodes, key=lambda n: n.name)
 
 

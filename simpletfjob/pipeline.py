@@ -41,6 +41,7 @@ from simpletfjob.roles import (
     ClusterSpec,
     Host,
     Task,
+    check_endpoints,
     place_tasks,
     run_roles,
     tasks_at,
@@ -57,6 +58,9 @@ from simpletfjob.selection import (
 from simpletfjob.values import check_reserved
 
 STDOUT = "-"
+
+# What --address puts in TF_CONFIG, as messages name it.
+ADDRESS_NAMES = {"internal-ip": "InternalIP", "hostname": f"{node_sources.HOSTNAME_LABEL} label"}
 
 
 class Options(NamedTuple):
@@ -435,7 +439,10 @@ def choose_tasks(
     def host(i: int) -> Host:
         return Host(names[i], node_sources.host_address(eligible[i].node, options.address))
 
-    return tasks_at(seats, host, options.port)
+    tasks = tasks_at(seats, host, options.port)
+    if options.address != "name" and options.network == "host":
+        check_endpoints(tasks, ADDRESS_NAMES[options.address])
+    return tasks
 
 
 def read_exclusions(path: str | None) -> set[str]:

@@ -366,6 +366,32 @@ def _hosts(n: int) -> str:
     return "host" if n == 1 else "hosts"
 
 
+def check_endpoints(tasks: Sequence[Task], address: str) -> None:
+    """No two tasks listen at one host:port; `address` says what the hosts are, for the message.
+
+    Two spellings of one IP address, or hostnames that differ only in case, are
+    the same host.
+    """
+    import ipaddress  # only --address internal-ip and hostname come here
+
+    def same_host(host: str) -> str:
+        try:
+            return ipaddress.ip_address(host).compressed
+        except ValueError:
+            return host.lower().rstrip(".")
+
+    seen: dict[tuple[str, int], Task] = {}
+    for task in tasks:
+        other = seen.setdefault((same_host(task.host), task.port), task)
+        if other is not task:
+            shared = task.host if task.host == other.host else f"{other.host} and {task.host}"
+            raise SelectionError(
+                f"nodes {other.node!r} and {task.node!r} have the same {address} {shared}, so "
+                f"{other.role} {other.index} and {task.role} {task.index} would both listen at "
+                f"{task.endpoint}; exclude one of them (-E) or choose another --address"
+            )
+
+
 class ClusterSpec:
     """The `cluster` part of TF_CONFIG, built once, and each task's whole TF_CONFIG from it.
 

@@ -1,4 +1,4 @@
-"""Eligibility judged per role, and the errors when hosts fall short.
+"""Eligibility judged per role, endpoints that never repeat, and the errors when hosts fall short.
 
 The nodes come from the loopback API server or from a saved NodeList; the
 output is parsed and each task's TF_CONFIG read back with json.loads.
@@ -7,10 +7,14 @@ output is parsed and each task's TF_CONFIG read back with json.loads.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import tf_config_of, write
 from tests.kubeapi import KubeAPI, make_node, write_kubeconfig
@@ -327,3 +331,197 @@ def test_every_node_unusable_for_every_reason(cli: Any, source: Source) -> None:
         "simpletfjob: error: no host is eligible "
         "(5 nodes: 0 eligible, 1 excluded, 2 NotReady, 1 cordoned, 1 tainted)"
     )
+
+
+# -- two tasks never share an endpoint -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("address", "node_args", "shared"),
+    [
+        ("internal-ip", {"internal_ip": "10.9.9.9"}, "InternalIP 10.9.9.9"),
+        ("hostname", {"hostname": "box"}, "kubernetes.io/hostname label box"),
+    ],
+)
+def test_two_chosen_nodes_with_one_address_are_refused(
+    cli: Any, source: Source, address: str, node_args: dict[str, str], shared: str
+) -> None:
+    source.set_nodes(
+        [
+            make_node("n1", internal_ip="10.0.0.1", hostname="one"),
+            make_node("n2", **node_args),
+            make_node("n3", internal_ip="10.0.0.3", hostname="three"),
+            make_node("n4", **node_args),
+        ]
+    )
+    line = assert_one_line_error(run(cli, source, template_for(), "--address", address))
+    assert line == (
+        f"simpletfjob: error: nodes 'n2' and 'n4' have the same {shared}, so worker 0 and "
+        f"worker 2 would both listen at {shared.split()[-1]}:2222; exclude one of them (-E) "
+        "or choose another --address"
+    )
+    # Only the tasks chosen matter: -N 3 leaves n4 out.
+    assert [node for _, _, node in placed(run(cli, source, template_for(), "-N", "3"))] == [
+        "n1",
+        "n2",
+        "n3",
+    ]
+    ok = run(cli, source, template_for(), "--address", address, "-N", "3")
+    assert [node for _, _, node in placed(ok)] == ["n1", "n2", "n3"]
+    # With pod networking each task has its own Service name, so nothing is shared.
+    pod = run(cli, source, template_for(), "--address", address, "--network", "pod")
+    assert pod.code == 0, pod.err
+
+
+def test_ip_addresses_are_compared_as_addresses(cli: Any, source: Source) -> None:
+    source.set_nodes(
+        [make_node("n1", internal_ip="fd00::1"), make_node("n2", internal_ip="fd00:0:0::1")]
+    )
+    line = assert_one_line_error(run(cli, source, template_for(), "--address", "internal-ip"))
+    assert line.startswith(
+        "simpletfjob: error: nodes 'n1' and 'n2' have the same InternalIP fd00::1 and "
+        "fd00:0:0::1, so ps 0 and worker 0 would both listen at [fd00:0:0::1]:2222"
+    )
+
+
+def test_a_node_list_that_names_a_node_twice(cli: Any, tmp_path: Path) -> None:
+    nodes = [make_node("a"), make_node("b"), make_node("a", internal_ip="10.0.0.9")]
+    write(tmp_path / "nodes.json", saved_list(nodes))
+    write(tmp_path / "t.yaml", template_for())
+    result = cli("t.yaml", "--nodes-file", "nodes.json", "-o", "-", cwd=tmp_path)
+    line = assert_one_line_error(result)
+    assert line == (
+        "simpletfjob: error: nodes.json item 2: host 'a' is listed twice "
+        "(first at nodes.json item 0)"
+    )
+
+
+def test_a_cluster_that_lists_a_node_twice(cli: Any, kubeapi: KubeAPI, tmp_path: Path) -> None:
+    kubeapi.set_nodes([make_node("a"), make_node("b"), make_node("a", internal_ip="10.0.0.9")])
+    write_kubeconfig(tmp_path / "kubeconfig", kubeapi.url)
+    write(tmp_path / "t.yaml", template_for())
+    # Even with -N 2, which would use only 'a' and 'b': the list itself is broken.
+    result = cli("t.yaml", "--kubeconfig", "kubeconfig", "-N", "2", "-o", "-", cwd=tmp_path)
+    line = assert_one_line_error(result)
+    assert line == (
+        f"simpletfjob: error: {kubeapi.url} (context 'loopback'): the node list names 'a' "
+        "twice (items 0 and 1); a node name is unique, so the list cannot be used"
+    )
+
+
+# -- a property: random tolerations per role over random taints -------------------------------
+
+TAINT_KEYS = ("a", "b", "c")
+ROLES = ("chief", "ps", "worker", "evaluator")
+
+
+def role_template(tolerated: dict[str, list[str]]) -> str:
+    """A Job whose pods tolerate, per role, the taint keys given (an if/elif chain)."""
+    branches = []
+    for role, keys in tolerated.items():
+        items = "".join(f"        - {{key: {k}, operator: Exists}}\n" for k in keys)
+        body = f"      tolerations:\n{items}" if keys else ""
+        branches.append(f'{{% {"if" if not branches else "elif"} type == "{role}" %}}\n{body}')
+    head, tail = template_for().split("{% if type in [] %}\n")
+    return head + "".join(branches) + "{% endif %}\n" + tail.split("{% endif %}\n", 1)[1]
+
+
+# What a run may fail with here: too few hosts for the roles, or a shared InternalIP.
+SELECTION_ERRORS = (
+    "no host is left for ",
+    "no eligible host may take ",
+    "no task is left for a worker",
+    "no host is eligible",
+    "-N ",
+    "nodes 'n",
+)
+
+
+@settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    taints=st.lists(st.sets(st.sampled_from(TAINT_KEYS), max_size=2), min_size=2, max_size=8),
+    tolerated=st.fixed_dictionaries({r: st.sets(st.sampled_from(TAINT_KEYS)) for r in ROLES}),
+    ips=st.lists(st.sampled_from([f"10.0.0.{i}" for i in range(1, 13)]), min_size=8),
+    psn=st.integers(0, 2),
+    chief=st.booleans(),
+    evaluator=st.booleans(),
+    per_host=st.integers(1, 2),
+    address=st.sampled_from(["name", "internal-ip"]),
+    data=st.data(),
+)
+def test_every_task_on_a_node_its_role_tolerates(
+    tmp_path_factory: Any,
+    capsys: Any,
+    taints: list[set[str]],
+    tolerated: dict[str, set[str]],
+    ips: list[str],
+    psn: int,
+    chief: bool,
+    evaluator: bool,
+    per_host: int,
+    address: str,
+    data: st.DataObject,
+) -> None:
+    from simpletfjob.cli import main
+
+    directory: Path = tmp_path_factory.mktemp("r")
+    names = [f"n{i}" for i in range(len(taints))]
+    nodes = [
+        make_node(
+            name,
+            internal_ip=ip,
+            taints=[{"key": k, "effect": "NoSchedule"} for k in sorted(keys)],
+        )
+        for name, keys, ip in zip(names, taints, ips, strict=False)
+    ]
+    write(directory / "nodes.json", saved_list(nodes))
+    write(directory / "t.yaml", role_template({r: sorted(k) for r, k in tolerated.items()}))
+    num = data.draw(st.sampled_from([-1, -1, *range(2, len(names) + 1)]), label="num")
+    args = ["t.yaml", "--nodes-file", "nodes.json", "-o", "-", "-N", str(num), "--psn", str(psn)]
+    args += ["--tasks-per-host", str(per_host), "--address", address]
+    args += ["--chief"] * chief + ["--evaluator"] * evaluator
+    old = Path.cwd()
+    os.chdir(directory)
+    try:
+        main(args)
+        code = 0
+    except SystemExit as e:
+        code = int(e.code or 0)
+    finally:
+        os.chdir(old)
+    out, err = capsys.readouterr()
+    if code != 0:
+        assert code == 1 and out == "", err
+        assert err.count("\n") == 1 and err.startswith("simpletfjob: error: "), err
+        assert err[len("simpletfjob: error: ") :].startswith(SELECTION_ERRORS), err
+        return
+    docs = list(yaml.safe_load_all(out))
+    taints_of = dict(zip(names, taints, strict=True))
+    ip_of = dict(zip(names, ips, strict=False))
+    endpoints = set()
+    nodes_used = set()
+    configs = []
+    for doc in docs:
+        config = tf_config_of(doc)
+        role, index = config["task"]["type"], config["task"]["index"]
+        assert doc["metadata"]["name"] == f"t-{role}-{index}"
+        node = doc["spec"]["template"]["spec"]["nodeName"]
+        assert taints_of[node] <= tolerated[role], (role, node)
+        listen = doc["spec"]["template"]["spec"]["containers"][0]["args"][0]
+        host, port = listen.removeprefix("--listen=").rsplit(":", 1)
+        assert host == (node if address == "name" else ip_of[node])
+        assert (host, port) not in endpoints
+        endpoints.add((host, port))
+        nodes_used.add(node)
+        configs.append(config)
+        if role != "evaluator":
+            assert config["cluster"][role][index] == f"{host}:{port}"
+    assert all(c["cluster"] == configs[0]["cluster"] for c in configs)
+    roles = [c["task"]["type"] for c in configs]
+    assert roles.count("worker") >= 1
+    assert roles.count("chief") == chief and roles.count("evaluator") == evaluator
+    assert roles.count("ps") == psn
+    if num != -1:
+        assert len(nodes_used) == num

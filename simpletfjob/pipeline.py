@@ -17,10 +17,12 @@ from simpletfjob.errors import InputError, OutputError, RenderCheckError, UsageE
 from simpletfjob.labels import (
     INDEX_LABEL,
     JOB_LABEL,
+    LABEL_VALUE_RULE,
     MANAGED_BY,
     ROLE_LABEL,
     TextEditor,
     check_label_value,
+    is_label_value,
     label_document,
 )
 from simpletfjob.output import (
@@ -193,12 +195,10 @@ def job_label(options: Options, template: str) -> str | None:
     """The simpletfjob/job label: --name, or the template's file name without extension."""
     if not options.labels:
         return None
-    name = options.name
+    name = options.name  # checked with the other options
     if name is None:
         name = template_stem(template)
         check_label_value(name, "the template's name")
-    else:
-        check_label_value(name, "--name")
     return name
 
 
@@ -294,6 +294,11 @@ def check_options(options: Options) -> None:
         raise UsageError(f"--address must be one of {', '.join(node_sources.ADDRESS_CHOICES)}")
     if options.selector is not None:
         parse_selector(options.selector)  # a bad selector is a usage error before any network
+    if options.name == "":
+        raise UsageError("--name must not be empty")
+    if options.name is not None and not is_label_value(options.name):
+        # The name is the simpletfjob/job label, so it follows the rule for label values.
+        raise UsageError(f"--name {options.name!r} is not a valid label value ({LABEL_VALUE_RULE})")
 
 
 def load_template(name: str, text: str | None = None) -> tuple[str, str]:
@@ -445,11 +450,12 @@ def choose_tasks(
     return tasks
 
 
-def read_exclusions(path: str | None) -> set[str]:
+def read_exclusions(path: str | None) -> dict[str, None]:
+    """The names in the exclusion file, in its order, once each."""
     if path is None:
-        return set()
+        return {}
     text = node_sources.read_text(path, "exclusion file")
-    return {name for name, _ in node_sources.parse_host_lines(text, path)}
+    return dict.fromkeys(name for name, _ in node_sources.parse_host_lines(text, path))
 
 
 def read_psf(path: str | None) -> list[str]:

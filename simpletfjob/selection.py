@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 from simpletfjob.errors import SelectionError, UsageError
@@ -244,7 +244,7 @@ def eligible_hosts(verdicts: Sequence[Verdict], num: int, psf: Sequence[str] = (
     return eligible
 
 
-def unknown_exclusions(nodes: Sequence[Node], excluded: Collection[str]) -> list[str]:
-    """Names in the exclusion file that are not among the hosts: likely typos."""
+def unknown_exclusions(nodes: Sequence[Node], excluded: Iterable[str]) -> list[str]:
+    """Names in the exclusion file that are not among the hosts (likely typos), in the file's order, once each."""
     names = {n.name for n in nodes}
-    return [name for name in excluded if name not in names]
+    return [name for name in dict.fromkeys(excluded) if name not in names]

@@ -26,8 +26,7 @@ def explain_table(verdicts: Sequence[Verdict], tasks: Sequence[Task], limited: b
         if not v.eligible:
             rows.append((name, "no", "-", why))
             continue
-        only = v.only_for()
-        eligible = f"only {', '.join(only)}" if only else "yes"
+        eligible = f"only {', '.join(v.only_for)}" if v.only_for else "yes"
         if name in given:
             rows.append((name, eligible, ", ".join(given[name]), why))
         else:

@@ -46,24 +46,16 @@ class Verdict(NamedTuple):
 
     node: Node
     reasons: tuple[Reason, ...] = ()
-    roles: tuple[str, ...] = ()  # the run's roles, when they were judged one by one
+    only_for: tuple[str, ...] = ()  # the roles that may use the node, when only some may
 
     def may_take(self, role: str) -> bool:
         """Whether a task of this role may run on the node."""
-        return not any(r.applies_to(role) for r in self.reasons)
+        return not self.reasons or role in self.only_for
 
     @property
     def eligible(self) -> bool:
         """Some role of the run may use the node."""
-        if not self.reasons:
-            return True
-        return any(self.may_take(role) for role in self.roles)
-
-    def only_for(self) -> tuple[str, ...]:
-        """The roles that may use an eligible node, when not all of them may; else ()."""
-        if not self.reasons:
-            return ()
-        return tuple(role for role in self.roles if self.may_take(role))
+        return not self.reasons or bool(self.only_for)
 
 
 class Requirement(NamedTuple):
@@ -179,9 +171,12 @@ def judge_node(node: Node, excluded: Collection[str], rules: Rules) -> Verdict:
         reasons.append(Reason("selector", "labels do not match --selector"))
     if node.gpus < rules.min_gpus:
         reasons.append(Reason("gpus", f"{node.gpus} GPUs < {rules.min_gpus}"))
-    if not rules.role_tolerations:
+    if not reasons or not rules.role_tolerations:
         return Verdict(node, tuple(reasons))
-    return Verdict(node, tuple(reasons), tuple(role for role, _ in rules.role_tolerations))
+    only_for = tuple(
+        role for role, _ in rules.role_tolerations if not any(r.applies_to(role) for r in reasons)
+    )
+    return Verdict(node, tuple(reasons), only_for)
 
 
 def judge_nodes(nodes: Sequence[Node], excluded: Collection[str], rules: Rules) -> list[Verdict]:
@@ -199,9 +194,8 @@ def breakdown(verdicts: Sequence[Verdict]) -> str:
     for v in verdicts:
         if v.eligible:
             counts["eligible"] += 1
-            only = v.only_for()
-            if only:
-                partial[only] += 1
+            if v.only_for:
+                partial[v.only_for] += 1
         else:
             counts[v.reasons[0].category] += 1
     eligible = f"{counts['eligible']} eligible"
@@ -225,7 +219,7 @@ def eligible_hosts(verdicts: Sequence[Verdict], num: int, psf: Sequence[str] = (
     A --psf host is judged as a ps: it must be a node that a ps may use.
     """
     eligible = [v for v in verdicts if v.eligible]
-    by_name = {v.node.name: v for v in verdicts}
+    by_name = {v.node.name: v for v in verdicts} if psf else {}
     for name in psf:
         verdict = by_name.get(name)
         if verdict is None:

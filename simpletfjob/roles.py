@@ -89,11 +89,14 @@ def assign_roles(
 def tasks_at(seats: Seating, host: Callable[[int], Host], port: int) -> list[Task]:
     """The tasks, in role order; `host` is asked once for each host used, so only those need an address."""
     hosts: dict[int, Host] = {}
-    tasks = []
+    tasks: list[Task] = []
+    append = tasks.append  # a thousand hosts or more pass through here
     for role in ROLE_ORDER:
         for index, (i, slot) in enumerate(seats.get(role, ())):
-            h = hosts.get(i) or hosts.setdefault(i, host(i))
-            tasks.append(Task(role, index, h.node, h.address, port + slot))
+            h = hosts.get(i)
+            if h is None:
+                h = hosts[i] = host(i)
+            append(Task(role, index, h.node, h.address, port + slot))
     return tasks
 
 

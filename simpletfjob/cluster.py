@@ -98,6 +98,15 @@ def read_cluster_nodes(settings: ClusterSettings) -> list[Node]:
             nodes = list_nodes(client, target, settings)
         finally:
             client.close()
+    first: dict[str, int] = {}
+    for i, node in enumerate(nodes):
+        seen = first.setdefault(node.name, i)
+        if seen != i:
+            # A node name is unique in a cluster: two tasks would share one name:port.
+            raise ClusterError(
+                f"{target}: the node list names {node.name!r} twice (items {seen} and {i}); "
+                "a node name is unique, so the list cannot be used"
+            )
     return sorted(nodes, key=lambda n: n.name)
 
 

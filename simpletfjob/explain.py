@@ -8,8 +8,13 @@ from simpletfjob.roles import Task
 from simpletfjob.selection import Verdict, breakdown
 
 
-def explain_table(verdicts: Sequence[Verdict], tasks: Sequence[Task]) -> str:
-    """The table, ending with the short breakdown; `tasks` is empty when selection failed."""
+def explain_table(verdicts: Sequence[Verdict], tasks: Sequence[Task], limited: bool = True) -> str:
+    """The table, ending with the short breakdown; `tasks` is empty when selection failed.
+
+    A node that only some roles may use says which in ELIGIBLE ('only ps'), and
+    each reason that holds for some roles only names them ('taint k:NoSchedule
+    (worker)'). `limited` is whether -N limited the hosts, for nodes left unused.
+    """
     given: dict[str, list[str]] = {}
     for t in tasks:
         where = f" at {t.host}" if t.host != t.node else ""
@@ -17,12 +22,16 @@ def explain_table(verdicts: Sequence[Verdict], tasks: Sequence[Task]) -> str:
     rows = [("NODE", "ELIGIBLE", "TASK", "WHY NOT")]
     for v in verdicts:
         name = v.node.name
+        why = "; ".join(map(str, v.reasons))
         if not v.eligible:
-            rows.append((name, "no", "-", "; ".join(map(str, v.reasons))))
-        elif name in given:
-            rows.append((name, "yes", ", ".join(given[name]), ""))
+            rows.append((name, "no", "-", why))
+            continue
+        eligible = f"only {', '.join(v.only_for)}" if v.only_for else "yes"
+        if name in given:
+            rows.append((name, eligible, ", ".join(given[name]), why))
         else:
-            rows.append((name, "yes", "-", "not needed (-N)" if tasks else ""))
+            unused = ("not needed (-N)" if limited else "not needed") if tasks else ""
+            rows.append((name, eligible, "-", "; ".join(filter(None, (unused, why)))))
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     lines = [
         "  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True))

@@ -64,11 +64,20 @@ class Edit(NamedTuple):
     text: str
 
 
+LABEL_VALUE_RULE = (
+    "at most 63 characters: letters, digits, '-', '_' and '.', "
+    "starting and ending with a letter or digit"
+)
+
+
+def is_label_value(value: str) -> bool:
+    return len(value) <= 63 and _LABEL_VALUE.fullmatch(value) is not None
+
+
 def check_label_value(value: str, what: str) -> None:
-    if len(value) > 63 or _LABEL_VALUE.fullmatch(value) is None:
+    if not is_label_value(value):
         raise RenderCheckError(
-            f"{what} {value!r} is not a valid label value (at most 63 characters: letters, "
-            "digits, '-', '_' and '.', starting and ending with a letter or digit); use --name"
+            f"{what} {value!r} is not a valid label value ({LABEL_VALUE_RULE}); use --name"
         )
 
 

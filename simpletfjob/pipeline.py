@@ -17,10 +17,12 @@ from simpletfjob.errors import InputError, RenderCheckError, UsageError
 from simpletfjob.labels import (
     INDEX_LABEL,
     JOB_LABEL,
+    LABEL_VALUE_RULE,
     MANAGED_BY,
     ROLE_LABEL,
     TextEditor,
     check_label_value,
+    is_label_value,
     label_document,
 )
 from simpletfjob.output import (
@@ -39,10 +41,29 @@ from simpletfjob.output import (
     write_to,
 )
 from simpletfjob.render import BUILTIN_VARIABLES, WHOLE_VALUE_MODES, CompiledTemplate, place
-from simpletfjob.roles import ClusterSpec, Host, Task, assign_roles
-from simpletfjob.selection import Rules, judge_nodes, parse_selector, take_hosts, unknown_exclusions
+from simpletfjob.roles import (
+    ClusterSpec,
+    Host,
+    Task,
+    check_endpoints,
+    place_tasks,
+    run_roles,
+    tasks_at,
+)
+from simpletfjob.selection import (
+    Rules,
+    Verdict,
+    breakdown,
+    eligible_hosts,
+    judge_nodes,
+    parse_selector,
+    unknown_exclusions,
+)
 from simpletfjob.streams import stream_fd
 from simpletfjob.values import check_reserved
+
+# What --address puts in TF_CONFIG, as messages name it.
+ADDRESS_NAMES = {"internal-ip": "InternalIP", "hostname": f"{node_sources.HOSTNAME_LABEL} label"}
 
 
 class Options(NamedTuple):
@@ -138,24 +159,17 @@ def run(options: Options) -> str:
     for name in unknown_exclusions(nodes, excluded):
         warn(f"{options.exc}: {name!r} is not among the hosts")
     psf = read_psf(options.psf)
-    verdicts = judge_nodes(nodes, excluded, eligibility_rules(options, compiled, nodes))
+    rules = eligibility_rules(options, compiled, nodes)
+    verdicts = judge_nodes(nodes, excluded, rules)
     tasks: list[Task] = []
     try:
-        selected = take_hosts(verdicts, options.num, psf)
-        tasks = assign_roles(
-            [Host(n.name, node_sources.host_address(n, options.address)) for n in selected],
-            psn=len(psf) if psf else options.psn,
-            psf=psf,
-            chief=options.chief,
-            evaluator=options.evaluator,
-            port=options.port,
-            tasks_per_host=options.tasks_per_host,
-        )
+        tasks = choose_tasks(options, verdicts, psf, per_role=bool(rules.role_tolerations))
     finally:
         if options.explain:
             from simpletfjob.explain import explain_table
 
-            print(explain_table(verdicts, tasks), file=sys.stderr)
+            table = explain_table(verdicts, tasks, limited=options.num != -1)
+            print(table, file=sys.stderr)
     decoration = Decoration(job_label(options, filename), namespace_to_add(options))
     spec = ClusterSpec(tasks, include_evaluator=options.evaluator_in_cluster)
     rendered = render_and_check(compiled, tasks, spec, options.values, decoration)
@@ -179,12 +193,10 @@ def job_label(options: Options, template: str) -> str | None:
     """The simpletfjob/job label: --name, or the template's file name without extension."""
     if not options.labels:
         return None
-    name = options.name
+    name = options.name  # checked with the other options
     if name is None:
         name = template_stem(template)
         check_label_value(name, "the template's name")
-    else:
-        check_label_value(name, "--name")
     return name
 
 
@@ -254,6 +266,10 @@ def check_options(options: Options) -> None:
         raise UsageError(f"--network must be host or pod; got {options.network!r}")
     if options.tasks_per_host < 1:
         raise UsageError(f"--tasks-per-host must be at least 1; got {options.tasks_per_host}")
+    if options.port + options.tasks_per_host - 1 > 65535:
+        raise UsageError(
+            f"--port {options.port} with {options.tasks_per_host} tasks per host goes past port 65535"
+        )
     for what, value in (
         ("--namespace", options.namespace),
         ("--cluster-domain", options.cluster_domain),
@@ -276,6 +292,11 @@ def check_options(options: Options) -> None:
         raise UsageError(f"--address must be one of {', '.join(node_sources.ADDRESS_CHOICES)}")
     if options.selector is not None:
         parse_selector(options.selector)  # a bad selector is a usage error before any network
+    if options.name == "":
+        raise UsageError("--name must not be empty")
+    if options.name is not None and not is_label_value(options.name):
+        # The name is the simpletfjob/job label, so it follows the rule for label values.
+        raise UsageError(f"--name {options.name!r} is not a valid label value ({LABEL_VALUE_RULE})")
 
 
 def load_template(name: str, text: str | None = None) -> tuple[str, str]:
@@ -379,39 +400,85 @@ def check_node_options(options: Options, nodes: Sequence[node_sources.Node]) -> 
         )
 
 
+def roles_of(options: Options) -> tuple[str, ...]:
+    """The roles this run has, in the order they are handed out."""
+    has_ps = bool(options.psf) or options.psn > 0
+    return run_roles(chief=options.chief, ps=has_ps, evaluator=options.evaluator)
+
+
 def eligibility_rules(
     options: Options, compiled: CompiledTemplate, nodes: Sequence[node_sources.Node]
 ) -> Rules:
-    """The template's tolerations (only if some node has a taint), --gpus, and --selector for a saved list."""
-    tolerations = template_tolerations(compiled, options) if any(n.taints for n in nodes) else ()
+    """Each role's tolerations (only if some node has a taint), --gpus, and --selector for a saved list."""
+    tolerations: tuple[dict[str, str], ...] = ()
+    by_role: tuple[tuple[str, tuple[dict[str, str], ...]], ...] = ()
+    if any(n.taints for n in nodes):
+        by_role = tuple(
+            (role, template_tolerations(compiled, options, role)) for role in roles_of(options)
+        )
+        if all(t == by_role[0][1] for _, t in by_role):
+            tolerations, by_role = by_role[0][1], ()  # the usual case: one verdict per node
     # The server applies the selector to a live list; a saved list is filtered here.
     from_file = options.nodes_file is not None
     selector = parse_selector(options.selector) if from_file and options.selector else ()
-    return Rules(tolerations=tolerations, selector=selector, min_gpus=options.gpus)
+    return Rules(
+        tolerations=tolerations,
+        selector=selector,
+        min_gpus=options.gpus,
+        role_tolerations=by_role,
+    )
 
 
 def template_tolerations(
-    compiled: CompiledTemplate, options: Options
+    compiled: CompiledTemplate, options: Options, role: str
 ) -> tuple[dict[str, str], ...]:
-    """The tolerations of the template's pod specs, from one render with placeholder values."""
+    """The tolerations of one role's pod specs, from one render with placeholder values."""
     from simpletfjob.podspec import pod_tolerations
 
-    task = Task("worker", 0, "node-0", "node-0", options.port)
+    task = Task(role, 0, "node-0", "node-0", options.port)
     spec = ClusterSpec([task])
     context = {**options.values, **task_context(task, spec, 1)}
     if compiled.uses_tf_config:
         context["TF_CONFIG"] = spec.compact(task)
     pieces = compiled.split(normalize_task_text(compiled.render(context)))
     text = "".join(compiled.fill(pieces, spec, task))
-    documents = compose_documents(text, 1, "worker 0, placeholder render", compiled.filename)
+    documents = compose_documents(text, 1, f"{role} 0, placeholder render", compiled.filename)
     return pod_tolerations(documents)
 
 
-def read_exclusions(path: str | None) -> set[str]:
+def choose_tasks(
+    options: Options, verdicts: Sequence[Verdict], psf: Sequence[str], per_role: bool
+) -> list[Task]:
+    """Seat the run's tasks on the eligible nodes, each role on nodes it may use."""
+    eligible = eligible_hosts(verdicts, options.num, psf)
+    names = [v.node.name for v in eligible]
+    seats = place_tasks(
+        names,
+        num=options.num,
+        psn=options.psn,
+        psf=psf,
+        chief=options.chief,
+        evaluator=options.evaluator,
+        tasks_per_host=options.tasks_per_host,
+        may_take=(lambda role, i: eligible[i].may_take(role)) if per_role else None,
+        note=lambda: breakdown(verdicts),
+    )
+
+    def host(i: int) -> Host:
+        return Host(names[i], node_sources.host_address(eligible[i].node, options.address))
+
+    tasks = tasks_at(seats, host, options.port)
+    if options.address != "name" and options.network == "host":
+        check_endpoints(tasks, ADDRESS_NAMES[options.address])
+    return tasks
+
+
+def read_exclusions(path: str | None) -> dict[str, None]:
+    """The names in the exclusion file, in its order, once each."""
     if path is None:
-        return set()
+        return {}
     text = node_sources.read_text(path, "exclusion file")
-    return {name for name, _ in node_sources.parse_host_lines(text, path)}
+    return dict.fromkeys(name for name, _ in node_sources.parse_host_lines(text, path))
 
 
 def read_psf(path: str | None) -> list[str]:

@@ -1,13 +1,14 @@
-"""Selection: which nodes may take a task, why the others may not, and taking N of them.
+"""Selection: which nodes may take a task of each role, why the others may not, and -N.
 
 Pure functions over `Node` values; the order of the input is kept throughout.
+Which eligible node each task gets is `roles.place_tasks`.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 from simpletfjob.errors import SelectionError, UsageError
@@ -31,18 +32,30 @@ REASON_ORDER = ("excluded", "NotReady", "cordoned", "tainted", "selector", "gpus
 class Reason(NamedTuple):
     category: str  # one of REASON_ORDER
     detail: str
+    roles: tuple[str, ...] = ()  # the roles it rules the node out for, when not every role
 
     def __str__(self) -> str:
-        return self.detail
+        return f"{self.detail} ({', '.join(self.roles)})" if self.roles else self.detail
+
+    def applies_to(self, role: str) -> bool:
+        return not self.roles or role in self.roles
 
 
 class Verdict(NamedTuple):
+    """A node and every reason it cannot take a task; a reason may hold for some roles only."""
+
     node: Node
     reasons: tuple[Reason, ...] = ()
+    only_for: tuple[str, ...] = ()  # the roles that may use the node, when only some may
+
+    def may_take(self, role: str) -> bool:
+        """Whether a task of this role may run on the node."""
+        return not self.reasons or role in self.only_for
 
     @property
     def eligible(self) -> bool:
-        return not self.reasons
+        """Some role of the run may use the node."""
+        return not self.reasons or bool(self.only_for)
 
 
 class Requirement(NamedTuple):
@@ -64,12 +77,21 @@ class Requirement(NamedTuple):
         return not present or value not in self.values  # '!=' and 'notin'
 
 
-class Rules(NamedTuple):
-    """What makes a node eligible besides not being excluded."""
+Tolerations = tuple[Mapping[str, object], ...]
 
-    tolerations: tuple[Mapping[str, object], ...] = ()
+
+class Rules(NamedTuple):
+    """What makes a node eligible besides not being excluded.
+
+    `tolerations` are those of every role's pods. When the pod spec differs by
+    role, `role_tolerations` gives each role of the run its own, in the run's
+    role order, and `tolerations` is not used.
+    """
+
+    tolerations: Tolerations = ()
     selector: tuple[Requirement, ...] = ()
     min_gpus: int = 0
+    role_tolerations: tuple[tuple[str, Tolerations], ...] = ()
 
 
 _SELECTOR_TERM = (  # compiled on first use: only -l needs it
@@ -134,13 +156,27 @@ def judge_node(node: Node, excluded: Collection[str], rules: Rules) -> Verdict:
             category = "cordoned" if taint.key.endswith("unschedulable") else "NotReady"
             if not any(r.category == category for r in reasons):
                 reasons.append(Reason(category, f"taint {taint}"))
+        elif rules.role_tolerations:
+            blocked = tuple(
+                role
+                for role, tolerations in rules.role_tolerations
+                if not any(tolerates(t, taint) for t in tolerations)
+            )
+            if blocked:
+                every = len(blocked) == len(rules.role_tolerations)
+                reasons.append(Reason("tainted", f"taint {taint}", () if every else blocked))
         elif not any(tolerates(t, taint) for t in rules.tolerations):
             reasons.append(Reason("tainted", f"taint {taint}"))
     if rules.selector and not all(r.matches(node.labels) for r in rules.selector):
         reasons.append(Reason("selector", "labels do not match --selector"))
     if node.gpus < rules.min_gpus:
         reasons.append(Reason("gpus", f"{node.gpus} GPUs < {rules.min_gpus}"))
-    return Verdict(node, tuple(reasons))
+    if not reasons or not rules.role_tolerations:
+        return Verdict(node, tuple(reasons))
+    only_for = tuple(
+        role for role, _ in rules.role_tolerations if not any(r.applies_to(role) for r in reasons)
+    )
+    return Verdict(node, tuple(reasons), only_for)
 
 
 def judge_nodes(nodes: Sequence[Node], excluded: Collection[str], rules: Rules) -> list[Verdict]:
@@ -148,42 +184,61 @@ def judge_nodes(nodes: Sequence[Node], excluded: Collection[str], rules: Rules) 
 
 
 def breakdown(verdicts: Sequence[Verdict]) -> str:
-    """'12 nodes: 7 eligible, 3 NotReady, 1 cordoned, 1 excluded': each node counted once."""
+    """'12 nodes: 7 eligible, 3 NotReady, 1 cordoned, 1 excluded': each node counted once.
+
+    Eligible nodes that only some roles may use are counted again in brackets:
+    '7 eligible (2 only for ps)'.
+    """
     counts: Counter[str] = Counter()
+    partial: Counter[tuple[str, ...]] = Counter()
     for v in verdicts:
-        counts[v.reasons[0].category if v.reasons else "eligible"] += 1
-    parts = [f"{counts['eligible']} eligible"]
+        if v.eligible:
+            counts["eligible"] += 1
+            if v.only_for:
+                partial[v.only_for] += 1
+        else:
+            counts[v.reasons[0].category] += 1
+    eligible = f"{counts['eligible']} eligible"
+    if partial:
+        groups = (f"{n} only for {roles_text(roles)}" for roles, n in partial.items())
+        eligible += f" ({', '.join(groups)})"
+    parts = [eligible]
     parts += [f"{counts[c]} {c}" for c in REASON_ORDER if counts[c]]
     noun = "node" if len(verdicts) == 1 else "nodes"
     return f"{len(verdicts)} {noun}: " + ", ".join(parts)
 
 
-def take_hosts(verdicts: Sequence[Verdict], num: int, required: Sequence[str] = ()) -> list[Node]:
-    """The first `num` eligible nodes (all when num is -1), always including `required`, in order."""
-    eligible = [v.node for v in verdicts if v.eligible]
-    by_name = {v.node.name: v for v in verdicts}
-    for name in required:
+def roles_text(roles: Sequence[str]) -> str:
+    """('chief', 'ps', 'worker') -> 'chief, ps and worker'."""
+    return " and ".join([", ".join(roles[:-1]), roles[-1]] if len(roles) > 1 else roles)
+
+
+def eligible_hosts(verdicts: Sequence[Verdict], num: int, psf: Sequence[str] = ()) -> list[Verdict]:
+    """The nodes some role of the run may use, in order, once -N and --psf are checked against them.
+
+    A --psf host is judged as a ps: it must be a node that a ps may use.
+    """
+    eligible = [v for v in verdicts if v.eligible]
+    by_name = {v.node.name: v for v in verdicts} if psf else {}
+    for name in psf:
         verdict = by_name.get(name)
         if verdict is None:
             raise SelectionError(f"--psf host {name!r} is not among the hosts")
-        if not verdict.eligible:
-            why = ", ".join(map(str, verdict.reasons))
+        if not verdict.may_take("ps"):
+            why = ", ".join(str(r) for r in verdict.reasons if r.applies_to("ps"))
             raise SelectionError(f"--psf host {name!r} is not eligible: {why}")
-    if num == -1:
-        return eligible
+    if num == -1 and not eligible:
+        raise SelectionError(f"no host is eligible ({breakdown(verdicts)})")
     if num > len(eligible):
         raise SelectionError(
             f"-N {num} asks for more hosts than are eligible ({breakdown(verdicts)})"
         )
-    if len(required) > num:
-        raise SelectionError(f"--psf names {len(required)} hosts but -N is {num}")
-    wanted = set(required)
-    others = [n.name for n in eligible if n.name not in wanted][: num - len(required)]
-    wanted.update(others)
-    return [n for n in eligible if n.name in wanted]
+    if num != -1 and len(psf) > num:
+        raise SelectionError(f"--psf names {len(psf)} hosts but -N is {num}")
+    return eligible
 
 
-def unknown_exclusions(nodes: Sequence[Node], excluded: Collection[str]) -> list[str]:
-    """Names in the exclusion file that are not among the hosts: likely typos."""
+def unknown_exclusions(nodes: Sequence[Node], excluded: Iterable[str]) -> list[str]:
+    """Names in the exclusion file that are not among the hosts (likely typos), in the file's order, once each."""
     names = {n.name for n in nodes}
-    return [name for name in excluded if name not in names]
+    return [name for name in dict.fromkeys(excluded) if name not in names]

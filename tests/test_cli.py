@@ -64,6 +64,17 @@ def test_exc_with_a_file_and_a_typo_warns(cli: Any, workdir: Path) -> None:
     assert "warning: skip.txt: 'h99' is not among the hosts" in result.err
 
 
+def test_exc_typos_are_warned_in_the_file_order_once_each(cli: Any, workdir: Path) -> None:
+    names = ["zz9", "h100", "aa1", "m5", "zz9", "b2", "aa1", "q7"]
+    write(workdir / "skip.txt", "".join(f"{n}\n" for n in names))
+    result = cli("mnist.yaml", "--exc", "skip.txt", "--nodes-file", "hosts", "-o", "-", cwd=workdir)
+    assert result.code == 0, result.err
+    warned = [
+        line.split("'")[1] for line in result.err.splitlines() if "is not among the hosts" in line
+    ]
+    assert warned == ["zz9", "aa1", "m5", "b2", "q7"]
+
+
 def test_psf_overrides_psn(cli: Any, workdir: Path) -> None:
     write(workdir / "ps.txt", "h23\nh14\n")
     result = cli(

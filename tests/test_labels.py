@@ -136,6 +136,23 @@ def test_a_stem_that_is_no_label_value_asks_for_name(cli: Any, tmp_path: Path) -
     assert cli(str(template), "--nodes", "a,b", "--name", "ok", "-o", "-").code == 0
 
 
+@pytest.mark.parametrize("name", ["my job!", "-lead", "x" * 64, "tail.", ""])
+def test_a_bad_name_is_a_usage_error(cli: Any, tmp_path: Path, name: str) -> None:
+    template = write(tmp_path / "t.yaml", TEMPLATE)
+    for labels in ([], ["--no-labels"]):
+        result = cli(str(template), "--nodes", "a,b", "--name", name, "-o", "-", *labels)
+        assert result.code == 2 and result.out == ""
+        assert result.err.count("\n") == 1 and "Traceback" not in result.err
+        if name:
+            assert result.err == (
+                f"simpletfjob: error: --name {name!r} is not a valid label value (at most 63 "
+                "characters: letters, digits, '-', '_' and '.', starting and ending with a "
+                "letter or digit)\n"
+            )
+        else:
+            assert result.err == "simpletfjob: error: --name must not be empty\n"
+
+
 def test_labels_reach_other_kinds_in_a_multi_document_template(cli: Any, tmp_path: Path) -> None:
     text = (
         "kind: ConfigMap\napiVersion: v1\nmetadata:\n  name: cm-<<type>>-<<index>>\n"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from simpletfjob.errors import SelectionError
 from simpletfjob.roles import ClusterSpec, Host, Task, assign_roles
@@ -105,3 +107,65 @@ def test_an_ipv6_address_is_bracketed_in_the_cluster() -> None:
     tasks = assign_roles([Host("n1", "fd00::1"), Host("n2", "10.0.0.2")], port=2222)
     assert ClusterSpec(tasks).cluster == {"ps": ["[fd00::1]:2222"], "worker": ["10.0.0.2:2222"]}
     assert tasks[0].host == "fd00::1"
+
+
+# -- when every role may use every host: the plain rule -----------------------------------
+
+
+def plain_rule(
+    names: list[str], num: int, psn: int, psf: list[str], chief: bool, evaluator: bool, k: int
+) -> list[tuple[str, int, str, int]] | None:
+    """The rule as the README gives it for hosts that take any role; None: no worker is left.
+
+    Take the first -N hosts (the --psf hosts always), give each k slots in order; the
+    --psf hosts' first slots are the ps, then the chief, the ps, the evaluator last,
+    and the workers in between.
+    """
+    others = [n for n in names if n not in psf]
+    keep = set(psf) | set(others if num == -1 else others[: num - len(psf)])
+    slots = [(n, 2222 + s) for n in names if n in keep for s in range(k)]
+    ps = [(n, 2222) for n in psf]
+    rest = [s for s in slots if s not in ps]
+    chiefs, rest = (rest[:1], rest[1:]) if chief else ([], rest)
+    if not psf:
+        ps, rest = rest[:psn], rest[psn:]
+    evaluators, workers = (rest[-1:], rest[:-1]) if evaluator else ([], rest)
+    if not workers:
+        return None
+    groups = (("chief", chiefs), ("ps", ps), ("worker", workers), ("evaluator", evaluators))
+    return [(role, i, n, p) for role, group in groups for i, (n, p) in enumerate(group)]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    count=st.integers(1, 7),
+    psn=st.integers(0, 3),
+    chief=st.booleans(),
+    evaluator=st.booleans(),
+    k=st.integers(1, 3),
+    data=st.data(),
+)
+def test_hosts_that_take_any_role_follow_the_plain_rule(
+    count: int, psn: int, chief: bool, evaluator: bool, k: int, data: st.DataObject
+) -> None:
+    names = [f"h{i}" for i in range(count)]
+    psf = data.draw(st.lists(st.sampled_from(names), unique=True, max_size=2), label="psf")
+    num = data.draw(st.sampled_from([-1, *range(max(1, len(psf)), count + 1)]), label="num")
+    expected = plain_rule(names, num, psn, psf, chief, evaluator, k)
+
+    def seat() -> list[Task]:
+        return assign_roles(
+            hosts(*names),
+            num=num,
+            psn=psn,
+            psf=psf,
+            chief=chief,
+            evaluator=evaluator,
+            tasks_per_host=k,
+        )
+
+    if expected is None:
+        with pytest.raises(SelectionError, match="no task is left for a worker"):
+            seat()
+        return
+    assert summary(seat()) == expected

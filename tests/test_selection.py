@@ -6,12 +6,14 @@ import pytest
 
 from simpletfjob.errors import SelectionError
 from simpletfjob.nodes import Node, Taint
+from simpletfjob.roles import place_tasks
 from simpletfjob.selection import (
     Rules,
+    Verdict,
     breakdown,
+    eligible_hosts,
     judge_nodes,
     parse_selector,
-    take_hosts,
     tolerates,
     unknown_exclusions,
 )
@@ -23,6 +25,14 @@ def plain(*names: str) -> list[Node]:
 
 def names(nodes: list[Node]) -> list[str]:
     return [n.name for n in nodes]
+
+
+def take_hosts(verdicts: list[Verdict], num: int, psf: list[str] | None = None) -> list[Node]:
+    """The nodes a run with one ps uses, in order."""
+    eligible = eligible_hosts(verdicts, num, psf or [])
+    seats = place_tasks([v.node.name for v in eligible], num=num, psf=psf or [])
+    used = {host for role in seats.values() for host, _ in role}
+    return [v.node for i, v in enumerate(eligible) if i in used]
 
 
 def test_first_n_after_exclusion_in_given_order() -> None:

@@ -135,8 +135,8 @@ class TextEditor:
             self.edits.append(Edit(offset, "\n"))
         self.edits.append(Edit(offset, _block_text(entries, column)))
 
-    def apply_to(self, pieces: list[str], stub_lengths: Sequence[int]) -> list[str]:
-        """Apply the edits to the marker-split text the stub text was filled from."""
+    def apply_to(self, pieces: list[str], stand_in_lengths: Sequence[int]) -> list[str]:
+        """Apply the edits to the marker-split pieces whose stand-in text they were made in."""
         if not self.edits:
             return pieces
         # Offsets in the filled text -> (piece, offset in piece); edits never fall in a marker.
@@ -144,7 +144,7 @@ class TextEditor:
         position = 0
         for i, piece in enumerate(pieces):
             starts.append(position)
-            position += len(piece) if i % 2 == 0 else stub_lengths[i // 2]
+            position += len(piece) if i % 2 == 0 else stand_in_lengths[i // 2]
         result = list(pieces)
         for edit in sorted(self.edits, key=lambda e: e.offset, reverse=True):
             i = bisect.bisect_right(starts, edit.offset) - 1

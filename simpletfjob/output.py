@@ -1,21 +1,20 @@
 """Output: checking the rendered documents, joining them, and writing them atomically.
 
 Every document is checked before the first byte is written. The check parses
-each task's document with TF_CONFIG standing in as a small config of the same
-shape; the real TF_CONFIG is written by construction in the same place and
-style, so megabytes of cluster JSON are never parsed again.
+each task's document with every bare TF_CONFIG standing as a short marker; the
+real TF_CONFIG is written by construction in the same place, escaped for the
+scalar the marker stood in, so megabytes of cluster JSON are never parsed.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import os
 import re
 import stat
 import sys
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
 from simpletfjob.errors import OutputError, RenderCheckError
@@ -203,37 +202,6 @@ def check_unique(ids: Iterable[tuple[int, DocumentId]]) -> None:
                 "make metadata.name depend on <<type>> and <<index>>"
             )
         seen[doc_id] = number
-
-
-def node_at(documents: Sequence[Any], line: int, column: int) -> Any:
-    """The innermost node that starts at or before (line, column) along the path to that point."""
-    position = (line, column)
-    candidates = [d for d in documents if (d.start_mark.line, d.start_mark.column) <= position]
-    node = candidates[-1] if candidates else None
-    while node is not None:
-        kind = type(node).__name__
-        if kind == "MappingNode":
-            before = [
-                v for k, v in node.value if (k.start_mark.line, k.start_mark.column) <= position
-            ]
-        elif kind == "SequenceNode":
-            before = [v for v in node.value if (v.start_mark.line, v.start_mark.column) <= position]
-        else:
-            return node
-        if not before:
-            return node
-        node = before[-1]
-    return None
-
-
-def is_config_string(node: Any, config: Mapping[str, Any]) -> bool:
-    """Whether a node is a quoted or block scalar holding exactly `config` as JSON."""
-    if node is None or type(node).__name__ != "ScalarNode" or not node.style:
-        return False
-    try:
-        return bool(json.loads(node.value) == config)
-    except ValueError:
-        return False
 
 
 def join_documents(tasks: Iterable[Iterable[str]]) -> Iterator[str]:

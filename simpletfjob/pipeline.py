@@ -19,6 +19,7 @@ from simpletfjob.labels import (
     JOB_LABEL,
     MANAGED_BY,
     ROLE_LABEL,
+    Edit,
     TextEditor,
     check_label_value,
     label_document,
@@ -29,14 +30,12 @@ from simpletfjob.output import (
     check_unique,
     compose_documents,
     identify,
-    is_config_string,
     join_documents,
-    node_at,
     normalize_task_text,
     write_atomic,
     write_stdout,
 )
-from simpletfjob.render import BUILTIN_VARIABLES, WHOLE_VALUE_MODES, CompiledTemplate, place
+from simpletfjob.render import BUILTIN_VARIABLES, CompiledTemplate
 from simpletfjob.roles import ClusterSpec, Host, Task, assign_roles
 from simpletfjob.selection import Rules, judge_nodes, parse_selector, take_hosts, unknown_exclusions
 from simpletfjob.values import check_reserved
@@ -379,8 +378,7 @@ def template_tolerations(
     context = {**options.values, **task_context(task, spec, 1)}
     if compiled.uses_tf_config:
         context["TF_CONFIG"] = spec.compact(task)
-    pieces = compiled.split(normalize_task_text(compiled.render(context)))
-    text = "".join(compiled.fill(pieces, spec, task))
+    text, _, _ = compiled.stand_in(compiled.split(normalize_task_text(compiled.render(context))))
     return pod_tolerations(compose_documents(text, 1, "worker 0, placeholder render"))
 
 
@@ -415,12 +413,6 @@ def task_context(task: Task, spec: ClusterSpec, num_tasks: int) -> dict[str, Any
     }
 
 
-def stub_spec(tasks: Sequence[Task]) -> ClusterSpec:
-    """A small cluster of the same roles, for checking placement without the real JSON."""
-    stubs = {t.role: Task(t.role, 0, "stub", "stub", 1) for t in tasks}
-    return ClusterSpec(list(stubs.values()), include_evaluator=True)
-
-
 def render_and_check(
     compiled: CompiledTemplate,
     tasks: Sequence[Task],
@@ -428,10 +420,13 @@ def render_and_check(
     values: Mapping[str, Any],
     decoration: Decoration,
 ) -> list[Rendered]:
-    """Render every task, check every document and add labels; nothing is written here."""
-    stub = stub_spec(tasks)
-    # A template that uses TF_CONFIG in an expression of its own gets the real JSON
-    # in its text, so its documents are checked with it; bare placements use the stub.
+    """Render every task, check every document and add labels; nothing is written here.
+
+    Each task's text is checked with every bare TF_CONFIG standing as its marker;
+    the scalar it stands in settles how the real JSON is escaped, so the JSON
+    itself is never parsed. A template that uses TF_CONFIG in an expression of
+    its own gets the real JSON in its text, and is checked with it.
+    """
     rendered = []
     number = 1
     ids: list[tuple[int, DocumentId]] = []
@@ -441,68 +436,40 @@ def render_and_check(
             context["TF_CONFIG"] = spec.compact(task)
         text = normalize_task_text(compiled.render(context))
         pieces = compiled.split(text)
-        placed = [place(compiled.placements[int(p)], stub, task) for p in pieces[1::2]]
-        checked = "".join(_interleave(pieces, placed))
+        checked, starts, lengths = compiled.stand_in(pieces)
         where = f"{task.role} {task.index} on {task.node}"
-        documents = compose_documents(checked, number, where)
-        if not documents:
-            raise RenderCheckError(
-                f"document {number} ({where}) is empty: the template renders no YAML document"
-            )
-        task_ids = [identify(d, number + i, where) for i, d in enumerate(documents)]
-        check_placements(compiled, pieces, placed, documents, stub.config(task), where, number)
+        try:
+            documents = compose_documents(checked, number, where)
+            if not documents:
+                raise RenderCheckError(
+                    f"document {number} ({where}) is empty: the template renders no YAML document"
+                )
+            task_ids = [identify(d, number + i, where) for i, d in enumerate(documents)]
+        except RenderCheckError as e:
+            mark = getattr(e.__cause__, "problem_mark", None)
+            public = compiled.public(str(e), checked, mark.line if mark is not None else None)
+            if public != str(e):
+                raise RenderCheckError(public) from e
+            raise
+        for doc_id in task_ids:
+            compiled.refuse_marker(" ".join(doc_id), "a document's kind, name or namespace")
+        editor = TextEditor(checked, f"document {number} ({where})")
+        if len(pieces) > 1:
+            pieces, quotes = compiled.resolve(pieces, checked, starts, documents)
+            editor.edits += [Edit(offset, quote) for offset, quote in quotes]
         if decoration.job is not None or decoration.namespace is not None:
-            editor = TextEditor(checked, f"document {number} ({where})")
             labels = decoration.labels(task)
             for document, doc_id in zip(documents, task_ids, strict=True):
                 namespace = None if doc_id.namespace else decoration.namespace
                 label_document(
                     editor, document, doc_id.kind, labels, namespace, decoration.conflict
                 )
-            pieces = editor.apply_to(pieces, [len(p) for p in placed])
+        pieces = editor.apply_to(pieces, lengths)
         ids += [(number + i, doc_id) for i, doc_id in enumerate(task_ids)]
         number += len(documents)
         rendered.append(Rendered(task, pieces, task_ids))
     check_unique(ids)
     return rendered
-
-
-def _interleave(pieces: Sequence[str], placed: Sequence[str]) -> list[str]:
-    out = [pieces[0]]
-    for i, text in enumerate(placed):
-        out += [text, pieces[2 * i + 2]]
-    return out
-
-
-def check_placements(
-    compiled: CompiledTemplate,
-    pieces: Sequence[str],
-    placed: Sequence[str],
-    documents: Sequence[Any],
-    config: Mapping[str, Any],
-    where: str,
-    number: int,
-) -> None:
-    """Each bare TF_CONFIG that stands as a whole value must read back, in place, as this task's config."""
-    line = column = 0
-    for i, text in enumerate(placed):
-        before = pieces[2 * i]
-        newlines = before.count("\n")
-        line += newlines
-        column = len(before) - before.rfind("\n") - 1 if newlines else column + len(before)
-        placement = compiled.placements[int(pieces[2 * i + 1])]
-        if placement.mode in WHOLE_VALUE_MODES:
-            indent = len(text) - len(text.lstrip(" "))
-            if not is_config_string(node_at(documents, line, column + indent), config):
-                raise RenderCheckError(
-                    f"document {number} ({where}): the TF_CONFIG at "
-                    f"{compiled.filename}:{placement.line} does not come out as one JSON "
-                    "string value; put it alone on a line under 'value: |', "
-                    "or quote it: value: '<<TF_CONFIG>>'"
-                )
-        newlines = text.count("\n")
-        line += newlines
-        column = len(text) - text.rfind("\n") - 1 if newlines else column + len(text)
 
 
 def summary(tasks: Sequence[Task], destination: str) -> str:

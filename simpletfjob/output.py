@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import operator
 import os
 import re
 import stat
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 from simpletfjob.errors import OutputError, RenderCheckError
@@ -167,6 +168,73 @@ def identify(document: Any, number: int, where: str) -> DocumentId:
     namespace = scalar_string(mapping_get(metadata, "namespace"))
     check_name(kind, name, number, where)
     return DocumentId(kind, namespace or "", name)
+
+
+class DuplicateKeyError(RenderCheckError):
+    """A mapping has a key twice; `line` (from 0, in the task's text) is the second one."""
+
+    def __init__(self, message: str, line: int) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+def check_keys(documents: Sequence[Any], first_number: int, where: str, aliases: bool) -> None:
+    """Refuse a mapping that has a key twice, anywhere, as kubectl does.
+
+    PyYAML keeps the last value; Kubernetes' YAML decoder refuses the document
+    ("mapping key already defined"). Keys compare by their text, as there, so
+    `a` and `"a"` clash. This walks every mapping of every task, so it is kept
+    lean: with `aliases` (the text has a `*`) each node is visited once, which
+    keeps the walk linear however the aliases nest.
+    """
+    for offset, document in enumerate(documents):
+        seen: set[int] = set()
+        stack = [document]
+        pop, push = stack.pop, stack.extend
+        while stack:
+            node = pop()
+            value = node.value
+            if type(value) is str:
+                continue
+            if aliases:
+                if id(node) in seen:
+                    continue
+                seen.add(id(node))
+            if node.id == "sequence":
+                push(value)
+                continue
+            if len(value) > 1:
+                try:
+                    unique = len(set(map(_VALUE, map(_KEY, value)))) == len(value)
+                except TypeError:  # a key that is a mapping or a list (JSON has no such key)
+                    texts = [k.value for k, _ in value if type(k.value) is str]
+                    unique = len(set(texts)) == len(texts)
+                if not unique:
+                    _duplicate(value, first_number + offset, where)
+            push(map(_ENTRY_VALUE, value))
+
+
+# C-level accessors: the walk above runs over every mapping of every task.
+_KEY, _ENTRY_VALUE, _VALUE = (
+    operator.itemgetter(0),
+    operator.itemgetter(1),
+    operator.attrgetter("value"),
+)
+
+
+def _duplicate(entries: Sequence[tuple[Any, Any]], number: int, where: str) -> None:
+    first: dict[str, int] = {}
+    for key, _ in entries:
+        if type(key.value) is not str:
+            continue
+        line = key.start_mark.line
+        if key.value in first:
+            raise DuplicateKeyError(
+                f"document {number} ({where}): mapping key {key.value!r} is defined twice, "
+                f"at lines {first[key.value] + 1} and {line + 1}; kubectl refuses a duplicate key",
+                line,
+            )
+        first[key.value] = line
 
 
 def check_name(kind: str, name: str, number: int | None, where: str) -> None:

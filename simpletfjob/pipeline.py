@@ -26,6 +26,7 @@ from simpletfjob.labels import (
 )
 from simpletfjob.output import (
     DocumentId,
+    check_keys,
     check_name,
     check_unique,
     compose_documents,
@@ -445,9 +446,11 @@ def render_and_check(
                     f"document {number} ({where}) is empty: the template renders no YAML document"
                 )
             task_ids = [identify(d, number + i, where) for i, d in enumerate(documents)]
+            check_keys(documents, number, where, "*" in checked)
         except RenderCheckError as e:
             mark = getattr(e.__cause__, "problem_mark", None)
-            public = compiled.public(str(e), checked, mark.line if mark is not None else None)
+            line = mark.line if mark is not None else getattr(e, "line", None)
+            public = compiled.public(str(e), checked, line)
             if public != str(e):
                 raise RenderCheckError(public) from e
             raise

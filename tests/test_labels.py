@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -147,3 +148,65 @@ def test_labels_reach_other_kinds_in_a_multi_document_template(cli: Any, tmp_pat
     assert result.code == 0, result.err
     kinds = [(d["kind"], d["metadata"]["labels"]["simpletfjob/role"]) for d in result.docs]
     assert kinds == [("ConfigMap", "ps"), ("Job", "ps"), ("ConfigMap", "worker"), ("Job", "worker")]
+
+
+def assert_refused(result: Any, *patterns: str) -> str:
+    """Exit 1, nothing on stdout, exactly one stderr line with no traceback or internal value."""
+    assert result.code == 1, result.err
+    assert result.out == ""
+    lines = result.err.splitlines()
+    assert len(lines) == 1, result.err
+    (line,) = lines
+    assert line.startswith("simpletfjob: error: ")
+    assert "Traceback" not in line and "internal error" not in line
+    assert "stub" not in line and "\ue000" not in line and "\\ue000" not in line
+    for pattern in patterns:
+        assert re.search(pattern, line), (pattern, line)
+    return line
+
+
+JOB_HEAD = "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: t-<<type>>-<<index>>\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "lines", "template_line"),
+    [
+        (JOB_HEAD + "  labels: {a: b}\n  labels: {c: d}\nspec: {}\n", "labels", (5, 6), 6),
+        (JOB_HEAD + "  annotations: {a: b, 'a': c}\nspec: {}\n", "a", (5, 5), 5),
+        (
+            JOB_HEAD + "spec:\n  template:\n    spec:\n      containers:\n"
+            "        - name: a\n          image: i\n          name: b\n",
+            "name",
+            (9, 11),
+            11,
+        ),
+        (
+            JOB_HEAD
+            + "spec:\n  backoffLimit: 1\n{% if type == 'ps' %}\n  backoffLimit: 2\n{% endif %}\n",
+            "backoffLimit",
+            (6, 7),
+            8,
+        ),
+        (JOB_HEAD + "x: &a {k: 1}\ny:\n  <<: *a\n  <<: *a\n", "<<", (7, 8), 8),
+    ],
+)
+def test_a_document_with_a_duplicate_key_is_refused(
+    cli: Any, tmp_path: Path, text: str, key: str, lines: tuple[int, int], template_line: int
+) -> None:
+    template = write(tmp_path / "t.yaml", text)
+    for flags in ((), ("--no-labels",)):
+        line = assert_refused(
+            cli(str(template), "--nodes", "a,b", "-o", "-", *flags),
+            rf"document 1 \(ps 0 on a\): mapping key {re.escape(repr(key))} is defined twice, "
+            rf"at lines {lines[0]} and {lines[1]}",
+        )
+        assert line.endswith(f"t.yaml:{template_line})"), line
+
+
+def test_the_key_check_stays_linear_when_aliases_nest(cli: Any, tmp_path: Path) -> None:
+    """Thirty levels of aliases name 2**30 paths; each node is still looked at once."""
+    levels = ["x0: &x0 {k: v}"] + [f"x{i}: &x{i} [*x{i - 1}, *x{i - 1}]" for i in range(1, 30)]
+    text = JOB_HEAD + "spec:\n  data:\n" + "".join(f"    {level}\n" for level in levels)
+    template = write(tmp_path / "t.yaml", text)
+    result = cli(str(template), "--nodes", "a,b", "--no-labels", "-o", "-")
+    assert result.code == 0, result.err

@@ -74,6 +74,32 @@ def compose_documents(text: str, first_number: int, where: str) -> list[Any]:
     return documents
 
 
+class NodeEvent(NamedTuple):
+    """A node as the parser met it: its anchor, where it starts and ends, and if it is an alias."""
+
+    anchor: str | None
+    start: int
+    end: int
+    alias: bool
+
+
+def node_events(text: str) -> list[NodeEvent]:
+    """Every node of the text in document order, each alias where it is written.
+
+    The composed tree has one node for an anchor and all its aliases; these
+    events tell the places apart (composing visits them in the same order).
+    """
+    import yaml
+
+    events = []
+    for event in yaml.parse(text, Loader=_check_loader()):
+        if isinstance(event, yaml.NodeEvent):  # scalars, collection starts and aliases
+            alias = isinstance(event, yaml.AliasEvent)
+            start, end = event.start_mark, event.end_mark
+            events.append(NodeEvent(event.anchor, start.index, end.index, alias))  # type: ignore[union-attr]
+    return events
+
+
 _STR = "tag:yaml.org,2002:str"
 _CHECK_LOADER: Any = None
 
@@ -124,14 +150,39 @@ _NULL = "tag:yaml.org,2002:null"
 _NODE_KINDS = {"MappingNode": "mapping", "SequenceNode": "list", "ScalarNode": "scalar"}
 
 
-def mapping_get(node: Any, key: str) -> Any:
-    """The value node under `key` in a mapping node, or None."""
+def mapping_get(node: Any, key: str, depth: int = 0) -> Any:
+    """The value node under `key` in a mapping node, or None.
+
+    A key the mapping takes through a merge key (`<<: *base`, `<<: [*a, *b]`)
+    counts, with YAML's precedence: the mapping's own keys, then each merged
+    mapping in turn.
+    """
     if type(node).__name__ != "MappingNode":
         return None
     for k, v in node.value:
         if type(k).__name__ == "ScalarNode" and k.value == key:
             return v
+    if depth < 32:  # merges may nest, or even loop through an anchor
+        for source in merge_sources(node):
+            found = mapping_get(source, key, depth + 1)
+            if found is not None:
+                return found
     return None
+
+
+def is_merge_key(node: Any) -> bool:
+    """`<<` written plain: YAML's merge key (a quoted '<<' is an ordinary key)."""
+    return node.value == "<<" and not node.style and type(node).__name__ == "ScalarNode"
+
+
+def merge_sources(node: Any) -> list[Any]:
+    """The mappings a mapping node merges in, in precedence order."""
+    sources = []
+    for k, v in node.value:
+        if is_merge_key(k):
+            items = v.value if type(v).__name__ == "SequenceNode" else [v]
+            sources += [m for m in items if type(m).__name__ == "MappingNode"]
+    return sources
 
 
 def scalar_string(node: Any) -> str | None:

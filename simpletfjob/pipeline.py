@@ -20,9 +20,10 @@ from simpletfjob.labels import (
     MANAGED_BY,
     ROLE_LABEL,
     Edit,
+    LabelError,
+    Labeller,
     TextEditor,
     check_label_value,
-    label_document,
 )
 from simpletfjob.output import (
     DocumentId,
@@ -462,11 +463,14 @@ def render_and_check(
             editor.edits += [Edit(offset, quote) for offset, quote in quotes]
         if decoration.job is not None or decoration.namespace is not None:
             labels = decoration.labels(task)
-            for document, doc_id in zip(documents, task_ids, strict=True):
-                namespace = None if doc_id.namespace else decoration.namespace
-                label_document(
-                    editor, document, doc_id.kind, labels, namespace, decoration.conflict
-                )
+            anchors = "*" in checked or "<<" in checked
+            labeller = Labeller(editor, documents, anchors, decoration.conflict)
+            try:
+                for document, doc_id in zip(documents, task_ids, strict=True):
+                    namespace = None if doc_id.namespace else decoration.namespace
+                    labeller.label(document, doc_id.kind, labels, namespace)
+            except LabelError as e:
+                raise RenderCheckError(compiled.public(str(e), checked, e.line)) from e
         pieces = editor.apply_to(pieces, lengths)
         ids += [(number + i, doc_id) for i, doc_id in enumerate(task_ids)]
         number += len(documents)

@@ -23,7 +23,7 @@ from simpletfjob.output import (
     NodeEvent,
     is_merge_key,
     mapping_get,
-    merge_sources,
+    merged_mappings,
     node_events,
     scalar_string,
 )
@@ -253,6 +253,8 @@ class Shape:
         self.sites: dict[int, list[Site]] = {}
         self.anchors: dict[int, str] = {}
         self._roles: dict[int, frozenset[tuple[str, ...]]] = {}
+        self._active: set[int] = set()
+        self._cuts = self._work = 0
         stream = iter(events)
         for document in documents:
             # Depth first, keys before values: the order in which the parser met the nodes.
@@ -284,27 +286,41 @@ class Shape:
                     children = [(node, None, False, item) for item in node.value]
                 stack += reversed(children)
 
-    def roles(self, node: Any, depth: int = 0) -> frozenset[tuple[str, ...]]:
+    def roles(self, node: Any) -> frozenset[tuple[str, ...]]:
         """The paths from the document's root at which `node` stands (OTHER for any other)."""
         known = self._roles.get(id(node))
         if known is not None:
             return known
-        if depth > 64:  # a loop through an anchor, or a place far from any label's
+        self._work += 1
+        if id(node) in self._active or len(self._active) > 64 or self._work > 100_000:
+            # A loop through anchors (or a place far from any label's): a merge loop adds
+            # no place, and any other loop makes the node stand at ever longer paths.
+            self._cuts += 1
             return frozenset({OTHER})
-        roles: set[tuple[str, ...]] = set()
-        for site in self.sites.get(id(node), ()):
-            roles |= self.site_roles(site, depth)
-        result = self._roles[id(node)] = frozenset(roles)
+        cuts = self._cuts
+        self._active.add(id(node))
+        try:
+            roles: set[tuple[str, ...]] = set()
+            for site in self.sites.get(id(node), ()):
+                if site.merge and id(site.parent) in self._active:
+                    self._cuts += 1
+                else:
+                    roles |= self.site_roles(site)
+        finally:
+            self._active.discard(id(node))
+        result = frozenset(roles)
+        if cuts == self._cuts or not self._active:  # complete: no loop was cut short below
+            self._roles[id(node)] = result
         return result
 
     def forget_roles(self) -> None:
         """After an alias is written out, the roles computed so far may be stale."""
         self._roles.clear()
 
-    def site_roles(self, site: Site, depth: int = 0) -> set[tuple[str, ...]]:
+    def site_roles(self, site: Site) -> set[tuple[str, ...]]:
         if site.parent is None:
             return {()}
-        above = self.roles(site.parent, depth + 1)
+        above = self.roles(site.parent)
         if site.merge:
             return set(above)
         if site.key is None:
@@ -403,32 +419,26 @@ class Labeller:
         if entries and not self.add(metadata, "metadata", entries, owner, "metadata"):
             self.refuse(metadata, "metadata", entries)
 
-    def lookup(self, mapping: Any, key: str, depth: int = 0) -> Any:
+    def lookup(self, mapping: Any, key: str) -> Any:
         """The value under `key`, merge keys included; _PLANNED if this task adds it."""
         if type(mapping).__name__ != "MappingNode":
             return None
-        for k, v in mapping.value:
-            if k.value == key and type(k).__name__ == "ScalarNode":
-                return v
-        if key in self.planned.get(id(mapping), ()):
-            return _PLANNED
-        if depth < 32:
-            for source in merge_sources(mapping):
-                found = self.lookup(source, key, depth + 1)
-                if found is not None:
-                    return found
+        for source in merged_mappings(mapping):
+            for k, v in source.value:
+                if k.value == key and type(k).__name__ == "ScalarNode":
+                    return v
+            if key in self.planned.get(id(source), ()):
+                return _PLANNED
         return None
 
-    def effective(self, mapping: Any, depth: int = 0) -> dict[str, str]:
+    def effective(self, mapping: Any) -> dict[str, str]:
         """A labels mapping's keys and values as YAML merges them, with what this task adds."""
         entries: dict[str, str] = {}
-        if depth < 32:
-            for source in reversed(merge_sources(mapping)):
-                entries.update(self.effective(source, depth + 1))
-        for k, v in mapping.value:
-            if type(k.value) is str and not is_merge_key(k):
-                entries[k.value] = v.value if type(v.value) is str else "(not a string)"
-        entries.update(self.planned.get(id(mapping), {}))
+        for source in reversed(list(merged_mappings(mapping))):
+            for k, v in source.value:
+                if type(k.value) is str and not is_merge_key(k):
+                    entries[k.value] = v.value if type(v.value) is str else "(not a string)"
+            entries.update(self.planned.get(id(source), {}))
         return entries
 
     def add(
@@ -547,14 +557,16 @@ class Labeller:
         raise LabelError(
             f"{self.editor.where}: cannot add {what} to the {_NOUNS[level]} at line {line + 1}: "
             "an anchor shares it with a place that must not change, and simpletfjob cannot "
-            f"write it out there (it has a tag, or is too large); {hint}",
+            f"write it out there (it has a tag, refers to itself, or is too large); {hint}",
             line,
         )
 
 
-def _copy(node: Any, budget: list[int] | None = None) -> str | None:
-    """A node as flow YAML that reads back the same, or None (a tag, or too large)."""
+def _copy(node: Any, budget: list[int] | None = None, depth: int = 0) -> str | None:
+    """A node as flow YAML that reads back the same, or None (a tag, too large or too deep)."""
     budget = [65536] if budget is None else budget
+    if depth > 64 or budget[0] < 0:
+        return None
     value = node.value
     if type(value) is str:
         if type(node.tag) is str:  # an explicit tag
@@ -564,14 +576,14 @@ def _copy(node: Any, budget: list[int] | None = None) -> str | None:
     elif node.id == "mapping":
         parts = []
         for k, v in value:
-            key = "<<" if is_merge_key(k) else _copy(k, budget)
-            copied = _copy(v, budget)
+            key = "<<" if is_merge_key(k) else _copy(k, budget, depth + 1)
+            copied = _copy(v, budget, depth + 1)
             if key is None or copied is None:
                 return None
             parts.append(f"{key}: {copied}")
         text = "{" + ", ".join(parts) + "}"
     else:
-        items = [_copy(item, budget) for item in value]
+        items = [_copy(item, budget, depth + 1) for item in value]
         if None in items:
             return None
         text = "[" + ", ".join(str(i) for i in items) + "]"

@@ -150,7 +150,7 @@ _NULL = "tag:yaml.org,2002:null"
 _NODE_KINDS = {"MappingNode": "mapping", "SequenceNode": "list", "ScalarNode": "scalar"}
 
 
-def mapping_get(node: Any, key: str, depth: int = 0) -> Any:
+def mapping_get(node: Any, key: str) -> Any:
     """The value node under `key` in a mapping node, or None.
 
     A key the mapping takes through a merge key (`<<: *base`, `<<: [*a, *b]`)
@@ -162,12 +162,28 @@ def mapping_get(node: Any, key: str, depth: int = 0) -> Any:
     for k, v in node.value:
         if type(k).__name__ == "ScalarNode" and k.value == key:
             return v
-    if depth < 32:  # merges may nest, or even loop through an anchor
-        for source in merge_sources(node):
-            found = mapping_get(source, key, depth + 1)
-            if found is not None:
-                return found
+    if merge_sources(node):
+        for mapping in merged_mappings(node):
+            for k, v in mapping.value:
+                if k.value == key and type(k).__name__ == "ScalarNode":
+                    return v
     return None
+
+
+def merged_mappings(node: Any) -> Iterator[Any]:
+    """A mapping node, then the mappings it merges in, deepest merges after, in precedence order.
+
+    Each mapping comes once, however the merges repeat or loop through anchors.
+    """
+    seen: set[int] = set()
+    stack = [node]
+    while stack:
+        mapping = stack.pop()
+        if id(mapping) in seen:
+            continue
+        seen.add(id(mapping))
+        yield mapping
+        stack += reversed(merge_sources(mapping))
 
 
 def is_merge_key(node: Any) -> bool:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -205,13 +207,46 @@ def test_a_document_with_a_duplicate_key_is_refused(
         assert line.endswith(f"t.yaml:{template_line})"), line
 
 
-def test_the_key_check_stays_linear_when_aliases_nest(cli: Any, tmp_path: Path) -> None:
-    """Thirty levels of aliases name 2**30 paths; each node is still looked at once."""
-    levels = ["x0: &x0 {k: v}"] + [f"x{i}: &x{i} [*x{i - 1}, *x{i - 1}]" for i in range(1, 30)]
-    text = JOB_HEAD + "spec:\n  data:\n" + "".join(f"    {level}\n" for level in levels)
+NESTED_ALIASES = {
+    # Thirty levels of aliases name 2**30 paths, and as many merged mappings.
+    "lists": "".join(
+        f"    x{i}: &x{i} [*x{i - 1}, *x{i - 1}]\n" if i else "    x0: &x0 {k: v}\n"
+        for i in range(30)
+    )
+    + "  y: *x29\n",
+    "merges": "".join(
+        f"    x{i}: &x{i} {{<<: [*x{i - 1}, *x{i - 1}], k{i}: v}}\n"
+        if i
+        else "    x0: &x0 {k: v}\n"
+        for i in range(30)
+    )
+    + "  template:\n    metadata: {labels: *x29}\n",
+}
+
+
+@pytest.mark.parametrize("labels", [True, False])
+@pytest.mark.parametrize("shape", sorted(NESTED_ALIASES))
+def test_checks_and_labels_stay_linear_when_aliases_nest(
+    tmp_path: Path, shape: str, labels: bool
+) -> None:
+    """Each node is looked at once, however many paths the aliases give it."""
+    text = (
+        "kind: Job\nmetadata: &m\n  name: t-<<type>>-<<index>>\n  labels: {team: ml}\n"
+        "spec:\n  data:\n" + NESTED_ALIASES[shape]
+    )
     template = write(tmp_path / "t.yaml", text)
-    result = cli(str(template), "--nodes", "a,b", "--no-labels", "-o", "-")
-    assert result.code == 0, result.err
+    args = [str(template), "--nodes", "a,b", "-o", str(tmp_path / "out.yaml")]
+    proc = subprocess.run(
+        [sys.executable, "-m", "simpletfjob", *args, *([] if labels else ["--no-labels"])],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""
+    out = (tmp_path / "out.yaml").read_text()
+    first = out.split("---\n")[0]
+    assert ("simpletfjob/role: ps" in first) == labels
 
 
 # -- anchors, aliases and merge keys ---------------------------------------------------------

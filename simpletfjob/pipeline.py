@@ -449,9 +449,9 @@ def render_and_check(
             task_ids = [identify(d, number + i, where) for i, d in enumerate(documents)]
             check_keys(documents, number, where, "*" in checked)
         except RenderCheckError as e:
-            mark = getattr(e.__cause__, "problem_mark", None)
-            line = mark.line if mark is not None else getattr(e, "line", None)
-            public = compiled.public(str(e), checked, line)
+            marks = [getattr(e.__cause__, m, None) for m in ("problem_mark", "context_mark")]
+            lines = [m.line for m in marks if m is not None] or [getattr(e, "line", -1)]
+            public = compiled.public(str(e), checked, *lines)
             if public != str(e):
                 raise RenderCheckError(public) from e
             raise

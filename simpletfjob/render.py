@@ -401,18 +401,21 @@ class CompiledTemplate:
         found = [n for n, p in self._line_patterns if p.fullmatch(rendered)]
         return min(found, key=lambda n: abs(n - near)) if found else None
 
-    def public(self, message: str, text: str = "", line: int | None = None) -> str:
+    def public(self, message: str, text: str = "", *lines: int) -> str:
         """A check's message with each marker shown as the template wrote it, naming the template line.
 
-        `line` (from 0) is where in `text`, the task's text, the message points.
+        `lines` (from 0) are where in `text`, the task's text, the message points:
+        the first that a template line renders as is named.
         """
         match = _SHOWN_MARKER.search(message)
         if match is None:
-            lines = text.split("\n")
-            if line is None or line >= len(lines):
-                return message
-            found = self.template_line(lines[line], line + 1 + self._header_lines)
-            return message if found is None else f"{message} ({self.filename}:{found})"
+            rendered = text.split("\n")
+            for line in lines:
+                if 0 <= line < len(rendered) and rendered[line].strip():
+                    found = self.template_line(rendered[line], line + 1 + self._header_lines)
+                    if found is not None:
+                        return f"{message} ({self.filename}:{found})"
+            return message
         line = self.placements[int(match[1])].line
         shown = _SHOWN_MARKER.sub("<<TF_CONFIG>>", message)
         return f"{shown} (<<TF_CONFIG>> at {self.filename}:{line})"

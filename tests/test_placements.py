@@ -385,6 +385,11 @@ FAILURES = {
         SNIPPET_LINE,
         r"is not valid YAML .*'args: &<<TF_CONFIG>> \[x\]'",
     ),
+    "an-unterminated-double-quote": (
+        '          args: "--tf_config=<<TF_CONFIG>>',
+        SNIPPET_LINE,
+        r"is not valid YAML .*end of stream",
+    ),
     "an-unclosed-flow-list": (
         '          args: ["--tf_config=<<TF_CONFIG>>"\n          image: x',
         SNIPPET_LINE + 1,

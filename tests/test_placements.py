@@ -15,7 +15,11 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from simpletfjob.cli import main
 from tests.conftest import write
 from tests.kubeapi import make_node
 
@@ -431,3 +435,66 @@ def test_tf_config_in_a_name_or_namespace_is_refused(
     (line,) = result.err.splitlines()
     assert "t.yaml:4" in line or "t.yaml:5" in line, line
     assert "<<TF_CONFIG>>" in line and "\ue000" not in line and "stub" not in line
+
+
+LABEL = st.from_regex(r"[a-z0-9]([a-z0-9-]{0,8}[a-z0-9])?", fullmatch=True)
+HOSTS = st.lists(
+    st.builds(".".join, st.lists(LABEL, min_size=1, max_size=3)),
+    min_size=1,
+    max_size=8,
+    unique=True,
+)
+
+
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    hosts=HOSTS,
+    case_name=st.sampled_from(sorted(CASES)),
+    psn=st.integers(0, 2),
+    chief=st.booleans(),
+    evaluator=st.booleans(),
+    per_host=st.integers(1, 2),
+    network=st.sampled_from(["host", "pod"]),
+)
+def test_any_hosts_and_style_read_back_with_no_endpoint_twice(
+    tmp_path_factory: Any,
+    capsys: Any,
+    hosts: list[str],
+    case_name: str,
+    psn: int,
+    chief: bool,
+    evaluator: bool,
+    per_host: int,
+    network: str,
+) -> None:
+    case = CASES[case_name]
+    template = write(tmp_path_factory.mktemp("p") / "t.yaml", TEMPLATE.format(snippet=case.snippet))
+    args = [str(template), "--nodes", ",".join(hosts), "--psn", str(psn), "-o", "-"]
+    args += ["--tasks-per-host", str(per_host), "--network", network]
+    args += ["--chief"] * chief + ["--evaluator"] * evaluator
+    try:
+        main(args)
+        code = 0
+    except SystemExit as e:
+        code = int(e.code or 0)
+    out, err = capsys.readouterr()
+    slots = len(hosts) * per_host
+    if slots - psn - chief - evaluator < 1:
+        assert code == 1 and out == "" and "no task is left for a worker" in err
+        return
+    assert code == 0, err
+    jobs = [d for d in yaml.safe_load_all(out) if d["kind"] == "Job"]
+    assert len(jobs) == slots
+    configs = []
+    for job in jobs:
+        first = job["spec"]["template"]["spec"]["containers"][0]
+        configs.append(case.read(case.field(first)))
+    cluster = configs[0]["cluster"]
+    endpoints = [e for role in cluster.values() for e in role]
+    assert len(endpoints) == len(set(endpoints)) == slots - int(evaluator)
+    for job, config in zip(jobs, configs, strict=True):
+        role, index = config["task"]["type"], config["task"]["index"]
+        assert job["metadata"]["name"] == f"t-{role}-{index}"
+        assert config["cluster"] == cluster

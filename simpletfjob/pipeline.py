@@ -162,7 +162,10 @@ def run(options: Options) -> str:
     if options.network == "pod":
         spec, rendered = use_pod_network(compiled, options, rendered, decoration)
     for key, (theirs, ours) in sorted(decoration.conflicts.items()):
-        warn(f"the template sets label {key}={theirs}; keeping it (simpletfjob would set {ours!r})")
+        message = (
+            f"the template sets label {key}={theirs}; keeping it (simpletfjob would set {ours!r})"
+        )
+        warn(compiled.public(message))
     checked = ""
     if options.validate or options.kube_version is not None:
         from simpletfjob.validate import validate_rendered

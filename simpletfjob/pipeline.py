@@ -443,23 +443,7 @@ def render_and_check(
         pieces = compiled.split(text)
         checked, starts, lengths = compiled.stand_in(pieces)
         where = f"{task.role} {task.index} on {task.node}"
-        try:
-            documents = compose_documents(checked, number, where)
-            if not documents:
-                raise RenderCheckError(
-                    f"document {number} ({where}) is empty: the template renders no YAML document"
-                )
-            task_ids = [identify(d, number + i, where) for i, d in enumerate(documents)]
-            check_keys(documents, number, where, "*" in checked)
-        except RenderCheckError as e:
-            marks = [getattr(e.__cause__, m, None) for m in ("problem_mark", "context_mark")]
-            lines = [m.line for m in marks if m is not None] or [getattr(e, "line", -1)]
-            public = compiled.public(str(e), checked, *lines)
-            if public != str(e):
-                raise RenderCheckError(public) from e
-            raise
-        for doc_id in task_ids:
-            compiled.refuse_marker(" ".join(doc_id), "a document's kind, name or namespace")
+        documents, task_ids = check_documents(compiled, checked, number, where)
         editor = TextEditor(checked, f"document {number} ({where})")
         if len(pieces) > 1:
             pieces, quotes = compiled.resolve(pieces, checked, starts, documents)
@@ -480,6 +464,30 @@ def render_and_check(
         rendered.append(Rendered(task, pieces, task_ids))
     check_unique(ids)
     return rendered
+
+
+def check_documents(
+    compiled: CompiledTemplate, text: str, number: int, where: str
+) -> tuple[list[Any], list[DocumentId]]:
+    """One task's documents, composed, identified and checked; messages name template lines."""
+    try:
+        documents = compose_documents(text, number, where)
+        if not documents:
+            raise RenderCheckError(
+                f"document {number} ({where}) is empty: the template renders no YAML document"
+            )
+        ids = [identify(d, number + i, where) for i, d in enumerate(documents)]
+        check_keys(documents, number, where, "*" in text)
+    except RenderCheckError as e:
+        marks = [getattr(e.__cause__, m, None) for m in ("problem_mark", "context_mark")]
+        lines = [m.line for m in marks if m is not None] or [getattr(e, "line", -1)]
+        public = compiled.public(str(e), text, *lines)
+        if public != str(e):
+            raise RenderCheckError(public) from e
+        raise
+    for doc_id in ids:
+        compiled.refuse_marker(" ".join(doc_id), "a document's kind, name or namespace")
+    return documents, ids
 
 
 def summary(tasks: Sequence[Task], destination: str) -> str:

@@ -592,7 +592,7 @@ def _copy(node: Any, budget: list[int] | None = None, depth: int = 0) -> str | N
 
 
 # What a double-quoted YAML scalar cannot hold as it is, though JSON can.
-_YAML_UNPRINTABLE = re.compile("[\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]")
+_YAML_UNPRINTABLE = "[\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]"  # compiled on first use
 
 
 def _quoted(text: str) -> str:
@@ -600,4 +600,4 @@ def _quoted(text: str) -> str:
     if _PLAIN_SAFE.fullmatch(text) and text not in _YAML_WORDS:
         return text
     quoted = json.dumps(text, ensure_ascii=False)
-    return _YAML_UNPRINTABLE.sub(lambda m: f"\\u{ord(m[0]):04x}", quoted)
+    return re.sub(_YAML_UNPRINTABLE, lambda m: f"\\u{ord(m[0]):04x}", quoted)

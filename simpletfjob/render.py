@@ -56,13 +56,15 @@ _STATEMENT_LINE = re.compile(r"^[ \t]*(\{%.*%\}|<#.*#>)[ \t]*$")
 # Private-use characters frame the markers; a template or value may not contain them.
 _MARK_OPEN, _MARK_CLOSE = "\ue000", "\ue001"
 _MARKER = re.compile(f"{_MARK_OPEN}(\\d+){_MARK_CLOSE}")
-# A marker in a message, as itself or as repr() shows it.
+# Patterns for rare paths (messages, comments) are compiled on first use, through re's
+# cache, so that the cold start does not pay for them.
 # Jinja expressions and statements, in a template line.
-_EXPRESSION = re.compile(r"(<<.*?>>|\{\{\s*\.\w+\s*\}\})")
-_STATEMENT = re.compile(r"\{%|<#|#>")
-_SHOWN_MARKER = re.compile(r"(?:\ue000|\\ue000)(\d+)(?:\ue001|\\ue001)")
+_EXPRESSION = r"(<<.*?>>|\{\{\s*\.\w+\s*\}\})"
+_STATEMENT = r"\{%|<#|#>"
+# A marker in a message, as itself or as repr() shows it.
+_SHOWN_MARKER = r"(?:\ue000|\\ue000)(\d+)(?:\ue001|\\ue001)"
 # A comment starts before this point of the line: '#' at its start or after a space.
-_COMMENT_BEFORE = re.compile(r"(?:^|[ \t])#", re.MULTILINE)
+_COMMENT_BEFORE = r"(?:^|[ \t])#"
 # A node's anchor and tag, before its content.
 _PROPERTIES = re.compile(r"(?:[&!][^ \t\n]*[ \t\n]+)*")
 _STRING_TAGS = ("tag:yaml.org,2002:str", "!")
@@ -332,7 +334,7 @@ class CompiledTemplate:
         found = _scalar_at(documents, at)
         if found is None:
             line_start = text.rfind("\n", 0, at) + 1
-            if _COMMENT_BEFORE.search(text, line_start, at):
+            if re.search(_COMMENT_BEFORE, text[line_start:at]):
                 return Placement("raw", indent, guess.line)
             raise TemplateError(
                 f"{where}: <<TF_CONFIG>> must stand in a value (a quoted, plain or block "
@@ -392,8 +394,8 @@ class CompiledTemplate:
         if self._line_patterns is None:
             self._line_patterns = []
             for number, line in enumerate(self._source.split("\n"), start=1):
-                parts = _EXPRESSION.split(line.rstrip())
-                if _STATEMENT.search(line) or not "".join(parts[::2]).strip():
+                parts = re.split(_EXPRESSION, line.rstrip())
+                if re.search(_STATEMENT, line) or not "".join(parts[::2]).strip():
                     continue
                 pattern = ".*?".join(re.escape(part) for part in parts[::2])
                 self._line_patterns.append((number, re.compile(pattern)))
@@ -407,7 +409,7 @@ class CompiledTemplate:
         `lines` (from 0) are where in `text`, the task's text, the message points:
         the first that a template line renders as is named.
         """
-        match = _SHOWN_MARKER.search(message)
+        match = re.search(_SHOWN_MARKER, message)
         if match is None:
             rendered = text.split("\n")
             for line in lines:
@@ -417,7 +419,7 @@ class CompiledTemplate:
                         return f"{message} ({self.filename}:{found})"
             return message
         line = self.placements[int(match[1])].line
-        shown = _SHOWN_MARKER.sub("<<TF_CONFIG>>", message)
+        shown = re.sub(_SHOWN_MARKER, "<<TF_CONFIG>>", message)
         return f"{shown} (<<TF_CONFIG>> at {self.filename}:{line})"
 
 

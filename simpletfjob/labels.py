@@ -423,7 +423,8 @@ class Labeller:
         """The value under `key`, merge keys included; _PLANNED if this task adds it."""
         if type(mapping).__name__ != "MappingNode":
             return None
-        for source in merged_mappings(mapping):
+        # Without anchors or merge keys in the text, a mapping is only its own entries.
+        for source in merged_mappings(mapping) if self.shape is not None else (mapping,):
             for k, v in source.value:
                 if k.value == key and type(k).__name__ == "ScalarNode":
                     return v
@@ -434,7 +435,8 @@ class Labeller:
     def effective(self, mapping: Any) -> dict[str, str]:
         """A labels mapping's keys and values as YAML merges them, with what this task adds."""
         entries: dict[str, str] = {}
-        for source in reversed(list(merged_mappings(mapping))):
+        sources = list(merged_mappings(mapping)) if self.shape is not None else [mapping]
+        for source in reversed(sources):
             for k, v in source.value:
                 if type(k.value) is str and not is_merge_key(k):
                     entries[k.value] = v.value if type(v.value) is str else "(not a string)"

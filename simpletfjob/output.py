@@ -254,20 +254,24 @@ def check_keys(documents: Sequence[Any], first_number: int, where: str, aliases:
     lean: with `aliases` (the text has a `*`) each node is visited once, which
     keeps the walk linear however the aliases nest.
     """
+    import yaml
+
+    mapping_node, sequence_node = yaml.MappingNode, yaml.SequenceNode
     for offset, document in enumerate(documents):
         seen: set[int] = set()
         stack = [document]
         pop, push = stack.pop, stack.extend
         while stack:
             node = pop()
-            value = node.value
-            if type(value) is str:
+            kind = type(node)
+            if kind is not mapping_node and kind is not sequence_node:
                 continue
             if aliases:
                 if id(node) in seen:
                     continue
                 seen.add(id(node))
-            if node.id == "sequence":
+            value = node.value
+            if kind is sequence_node:
                 push(value)
                 continue
             if len(value) > 1:

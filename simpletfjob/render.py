@@ -329,7 +329,6 @@ class CompiledTemplate:
         inserts: list[tuple[int, str]],
         quoted: set[int],
     ) -> Placement:
-        where = f"{self.filename}:{guess.line}"
         indent = guess.stand
         found = _scalar_at(documents, at)
         if found is None:
@@ -337,17 +336,19 @@ class CompiledTemplate:
             if re.search(_COMMENT_BEFORE, text[line_start:at]):
                 return Placement("raw", indent, guess.line)
             raise TemplateError(
-                f"{where}: <<TF_CONFIG>> must stand in a value (a quoted, plain or block "
+                f"{self.filename}:{guess.line}: <<TF_CONFIG>> must stand in a value (a quoted, plain or block "
                 "scalar) or a comment"
             )
         node, in_flow, is_key = found
         if is_key:
             raise TemplateError(
-                f"{where}: <<TF_CONFIG>> stands in a mapping key; it can only be (part of) a value"
+                f"{self.filename}:{guess.line}: <<TF_CONFIG>> stands in a mapping key; "
+                "it can only be (part of) a value"
             )
         if type(node.tag) is str and node.tag not in _STRING_TAGS:
             raise TemplateError(
-                f"{where}: <<TF_CONFIG>> stands in a value tagged {node.tag}; TF_CONFIG is a string"
+                f"{self.filename}:{guess.line}: <<TF_CONFIG>> stands in a value tagged "
+                f"{node.tag}; TF_CONFIG is a string"
             )
         style = node.style
         if style in ("|", ">"):

@@ -107,11 +107,12 @@ class Placement(NamedTuple):
     """Where one bare <<TF_CONFIG>> stands, and so how its text is written.
 
     The template's lines give a first guess (`classify_placement`); each task's
-    rendered YAML then settles it (`resolve_placements`). `mode` is "block" for
-    the original tool's indented JSON lines under `key: >` or `key: |`, and
+    rendered YAML then settles it (`CompiledTemplate.resolve`). `mode` is "block"
+    for the original tool's indented JSON lines under `key: >` or `key: |`, and
     "line" for a marker alone on a line (both stand for the whole line); any
     other mode writes compact JSON, escaped for `quote`, between `open` and
-    `close`.
+    `close`. Only the guess's layout (whole line or not, indentation) is kept
+    by the settling; the rest is what `fill` writes for a marker never settled.
     """
 
     mode: str
@@ -336,8 +337,8 @@ class CompiledTemplate:
             if re.search(_COMMENT_BEFORE, text[line_start:at]):
                 return Placement("raw", indent, guess.line)
             raise TemplateError(
-                f"{self.filename}:{guess.line}: <<TF_CONFIG>> must stand in a value (a quoted, plain or block "
-                "scalar) or a comment"
+                f"{self.filename}:{guess.line}: <<TF_CONFIG>> must stand in a value "
+                "(a quoted, plain or block scalar) or a comment"
             )
         node, in_flow, is_key = found
         if is_key:

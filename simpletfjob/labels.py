@@ -475,11 +475,11 @@ class Labeller:
             # Taken through a merge key: give `parent` an entry of its own, the merged
             # mapping (by its anchor, or written out) with ours beside it.
             anchor = self.shape.anchors.get(id(node))
-            copied = f"*{anchor}" if anchor is not None else _copy(node)
+            copied = f"<<: *{anchor}" if anchor is not None else _copy(node)
             if copied is None:
                 return False
-            merged = f"<<: {copied}, " if anchor is not None or copied != "{}" else ""
-            self.write(parent, [(key, Raw(f"{{{merged}{flow}}}"))])
+            theirs = copied if anchor is not None else copied[1:-1]
+            self.write(parent, [(key, Raw(f"{{{', '.join(filter(None, [theirs, flow]))}}}"))])
             return True
         site = next(
             (s for s in self.shape.sites[id(node)] if s.parent is parent and s.key == key), None

@@ -386,6 +386,18 @@ ANCHORED: dict[str, tuple[str, dict[str, str], dict[str, str]]] = {
         {},
         {},
     ),
+    "metadata-alias-with-namespace": (
+        "kind: Job\nmetadata: &m\n" + NAME + "  namespace: team\n  labels: {team: ml}\n"
+        "spec:\n  template:\n    metadata: *m\n" + POD_SPEC,
+        {"team": "ml"},
+        {"team": "ml"},
+    ),
+    "namespace-through-a-merge-key": (
+        "kind: Job\nx-common: &c {namespace: team, labels: {team: ml}}\nmetadata:\n"
+        "  <<: *c\n" + NAME + "spec:\n  template:\n    metadata: {<<: *c}\n" + POD_SPEC,
+        {"team": "ml"},
+        {"team": "ml"},
+    ),
     "template-label-wins-over-a-merged-one": (
         "kind: Job\nmetadata: &m\n" + NAME + "  labels: {team: ml}\n"
         "spec:\n  template:\n    metadata:\n      <<: *m\n"
@@ -414,7 +426,9 @@ def test_labels_through_anchors_aliases_and_merge_keys(
         job, pod = labels_of(doc)
         assert job == {**ours(role, index), **job_own}
         assert pod == {**ours(role, index), **pod_own}
-        if namespace:
+        if "namespace: team" in text:
+            assert doc["metadata"]["namespace"] == "team"  # the template's, kept
+        elif namespace:
             assert doc["metadata"]["namespace"] == namespace
             doc["metadata"].pop("namespace")
             if doc["spec"]["template"]["metadata"].get("namespace") == namespace:
@@ -445,3 +459,19 @@ def test_a_merged_mapping_that_cannot_be_written_out_is_refused(cli: Any, tmp_pa
     )
     assert line.endswith("t.yaml:4)"), line
     assert cli(str(template), "--nodes", "a,b", "--no-labels", "-o", "-").code == 0
+
+
+def test_pod_network_finds_a_namespace_through_a_merge_key(cli: Any, tmp_path: Path) -> None:
+    text, _, _ = ANCHORED["namespace-through-a-merge-key"]
+    template = write(tmp_path / "t.yaml", text)
+    result = cli(str(template), "--nodes", "a,b", "--network", "pod", "-o", "-")
+    assert result.code == 0, result.err
+    docs = strict_docs(result.out)
+    services = [d for d in docs if d["kind"] == "Service"]
+    assert [(s["metadata"]["name"], s["metadata"]["namespace"]) for s in services] == [
+        ("t-ps-0", "team"),
+        ("t-worker-0", "team"),
+    ]
+    job = next(d for d in docs if d["kind"] == "Job")
+    assert job["metadata"]["namespace"] == "team"
+    assert job["metadata"]["labels"] == {**ours("ps", 0), "team": "ml"}

@@ -245,15 +245,17 @@ class DuplicateKeyError(RenderCheckError):
         self.line = line
 
 
-def check_keys(documents: Sequence[Any], first_number: int, where: str, aliases: bool) -> None:
-    """Refuse a mapping that has a key twice, anywhere, as kubectl does.
+def check_keys(documents: Sequence[Any], first_number: int, where: str, aliases: bool) -> bool:
+    """Refuse a mapping that has a key twice, anywhere, as kubectl does; True if aliases share one.
 
     PyYAML keeps the last value; Kubernetes' YAML decoder refuses the document
     ("mapping key already defined"). Keys compare by their text, as there, so
     `a` and `"a"` clash. This walks every mapping of every task, so it is kept
     lean: with `aliases` (the text has a `*`) each node is visited once, which
-    keeps the walk linear however the aliases nest.
+    keeps the walk linear however the aliases nest, and a mapping or list met
+    twice is reported as shared.
     """
+    shared = False
     import yaml
 
     mapping_node, sequence_node = yaml.MappingNode, yaml.SequenceNode
@@ -268,6 +270,7 @@ def check_keys(documents: Sequence[Any], first_number: int, where: str, aliases:
                 continue
             if aliases:
                 if id(node) in seen:
+                    shared = True
                     continue
                 seen.add(id(node))
             value = node.value
@@ -283,6 +286,7 @@ def check_keys(documents: Sequence[Any], first_number: int, where: str, aliases:
                 if not unique:
                     _duplicate(value, first_number + offset, where)
             push(map(_ENTRY_VALUE, value))
+    return shared
 
 
 # C-level accessors: the walk above runs over every mapping of every task.

@@ -443,14 +443,14 @@ def render_and_check(
         pieces = compiled.split(text)
         checked, starts, lengths = compiled.stand_in(pieces)
         where = f"{task.role} {task.index} on {task.node}"
-        documents, task_ids = check_documents(compiled, checked, number, where)
+        documents, task_ids, shared = check_documents(compiled, checked, number, where)
         editor = TextEditor(checked, f"document {number} ({where})")
         if len(pieces) > 1:
             pieces, quotes = compiled.resolve(pieces, checked, starts, documents)
             editor.edits += [Edit(offset, quote) for offset, quote in quotes]
         if decoration.job is not None or decoration.namespace is not None:
             labels = decoration.labels(task)
-            anchors = "*" in checked or "<<" in checked
+            anchors = shared or "<<" in checked  # merge keys need no alias: `<<: {a: b}`
             labeller = Labeller(editor, documents, anchors, decoration.conflict)
             try:
                 for document, doc_id in zip(documents, task_ids, strict=True):
@@ -468,8 +468,11 @@ def render_and_check(
 
 def check_documents(
     compiled: CompiledTemplate, text: str, number: int, where: str
-) -> tuple[list[Any], list[DocumentId]]:
-    """One task's documents, composed, identified and checked; messages name template lines."""
+) -> tuple[list[Any], list[DocumentId], bool]:
+    """One task's documents, composed, identified and checked; messages name template lines.
+
+    Also returns whether aliases make a mapping or list stand in several places.
+    """
     try:
         documents = compose_documents(text, number, where)
         if not documents:
@@ -477,7 +480,7 @@ def check_documents(
                 f"document {number} ({where}) is empty: the template renders no YAML document"
             )
         ids = [identify(d, number + i, where) for i, d in enumerate(documents)]
-        check_keys(documents, number, where, "*" in text)
+        shared = check_keys(documents, number, where, "*" in text)
     except RenderCheckError as e:
         marks = [getattr(e.__cause__, m, None) for m in ("problem_mark", "context_mark")]
         lines = [m.line for m in marks if m is not None] or [getattr(e, "line", -1)]
@@ -487,7 +490,7 @@ def check_documents(
         raise
     for doc_id in ids:
         compiled.refuse_marker(" ".join(doc_id), "a document's kind, name or namespace")
-    return documents, ids
+    return documents, ids, shared
 
 
 def summary(tasks: Sequence[Task], destination: str) -> str:

@@ -4,6 +4,9 @@ The edits are made in the rendered text, beside the template's own lines, so its
 formatting, comments and labels stay as they were. Positions come from the YAML
 node tree that the check composes anyway. A label the template already sets is
 left alone; if its value differs, the template wins and a warning says so.
+
+Anchors, aliases and merge keys make one mapping stand at several places (see
+`Labeller`); where the text has none, each mapping stands where it is written.
 """
 
 from __future__ import annotations
@@ -13,10 +16,17 @@ import functools
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 from simpletfjob.errors import RenderCheckError
-from simpletfjob.output import mapping_get
+from simpletfjob.output import (
+    NodeEvent,
+    is_merge_key,
+    mapping_get,
+    merged_mappings,
+    node_events,
+    scalar_string,
+)
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
 JOB_LABEL = "simpletfjob/job"
@@ -25,6 +35,8 @@ INDEX_LABEL = "simpletfjob/index"
 
 _LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 _PLAIN_SAFE = re.compile(r"[A-Za-z][-A-Za-z0-9_./]*")
+# Where a flow mapping's entries start: after its anchor and tag, if any, and its '{'.
+_FLOW_START = re.compile(r"(?:[&!][^ \t\n{]*\s+)*\{")
 _YAML_WORDS = frozenset(
     [
         "y",
@@ -62,6 +74,13 @@ Entry = tuple[str, Any]
 class Edit(NamedTuple):
     offset: int  # where in the text to insert
     text: str
+    end: int | None = None  # replace the text up to here (an alias written out)
+
+
+class Raw(str):
+    """A value written as it is: YAML text already (a flow mapping, or a number copied over)."""
+
+    __slots__ = ()
 
 
 LABEL_VALUE_RULE = (
@@ -114,13 +133,13 @@ class TextEditor:
                 f"{self.where}: cannot add labels to a value that is not a mapping; use --no-labels"
             )
         if mapping.flow_style or not mapping.value:
-            start = mapping.start_mark.index
-            if self.text[start : start + 1] != "{":
+            brace = _FLOW_START.match(self.text, mapping.start_mark.index)
+            if brace is None:
                 raise RenderCheckError(
                     f"{self.where}: cannot find where to add labels; use --no-labels"
                 )
             text = ", ".join(_flow(e) for e in entries) + (", " if mapping.value else "")
-            self.edits.append(Edit(start + 1, text))
+            self.edits.append(Edit(brace.end(), text))
             return
         first_key = mapping.value[0][0]
         column = first_key.start_mark.column
@@ -144,8 +163,12 @@ class TextEditor:
             self.edits.append(Edit(offset, "\n"))
         self.edits.append(Edit(offset, _block_text(entries, column)))
 
-    def apply_to(self, pieces: list[str], stub_lengths: Sequence[int]) -> list[str]:
-        """Apply the edits to the marker-split text the stub text was filled from."""
+    def replace(self, start: int, end: int, text: str) -> None:
+        """Write `text` in place of text[start:end] (an alias token)."""
+        self.edits.append(Edit(start, text, end))
+
+    def apply_to(self, pieces: list[str], stand_in_lengths: Sequence[int]) -> list[str]:
+        """Apply the edits to the marker-split pieces whose stand-in text they were made in."""
         if not self.edits:
             return pieces
         # Offsets in the filled text -> (piece, offset in piece); edits never fall in a marker.
@@ -153,14 +176,17 @@ class TextEditor:
         position = 0
         for i, piece in enumerate(pieces):
             starts.append(position)
-            position += len(piece) if i % 2 == 0 else stub_lengths[i // 2]
+            position += len(piece) if i % 2 == 0 else stand_in_lengths[i // 2]
         result = list(pieces)
         for edit in sorted(self.edits, key=lambda e: e.offset, reverse=True):
             i = bisect.bisect_right(starts, edit.offset) - 1
-            if i % 2 == 1:  # inside a marker's text: step back to the text piece before it
+            if i % 2 == 1 and edit.offset == starts[i] and edit.end is None:
+                i -= 1  # at a marker's start: the end of the text before it
+            if i % 2 == 1:
                 raise RenderCheckError(f"{self.where}: cannot add labels inside TF_CONFIG")
             at = edit.offset - starts[i]
-            result[i] = result[i][:at] + edit.text + result[i][at:]
+            after = at if edit.end is None else at + edit.end - edit.offset
+            result[i] = result[i][:at] + edit.text + result[i][after:]
         return result
 
 
@@ -171,6 +197,8 @@ def _block_text(entries: Sequence[Entry], column: int) -> str:
         if isinstance(value, (list, tuple)):
             lines.append(f"{' ' * column}{scalar(key)}:\n")
             lines.append(_block_text(value, column + 2))
+        elif isinstance(value, Raw):
+            lines.append(f"{' ' * column}{scalar(key)}: {value}\n")
         else:
             lines.append(_block_line(key, value, column))
     return "".join(lines)
@@ -186,59 +214,401 @@ def _flow(entry: Entry) -> str:
     key, value = entry
     if isinstance(value, (list, tuple)):
         return f"{scalar(key)}: {{{', '.join(_flow(e) for e in value)}}}"
+    if isinstance(value, Raw):
+        return f"{scalar(key)}: {value}"
     return f"{scalar(key)}: {scalar(value)}"
 
 
-def add_to_metadata(
-    editor: TextEditor,
-    owner: Any,
-    labels: Mapping[str, str],
-    namespace: str | None,
-    conflict: Callable[[str, str, str], None],
-) -> None:
-    """Merge labels (and a namespace, if missing) into owner.metadata, creating what is absent."""
-    metadata = mapping_get(owner, "metadata")
-    if metadata is None:
-        entries: list[Entry] = [("labels", list(labels.items()))] if labels else []
-        if namespace:
-            entries.insert(0, ("namespace", namespace))
-        editor.add(owner, [("metadata", entries)] if entries else [])
-        return
-    entries = []
-    if namespace and mapping_get(metadata, "namespace") is None:
-        entries.append(("namespace", namespace))
-    existing = mapping_get(metadata, "labels")
-    if not labels:
-        pass
-    elif existing is None:
-        entries.append(("labels", list(labels.items())))
+class LabelError(RenderCheckError):
+    """Labels cannot be added to a document as it is; `line` (from 0) is where, in the task's text."""
+
+    def __init__(self, message: str, line: int) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+# Where labels go, as paths from a document's root: its metadata and, for a Job, its pod
+# template's. A node's roles are the paths it stands at; OTHER is any other place.
+OTHER = ("*",)
+_JOB_PLACES = {
+    "owner": frozenset({(), ("spec", "template")}),
+    "metadata": frozenset({("metadata",), ("spec", "template", "metadata")}),
+    "labels": frozenset({("metadata", "labels"), ("spec", "template", "metadata", "labels")}),
+}
+_PLACES = {
+    level: frozenset(p for p in paths if p[:1] != ("spec",)) for level, paths in _JOB_PLACES.items()
+}
+_PREFIXES = frozenset(
+    p[:i] for paths in _JOB_PLACES.values() for p in paths for i in range(len(p) + 1)
+)
+_LEVEL_ABOVE = {"metadata": "owner", "labels": "metadata"}
+_NOUNS = {"owner": "object", "metadata": "metadata", "labels": "labels"}
+_PLANNED = object()  # a key that an earlier edit of this task writes
+
+
+class Site(NamedTuple):
+    """One place a node stands: in `parent` under `key`, merged into it, or written as an alias."""
+
+    parent: Any  # a mapping or sequence node; None for a document's root
+    key: str | None  # None for a key itself, or an item in a list
+    merge: bool  # merged into `parent` by a merge key
+    alias: NodeEvent | None  # where the alias is written; None where the node itself is
+
+
+class Shape:
+    """Every place each node of a task's documents stands, through anchors, aliases and merge keys."""
+
+    def __init__(self, documents: Sequence[Any], events: Sequence[NodeEvent]) -> None:
+        self.sites: dict[int, list[Site]] = {}
+        self.anchors: dict[int, str] = {}
+        self._roles: dict[int, frozenset[tuple[str, ...]]] = {}
+        self._active: set[int] = set()
+        self._cuts = self._work = 0
+        stream = iter(events)
+        for document in documents:
+            # Depth first, keys before values: the order in which the parser met the nodes.
+            stack: list[tuple[Any, str | None, bool, Any]] = [(None, None, False, document)]
+            while stack:
+                parent, key, merge, node = stack.pop()
+                event = next(stream)
+                known = id(node) in self.sites
+                if known != event.alias:
+                    raise AssertionError("the composed nodes and the parser's events disagree")
+                self.sites.setdefault(id(node), []).append(
+                    Site(parent, key, merge, event if known else None)
+                )
+                if known or type(node.value) is str:
+                    continue
+                if event.anchor:
+                    self.anchors[id(node)] = event.anchor
+                children: list[tuple[Any, str | None, bool, Any]] = []
+                if node.id == "mapping":
+                    for k, v in node.value:
+                        merged = is_merge_key(k)
+                        children.append((node, None, False, k))
+                        children.append(
+                            (node, k.value if type(k.value) is str else None, merged, v)
+                        )
+                elif merge:  # `<<: [*a, *b]`: each item is merged into the mapping
+                    children = [(parent, None, True, item) for item in node.value]
+                else:
+                    children = [(node, None, False, item) for item in node.value]
+                stack += reversed(children)
+
+    def roles(self, node: Any) -> frozenset[tuple[str, ...]]:
+        """The paths from the document's root at which `node` stands (OTHER for any other)."""
+        known = self._roles.get(id(node))
+        if known is not None:
+            return known
+        self._work += 1
+        if id(node) in self._active or len(self._active) > 64 or self._work > 100_000:
+            # A loop through anchors (or a place far from any label's): a merge loop adds
+            # no place, and any other loop makes the node stand at ever longer paths.
+            self._cuts += 1
+            return frozenset({OTHER})
+        cuts = self._cuts
+        self._active.add(id(node))
+        try:
+            roles: set[tuple[str, ...]] = set()
+            for site in self.sites.get(id(node), ()):
+                if site.merge and id(site.parent) in self._active:
+                    self._cuts += 1
+                else:
+                    roles |= self.site_roles(site)
+        finally:
+            self._active.discard(id(node))
+        result = frozenset(roles)
+        if cuts == self._cuts or not self._active:  # complete: no loop was cut short below
+            self._roles[id(node)] = result
+        return result
+
+    def forget_roles(self) -> None:
+        """After an alias is written out, the roles computed so far may be stale."""
+        self._roles.clear()
+
+    def site_roles(self, site: Site) -> set[tuple[str, ...]]:
+        if site.parent is None:
+            return {()}
+        above = self.roles(site.parent)
+        if site.merge:
+            return set(above)
+        if site.key is None:
+            return {OTHER}
+        extended = {(*r, site.key) for r in above if r != OTHER}
+        return {r if r in _PREFIXES else OTHER for r in extended} | (above & {OTHER})
+
+
+class Labeller:
+    """Adds labels, and a namespace where missing, to one task's documents.
+
+    A mapping that anchors share is written into only when every place that
+    uses it gets the same additions (a Job's metadata and its pod template's,
+    say). Otherwise the addition is made where the labelled object uses it: an
+    alias there becomes `{<<: *anchor, ...}`, a mapping taken through a merge
+    key gets an entry of its own with the merged labels written out; or else
+    the aliases at the other places are written out as the mapping they stand
+    for, so that they do not change. What none of these can make right is
+    refused, naming the line.
+    """
+
+    def __init__(
+        self,
+        editor: TextEditor,
+        documents: Sequence[Any],
+        anchors: bool,
+        conflict: Callable[[str, str, str], None],
+    ) -> None:
+        self.editor = editor
+        self.conflict = conflict
+        # Without anchors or merge keys each node stands at one place, where its text is.
+        self.shape = Shape(documents, node_events(editor.text)) if anchors else None
+        self.planned: dict[int, dict[str, Any]] = {}  # what this task adds to each mapping
+        self.places = _PLACES
+
+    def label(
+        self, document: Any, kind: str, labels: Mapping[str, str], namespace: str | None
+    ) -> None:
+        """Labels on the object, and for a Job on its pod template too."""
+        self.places = _JOB_PLACES if kind == "Job" else _PLACES
+        self.place(document, ("metadata",), labels, namespace)
+        if kind == "Job" and labels:
+            template = mapping_get(mapping_get(document, "spec"), "template")
+            if template is not None:
+                self.place(template, ("spec", "template", "metadata"), labels, None)
+
+    def place(
+        self,
+        owner: Any,
+        role: tuple[str, ...],
+        labels: Mapping[str, str],
+        namespace: str | None,
+    ) -> None:
+        """Merge labels (and a namespace, if missing) into owner.metadata, creating what is absent."""
+        metadata = self.lookup(owner, "metadata")
+        if metadata is _PLANNED:
+            return
+        if metadata is None:
+            entries: list[Entry] = [("labels", list(labels.items()))] if labels else []
+            if namespace:
+                entries.insert(0, ("namespace", namespace))
+            if entries and not self.add(owner, "owner", [("metadata", entries)]):
+                self.refuse(owner, "owner", entries)
+            return
+        entries = []
+        if namespace and self.lookup(metadata, "namespace") is None:
+            entries.append(("namespace", namespace))
+        existing = self.lookup(metadata, "labels") if labels else _PLANNED
+        if existing is None:
+            entries.append(("labels", list(labels.items())))
+        elif existing is not _PLANNED:
+            if type(existing).__name__ != "MappingNode":
+                raise RenderCheckError(
+                    f"{self.editor.where}: metadata.labels is not a mapping; write labels: {{}} or use --no-labels"
+                )
+            theirs = self.effective(existing)
+            missing = []
+            for key, value in labels.items():
+                if key not in theirs:
+                    missing.append((key, value))
+                elif theirs[key] != value:
+                    self.conflict(key, theirs[key], value)
+            if missing and not self.add(existing, "labels", missing, metadata, "labels"):
+                # The labels cannot take ours where they are: the metadata gets labels of
+                # its own, theirs written out and ours beside them, made where the object
+                # takes its metadata.
+                copied = _copy(existing)
+                if copied is None:
+                    self.refuse(existing, "labels", missing)
+                parts = [copied[1:-1]] if copied != "{}" else []
+                parts += [_flow(e) for e in missing]
+                entries.append(("labels", Raw(f"{{{', '.join(parts)}}}")))
+                if not self.expand(metadata, "metadata", entries, owner, "metadata"):
+                    self.refuse(existing, "labels", missing)
+                return
+        if entries and not self.add(metadata, "metadata", entries, owner, "metadata"):
+            self.refuse(metadata, "metadata", entries)
+
+    def lookup(self, mapping: Any, key: str) -> Any:
+        """The value under `key`, merge keys included; _PLANNED if this task adds it."""
+        if type(mapping).__name__ != "MappingNode":
+            return None
+        # Without anchors or merge keys in the text, a mapping is only its own entries.
+        for source in merged_mappings(mapping) if self.shape is not None else (mapping,):
+            for k, v in source.value:
+                if k.value == key and type(k).__name__ == "ScalarNode":
+                    return v
+            if key in self.planned.get(id(source), ()):
+                return _PLANNED
+        return None
+
+    def effective(self, mapping: Any) -> dict[str, str]:
+        """A labels mapping's keys and values as YAML merges them, with what this task adds."""
+        entries: dict[str, str] = {}
+        sources = list(merged_mappings(mapping)) if self.shape is not None else [mapping]
+        for source in reversed(sources):
+            for k, v in source.value:
+                if type(k.value) is str and not is_merge_key(k):
+                    entries[k.value] = v.value if type(v.value) is str else "(not a string)"
+            entries.update(self.planned.get(id(source), {}))
+        return entries
+
+    def add(
+        self,
+        node: Any,
+        level: str,
+        entries: Sequence[Entry],
+        parent: Any = None,
+        key: str = "",
+    ) -> bool:
+        """Add entries to the mapping `node` (the value under `key` in `parent`); False if no way is right."""
+        if self.safe(node, level):
+            self.write(node, entries)
+            return True
+        if parent is not None and self.expand(node, level, entries, parent, key):
+            return True
+        if self.freeze(node, level):
+            self.write(node, entries)
+            return True
+        return False
+
+    def expand(
+        self, node: Any, level: str, entries: Sequence[Entry], parent: Any, key: str
+    ) -> bool:
+        """Make the additions where `parent` takes `node` under `key`, leaving `node` as it is."""
+        assert self.shape is not None
+        if not self.safe(parent, _LEVEL_ABOVE[level]):
+            return False
+        flow = ", ".join(_flow(e) for e in entries)
+        written = [v for k, v in parent.value if k.value == key and not is_merge_key(k)]
+        if not written:
+            # Taken through a merge key: give `parent` an entry of its own, the merged
+            # mapping (by its anchor, or written out) with ours beside it.
+            anchor = self.shape.anchors.get(id(node))
+            copied = f"<<: *{anchor}" if anchor is not None else _copy(node)
+            if copied is None:
+                return False
+            theirs = copied if anchor is not None else copied[1:-1]
+            self.write(parent, [(key, Raw(f"{{{', '.join(filter(None, [theirs, flow]))}}}"))])
+            return True
+        site = next(
+            (s for s in self.shape.sites[id(node)] if s.parent is parent and s.key == key), None
+        )
+        if written[0] is not node or site is None or site.alias is None:
+            return False
+        # `key: *anchor` here: merge the anchor and add ours beside it.
+        text = f"{{<<: *{site.alias.anchor}, {flow}}}"
+        self.editor.replace(site.alias.start, site.alias.end, text)
+        self.planned.setdefault(id(parent), {})[key] = text
+        return True
+
+    def safe(self, node: Any, level: str) -> bool:
+        """Whether every place `node` stands gets the additions meant for `level`."""
+        return self.shape is None or self.shape.roles(node) <= self.places[level]
+
+    def write(self, node: Any, entries: Sequence[Entry]) -> None:
+        self.editor.add(node, entries)
+        self.planned.setdefault(id(node), {}).update(entries)
+
+    def freeze(self, node: Any, level: str) -> bool:
+        """Write out the aliases that make `node` stand where ours do not belong; False if none can.
+
+        Each such alias becomes the mapping it stands for, as flow YAML, so that
+        place reads the same as before and no longer shares `node`.
+        """
+        assert self.shape is not None
+        aliases: list[tuple[Any, Site]] = []
+        if not self._aliases_to_write_out(node, self.places[level], aliases, 0):
+            return False
+        copies = []
+        for target, site in aliases:
+            copied = _copy(target)
+            if copied is None:
+                return False
+            copies.append((site, copied))
+        for (target, site), (_, copied) in zip(aliases, copies, strict=True):
+            assert site.alias is not None
+            self.editor.replace(site.alias.start, site.alias.end, copied)
+            self.shape.sites[id(target)].remove(site)
+        self.shape.forget_roles()
+        return True
+
+    def _aliases_to_write_out(
+        self,
+        node: Any,
+        allowed: frozenset[tuple[str, ...]],
+        found: list[tuple[Any, Site]],
+        depth: int,
+    ) -> bool:
+        assert self.shape is not None
+        for site in self.shape.sites[id(node)]:
+            if self.shape.site_roles(site) <= allowed:
+                continue
+            if site.alias is not None:
+                found.append((node, site))
+                continue
+            # The node is written here, but this place is itself shared: look one level up.
+            if site.parent is None or depth > 8:
+                return False
+            if site.merge:
+                above = allowed
+            elif site.key is None:
+                return False
+            else:
+                above = frozenset(r[:-1] for r in allowed if r[-1:] == (site.key,))
+            if not self._aliases_to_write_out(site.parent, above, found, depth + 1):
+                return False
+        return True
+
+    def refuse(self, node: Any, level: str, entries: Sequence[Entry]) -> NoReturn:
+        what = "a namespace" if [k for k, _ in entries] == ["namespace"] else "labels"
+        hint = (
+            "set metadata.namespace in the template" if what == "a namespace" else "use --no-labels"
+        )
+        line = node.start_mark.line
+        raise LabelError(
+            f"{self.editor.where}: cannot add {what} to the {_NOUNS[level]} at line {line + 1}: "
+            "an anchor shares it with a place that must not change, and simpletfjob cannot "
+            f"write it out there (it has a tag, refers to itself, or is too large); {hint}",
+            line,
+        )
+
+
+def _copy(node: Any, budget: list[int] | None = None, depth: int = 0) -> str | None:
+    """A node as flow YAML that reads back the same, or None (a tag, too large or too deep)."""
+    budget = [65536] if budget is None else budget
+    if depth > 64 or budget[0] < 0:
+        return None
+    value = node.value
+    if type(value) is str:
+        if type(node.tag) is str:  # an explicit tag
+            return None
+        string = scalar_string(node)
+        text = value if string is None else _quoted(string)
+    elif node.id == "mapping":
+        parts = []
+        for k, v in value:
+            key = "<<" if is_merge_key(k) else _copy(k, budget, depth + 1)
+            copied = _copy(v, budget, depth + 1)
+            if key is None or copied is None:
+                return None
+            parts.append(f"{key}: {copied}")
+        text = "{" + ", ".join(parts) + "}"
     else:
-        if type(existing).__name__ != "MappingNode":
-            raise RenderCheckError(
-                f"{editor.where}: metadata.labels is not a mapping; write labels: {{}} or use --no-labels"
-            )
-        theirs = {k.value: v.value for k, v in existing.value if type(v).__name__ == "ScalarNode"}
-        missing = []
-        for key, value in labels.items():
-            if key not in theirs:
-                missing.append((key, value))
-            elif theirs[key] != value:
-                conflict(key, theirs[key], value)
-        editor.add(existing, missing)
-    editor.add(metadata, entries)
+        items = [_copy(item, budget, depth + 1) for item in value]
+        if None in items:
+            return None
+        text = "[" + ", ".join(str(i) for i in items) + "]"
+    budget[0] -= len(text)
+    return text if budget[0] >= 0 else None
 
 
-def label_document(
-    editor: TextEditor,
-    document: Any,
-    kind: str,
-    labels: Mapping[str, str],
-    namespace: str | None,
-    conflict: Callable[[str, str, str], None],
-) -> None:
-    """Labels on the object, and for a Job on its pod template too."""
-    add_to_metadata(editor, document, labels, namespace, conflict)
-    if kind == "Job" and labels:
-        template = mapping_get(mapping_get(document, "spec"), "template")
-        if template is not None:
-            add_to_metadata(editor, template, labels, None, conflict)
+# What a double-quoted YAML scalar cannot hold as it is, though JSON can.
+_YAML_UNPRINTABLE = "[\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]"  # compiled on first use
+
+
+def _quoted(text: str) -> str:
+    """A string as a YAML flow scalar: plain where that reads back the same, else double-quoted."""
+    if _PLAIN_SAFE.fullmatch(text) and text not in _YAML_WORDS:
+        return text
+    quoted = json.dumps(text, ensure_ascii=False)
+    return re.sub(_YAML_UNPRINTABLE, lambda m: f"\\u{ord(m[0]):04x}", quoted)

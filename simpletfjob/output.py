@@ -1,9 +1,9 @@
 """Output: checking the rendered documents, joining them, and writing them atomically.
 
 Every document is checked before the first byte is written. The check parses
-each task's document with TF_CONFIG standing in as a small config of the same
-shape; the real TF_CONFIG is written by construction in the same place and
-style, so megabytes of cluster JSON are never parsed again.
+each task's document with every bare TF_CONFIG standing as a short marker; the
+real TF_CONFIG is written by construction in the same place, escaped for the
+scalar the marker stood in, so megabytes of cluster JSON are never parsed.
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
-import json
+import operator
 import os
 import re
 import stat
 import sys
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 from simpletfjob import streams
@@ -89,6 +89,32 @@ def compose_documents(text: str, first_number: int, where: str, source: str = ""
     return documents
 
 
+class NodeEvent(NamedTuple):
+    """A node as the parser met it: its anchor, where it starts and ends, and if it is an alias."""
+
+    anchor: str | None
+    start: int
+    end: int
+    alias: bool
+
+
+def node_events(text: str) -> list[NodeEvent]:
+    """Every node of the text in document order, each alias where it is written.
+
+    The composed tree has one node for an anchor and all its aliases; these
+    events tell the places apart (composing visits them in the same order).
+    """
+    import yaml
+
+    events = []
+    for event in yaml.parse(text, Loader=_check_loader()):
+        if isinstance(event, yaml.NodeEvent):  # scalars, collection starts and aliases
+            alias = isinstance(event, yaml.AliasEvent)
+            start, end = event.start_mark, event.end_mark
+            events.append(NodeEvent(event.anchor, start.index, end.index, alias))  # type: ignore[union-attr]
+    return events
+
+
 _STR = "tag:yaml.org,2002:str"
 _CHECK_LOADER: Any = None
 
@@ -140,13 +166,54 @@ _NODE_KINDS = {"MappingNode": "mapping", "SequenceNode": "list", "ScalarNode": "
 
 
 def mapping_get(node: Any, key: str) -> Any:
-    """The value node under `key` in a mapping node, or None."""
+    """The value node under `key` in a mapping node, or None.
+
+    A key the mapping takes through a merge key (`<<: *base`, `<<: [*a, *b]`)
+    counts, with YAML's precedence: the mapping's own keys, then each merged
+    mapping in turn.
+    """
     if type(node).__name__ != "MappingNode":
         return None
     for k, v in node.value:
         if type(k).__name__ == "ScalarNode" and k.value == key:
             return v
+    if merge_sources(node):
+        for mapping in merged_mappings(node):
+            for k, v in mapping.value:
+                if k.value == key and type(k).__name__ == "ScalarNode":
+                    return v
     return None
+
+
+def merged_mappings(node: Any) -> Iterator[Any]:
+    """A mapping node, then the mappings it merges in, deepest merges after, in precedence order.
+
+    Each mapping comes once, however the merges repeat or loop through anchors.
+    """
+    seen: set[int] = set()
+    stack = [node]
+    while stack:
+        mapping = stack.pop()
+        if id(mapping) in seen:
+            continue
+        seen.add(id(mapping))
+        yield mapping
+        stack += reversed(merge_sources(mapping))
+
+
+def is_merge_key(node: Any) -> bool:
+    """`<<` written plain: YAML's merge key (a quoted '<<' is an ordinary key)."""
+    return node.value == "<<" and not node.style and type(node).__name__ == "ScalarNode"
+
+
+def merge_sources(node: Any) -> list[Any]:
+    """The mappings a mapping node merges in, in precedence order."""
+    sources = []
+    for k, v in node.value:
+        if is_merge_key(k):
+            items = v.value if type(v).__name__ == "SequenceNode" else [v]
+            sources += [m for m in items if type(m).__name__ == "MappingNode"]
+    return sources
 
 
 def scalar_string(node: Any) -> str | None:
@@ -201,6 +268,81 @@ def identify(document: Any, number: int, where: str) -> DocumentId:
     return DocumentId(kind, namespace or "", name)
 
 
+class DuplicateKeyError(RenderCheckError):
+    """A mapping has a key twice; `line` (from 0, in the task's text) is the second one."""
+
+    def __init__(self, message: str, line: int) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+def check_keys(documents: Sequence[Any], first_number: int, where: str, aliases: bool) -> bool:
+    """Refuse a mapping that has a key twice, anywhere, as kubectl does; True if aliases share one.
+
+    PyYAML keeps the last value; Kubernetes' YAML decoder refuses the document
+    ("mapping key already defined"). Keys compare by their text, as there, so
+    `a` and `"a"` clash. This walks every mapping of every task, so it is kept
+    lean: with `aliases` (the text has a `*`) each node is visited once, which
+    keeps the walk linear however the aliases nest, and a mapping or list met
+    twice is reported as shared.
+    """
+    shared = False
+    import yaml
+
+    mapping_node, sequence_node = yaml.MappingNode, yaml.SequenceNode
+    for offset, document in enumerate(documents):
+        seen: set[int] = set()
+        stack = [document]
+        pop, push = stack.pop, stack.extend
+        while stack:
+            node = pop()
+            kind = type(node)
+            if kind is not mapping_node and kind is not sequence_node:
+                continue
+            if aliases:
+                if id(node) in seen:
+                    shared = True
+                    continue
+                seen.add(id(node))
+            value = node.value
+            if kind is sequence_node:
+                push(value)
+                continue
+            if len(value) > 1:
+                try:
+                    unique = len(set(map(_VALUE, map(_KEY, value)))) == len(value)
+                except TypeError:  # a key that is a mapping or a list (JSON has no such key)
+                    texts = [k.value for k, _ in value if type(k.value) is str]
+                    unique = len(set(texts)) == len(texts)
+                if not unique:
+                    _duplicate(value, first_number + offset, where)
+            push(map(_ENTRY_VALUE, value))
+    return shared
+
+
+# C-level accessors: the walk above runs over every mapping of every task.
+_KEY, _ENTRY_VALUE, _VALUE = (
+    operator.itemgetter(0),
+    operator.itemgetter(1),
+    operator.attrgetter("value"),
+)
+
+
+def _duplicate(entries: Sequence[tuple[Any, Any]], number: int, where: str) -> None:
+    first: dict[str, int] = {}
+    for key, _ in entries:
+        if type(key.value) is not str:
+            continue
+        line = key.start_mark.line
+        if key.value in first:
+            raise DuplicateKeyError(
+                f"document {number} ({where}): mapping key {key.value!r} is defined twice, "
+                f"at lines {first[key.value] + 1} and {line + 1}; kubectl refuses a duplicate key",
+                line,
+            )
+        first[key.value] = line
+
+
 def check_name(kind: str, name: str, number: int | None, where: str) -> None:
     """Job and Service names must be DNS-1123 labels of at most 63 characters.
 
@@ -234,37 +376,6 @@ def check_unique(ids: Iterable[tuple[int, DocumentId]]) -> None:
                 "make metadata.name depend on <<type>> and <<index>>"
             )
         seen[doc_id] = number
-
-
-def node_at(documents: Sequence[Any], line: int, column: int) -> Any:
-    """The innermost node that starts at or before (line, column) along the path to that point."""
-    position = (line, column)
-    candidates = [d for d in documents if (d.start_mark.line, d.start_mark.column) <= position]
-    node = candidates[-1] if candidates else None
-    while node is not None:
-        kind = type(node).__name__
-        if kind == "MappingNode":
-            before = [
-                v for k, v in node.value if (k.start_mark.line, k.start_mark.column) <= position
-            ]
-        elif kind == "SequenceNode":
-            before = [v for v in node.value if (v.start_mark.line, v.start_mark.column) <= position]
-        else:
-            return node
-        if not before:
-            return node
-        node = before[-1]
-    return None
-
-
-def is_config_string(node: Any, config: Mapping[str, Any]) -> bool:
-    """Whether a node is a quoted or block scalar holding exactly `config` as JSON."""
-    if node is None or type(node).__name__ != "ScalarNode" or not node.style:
-        return False
-    try:
-        return bool(json.loads(node.value) == config)
-    except ValueError:
-        return False
 
 
 def join_documents(tasks: Iterable[Iterable[str]]) -> Iterator[str]:

@@ -20,27 +20,28 @@ from simpletfjob.labels import (
     LABEL_VALUE_RULE,
     MANAGED_BY,
     ROLE_LABEL,
+    Edit,
+    LabelError,
+    Labeller,
     TextEditor,
     check_label_value,
     is_label_value,
-    label_document,
 )
 from simpletfjob.output import (
     Destination,
     DocumentId,
+    check_keys,
     check_name,
     check_unique,
     compose_documents,
     destination,
     identify,
-    is_config_string,
     join_documents,
-    node_at,
     normalize_task_text,
     refuse_inputs,
     write_to,
 )
-from simpletfjob.render import BUILTIN_VARIABLES, WHOLE_VALUE_MODES, CompiledTemplate, place
+from simpletfjob.render import BUILTIN_VARIABLES, CompiledTemplate
 from simpletfjob.roles import (
     ClusterSpec,
     Host,
@@ -176,7 +177,10 @@ def run(options: Options) -> str:
     if options.network == "pod":
         spec, rendered = use_pod_network(compiled, options, rendered, decoration)
     for key, (theirs, ours) in sorted(decoration.conflicts.items()):
-        warn(f"the template sets label {key}={theirs}; keeping it (simpletfjob would set {ours!r})")
+        message = (
+            f"the template sets label {key}={theirs}; keeping it (simpletfjob would set {ours!r})"
+        )
+        warn(compiled.public(message))
     checked = ""
     if options.validate or options.kube_version is not None:
         from simpletfjob.validate import validate_rendered
@@ -440,8 +444,7 @@ def template_tolerations(
     context = {**options.values, **task_context(task, spec, 1)}
     if compiled.uses_tf_config:
         context["TF_CONFIG"] = spec.compact(task)
-    pieces = compiled.split(normalize_task_text(compiled.render(context)))
-    text = "".join(compiled.fill(pieces, spec, task))
+    text, _, _ = compiled.stand_in(compiled.split(normalize_task_text(compiled.render(context))))
     documents = compose_documents(text, 1, f"{role} 0, placeholder render", compiled.filename)
     return pod_tolerations(documents)
 
@@ -505,12 +508,6 @@ def task_context(task: Task, spec: ClusterSpec, num_tasks: int) -> dict[str, Any
     }
 
 
-def stub_spec(tasks: Sequence[Task]) -> ClusterSpec:
-    """A small cluster of the same roles, for checking placement without the real JSON."""
-    stubs = {t.role: Task(t.role, 0, "stub", "stub", 1) for t in tasks}
-    return ClusterSpec(list(stubs.values()), include_evaluator=True)
-
-
 def render_and_check(
     compiled: CompiledTemplate,
     tasks: Sequence[Task],
@@ -518,10 +515,13 @@ def render_and_check(
     values: Mapping[str, Any],
     decoration: Decoration,
 ) -> list[Rendered]:
-    """Render every task, check every document and add labels; nothing is written here."""
-    stub = stub_spec(tasks)
-    # A template that uses TF_CONFIG in an expression of its own gets the real JSON
-    # in its text, so its documents are checked with it; bare placements use the stub.
+    """Render every task, check every document and add labels; nothing is written here.
+
+    Each task's text is checked with every bare TF_CONFIG standing as its marker;
+    the scalar it stands in settles how the real JSON is escaped, so the JSON
+    itself is never parsed. A template that uses TF_CONFIG in an expression of
+    its own gets the real JSON in its text, and is checked with it.
+    """
     rendered = []
     number = 1
     ids: list[tuple[int, DocumentId]] = []
@@ -531,25 +531,24 @@ def render_and_check(
             context["TF_CONFIG"] = spec.compact(task)
         text = normalize_task_text(compiled.render(context))
         pieces = compiled.split(text)
-        placed = [place(compiled.placements[int(p)], stub, task) for p in pieces[1::2]]
-        checked = "".join(_interleave(pieces, placed))
+        checked, starts, lengths = compiled.stand_in(pieces)
         where = f"{task.role} {task.index} on {task.node}"
-        documents = compose_documents(checked, number, where, compiled.filename)
-        if not documents:
-            raise RenderCheckError(
-                f"document {number} ({where}) is empty: the template renders no YAML document"
-            )
-        task_ids = [identify(d, number + i, where) for i, d in enumerate(documents)]
-        check_placements(compiled, pieces, placed, documents, stub.config(task), where, number)
+        documents, task_ids, shared = check_documents(compiled, checked, number, where)
+        editor = TextEditor(checked, f"document {number} ({where})")
+        if len(pieces) > 1:
+            pieces, quotes = compiled.resolve(pieces, checked, starts, documents)
+            editor.edits += [Edit(offset, quote) for offset, quote in quotes]
         if decoration.job is not None or decoration.namespace is not None:
-            editor = TextEditor(checked, f"document {number} ({where})")
             labels = decoration.labels(task)
-            for document, doc_id in zip(documents, task_ids, strict=True):
-                namespace = None if doc_id.namespace else decoration.namespace
-                label_document(
-                    editor, document, doc_id.kind, labels, namespace, decoration.conflict
-                )
-            pieces = editor.apply_to(pieces, [len(p) for p in placed])
+            anchors = shared or "<<" in checked  # merge keys need no alias: `<<: {a: b}`
+            labeller = Labeller(editor, documents, anchors, decoration.conflict)
+            try:
+                for document, doc_id in zip(documents, task_ids, strict=True):
+                    namespace = None if doc_id.namespace else decoration.namespace
+                    labeller.label(document, doc_id.kind, labels, namespace)
+            except LabelError as e:
+                raise RenderCheckError(compiled.public(str(e), checked, e.line)) from e
+        pieces = editor.apply_to(pieces, lengths)
         ids += [(number + i, doc_id) for i, doc_id in enumerate(task_ids)]
         number += len(documents)
         rendered.append(Rendered(task, pieces, task_ids))
@@ -557,42 +556,31 @@ def render_and_check(
     return rendered
 
 
-def _interleave(pieces: Sequence[str], placed: Sequence[str]) -> list[str]:
-    out = [pieces[0]]
-    for i, text in enumerate(placed):
-        out += [text, pieces[2 * i + 2]]
-    return out
+def check_documents(
+    compiled: CompiledTemplate, text: str, number: int, where: str
+) -> tuple[list[Any], list[DocumentId], bool]:
+    """One task's documents, composed, identified and checked; messages name template lines.
 
-
-def check_placements(
-    compiled: CompiledTemplate,
-    pieces: Sequence[str],
-    placed: Sequence[str],
-    documents: Sequence[Any],
-    config: Mapping[str, Any],
-    where: str,
-    number: int,
-) -> None:
-    """Each bare TF_CONFIG that stands as a whole value must read back, in place, as this task's config."""
-    line = column = 0
-    for i, text in enumerate(placed):
-        before = pieces[2 * i]
-        newlines = before.count("\n")
-        line += newlines
-        column = len(before) - before.rfind("\n") - 1 if newlines else column + len(before)
-        placement = compiled.placements[int(pieces[2 * i + 1])]
-        if placement.mode in WHOLE_VALUE_MODES:
-            indent = len(text) - len(text.lstrip(" "))
-            if not is_config_string(node_at(documents, line, column + indent), config):
-                raise RenderCheckError(
-                    f"document {number} ({where}): the TF_CONFIG at "
-                    f"{compiled.filename}:{placement.line} does not come out as one JSON "
-                    "string value; put it alone on a line under 'value: |', "
-                    "or quote it: value: '<<TF_CONFIG>>'"
-                )
-        newlines = text.count("\n")
-        line += newlines
-        column = len(text) - text.rfind("\n") - 1 if newlines else column + len(text)
+    Also returns whether aliases make a mapping or list stand in several places.
+    """
+    try:
+        documents = compose_documents(text, number, where, compiled.filename)
+        if not documents:
+            raise RenderCheckError(
+                f"document {number} ({where}) is empty: the template renders no YAML document"
+            )
+        ids = [identify(d, number + i, where) for i, d in enumerate(documents)]
+        shared = check_keys(documents, number, where, "*" in text)
+    except RenderCheckError as e:
+        marks = [getattr(e.__cause__, m, None) for m in ("problem_mark", "context_mark")]
+        lines = [m.line for m in marks if m is not None] or [getattr(e, "line", -1)]
+        public = compiled.public(str(e), text, *lines)
+        if public != str(e):
+            raise RenderCheckError(public) from e
+        raise
+    for doc_id in ids:
+        compiled.refuse_marker(" ".join(doc_id), "a document's kind, name or namespace")
+    return documents, ids, shared
 
 
 def summary(tasks: Sequence[Task], destination: str) -> str:

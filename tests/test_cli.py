@@ -213,8 +213,8 @@ def test_missing_and_binary_templates(cli: Any, workdir: Path) -> None:
             r"is 72 characters; the limit is 63",
         ),
         (
-            "kind: Job\nmetadata:\n  name: j-<<type>>-<<index>>\nvalue: |\n  a\n  <<TF_CONFIG>>\n",
-            r"TF_CONFIG at .*t.yaml:6 does not come out as one JSON string value",
+            "kind: Job\nmetadata:\n  name: j-<<type>>-<<index>>\nvalue:\n  a: 1\n  <<TF_CONFIG>>: 2\n",
+            r"t\.yaml:6: <<TF_CONFIG>> stands in a mapping key",
         ),
     ],
 )

@@ -110,7 +110,11 @@ def bomb_case(kind: str, tmp_path: Path, home: Path) -> tuple[list[str], dict[st
         write(tmp_path / "t.yaml", BOMB_JOB)
         nodes = {"kind": "List", "items": [make_node("a", gpu_taint=True), make_node("b")]}
         write(tmp_path / "nodes.json", json.dumps(nodes))
-        return ["t.yaml", "--nodes-file", "nodes.json"], {}, "t.yaml: document 1 (ps 0, placeholder render)"
+        return (
+            ["t.yaml", "--nodes-file", "nodes.json"],
+            {},
+            "t.yaml: document 1 (ps 0, placeholder render)",
+        )
     if kind == "values file":
         write(tmp_path / "v.yaml", laughs())
         return ["plain.yaml", *hosts, "-f", "v.yaml"], {}, "v.yaml:11: "

@@ -227,14 +227,22 @@ def test_a_document_with_a_duplicate_key_is_refused(
 def nested_aliases(shape: str, levels: int) -> str:
     """`levels` levels of aliases, each naming the one below twice: 2**levels paths."""
     if shape == "lists":
-        return "".join(
-            f"    x{i}: &x{i} [*x{i - 1}, *x{i - 1}]\n" if i else "    x0: &x0 {k: v}\n"
+        return (
+            "".join(
+                f"    x{i}: &x{i} [*x{i - 1}, *x{i - 1}]\n" if i else "    x0: &x0 {k: v}\n"
+                for i in range(levels)
+            )
+            + f"  y: *x{levels - 1}\n"
+        )
+    return (
+        "".join(
+            f"    x{i}: &x{i} {{<<: [*x{i - 1}, *x{i - 1}], k{i}: v}}\n"
+            if i
+            else "    x0: &x0 {k: v}\n"
             for i in range(levels)
-        ) + f"  y: *x{levels - 1}\n"
-    return "".join(
-        f"    x{i}: &x{i} {{<<: [*x{i - 1}, *x{i - 1}], k{i}: v}}\n" if i else "    x0: &x0 {k: v}\n"
-        for i in range(levels)
-    ) + f"  template:\n    metadata: {{labels: *x{levels - 1}}}\n"
+        )
+        + f"  template:\n    metadata: {{labels: *x{levels - 1}}}\n"
+    )
 
 
 # 8 levels stay under the alias limit (see yamlinput); 30 levels name 2**30 paths, past it.

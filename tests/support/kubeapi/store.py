@@ -35,6 +35,7 @@ import json
 import queue
 import threading
 import time
+import zlib
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -288,21 +289,57 @@ class Change:
     old: Stored | None
 
 
+# Field indexes of the watch cache: pods by node, as the real one keeps them.
+INDEXED_FIELDS = {"pods": "spec.nodeName"}
+
+
 class Table:
+    """One resource's objects: by key, the keys in etcd order, and the watch cache's index."""
+
     def __init__(self, resource: Resource) -> None:
         self.resource = resource
         self.objects: dict[str, Stored] = {}
         self.keys: list[str] = []
         self.last_change = 0
+        self.indexed = INDEXED_FIELDS.get(resource.name)
+        self.index: dict[str, set[str]] = {}
 
     def put(self, stored: Stored) -> None:
-        if stored.key not in self.objects:
+        old = self.objects.get(stored.key)
+        if old is None:
             bisect.insort(self.keys, stored.key)
+        elif self.indexed:
+            self.index.get(old.fields[self.indexed], set()).discard(old.key)
         self.objects[stored.key] = stored
+        if self.indexed:
+            self.index.setdefault(stored.fields[self.indexed], set()).add(stored.key)
 
     def remove(self, key: str) -> None:
-        if self.objects.pop(key, None) is not None:
+        old = self.objects.pop(key, None)
+        if old is not None:
             del self.keys[bisect.bisect_left(self.keys, key)]
+            if self.indexed:
+                self.index.get(old.fields[self.indexed], set()).discard(key)
+
+    def reindex(self) -> None:
+        self.index = {}
+        if self.indexed:
+            for key, stored in self.objects.items():
+                self.index.setdefault(stored.fields[self.indexed], set()).add(key)
+
+    def cached(self, prefix: str, fields: list[FieldTerm]) -> list[Stored]:
+        """What the watch cache holds under `prefix`, narrowed by its index when it can be."""
+        exact = [t for t in fields if t.field == self.indexed and t.operator == "="]
+        if exact:
+            keys: Iterable[str] = (
+                k for k in self.index.get(exact[0].value, ()) if k.startswith(prefix)
+            )
+        else:
+            begin = bisect.bisect_left(self.keys, prefix)
+            end = bisect.bisect_left(self.keys, prefix + "\U0010ffff") if prefix else len(self.keys)
+            keys = self.keys[begin:end]
+        # the cache is a map: its lists come in no particular order (here, by a hash of the key)
+        return sorted((self.objects[k] for k in keys), key=lambda s: zlib.crc32(s.key.encode()))
 
 
 def with_kind(resource: Resource, body: bytes) -> bytes:
@@ -440,13 +477,15 @@ class Store:
         defaults.default_namespace(ns)
         return ns
 
-    def _stored(self, resource: Resource, key: str, obj: dict[str, Any], rv: int) -> Stored:
+    def _stored(
+        self, resource: Resource, key: str, obj: dict[str, Any], rv: int, ordered: bool = True
+    ) -> Stored:
         obj["metadata"]["resourceVersion"] = str(rv)
         meta = obj["metadata"]
         owners = tuple(str(o.get("uid")) for o in meta.get("ownerReferences") or [])
         return Stored(
             key,
-            compact_json(_ordered(obj)),
+            compact_json(_ordered(obj) if ordered else obj),
             dict(meta.get("labels") or {}),
             field_values(resource.name, obj),
             owners,
@@ -513,18 +552,21 @@ class Store:
         resource = RESOURCES[name]
         table = self.tables[name]
         with self.lock:
-            for obj in objs:
-                obj = copy.deepcopy(obj)
-                meta = obj.setdefault("metadata", {})
+            for given in objs:
+                # only metadata changes on the way in: copy that, share the rest
+                obj = {**given, "metadata": dict(given.get("metadata") or {})}
+                meta = obj["metadata"]
                 namespace = meta.get("namespace") or ("default" if resource.namespaced else None)
                 if resource.namespaced:
                     meta["namespace"] = namespace
                     self._ensure_namespace(str(namespace))
-                meta.setdefault("uid", defaults.new_uid())
-                meta.setdefault("creationTimestamp", defaults.timestamp(self.clock()))
+                if "uid" not in meta:
+                    meta["uid"] = defaults.new_uid()
+                if "creationTimestamp" not in meta:
+                    meta["creationTimestamp"] = defaults.timestamp(self.clock())
                 key = self.key(resource, namespace, meta["name"])
                 self.rv += 1
-                stored = self._stored(resource, key, obj, self.rv)
+                stored = self._stored(resource, key, obj, self.rv, ordered=False)
                 self._index(name, table.objects.get(key), stored, obj)
                 table.put(stored)
             table.last_change = self.rv
@@ -549,6 +591,7 @@ class Store:
                 self._index(name, table.objects.get(key), stored, None)
                 table.objects[key] = stored
             table.keys = sorted(table.objects)
+            table.reindex()
             table.last_change = self.rv
             self.compact()
 
@@ -631,15 +674,8 @@ class Store:
         with self.lock:
             if resource_version == "0" or (resource_version and limit <= 0):
                 # the watch cache: no pages, every match at the cache's revision
-                objects, keys = self.tables[name].objects, self.tables[name].keys
-                begin = bisect.bisect_left(keys, prefix)
-                items: list[bytes] = []
-                for key in keys[begin:]:
-                    if not key.startswith(prefix):
-                        break
-                    if passes(objects[key]):
-                        items.append(objects[key].body)
-                return ListResult(items, self.rv)
+                cached = self.tables[name].cached(prefix, fields)
+                return ListResult([s.body for s in cached if passes(s)], self.rv)
             start = ""
             at = self.rv
             if token:
@@ -667,16 +703,20 @@ class Store:
             objects, keys = self._state_at(name, at)
             begin = bisect.bisect_left(keys, prefix + start)
             end = bisect.bisect_left(keys, prefix + "\U0010ffff") if prefix else len(keys)
-            items = []
-            read, position = 0, begin
-            while position < end and not (
-                limit > 0 and (read >= limit if short_pages else len(items) >= limit)
-            ):
-                stored = objects[keys[position]]
-                position += 1
-                read += 1
-                if passes(stored):
-                    items.append(stored.body)
+            if not filtered and not short_pages:  # no selector: a slice, not a loop
+                position = end if limit <= 0 else min(end, begin + limit)
+                items = [objects[k].body for k in keys[begin:position]]
+            else:
+                items = []
+                read, position = 0, begin
+                while position < end and not (
+                    limit > 0 and (read >= limit if short_pages else len(items) >= limit)
+                ):
+                    stored = objects[keys[position]]
+                    position += 1
+                    read += 1
+                    if passes(stored):
+                        items.append(stored.body)
             result = ListResult(items, at)
             if (
                 limit > 0 and position < end
@@ -1146,11 +1186,17 @@ class Store:
             period = _grace_period(resource, obj, grace)
             now = self.clock()
             if not finalizers and period == 0:
+                # pods are deleted gracefully even with grace 0: the deletion is written first
+                graceful = resource.name == "pods"
+                if not meta.get("deletionTimestamp") or graceful:
+                    if meta.get("deletionGracePeriodSeconds") != 0 or not graceful:
+                        meta["deletionTimestamp"] = defaults.timestamp(now)
+                    meta["deletionGracePeriodSeconds"] = 0
                 if dry_run:
                     return _deleted_answer(resource, obj)
-                if not meta.get("deletionTimestamp"):
-                    meta["deletionTimestamp"] = defaults.timestamp(now)
-                    meta["deletionGracePeriodSeconds"] = 0
+                if graceful and stored.obj()["metadata"].get("deletionGracePeriodSeconds") != 0:
+                    stored = self._commit(name, key, obj, stored)
+                    obj = stored.obj()
                 self._commit(name, key, None, stored)
                 self._after_delete(obj, background=policy == "Background")
                 return _deleted_answer(resource, obj)

@@ -12,6 +12,7 @@ import copy
 import hashlib
 import json
 import random
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -919,35 +920,36 @@ def _daemon(name: str, node: str | None, app: str) -> dict[str, Any]:
     )
 
 
+_PLACEHOLDER = re.compile("(@NAME@|@NS@|@UID@|@NODE@|@HOSTIP@|@PODIP@)")
+
+
 class _Shape:
-    """A pod encoded once with placeholders, then stamped out by byte substitution."""
+    """A pod encoded once with placeholders, then stamped out by joining its pieces."""
 
     def __init__(self, pod: dict[str, Any]) -> None:
-        marked = json.dumps(pod, separators=(",", ":")).encode()
-        self.body = marked
+        pieces = _PLACEHOLDER.split(json.dumps(pod, separators=(",", ":")))
+        self.pieces = [p.encode() for p in pieces]
+        self.slots = [(i, p) for i, p in enumerate(pieces) if i % 2]  # (index, placeholder)
         self.labels = pod["metadata"].get("labels", {})
         self.fields = field_values("pods", pod)
+        self.marked = {k: v for k, v in self.fields.items() if "@" in v}
 
     def stamp(self, namespace: str, name: str, node: str | None, host_ip: str) -> Encoded:
-        uid = uid_for("pod", namespace, name)
-        pod_ip = _ip(namespace, name)
-        body = (
-            self.body.replace(b"@NAME@", name.encode())
-            .replace(b"@NS@", namespace.encode())
-            .replace(b"@UID@", uid.encode())
-            .replace(b"@NODE@", (node or "").encode())
-            .replace(b"@HOSTIP@", host_ip.encode())
-            .replace(b"@PODIP@", pod_ip.encode())
-        )
-        fields = {
-            k: v.replace("@NAME@", name)
-            .replace("@NS@", namespace)
-            .replace("@NODE@", node or "")
-            .replace("@PODIP@", pod_ip)
-            .replace("@HOSTIP@", host_ip)
-            for k, v in self.fields.items()
+        values = {
+            "@NAME@": name,
+            "@NS@": namespace,
+            "@UID@": uid_for("pod", namespace, name),
+            "@NODE@": node or "",
+            "@HOSTIP@": host_ip,
+            "@PODIP@": _ip(namespace, name),
         }
-        return Encoded(namespace, name, body, dict(self.labels), fields, ())
+        pieces = self.pieces.copy()
+        for index, placeholder in self.slots:
+            pieces[index] = values[placeholder].encode()
+        fields = dict(self.fields)
+        for label, value in self.marked.items():
+            fields[label] = _PLACEHOLDER.sub(lambda m: values[m[0]], value)
+        return Encoded(namespace, name, b"".join(pieces), dict(self.labels), fields, ())
 
 
 def _shape(build: Callable[..., dict[str, Any]], scheduled: bool, *args: Any) -> _Shape:
@@ -987,30 +989,40 @@ def realistic_pods(
     ]
     training = _shape(_gpu_training, True, 8)
     made = 0
+    taken: set[tuple[str, str]] = set()
+
+    def unique(namespace: str, prefix: str) -> str:
+        name = prefix + _suffix(rng)
+        while (namespace, name) in taken:
+            name = prefix + _suffix(rng)
+        taken.add((namespace, name))
+        return name
+
     for daemon, namespace, prefix in zip(
         daemons, ("monitoring", "kube-system"), ("node-exporter-", "kube-proxy-"), strict=True
     ):
         for name in names:
             if made == count:
                 return
-            pod_name = prefix + _suffix(rng)
-            yield daemon.stamp(namespace, pod_name, name, ips[name])
+            yield daemon.stamp(namespace, unique(namespace, prefix), name, ips[name])
             made += 1
     busy_gpu = gpu_nodes[: max(1, len(gpu_nodes) // 4)] if gpu_nodes else []
     for gpu_node in busy_gpu:
         if made == count:
             return
-        yield training.stamp("research", "llm-finetune-" + _suffix(rng), gpu_node, ips[gpu_node])
+        yield training.stamp(
+            "research", unique("research", "llm-finetune-"), gpu_node, ips[gpu_node]
+        )
         made += 1
     i = 0
     while made < count:
         prefix, shape = kinds[i % len(kinds)]
         node = cpu_nodes[(i * 7) % len(cpu_nodes)]
         namespace = f"team-{i % 40:02d}"
-        yield shape.stamp(namespace, prefix + _suffix(rng), node, ips[node])
+        yield shape.stamp(namespace, unique(namespace, prefix), node, ips[node])
         made += 1
         i += 1
 
 
 def _suffix(rng: random.Random) -> str:
-    return "".join(rng.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(5))
+    return "".join(rng.choices("bcdfghjklmnpqrstvwxz2456789", k=5))

@@ -96,8 +96,9 @@ class _Handler(BaseHTTPRequestHandler):
                 self._chunk(watch_event(answer.resource, *event))
                 sent += 1
                 if answer.drop_after is not None and sent >= answer.drop_after:
-                    if answer.reset_on_drop:
+                    if answer.reset_on_drop:  # RST now, before the server would end it with FIN
                         self._reset()
+                        self.connection.close()
                         return
                     break
             self.wfile.write(b"0\r\n\r\n")

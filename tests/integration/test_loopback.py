@@ -239,15 +239,12 @@ def test_bookmarks_when_asked(loopback: LoopbackCluster) -> None:
     api = api_of(loopback)
     api.bookmark_interval = 0.2
     rv = loopback.admin.get("/apis/batch/v1/jobs")["metadata"]["resourceVersion"]
-    with loopback.admin.watch(
-        "/apis/batch/v1/jobs", resourceVersion=rv, allowWatchBookmarks="true", timeoutSeconds=1
-    ) as events:
-        bookmarks = [e for e in events if e["type"] == "BOOKMARK"]
-    assert bookmarks and bookmarks[0]["object"]["kind"] == "Job"
-    assert bookmarks[0]["object"]["metadata"] == {"resourceVersion": rv, "creationTimestamp": None}
-    with loopback.admin.watch(
-        "/apis/batch/v1/jobs", resourceVersion=rv, timeoutSeconds=1
-    ) as events:
+    path = "/apis/batch/v1/jobs"
+    with loopback.admin.watch(path, resourceVersion=rv, allowWatchBookmarks="true") as events:
+        bookmark = next(events)
+    assert (bookmark["type"], bookmark["object"]["kind"]) == ("BOOKMARK", "Job")
+    assert bookmark["object"]["metadata"] == {"resourceVersion": rv, "creationTimestamp": None}
+    with loopback.admin.watch(path, resourceVersion=rv, timeoutSeconds=1) as events:
         assert list(events) == []
 
 

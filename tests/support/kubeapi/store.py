@@ -743,9 +743,8 @@ class Store:
         with self.lock:
             if resource_version in (None, "", "0"):
                 watcher = Watcher(resource, namespace, labels, fields, self.rv)
-                table = self.tables[name]
-                for key in table.keys:
-                    stored = table.objects[key]
+                prefix = f"{namespace}/" if namespace else ""
+                for stored in self.tables[name].cached(prefix, fields):  # the cache's order
                     if watcher.matches(stored):
                         watcher.events.put(("ADDED", stored.body))
             else:

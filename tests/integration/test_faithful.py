@@ -573,6 +573,54 @@ def test_merge_patch_and_the_status_subresource(cluster: Cluster) -> None:
     assert (unsupported.code, unsupported.body["reason"]) == (415, "UnsupportedMediaType")
 
 
+def test_updates_conflicts_and_the_other_patch_types(cluster: Cluster) -> None:
+    ns = cluster.create_namespace()
+    admin = cluster.admin
+    path = f"/api/v1/namespaces/{ns}/pods/x"
+    stale = create_pod(cluster, ns, "x", labels={"a": "b"})
+    admin.merge_patch(path, {"metadata": {"labels": {"c": "d"}}})
+    conflict = admin.request("PUT", path, stale)
+    assert (conflict.code, conflict.body["reason"], conflict.body["details"]) == (
+        409,
+        "Conflict",
+        {"name": "x", "kind": "pods"},
+    )
+    assert conflict.body["message"] == (
+        'Operation cannot be fulfilled on pods "x": the object has been modified; '
+        "please apply your changes to the latest version and try again"
+    )
+    current = admin.get(path)
+    current["spec"]["containers"][0]["name"] = "renamed"
+    forbidden = admin.request("PUT", path, current)
+    assert (forbidden.code, forbidden.body["details"]["kind"]) == (422, "Pod")
+    assert forbidden.body["message"].startswith(
+        'Pod "x" is invalid: spec: Forbidden: pod updates may not change fields other than '
+        "`spec.containers[*].image`, `spec.initContainers[*].image`, `spec.activeDeadlineSeconds` "
+        "or `spec.tolerations` (only additions to existing tolerations)"
+    )
+    json_patch = {"content_type": "application/json-patch+json"}
+    replaced = admin.call(
+        "PATCH", path, [{"op": "replace", "path": "/metadata/labels/a", "value": "z"}], **json_patch
+    )
+    assert replaced["metadata"]["labels"] == {"a": "z", "c": "d"}
+    broken = admin.request(
+        "PATCH", path, [{"op": "replace", "path": "/metadata/nope/a", "value": "z"}], **json_patch
+    )
+    assert (broken.code, broken.body["message"]) == (
+        422,
+        "the server rejected our request due to an error in our request",
+    )
+    admin.post(
+        f"/api/v1/namespaces/{ns}/services",
+        {"metadata": {"name": "s"}, "spec": {"ports": [{"port": 80, "name": "a"}]}},
+    )
+    strategic = admin.call(
+        "PATCH", f"/api/v1/namespaces/{ns}/services/s", {"spec": {"ports": [{"port": 81, "name": "b"}]}},
+        content_type="application/strategic-merge-patch+json",
+    )  # fmt: skip
+    assert [(p["name"], p["port"]) for p in strategic["spec"]["ports"]] == [("b", 81), ("a", 80)]
+
+
 # -- deleting ------------------------------------------------------------------------------------
 
 

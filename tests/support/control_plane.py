@@ -72,25 +72,13 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
-def _service_account_keys(directory: Path) -> tuple[Path, Path]:
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import rsa
+def _service_account_key(directory: Path) -> Path:
+    """A key to sign service account tokens with; kube-apiserver reads its public half from it."""
+    import trustme  # its CA's key will do: ECDSA, in PEM
 
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    private, public = directory / "sa.key", directory / "sa.pub"
-    private.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.TraditionalOpenSSL,
-            serialization.NoEncryption(),
-        )
-    )
-    public.write_bytes(
-        key.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-        )
-    )
-    return private, public
+    key = directory / "sa.key"
+    trustme.CA().private_key_pem.write_to_path(str(key))
+    return key
 
 
 @dataclass
@@ -134,7 +122,7 @@ def start(
     lines = [f'{ADMIN_TOKEN},{ADMIN},admin-uid,"system:masters"']
     lines += [f"{token},{user},{user}-uid" for user, token in users.items()]
     (directory / "tokens.csv").write_text("\n".join(lines) + "\n")
-    private, public = _service_account_keys(directory)
+    key = _service_account_key(directory)
     plane = ControlPlane(
         url=url,
         ca_file=directory / "certs" / "apiserver.crt",
@@ -176,7 +164,7 @@ def start(
             "--bind-address=127.0.0.1", f"--secure-port={api_port}", "--advertise-address=127.0.0.1",
             f"--cert-dir={directory / 'certs'}", "--endpoint-reconciler-type=none",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-            f"--service-account-key-file={public}", f"--service-account-signing-key-file={private}",
+            f"--service-account-key-file={key}", f"--service-account-signing-key-file={key}",
             f"--token-auth-file={directory / 'tokens.csv'}", "--authorization-mode=RBAC",
             "--service-cluster-ip-range=10.0.0.0/24",
             "--disable-admission-plugins=ServiceAccount",

@@ -396,18 +396,20 @@ def strategic_merge_patch(target: Any, patch: Any, field: str = "") -> Any:
     if isinstance(patch, list) and isinstance(target, list):
         keys = _keys_for(field, patch) or _keys_for(field, target)
         if keys:
-            merged = [copy.deepcopy(i) for i in target]
+            # the patch's items first, in its order, then the items only the server had
+            existing = {_item_key(i, keys): i for i in target}
+            patched, deleted = [], set()
             for item in patch:
                 k = _item_key(item, keys)
-                index = next((n for n, i in enumerate(merged) if _item_key(i, keys) == k), None)
                 if item.get("$patch") == "delete":
-                    if index is not None:
-                        del merged[index]
-                elif index is None:
-                    merged.append(copy.deepcopy(item))
+                    deleted.add(k)
+                elif k in existing:
+                    patched.append(strategic_merge_patch(existing[k], item))
                 else:
-                    merged[index] = strategic_merge_patch(merged[index], item)
-            return merged
+                    patched.append(copy.deepcopy(item))
+            named = {_item_key(i, keys) for i in patch}
+            rest = [copy.deepcopy(i) for i in target if _item_key(i, keys) not in named | deleted]
+            return patched + rest
     if isinstance(patch, dict):
         return strategic_merge_patch({}, patch, field)
     return copy.deepcopy(patch)

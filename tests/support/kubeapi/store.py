@@ -1010,8 +1010,9 @@ class Store:
                     new = json_patch(old, patch)
                 else:
                     raise ApiError(415, "UnsupportedMediaType", "415: Unsupported Media Type", {})
-            except PatchError as e:
-                raise ApiError(422, "Invalid", str(e)) from e
+            except PatchError as e:  # v1.20 says no more than this
+                message = "the server rejected our request due to an error in our request"
+                raise ApiError(422, "Invalid", message, {}) from e
             if not isinstance(new, dict):
                 raise ApiError(422, "Invalid", "the patched object is not an object")
             return 200, self._write(

@@ -87,8 +87,9 @@ def test_the_job_controller_completes_a_job_whose_pod_succeeds(
     kube.create(f"/apis/batch/v1/namespaces/{namespace}/jobs", job("done"))
     (pod,) = job_pods(kube, namespace, "done")
     name = pod["metadata"]["name"]
-    kube.bind(namespace, name, "fixture-node-1")
-    running = kube.set_pod_status(namespace, name, "Running", restarts=1)
+    assert kube.run_pods(namespace, "job-name=done", "fixture-node-1", restarts=1) == [name]
+    running = kube.admin.get(f"/api/v1/namespaces/{namespace}/pods/{name}")
+    assert running["spec"]["nodeName"] == "fixture-node-1"
     assert running["status"]["containerStatuses"][0]["restartCount"] == 1
     kube.set_pod_status(namespace, name, "Succeeded")
     path = f"/apis/batch/v1/namespaces/{namespace}/jobs/done"

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.support.client import ApiFailure, Client
-from tests.support.cluster import ADMIN, LoopbackCluster, loopback_cluster
+from tests.support.cluster import ADMIN, LoopbackCluster
 from tests.support.kubeapi import (
     KubeAPI,
     container,
@@ -36,12 +35,6 @@ from tests.support.kubeapi import (
     sidecar,
     write_kubeconfig,
 )
-
-
-@pytest.fixture
-def loopback() -> Iterator[LoopbackCluster]:
-    with loopback_cluster() as cluster:
-        yield cluster
 
 
 def api_of(cluster: LoopbackCluster) -> KubeAPI:

@@ -215,6 +215,20 @@ class Cluster:
             f"/api/v1/namespaces/{namespace}/pods/{pod}/status", {"status": {**cleared, **wanted}}
         )
 
+    def run_pods(
+        self, namespace: str, selector: str, node: str, phase: str = "Running", **status: Any
+    ) -> list[str]:
+        """Bind the pods that match `selector` to `node` (those not bound yet) and report them in
+        `phase`, as a scheduler and a kubelet would; their names, sorted."""
+        names = []
+        for pod in self.pods(namespace, selector):
+            name = pod["metadata"]["name"]
+            if not pod["spec"].get("nodeName"):
+                self.bind(namespace, name, node)
+            self.set_pod_status(namespace, name, phase, **status)
+            names.append(name)
+        return sorted(names)
+
     def force_delete(self, namespace: str, pod: str) -> None:
         """What a kubelet does once the containers are gone: delete with gracePeriodSeconds 0."""
         try:

@@ -670,6 +670,13 @@ class Store:
             raise ApiError(
                 400, "BadRequest", "specifying resource version is not allowed when using continue"
             )
+        if resource_version and not resource_version.isdigit():
+            raise ApiError(
+                500,
+                "",
+                f'resourceVersion: Invalid value: "{resource_version}": strconv.ParseUint: '
+                f'parsing "{resource_version}": invalid syntax',
+            )
         prefix = f"{namespace}/" if resource.namespaced and namespace else ""
         with self.lock:
             if resource_version == "0" or (resource_version and limit <= 0):

@@ -1,9 +1,11 @@
 """A loopback Kubernetes API server for tests and the benchmark, and objects as a real one
 returns them.
 
-It models what clients of kube-apiserver v1.20 can observe (see store.py for storage,
-lists and watches, api.py for routing, auth and faults, rbac.py for RBAC, patches.py for
-server-side apply, defaults.py for what the server fills in). Only the standard library
+It models what clients of kube-apiserver v1.20 can observe: resources.py (the served
+resources and Status errors), store.py (storage, lists, watches, deletion and garbage
+collection), admission.py and defaults.py (what the server fills in and refuses),
+patches.py (patch types and server-side apply), selectors.py, rbac.py, api.py (routing,
+authentication, faults, the Python API), serving.py (HTTP). Only the standard library
 is needed (trustme for TLS, pyyaml for a YAML apply body); the benchmark imports it, so
 it must not import pytest.
 
@@ -39,9 +41,10 @@ from tests.support.kubeapi.objects import (
     uid_for,
 )
 from tests.support.kubeapi.rbac import ANONYMOUS, Attributes, Rule, forbidden_message
+from tests.support.kubeapi.resources import RESOURCES, ApiError, Resource, status_object
 from tests.support.kubeapi.selectors import SelectorError, parse_label_selector
 from tests.support.kubeapi.serving import closed_port, serve, write_kubeconfig
-from tests.support.kubeapi.store import RESOURCES, ApiError, Resource, Store, status_object
+from tests.support.kubeapi.store import Store
 
 __all__ = [
     "ANONYMOUS",

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from tests.support.kubeapi import discovery
 from tests.support.kubeapi.objects import Encoded, pod_status
 from tests.support.kubeapi.rbac import (
     ANONYMOUS,
@@ -28,16 +29,20 @@ from tests.support.kubeapi.rbac import (
     forbidden_message,
     groups_of,
 )
-from tests.support.kubeapi.store import (
+from tests.support.kubeapi.resources import (
     RESOURCES,
     STATUS_SUBRESOURCE,
     ApiError,
     Resource,
+    status_object,
+)
+from tests.support.kubeapi.store import (
+    INCONSISTENT_CONTINUE,
     Store,
     Watcher,
     compact_json,
+    decode_continue,
     encode_continue,
-    status_object,
     with_kind,
 )
 
@@ -397,8 +402,6 @@ class KubeAPI:
                     )
                 if request.verb == "list" and "continue" in request.query and f.expire_continue > 0:
                     f.expire_continue -= 1
-                    from tests.support.kubeapi.store import _INCONSISTENT_CONTINUE, decode_continue
-
                     try:
                         _, start = decode_continue(request.query["continue"])
                     except ApiError as e:
@@ -408,7 +411,7 @@ class KubeAPI:
                         status_object(
                             410,
                             "Expired",
-                            _INCONSISTENT_CONTINUE,
+                            INCONSISTENT_CONTINUE,
                             metadata={"continue": encode_continue(-1, start)},
                         ),
                     )
@@ -422,8 +425,6 @@ class KubeAPI:
         return None
 
     def _non_resource(self, path: str) -> Answer:
-        from tests.support.kubeapi import discovery
-
         document = discovery.document(path, self.url)
         if document is not None:
             return _json(200, document)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from tests.support.kubeapi.store import RESOURCES, STATUS_SUBRESOURCE, Resource
+from tests.support.kubeapi.resources import RESOURCES, STATUS_SUBRESOURCE, Resource
 
 
 def _entry(resource: Resource) -> dict[str, Any]:

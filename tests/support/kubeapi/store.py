@@ -42,6 +42,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests.support.kubeapi import defaults
+from tests.support.kubeapi.admission import (
+    prepare_for_create,
+    prepare_for_update,
+    validate,
+    validate_metadata,
+)
 from tests.support.kubeapi.objects import Encoded
 from tests.support.kubeapi.patches import (
     ApplyConflict,
@@ -50,8 +56,16 @@ from tests.support.kubeapi.patches import (
     json_patch,
     merge_patch,
     record_update,
+    render_path,
     server_side_apply,
     strategic_merge_patch,
+)
+from tests.support.kubeapi.resources import (
+    RESOURCES,
+    STATUS_SUBRESOURCE,
+    ApiError,
+    Resource,
+    not_found,
 )
 from tests.support.kubeapi.selectors import (
     FieldTerm,
@@ -62,169 +76,7 @@ from tests.support.kubeapi.selectors import (
     parse_label_selector,
 )
 
-FULL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
-
-
-@dataclass(frozen=True)
-class Resource:
-    """One served resource, with what discovery says about it."""
-
-    name: str
-    kind: str
-    group: str
-    version: str
-    namespaced: bool
-    short_names: tuple[str, ...] = ()
-    categories: tuple[str, ...] = ()
-    verbs: tuple[str, ...] = FULL_VERBS
-    storage_version_hash: str = ""
-    default_propagation: str = "Background"
-    return_deleted: bool = False  # a DELETE answers the object, not a Status
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    @property
-    def qualified(self) -> str:
-        """As messages name it: `pods`, `jobs.batch`."""
-        return f"{self.name}.{self.group}" if self.group else self.name
-
-    @property
-    def kind_qualified(self) -> str:
-        """As validation messages name it: `Pod`, `Job.batch`."""
-        return f"{self.kind}.{self.group}" if self.group else self.kind
-
-    def details(self, name: str | None = None) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if name is not None:
-            out["name"] = name
-        if self.group:
-            out["group"] = self.group
-        out["kind"] = self.name
-        return out
-
-
-RESOURCES: dict[str, Resource] = {
-    r.name: r
-    for r in (
-        Resource(
-            "namespaces",
-            "Namespace",
-            "",
-            "v1",
-            False,
-            ("ns",),
-            verbs=tuple(v for v in FULL_VERBS if v != "deletecollection"),
-            storage_version_hash="Q3oi5N2YM8M=",
-            return_deleted=True,
-        ),
-        Resource("nodes", "Node", "", "v1", False, ("no",), storage_version_hash="XwShjMxG9Fs="),
-        Resource(
-            "pods",
-            "Pod",
-            "",
-            "v1",
-            True,
-            ("po",),
-            ("all",),
-            storage_version_hash="xPOwRZ+Yhw8=",
-            return_deleted=True,
-        ),
-        Resource(
-            "services",
-            "Service",
-            "",
-            "v1",
-            True,
-            ("svc",),
-            ("all",),
-            verbs=tuple(v for v in FULL_VERBS if v != "deletecollection"),
-            storage_version_hash="0/CO1lhkEBI=",
-        ),
-        Resource("events", "Event", "", "v1", True, ("ev",), storage_version_hash="r2yiGXH7wu8="),
-        Resource(
-            "jobs",
-            "Job",
-            "batch",
-            "v1",
-            True,
-            (),
-            ("all",),
-            storage_version_hash="mudhfqk/qZY=",
-            default_propagation="Orphan",
-        ),
-    )
-}
-STATUS_SUBRESOURCE = {"namespaces", "nodes", "pods", "services", "jobs"}
-
-
-class ApiError(Exception):
-    """A failure the server answers with a v1 Status."""
-
-    def __init__(
-        self,
-        code: int,
-        reason: str,
-        message: str,
-        details: Mapping[str, Any] | None = None,
-        metadata: Mapping[str, Any] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.code, self.reason, self.message = code, reason, message
-        self.details = dict(details) if details is not None else None
-        self.metadata = dict(metadata or {})
-
-    def status(self) -> dict[str, Any]:
-        return status_object(self.code, self.reason, self.message, self.details, self.metadata)
-
-
-def status_object(
-    code: int,
-    reason: str,
-    message: str,
-    details: Mapping[str, Any] | None = None,
-    metadata: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """An error as kube-apiserver writes it (a Status without `reason` for 500s it has none for)."""
-    out: dict[str, Any] = {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": dict(metadata or {}),
-        "status": "Failure",
-        "message": message,
-    }
-    if reason:
-        out["reason"] = reason
-    if details is not None:
-        out["details"] = dict(details)
-    out["code"] = code
-    return out
-
-
-def not_found(resource: Resource, name: str) -> ApiError:
-    return ApiError(
-        404, "NotFound", f'{resource.qualified} "{name}" not found', resource.details(name)
-    )
-
-
-def invalid(resource: Resource, name: str, causes: list[tuple[str, str, str]]) -> ApiError:
-    """422 Invalid; causes are (field, reason, message) as field.ErrorList prints them."""
-    text = ", ".join(f"{f}: {m}" for f, _, m in causes)
-    if len(causes) > 1:
-        text = "[" + text + "]"
-    details = {
-        "name": name,
-        **({"group": resource.group} if resource.group else {}),
-        "kind": resource.kind,
-        "causes": [{"reason": r, "message": m, "field": f} for f, r, m in causes],
-    }
-    return ApiError(
-        422, "Invalid", f'{resource.kind_qualified} "{name}" is invalid: {text}', details
-    )
-
-
-_INCONSISTENT_CONTINUE = (
+INCONSISTENT_CONTINUE = (
     "The provided continue parameter is too old to display a consistent list result. "
     "You can start a new list without the continue parameter, or use the continue token in this "
     "response to retrieve the remainder of the results. Continuing with the provided token results "
@@ -692,7 +544,7 @@ class Store:
                 elif at < self.oldest:
                     fresh = encode_continue(-1, start)
                     raise ApiError(
-                        410, "Expired", _INCONSISTENT_CONTINUE, metadata={"continue": fresh}
+                        410, "Expired", INCONSISTENT_CONTINUE, metadata={"continue": fresh}
                     )
             elif resource_version:
                 try:
@@ -990,7 +842,7 @@ class Store:
                                 {
                                     "reason": "FieldManagerConflict",
                                     "message": f'conflict with "{m}"{u}',
-                                    "field": _render(p),
+                                    "field": render_path(p),
                                 }
                                 for m, u, p in e.conflicts
                             ]
@@ -1356,12 +1208,6 @@ def _grace_period(resource: Resource, obj: Mapping[str, Any], requested: int | N
     return int(spec.get("terminationGracePeriodSeconds", 30))
 
 
-def _render(path: tuple[str, ...]) -> str:
-    from tests.support.kubeapi.patches import render_path
-
-    return render_path(path)
-
-
 def parse_selectors(
     name: str, label_selector: str, field_selector: str
 ) -> tuple[Callable[[Mapping[str, str]], bool] | None, list[FieldTerm]]:
@@ -1372,139 +1218,3 @@ def parse_selectors(
     except SelectorError as e:
         raise ApiError(400, "BadRequest", str(e)) from None
     return labels, fields
-
-
-# -- what the API server does to objects on their way in -----------------------------------------
-
-
-def prepare_for_create(resource: Resource, obj: dict[str, Any]) -> None:
-    if resource.name == "pods":
-        defaults.default_pod(obj)
-        obj["status"] = defaults.pod_status_on_create(obj)
-    elif resource.name == "jobs":
-        defaults.default_job(obj)
-        obj["metadata"]["generation"] = 1
-        obj["status"] = {}
-    elif resource.name == "services":
-        defaults.default_service(obj)
-        obj["status"] = {"loadBalancer": {}}
-    elif resource.name == "namespaces":
-        defaults.default_namespace(obj)
-
-
-def prepare_for_update(resource: Resource, new: dict[str, Any], old: Mapping[str, Any]) -> None:
-    if resource.name == "pods":
-        defaults.default_pod(new)
-    elif resource.name == "jobs":
-        defaults.default_job(new)
-    elif resource.name == "services":
-        spec = new.setdefault("spec", {})
-        old_spec = old.get("spec") or {}
-        for kept in ("clusterIP", "clusterIPs"):
-            if kept in old_spec and kept not in spec:
-                spec[kept] = old_spec[kept]
-        defaults.default_service(new)
-
-
-_DNS_SUBDOMAIN_MESSAGE = (
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
-    "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
-    "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
-)
-
-
-def validate_metadata(resource: Resource, meta: Mapping[str, Any]) -> None:
-    import re
-
-    name = meta.get("name") or ""
-    if not name:
-        raise invalid(
-            resource,
-            "",
-            [
-                (
-                    "metadata.name",
-                    "FieldValueRequired",
-                    "Required value: name or generateName is required",
-                )
-            ],
-        )
-    if len(name) > 253 or not re.fullmatch(
-        r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", name
-    ):
-        raise invalid(
-            resource,
-            name,
-            [
-                (
-                    "metadata.name",
-                    "FieldValueInvalid",
-                    f'Invalid value: "{name}": {_DNS_SUBDOMAIN_MESSAGE}',
-                )
-            ],
-        )
-
-
-def validate(resource: Resource, obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> None:
-    """The few validations clients of this project meet: Job pod templates and immutability."""
-    name = obj["metadata"]["name"]
-    if resource.name == "jobs":
-        spec = obj.get("spec") or {}
-        pod_spec = (spec.get("template") or {}).get("spec") or {}
-        causes = []
-        if not pod_spec.get("containers"):
-            causes.append(("spec.template.spec.containers", "FieldValueRequired", "Required value"))
-        policy = pod_spec.get("restartPolicy")
-        if policy not in ("OnFailure", "Never"):
-            causes.append(
-                (
-                    "spec.template.spec.restartPolicy",
-                    "FieldValueNotSupported",
-                    f'Unsupported value: "{policy}": supported values: "OnFailure", "Never"',
-                )
-            )
-        if old is not None:
-            old_spec = old.get("spec") or {}
-            for part in ("template", "selector", "completions"):
-                if spec.get(part) != old_spec.get(part):
-                    # the real message prints the Go value of the whole field; it ends the same way
-                    causes.append(
-                        (
-                            f"spec.{part}",
-                            "FieldValueInvalid",
-                            f"Invalid value: {_go_value(part)}: field is immutable",
-                        )
-                    )
-        if causes:
-            raise invalid(resource, name, causes)
-    if resource.name == "pods" and old is not None:
-
-        def mutable_removed(given: Mapping[str, Any]) -> Any:
-            spec = copy.deepcopy(dict(given))
-            spec.pop("activeDeadlineSeconds", None)
-            spec.pop("tolerations", None)
-            for key in ("containers", "initContainers"):
-                for c in spec.get(key) or []:
-                    c.pop("image", None)
-            return spec
-
-        if mutable_removed(obj.get("spec") or {}) != mutable_removed(old.get("spec") or {}):
-            raise invalid(
-                resource,
-                name,
-                [
-                    (
-                        "spec",
-                        "FieldValueForbidden",
-                        "Forbidden: pod updates may not change fields other than `spec.containers[*].image`, `spec.initContainers[*].image`, `spec.activeDeadlineSeconds` or `spec.tolerations` (only additions to existing tolerations)",
-                    )
-                ],
-            )
-
-
-def _go_value(part: str) -> str:
-    return {
-        "template": "core.PodTemplateSpec{...}",
-        "selector": "&v1.LabelSelector{...}",
-        "completions": "1",
-    }[part]

@@ -397,7 +397,8 @@ def test_a_node_list_that_names_a_node_twice(cli: Any, tmp_path: Path) -> None:
 
 
 def test_a_cluster_that_lists_a_node_twice(cli: Any, kubeapi: KubeAPI, tmp_path: Path) -> None:
-    kubeapi.set_nodes([make_node("a"), make_node("b"), make_node("a", internal_ip="10.0.0.9")])
+    kubeapi.set_nodes([make_node("a"), make_node("b")])
+    kubeapi.faults.repeat_items = 1  # a proxy that lists 'a' again at the end
     write_kubeconfig(tmp_path / "kubeconfig", kubeapi.url)
     write(tmp_path / "t.yaml", template_for())
     # Even with -N 2, which would use only 'a' and 'b': the list itself is broken.
@@ -405,7 +406,7 @@ def test_a_cluster_that_lists_a_node_twice(cli: Any, kubeapi: KubeAPI, tmp_path:
     line = assert_one_line_error(result)
     assert line == (
         f"simpletfjob: error: {kubeapi.url} (context 'loopback'): the node list names 'a' "
-        "twice (items 0 and 1); a node name is unique, so the list cannot be used"
+        "twice (items 0 and 2); a node name is unique, so the list cannot be used"
     )
 
 

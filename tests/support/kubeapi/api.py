@@ -74,6 +74,9 @@ class Faults:
     expire_continue: int = 0  # the next K lists that carry `continue` answer 410 Expired
     delay: float = 0.0  # seconds to wait before answering each request
     short_pages: bool = False  # lists read `limit` objects, then filter (see store.py)
+    # A misbehaving proxy or aggregated API: each list page repeats its first K items at
+    # its end. A real API server never lists one name twice; a client must still not trust it.
+    repeat_items: int = 0
     watch_gone_first: int = 0  # the next K watches answer HTTP 410 before any event
     watch_expire_first: int = 0  # the next K watches send one ERROR event (410) and end
     watch_drop_after: int | None = None  # watches end after this many events ...
@@ -587,7 +590,10 @@ class KubeAPI:
                 "metadata": metadata,
             }
         )  # compact, as Go's encoding/json writes it, metadata before items
-        body = b"".join([head[:-1], b',"items":[', b",".join(result.items), b"]}"])
+        items = list(result.items)
+        repeat = max((f.repeat_items for f in faults), default=0)
+        items += items[:repeat]
+        body = b"".join([head[:-1], b',"items":[', b",".join(items), b"]}"])
         return Answer(200, {"Content-Type": "application/json"}, body)
 
     def _watch(

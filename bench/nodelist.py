@@ -2,7 +2,7 @@
 
     python -m bench.nodelist       # or: python -m bench.run nodelist
 
-The nodes are those of tests/kubeapi.py's `realistic_cluster`, written as
+The nodes are those of tests/support/kubeapi's `realistic_cluster`, written as
 `kubectl get nodes -o json` writes them (a v1 List, indented by 4). Two files:
 the nodes as kubelet reports them, each with its list of 36 images, and the
 same nodes without their images (kubelet reports none on a fresh node). Each
@@ -41,7 +41,7 @@ def write_node_list(path: Path, images: bool) -> float:
 
 
 def _write(path: str, images: bool) -> None:
-    from tests.kubeapi import realistic_cluster
+    from tests.support.kubeapi import realistic_cluster
 
     items = []
     for node in realistic_cluster(NODES):

@@ -1,9 +1,19 @@
-"""Shared helpers: run the CLI in-process as a user would, and read its YAML back."""
+"""Shared helpers: run the CLI in-process as a user would, read its YAML back, judge refusals.
+
+Tests live in three trees: `unit/` (functions and the command line in-process, no
+server), `acceptance/` (the example directories and the error cases beside them) and
+`integration/` (the loopback API server, the real control plane, the installed console
+script as a process). Hypothesis runs its `fast` profile unless HYPOTHESIS_PROFILE names
+another (`thorough` tries many more examples).
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,12 +21,28 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, settings
 
 from simpletfjob.cli import main
-from tests.kubeapi import KubeAPI, serve
+from tests.support.kubeapi import KubeAPI, serve
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
+
+# Property tests set what they test; how many examples they try is the profile's choice.
+settings.register_profile(
+    "fast",
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+settings.register_profile(
+    "thorough",
+    max_examples=1000,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fast"))
 
 
 @dataclass
@@ -59,6 +85,50 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Any:
         return Result(code, captured.out, captured.err)
 
     return run
+
+
+def assert_one_line_error(
+    result: Any, code: int = 1, pattern: str = "", *, contains: Sequence[str] = ()
+) -> str:
+    """The one standard for a refusal; returns the error line.
+
+    `result` is a run in-process (`cli`) or a process (`code`, `out` as str or bytes,
+    `err`): the exit code, nothing on stdout, exactly one line on stderr that starts
+    `simpletfjob: error:`, no traceback and no internal error; the line matches the
+    regex `pattern` and holds each of `contains`.
+    """
+    assert result.code == code, (result.code, result.err)
+    assert not result.out, result.out
+    lines = result.err.splitlines()
+    assert len(lines) == 1, result.err
+    line = str(lines[0])
+    assert line.startswith("simpletfjob: error: "), line
+    assert "Traceback" not in result.err and "internal error" not in result.err, result.err
+    assert re.search(pattern, line), line
+    for fragment in contains:
+        assert fragment in line, line
+    return line
+
+
+def snapshot(root: Path) -> dict[str, bytes | str]:
+    """Every file under `root` (its bytes) and every symlink (its target), by relative path."""
+    found: dict[str, bytes | str] = {}
+    for path in sorted(root.rglob("*")):
+        name = str(path.relative_to(root))
+        if path.is_symlink():
+            found[name] = "-> " + os.readlink(path)
+        elif path.is_file():
+            found[name] = path.read_bytes()
+    return found
+
+
+def console_script() -> str:
+    """The installed `simpletfjob` script beside this Python (a venv), else on PATH."""
+    beside = Path(sys.executable).parent / "simpletfjob"
+    found = str(beside) if beside.exists() else shutil.which("simpletfjob")
+    if not found:
+        pytest.fail("the simpletfjob console script is not installed; run pip install '.[test]'")
+    return found
 
 
 def write(path: Path, text: str) -> Path:
@@ -108,7 +178,7 @@ def hosts_arg(names: Sequence[str]) -> str:
     return ",".join(names)
 
 
-# -- a loopback Kubernetes API server (tests/kubeapi.py) -------------------------------------
+# -- a loopback Kubernetes API server (tests/support/kubeapi) -------------------------------------
 
 
 @pytest.fixture
@@ -122,10 +192,22 @@ def kube_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     return home
 
 
+def open_cluster() -> KubeAPI:
+    """The loopback API server where a kubeconfig without credentials may do anything.
+
+    Such a request is the anonymous user, whom a real server refuses unless RBAC grants
+    it: this grants it everything. Tests of credentials and RBAC add users, set
+    `anonymous_auth = False` (a request without a token is then 401) and grant rights.
+    """
+    api = KubeAPI()
+    api.grant("system:anonymous", "*", "*")
+    return api
+
+
 @pytest.fixture
 def kubeapi(kube_env: Path) -> Iterator[KubeAPI]:
-    """A plain-http API server on 127.0.0.1 with no authentication; set nodes, tokens, faults."""
-    with serve(KubeAPI()) as api:
+    """A plain-http API server on 127.0.0.1 (see open_cluster); set nodes, users, faults."""
+    with serve(open_cluster()) as api:
         yield api
 
 
@@ -139,7 +221,7 @@ def cluster_ca() -> Any:
 @pytest.fixture
 def kubeapi_tls(kube_env: Path, cluster_ca: Any, tmp_path: Path) -> Iterator[KubeAPI]:
     """The same server over https, with a certificate from a trustme CA written to api.ca_file."""
-    with serve(KubeAPI(), tls=cluster_ca) as api:
+    with serve(open_cluster(), tls=cluster_ca) as api:
         api.ca_file = tmp_path / "ca.crt"
         cluster_ca.cert_pem.write_to_path(str(api.ca_file))
         yield api

@@ -1,0 +1,84 @@
+"""The installed console script and `python -m simpletfjob`, run as separate processes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from tests.conftest import EXAMPLES, console_script
+
+
+def test_console_script_renders_mnist() -> None:
+    proc = subprocess.run(
+        [
+            console_script(),
+            "mnist.yaml",
+            "-N",
+            "3",
+            "--nodes-file",
+            "hosts",
+            "--no-labels",
+            "-o",
+            "-",
+        ],
+        cwd=EXAMPLES,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == (EXAMPLES / "mnist" / "expected.yaml").read_text()
+    assert proc.stderr.startswith("simpletfjob: wrote 3 tasks to stdout")
+
+
+def test_python_dash_m_reports_errors_in_one_line() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "simpletfjob", "mnist.yaml", "--nodes", "a", "-N", "2"],
+        cwd=EXAMPLES,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 1
+    assert proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == [
+        "simpletfjob: error: -N 2 asks for more hosts than are eligible (1 node: 1 eligible)"
+    ]
+
+
+def test_stdout_closed_early_is_one_line_and_exit_1() -> None:
+    """A reader that goes away (| head) is reported: the documents did not all arrive."""
+    hosts = ",".join(f"h{i}" for i in range(300))
+    proc = subprocess.Popen(
+        [console_script(), "mnist.yaml", "--nodes", hosts, "-o", "-"],
+        cwd=EXAMPLES,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.read(100)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 1
+    assert first.startswith(b"apiVersion: batch/v1")
+    assert err.splitlines() == ["simpletfjob: error: cannot write to stdout: Broken pipe"]
+
+
+@pytest.mark.parametrize("template", ["mnist.yaml", "tf2-multiworker"])
+def test_an_offline_render_imports_nothing_heavy(template: str) -> None:
+    """Neither the cluster client nor the schema validator is loaded without a need for it."""
+    code = (
+        "import sys; from simpletfjob.cli import main\n"
+        f"try:\n    main([{template!r}, '--nodes', 'a,b,c', '-o', '-'])\n"
+        "except SystemExit: pass\n"
+        "heavy = ('kubernetes', 'kubernetes_validate', 'jsonschema', 'referencing', 'urllib3')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy), file=sys.stderr)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=EXAMPLES, capture_output=True, text=True, timeout=60
+    )
+    assert proc.stderr.strip().splitlines()[-1] == "[]"
+    assert len(list(yaml.safe_load_all(proc.stdout))) == 3

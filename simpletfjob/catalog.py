@@ -31,11 +31,11 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from simpletfjob.errors import InputError, OutputError, TemplateError
+from simpletfjob.frameworks import reserved_variables
 from simpletfjob.nodes import read_text
-from simpletfjob.render import BUILTIN_VARIABLES
 
 if TYPE_CHECKING:
-    from simpletfjob.pipeline import Options
+    from simpletfjob.options import Options
 
 _HEADER_START = re.compile(r"#[ \t]*simpletfjob:[ \t]*(?:#.*)?")
 _VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -259,7 +259,7 @@ def _check_values(
             raise TemplateError(
                 f"{filename}:{line}: {key!r} in the header's values is not a variable name"
             )
-        if key in BUILTIN_VARIABLES:
+        if key in reserved_variables():
             raise TemplateError(
                 f"{filename}:{line}: {key!r} is set by simpletfjob for each task and cannot "
                 "have a default in the header"
@@ -369,7 +369,7 @@ def prepare_options(
     `options` are the render command's options by field name, `given` the names
     the command line set explicitly; values layer as header < -f files < --set.
     """
-    from simpletfjob.pipeline import Options
+    from simpletfjob.options import Options
     from simpletfjob.values import collect_values
 
     source = locate(template)

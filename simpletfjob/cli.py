@@ -1,4 +1,4 @@
-"""The command line: click options -> an `Options` object -> the pipeline; errors -> one line, an exit code.
+"""The command line: click options -> an `Options` object -> the plan, then writing it; errors -> one line, an exit code.
 
 Exit status: 0 success, 1 a problem with the inputs, the cluster or the output,
 2 a usage error (unknown option, bad option value, contradicting options),
@@ -11,12 +11,22 @@ import contextlib
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from simpletfjob import __version__
-from simpletfjob.errors import EXIT_ERROR, EXIT_OK, Interrupted, SimpleTFJobError
+from simpletfjob.errors import (
+    EXIT_ERROR,
+    EXIT_OK,
+    Interrupted,
+    SelectionError,
+    SimpleTFJobError,
+    UsageError,
+)
+
+if TYPE_CHECKING:
+    from simpletfjob.options import Options
 
 # click's own --help and --version write with click.echo, which turns a broken pipe
 # into a silent exit 1 and other write errors into tracebacks; these write through
@@ -238,7 +248,6 @@ def render_command(
     from click.core import ParameterSource
 
     from simpletfjob.catalog import prepare_options
-    from simpletfjob.pipeline import run
     from simpletfjob.values import parse_set
 
     if template is None:
@@ -254,8 +263,68 @@ def render_command(
         for name in options
         if context.get_parameter_source(name) is not ParameterSource.DEFAULT
     }
-    summary = run(prepare_options(template, {**options, "exc": exc}, given, value_files, sets))
-    print(summary, file=sys.stderr)
+    render(prepare_options(template, {**options, "exc": exc}, given, value_files, sets))
+
+
+def render(options: Options) -> None:
+    """Plan the run, write its documents where -o says, and say what was written."""
+    from simpletfjob.output import destination, refuse_inputs, write_to
+    from simpletfjob.plan import default_output_name, inputs, plan
+    from simpletfjob.streams import stream_fd
+
+    if options.output is None:
+        if stream_fd(options.template) is not None:
+            raise UsageError(
+                f"the template is read from {options.template}, so there is no directory to "
+                "write beside it; give -o FILE, or -o - for stdout"
+            )
+        output = os.path.join(
+            os.path.dirname(options.template), default_output_name(options.template)
+        )
+    else:
+        output = options.output
+    dest = destination(output, directory_hint=default_output_name(options.template))
+    refuse_inputs(dest, inputs(options))
+    try:
+        planned = plan(options)
+    except SelectionError as e:
+        if options.explain and e.verdicts is not None:
+            explain(e.verdicts, [], options)
+        raise
+    early = planned.warned_before_selection
+    for message in planned.warnings[:early]:
+        warn(message)
+    if options.explain:
+        explain(planned.verdicts, planned.tasks, options)
+    for message in planned.warnings[early:]:
+        warn(message)
+    write_to(dest, planned.chunks())
+    checked = f"; valid for Kubernetes {planned.validated}" if planned.validated else ""
+    print(summary(planned.tasks, dest.shown) + checked, file=sys.stderr)
+
+
+def explain(verdicts: Sequence[Any], tasks: Sequence[Any], options: Options) -> None:
+    from simpletfjob.explain import explain_table
+
+    print(explain_table(verdicts, tasks, limited=options.num != -1), file=sys.stderr)
+
+
+def warn(message: str) -> None:
+    print(f"simpletfjob: warning: {message}", file=sys.stderr)
+
+
+def summary(tasks: Sequence[Any], destination: str) -> str:
+    """'3 tasks -> out.yaml: 1 ps (h10), 2 worker (h100, h14)'."""
+    groups: dict[str, list[str]] = {}
+    shared_hosts = len({t.host for t in tasks}) < len(tasks)
+    for t in tasks:
+        groups.setdefault(t.role, []).append(t.endpoint if shared_hosts else t.host)
+    parts = []
+    for role, hosts in groups.items():
+        shown = ", ".join(hosts[:4]) + (f", ... {len(hosts) - 4} more" if len(hosts) > 4 else "")
+        parts.append(f"{len(hosts)} {role} ({shown})")
+    noun = "task" if len(tasks) == 1 else "tasks"
+    return f"simpletfjob: wrote {len(tasks)} {noun} to {destination}: " + ", ".join(parts)
 
 
 @click.command("templates", context_settings=CONTEXT, add_help_option=False)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -32,7 +35,12 @@ class RenderCheckError(SimpleTFJobError):
 
 
 class SelectionError(SimpleTFJobError):
-    """The hosts cannot satisfy the requested tasks."""
+    """The hosts cannot satisfy the requested tasks.
+
+    `verdicts` are every node's, when known, so that --explain can show them with the error.
+    """
+
+    verdicts: Sequence[Any] | None = None
 
 
 class ClusterError(SimpleTFJobError):

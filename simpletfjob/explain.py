@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from simpletfjob.roles import Task
+from simpletfjob.seating import Task
 from simpletfjob.selection import Verdict, breakdown
 
 

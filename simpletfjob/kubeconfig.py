@@ -251,3 +251,23 @@ def _check_auth_provider(user: Entry) -> None:
     for key, value in config.items():
         if not isinstance(value, str):
             raise InputError(f"{where}.config.{key} must be a string, not {describe_value(value)}")
+
+
+def kubeconfig_inputs(
+    kubeconfig: str | None, environ: Mapping[str, str]
+) -> list[tuple[str, str | None]]:
+    """Every kubeconfig a run could read, found as `cluster.kubeconfig_paths` finds them.
+
+    All of them, whether or not this run asks a cluster, and without importing the
+    cluster module (an offline render must not pay for it): job YAML written over
+    credentials is never what anyone meant.
+    """
+    found: list[tuple[str, str | None]] = []
+    if kubeconfig is not None:
+        found.append(("kubeconfig", os.path.expanduser(kubeconfig)))
+    for path in environ.get("KUBECONFIG", "").split(os.pathsep):
+        if path:
+            found.append(("kubeconfig in $KUBECONFIG", os.path.expanduser(path)))
+    home = environ.get("HOME") or os.path.expanduser("~")
+    found.append(("default kubeconfig", os.path.join(home, ".kube", "config")))
+    return found

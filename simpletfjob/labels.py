@@ -11,15 +11,12 @@ Anchors, aliases and merge keys make one mapping stand at several places (see
 
 from __future__ import annotations
 
-import bisect
-import functools
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, NoReturn
 
-from simpletfjob.errors import RenderCheckError
-from simpletfjob.output import (
+from simpletfjob.documents import (
     NodeEvent,
     is_merge_key,
     mapping_get,
@@ -27,6 +24,8 @@ from simpletfjob.output import (
     node_events,
     scalar_string,
 )
+from simpletfjob.errors import RenderCheckError
+from simpletfjob.textedit import Entry, Raw, TextEditor, flow_entry, reads_plain
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
 JOB_LABEL = "simpletfjob/job"
@@ -34,55 +33,6 @@ ROLE_LABEL = "simpletfjob/role"
 INDEX_LABEL = "simpletfjob/index"
 
 _LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
-_PLAIN_SAFE = re.compile(r"[A-Za-z][-A-Za-z0-9_./]*")
-# Where a flow mapping's entries start: after its anchor and tag, if any, and its '{'.
-_FLOW_START = re.compile(r"(?:[&!][^ \t\n{]*\s+)*\{")
-_YAML_WORDS = frozenset(
-    [
-        "y",
-        "Y",
-        "yes",
-        "Yes",
-        "YES",
-        "n",
-        "N",
-        "no",
-        "No",
-        "NO",
-        "true",
-        "True",
-        "TRUE",
-        "false",
-        "False",
-        "FALSE",
-        "on",
-        "On",
-        "ON",
-        "off",
-        "Off",
-        "OFF",
-        "null",
-        "Null",
-        "NULL",
-    ]
-)
-
-# An entry to add: ("key", "value") or ("key", [nested entries]).
-Entry = tuple[str, Any]
-
-
-class Edit(NamedTuple):
-    offset: int  # where in the text to insert
-    text: str
-    end: int | None = None  # replace the text up to here (an alias written out)
-
-
-class Raw(str):
-    """A value written as it is: YAML text already (a flow mapping, or a number copied over)."""
-
-    __slots__ = ()
-
-
 LABEL_VALUE_RULE = (
     "at most 63 characters: letters, digits, '-', '_' and '.', "
     "starting and ending with a letter or digit"
@@ -98,125 +48,6 @@ def check_label_value(value: str, what: str) -> None:
         raise RenderCheckError(
             f"{what} {value!r} is not a valid label value ({LABEL_VALUE_RULE}); use --name"
         )
-
-
-@functools.lru_cache(maxsize=4096)
-def scalar(value: str) -> str:
-    """A label key or value as YAML: plain where that reads back as the same string."""
-    if _PLAIN_SAFE.fullmatch(value) and value not in _YAML_WORDS:
-        return value
-    return json.dumps(value)
-
-
-class TextEditor:
-    """Collects insertions into one document text, positioned by composed YAML nodes.
-
-    Marks' `index` counts characters from the start of the text, as str offsets do.
-    """
-
-    def __init__(self, text: str, where: str) -> None:
-        self.text = text
-        self.where = where
-        self.edits: list[Edit] = []
-
-    def line_after(self, index: int) -> int:
-        """The offset of the line after the one holding `index` (the end of the text if none)."""
-        newline = self.text.find("\n", index)
-        return len(self.text) if newline < 0 else newline + 1
-
-    def add(self, mapping: Any, entries: Sequence[Entry]) -> None:
-        """Add entries to a mapping node, after its last one-line scalar entry when it has one."""
-        if not entries:
-            return
-        if type(mapping).__name__ != "MappingNode":
-            raise RenderCheckError(
-                f"{self.where}: cannot add labels to a value that is not a mapping; use --no-labels"
-            )
-        if mapping.flow_style or not mapping.value:
-            brace = _FLOW_START.match(self.text, mapping.start_mark.index)
-            if brace is None:
-                raise RenderCheckError(
-                    f"{self.where}: cannot find where to add labels; use --no-labels"
-                )
-            text = ", ".join(_flow(e) for e in entries) + (", " if mapping.value else "")
-            self.edits.append(Edit(brace.end(), text))
-            return
-        first_key = mapping.value[0][0]
-        column = first_key.start_mark.column
-        line_start = first_key.start_mark.index - column
-        if self.text[line_start : line_start + column].strip():
-            raise RenderCheckError(
-                f"{self.where}: cannot find where to add labels; use --no-labels"
-            )
-        # An alias's node lies elsewhere in the text: only values written here count.
-        first, last = mapping.start_mark.index, mapping.end_mark.index
-        after = [
-            v
-            for _, v in mapping.value
-            if type(v).__name__ == "ScalarNode"
-            and v.style in (None, "", "'", '"')
-            and v.start_mark.line == v.end_mark.line
-            and first <= v.start_mark.index <= last
-        ]
-        offset = self.line_after(after[-1].end_mark.index) if after else line_start
-        if offset == len(self.text) and not self.text.endswith("\n"):
-            self.edits.append(Edit(offset, "\n"))
-        self.edits.append(Edit(offset, _block_text(entries, column)))
-
-    def replace(self, start: int, end: int, text: str) -> None:
-        """Write `text` in place of text[start:end] (an alias token)."""
-        self.edits.append(Edit(start, text, end))
-
-    def apply_to(self, pieces: list[str], stand_in_lengths: Sequence[int]) -> list[str]:
-        """Apply the edits to the marker-split pieces whose stand-in text they were made in."""
-        if not self.edits:
-            return pieces
-        # Offsets in the filled text -> (piece, offset in piece); edits never fall in a marker.
-        starts = []
-        position = 0
-        for i, piece in enumerate(pieces):
-            starts.append(position)
-            position += len(piece) if i % 2 == 0 else stand_in_lengths[i // 2]
-        result = list(pieces)
-        for edit in sorted(self.edits, key=lambda e: e.offset, reverse=True):
-            i = bisect.bisect_right(starts, edit.offset) - 1
-            if i % 2 == 1 and edit.offset == starts[i] and edit.end is None:
-                i -= 1  # at a marker's start: the end of the text before it
-            if i % 2 == 1:
-                raise RenderCheckError(f"{self.where}: cannot add labels inside TF_CONFIG")
-            at = edit.offset - starts[i]
-            after = at if edit.end is None else at + edit.end - edit.offset
-            result[i] = result[i][:at] + edit.text + result[i][after:]
-        return result
-
-
-def _block_text(entries: Sequence[Entry], column: int) -> str:
-    """Entries as block-style lines at `column`."""
-    lines = []
-    for key, value in entries:
-        if isinstance(value, (list, tuple)):
-            lines.append(f"{' ' * column}{scalar(key)}:\n")
-            lines.append(_block_text(value, column + 2))
-        elif isinstance(value, Raw):
-            lines.append(f"{' ' * column}{scalar(key)}: {value}\n")
-        else:
-            lines.append(_block_line(key, value, column))
-    return "".join(lines)
-
-
-@functools.lru_cache(maxsize=4096)
-def _block_line(key: str, value: str, column: int) -> str:
-    # The same few label lines recur in every document of a run.
-    return f"{' ' * column}{scalar(key)}: {scalar(value)}\n"
-
-
-def _flow(entry: Entry) -> str:
-    key, value = entry
-    if isinstance(value, (list, tuple)):
-        return f"{scalar(key)}: {{{', '.join(_flow(e) for e in value)}}}"
-    if isinstance(value, Raw):
-        return f"{scalar(key)}: {value}"
-    return f"{scalar(key)}: {scalar(value)}"
 
 
 class LabelError(RenderCheckError):
@@ -420,7 +251,7 @@ class Labeller:
                 if copied is None:
                     self.refuse(existing, "labels", missing)
                 parts = [copied[1:-1]] if copied != "{}" else []
-                parts += [_flow(e) for e in missing]
+                parts += [flow_entry(e) for e in missing]
                 entries.append(("labels", Raw(f"{{{', '.join(parts)}}}")))
                 if not self.expand(metadata, "metadata", entries, owner, "metadata"):
                     self.refuse(existing, "labels", missing)
@@ -478,7 +309,7 @@ class Labeller:
         assert self.shape is not None
         if not self.safe(parent, _LEVEL_ABOVE[level]):
             return False
-        flow = ", ".join(_flow(e) for e in entries)
+        flow = ", ".join(flow_entry(e) for e in entries)
         written = [v for k, v in parent.value if k.value == key and not is_merge_key(k)]
         if not written:
             # Taken through a merge key: give `parent` an entry of its own, the merged
@@ -608,7 +439,7 @@ _YAML_UNPRINTABLE = "[\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]"  # compiled on f
 
 def _quoted(text: str) -> str:
     """A string as a YAML flow scalar: plain where that reads back the same, else double-quoted."""
-    if _PLAIN_SAFE.fullmatch(text) and text not in _YAML_WORDS:
+    if reads_plain(text):
         return text
     quoted = json.dumps(text, ensure_ascii=False)
     return re.sub(_YAML_UNPRINTABLE, lambda m: f"\\u{ord(m[0]):04x}", quoted)

@@ -1,4 +1,4 @@
-"""Pod networking: one headless Service per task, and TF_CONFIG addresses that are Service DNS names.
+"""Pod networking: one headless Service per task, and task addresses that are Service DNS names.
 
 Each Service has its Job's name and selects the Job's pods by the `job-name`
 label that the Job controller puts on them, so it works with --no-labels too.
@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from simpletfjob.labels import scalar
-from simpletfjob.roles import Task
+from simpletfjob.textedit import scalar
 
 
 def dns_name(name: str, namespace: str, cluster_domain: str | None) -> str:
@@ -22,8 +21,10 @@ def dns_name(name: str, namespace: str, cluster_domain: str | None) -> str:
     return f"{name}.{namespace}.svc{suffix}"
 
 
-def service_document(name: str, namespace: str, task: Task, labels: Mapping[str, str]) -> str:
-    """A headless Service for one task, as YAML text."""
+def service_document(
+    name: str, namespace: str, port: int, port_name: str, labels: Mapping[str, str]
+) -> str:
+    """A headless Service for one task (its Job's name, its port), as YAML text."""
     label_lines = "".join(f"    {scalar(k)}: {scalar(v)}\n" for k, v in labels.items())
     return (
         "apiVersion: v1\n"
@@ -38,7 +39,7 @@ def service_document(name: str, namespace: str, task: Task, labels: Mapping[str,
         "  selector:\n"
         f"    job-name: {name}\n"
         "  ports:\n"
-        "    - name: tfjob-port\n"
-        f"      port: {task.port}\n"
-        f"      targetPort: {task.port}\n"
+        f"    - name: {port_name}\n"
+        f"      port: {port}\n"
+        f"      targetPort: {port}\n"
     )

@@ -409,7 +409,7 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
 def host_address(node: Node, how: str) -> str:
-    """What TF_CONFIG and <<host>> call this node: its name, its InternalIP or its hostname label."""
+    """What the task addresses and <<host>> call this node: its name, its InternalIP or its hostname label."""
     if how == "name":
         return node.name
     if how == "internal-ip":

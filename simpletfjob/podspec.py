@@ -1,6 +1,6 @@
 """What a template's pods ask of a node: the tolerations in its pod specs.
 
-Read from the YAML node trees of one render (see `output.compose_documents`),
+Read from the YAML node trees of one render (see `documents.compose_documents`),
 so no Python objects are built for the rest of the document.
 """
 

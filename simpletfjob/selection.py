@@ -1,7 +1,7 @@
 """Selection: which nodes may take a task of each role, why the others may not, and -N.
 
 Pure functions over `Node` values; the order of the input is kept throughout.
-Which eligible node each task gets is `roles.place_tasks`.
+Which eligible node each task gets is the framework's seating (frameworks/).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 from simpletfjob.errors import SelectionError, UsageError
 from simpletfjob.nodes import Node, Taint
+from simpletfjob.seating import Pin
 
 # Taints that rule a node out even when the template tolerates them: a task pinned
 # to a node that is cordoned, not ready or unreachable never starts.
@@ -213,28 +214,32 @@ def roles_text(roles: Sequence[str]) -> str:
     return " and ".join([", ".join(roles[:-1]), roles[-1]] if len(roles) > 1 else roles)
 
 
-def eligible_hosts(verdicts: Sequence[Verdict], num: int, psf: Sequence[str] = ()) -> list[Verdict]:
-    """The nodes some role of the run may use, in order, once -N and --psf are checked against them.
+def eligible_hosts(
+    verdicts: Sequence[Verdict], num: int, pins: Sequence[Pin] = ()
+) -> list[Verdict]:
+    """The nodes some role of the run may use, in order, once -N and the pinned hosts are checked.
 
-    A --psf host is judged as a ps: it must be a node that a ps may use.
+    A pinned host (--psf) is judged for its role: it must be a node that role may use.
     """
     eligible = [v for v in verdicts if v.eligible]
-    by_name = {v.node.name: v for v in verdicts} if psf else {}
-    for name in psf:
-        verdict = by_name.get(name)
-        if verdict is None:
-            raise SelectionError(f"--psf host {name!r} is not among the hosts")
-        if not verdict.may_take("ps"):
-            why = ", ".join(str(r) for r in verdict.reasons if r.applies_to("ps"))
-            raise SelectionError(f"--psf host {name!r} is not eligible: {why}")
+    by_name = {v.node.name: v for v in verdicts} if pins else {}
+    for pin in pins:
+        for name in pin.hosts:
+            verdict = by_name.get(name)
+            if verdict is None:
+                raise SelectionError(f"{pin.flag} host {name!r} is not among the hosts")
+            if not verdict.may_take(pin.role):
+                why = ", ".join(str(r) for r in verdict.reasons if r.applies_to(pin.role))
+                raise SelectionError(f"{pin.flag} host {name!r} is not eligible: {why}")
     if num == -1 and not eligible:
         raise SelectionError(f"no host is eligible ({breakdown(verdicts)})")
     if num > len(eligible):
         raise SelectionError(
             f"-N {num} asks for more hosts than are eligible ({breakdown(verdicts)})"
         )
-    if num != -1 and len(psf) > num:
-        raise SelectionError(f"--psf names {len(psf)} hosts but -N is {num}")
+    for pin in pins:
+        if num != -1 and len(pin.hosts) > num:
+            raise SelectionError(f"{pin.flag} names {len(pin.hosts)} hosts but -N is {num}")
     return eligible
 
 

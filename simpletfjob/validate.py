@@ -16,15 +16,10 @@ import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from simpletfjob.documents import DocumentId
 from simpletfjob.errors import SchemaError, UsageError
-from simpletfjob.output import DocumentId
-
-if TYPE_CHECKING:
-    from simpletfjob.pipeline import Rendered
-    from simpletfjob.render import CompiledTemplate
-    from simpletfjob.roles import ClusterSpec
 
 INSTALL_HINT = "pip install 'simpletfjob[validate]'"
 _VERSION = re.compile(r"v?(\d+)\.(\d+)(?:\.(\d+))?")
@@ -298,23 +293,11 @@ def _validation_loader() -> Any:
     return ValidationLoader
 
 
-def validate_rendered(
-    compiled: CompiledTemplate,
-    rendered: Sequence[Rendered],
-    spec: ClusterSpec,
-    kube_version: str | None,
-    warn: Callable[[str], None],
+def validate_documents(
+    documents: Iterable[Any], kube_version: str | None, warn: Callable[[str], None]
 ) -> str:
-    """Validate every rendered document with its real TF_CONFIG; returns the version used."""
-    tasks = (
-        (
-            "".join(compiled.fill(r.pieces, spec, r.task)) + r.services,
-            [*r.ids, *r.service_ids],
-            f"{r.task.role} {r.task.index} on {r.task.node}",
-        )
-        for r in rendered
-    )
-    return validate_tasks(tasks, kube_version, warn)
+    """Validate every document (each with `text`, `id` and `where`); returns the version used."""
+    return validate_tasks(((d.text, [d.id], d.where) for d in documents), kube_version, warn)
 
 
 def validate_tasks(

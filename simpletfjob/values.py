@@ -7,7 +7,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from simpletfjob.errors import InputError, UsageError
-from simpletfjob.render import BUILTIN_VARIABLES, RESERVED_CHARACTERS
+from simpletfjob.frameworks import reserved_variables
+from simpletfjob.placement import RESERVED_CHARACTERS
 
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _INT = re.compile(r"[-+]?(0|[1-9][0-9]*)")
@@ -34,7 +35,7 @@ def parse_set(item: str) -> dict[str, Any]:
                 f"--set {item!r}: {key.strip()!r} is not a variable name "
                 "(letters, digits and '_', dotted for nesting)"
             )
-    if parts[0] in BUILTIN_VARIABLES:
+    if parts[0] in reserved_variables():
         raise UsageError(f"--set {item!r}: {_reserved_name(parts[0])}")
     for char in RESERVED_CHARACTERS:
         if char in raw:
@@ -88,7 +89,7 @@ def load_values_file(path: str) -> dict[str, Any]:
     for key in data:
         if not isinstance(key, str) or not _KEY.fullmatch(key):
             raise InputError(f"values file {path!r}: {key!r} is not a variable name")
-        if key in BUILTIN_VARIABLES:
+        if key in reserved_variables():
             raise UsageError(f"{path}:{lines.get(key, 1)}: {_reserved_name(key)}")
     check_reserved_characters(text, node, path)
     return data

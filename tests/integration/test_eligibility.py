@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from simpletfjob.output import compose_documents
+from simpletfjob.documents import compose_documents
 from simpletfjob.podspec import pod_tolerations
 from tests.conftest import EXAMPLES, write
 from tests.support.kubeapi import KubeAPI, make_node, write_kubeconfig

@@ -33,7 +33,7 @@ import pytest
 import yaml
 
 from simpletfjob.cluster import ClusterSettings, kubeconfig_paths
-from simpletfjob.pipeline import kubeconfig_inputs
+from simpletfjob.kubeconfig import kubeconfig_inputs
 from simpletfjob.streams import stream_fd
 from tests.conftest import EXAMPLES, assert_one_line_error, console_script, snapshot, write
 from tests.support.kubeapi import KubeAPI, closed_port, make_node, write_kubeconfig

@@ -9,7 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from simpletfjob.errors import SelectionError
-from simpletfjob.roles import ClusterSpec, Host, Task, assign_roles
+from simpletfjob.frameworks.tensorflow import ClusterSpec, assign_roles
+from simpletfjob.seating import Host, Task
 
 
 def hosts(*names: str) -> list[Host]:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from simpletfjob.errors import SelectionError
+from simpletfjob.frameworks.tensorflow import place_tasks
 from simpletfjob.nodes import Node, Taint
-from simpletfjob.roles import place_tasks
+from simpletfjob.seating import Pin
 from simpletfjob.selection import (
     Rules,
     Verdict,
@@ -29,7 +30,8 @@ def names(nodes: list[Node]) -> list[str]:
 
 def take_hosts(verdicts: list[Verdict], num: int, psf: list[str] | None = None) -> list[Node]:
     """The nodes a run with one ps uses, in order."""
-    eligible = eligible_hosts(verdicts, num, psf or [])
+    pins = [Pin("ps", tuple(psf), "--psf")] if psf else []
+    eligible = eligible_hosts(verdicts, num, pins)
     seats = place_tasks([v.node.name for v in eligible], num=num, psf=psf or [])
     used = {host for role in seats.values() for host, _ in role}
     return [v.node for i, v in enumerate(eligible) if i in used]

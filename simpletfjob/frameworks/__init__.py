@@ -1,0 +1,94 @@
+"""Frameworks: what a distributed training framework adds to a run.
+
+A framework owns the roles of its tasks and how they are seated on hosts, the
+variables each task's render gets, the large values it places where the template
+writes them (see render.py), any documents of its own, its options and its
+output name. TensorFlow (tensorflow.py) is the one framework so far.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any, Protocol
+
+from simpletfjob.seating import Pin, Seating, Task
+
+__all__ = ["TASK_VARIABLES", "Framework", "Pin", "RunValues", "framework", "reserved_variables"]
+
+# Variables every task gets, whatever the framework; --set values may not reuse them.
+TASK_VARIABLES = ("host", "node", "port", "num_tasks")
+
+
+class RunValues(Protocol):
+    """A run's per-task variables and placed values, built once for all its tasks."""
+
+    def variables(self, task: Task) -> dict[str, Any]:
+        """The framework's variables for one task's render (not the placed values)."""
+
+    def compact_parts(self, name: str, task: Task) -> tuple[str, str]:
+        """A placed value on one line, as (a part shared by every task, this task's part)."""
+
+    def block_parts(self, name: str, task: Task, indent: str) -> tuple[str, str]:
+        """A placed value as indented lines under a block scalar, in the same two parts."""
+
+    def value(self, name: str, task: Task) -> Any:
+        """A placed value as data, for checks: what the text reads back as."""
+
+
+class Framework(Protocol):
+    """What the plan asks of a framework; see tensorflow.py."""
+
+    name: str
+    output_suffix: str  # the default output is <template stem><suffix>.yaml
+    variables: tuple[str, ...]  # per-task variables it sets, placed values included
+    placed: tuple[str, ...]  # values placed where they stand, as large strings
+    legacy: tuple[str, ...]  # names the original tool wrote as {{.name}}
+    addresses: frozenset[str]  # variables that hold task addresses (pod networking renders again)
+    port_name: str  # the name of a task's Service port
+
+    def roles(self, options: Any) -> tuple[str, ...]:
+        """The roles this run has, in the order they are seated and documented."""
+
+    def pins(self, options: Any) -> tuple[Pin, ...]:
+        """Hosts a role must take, read from the files its options name."""
+
+    def inputs(self, options: Any) -> list[tuple[str, str | None]]:
+        """Files its options name, as (what, path): the output may not be one of them."""
+
+    def seat(
+        self,
+        hosts: Sequence[str],
+        options: Any,
+        pins: Sequence[Pin],
+        may_take: Callable[[str, int], bool] | None,
+        note: Callable[[], str],
+    ) -> Seating:
+        """Seat every task of the run on the hosts (node names, in order)."""
+
+    def values(
+        self,
+        tasks: Sequence[Task],
+        endpoints: Mapping[Task, str] | None,
+        options: Any,
+        referenced: Collection[str],
+    ) -> RunValues:
+        """The run's values; `endpoints` replaces each task's host:port (pod networking).
+
+        `referenced` are the names the template uses in expressions of its own.
+        """
+
+
+def framework(name: str = "tensorflow") -> Framework:
+    """The framework of that name."""
+    if name != "tensorflow":
+        raise ValueError(f"unknown framework {name!r}")
+    from simpletfjob.frameworks.tensorflow import TENSORFLOW
+
+    return TENSORFLOW
+
+
+def reserved_variables() -> tuple[str, ...]:
+    """Names a value may not take: those every task gets, and every framework's."""
+    from simpletfjob.frameworks.tensorflow import TENSORFLOW
+
+    return (*TASK_VARIABLES, *TENSORFLOW.variables)

@@ -1,0 +1,328 @@
+"""TensorFlow: chief, ps, worker and evaluator tasks, each with its TF_CONFIG.
+
+Roles are seated in the order chief (with --chief), parameter servers (--psn,
+or the --psf hosts' first slots), workers, and the evaluator (with
+--evaluator), each on a host its role may use; each role is indexed from 0 and
+the documents come out in that order. TF_CONFIG is
+`{"cluster": {role: ["host:port", ...]}, "task": {"type": role, "index": i}}`
+with sorted keys, as the original tool wrote it; the evaluator is left out of
+the cluster unless --evaluator-in-cluster, as TensorFlow documents. Its
+cluster part is built once per run and shared, as one string, by every task.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any
+
+from simpletfjob.errors import InputError, SelectionError, UsageError
+from simpletfjob.seating import Host, Pin, Seating, Slots, Task, hosts_noun, tasks_at
+
+ROLES = ("chief", "ps", "worker", "evaluator")
+TF_CONFIG = "TF_CONFIG"
+
+
+def run_roles(*, chief: bool, ps: bool, evaluator: bool) -> tuple[str, ...]:
+    """The roles a run has, in the order they are handed out."""
+    wanted = {"chief": chief, "ps": ps, "worker": True, "evaluator": evaluator}
+    return tuple(role for role in ROLES if wanted[role])
+
+
+def assign_roles(
+    hosts: Sequence[Host],
+    *,
+    num: int = -1,
+    psn: int = 1,
+    psf: Sequence[str] = (),
+    chief: bool = False,
+    evaluator: bool = False,
+    port: int = 2222,
+    tasks_per_host: int = 1,
+    may_take: Callable[[str, int], bool] | None = None,
+) -> list[Task]:
+    """The run's tasks on these hosts, for callers that know every host's address; see `place_tasks`."""
+    if port + tasks_per_host - 1 > 65535:
+        raise UsageError(f"--port {port} with {tasks_per_host} tasks per host goes past port 65535")
+    seats = place_tasks(
+        [h.node for h in hosts],
+        num=num,
+        psn=psn,
+        psf=psf,
+        chief=chief,
+        evaluator=evaluator,
+        tasks_per_host=tasks_per_host,
+        may_take=may_take,
+    )
+    return tasks_at(seats, ROLES, hosts.__getitem__, port)
+
+
+def place_tasks(
+    hosts: Sequence[str],
+    *,
+    num: int = -1,
+    psn: int = 1,
+    psf: Sequence[str] = (),
+    chief: bool = False,
+    evaluator: bool = False,
+    tasks_per_host: int = 1,
+    may_take: Callable[[str, int], bool] | None = None,
+    note: Callable[[], str] | None = None,
+) -> Seating:
+    """Seat every task of the run on the hosts (node names, in order).
+
+    Each host gives `tasks_per_host` slots; the slots are walked in order, host
+    by host and each host's ports in turn. `may_take(role, i)` says whether a
+    task of that role may run on host i (None: every role may use every host).
+    The --psf hosts' first slots are the parameter servers, in the file's
+    order. Then the chief, the other parameter servers, the workers and the
+    evaluator each take the first free slot on a host their role may use. With
+    `num` (-N) the run uses exactly `num` hosts: no task opens a host past
+    that, and a worker passes over a slot whose taking would leave the
+    evaluator none. With -1 the evaluator takes the last free slot it may use
+    before the workers take every free slot they may use. `note` gives the
+    nodes' breakdown, which ends the message when the hosts fall short.
+    """
+    if tasks_per_host < 1:
+        raise UsageError("--tasks-per-host must be at least 1")
+    limit = len(hosts) if num == -1 else min(num, len(hosts))
+    _check_capacity(limit * tasks_per_host, len(psf) or psn, bool(psf), chief, evaluator, num, note)
+    slots = Slots(hosts, ROLES, num, tasks_per_host, may_take, note)
+    position = {name: i for i, name in enumerate(hosts)}
+    for name in psf:
+        slots.take("ps", position[name])
+    slots.seat("chief", int(chief))
+    slots.seat("ps", 0 if psf else psn)
+    limited = num != -1
+    if evaluator:
+        host = slots.first_free("evaluator") if limited else slots.last_free("evaluator")
+        if host is None:
+            raise slots.shortage("evaluator")
+        if not limited:
+            slots.take("evaluator", host, last=True)
+    if limited and evaluator:
+        slots.seat_rest_leaving_one("worker", "evaluator")
+    else:
+        slots.seat_rest("worker")
+    if not slots.placed["worker"]:
+        raise slots.shortage("worker")
+    if limited and evaluator:
+        host = slots.first_free("evaluator")
+        assert host is not None, "the workers leave the evaluator a slot"
+        slots.take("evaluator", host)
+    if limited and slots.used < slots.limit:
+        raise _too_few_used(slots, psn if not psf else 0)
+    return slots.placed
+
+
+def _check_capacity(
+    slots: int,
+    ps: int,
+    pinned: bool,
+    chief: bool,
+    evaluator: bool,
+    num: int,
+    note: Callable[[], str] | None,
+) -> None:
+    """Too few slots for the chief, the parameter servers, one worker and the evaluator."""
+    if pinned:
+        chiefs = min(int(chief), slots - ps)
+    else:
+        chiefs = min(int(chief), slots)
+        ps = min(ps, slots - chiefs)
+    if slots - chiefs - ps - int(evaluator) >= 1:
+        return
+    taken = [f"{ps} ps"] + (["1 chief"] if chiefs else []) + (["1 evaluator"] if evaluator else [])
+    noun = "task" if slots == 1 else "tasks"
+    message = f"no task is left for a worker: {slots} {noun} in all, taken by {' + '.join(taken)}; "
+    if num == -1 and note is not None:
+        # -N -1 took every eligible host already: the count says why there are so few.
+        message += f"use more hosts or fewer parameter servers (--psn) ({note()})"
+    else:
+        message += "use more hosts (-N) or fewer parameter servers (--psn)"
+    raise SelectionError(message)
+
+
+def _too_few_used(slots: Slots, psn: int) -> SelectionError:
+    spare = slots.spare()
+    hint = ""
+    if psn and any(slots.may_take("ps", i) for i in spare):
+        hint = "; --psf can put the parameter servers there"
+    return SelectionError(
+        f"-N {slots.num} asks for more hosts than the tasks can use: {slots.used} take "
+        f"them all, and the other {len(spare)} eligible {hosts_noun(len(spare))} may not "
+        f"take a worker{hint}{slots.breakdown()}"
+    )
+
+
+class ClusterSpec:
+    """The `cluster` part of TF_CONFIG, built once, and each task's whole TF_CONFIG from it.
+
+    Keys are sorted, as the original tool's JSON was: the cluster lists chief,
+    (evaluator,) ps, worker, and the task gives index before type. The evaluator
+    is left out of the cluster unless `include_evaluator`, as TensorFlow documents.
+    """
+
+    def __init__(
+        self,
+        tasks: Sequence[Task],
+        endpoints: Mapping[Task, str] | None = None,
+        include_evaluator: bool = False,
+    ) -> None:
+        cluster: dict[str, list[str]] = {}
+        for t in tasks:
+            if t.role == "evaluator" and not include_evaluator:
+                continue
+            endpoint = endpoints[t] if endpoints is not None else t.endpoint
+            cluster.setdefault(t.role, []).append(endpoint)
+        self.cluster = {role: cluster[role] for role in sorted(cluster)}
+        self._lists = {role: ",".join(map(json.dumps, eps)) for role, eps in self.cluster.items()}
+        self._hosts: dict[str, str] = {}
+        self._compact_prefix = (
+            '{"cluster":{'
+            + ",".join(f"{json.dumps(r)}:[{lst}]" for r, lst in self._lists.items())
+            + '},"task":{"index":'
+        )
+        self._pretty_prefixes: dict[str, str] = {}
+
+    def hosts(self, role: str) -> str:
+        """Comma-separated host:port list of one role, for --ps_hosts/--worker_hosts style flags."""
+        joined = self._hosts.get(role)
+        if joined is None:
+            joined = self._hosts[role] = ",".join(self.cluster.get(role, ()))
+        return joined
+
+    def config(self, task: Task) -> dict[str, object]:
+        return {
+            "cluster": {role: list(eps) for role, eps in self.cluster.items()},
+            "task": {"type": task.role, "index": task.index},
+        }
+
+    def compact(self, task: Task) -> str:
+        """TF_CONFIG on one line with no spaces, safe inside any YAML quoting or plain scalar."""
+        return "".join(self.compact_parts(task))
+
+    def compact_parts(self, task: Task) -> tuple[str, str]:
+        """compact() as (the shared cluster part, this task's part), so the first is never copied."""
+        return self._compact_prefix, f'{task.index},"type":{json.dumps(task.role)}}}}}'
+
+    def pretty(self, task: Task, indent: str) -> str:
+        """TF_CONFIG as indented lines, each starting with `indent`, ending with a newline.
+
+        This is the original tool's layout: one line per role, hosts on that line.
+        """
+        return "".join(self.pretty_parts(task, indent))
+
+    def pretty_parts(self, task: Task, indent: str) -> tuple[str, str]:
+        prefix = self._pretty_prefixes.get(indent)
+        if prefix is None:
+            roles = ",\n".join(
+                f"{indent}    {json.dumps(r)}: [{lst}]" for r, lst in self._lists.items()
+            )
+            prefix = f'{indent}{{\n{indent}  "cluster": {{\n{roles}\n{indent}  }},\n{indent}  "task": {{\n'
+            self._pretty_prefixes[indent] = prefix
+        return prefix, (
+            f'{indent}    "index": {task.index},\n'
+            f'{indent}    "type": {json.dumps(task.role)}\n{indent}  }}\n{indent}}}\n'
+        )
+
+
+class TensorFlowValues:
+    """A run's TF_CONFIG and host lists, as render.py and the plan ask for them."""
+
+    def __init__(self, spec: ClusterSpec, uses_config: bool) -> None:
+        self.spec = spec
+        self._uses_config = uses_config  # the template uses TF_CONFIG in an expression
+
+    def variables(self, task: Task) -> dict[str, Any]:
+        spec = self.spec
+        found: dict[str, Any] = {
+            "type": task.role,
+            "index": task.index,
+            "ps_hosts": spec.hosts("ps"),
+            "worker_hosts": spec.hosts("worker"),
+            "chief_hosts": spec.hosts("chief"),
+        }
+        if self._uses_config:
+            found[TF_CONFIG] = spec.compact(task)
+        return found
+
+    def compact_parts(self, name: str, task: Task) -> tuple[str, str]:
+        return self.spec.compact_parts(task)
+
+    def block_parts(self, name: str, task: Task, indent: str) -> tuple[str, str]:
+        return self.spec.pretty_parts(task, indent)
+
+    def value(self, name: str, task: Task) -> Any:
+        return self.spec.config(task)
+
+
+class TensorFlow:
+    """The TensorFlow framework: TF_CONFIG, chief/ps/worker/evaluator."""
+
+    name: str = "tensorflow"
+    output_suffix: str = "_tfjob"
+    variables: tuple[str, ...] = (
+        "type",
+        "index",
+        TF_CONFIG,
+        "ps_hosts",
+        "worker_hosts",
+        "chief_hosts",
+    )
+    placed: tuple[str, ...] = (TF_CONFIG,)
+    legacy: tuple[str, ...] = ("type", "index", "host", TF_CONFIG)
+    addresses: frozenset[str] = frozenset({TF_CONFIG, "ps_hosts", "worker_hosts", "chief_hosts"})
+    port_name: str = "tfjob-port"  # as the TFJob operator names it
+
+    def roles(self, options: Any) -> tuple[str, ...]:
+        has_ps = bool(options.psf) or options.psn > 0
+        return run_roles(chief=options.chief, ps=has_ps, evaluator=options.evaluator)
+
+    def pins(self, options: Any) -> tuple[Pin, ...]:
+        path = options.psf
+        if path is None:
+            return ()
+        from simpletfjob.nodes import check_host_names, parse_host_lines, read_text
+
+        entries = parse_host_lines(read_text(path, "--psf file"), path)
+        if not entries:
+            raise InputError(f"--psf file {path!r} lists no hosts")
+        return (Pin("ps", tuple(check_host_names(entries)), "--psf"),)
+
+    def inputs(self, options: Any) -> list[tuple[str, str | None]]:
+        return [("--psf file", options.psf)]
+
+    def seat(
+        self,
+        hosts: Sequence[str],
+        options: Any,
+        pins: Sequence[Pin],
+        may_take: Callable[[str, int], bool] | None,
+        note: Callable[[], str],
+    ) -> Seating:
+        psf = next((p.hosts for p in pins if p.role == "ps"), ())
+        return place_tasks(
+            hosts,
+            num=options.num,
+            psn=options.psn,
+            psf=psf,
+            chief=options.chief,
+            evaluator=options.evaluator,
+            tasks_per_host=options.tasks_per_host,
+            may_take=may_take,
+            note=note,
+        )
+
+    def values(
+        self,
+        tasks: Sequence[Task],
+        endpoints: Mapping[Task, str] | None,
+        options: Any,
+        referenced: Collection[str],
+    ) -> TensorFlowValues:
+        spec = ClusterSpec(tasks, endpoints, include_evaluator=options.evaluator_in_cluster)
+        return TensorFlowValues(spec, uses_config=TF_CONFIG in referenced)
+
+
+TENSORFLOW = TensorFlow()

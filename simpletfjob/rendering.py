@@ -1,0 +1,152 @@
+"""Rendering a run: each task's text rendered, checked and labelled, before anything is written.
+
+Each task's text is checked with every placed value standing as its marker; the
+scalar it stands in settles how the real value is escaped there (render.py), so
+that value is never parsed. A template that uses a placed value in an
+expression of its own gets the real text in its render, and is checked with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from simpletfjob.documents import (
+    DocumentId,
+    check_keys,
+    check_unique,
+    compose_documents,
+    identify,
+    normalize_task_text,
+)
+from simpletfjob.errors import RenderCheckError
+from simpletfjob.frameworks import Framework, RunValues
+from simpletfjob.labels import INDEX_LABEL, JOB_LABEL, MANAGED_BY, ROLE_LABEL, LabelError, Labeller
+from simpletfjob.render import CompiledTemplate
+from simpletfjob.seating import Task
+from simpletfjob.textedit import Edit, TextEditor
+
+
+class Rendered:
+    """One task's rendered text (split at the placed values' markers) and its documents' ids."""
+
+    __slots__ = ("ids", "pieces", "task")
+
+    def __init__(self, task: Task, pieces: list[str], ids: list[DocumentId]) -> None:
+        self.task = task
+        self.pieces = pieces
+        self.ids = ids
+
+
+class Decoration:
+    """What is added to every rendered document: labels, and a namespace where missing."""
+
+    def __init__(self, job: str | None, namespace: str | None) -> None:
+        self.job = job  # the simpletfjob/job label value; None with --no-labels
+        self.namespace = namespace
+        self.conflicts: dict[str, tuple[str, str]] = {}
+
+    def labels(self, task: Task) -> dict[str, str]:
+        if self.job is None:
+            return {}
+        return {
+            MANAGED_BY: "simpletfjob",
+            JOB_LABEL: self.job,
+            ROLE_LABEL: task.role,
+            INDEX_LABEL: str(task.index),
+        }
+
+    def conflict(self, key: str, theirs: str, ours: str) -> None:
+        self.conflicts.setdefault(key, (theirs, ours))
+
+
+def task_context(task: Task, values: RunValues, num_tasks: int) -> dict[str, Any]:
+    """The variables of one task's render: those every task gets, and the framework's."""
+    return {
+        "host": task.host,
+        "node": task.node,
+        "port": task.port,
+        "num_tasks": num_tasks,
+        **values.variables(task),
+    }
+
+
+def render_tasks(
+    compiled: CompiledTemplate,
+    tasks: Sequence[Task],
+    values: RunValues,
+    given: Mapping[str, Any],
+    decoration: Decoration,
+) -> list[Rendered]:
+    """Render every task, check every document and add labels; nothing is written here."""
+    rendered = []
+    number = 1
+    ids: list[tuple[int, DocumentId]] = []
+    for task in tasks:
+        context = {**given, **task_context(task, values, len(tasks))}
+        text = normalize_task_text(compiled.render(context))
+        pieces = compiled.split(text)
+        checked, starts, lengths = compiled.stand_in(pieces)
+        where = f"{task.role} {task.index} on {task.node}"
+        documents, task_ids, shared = check_documents(compiled, checked, number, where)
+        editor = TextEditor(checked, f"document {number} ({where})")
+        if len(pieces) > 1:
+            pieces, quotes = compiled.resolve(pieces, checked, starts, documents)
+            editor.edits += [Edit(offset, quote) for offset, quote in quotes]
+        if decoration.job is not None or decoration.namespace is not None:
+            labels = decoration.labels(task)
+            anchors = shared or "<<" in checked  # merge keys need no alias: `<<: {a: b}`
+            labeller = Labeller(editor, documents, anchors, decoration.conflict)
+            try:
+                for document, doc_id in zip(documents, task_ids, strict=True):
+                    namespace = None if doc_id.namespace else decoration.namespace
+                    labeller.label(document, doc_id.kind, labels, namespace)
+            except LabelError as e:
+                raise RenderCheckError(compiled.public(str(e), checked, e.line)) from e
+        pieces = editor.apply_to(pieces, lengths)
+        ids += [(number + i, doc_id) for i, doc_id in enumerate(task_ids)]
+        number += len(documents)
+        rendered.append(Rendered(task, pieces, task_ids))
+    check_unique(ids)
+    return rendered
+
+
+def check_documents(
+    compiled: CompiledTemplate, text: str, number: int, where: str
+) -> tuple[list[Any], list[DocumentId], bool]:
+    """One task's documents, composed, identified and checked; messages name template lines.
+
+    Also returns whether aliases make a mapping or list stand in several places.
+    """
+    try:
+        documents = compose_documents(text, number, where, compiled.filename)
+        if not documents:
+            raise RenderCheckError(
+                f"document {number} ({where}) is empty: the template renders no YAML document"
+            )
+        ids = [identify(d, number + i, where) for i, d in enumerate(documents)]
+        shared = check_keys(documents, number, where, "*" in text)
+    except RenderCheckError as e:
+        marks = [getattr(e.__cause__, m, None) for m in ("problem_mark", "context_mark")]
+        lines = [m.line for m in marks if m is not None] or [getattr(e, "line", -1)]
+        public = compiled.public(str(e), text, *lines)
+        if public != str(e):
+            raise RenderCheckError(public) from e
+        raise
+    for doc_id in ids:
+        compiled.refuse_marker(" ".join(doc_id), "a document's kind, name or namespace")
+    return documents, ids, shared
+
+
+def task_tolerations(
+    compiled: CompiledTemplate, fw: Framework, options: Any, role: str
+) -> tuple[dict[str, str], ...]:
+    """The tolerations of one role's pod specs, from one render as its task 0 on a placeholder host."""
+    from simpletfjob.podspec import pod_tolerations
+
+    task = Task(role, 0, "node-0", "node-0", options.port)
+    values = fw.values([task], None, options, compiled.referenced)
+    context = {**options.values, **task_context(task, values, 1)}
+    text, _, _ = compiled.stand_in(compiled.split(normalize_task_text(compiled.render(context))))
+    documents = compose_documents(text, 1, f"{role} 0, placeholder render", compiled.filename)
+    return pod_tolerations(documents)

@@ -1,0 +1,284 @@
+"""Seating: the tasks of a run (role, index, host, port) and the walk that puts them on hosts.
+
+Each eligible host gives `tasks_per_host` slots on ports port, port+1, ...;
+`Slots` walks them in order, host by host and each host's ports in turn, and a
+role takes the first free slot on a host it may use. Which roles there are, how
+many tasks each has and in which order they are seated is a framework's policy
+(frameworks/); this module knows only roles by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import NamedTuple
+
+from simpletfjob.errors import SelectionError
+
+
+class Host(NamedTuple):
+    node: str  # the node name, for nodeName: and the exclusion file
+    address: str  # what <<host>> and the cluster addresses name: node name, InternalIP or hostname
+
+
+class Task:
+    """One task of a run; tasks are distinct objects, compared and hashed by identity."""
+
+    __slots__ = ("host", "index", "node", "port", "role")
+
+    def __init__(self, role: str, index: int, node: str, host: str, port: int) -> None:
+        self.role = role
+        self.index = index
+        self.node = node  # the node name, for nodeName: and labels
+        self.host = host  # the address the cluster addresses and <<host>> use
+        self.port = port
+
+    def __repr__(self) -> str:
+        return f"Task({self.role!r}, {self.index}, {self.node!r}, {self.host!r}, {self.port})"
+
+    @property
+    def endpoint(self) -> str:
+        """host:port, with an IPv6 address in brackets as gRPC expects ([fd00::1]:2222)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+
+class Pin(NamedTuple):
+    """Hosts a role must take, named by an option (`--psf FILE`): each host's first slot."""
+
+    role: str
+    hosts: tuple[str, ...]
+    flag: str
+
+
+# Where each role's tasks go, in index order: (host position, slot) pairs; a task's
+# port is port + slot.
+Seating = dict[str, list[tuple[int, int]]]
+
+
+def tasks_at(
+    seats: Seating, roles: Iterable[str], host: Callable[[int], Host], port: int
+) -> list[Task]:
+    """The tasks, in role order; `host` is asked once for each host used, so only those need an address."""
+    hosts: dict[int, Host] = {}
+    tasks: list[Task] = []
+    append = tasks.append  # a thousand hosts or more pass through here
+    for role in roles:
+        for index, (i, slot) in enumerate(seats.get(role, ())):
+            h = hosts.get(i)
+            if h is None:
+                h = hosts[i] = host(i)
+            append(Task(role, index, h.node, h.address, port + slot))
+    return tasks
+
+
+def _any_role(role: str, host: int) -> bool:
+    return True
+
+
+class Slots:
+    """The free slots of every host, which hosts are in use, and the tasks seated so far.
+
+    `num` is -N: with -1 every host may come into use, else at most `num`.
+    `may_take(role, i)` says whether a task of that role may run on host i
+    (None: every role may use every host). `note` gives the nodes' breakdown,
+    which ends a message when the hosts fall short.
+    """
+
+    def __init__(
+        self,
+        hosts: Sequence[str],
+        roles: Sequence[str],
+        num: int,
+        tasks_per_host: int,
+        may_take: Callable[[str, int], bool] | None,
+        note: Callable[[], str] | None,
+    ) -> None:
+        self.hosts = hosts
+        self.roles = roles
+        self.num = num
+        self.limit = len(hosts) if num == -1 else num  # how many hosts may be in use
+        self.per_host = tasks_per_host
+        self.may_take = may_take or _any_role
+        self.note = note
+        # Host i's free slots are lo[i] .. hi[i]-1: tasks take the first one, except
+        # a role seated `last`, which takes the last.
+        self.lo = [0] * len(hosts)
+        self.hi = [tasks_per_host] * len(hosts)
+        self.used = 0
+        self.next_host = dict.fromkeys(roles, 0)  # no free slot for the role before it
+        self.placed: Seating = {role: [] for role in roles}
+        # (the rest role, the later role) once the rest passed over the later one's only choice
+        self.kept_for: tuple[str, str] | None = None
+
+    def in_use(self, host: int) -> bool:
+        return self.lo[host] > 0 or self.hi[host] < self.per_host
+
+    def take(self, role: str, host: int, last: bool = False) -> None:
+        if not self.in_use(host):
+            self.used += 1
+        if last:
+            self.hi[host] -= 1
+            slot = self.hi[host]
+        else:
+            slot = self.lo[host]
+            self.lo[host] += 1
+        self.placed[role].append((host, slot))
+
+    def open_to(self, role: str, host: int) -> bool:
+        """Host has a free slot that a task of this role may take now."""
+        return (
+            self.lo[host] < self.hi[host]
+            and (self.used < self.limit or self.in_use(host))
+            and self.may_take(role, host)
+        )
+
+    def first_free(self, role: str) -> int | None:
+        # Slots are only ever taken, and hosts only come into use, so a host
+        # passed over once stays closed to the role: each role's walk moves forward.
+        host = self.next_host[role]
+        while host < len(self.hosts) and not self.open_to(role, host):
+            host += 1
+        self.next_host[role] = host
+        return host if host < len(self.hosts) else None
+
+    def last_free(self, role: str) -> int | None:
+        for host in range(len(self.hosts) - 1, -1, -1):
+            if self.open_to(role, host):
+                return host
+        return None
+
+    def seat(self, role: str, count: int) -> None:
+        """`count` tasks of the role, each in the first free slot it may use."""
+        for _ in range(count):
+            host = self.first_free(role)
+            if host is None:
+                raise self.shortage(role)
+            self.take(role, host)
+
+    def seat_rest(self, role: str) -> None:
+        """Every free slot the role may take, in order (this is most of the walk: kept tight)."""
+        lo, hi, placed = self.lo, self.hi, self.placed[role]
+        may_take = None if self.may_take is _any_role else self.may_take
+        limited = self.num != -1
+        for host in range(self.next_host[role], len(self.hosts)):
+            if lo[host] == hi[host] or (may_take is not None and not may_take(role, host)):
+                continue
+            if not (lo[host] > 0 or hi[host] < self.per_host):
+                if limited and self.used >= self.limit:
+                    continue
+                self.used += 1
+            for slot in range(lo[host], hi[host]):
+                placed.append((host, slot))
+            lo[host] = hi[host]
+
+    def seat_rest_leaving_one(self, role: str, later: str) -> None:
+        """seat_rest, passing over any slot whose taking would leave the `later` role none."""
+        room = _Room(self, later)
+        host = self.first_free(role)
+        while host is not None:
+            if room.allows(host):
+                room.taking(host)
+                self.take(role, host)
+            else:
+                self.next_host[role] = host + 1  # stays closed: see first_free
+                self.kept_for = (role, later)
+            host = self.first_free(role)
+
+    def breakdown(self) -> str:
+        return f" ({self.note()})" if self.note is not None else ""
+
+    def shortage(self, role: str) -> SelectionError:
+        """Why no slot is left for this task, naming the hosts its role may use and their tasks."""
+        index = len(self.placed[role])
+        usable = [i for i in range(len(self.hosts)) if self.may_take(role, i)]
+        a_role = f"an {role}" if role[0] in "aeiou" else f"a {role}"
+        if not usable:
+            return SelectionError(
+                f"no eligible host may take {a_role}: each has a taint that the {role} pods "
+                f"do not tolerate{self.breakdown()}"
+            )
+        names = ", ".join(self.hosts[i] for i in usable[:3]) + (", ..." if len(usable) > 3 else "")
+        on_usable = set(usable)
+        on_them = [
+            f"{r} {index}"
+            for r in self.roles
+            for index, (host, _) in enumerate(self.placed[r])
+            if host in on_usable
+        ]
+        taken = "taken"
+        if on_them:
+            more = f" and {len(on_them) - 3} more" if len(on_them) > 3 else ""
+            taken += f" by {', '.join(on_them[:3])}{more}"
+        if self.num != -1 and self.used >= self.limit:
+            taken += f" or past -N {self.num}"
+        if self.kept_for is not None and self.kept_for[0] == role:
+            taken += f" or the {self.kept_for[1]}'s only choice"
+        where = "are" if len(usable) > 1 else "is"
+        return SelectionError(
+            f"no host is left for {role} {index}: the {len(usable)} eligible "
+            f"{hosts_noun(len(usable))} {a_role} may use ({names}) {where} {taken}{self.breakdown()}"
+        )
+
+    def spare(self) -> list[int]:
+        """The hosts no task uses."""
+        return [i for i in range(len(self.hosts)) if not self.in_use(i)]
+
+
+class _Room:
+    """With -N: whether a task may take a slot on a host and still leave the `later` role one."""
+
+    def __init__(self, slots: Slots, later: str) -> None:
+        self.slots = slots
+        self.later = later
+        self.free_in_use = 0  # free slots the later role may take on hosts in use
+        self.unused = 0  # hosts not in use that the later role may take
+        for host in range(len(slots.hosts)):
+            if slots.may_take(later, host):
+                if slots.in_use(host):
+                    self.free_in_use += slots.hi[host] - slots.lo[host]
+                else:
+                    self.unused += 1
+
+    def _after(self, host: int) -> tuple[int, int, int]:
+        s = self.slots
+        mine = s.may_take(self.later, host)
+        if s.in_use(host):
+            return self.free_in_use - mine, self.unused, s.used
+        return self.free_in_use + mine * (s.per_host - 1), self.unused - mine, s.used + 1
+
+    def allows(self, host: int) -> bool:
+        free_in_use, unused, used = self._after(host)
+        return free_in_use > 0 or (unused > 0 and used < self.slots.limit)
+
+    def taking(self, host: int) -> None:
+        self.free_in_use, self.unused, _ = self._after(host)
+
+
+def hosts_noun(n: int) -> str:
+    return "host" if n == 1 else "hosts"
+
+
+def check_endpoints(tasks: Sequence[Task], address: str) -> None:
+    """No two tasks listen at one host:port; `address` says what the hosts are, for the message.
+
+    Two spellings of one IP address, or hostnames that differ only in case, are
+    the same host.
+    """
+    import ipaddress  # only --address internal-ip and hostname come here
+
+    def same_host(host: str) -> str:
+        try:
+            return ipaddress.ip_address(host).compressed
+        except ValueError:
+            return host.lower().rstrip(".")
+
+    seen: dict[tuple[str, int], Task] = {}
+    for task in tasks:
+        other = seen.setdefault((same_host(task.host), task.port), task)
+        if other is not task:
+            shared = task.host if task.host == other.host else f"{other.host} and {task.host}"
+            raise SelectionError(
+                f"nodes {other.node!r} and {task.node!r} have the same {address} {shared}, so "
+                f"{other.role} {other.index} and {task.role} {task.index} would both listen at "
+                f"{task.endpoint}; exclude one of them (-E) or choose another --address"
+            )

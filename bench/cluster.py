@@ -2,7 +2,7 @@
 
     python -m bench.cluster        # or: python bench/cluster.py
 
-A loopback API server (tests/kubeapi.py) serves 5000 realistic nodes (about
+A loopback API server (tests/support/kubeapi) serves 5000 realistic nodes (about
 9 KB of JSON each, 46 MB in all) over https with a bearer token, in this process; every client runs as a
 fresh process against it, alternately, and the median wall time is taken:
 
@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.kubeapi import write_kubeconfig  # noqa: E402
+from tests.support.kubeapi import write_kubeconfig  # noqa: E402
 
 NODES = 5000
 TOKEN = "bench-token"
@@ -91,12 +91,12 @@ def _line(label: str, mine: float, base: float, goal: str) -> str:
 
 
 def _start_server(work: Path) -> tuple[subprocess.Popen[str], str, float]:
-    """The loopback API server as its own process (see tests/kubeapi.py:main); its URL and MB served."""
+    """The loopback API server as its own process (tests/support/kubeapi/__main__.py); its URL and MB served."""
     server = subprocess.Popen(
         [
             sys.executable,
             "-m",
-            "tests.kubeapi",
+            "tests.support.kubeapi",
             "--nodes",
             str(NODES),
             "--token",
@@ -110,8 +110,8 @@ def _start_server(work: Path) -> tuple[subprocess.Popen[str], str, float]:
         text=True,
     )
     assert server.stdout is not None
-    url, size = server.stdout.readline().split()
-    return server, url, int(size) / 1e6
+    url, node_bytes, _pod_bytes = server.stdout.readline().split()
+    return server, url, int(node_bytes) / 1e6
 
 
 def run(report: Callable[[str], object] = print, repeats: int = 5) -> dict[str, float]:

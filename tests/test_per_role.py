@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import tf_config_of, write
 from tests.kubeapi import KubeAPI, make_node, write_kubeconfig
+from tests.support.kubeapi import Encoded
 
 SPOT = {"key": "spot", "value": "true", "effect": "NoSchedule"}
 
@@ -397,7 +398,11 @@ def test_a_node_list_that_names_a_node_twice(cli: Any, tmp_path: Path) -> None:
 
 
 def test_a_cluster_that_lists_a_node_twice(cli: Any, kubeapi: KubeAPI, tmp_path: Path) -> None:
-    kubeapi.set_nodes([make_node("a"), make_node("b"), make_node("a", internal_ip="10.0.0.9")])
+    kubeapi.set_nodes([make_node("a"), make_node("b")])
+    # The loopback server keys nodes by name, as etcd does: store the second 'a' under
+    # another key, so that the list names 'a' twice, as a broken server or proxy would.
+    twice = json.dumps(make_node("a", internal_ip="10.0.0.9"), separators=(",", ":"))
+    kubeapi.load_encoded("nodes", [Encoded("default", "a~again", twice.encode(), {}, {}, ())])
     write_kubeconfig(tmp_path / "kubeconfig", kubeapi.url)
     write(tmp_path / "t.yaml", template_for())
     # Even with -N 2, which would use only 'a' and 'b': the list itself is broken.

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 from simpletfjob import nodes as node_sources
 from simpletfjob.errors import InputError, RenderCheckError, UsageError
+from simpletfjob.kube.paths import kubeconfig_files
 from simpletfjob.labels import (
     INDEX_LABEL,
     JOB_LABEL,
@@ -345,28 +346,10 @@ def run_inputs(options: Options, template: str) -> list[tuple[str, str | None]]:
         ("--psf file", options.psf),
         ("nodes file", options.nodes_file),
         *(("values file", f) for f in options.value_files),
-        *kubeconfig_inputs(options.kubeconfig, os.environ),
+        # All of them, whether or not this run asks a cluster: job YAML written over
+        # credentials is never what anyone meant.
+        *((f.what, f.path) for f in kubeconfig_files(options.kubeconfig, os.environ)),
     ]
-
-
-def kubeconfig_inputs(
-    kubeconfig: str | None, environ: Mapping[str, str]
-) -> list[tuple[str, str | None]]:
-    """Every kubeconfig a run could read, found as `cluster.kubeconfig_paths` finds them.
-
-    All of them, whether or not this run asks a cluster, and without importing the
-    cluster module (an offline render must not pay for it): job YAML written over
-    credentials is never what anyone meant.
-    """
-    found: list[tuple[str, str | None]] = []
-    if kubeconfig is not None:
-        found.append(("kubeconfig", os.path.expanduser(kubeconfig)))
-    for path in environ.get("KUBECONFIG", "").split(os.pathsep):
-        if path:
-            found.append(("kubeconfig in $KUBECONFIG", os.path.expanduser(path)))
-    home = environ.get("HOME") or os.path.expanduser("~")
-    found.append(("default kubeconfig", os.path.join(home, ".kube", "config")))
-    return found
 
 
 def read_nodes(options: Options) -> list[node_sources.Node]:
@@ -374,12 +357,11 @@ def read_nodes(options: Options) -> list[node_sources.Node]:
         return node_sources.nodes_from_option(options.nodes)
     if options.nodes_file is not None:
         return node_sources.nodes_from_file(options.nodes_file)
-    from simpletfjob.cluster import ClusterSettings, read_cluster_nodes
+    from simpletfjob.cluster import read_cluster_nodes
+    from simpletfjob.kube.connection import Settings
 
     return read_cluster_nodes(
-        ClusterSettings(
-            kubeconfig=options.kubeconfig, context=options.context, selector=options.selector
-        )
+        Settings(kubeconfig=options.kubeconfig, context=options.context), options.selector
     )
 
 

@@ -8,7 +8,7 @@ against both servers are in tests/integration/test_kube_calls.py.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ import pytest
 from simpletfjob.errors import ClusterError, InputError, UsageError
 from simpletfjob.kube.connection import Connection, Settings, connect
 from simpletfjob.kube.lists import list_objects
+from simpletfjob.kube.objects import apply, delete, get
 from simpletfjob.kube.paths import kubeconfig_paths
 from simpletfjob.kube.request import ApiError, Deadline
 from simpletfjob.kube.resources import (
@@ -29,9 +30,19 @@ from simpletfjob.kube.resources import (
     resource_for,
 )
 from tests.conftest import write
-from tests.support.kubeapi import Answer, KubeAPI, make_pod, serve, write_kubeconfig
+from tests.support.kubeapi import Answer, KubeAPI, make_job, make_pod, serve, write_kubeconfig
 
 WIDGETS = Resource("example.com", "v1", "widgets", "Widget", namespaced=True)
+JOB = {
+    "apiVersion": "batch/v1",
+    "kind": "Job",
+    "metadata": {"name": "mnist-ps-0"},
+    "spec": {
+        "template": {
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}
+        }
+    },
+}
 
 
 @pytest.fixture
@@ -262,7 +273,20 @@ def test_a_resource_the_server_does_not_serve(api: KubeAPI, tmp_path: Path) -> N
     )
 
 
-# -- deadlines --------------------------------------------------------------
+# -- retries and deadlines, per verb --------------------------------------------------------------
+
+
+def test_writes_are_retried_as_reads_are(api: KubeAPI, tmp_path: Path) -> None:
+    api.add_faults(resource="jobs", verb="patch", fail_first=2)
+    api.add_faults(resource="jobs", verb="delete", drop_first=1, throttle_first=1, retry_after=0)
+    delays: list[float] = []
+    with connected(api, tmp_path, sleep=delays.append, backoff=0.25) as conn:
+        assert apply(conn, JOBS, JOB).outcome == "created"
+        assert delays == [0.25, 0.5]
+        assert not delete(conn, JOBS, "mnist-ps-0").already_gone
+    assert delays == [0.25, 0.5, 0.25, 0.0]  # then a reset, then 429 with Retry-After: 0
+    assert len(api.requests_for("jobs", "patch")) == 3
+    assert len(api.requests_for("jobs", "delete")) == 3
 
 
 @pytest.mark.parametrize(
@@ -270,6 +294,17 @@ def test_a_resource_the_server_does_not_serve(api: KubeAPI, tmp_path: Path) -> N
     [
         ("list", lambda conn: list_objects(conn, PODS), "no complete pod list"),
         ("list", lambda conn: list_objects(conn, JOBS, namespace=""), "no complete job list"),
+        ("get", lambda conn: get(conn, JOBS, "x"), "no answer to get job 'x' in namespace ml"),
+        (
+            "patch",
+            lambda conn: apply(conn, JOBS, JOB, live=None),
+            "no answer to apply job 'mnist-ps-0' in namespace ml",
+        ),
+        (
+            "delete",
+            lambda conn: delete(conn, JOBS, "x"),
+            "no answer to delete job 'x' in namespace ml",
+        ),
     ],
 )
 def test_the_deadline_message_names_what_did_not_come(
@@ -296,3 +331,40 @@ def test_a_callers_deadline_covers_every_request_of_a_call(api: KubeAPI, tmp_pat
 
 
 # -- what apply and delete refuse or forgive ------------------------------------------------------
+
+
+def test_apply_needs_a_named_object_of_its_resource(api: KubeAPI, tmp_path: Path) -> None:
+    nameless: Mapping[str, Any] = {**JOB, "metadata": {}}
+    with connected(api, tmp_path) as conn:
+        with pytest.raises(InputError, match=r"a Job to apply needs a metadata\.name"):
+            apply(conn, JOBS, nameless)
+        with pytest.raises(InputError, match="apiVersion 'batch/v1', kind 'Job', not v1 Service"):
+            apply(conn, SERVICES, JOB)
+    assert api.requests == []
+
+
+def test_apply_sends_server_side_apply_with_its_field_manager(api: KubeAPI, tmp_path: Path) -> None:
+    with connected(api, tmp_path) as conn:
+        apply(conn, JOBS, JOB, force=True, dry_run=True, live=None)
+        apply(conn, JOBS, JOB, field_manager="someone")
+    first, second = api.requests_for("jobs", "patch")
+    assert first.query == {"fieldManager": "simpletfjob", "force": "true", "dryRun": "All"}
+    assert second.query == {"fieldManager": "someone"}
+    assert api.requests_for("jobs", "get") == [api.requests_for("jobs", "get")[0]]  # live read once
+    stored = api.get("jobs", "mnist-ps-0", "ml")
+    assert [m["manager"] for m in stored["metadata"]["managedFields"]] == ["someone"]
+
+
+def test_what_is_already_gone_is_not_an_error(api: KubeAPI, tmp_path: Path) -> None:
+    api.load("jobs", [make_job("done", "ml")])
+    with connected(api, tmp_path) as conn:
+        orphaning = delete(conn, JOBS, "done", propagation="Orphan")
+        assert not orphaning.already_gone
+        assert orphaning.object is not None  # held by the orphan finalizer as it answers
+        assert orphaning.object["metadata"]["finalizers"] == ["orphan"]
+        assert delete(conn, JOBS, "done").already_gone
+        assert delete(conn, JOBS, "never", namespace="no-such-namespace").already_gone
+        (deleted_pod, gone) = delete(conn, PODS, "p1")
+    assert not gone and deleted_pod is not None and deleted_pod["metadata"]["name"] == "p1"
+    (request, *_) = api.requests_for("jobs", "delete")
+    assert request.path == "/apis/batch/v1/namespaces/ml/jobs/done"

@@ -6,6 +6,7 @@
     request.py     `request()`: retries, deadlines, TLS, and one-line errors naming verb and resource
     resources.py   `Resource` and the resources simpletfjob uses (nodes, pods, services, jobs, ...)
     lists.py       a paginated list: the next page fetched while this one is parsed; 410 restarts it
+    objects.py     one object: get, server-side apply (created/configured/unchanged), delete
 
 Only connection.py and request.py import `kubernetes` or urllib3, and only inside
 the functions that need them, so that an offline render never loads them. Nothing here

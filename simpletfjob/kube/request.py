@@ -101,6 +101,14 @@ class Unreachable(ClusterError):
     """No answer from the server at all: refused, timed out, TLS, a name that does not resolve."""
 
 
+class OutOfTime(ClusterError):
+    """The call's deadline came before a good answer did (the server kept failing meanwhile)."""
+
+    def __init__(self, message: str, deadline: Deadline) -> None:
+        super().__init__(message)
+        self.deadline = deadline
+
+
 class ApiError(ClusterError):
     """The server answered with an error it meant (not one worth retrying)."""
 
@@ -150,8 +158,8 @@ def request(
     for attempt in range(max(1, settings.attempts)):
         remaining = deadline.remaining()
         if remaining <= 0:
-            raise ClusterError(
-                f"{target}: no {action.outcome} within {deadline.seconds:g} s{problem}"
+            raise OutOfTime(
+                f"{target}: no {action.outcome} within {deadline.seconds:g} s{problem}", deadline
             )
         connect_timeout = min(settings.connect_timeout, remaining)
         wait = min(settings.read_timeout if read_timeout is None else read_timeout, remaining)
@@ -226,8 +234,8 @@ def request(
 def pause(conn: Connection, action: Action, delay: float, deadline: Deadline, problem: str) -> None:
     """Wait `delay` before the next attempt, unless the deadline would pass first."""
     if time.monotonic() + delay > deadline.at:
-        raise ClusterError(
-            f"{conn.target}: no {action.outcome} within {deadline.seconds:g} s{problem}"
+        raise OutOfTime(
+            f"{conn.target}: no {action.outcome} within {deadline.seconds:g} s{problem}", deadline
         )
     conn.settings.sleep(delay)
 

@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from simpletfjob.errors import ClusterError
 from simpletfjob.kube.lists import list_objects, namespace_for
-from simpletfjob.kube.request import Action, Deadline, Unreachable, first_line, pause, request
+from simpletfjob.kube.request import (
+    Action,
+    Deadline,
+    OutOfTime,
+    Unreachable,
+    first_line,
+    request,
+)
 from simpletfjob.kube.resources import Resource
 
 if TYPE_CHECKING:
@@ -82,80 +89,94 @@ def watch(
         version = listed.resource_version
         yield Event("RELIST", None, tuple(listed.items))
 
-    if resource_version is None:
-        yield from relist()
-    failures = 0
-    problem = ""
-    opened_once = False
-    while True:
-        remaining = math.inf if deadline is None else deadline.remaining()
-        if remaining <= 0:
-            return
-        # The server ends the watch at the caller's deadline, or after a window; a read
-        # timeout a little past that catches a server that went silent.
-        window = min(WINDOW, remaining)
-        query: list[tuple[str, str | int]] = [
-            ("watch", "true"),
-            ("resourceVersion", version),
-            ("timeoutSeconds", max(1, math.ceil(window))),
-            *selectors,
-        ]
-        if bookmarks:
-            query.append(("allowWatchBookmarks", "true"))
-        opened = time.monotonic()
-        seen = 0
-        events: Generator[Event, None, None] | None = None
-        try:
-            read_timeout = remaining if remaining <= WINDOW else WINDOW + SLACK
-            answer = request(
-                conn,
-                action,
-                query=query,
-                deadline=_within(deadline, settings.deadline),
-                passthrough=(410,),
-                stream=True,
-                read_timeout=read_timeout,
-            )
-            if answer.status == 410:
-                raise _Gone()
-            opened_once = True
-            events = _events(answer.stream, conn, action, deadline, read_timeout)
-            for event in events:
-                seen += 1
-                failures = 0
-                version = _version_of(event) or version
-                yield event
-                if deadline is not None and deadline.remaining() <= 0:
-                    return
-        except _Gone:
-            yield from relist()
-            continue
-        except _Dropped as e:
-            problem = f" (last: {e})"
-        except Unreachable as e:
-            if not opened_once:  # never reached: say so now, as a list would
-                raise
-            # The server went away between two watches (a restart): try again.
-            problem = f" (last: {str(e).removeprefix(f'{conn.target}: ')})"
-        else:
-            # The stream ended: the server's timeoutSeconds, or it closed the watch. Only one
-            # that ends early with nothing in it counts as a failure, so that this cannot spin.
-            if seen or time.monotonic() - opened >= window - 1:
+    def follow() -> Iterator[Event]:
+        nonlocal version
+        failures = 0
+        problem = ""
+        opened_once = False
+        while True:
+            remaining = math.inf if deadline is None else deadline.remaining()
+            if remaining <= 0:
+                return
+            # The server ends the watch at the caller's deadline, or after a window; a read
+            # timeout a little past that catches a server that went silent.
+            window = min(WINDOW, remaining)
+            query: list[tuple[str, str | int]] = [
+                ("watch", "true"),
+                ("resourceVersion", version),
+                ("timeoutSeconds", max(1, math.ceil(window))),
+                *selectors,
+            ]
+            if bookmarks:
+                query.append(("allowWatchBookmarks", "true"))
+            opened = time.monotonic()
+            seen = 0
+            events: Generator[Event, None, None] | None = None
+            try:
+                read_timeout = remaining if remaining <= WINDOW else WINDOW + SLACK
+                answer = request(
+                    conn,
+                    action,
+                    query=query,
+                    deadline=_within(deadline, settings.deadline),
+                    passthrough=(410,),
+                    stream=True,
+                    read_timeout=read_timeout,
+                )
+                if answer.status == 410:
+                    raise _Gone()
+                opened_once = True
+                events = _events(answer.stream, conn, action, deadline, read_timeout)
+                for event in events:
+                    seen += 1
+                    failures = 0
+                    version = _version_of(event) or version
+                    yield event
+                    if deadline is not None and deadline.remaining() <= 0:
+                        return
+            except _Gone:
+                yield from relist()
                 continue
-            problem = " (last: the watch ended at once, with no event)"
-        finally:
-            if events is not None:
-                events.close()
-        if deadline is not None and deadline.remaining() <= 0:
-            return
-        failures += 1
-        if failures >= settings.attempts:
-            raise ClusterError(
-                f"{conn.target}: the server kept failing after {settings.attempts} attempts "
-                f"to {action}{problem}"
-            )
-        delay = min(settings.backoff * 2 ** (failures - 1), settings.max_delay)
-        pause(conn, action, delay, deadline or Deadline.after(math.inf), problem)
+            except _Dropped as e:
+                problem = f" (last: {e})"
+            except Unreachable as e:
+                if not opened_once:  # never reached: say so now, as a list would
+                    raise
+                # The server went away between two watches (a restart): try again.
+                problem = f" (last: {str(e).removeprefix(f'{conn.target}: ')})"
+            else:
+                # The stream ended: the server's timeoutSeconds, or it closed the watch. Only one
+                # that ends early with nothing in it counts as a failure, so that this cannot spin.
+                if seen or time.monotonic() - opened >= window - 1:
+                    continue
+                problem = " (last: the watch ended at once, with no event)"
+            finally:
+                if events is not None:
+                    events.close()
+            if deadline is not None and deadline.remaining() <= 0:
+                return
+            failures += 1
+            if failures >= settings.attempts:
+                raise ClusterError(
+                    f"{conn.target}: the server kept failing after {settings.attempts} attempts "
+                    f"to {action}{problem}"
+                )
+            delay = min(settings.backoff * 2 ** (failures - 1), settings.max_delay)
+            if deadline is not None and deadline.remaining() <= delay:
+                settings.sleep(max(0.0, deadline.remaining()))
+                return  # the deadline passes before the next try: the watch is over
+            settings.sleep(delay)
+
+    try:
+        if resource_version is None:
+            yield from relist()
+        yield from follow()
+    except OutOfTime as e:
+        if e.deadline is not deadline:
+            raise
+        # The caller's deadline comes while the server is failing: the watch is over then,
+        # as it would be had the server been quiet.
+        settings.sleep(max(0.0, deadline.remaining()))
 
 
 def _within(deadline: Deadline | None, seconds: float) -> Deadline:

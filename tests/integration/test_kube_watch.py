@@ -221,6 +221,22 @@ def test_a_server_that_keeps_failing_ends_the_watch_in_one_line(
     )
 
 
+def test_a_failing_server_at_the_deadline_ends_the_watch_as_a_quiet_one_would(
+    busy: tuple[LoopbackCluster, KubeAPI, str, str], tmp_path: Path
+) -> None:
+    cluster, api, ns, before = busy
+    api.add_faults(resource="pods", verb="watch", fail_first=100)
+    kubeconfig = cluster.kubeconfig(tmp_path / "kubeconfig", ADMIN, ns)
+    settings = Settings(kubeconfig=str(kubeconfig), backoff=0.1, attempts=1000)
+    with connect(settings) as conn:
+        started = time.monotonic()
+        events = list(watch(conn, PODS, resource_version=before, deadline=Deadline.after(1.0)))
+        took = time.monotonic() - started
+    assert events == []
+    assert 0.95 <= took < 1.5
+    assert len(api.requests_for("pods", "watch")) > 2
+
+
 def test_a_refused_watch_names_the_verb(loopback: LoopbackCluster, tmp_path: Path) -> None:
     ns = loopback.create_namespace()
     loopback.grant("alice", ["list"], ["pods"], namespace=ns)

@@ -44,7 +44,7 @@ class SelectionError(SimpleTFJobError):
 
 
 class ClusterError(SimpleTFJobError):
-    """Reading nodes from the cluster failed (names the server and context)."""
+    """A request to the cluster failed or was refused (names the server and context)."""
 
 
 class OutputError(SimpleTFJobError):

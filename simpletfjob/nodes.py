@@ -13,6 +13,13 @@ from typing import Any, NamedTuple
 
 from simpletfjob.errors import InputError
 
+# Reading input files and describing their values, for messages: shared with the kubeconfig
+# reader in kube/, which may import only the YAML module. Other modules find them here too.
+from simpletfjob.yamlinput import decode_text as decode_text
+from simpletfjob.yamlinput import describe_value as describe_value
+from simpletfjob.yamlinput import read_bytes as read_bytes
+from simpletfjob.yamlinput import read_text as read_text
+
 GPU_RESOURCE = "nvidia.com/gpu"
 
 # A node name is a DNS-1123 subdomain, the rule the API server applies to nodes.
@@ -49,33 +56,6 @@ class Node(NamedTuple):
 
 def is_node_name(name: str) -> bool:
     return len(name) <= 253 and _DNS1123_SUBDOMAIN.fullmatch(name) is not None
-
-
-def read_bytes(path: str, what: str, limit: int = -1) -> bytes:
-    """Read an input file (its first `limit` bytes, if given), naming it in every failure."""
-    try:
-        with open(path, "rb") as f:
-            return f.read(limit)
-    except FileNotFoundError:
-        raise InputError(f"{what} {path!r} does not exist") from None
-    except IsADirectoryError:
-        raise InputError(f"{what} {path!r} is a directory, not a file") from None
-    except OSError as e:
-        raise InputError(f"cannot read {what} {path!r}: {e.strerror or e}") from e
-
-
-def read_text(path: str, what: str) -> str:
-    """Read a UTF-8 input file, turning every failure into one line that names it."""
-    return decode_text(read_bytes(path, what), path, what)
-
-
-def decode_text(data: bytes, path: str, what: str) -> str:
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise InputError(
-            f"{what} {path!r} is not UTF-8 text (byte {e.start} cannot be decoded)"
-        ) from e
 
 
 def parse_host_lines(text: str, origin: str) -> list[tuple[str, str]]:
@@ -347,26 +327,6 @@ def _malformed(origin: str, name: str | None, field: str, value: object, wanted:
     if wanted == "keyed by strings":
         return InputError(f"{where}: {field} must be keyed by strings, not {describe_value(value)}")
     return InputError(f"{where}: {field} must be {wanted}, not {describe_value(value)}")
-
-
-def describe_value(value: object) -> str:
-    """'a list', 'a string \'x\'', 'an integer 4'... for messages about a value of the wrong type."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return f"the boolean {str(value).lower()}"
-    if isinstance(value, int):
-        return f"the integer {value}"
-    if isinstance(value, float):
-        return f"the number {value}"
-    if isinstance(value, str):
-        shown = value if len(value) <= 40 else value[:37] + "..."
-        return f"the string {shown!r}"
-    if isinstance(value, Mapping):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    return f"a {type(value).__name__}"
 
 
 _IMAGES_KEY = b'"images"'

@@ -182,7 +182,7 @@ def default_output_name(template: str) -> str:
 
 def inputs(options: Options) -> list[tuple[str, str | None]]:
     """Every file the run may read, as (what, path): the output may be none of them."""
-    from simpletfjob.kubeconfig import kubeconfig_inputs
+    from simpletfjob.kube.paths import kubeconfig_files
 
     return [
         ("template", options.template),
@@ -190,7 +190,9 @@ def inputs(options: Options) -> list[tuple[str, str | None]]:
         *framework().inputs(options),
         ("nodes file", options.nodes_file),
         *(("values file", f) for f in options.value_files),
-        *kubeconfig_inputs(options.kubeconfig, os.environ),
+        # Every kubeconfig, whether or not this run asks a cluster: job YAML written over
+        # credentials is never what anyone meant.
+        *((f.what, f.path) for f in kubeconfig_files(options.kubeconfig, os.environ)),
     ]
 
 
@@ -217,16 +219,11 @@ def read_nodes(options: Options, warn: Callable[[str], None]) -> list[node_sourc
         return node_sources.nodes_from_option(options.nodes)
     if options.nodes_file is not None:
         return node_sources.nodes_from_file(options.nodes_file)
-    from simpletfjob.cluster import ClusterSettings, read_cluster_nodes
+    from simpletfjob.cluster import read_cluster_nodes
+    from simpletfjob.kube.connection import Settings
 
-    return read_cluster_nodes(
-        ClusterSettings(
-            kubeconfig=options.kubeconfig,
-            context=options.context,
-            selector=options.selector,
-            warn=warn,
-        )
-    )
+    settings = Settings(kubeconfig=options.kubeconfig, context=options.context)
+    return read_cluster_nodes(settings, options.selector, warn)
 
 
 def check_node_options(options: Options, nodes: Sequence[node_sources.Node]) -> None:

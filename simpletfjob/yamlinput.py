@@ -19,13 +19,19 @@ expanded size by identity, so the count takes time linear in the text:
 - an anchor that holds an alias of itself would expand without end: refused.
 
 The parse itself is libyaml's (PyYAML's C loader) where PyYAML was built with it.
+
+Reading an input file, and describing a value it holds for a message, are here too:
+kube/ reads kubeconfigs with them and may import no other module of simpletfjob.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
+
+from simpletfjob.errors import InputError
 
 # go-yaml's bounds (decode.go, alias_ratio_range_low/high and allowedAliasRatio).
 _ALIAS_RATIO_LOW = 400_000
@@ -202,3 +208,53 @@ def describe(
     if isinstance(error, LimitError):
         return f"{where}: {problem}"
     return f"{where}: {what}: {problem}"
+
+
+# -- reading input files, and their values in messages -------------------------------------
+
+
+def read_bytes(path: str, what: str, limit: int = -1) -> bytes:
+    """Read an input file (its first `limit` bytes, if given), naming it in every failure."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(limit)
+    except FileNotFoundError:
+        raise InputError(f"{what} {path!r} does not exist") from None
+    except IsADirectoryError:
+        raise InputError(f"{what} {path!r} is a directory, not a file") from None
+    except OSError as e:
+        raise InputError(f"cannot read {what} {path!r}: {e.strerror or e}") from e
+
+
+def read_text(path: str, what: str) -> str:
+    """Read a UTF-8 input file, turning every failure into one line that names it."""
+    return decode_text(read_bytes(path, what), path, what)
+
+
+def decode_text(data: bytes, path: str, what: str) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise InputError(
+            f"{what} {path!r} is not UTF-8 text (byte {e.start} cannot be decoded)"
+        ) from e
+
+
+def describe_value(value: object) -> str:
+    """'a list', 'a string \'x\'', 'an integer 4'... for messages about a value of the wrong type."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, int):
+        return f"the integer {value}"
+    if isinstance(value, float):
+        return f"the number {value}"
+    if isinstance(value, str):
+        shown = value if len(value) <= 40 else value[:37] + "..."
+        return f"the string {shown!r}"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return f"a {type(value).__name__}"

@@ -16,14 +16,17 @@ from typing import Any
 
 import pytest
 
-from simpletfjob.cluster import ClusterSettings, read_cluster_nodes
+from simpletfjob.cluster import read_cluster_nodes
 from simpletfjob.errors import ClusterError, InputError
+from simpletfjob.kube.connection import Settings
 from tests.conftest import EXAMPLES, assert_one_line_error, write
 from tests.support.kubeapi import (
+    Answer,
     KubeAPI,
     closed_port,
     make_node,
     realistic_cluster,
+    serve,
     write_kubeconfig,
 )
 
@@ -31,7 +34,7 @@ TOKEN = "sha256~s3cr3t-token-value"
 CI_USER = "system:serviceaccount:ci:runner"
 
 
-def fast(kubeconfig: Path, **overrides: Any) -> ClusterSettings:
+def fast(kubeconfig: Path, **overrides: Any) -> Settings:
     """Settings for tests: short timeouts and backoff, sleeps recorded when asked."""
     settings: dict[str, Any] = {
         "kubeconfig": str(kubeconfig),
@@ -41,7 +44,7 @@ def fast(kubeconfig: Path, **overrides: Any) -> ClusterSettings:
         "backoff": 0.01,
     }
     settings.update(overrides)
-    return ClusterSettings(**settings)
+    return Settings(**settings)
 
 
 def refused(result: Any, code: int, *fragments: str) -> str:
@@ -149,15 +152,15 @@ def test_kubeconfig_env_merges_files_and_the_first_current_context_wins(
     second = write_kubeconfig(tmp_path / "b", dead, context="two")
     missing = tmp_path / "does-not-exist"
     monkeypatch.setenv("KUBECONFIG", os.pathsep.join(map(str, (missing, first, second))))
-    assert names(read_cluster_nodes(ClusterSettings())) == ["from-first"]
+    assert names(read_cluster_nodes(Settings())) == ["from-first"]
     with pytest.raises(ClusterError, match=r"127\.0\.0\.1:\d+ \(context 'two'\): unreachable"):
-        read_cluster_nodes(ClusterSettings(context="two"))
+        read_cluster_nodes(Settings(context="two"))
 
 
 def test_home_kube_config_is_the_default(kubeapi: KubeAPI, kube_env: Path) -> None:
     kubeapi.set_nodes([make_node("home")])
     write_kubeconfig(kube_env / ".kube" / "config", kubeapi.url)
-    assert names(read_cluster_nodes(ClusterSettings())) == ["home"]
+    assert names(read_cluster_nodes(Settings())) == ["home"]
 
 
 def test_no_configuration_at_all_is_one_line(cli: Any, kube_env: Path) -> None:
@@ -175,10 +178,10 @@ def test_unknown_context_lists_the_known_ones(cli: Any, kubeapi: KubeAPI, tmp_pa
 
 def test_missing_kubeconfig_and_no_current_context(kube_env: Path, tmp_path: Path) -> None:
     with pytest.raises(InputError, match="kubeconfig 'nope' does not exist"):
-        read_cluster_nodes(ClusterSettings(kubeconfig="nope"))
+        read_cluster_nodes(Settings(kubeconfig="nope"))
     kubeconfig = write_kubeconfig(tmp_path / "kc", "http://127.0.0.1:1", current=False)
     with pytest.raises(ClusterError, match="sets no current context; choose one with --context"):
-        read_cluster_nodes(ClusterSettings(kubeconfig=str(kubeconfig)))
+        read_cluster_nodes(Settings(kubeconfig=str(kubeconfig)))
 
 
 def test_in_cluster_service_account(
@@ -195,11 +198,11 @@ def test_in_cluster_service_account(
     host, port = kubeapi_tls.url.removeprefix("https://").split(":")
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", host)
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", port)
-    settings = ClusterSettings(service_account_dir=str(account))
+    settings = Settings(service_account_dir=str(account))
     assert names(read_cluster_nodes(settings)) == ["in-pod"]
     assert kubeapi_tls.nodes_requests()[0].authorization == f"bearer {TOKEN}"
     with pytest.raises(ClusterError, match="--context 'prod' names a kubeconfig context"):
-        read_cluster_nodes(ClusterSettings(service_account_dir=str(account), context="prod"))
+        read_cluster_nodes(Settings(service_account_dir=str(account), context="prod"))
     (account / "token").unlink()
     with pytest.raises(ClusterError, match=r"in-cluster config .*token file does not exist"):
         read_cluster_nodes(settings)
@@ -427,3 +430,108 @@ def test_a_page_whose_images_cannot_be_cut_is_read_whole(kubeapi: KubeAPI, tmp_p
     kubeapi.set_nodes([odd, make_node("plain")])
     kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", kubeapi.url)
     assert names(read_cluster_nodes(fast(kubeconfig))) == ["odd", "plain"]
+
+
+# -- every node message, word for word (derived from kube/'s mapping for any resource) --------
+
+
+def test_node_refusals_word_for_word(secured: KubeAPI, tmp_path: Path) -> None:
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", secured.url, token="ci-token")
+    with pytest.raises(ClusterError) as caught:
+        read_cluster_nodes(fast(kubeconfig))
+    assert str(caught.value) == (
+        f"{secured.url} (context 'loopback'): user '{CI_USER}' may not list nodes (403 Forbidden); "
+        "it needs RBAC permission to list nodes (a ClusterRole with verb 'list' on 'nodes'), "
+        "or give the hosts with --nodes or --nodes-file"
+    )
+    # A server that is not a Kubernetes API server answers 404 to whoever asks.
+    admin = secured.add_admin()
+    elsewhere = write_kubeconfig(tmp_path / "kc", secured.url + "/not-an-api", token=admin)
+    with pytest.raises(ClusterError) as caught:
+        read_cluster_nodes(fast(elsewhere))
+    assert str(caught.value) == (
+        f"{secured.url}/not-an-api (context 'loopback'): GET /api/v1/nodes was not found (404); "
+        "is this a Kubernetes API server?"
+    )
+
+
+def test_node_failures_word_for_word(kubeapi: KubeAPI, tmp_path: Path) -> None:
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", kubeapi.url)
+    target = f"{kubeapi.url} (context 'loopback')"
+    kubeapi.set_nodes(realistic_cluster(7))
+    kubeapi.faults.fail_first = 100
+    with pytest.raises(ClusterError) as caught:
+        read_cluster_nodes(fast(kubeconfig, attempts=3))
+    assert str(caught.value) == (
+        f"{target}: the server kept failing after 3 attempts (last: 500 InternalError: "
+        "Internal error occurred: etcdserver: request timed out)"
+    )
+    kubeapi.faults.fail_first = 0
+    kubeapi.faults.throttle_first = 1
+    kubeapi.faults.retry_after = 120
+    with pytest.raises(ClusterError) as caught:
+        read_cluster_nodes(fast(kubeconfig))
+    assert str(caught.value) == (
+        f"{target}: no complete node list within 10 s "
+        "(last: 429 TooManyRequests: Too many requests, please try again later.)"
+    )
+    kubeapi.faults.throttle_first = 0
+    kubeapi.faults.expire_continue = 2
+    with pytest.raises(ClusterError) as caught:
+        read_cluster_nodes(fast(kubeconfig, page_size=3))
+    assert str(caught.value) == (
+        f"{target}: the node list changes faster than it can be read in pages "
+        "(the continue token expired twice, 410 Expired); try again"
+    )
+
+
+def test_no_cluster_word_for_word(
+    cli: Any, kube_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = cli("mnist.yaml", "-o", "-", cwd=EXAMPLES)
+    assert assert_one_line_error(result, 1) == (
+        "simpletfjob: error: no cluster to read nodes from: there is no --kubeconfig, "
+        "$KUBECONFIG or ~/.kube/config, and this is not a pod; point at a cluster with "
+        "--kubeconfig FILE (or $KUBECONFIG), or give the hosts with --nodes H1,H2,... "
+        "or --nodes-file FILE"
+    )
+    listed = f"{tmp_path / 'a'}{os.pathsep}{tmp_path / 'b'}"
+    monkeypatch.setenv("KUBECONFIG", listed)
+    result = cli("mnist.yaml", "-o", "-", cwd=EXAMPLES)
+    assert assert_one_line_error(result, 1) == (
+        f"simpletfjob: error: no file named in $KUBECONFIG exists ({listed}); fix $KUBECONFIG, "
+        "or give the hosts with --nodes H1,H2,... or --nodes-file FILE"
+    )
+
+
+class Garbled(KubeAPI):
+    """A server (or a proxy in front of one) whose node list is not one."""
+
+    body = b""
+
+    def handle(self, method: str, path: str, *args: Any, **kwargs: Any) -> Answer:
+        if path == "/api/v1/nodes":
+            return Answer(200, {"Content-Type": "application/json"}, self.body)
+        return super().handle(method, path, *args, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        (b"<html>bad gateway</html>", "is not JSON"),
+        (b'["not", "a", "list"]', "is not a NodeList"),
+        (b'{"kind": "NodeList", "metadata": {"continue": 7}, "items": []}', "is not a NodeList"),
+    ],
+)
+def test_an_answer_that_is_not_a_node_list(
+    kube_env: Path, tmp_path: Path, body: bytes, problem: str
+) -> None:
+    with serve(Garbled()) as garbled:
+        garbled.body = body
+        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", garbled.url)
+        with pytest.raises(ClusterError) as caught:
+            read_cluster_nodes(fast(kubeconfig))
+    assert (
+        str(caught.value)
+        == f"{garbled.url} (context 'loopback'): the answer to GET /api/v1/nodes {problem}"
+    )

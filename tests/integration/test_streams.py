@@ -32,8 +32,7 @@ from typing import Any
 import pytest
 import yaml
 
-from simpletfjob.cluster import ClusterSettings, kubeconfig_paths
-from simpletfjob.kubeconfig import kubeconfig_inputs
+from simpletfjob.kube.paths import kubeconfig_files, kubeconfig_paths
 from simpletfjob.streams import stream_fd
 from tests.conftest import EXAMPLES, assert_one_line_error, console_script, snapshot, write
 from tests.support.kubeapi import KubeAPI, closed_port, make_node, write_kubeconfig
@@ -219,13 +218,13 @@ def test_kubeconfigs_are_protected_in_an_offline_render_too(
 def test_every_kubeconfig_the_cluster_reads_is_protected(
     tmp_path: Path, environ: dict[str, str], flag: str | None
 ) -> None:
-    """The files cluster.kubeconfig_paths reads are among those the output may not be."""
+    """The files kubeconfig_paths reads are among those the output may not be (kubeconfig_files)."""
     for name in ("a", "b", "home/.kube/config"):
         write_kubeconfig(tmp_path / name, "http://127.0.0.1:1")
     env = {k: v.format(d=tmp_path) for k, v in environ.items()}
     kubeconfig = flag.format(d=tmp_path) if flag else None
-    read = kubeconfig_paths(ClusterSettings(kubeconfig=kubeconfig, environ=env)) or []
-    protected = {os.path.realpath(p) for _, p in kubeconfig_inputs(kubeconfig, env) if p}
+    read = kubeconfig_paths(kubeconfig, env) or []
+    protected = {os.path.realpath(f.path) for f in kubeconfig_files(kubeconfig, env)}
     assert read and {os.path.realpath(p) for p in read} <= protected
 
 

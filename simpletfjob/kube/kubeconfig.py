@@ -9,7 +9,8 @@ and a wrong one is one line naming the file and the field. The files are
 merged as kubectl merges them: the first file to define a cluster, user or
 context by name wins, and so does the first to set `current-context`.
 
-Nothing here imports the client, so these checks cost an offline run nothing.
+Nothing here imports the client: a malformed file or an alias bomb is refused before
+the client is loaded (most of a second).
 """
 
 from __future__ import annotations
@@ -18,8 +19,11 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+import yaml
+
+from simpletfjob import yamlinput
 from simpletfjob.errors import ClusterError, InputError
-from simpletfjob.nodes import describe_value, read_text
+from simpletfjob.yamlinput import describe_value, read_text
 
 # Each named list of a kubeconfig, and the key of each entry's body.
 SECTIONS = {"clusters": "cluster", "users": "user", "contexts": "context"}
@@ -73,13 +77,14 @@ class Chosen(NamedTuple):
     cluster: Entry
     user: Entry | None
 
+    @property
+    def namespace(self) -> object:
+        """The context's namespace as written, unchecked: only namespaced calls need it."""
+        return self.context.body.get("namespace")
+
 
 def read_kubeconfigs(paths: Sequence[str]) -> Kubeconfig:
     """Read, check and merge the kubeconfig files, in order."""
-    import yaml
-
-    from simpletfjob import yamlinput
-
     shown = os.pathsep.join(paths)
     current: str | None = None
     sections: dict[str, dict[str, Entry]] = {section: {} for section in SECTIONS}
@@ -251,23 +256,3 @@ def _check_auth_provider(user: Entry) -> None:
     for key, value in config.items():
         if not isinstance(value, str):
             raise InputError(f"{where}.config.{key} must be a string, not {describe_value(value)}")
-
-
-def kubeconfig_inputs(
-    kubeconfig: str | None, environ: Mapping[str, str]
-) -> list[tuple[str, str | None]]:
-    """Every kubeconfig a run could read, found as `cluster.kubeconfig_paths` finds them.
-
-    All of them, whether or not this run asks a cluster, and without importing the
-    cluster module (an offline render must not pay for it): job YAML written over
-    credentials is never what anyone meant.
-    """
-    found: list[tuple[str, str | None]] = []
-    if kubeconfig is not None:
-        found.append(("kubeconfig", os.path.expanduser(kubeconfig)))
-    for path in environ.get("KUBECONFIG", "").split(os.pathsep):
-        if path:
-            found.append(("kubeconfig in $KUBECONFIG", os.path.expanduser(path)))
-    home = environ.get("HOME") or os.path.expanduser("~")
-    found.append(("default kubeconfig", os.path.join(home, ".kube", "config")))
-    return found

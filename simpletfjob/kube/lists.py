@@ -1,0 +1,240 @@
+"""Lists of any resource: page by page, the next page fetched while this one is parsed.
+
+A namespaced list goes to the connection's namespace unless it names one; `''`
+means every namespace, as client-go's `NamespaceAll`.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import re
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
+
+from simpletfjob.errors import ClusterError
+from simpletfjob.kube.request import Action, Deadline, request
+from simpletfjob.kube.resources import Resource
+
+if TYPE_CHECKING:
+    from simpletfjob.kube.connection import Connection, Target
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    """One page of a list, parsed: what the caller made of it, and the list's metadata."""
+
+    value: T
+    token: str | None  # metadata.continue: None on the last page
+    resource_version: str
+
+
+@dataclass(frozen=True)
+class Listed(Generic[T]):
+    """Every page of a list, in order, and the resourceVersion the list was read at."""
+
+    pages: list[T]
+    resource_version: str
+
+
+class ObjectList(NamedTuple):
+    items: list[dict[str, Any]]
+    resource_version: str  # to watch from
+
+
+class _Expired(Exception):
+    """A continue token the server no longer knows (410)."""
+
+
+def namespace_for(conn: Connection, resource: Resource, namespace: str | None) -> str | None:
+    """The namespace a call goes to: None for a cluster-scoped resource, else as given or the connection's."""
+    if not resource.namespaced:
+        return None
+    return conn.namespace if namespace is None else namespace
+
+
+def list_pages(
+    conn: Connection,
+    resource: Resource,
+    parse: Callable[[bytes], Page[T]],
+    *,
+    namespace: str | None = None,
+    label_selector: str | None = None,
+    field_selector: str | None = None,
+    resource_version: str | None = None,
+    limit: int | None = None,
+    deadline: Deadline | None = None,
+    alternative: str = "",
+) -> Listed[T]:
+    """A whole list, page by page, each page's raw JSON handed to `parse` while the next one comes.
+
+    A continue token that expires (410) restarts the list from the beginning, once, and the
+    pages parsed so far are dropped: a list is a snapshot, and mixing two would not be one.
+    `resource_version='0'` lets the API server answer from its cache (in one page).
+    """
+    settings = conn.settings
+    action = Action("list", resource, namespace_for(conn, resource, namespace), None, alternative)
+    deadline = deadline or Deadline.after(settings.deadline)
+    base: list[tuple[str, str | int]] = [("limit", limit or settings.page_size)]
+    if label_selector:
+        base.append(("labelSelector", label_selector))
+    if field_selector:
+        base.append(("fieldSelector", field_selector))
+
+    def fetch(token: str | None) -> bytes:
+        if token is None:
+            query = [*base, ("resourceVersion", resource_version)] if resource_version else base
+            return request(conn, action, query=query, deadline=deadline).data
+        # The token carries the resourceVersion the list is read at; the server refuses both.
+        answer = request(
+            conn, action, query=[*base, ("continue", token)], deadline=deadline, passthrough=(410,)
+        )
+        if answer.status == 410:
+            raise _Expired()
+        return answer.data
+
+    # Thousands of small dicts per page would set off the collector again and
+    # again for nothing: nothing here makes reference cycles.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for restart in (False, True):
+            try:
+                return _read_pages(fetch, parse)
+            except _Expired as e:
+                if restart:
+                    raise ClusterError(
+                        f"{conn.target}: the {resource.singular} list changes faster than it can "
+                        "be read in pages (the continue token expired twice, 410 Expired); try again"
+                    ) from e
+        raise AssertionError("unreachable")
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def list_objects(
+    conn: Connection,
+    resource: Resource,
+    *,
+    namespace: str | None = None,
+    label_selector: str | None = None,
+    field_selector: str | None = None,
+    resource_version: str | None = None,
+    deadline: Deadline | None = None,
+    alternative: str = "",
+) -> ObjectList:
+    """Every object of a list (matching the selectors), and the resourceVersion to watch from."""
+    path = resource.path(namespace_for(conn, resource, namespace))
+    listed = list_pages(
+        conn,
+        resource,
+        lambda data: decode_page(data, conn.target, resource, path),
+        namespace=namespace,
+        label_selector=label_selector,
+        field_selector=field_selector,
+        resource_version=resource_version,
+        deadline=deadline,
+        alternative=alternative,
+    )
+    return ObjectList([item for page in listed.pages for item in page], listed.resource_version)
+
+
+def decode_page(
+    data: bytes,
+    target: Target,
+    resource: Resource,
+    path: str,
+    slim: Callable[[bytes], bytes] | None = None,
+) -> Page[list[Any]]:
+    """A list page's items and metadata, checked; `slim` may cut what the caller needs none of first.
+
+    When what `slim` gives does not parse, the whole page is parsed instead.
+    """
+    try:
+        page = json.loads(slim(data) if slim is not None else data)
+    except (ValueError, RecursionError):
+        try:  # not the layout `slim` expects: parse all of it
+            page = json.loads(data)
+        except (ValueError, RecursionError) as e:  # nested too deeply for the parser, too
+            raise ClusterError(f"{target}: the answer to GET {path} is not JSON") from e
+    not_a_list = f"{target}: the answer to GET {path} is not a {resource.kind}List"
+    if not isinstance(page, dict):
+        raise ClusterError(not_a_list)
+    items = page.get("items")
+    metadata = page.get("metadata") or {}
+    if (
+        not isinstance(items, list)
+        or not isinstance(metadata, Mapping)
+        or not isinstance(metadata.get("continue") or "", str)
+    ):
+        raise ClusterError(not_a_list)
+    return Page(items, metadata.get("continue") or None, str(metadata.get("resourceVersion") or ""))
+
+
+def _read_pages(
+    fetch: Callable[[str | None], bytes], parse: Callable[[bytes], Page[T]]
+) -> Listed[T]:
+    """Fetch the next page while this one is parsed: the server and the network work meanwhile."""
+    values: list[T] = []
+    version: str | None = None
+    data = fetch(None)
+    while True:
+        peeked = _peek_continue(data)
+        ahead = _Ahead(fetch, peeked) if peeked else None
+        page = parse(data)
+        del data  # one page of raw JSON at a time
+        values.append(page.value)
+        if version is None:  # every page of a list is read at the first page's version
+            version = page.resource_version
+        token = page.token
+        del page
+        if ahead is not None and token == peeked:
+            data = ahead.result()
+            continue
+        if ahead is not None:
+            ahead.discard()
+        if token is None:
+            return Listed(values, version)
+        data = fetch(token)
+
+
+# kube-apiserver writes a list's metadata before its items; the token is base64.
+_CONTINUE = re.compile(rb'"continue"\s*:\s*"([A-Za-z0-9+/=_-]+)"')
+
+
+def _peek_continue(data: bytes) -> str | None:
+    """The continue token, read from the page's head without parsing it; None if not there."""
+    items = data.find(b'"items":')
+    found = _CONTINUE.search(data, 0, items) if items > 0 else None
+    return found[1].decode("ascii") if found else None
+
+
+class _Ahead:
+    """One page fetched in a thread; its result or its error comes back with `result`."""
+
+    def __init__(self, fetch: Callable[[str | None], bytes], token: str) -> None:
+        self._data: bytes | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(fetch, token), daemon=True)
+        self._thread.start()
+
+    def _run(self, fetch: Callable[[str | None], bytes], token: str) -> None:
+        try:
+            self._data = fetch(token)
+        except BaseException as e:  # handed to the caller, in its thread
+            self._error = e
+
+    def result(self) -> bytes:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._data is not None
+        return self._data
+
+    def discard(self) -> None:
+        self._thread.join()

@@ -1,0 +1,57 @@
+"""The resources simpletfjob asks for: where the API serves each one, and what messages call it."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+from urllib.parse import quote
+
+
+class Resource(NamedTuple):
+    """One kind of object the API serves, as a REST mapping knows it."""
+
+    group: str  # '' for the core group
+    version: str
+    plural: str  # the path segment, and what RBAC rules name
+    kind: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def singular(self) -> str:
+        """'node', 'job': the kind as messages name one object, and a list ('node list')."""
+        return self.kind.lower()
+
+    def path(self, namespace: str | None = None, name: str | None = None) -> str:
+        """'/api/v1/nodes', '/apis/batch/v1/namespaces/ml/jobs/mnist-ps-0'; no namespace: all of them."""
+        path = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            path += f"/namespaces/{quote(namespace, safe='')}"
+        path += f"/{self.plural}"
+        if name is not None:
+            path += f"/{quote(name, safe='')}"
+        return path
+
+    def ref(self, name: str) -> str:
+        """An object as kubectl prints it: 'job.batch/mnist-ps-0', 'service/mnist-worker-0'."""
+        qualified = f"{self.singular}.{self.group}" if self.group else self.singular
+        return f"{qualified}/{name}"
+
+
+NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+PODS = Resource("", "v1", "pods", "Pod", namespaced=True)
+SERVICES = Resource("", "v1", "services", "Service", namespaced=True)
+JOBS = Resource("batch", "v1", "jobs", "Job", namespaced=True)
+
+KNOWN = (NODES, NAMESPACES, PODS, SERVICES, JOBS)
+
+
+def resource_for(api_version: str, kind: str) -> Resource | None:
+    """The resource of a document's apiVersion and kind, among those simpletfjob knows."""
+    for resource in KNOWN:
+        if resource.api_version == api_version and resource.kind == kind:
+            return resource
+    return None

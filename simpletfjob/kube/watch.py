@@ -1,0 +1,261 @@
+"""A watch that keeps going: it resumes from the last resourceVersion and re-lists on 410 Gone.
+
+The caller gets a stream of `Event`s until its deadline passes (or it stops
+reading). The server ends each watch after `timeoutSeconds`, and connections
+drop; either way the watch is opened again from the last resourceVersion it
+saw, so no change is missed or seen twice. When the server no longer has that
+version (410: an HTTP answer, or an ERROR event with code 410), the objects are
+listed again and handed over whole, as a RELIST event, and the watch goes on
+from the new list. Nothing polls: between events, the watch waits on its socket.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Generator, Iterator
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from simpletfjob.errors import ClusterError
+from simpletfjob.kube.lists import list_objects, namespace_for
+from simpletfjob.kube.request import (
+    Action,
+    Deadline,
+    OutOfTime,
+    Unreachable,
+    first_line,
+    request,
+)
+from simpletfjob.kube.resources import Resource
+
+if TYPE_CHECKING:
+    from simpletfjob.kube.connection import Connection
+
+WINDOW = 300.0  # seconds the server keeps one watch open (timeoutSeconds), as client-go's minimum
+SLACK = 10.0  # seconds past the window before a silent connection counts as dropped
+CHANGES = ("ADDED", "MODIFIED", "DELETED", "BOOKMARK")
+
+
+class Event(NamedTuple):
+    """A change to one object, or (RELIST) every object as it is now, which replaces what came before."""
+
+    type: str  # ADDED, MODIFIED, DELETED, BOOKMARK (only a resourceVersion), or RELIST
+    object: dict[str, Any] | None  # None for RELIST
+    objects: tuple[dict[str, Any], ...] = ()  # RELIST: every object, listed again
+
+
+class _Gone(Exception):
+    """The server no longer has the resourceVersion the watch asked for (410)."""
+
+
+def watch(
+    conn: Connection,
+    resource: Resource,
+    *,
+    namespace: str | None = None,
+    label_selector: str | None = None,
+    field_selector: str | None = None,
+    resource_version: str | None = None,
+    deadline: Deadline | None = None,
+    bookmarks: bool = True,
+) -> Iterator[Event]:
+    """Changes to the objects that match, from `resource_version` (None: list first, as a RELIST).
+
+    It ends when `deadline` passes (None: never); a server that keeps failing, or refuses,
+    is a `ClusterError`.
+    """
+    settings = conn.settings
+    ns = namespace_for(conn, resource, namespace)
+    action = Action("watch", resource, ns)
+    selectors: list[tuple[str, str | int]] = []
+    if label_selector:
+        selectors.append(("labelSelector", label_selector))
+    if field_selector:
+        selectors.append(("fieldSelector", field_selector))
+
+    version = resource_version or ""
+
+    def relist() -> Iterator[Event]:
+        listed = list_objects(
+            conn,
+            resource,
+            namespace=ns,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            deadline=_within(deadline, settings.deadline),
+        )
+        nonlocal version
+        version = listed.resource_version
+        yield Event("RELIST", None, tuple(listed.items))
+
+    def follow() -> Iterator[Event]:
+        nonlocal version
+        failures = 0
+        problem = ""
+        opened_once = False
+        while True:
+            remaining = math.inf if deadline is None else deadline.remaining()
+            if remaining <= 0:
+                return
+            # The server ends the watch at the caller's deadline, or after a window; a read
+            # timeout a little past that catches a server that went silent.
+            window = min(WINDOW, remaining)
+            query: list[tuple[str, str | int]] = [
+                ("watch", "true"),
+                ("resourceVersion", version),
+                ("timeoutSeconds", max(1, math.ceil(window))),
+                *selectors,
+            ]
+            if bookmarks:
+                query.append(("allowWatchBookmarks", "true"))
+            opened = time.monotonic()
+            seen = 0
+            events: Generator[Event, None, None] | None = None
+            try:
+                read_timeout = remaining if remaining <= WINDOW else WINDOW + SLACK
+                answer = request(
+                    conn,
+                    action,
+                    query=query,
+                    deadline=_within(deadline, settings.deadline),
+                    passthrough=(410,),
+                    stream=True,
+                    read_timeout=read_timeout,
+                )
+                if answer.status == 410:
+                    raise _Gone()
+                opened_once = True
+                events = _events(answer.stream, conn, action, deadline, read_timeout)
+                for event in events:
+                    seen += 1
+                    failures = 0
+                    version = _version_of(event) or version
+                    yield event
+                    if deadline is not None and deadline.remaining() <= 0:
+                        return
+            except _Gone:
+                yield from relist()
+                continue
+            except _Dropped as e:
+                problem = f" (last: {e})"
+            except Unreachable as e:
+                if not opened_once:  # never reached: say so now, as a list would
+                    raise
+                # The server went away between two watches (a restart): try again.
+                problem = f" (last: {str(e).removeprefix(f'{conn.target}: ')})"
+            else:
+                # The stream ended: the server's timeoutSeconds, or it closed the watch. Only one
+                # that ends early with nothing in it counts as a failure, so that this cannot spin.
+                if seen or time.monotonic() - opened >= window - 1:
+                    continue
+                problem = " (last: the watch ended at once, with no event)"
+            finally:
+                if events is not None:
+                    events.close()
+            if deadline is not None and deadline.remaining() <= 0:
+                return
+            failures += 1
+            if failures >= settings.attempts:
+                raise ClusterError(
+                    f"{conn.target}: the server kept failing after {settings.attempts} attempts "
+                    f"to {action}{problem}"
+                )
+            delay = min(settings.backoff * 2 ** (failures - 1), settings.max_delay)
+            if deadline is not None and deadline.remaining() <= delay:
+                settings.sleep(max(0.0, deadline.remaining()))
+                return  # the deadline passes before the next try: the watch is over
+            settings.sleep(delay)
+
+    try:
+        if resource_version is None:
+            yield from relist()
+        yield from follow()
+    except OutOfTime as e:
+        if e.deadline is not deadline:
+            raise
+        # The caller's deadline comes while the server is failing: the watch is over then,
+        # as it would be had the server been quiet.
+        settings.sleep(max(0.0, deadline.remaining()))
+
+
+def _within(deadline: Deadline | None, seconds: float) -> Deadline:
+    """The call's own deadline, cut short by the caller's."""
+    return Deadline.after(seconds) if deadline is None else deadline.sooner(seconds)
+
+
+class _Dropped(Exception):
+    """The watch's connection broke, or went silent past its read timeout."""
+
+
+def _events(
+    response: Any,
+    conn: Connection,
+    action: Action,
+    deadline: Deadline | None,
+    read_timeout: float,
+) -> Generator[Event, None, None]:
+    """The events of one open watch, until its stream ends or the deadline; an ERROR event ends it too."""
+    from urllib3.exceptions import HTTPError
+
+    try:
+        for line in _lines(response, deadline, read_timeout):
+            try:
+                event = json.loads(line)
+            except (ValueError, RecursionError) as e:
+                raise ClusterError(
+                    f"{conn.target}: the watch of {action.what} sent a line that is not JSON"
+                ) from e
+            kind = event.get("type") if isinstance(event, dict) else None
+            obj = event.get("object") if isinstance(event, dict) else None
+            if not isinstance(obj, dict) or kind not in (*CHANGES, "ERROR"):
+                raise ClusterError(
+                    f"{conn.target}: the watch of {action.what} sent something that is not an event"
+                )
+            if kind == "ERROR":
+                if obj.get("code") == 410:
+                    raise _Gone()
+                raise _Dropped(
+                    f"error event: {obj.get('code')} {obj.get('reason') or ''}: "
+                    f"{first_line(obj.get('message') or '')}"
+                )
+            yield Event(kind, obj)
+    except HTTPError as e:  # reset, broken chunk, timed out: the server or network let go
+        raise _Dropped(f"connection dropped: {first_line(e)}") from e
+    finally:
+        response.close()  # a watch is never read to its end: the connection cannot be reused
+
+
+def _lines(response: Any, deadline: Deadline | None, read_timeout: float) -> Iterator[bytes]:
+    """Each newline-ended line of a streamed body, as soon as it has come, until the deadline."""
+    if response.chunked and response.supports_chunked_reads():
+        chunks: Iterator[bytes] = response.read_chunked(decode_content=True)
+    else:
+        chunks = iter(lambda: bytes(response.read1(65536)), b"")
+    # A read's timeout counts from when it starts: each read is given only what is left
+    # before the deadline, so that the watch ends on time even while events keep coming.
+    sock = getattr(getattr(response, "connection", None), "sock", None)
+    pending = b""
+    while True:
+        if deadline is not None:
+            remaining = deadline.remaining()
+            if remaining <= 0:
+                return
+            if sock is not None:
+                sock.settimeout(min(remaining, read_timeout))
+        chunk = next(chunks, None)
+        if chunk is None:
+            break
+        pending += chunk
+        *complete, pending = pending.split(b"\n")
+        for line in complete:
+            if line.strip():
+                yield line
+    if pending.strip():
+        yield pending
+
+
+def _version_of(event: Event) -> str | None:
+    metadata = (event.object or {}).get("metadata")
+    version = metadata.get("resourceVersion") if isinstance(metadata, dict) else None
+    return str(version) if version else None

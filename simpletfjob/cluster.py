@@ -32,6 +32,7 @@ from simpletfjob import __version__
 from simpletfjob.errors import ClusterError, InputError
 from simpletfjob.kubeconfig import Chosen
 from simpletfjob.nodes import Node, node_from_object, without_images
+from simpletfjob.streams import warn
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 NODES_PATH = "/api/v1/nodes"
@@ -42,10 +43,6 @@ NO_CLUSTER = (
     "and this is not a pod; point at a cluster with --kubeconfig FILE (or $KUBECONFIG), "
     "or give the hosts with --nodes H1,H2,... or --nodes-file FILE"
 )
-
-
-def _warn(message: str) -> None:
-    print(f"simpletfjob: warning: {message}", file=sys.stderr)
 
 
 @dataclass(frozen=True)
@@ -65,7 +62,7 @@ class ClusterSettings:
     service_account_dir: str = SERVICE_ACCOUNT_DIR
     environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
     sleep: Callable[[float], None] = time.sleep
-    warn: Callable[[str], None] = _warn
+    warn: Callable[[str], None] = warn
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,7 @@ from simpletfjob.selection import (
     parse_selector,
     unknown_exclusions,
 )
-from simpletfjob.streams import stream_fd
+from simpletfjob.streams import stream_fd, warn
 from simpletfjob.values import check_reserved
 
 # What --address puts in TF_CONFIG, as messages name it.
@@ -140,10 +140,6 @@ class Decoration:
 
     def conflict(self, key: str, theirs: str, ours: str) -> None:
         self.conflicts.setdefault(key, (theirs, ours))
-
-
-def warn(message: str) -> None:
-    print(f"simpletfjob: warning: {message}", file=sys.stderr)
 
 
 def run(options: Options) -> str:

@@ -575,6 +575,7 @@ COMMANDS = {
     "templates": ["templates"],
     "init -o -": ["init", "tf1-flags", "-o", "-"],
     "--help": ["--help"],
+    "render --help": ["render", "--help"],
     "init --help": ["init", "--help"],
     "--version": ["--version"],
 }

@@ -35,11 +35,6 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     \b
     Example:
       simpletfjob mnist.yaml -N 3 -E -o - | kubectl apply -f -
-
-    \b
-    Other commands:
-      simpletfjob templates                   list the built-in templates
-      simpletfjob init NAME [-o FILE]         write a copy of a built-in to edit
     """
     from simpletfjob.catalog import prepare_options
     from simpletfjob.pipeline import run

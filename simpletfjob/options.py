@@ -20,6 +20,7 @@ from typing import Any
 
 from simpletfjob.errors import UsageError
 from simpletfjob.frameworks.tensorflow import TensorFlowOptions
+from simpletfjob.nodes import ADDRESS_CHOICES, is_node_name
 from simpletfjob.optiontable import (
     Field,
     Must,
@@ -46,8 +47,6 @@ class DnsName(Rule):
         self.label = label
 
     def __call__(self, value: Any) -> str | None:
-        from simpletfjob.nodes import is_node_name
-
         if not is_node_name(value):
             return f"{value!r} is not a valid DNS name"
         if self.label and (len(value) > 63 or "." in value):
@@ -79,7 +78,6 @@ class Selector(Rule):
 
 
 HOST_COUNT = Must("a positive number of hosts or -1 for all", lambda n: n == -1 or n > 0)
-ADDRESSES = ("name", "internal-ip", "hostname")  # as nodes.host_address takes them
 
 
 # ---- shared declarations for the commands that act on a run -------------------------------
@@ -185,7 +183,7 @@ class NodeOptions(OptionGroup):
         "--address",
         default="name",
         show_default=True,
-        rule=OneOf(*ADDRESSES),
+        rule=OneOf(*ADDRESS_CHOICES),
         help="What TF_CONFIG and <<host>> name: the node name, its InternalIP, or its hostname label.",
     )
     explain: bool = option(

@@ -99,6 +99,13 @@ def test_version(cli: Any, args: tuple[str, ...]) -> None:
         ),
         (("render", "mnist.yaml", "-x"), "No such option '-x'. (see simpletfjob render --help)"),
         (("init",), "Missing argument 'NAME'. (see simpletfjob init --help)"),
+        (("init", "-o"), "Option '-o' requires an argument. (see simpletfjob init --help)"),
+        (
+            ("render", "t.yaml", "-N"),
+            "Option '-N' requires an argument. (see simpletfjob render --help)",
+        ),
+        (("t.yaml", "-N"), "Option '-N' requires an argument. (see simpletfjob --help)"),
+        (("-N",), "Option '-N' requires an argument. (see simpletfjob --help)"),
         (
             ("templates", "x"),
             "Got unexpected extra argument (x) (see simpletfjob templates --help)",

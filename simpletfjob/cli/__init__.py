@@ -26,7 +26,13 @@ from importlib import import_module
 
 import click
 
-from simpletfjob.cli.table import CONTEXT, CommandContext, help_option, version_option
+from simpletfjob.cli.table import (
+    CONTEXT,
+    CommandContext,
+    ParsedInContext,
+    help_option,
+    version_option,
+)
 from simpletfjob.errors import EXIT_ERROR, EXIT_OK, Interrupted, SimpleTFJobError
 
 # Command word -> its module in this package, in the order --help lists them.
@@ -38,7 +44,7 @@ COMMANDS = {
 DEFAULT = "render"  # what runs when the first word is not a command
 
 
-class CommandGroup(click.Group):
+class CommandGroup(ParsedInContext, click.Group):
     """A group that runs DEFAULT when the command line does not start with a command word."""
 
     context_class = CommandContext

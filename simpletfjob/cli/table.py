@@ -33,7 +33,22 @@ class CommandContext(click.Context):
         return super().command_path
 
 
-class TableCommand(click.Command):
+class ParsedInContext(click.Command):
+    """A command whose parse errors name it, for the `(see simpletfjob COMMAND --help)` hint.
+
+    click's parser raises some usage errors ("requires an argument") without their context.
+    """
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as e:
+            if e.ctx is None:
+                e.ctx = ctx
+            raise
+
+
+class TableCommand(ParsedInContext):
     """A command whose options come from option groups; --help lists each group under its heading."""
 
     context_class = CommandContext

@@ -143,3 +143,39 @@ def test_a_command_imports_only_its_own_module(command: str, loaded: str, not_lo
         [sys.executable, "-c", code], cwd=EXAMPLES, capture_output=True, text=True, timeout=60
     )
     assert proc.stderr.strip().splitlines()[-1] == "True False"
+
+
+def test_short_options_parse_as_click_parses_them(cli: Any, tmp_path: Path) -> None:
+    write(tmp_path / "exc", "a\n")
+    write(tmp_path / "t.yaml", "kind: Job\nmetadata:\n  name: t-<<type>>-<<index>>\n")
+    nodes = ("--nodes", "a,b,c,d")
+    result = cli("t.yaml", *nodes, "-N2", "-oout.yaml", cwd=tmp_path)  # values attached
+    assert result.code == 0, result.err
+    assert (tmp_path / "out.yaml").read_text().count("kind: Job") == 2
+    result = cli("t.yaml", *nodes, "-E", "-o", "-", cwd=tmp_path)  # -E alone before an option
+    assert [d["metadata"]["name"] for d in result.docs] == ["t-ps-0", "t-worker-0", "t-worker-1"]
+    result = cli("t.yaml", *nodes, "--name", "-o", cwd=tmp_path)  # a value that looks like one
+    assert result.err == (
+        "simpletfjob: error: --name '-o' is not a valid label value (at most 63 characters: "
+        "letters, digits, '-', '_' and '.', starting and ending with a letter or digit)\n"
+    )
+    result = cli("t.yaml", *nodes, "-Nx", cwd=tmp_path)
+    assert result.err == (
+        "simpletfjob: error: Invalid value for '-N' / '--num': 'x' is not a valid integer. "
+        "(see simpletfjob --help)\n"
+    )
+
+
+def test_a_render_with_short_options_imports_no_suggestion_machinery() -> None:
+    """click's 'did you mean' list (difflib) is for unknown options only."""
+    code = (
+        "import sys; from simpletfjob.cli import main\n"
+        "try:\n    main(['mnist.yaml', '--nodes', 'a,b,c', '-N', '2', '-o', '-'])\n"
+        "except SystemExit: pass\n"
+        "print('difflib' in sys.modules, file=sys.stderr)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=EXAMPLES, capture_output=True, text=True, timeout=60
+    )
+    assert proc.stderr.strip().splitlines()[-1] == "False"
+    assert proc.stdout.count("kind: Job") == 2

@@ -29,7 +29,7 @@ import click
 from simpletfjob.cli.table import (
     CONTEXT,
     CommandContext,
-    ParsedInContext,
+    ShortOptionsFirst,
     help_option,
     version_option,
 )
@@ -44,7 +44,7 @@ COMMANDS = {
 DEFAULT = "render"  # what runs when the first word is not a command
 
 
-class CommandGroup(ParsedInContext, click.Group):
+class CommandGroup(ShortOptionsFirst, click.Group):
     """A group that runs DEFAULT when the command line does not start with a command word."""
 
     context_class = CommandContext

@@ -4,9 +4,11 @@ A group is a class of fields (see optiontable.py for how one is declared and
 what the declaration feeds: click's parameters, a template header's `options:`,
 and the rules a value must follow). A command's options are its groups combined:
 `Options`, the render's, is the core groups here plus the framework's
-(`frameworks/tensorflow.py`), read flat: `options.num`, `options.psn`. A
-framework's code can take its own group's type (`TensorFlowOptions`) and read
-only its fields; `Options` is one.
+(`frameworks/tensorflow.py`), read flat: `options.num`, `options.psn`. Flat as
+the command line and a header's `options:` are (one `--psn`, one `psn:`), and
+as the pipeline has always read them; the groups stay visible in the types: a
+framework's code can take its own group (`TensorFlowOptions`), and mypy then
+lets it read only that group's fields. `Options` is each of its groups.
 
 Rules that tie two options together are named functions here, checked after
 each option's own rule (`check_options`).
@@ -121,7 +123,7 @@ class ConnectionOptions(OptionGroup):
         "--kubeconfig",
         default=None,
         metavar="FILE",
-        help="Read nodes from this cluster (default: $KUBECONFIG, ~/.kube/config, then in-cluster).",
+        help="The cluster to ask, from this kubeconfig (default: $KUBECONFIG, ~/.kube/config, then in-cluster).",
     )
     context: str | None = option(
         "--context",

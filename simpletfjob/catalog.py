@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from simpletfjob.errors import InputError, OutputError, TemplateError
 from simpletfjob.frameworks import reserved_variables
 from simpletfjob.nodes import read_text
+from simpletfjob.options import header_fields
+from simpletfjob.optiontable import problem, type_problem
 
 if TYPE_CHECKING:
     from simpletfjob.options import Options
@@ -41,20 +43,6 @@ _HEADER_START = re.compile(r"#[ \t]*simpletfjob:[ \t]*(?:#.*)?")
 _VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _BUILTIN_NAME = re.compile(r"[a-z0-9][a-z0-9-]*")
 SUFFIX = ".yaml"
-
-# The command-line options a header may give defaults for, and their types. The
-# others name files or hosts, which belong to a run rather than to a template.
-OPTION_TYPES: dict[str, type] = {
-    "num": int,
-    "psn": int,
-    "chief": bool,
-    "evaluator": bool,
-    "evaluator_in_cluster": bool,
-    "port": int,
-    "tasks_per_host": int,
-    "network": str,
-}
-
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
@@ -270,45 +258,24 @@ def _check_values(
 def _check_options(
     options: dict[str, Any], filename: str, marks: Mapping[Any, int]
 ) -> dict[str, Any]:
+    """The header's option defaults, each checked by its option's declaration (options.py)."""
+    table = header_fields()
     checked: dict[str, Any] = {}
-    allowed = ", ".join(sorted(k.replace("_", "-") for k in OPTION_TYPES))
     for key, value in options.items():
         line = marks.get(("simpletfjob", "options", str(key)), "?")
-        name = str(key).replace("-", "_")
-        if name not in OPTION_TYPES:
+        field = table.get(str(key).replace("-", "_"))
+        declared = field.option if field is not None else None
+        if field is None or declared is None:
+            allowed = ", ".join(sorted(name.replace("_", "-") for name in table))
             raise TemplateError(
                 f"{filename}:{line}: unknown option {key!r} in the template header; "
                 f"a header can set: {allowed}"
             )
-        wanted = OPTION_TYPES[name]
-        # bool is a subclass of int: `psn: true` must not pass as 1.
-        if type(value) is not wanted:
-            article = {int: "an integer", bool: "true or false", str: "a string"}[wanted]
-            raise TemplateError(
-                f"{filename}:{line}: option {key!r} in the template header must be "
-                f"{article}, not {value!r}"
-            )
-        problem = _option_range(name, value)
-        if problem:
-            raise TemplateError(
-                f"{filename}:{line}: option {key!r} in the template header {problem}"
-            )
-        checked[name] = value
+        found = type_problem(declared, value) or problem(declared, value)
+        if found:
+            raise TemplateError(f"{filename}:{line}: option {key!r} in the template header {found}")
+        checked[field.name] = value
     return checked
-
-
-def _option_range(name: str, value: Any) -> str | None:
-    if name == "psn" and value < 0:
-        return f"must be 0 or more, not {value}"
-    if name == "port" and not 1 <= value <= 65535:
-        return f"must be between 1 and 65535, not {value}"
-    if name == "tasks_per_host" and value < 1:
-        return f"must be at least 1, not {value}"
-    if name == "network" and value not in ("host", "pod"):
-        return f"must be host or pod, not {value!r}"
-    if name == "num" and (value == 0 or value < -1):
-        return f"must be a positive number of hosts or -1 for all, not {value}"
-    return None
 
 
 def apply_option_defaults(
@@ -358,31 +325,25 @@ def _is_stream(path: str) -> bool:
 
 
 def prepare_options(
-    template: str,
-    options: Mapping[str, Any],
-    given: Iterable[str],
-    value_files: Sequence[str],
-    sets: Sequence[Mapping[str, Any]],
+    options: Options, given: Iterable[str], sets: Sequence[Mapping[str, Any]]
 ) -> Options:
     """The run's Options: the template located, its header's defaults under the command line's.
 
-    `options` are the render command's options by field name, `given` the names
-    the command line set explicitly; values layer as header < -f files < --set.
+    `options` are the command line's, `given` the fields it set explicitly;
+    values layer as header < -f files < --set.
     """
-    from simpletfjob.options import Options
     from simpletfjob.values import collect_values
 
-    source = locate(template)
-    settings = apply_option_defaults(options, source.header.options, given)
-    if source.builtin is not None and settings.get("output") is None:
+    source = locate(options.template)
+    header = source.header.options
+    settings = apply_option_defaults(
+        {name: getattr(options, name) for name in header}, header, given
+    )
+    if source.builtin is not None and options.output is None:
         settings["output"] = f"{source.builtin}_tfjob.yaml"  # in the current directory
-    if source.builtin is not None and settings.get("name") is None:
+    if source.builtin is not None and options.name is None:
         settings["name"] = source.builtin  # the simpletfjob/job label
-    values = collect_values(source.header.values, value_files, sets)
-    return Options(
-        template=source.name,
-        template_text=source.render_text(),
-        values=values,
-        value_files=tuple(value_files),
-        **settings,
+    values = collect_values(source.header.values, options.value_files, sets)
+    return options.replace(
+        template=source.name, template_text=source.render_text(), values=values, **settings
     )

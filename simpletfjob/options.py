@@ -1,95 +1,354 @@
-"""Options: everything a run needs, as plain values, and the checks on their ranges."""
+"""The option table: every option of every command, declared once, by group.
+
+A group is a class of fields (see optiontable.py for how one is declared and
+what the declaration feeds: click's parameters, a template header's `options:`,
+and the rules a value must follow). A command's options are its groups combined:
+`Options`, the render's, is the core groups here plus the framework's
+(`frameworks/tensorflow.py`), read flat: `options.num`, `options.psn`. Flat as
+the command line and a header's `options:` are (one `--psn`, one `psn:`), and
+as the pipeline has always read them; the groups stay visible in the types: a
+framework's code can take its own group (`TensorFlowOptions`), and mypy then
+lets it read only that group's fields. `Options` is each of its groups.
+
+Rules that tie two options together are named functions here, checked after
+each option's own rule (`check_options`).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any
 
-from simpletfjob import nodes as node_sources
 from simpletfjob.errors import UsageError
-from simpletfjob.labels import LABEL_VALUE_RULE, is_label_value
-from simpletfjob.selection import parse_selector
+from simpletfjob.frameworks.tensorflow import TensorFlowOptions
+from simpletfjob.nodes import ADDRESS_CHOICES, is_node_name
+from simpletfjob.optiontable import (
+    Field,
+    Must,
+    OneOf,
+    OptionGroup,
+    Rule,
+    argument,
+    at_least,
+    between,
+    check_values,
+    fields,
+    format_duration,
+    option,
+    parse_duration,
+)
+
+# ---- rules of single values that are not ranges ---------------------------------------------
 
 
-class Options(NamedTuple):
-    """Everything a run needs, as plain values; the CLI fills it, tests may too."""
+class DnsName(Rule):
+    """A DNS name as Kubernetes names nodes (RFC 1123 subdomain); a namespace is also one label."""
 
-    template: str
-    num: int = -1
-    exc: str | None = None
-    psn: int = 1
-    psf: str | None = None
-    chief: bool = False
-    evaluator: bool = False
-    evaluator_in_cluster: bool = False
-    port: int = 2222
-    nodes: str | None = None
-    nodes_file: str | None = None
-    output: str | None = None
-    values: Mapping[str, Any] = MappingProxyType({})
-    value_files: tuple[str, ...] = ()  # already read into `values`; kept to protect them
-    network: str = "host"
-    namespace: str | None = None
-    cluster_domain: str | None = None
-    tasks_per_host: int = 1
-    name: str | None = None
-    labels: bool = True
-    # The template's text when the caller has read it already (a built-in, or a file whose
-    # header was taken off); None reads the file named by `template`.
+    def __init__(self, label: bool = False) -> None:
+        self.label = label
+
+    def __call__(self, value: Any) -> str | None:
+        if not is_node_name(value):
+            return f"{value!r} is not a valid DNS name"
+        if self.label and (len(value) > 63 or "." in value):
+            return f"{value!r} is not a valid namespace (a DNS label)"
+        return None
+
+
+class LabelValue(Rule):
+    """A Kubernetes label value (--name becomes the simpletfjob/job label)."""
+
+    def __call__(self, value: Any) -> str | None:
+        from simpletfjob.labels import LABEL_VALUE_RULE, is_label_value
+
+        if value == "":
+            return "must not be empty"
+        if not is_label_value(value):
+            return f"{value!r} is not a valid label value ({LABEL_VALUE_RULE})"
+        return None
+
+
+class Selector(Rule):
+    """A label selector in kubectl's syntax; its parser names --selector and the place it stops."""
+
+    def __call__(self, value: Any) -> str | None:
+        from simpletfjob.selection import parse_selector
+
+        parse_selector(value)  # raises the usage error itself
+        return None
+
+
+HOST_COUNT = Must("a positive number of hosts or -1 for all", lambda n: n == -1 or n > 0)
+
+
+# ---- shared declarations for the commands that act on a run -------------------------------
+
+
+def output_format(*choices: str, default: str, help: str) -> str:
+    """An `-o/--output` that chooses how a command prints (table, wide, json, yaml)."""
+    return option(
+        "-o",
+        "--output",
+        default=default,
+        rule=OneOf(*choices),
+        show_default=True,
+        help=help,
+    )
+
+
+def timeout(default: float | None, help: str) -> Any:
+    """A `--timeout` written as kubectl writes durations (30s, 5m, 1h); the value is in seconds."""
+    return option(
+        "--timeout",
+        default=default,
+        type=float,
+        parse=parse_duration,
+        format=format_duration,
+        metavar="DURATION",
+        show_default=default is not None,
+        help=help,
+    )
+
+
+# ---- the groups -------------------------------------------------------------------------------
+
+
+class ConnectionOptions(OptionGroup):
+    """Which cluster to ask, and which namespace, as kubectl chooses them."""
+
+    section = "Cluster options"
+
+    kubeconfig: str | None = option(
+        "--kubeconfig",
+        default=None,
+        metavar="FILE",
+        help="The cluster to ask, from this kubeconfig (default: $KUBECONFIG, ~/.kube/config, then in-cluster).",
+    )
+    context: str | None = option(
+        "--context",
+        default=None,
+        metavar="NAME",
+        help="The kubeconfig context to use (default: current).",
+    )
+    namespace: str | None = option(
+        "-n",
+        "--namespace",
+        default=None,
+        metavar="NS",
+        rule=DnsName(label=True),
+        help="Namespace for documents that set none (default with --network pod: default).",
+    )
+
+
+class NodeOptions(OptionGroup):
+    """Where the hosts come from, and which of them may take a task."""
+
+    section = "Host options"
+
+    nodes: str | None = option(
+        "--nodes",
+        default=None,
+        metavar="H1,H2,...",
+        help="Use these hosts instead of asking a cluster.",
+    )
+    nodes_file: str | None = option(
+        "--nodes-file",
+        default=None,
+        metavar="FILE",
+        help="Hosts from a file, one per line, or a saved `kubectl get nodes -o json|yaml`.",
+    )
+    exc: str | None = option(
+        "-E",
+        "--exc",
+        default=None,
+        bare="exc",
+        metavar="[FILE]",
+        help="Exclude the hosts listed in FILE (one per line); given bare, FILE is ./exc.",
+    )
+    selector: str | None = option(
+        "-l",
+        "--selector",
+        default=None,
+        metavar="LABELS",
+        rule=Selector(),
+        help="Only nodes with these labels, as kubectl -l: 'pool=gpu,zone in (a,b)'.",
+    )
+    gpus: int = option(
+        "--gpus",
+        default=0,
+        metavar="N",
+        rule=at_least(0),
+        help="Only nodes with at least N allocatable nvidia.com/gpu.",
+    )
+    address: str = option(
+        "--address",
+        default="name",
+        show_default=True,
+        rule=OneOf(*ADDRESS_CHOICES),
+        help="What TF_CONFIG and <<host>> name: the node name, its InternalIP, or its hostname label.",
+    )
+    explain: bool = option(
+        "--explain",
+        default=False,
+        help="Print to stderr, per node, whether it is eligible, why not, and the task it gets.",
+    )
+
+
+class RenderOptions(OptionGroup):
+    """The core of a render: the template, how many hosts, ports and networking, values, output."""
+
+    template: str = argument(required=False)
+    num: int = option(
+        "-N",
+        "--num",
+        default=-1,
+        show_default=True,
+        rule=HOST_COUNT,
+        header=True,
+        shown="-N",  # as the original tool named it
+        help="Hosts to use in total; -1 means all eligible hosts.",
+    )
+    port: int = option(
+        "--port",
+        default=2222,
+        show_default=True,
+        rule=between(1, 65535),
+        header=True,
+        help="TF server port in TF_CONFIG.",
+    )
+    tasks_per_host: int = option(
+        "--tasks-per-host",
+        default=1,
+        show_default=True,
+        rule=at_least(1),
+        header=True,
+        help="Tasks on each selected host, on ports port, port+1, ...",
+    )
+    network: str = option(
+        "--network",
+        default="host",
+        show_default=True,
+        rule=OneOf("host", "pod"),
+        header=True,
+        help="host: TF_CONFIG names hosts. pod: one headless Service per task, named by its DNS name.",
+    )
+    cluster_domain: str | None = option(
+        "--cluster-domain",
+        default=None,
+        metavar="DOMAIN",
+        rule=DnsName(),
+        help="With --network pod, use NAME.NAMESPACE.svc.DOMAIN (for example cluster.local).",
+    )
+    output: str | None = option(
+        "-o",
+        "--output",
+        default=None,
+        metavar="FILE|-",
+        help="Where to write; default <template dir>/<template stem>_tfjob.yaml; '-' is stdout.",
+    )
+    set_values: tuple[str, ...] = option(
+        "--set",
+        default=(),
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="A template variable (repeatable; dotted keys nest, as in helm).",
+    )
+    value_files: tuple[str, ...] = option(
+        "-f",
+        "--values",
+        default=(),
+        multiple=True,
+        metavar="FILE",
+        help="Template variables from a YAML mapping (repeatable; later files win, --set wins over all).",
+    )
+    name: str | None = option(
+        "--name",
+        default=None,
+        metavar="NAME",
+        rule=LabelValue(),
+        help="Value of the simpletfjob/job label (default: the template's stem).",
+    )
+    labels: bool = option(
+        "--no-labels",
+        default=True,
+        help="Do not add the app.kubernetes.io/managed-by and simpletfjob/* labels.",
+    )
+    validate: bool = option(
+        "--validate",
+        default=False,
+        help="Check every document against the Kubernetes schema before writing (offline).",
+    )
+    kube_version: str | None = option(
+        "--kube-version",
+        default=None,
+        metavar="VERSION",
+        help="Kubernetes version for --validate (implies it); default: the newest kubernetes-validate has.",
+    )
+    # Filled in by the render command, not given on the command line:
+    # the template's text when it has been read already (a built-in, or a file whose header
+    # was taken off); None reads the file named by `template`.
     template_text: str | None = None
-    validate: bool = False
-    kube_version: str | None = None  # None: the newest schema kubernetes-validate has
-    # Reading nodes from a cluster, and which of them may take a task.
-    kubeconfig: str | None = None
-    context: str | None = None
-    selector: str | None = None
-    gpus: int = 0
-    address: str = "name"
-    explain: bool = False
+    # The template's variables: the header's values, then the -f files, then --set.
+    values: Mapping[str, Any] = MappingProxyType({})
 
 
-def check_options(options: Options) -> None:
-    if options.num == 0 or options.num < -1:
-        raise UsageError(f"-N must be a positive number of hosts, or -1 for all; got {options.num}")
-    if options.psn < 0:
-        raise UsageError(f"--psn must be 0 or more; got {options.psn}")
-    if not 1 <= options.port <= 65535:
-        raise UsageError(f"--port must be between 1 and 65535; got {options.port}")
+class Options(RenderOptions, TensorFlowOptions, NodeOptions, ConnectionOptions):
+    """Everything a render needs, as plain values; the render command fills it, tests may too."""
+
+
+# ---- checks -------------------------------------------------------------------------------------
+
+
+def nodes_or_nodes_file(options: Options) -> None:
     if options.nodes is not None and options.nodes_file is not None:
         raise UsageError("give --nodes or --nodes-file, not both")
-    if options.network not in ("host", "pod"):
-        raise UsageError(f"--network must be host or pod; got {options.network!r}")
-    if options.tasks_per_host < 1:
-        raise UsageError(f"--tasks-per-host must be at least 1; got {options.tasks_per_host}")
+
+
+def ports_fit(options: Options) -> None:
     if options.port + options.tasks_per_host - 1 > 65535:
         raise UsageError(
             f"--port {options.port} with {options.tasks_per_host} tasks per host goes past port 65535"
         )
-    for what, value in (
-        ("--namespace", options.namespace),
-        ("--cluster-domain", options.cluster_domain),
-    ):
-        if value is not None and not node_sources.is_node_name(value):
-            raise UsageError(f"{what} {value!r} is not a valid DNS name")
-    if options.namespace is not None and (len(options.namespace) > 63 or "." in options.namespace):
-        raise UsageError(
-            f"--namespace {options.namespace!r} is not a valid namespace (a DNS label)"
-        )
+
+
+def cluster_or_host_list(options: Options) -> None:
     given = options.nodes is not None or options.nodes_file is not None
     if given and (options.kubeconfig is not None or options.context is not None):
         flag = "--kubeconfig" if options.kubeconfig is not None else "--context"
         raise UsageError(
             f"{flag} reads nodes from a cluster; it cannot go with --nodes or --nodes-file"
         )
-    if options.gpus < 0:
-        raise UsageError(f"--gpus must be 0 or more; got {options.gpus}")
-    if options.address not in node_sources.ADDRESS_CHOICES:
-        raise UsageError(f"--address must be one of {', '.join(node_sources.ADDRESS_CHOICES)}")
-    if options.selector is not None:
-        parse_selector(options.selector)  # a bad selector is a usage error before any network
-    if options.name == "":
-        raise UsageError("--name must not be empty")
-    if options.name is not None and not is_label_value(options.name):
-        # The name is the simpletfjob/job label, so it follows the rule for label values.
-        raise UsageError(f"--name {options.name!r} is not a valid label value ({LABEL_VALUE_RULE})")
+
+
+RENDER_RULES: tuple[Callable[[Options], None], ...] = (
+    nodes_or_nodes_file,
+    ports_fit,
+    cluster_or_host_list,
+)
+
+
+def check_options(options: Options) -> None:
+    """Each option's rule, then the rules between options; the first broken one is a UsageError."""
+    check_values(options)
+    for rule in RENDER_RULES:
+        rule(options)
+
+
+def header_fields() -> dict[str, Field]:
+    """The options a template header may set, by field name (`tasks_per_host`)."""
+    return {f.name: f for f in fields(Options) if f.option is not None and f.option.header}
+
+
+class InitOptions(OptionGroup):
+    """`simpletfjob init NAME`: which built-in to copy, and where."""
+
+    name: str = argument()
+    output: str | None = option(
+        "-o",
+        "--output",
+        default=None,
+        metavar="FILE|DIR|-",
+        help="Where to write; default ./NAME.yaml; a directory gets DIR/NAME.yaml; '-' is stdout.",
+    )
+    force: bool = option("--force", default=False, help="Overwrite FILE if it exists.")

@@ -100,6 +100,16 @@ class _DroppingStderr(io.TextIOWrapper):
             super().flush()
 
 
+def warn(message: str) -> None:
+    """`simpletfjob: warning: MESSAGE` on stderr; dropped, never failing the run, if stderr cannot take it."""
+    stream = sys.stderr
+    # None: closed at start, in a main() run in-process, without guard_standard_streams.
+    if stream is None:
+        return
+    with contextlib.suppress(OSError, ValueError):
+        print(f"simpletfjob: warning: {message}", file=stream)
+
+
 def guard_standard_streams() -> None:
     """Put /dev/null on closed standard descriptors and make stderr forgiving; see the module doc."""
     global closed_at_start

@@ -252,7 +252,10 @@ def test_selector_on_a_saved_list_is_applied_here(cli: Any, tmp_path: Path) -> N
         (("--nodes", "a,b", "--kubeconfig", "k"), "--kubeconfig reads nodes from a cluster"),
         (("--nodes", "a,b", "--context", "c"), "--context reads nodes from a cluster"),
         (("--nodes", "a,b", "--gpus", "-1"), "--gpus must be 0 or more"),
-        (("--nodes", "a,b", "--address", "ip"), "'ip' is not one of 'name', 'internal-ip'"),
+        (
+            ("--nodes", "a,b", "--address", "ip"),
+            "--address must be name, internal-ip or hostname, not 'ip'",
+        ),
     ],
 )
 def test_node_options_with_plain_hosts_are_usage_errors(

@@ -33,7 +33,7 @@ import pytest
 import yaml
 
 from simpletfjob.kube.paths import kubeconfig_files, kubeconfig_paths
-from simpletfjob.streams import stream_fd
+from simpletfjob.streams import stream_fd, warn
 from tests.conftest import EXAMPLES, assert_one_line_error, console_script, snapshot, write
 from tests.support.kubeapi import KubeAPI, closed_port, make_node, write_kubeconfig
 
@@ -535,6 +535,7 @@ COMMANDS = {
     "templates": ["templates"],
     "init -o -": ["init", "tf1-flags", "-o", "-"],
     "--help": ["--help"],
+    "render --help": ["render", "--help"],
     "init --help": ["init", "--help"],
     "--version": ["--version"],
 }
@@ -617,6 +618,23 @@ def test_closed_stderr_drops_the_messages(work: Path) -> None:
         stderr=None,
     )
     assert (proc.code, proc.out) == (1, b"")
+
+
+def test_one_warn_for_every_module_that_stderr_never_fails(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    warn("'h99' is not among the hosts")
+    assert capsys.readouterr() == ("", "simpletfjob: warning: 'h99' is not among the hosts\n")
+    # No stderr at all (closed at start, main() run in-process): nothing, and not on stdout.
+    monkeypatch.setattr(sys, "stderr", None)
+    warn("dropped")
+    monkeypatch.undo()
+    assert capsys.readouterr() == ("", "")
+    with open("/dev/full", "w") as full:
+        monkeypatch.setattr(sys, "stderr", full)
+        warn("x" * 10_000)  # more than the buffer holds: the write itself fails
+    monkeypatch.undo()
+    assert capsys.readouterr().out == ""
 
 
 def test_full_stderr_does_not_fail_the_run(work: Path) -> None:

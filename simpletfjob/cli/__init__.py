@@ -1,0 +1,167 @@
+"""The command line: the `simpletfjob` click group, its commands, and errors as one line and an exit code.
+
+`simpletfjob TEMPLATE ...` is `simpletfjob render TEMPLATE ...`: when the first
+word is neither a command nor one of the group's own options (--help,
+--version), the whole command line goes to render, so `simpletfjob mnist.yaml
+-N 3` and `simpletfjob -N 3 mnist.yaml` render as they always have. A template
+named like a command is written `./NAME`.
+
+Each command is a module of this package with a `command` (made from the option
+table by table.py), imported only when it runs or for --help, so that one
+command's imports never slow down another's start. This package is the only one
+that imports click.
+
+Exit status: 0 success, 1 a problem with the inputs, the cluster or the output,
+2 a usage error (unknown option, bad option value, contradicting options),
+130, 143 or 129 when SIGINT, SIGTERM or SIGHUP stopped the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Sequence
+from importlib import import_module
+
+import click
+
+from simpletfjob.cli.table import (
+    CONTEXT,
+    CommandContext,
+    ShortOptionsFirst,
+    help_option,
+    version_option,
+)
+from simpletfjob.errors import EXIT_ERROR, EXIT_OK, Interrupted, SimpleTFJobError
+
+# Command word -> its module in this package, in the order --help lists them.
+COMMANDS = {
+    "render": "simpletfjob.cli.render",
+    "templates": "simpletfjob.cli.templates",
+    "init": "simpletfjob.cli.init",
+}
+DEFAULT = "render"  # what runs when the first word is not a command
+
+
+class CommandGroup(ShortOptionsFirst, click.Group):
+    """A group that runs DEFAULT when the command line does not start with a command word."""
+
+    context_class = CommandContext
+
+    def parse_args(self, context: click.Context, args: list[str]) -> list[str]:
+        own = {flag for param in self.get_params(context) for flag in param.opts}
+        if not args or (args[0] not in COMMANDS and args[0] not in own):
+            # An empty command word stands for the default command; it shows no word in its
+            # usage and messages (CommandContext), as before there were commands.
+            args = ["", *args]
+        return super().parse_args(context, args)
+
+    def get_command(self, context: click.Context, name: str) -> click.Command | None:
+        module = COMMANDS.get(name or DEFAULT)
+        if module is None:
+            return None
+        found: click.Command = import_module(module).command
+        return found
+
+    def list_commands(self, context: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def format_usage(self, context: click.Context, formatter: click.HelpFormatter) -> None:
+        formatter.write_usage(context.command_path, f"[{DEFAULT}] [OPTIONS] [TEMPLATE]")
+        formatter.write_usage(context.command_path, "COMMAND [ARGS]...", prefix="       ")
+
+    def format_help(self, context: click.Context, formatter: click.HelpFormatter) -> None:
+        """The default command's help, as before there were commands, and the list of commands."""
+        default = self.get_command(context, DEFAULT)
+        assert default is not None
+        with default.make_context("", [], parent=context, resilient_parsing=True) as inner:
+            self.format_usage(context, formatter)
+            default.format_help_text(inner, formatter)
+            self.format_commands(context, formatter)
+            default.format_options(inner, formatter)
+            default.format_epilog(inner, formatter)
+
+
+group = CommandGroup(
+    "simpletfjob",
+    params=[version_option(), help_option()],
+    context_settings=CONTEXT,
+    add_help_option=False,
+    no_args_is_help=False,
+)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point: never a traceback, always one line on stderr for a failure."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        group.main(args, prog_name="simpletfjob", standalone_mode=False)
+    except SimpleTFJobError as e:
+        _fail(str(e), e.exit_code)
+    except click.ClickException as e:
+        hint = ""
+        if isinstance(e, click.UsageError):
+            # The command the error is about, as the user ran it ("simpletfjob" for a render
+            # without its command word).
+            path = e.ctx.command_path if e.ctx is not None else "simpletfjob"
+            hint = f" (see {path} --help)"
+        _fail(e.format_message() + hint, e.exit_code)
+    except Interrupted as e:
+        _interrupted(e.exit_code)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        # Without console_main's signal handlers (main() called in-process), click
+        # has turned Ctrl-C into Abort.
+        _interrupted(130)
+    except Exception as e:  # a bug: still one line, and a way to see the traceback
+        if os.environ.get("SIMPLETFJOB_DEBUG"):
+            raise
+        _fail(
+            f"internal error: {type(e).__name__}: {e} (set SIMPLETFJOB_DEBUG=1 for details)",
+            EXIT_ERROR,
+        )
+    sys.exit(EXIT_OK)
+
+
+def _fail(message: str, code: int) -> None:
+    first = message.strip().splitlines()[0] if message.strip() else "failed"
+    print(f"simpletfjob: error: {first}", file=sys.stderr)
+    sys.exit(code)
+
+
+def _interrupted(code: int) -> None:
+    # Not an error in the input: the user (or a supervisor) stopped the run.
+    print("simpletfjob: interrupted", file=sys.stderr)
+    sys.exit(code)
+
+
+def console_main() -> None:
+    """The console script and `python -m simpletfjob`: main(), then a quick exit.
+
+    First the process's own setup (see streams.py): closed standard descriptors
+    get /dev/null, stderr drops what it cannot write, and SIGINT, SIGTERM and
+    SIGHUP unwind as `Interrupted`. Tests call main() in-process without these.
+
+    Everything is written and closed by the time main() returns, so the process
+    leaves with os._exit rather than tearing down every module one by one, which
+    costs a short render about a tenth of its time.
+    """
+    from simpletfjob import streams
+
+    try:
+        streams.install_signal_handlers()
+        streams.guard_standard_streams()
+        main()
+        code = EXIT_OK
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (EXIT_OK if e.code is None else EXIT_ERROR)
+    except Interrupted as e:  # arrived outside main()'s handlers, while it was reporting
+        code = e.exit_code
+        with contextlib.suppress(Interrupted):
+            print("simpletfjob: interrupted", file=sys.stderr)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(
+            OSError, ValueError, AttributeError
+        ):  # a closed pipe takes nothing more
+            stream.flush()
+    os._exit(code)

@@ -1,0 +1,22 @@
+"""`simpletfjob init NAME`: a copy of a built-in template, to edit."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from simpletfjob.cli.table import make_command
+from simpletfjob.options import InitOptions
+
+
+@make_command(
+    "init",
+    InitOptions,
+    short_help="Write a copy of a built-in template, to edit.",
+)
+def command(values: dict[str, Any], given: frozenset[str]) -> None:
+    """Write a copy of the built-in template NAME, to edit and render as your own."""
+    from simpletfjob.catalog import write_copy
+
+    options = InitOptions(**values)
+    print(write_copy(options.name, options.output, options.force), file=sys.stderr)

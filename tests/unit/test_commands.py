@@ -1,0 +1,180 @@
+"""The command group: render by default or by name, the other commands, help and version."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from simpletfjob import __version__
+from tests.conftest import EXAMPLES, assert_one_line_error, write
+
+MNIST = ("--nodes-file", "hosts", "-N", "3", "--no-labels", "-o", "-")
+EXPECTED = (EXAMPLES / "mnist" / "expected.yaml").read_text()
+SUMMARY = "simpletfjob: wrote 3 tasks to stdout: 1 ps (h10), 2 worker (h100, h14)\n"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("mnist.yaml", *MNIST),  # as it always was
+        ("render", "mnist.yaml", *MNIST),  # by its name
+        (*MNIST, "mnist.yaml"),  # options first
+        ("-N", "3", "mnist.yaml", "--nodes-file", "hosts", "--no-labels", "-o", "-"),
+        ("render", "-N", "3", "--no-labels", "mnist.yaml", "--nodes-file", "hosts", "-o", "-"),
+        (*MNIST, "--", "mnist.yaml"),
+    ],
+)
+def test_render_is_the_default_command(cli: Any, args: tuple[str, ...]) -> None:
+    result = cli(*args, cwd=EXAMPLES)
+    assert (result.code, result.out, result.err) == (0, EXPECTED, SUMMARY)
+
+
+@pytest.mark.parametrize("name", ["render", "templates", "init"])
+def test_a_template_named_like_a_command_renders_as_dot_slash_name(
+    cli: Any, tmp_path: Path, name: str
+) -> None:
+    write(tmp_path / name, f"kind: Job\nmetadata:\n  name: {name}-<<type>>-<<index>>\n")
+    for args in ((f"./{name}",), ("render", name), ("render", f"./{name}")):
+        result = cli(*args, "--nodes", "a,b", "-o", "-", cwd=tmp_path)
+        assert result.code == 0, result.err
+        assert [d["metadata"]["name"] for d in result.docs] == [f"{name}-ps-0", f"{name}-worker-0"]
+    # The word alone is the command.
+    assert cli(name, "--help", cwd=tmp_path).out.startswith(f"Usage: simpletfjob {name} ")
+
+
+def test_help_lists_the_commands_and_the_render_options(cli: Any) -> None:
+    for flag in ("--help", "-h"):
+        result = cli(flag)
+        assert result.code == 0 and result.err == ""
+        lines = result.out.splitlines()
+        assert lines[:2] == [
+            "Usage: simpletfjob [render] [OPTIONS] [TEMPLATE]",
+            "       simpletfjob COMMAND [ARGS]...",
+        ]
+        commands = lines[lines.index("Commands:") + 1 : lines.index("Commands:") + 4]
+        assert [line.split()[0] for line in commands] == ["render", "templates", "init"]
+        for option in ("--nodes-file", "--psn", "-n, --namespace", "--version", "-h, --help"):
+            assert option in result.out
+        assert "TensorFlow options:" in result.out and "Cluster options:" in result.out
+
+
+@pytest.mark.parametrize(
+    ("args", "usage"),
+    [
+        (("mnist.yaml", "--help"), "Usage: simpletfjob [OPTIONS] [TEMPLATE]"),
+        (("render", "--help"), "Usage: simpletfjob render [OPTIONS] [TEMPLATE]"),
+        (("templates", "--help"), "Usage: simpletfjob templates [OPTIONS]"),
+        (("init", "-h"), "Usage: simpletfjob init [OPTIONS] NAME"),
+    ],
+)
+def test_each_command_has_its_help(cli: Any, args: tuple[str, ...], usage: str) -> None:
+    result = cli(*args, cwd=EXAMPLES)
+    assert result.code == 0 and result.err == ""
+    assert result.out.splitlines()[0] == usage
+    assert "Commands:" not in result.out
+
+
+@pytest.mark.parametrize(
+    "args", [("--version",), ("mnist.yaml", "--version"), ("render", "--version")]
+)
+def test_version(cli: Any, args: tuple[str, ...]) -> None:
+    result = cli(*args, cwd=EXAMPLES)
+    assert (result.code, result.out, result.err) == (0, f"simpletfjob, version {__version__}\n", "")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((), "missing the TEMPLATE argument (see simpletfjob --help)"),
+        (("--nodes", "a"), "missing the TEMPLATE argument (see simpletfjob --help)"),
+        (("render",), "missing the TEMPLATE argument (see simpletfjob render --help)"),
+        (
+            ("mnist.yaml", "--bogus"),
+            "No such option '--bogus'. Did you mean '--gpus'? (see simpletfjob --help)",
+        ),
+        (("render", "mnist.yaml", "-x"), "No such option '-x'. (see simpletfjob render --help)"),
+        (("init",), "Missing argument 'NAME'. (see simpletfjob init --help)"),
+        (("init", "-o"), "Option '-o' requires an argument. (see simpletfjob init --help)"),
+        (
+            ("render", "t.yaml", "-N"),
+            "Option '-N' requires an argument. (see simpletfjob render --help)",
+        ),
+        (("t.yaml", "-N"), "Option '-N' requires an argument. (see simpletfjob --help)"),
+        (("-N",), "Option '-N' requires an argument. (see simpletfjob --help)"),
+        (
+            ("templates", "x"),
+            "Got unexpected extra argument (x) (see simpletfjob templates --help)",
+        ),
+        (
+            ("mnist.yaml", "-N", "x"),
+            "Invalid value for '-N' / '--num': 'x' is not a valid integer. (see simpletfjob --help)",
+        ),
+    ],
+)
+def test_usage_errors_name_the_command_as_it_was_run(
+    cli: Any, args: tuple[str, ...], message: str
+) -> None:
+    result = cli(*args, cwd=EXAMPLES)
+    assert_one_line_error(result, 2, "")
+    assert result.err == f"simpletfjob: error: {message}\n"
+
+
+@pytest.mark.parametrize(
+    ("command", "loaded", "not_loaded"),
+    [
+        ("templates", "simpletfjob.cli.templates", "simpletfjob.cli.render"),
+        ("mnist.yaml", "simpletfjob.cli.render", "simpletfjob.cli.init"),
+    ],
+)
+def test_a_command_imports_only_its_own_module(command: str, loaded: str, not_loaded: str) -> None:
+    """Commands are loaded when they run, so adding commands does not slow down a render."""
+    code = (
+        "import sys; from simpletfjob.cli import main\n"
+        f"try:\n    main([{command!r}, '--nodes', 'a,b', '-o', '-'] if {command!r} != 'templates'"
+        " else ['templates'])\nexcept SystemExit: pass\n"
+        f"print({loaded!r} in sys.modules, {not_loaded!r} in sys.modules, file=sys.stderr)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=EXAMPLES, capture_output=True, text=True, timeout=60
+    )
+    assert proc.stderr.strip().splitlines()[-1] == "True False"
+
+
+def test_short_options_parse_as_click_parses_them(cli: Any, tmp_path: Path) -> None:
+    write(tmp_path / "exc", "a\n")
+    write(tmp_path / "t.yaml", "kind: Job\nmetadata:\n  name: t-<<type>>-<<index>>\n")
+    nodes = ("--nodes", "a,b,c,d")
+    result = cli("t.yaml", *nodes, "-N2", "-oout.yaml", cwd=tmp_path)  # values attached
+    assert result.code == 0, result.err
+    assert (tmp_path / "out.yaml").read_text().count("kind: Job") == 2
+    result = cli("t.yaml", *nodes, "-E", "-o", "-", cwd=tmp_path)  # -E alone before an option
+    assert [d["metadata"]["name"] for d in result.docs] == ["t-ps-0", "t-worker-0", "t-worker-1"]
+    result = cli("t.yaml", *nodes, "--name", "-o", cwd=tmp_path)  # a value that looks like one
+    assert result.err == (
+        "simpletfjob: error: --name '-o' is not a valid label value (at most 63 characters: "
+        "letters, digits, '-', '_' and '.', starting and ending with a letter or digit)\n"
+    )
+    result = cli("t.yaml", *nodes, "-Nx", cwd=tmp_path)
+    assert result.err == (
+        "simpletfjob: error: Invalid value for '-N' / '--num': 'x' is not a valid integer. "
+        "(see simpletfjob --help)\n"
+    )
+
+
+def test_a_render_with_short_options_imports_no_suggestion_machinery() -> None:
+    """click's 'did you mean' list (difflib) is for unknown options only."""
+    code = (
+        "import sys; from simpletfjob.cli import main\n"
+        "try:\n    main(['mnist.yaml', '--nodes', 'a,b,c', '-N', '2', '-o', '-'])\n"
+        "except SystemExit: pass\n"
+        "print('difflib' in sys.modules, file=sys.stderr)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=EXAMPLES, capture_output=True, text=True, timeout=60
+    )
+    assert proc.stderr.strip().splitlines()[-1] == "False"
+    assert proc.stdout.count("kind: Job") == 2

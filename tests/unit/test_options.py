@@ -1,0 +1,361 @@
+"""The option table: one declaration per option feeds click, the typed Options, headers and the checks."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from simpletfjob.catalog import parse_header
+from simpletfjob.cli.render import command as render_command
+from simpletfjob.cli.table import make_command
+from simpletfjob.errors import TemplateError, UsageError
+from simpletfjob.frameworks.tensorflow import TensorFlowOptions
+from simpletfjob.options import (
+    ConnectionOptions,
+    Options,
+    check_options,
+    header_fields,
+    output_format,
+    timeout,
+)
+from simpletfjob.optiontable import (
+    OneOf,
+    OptionGroup,
+    argument,
+    fields,
+    format_duration,
+    option,
+    options_of,
+    parse_duration,
+)
+from tests.conftest import assert_one_line_error, write
+
+BODY = "kind: Job\nmetadata:\n  name: t-<<type>>-<<index>>\n"
+
+
+def click_params(command: click.Command) -> dict[str, click.Parameter]:
+    return {p.name: p for p in command.params if p.name is not None}
+
+
+# ---- one declaration, three consumers -------------------------------------------------------
+
+
+def test_every_option_is_a_click_parameter_as_declared() -> None:
+    params = click_params(render_command)
+    for field, declared in options_of(Options):
+        param = params[field.name]
+        assert isinstance(param, click.Option), field
+        assert param.opts == list(declared.flags), field
+        if declared.negatable:
+            assert param.secondary_opts == [f"--no-{f[2:]}" for f in declared.flags]
+        assert param.help == declared.help
+        assert param.multiple == declared.multiple
+        expected_default = declared.default if not declared.multiple else ()
+        assert param.default == expected_default, field
+    # Nothing on the command line that the table does not declare, except --version and --help.
+    declared_names = {f.name for f in fields(Options) if f.declaration is not None}
+    assert set(params) - declared_names == {"version", "help"}
+    assert isinstance(params["template"], click.Argument)
+
+
+def test_the_command_line_fills_each_field_of_the_same_name(cli: Any, tmp_path: Path) -> None:
+    """A value given on the command line reaches its Options field (read back from the output)."""
+    write(tmp_path / "t.yaml", BODY + "port: <<port>>\nps: '<<ps_hosts>>'\n")
+    result = cli(
+        "t.yaml",
+        "--nodes",
+        "a,b,c,d",
+        "--port",
+        "3000",
+        "--psn",
+        "2",
+        "--chief",
+        "--no-labels",
+        "-o",
+        "-",
+        cwd=tmp_path,
+    )
+    assert result.code == 0, result.err
+    docs = result.docs
+    assert [d["metadata"]["name"] for d in docs] == ["t-chief-0", "t-ps-0", "t-ps-1", "t-worker-0"]
+    assert {d["port"] for d in docs} == {3000}
+    assert docs[0]["ps"] == "b:3000,c:3000"
+    assert all("labels" not in d["metadata"] for d in docs)
+
+
+# A valid value other than the default for every option a header may set.
+HEADER_VALUES: dict[str, Any] = {
+    "num": 2,
+    "psn": 0,
+    "port": 3000,
+    "tasks_per_host": 2,
+    "network": "pod",
+    "chief": True,
+    "evaluator": True,
+    "evaluator_in_cluster": True,
+}
+
+
+def test_a_header_sets_exactly_the_options_declared_for_it() -> None:
+    table = header_fields()
+    assert set(table) == set(HEADER_VALUES)
+    for name, value in HEADER_VALUES.items():
+        assert value != table[name].default
+        for key in (name, name.replace("_", "-")):
+            header = parse_header(
+                f"# simpletfjob:\n#   options:\n#     {key}: {value!r}\n", "t.yaml"
+            )
+            assert header.options == {name: value}
+    with pytest.raises(TemplateError) as raised:
+        parse_header("# simpletfjob:\n#   options:\n#     nodes: a\n", "t.yaml")
+    allowed = ", ".join(sorted(n.replace("_", "-") for n in HEADER_VALUES))
+    assert str(raised.value).endswith(f"a header can set: {allowed}")
+
+
+def test_a_header_default_reaches_the_options_field(cli: Any, tmp_path: Path) -> None:
+    header = "# simpletfjob:\n#   options:\n#     chief: true\n#     psn: 0\n#     port: 3000\n"
+    write(tmp_path / "t.yaml", header + BODY + "port: <<port>>\n")
+    docs = cli("t.yaml", "--nodes", "a,b", "-o", "-", cwd=tmp_path).docs
+    assert [(d["metadata"]["name"], d["port"]) for d in docs] == [
+        ("t-chief-0", 3000),
+        ("t-worker-0", 3000),
+    ]
+    # The command line wins, even when it gives the option's own default.
+    docs = cli("t.yaml", "--nodes", "a,b,c", "--psn", "1", "-o", "-", cwd=tmp_path).docs
+    assert [d["metadata"]["name"] for d in docs] == ["t-chief-0", "t-ps-0", "t-worker-0"]
+
+
+# ---- one rule, one wording --------------------------------------------------------------------
+
+# Values that break each header option's rule.
+BROKEN: dict[str, list[Any]] = {
+    "num": [0, -2],
+    "psn": [-1],
+    "port": [0, 65536],
+    "tasks_per_host": [0, -3],
+    "network": ["hostx", "POD"],
+}
+
+
+def test_every_rule_of_a_header_option_has_broken_values_here() -> None:
+    ruled = {name for name, f in header_fields().items() if f.option and f.option.rule}
+    assert ruled == set(BROKEN)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"), [(name, value) for name, values in BROKEN.items() for value in values]
+)
+def test_a_rule_reads_the_same_on_the_command_line_and_in_a_header(
+    cli: Any, tmp_path: Path, name: str, value: Any
+) -> None:
+    declared = header_fields()[name].option
+    assert declared is not None
+    key = name.replace("_", "-")
+    write(
+        tmp_path / "t.yaml", f"# x\n# simpletfjob:\n#   options:\n#     {key}: {value!r}\n" + BODY
+    )
+    from_header = cli("t.yaml", "--nodes", "a,b", cwd=tmp_path)
+    assert_one_line_error(from_header, 1, "")
+    prefix = f"simpletfjob: error: t.yaml:4: option '{key}' in the template header "
+    assert from_header.err.startswith(prefix)
+    phrase = from_header.err.strip()[len(prefix) :]
+    assert re.fullmatch(r"must be .+, not .+", phrase)
+
+    from_command_line = cli(
+        "t.yaml", "--nodes", "a,b", declared.flags[-1], str(value), cwd=tmp_path
+    )
+    assert from_command_line.err == f"simpletfjob: error: {declared.shown} {phrase}\n"
+    assert from_command_line.code == 2
+    assert from_command_line.out == ""
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-N", "0"], "-N must be a positive number of hosts or -1 for all, not 0"),
+        (["--psn", "-1"], "--psn must be 0 or more, not -1"),
+        (["--gpus", "-1"], "--gpus must be 0 or more, not -1"),
+        (["--port", "70000"], "--port must be between 1 and 65535, not 70000"),
+        (["--tasks-per-host", "0"], "--tasks-per-host must be at least 1, not 0"),
+        (["--network", "hostx"], "--network must be host or pod, not 'hostx'"),
+        (["--address", "ip"], "--address must be name, internal-ip or hostname, not 'ip'"),
+        (["-n", "Bad_"], "--namespace 'Bad_' is not a valid DNS name"),
+        (["--namespace", "a.b"], "--namespace 'a.b' is not a valid namespace (a DNS label)"),
+        (["--cluster-domain", "x_y"], "--cluster-domain 'x_y' is not a valid DNS name"),
+        (["--name", ""], "--name must not be empty"),
+        (["-l", "a in ("], "--selector 'a in (': cannot parse the label selector at 'a in ('"),
+    ],
+)
+def test_a_broken_rule_on_the_command_line_is_one_line_before_anything_is_read(
+    cli: Any, tmp_path: Path, args: list[str], message: str
+) -> None:
+    # The template does not exist: the option is reported first, as a usage error.
+    result = cli("missing.yaml", "--nodes", "a,b", *args, cwd=tmp_path)
+    assert (result.code, result.out, result.err) == (2, "", f"simpletfjob: error: {message}\n")
+
+
+def test_options_made_in_code_are_checked_by_the_same_rules() -> None:
+    options = Options(template="t.yaml")
+    check_options(options)
+    for changes, message in [
+        ({"psn": -1}, "--psn must be 0 or more, not -1"),
+        ({"network": "x"}, "--network must be host or pod, not 'x'"),
+        ({"nodes": "a", "nodes_file": "f"}, "give --nodes or --nodes-file, not both"),
+        ({"port": 65535, "tasks_per_host": 2}, "--port 65535 with 2 tasks per host goes past"),
+        ({"nodes": "a", "context": "c"}, "--context reads nodes from a cluster"),
+    ]:
+        with pytest.raises(UsageError, match=re.escape(message)):
+            check_options(options.replace(**changes))
+
+
+# ---- the typed Options -------------------------------------------------------------------------
+
+
+def test_options_are_flat_frozen_and_keyword_only() -> None:
+    options = Options(template="t.yaml", psn=2, num=3)
+    assert (options.psn, options.num, options.port, options.labels) == (2, 3, 2222, True)
+    assert isinstance(options, TensorFlowOptions) and isinstance(options, ConnectionOptions)
+    with pytest.raises(AttributeError):
+        options.psn = 1  # type: ignore[misc]
+    assert options.replace(psn=0).psn == 0 and options.psn == 2
+    assert options.replace(psn=2) == options
+    with pytest.raises(TypeError, match="no field psm"):
+        Options(template="t.yaml", psm=1)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="needs template"):
+        Options()  # type: ignore[call-arg]
+
+
+def test_the_framework_group_is_part_of_the_table() -> None:
+    tf = {f.name for f in fields(TensorFlowOptions)}
+    assert tf == {"psn", "psf", "chief", "evaluator", "evaluator_in_cluster"}
+    assert {f.name for f in fields(Options) if f.group is TensorFlowOptions} == tf
+    sections = getattr(render_command, "sections", {})
+    assert {name for name, section in sections.items() if section == "TensorFlow options"} == tf
+
+
+def test_an_option_is_declared_once() -> None:
+    class Core(OptionGroup):
+        psn: int = option("--psn-core", default=1, help="")
+
+    with pytest.raises(TypeError, match="'psn' is in"):
+
+        class Both(Core, TensorFlowOptions):
+            pass
+
+    class Other(OptionGroup):
+        parameter_servers: int = option("--psn", default=1, help="")
+
+    with pytest.raises(TypeError, match="--psn is both"):
+
+        class Clash(Other, TensorFlowOptions):
+            pass
+
+
+# ---- shared declarations for the commands to come: cluster, timeout, output format -------------
+
+
+class RunOptions(ConnectionOptions):
+    run: str | None = argument(required=False)
+    wait: float | None = timeout(300.0, help="How long to wait.")
+    output: str = output_format("table", "json", "yaml", default="table", help="How to print.")
+
+
+def _run_command() -> tuple[click.Command, list[RunOptions]]:
+    seen: list[RunOptions] = []
+
+    @make_command("status", RunOptions, short_help="Show a run.")
+    def command(values: dict[str, Any], given: frozenset[str]) -> None:
+        """Show a run."""
+        seen.append(RunOptions(**values))
+
+    return command, seen
+
+
+def test_a_command_from_shared_groups() -> None:
+    command, seen = _run_command()
+    command.main(
+        ["mnist", "-n", "ml", "--context", "c", "--timeout", "1h30m", "-o", "json"],
+        standalone_mode=False,
+    )
+    assert seen == [
+        RunOptions(run="mnist", namespace="ml", context="c", wait=5400.0, output="json")
+    ]
+    command.main([], standalone_mode=False)
+    assert seen[-1] == RunOptions(run=None, wait=300.0, output="table")
+    help_text = command.get_help(click.Context(command, info_name="status"))
+    assert "--timeout DURATION" in help_text and "[default: 5m]" in help_text
+    assert "-o, --output [table|json|yaml]" in help_text
+    assert "Cluster options:" in help_text and "-n, --namespace NS" in help_text
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "message"),
+    [
+        (["--timeout", "5x"], click.BadParameter, "'5x' is not a duration; write a number and"),
+        (["--timeout", "30"], click.BadParameter, "such as 30s, 5m or 1h"),
+        (["-o", "xml"], UsageError, "--output must be table, json or yaml, not 'xml'"),
+    ],
+)
+def test_shared_declarations_refuse_bad_values(
+    args: list[str], error: type[Exception], message: str
+) -> None:
+    command, seen = _run_command()
+    with pytest.raises(error, match=re.escape(message)):
+        command.main(args, standalone_mode=False)
+    assert seen == []
+
+
+def test_one_of_words() -> None:
+    assert OneOf("a")("b") == "must be a, not 'b'"
+    assert OneOf("a", "b")("c") == "must be a or b, not 'c'"
+    assert OneOf("a", "b", "c")("a") is None
+
+
+# ---- durations -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("30s", 30),
+        ("5m", 300),
+        ("1h", 3600),
+        ("1h30m", 5400),
+        ("1.5h", 5400),
+        ("2m30s", 150),
+        ("500ms", 0.5),
+        ("0", 0),
+        ("0s", 0),
+        (".5s", 0.5),
+    ],
+)
+def test_durations(text: str, seconds: float) -> None:
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text", ["", "5", "-5s", "5x", "m", "1h-", " 5s", "5s ", "1d", "5 m"])
+def test_bad_durations(text: str) -> None:
+    with pytest.raises(ValueError, match="is not a duration"):
+        parse_duration(text)
+
+
+@given(st.integers(min_value=0, max_value=10**7))
+def test_a_duration_reads_back_as_written(seconds: int) -> None:
+    assert parse_duration(format_duration(seconds)) == seconds
+
+
+def test_duration_formats() -> None:
+    assert [format_duration(s) for s in (300, 30, 3600, 90, 0.5, 0)] == [
+        "5m",
+        "30s",
+        "1h",
+        "90s",
+        "0.5s",
+        "0s",
+    ]

@@ -4,7 +4,7 @@ What is worth retrying is retried with backoff (5xx, 429 with its Retry-After, a
 connection dropped before the answer), within the number of attempts and the
 call's deadline. Everything else becomes a `ClusterError` naming the server and
 context, and, where the answer was a refusal, the verb and the resource it was
-about: `user 'ci' may not list pods in namespace ml (403 Forbidden); ...`.
+about: `user 'ci' cannot list pods in namespace ml (403 Forbidden); ...`.
 
 urllib3 and the client's exceptions are imported inside the functions, so that
 importing this module costs an offline run nothing.
@@ -305,10 +305,23 @@ def _forbidden(target: Target, action: Action, message: str) -> str:
     role = "ClusterRole" if not action.scope or action.namespace == "" else "Role"
     group = f" in API group '{resource.group}'" if resource.group else ""
     otherwise = f", or {action.alternative}" if action.alternative else ""
+    if resource.plural == "nodes":
+        # The node messages predate the others; scripts and the README quote them as they are.
+        return (
+            f"{target}: {user} may not {action} (403 Forbidden); it needs RBAC permission to "
+            f"{verb} {resource.plural}{action.scope} (a {role} with verb '{verb}' on "
+            f"'{resource.plural}'{group}){otherwise}"
+        )
+    # What was refused, in RBAC's words first (`cannot delete jobs in namespace ml`), then
+    # the call that met it when that says more (`apply job 'mnist-ps-0'`).
+    refused = f"{verb} {resource.plural}{action.scope}"
+    if action.name is not None:
+        call = f", to {action.verb} {resource.singular} {action.name!r}"
+    else:
+        call = "" if action.verb == verb else f", to {action.verb} them"
     return (
-        f"{target}: {user} may not {action} (403 Forbidden); it needs RBAC permission to "
-        f"{verb} {resource.plural}{action.scope} (a {role} with verb '{verb}' on "
-        f"'{resource.plural}'{group}){otherwise}"
+        f"{target}: {user} cannot {refused} (403 Forbidden{call}); it needs a {role} with verb "
+        f"'{verb}' on '{resource.plural}'{group}{otherwise}"
     )
 
 

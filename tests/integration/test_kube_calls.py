@@ -270,29 +270,26 @@ def test_refusals_name_the_verb_the_resource_and_the_role_needed(
             return str(caught.value)
 
         assert refused(list_objects, PODS) == (
-            f"{target}: user 'bob' may not list pods in namespace {ns} (403 Forbidden); it needs "
-            f"RBAC permission to list pods in namespace {ns} (a Role with verb 'list' on 'pods')"
+            f"{target}: user 'bob' cannot list pods in namespace {ns} (403 Forbidden); it needs "
+            "a Role with verb 'list' on 'pods'"
         )
         assert refused(list_objects, PODS, namespace="") == (
-            f"{target}: user 'bob' may not list pods in all namespaces (403 Forbidden); it needs "
-            "RBAC permission to list pods in all namespaces (a ClusterRole with verb 'list' on 'pods')"
+            f"{target}: user 'bob' cannot list pods in all namespaces (403 Forbidden); it needs "
+            "a ClusterRole with verb 'list' on 'pods'"
         )
         assert refused(get, JOBS, "mnist-ps-0") == (
-            f"{target}: user 'bob' may not get job 'mnist-ps-0' in namespace {ns} (403 Forbidden); "
-            f"it needs RBAC permission to get jobs in namespace {ns} "
-            "(a Role with verb 'get' on 'jobs' in API group 'batch')"
+            f"{target}: user 'bob' cannot get jobs in namespace {ns} (403 Forbidden, to get job "
+            "'mnist-ps-0'); it needs a Role with verb 'get' on 'jobs' in API group 'batch'"
         )
         assert refused(delete, JOBS, "mnist-ps-0") == (
-            f"{target}: user 'bob' may not delete job 'mnist-ps-0' in namespace {ns} (403 Forbidden); "
-            f"it needs RBAC permission to delete jobs in namespace {ns} "
-            "(a Role with verb 'delete' on 'jobs' in API group 'batch')"
+            f"{target}: user 'bob' cannot delete jobs in namespace {ns} (403 Forbidden, to delete "
+            "job 'mnist-ps-0'); it needs a Role with verb 'delete' on 'jobs' in API group 'batch'"
         )
         cluster.grant("bob", ["get"], ["jobs"], namespace=ns, api_group="batch")
         # apply reads the Job first, then patches it: the refusal is the patch's
         assert refused(apply, JOBS, job("mnist-ps-0", label="2")) == (
-            f"{target}: user 'bob' may not apply job 'mnist-ps-0' in namespace {ns} (403 Forbidden); "
-            f"it needs RBAC permission to patch jobs in namespace {ns} "
-            "(a Role with verb 'patch' on 'jobs' in API group 'batch')"
+            f"{target}: user 'bob' cannot patch jobs in namespace {ns} (403 Forbidden, to apply "
+            "job 'mnist-ps-0'); it needs a Role with verb 'patch' on 'jobs' in API group 'batch'"
         )
 
 

@@ -243,8 +243,8 @@ def test_a_refused_watch_names_the_verb(loopback: LoopbackCluster, tmp_path: Pat
     with connected(loopback, tmp_path, ns, user="alice") as conn, pytest.raises(ApiError) as caught:
         list(watch(conn, PODS, deadline=Deadline.after(20)))
     assert str(caught.value) == (
-        f"{conn.target}: user 'alice' may not watch pods in namespace {ns} (403 Forbidden); it "
-        f"needs RBAC permission to watch pods in namespace {ns} (a Role with verb 'watch' on 'pods')"
+        f"{conn.target}: user 'alice' cannot watch pods in namespace {ns} (403 Forbidden); it "
+        "needs a Role with verb 'watch' on 'pods'"
     )
 
 

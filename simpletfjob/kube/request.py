@@ -300,7 +300,15 @@ def _forbidden(target: Target, action: Action, message: str) -> str:
     found = re.search(r'User "([^"]*)"', message)
     user = f"user {found[1]!r}" if found else "your user"
     said = re.search(r'cannot (\w+) resource "', message)
-    verb = said[1] if said else _RBAC_VERBS.get(action.verb, action.verb)
+    if said:
+        verb = said[1]
+    elif action.verb == "apply":
+        # The authorizer let the patch through (its refusal says so, with the user); an
+        # apply that would create the object is checked for `create` inside the handler,
+        # whose refusal names neither.
+        verb = "create"
+    else:
+        verb = _RBAC_VERBS.get(action.verb, action.verb)
     resource = action.resource
     role = "ClusterRole" if not action.scope or action.namespace == "" else "Role"
     group = f" in API group '{resource.group}'" if resource.group else ""

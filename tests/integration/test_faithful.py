@@ -370,6 +370,28 @@ def test_a_role_grants_one_namespace(cluster: Cluster) -> None:
     assert bob.get("/apis/batch/v1/jobs")["kind"] == "JobList"
 
 
+def test_an_apply_that_creates_needs_create_besides_patch(cluster: Cluster) -> None:
+    ns = cluster.create_namespace()
+    bob = cluster.client("bob")
+    cluster.grant("bob", ["patch"], ["services"], ns)
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "s"},
+        "spec": {"clusterIP": "None", "ports": [{"port": 2222, "protocol": "TCP"}]},
+    }
+    path = f"/api/v1/namespaces/{ns}/services/s"
+    for query in ({"fieldManager": "t"}, {"fieldManager": "t", "dryRun": "All"}):
+        refused = bob.request(
+            "PATCH", path, service, query=query, content_type="application/apply-patch+yaml"
+        )
+        # The patch was allowed; the create inside it was not, in words without the user's.
+        assert (refused.code, refused.body["message"]) == (403, 'services "s" is forbidden: ')
+        assert refused.body["details"] == {"name": "s", "kind": "services"}
+    cluster.grant("bob", ["create"], ["services"], ns)
+    assert bob.apply(path, service, manager="t")["metadata"]["name"] == "s"
+
+
 # -- objects in and out --------------------------------------------------------------------------
 
 

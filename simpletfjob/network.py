@@ -7,6 +7,11 @@ its pod has an IP, not when it turns Ready: TensorFlow tasks dial each other
 while starting, before any of them could be called ready, and a pod that is
 never Ready would otherwise never be resolvable (the TFJob operator's
 issue #1458).
+
+Each port says `protocol: TCP`, although TCP is the default: a Service's ports are a list
+keyed by port and protocol, and the v1.20 API server refuses a server-side apply of a port
+without its protocol (500: "associative list with keys has an element that omits key field
+\"protocol\""), so `simpletfjob apply` could not send the Service as rendered.
 """
 
 from __future__ import annotations
@@ -41,5 +46,6 @@ def service_document(
         "  ports:\n"
         f"    - name: {port_name}\n"
         f"      port: {port}\n"
+        "      protocol: TCP\n"
         f"      targetPort: {port}\n"
     )

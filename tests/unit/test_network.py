@@ -62,6 +62,8 @@ def test_pod_network_addresses_are_emitted_services(
         assert service["spec"]["selector"] == {"job-name": job["metadata"]["name"]}
         port = job["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"]
         assert service["spec"]["ports"][0]["port"] == port
+        # Named, as server-side apply on v1.20 needs both keys of the port list.
+        assert service["spec"]["ports"][0]["protocol"] == "TCP"
         assert (
             service["metadata"]["labels"]["simpletfjob/role"]
             == job["metadata"]["labels"]["simpletfjob/role"]

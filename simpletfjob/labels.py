@@ -1,4 +1,4 @@
-"""Labels (and, for pod networking, namespaces) added to rendered documents as text.
+"""Labels, the run's annotations (and, for pod networking, namespaces) added to rendered documents as text.
 
 The edits are made in the rendered text, beside the template's own lines, so its
 formatting, comments and labels stay as they were. Positions come from the YAML
@@ -11,7 +11,6 @@ Anchors, aliases and merge keys make one mapping stand at several places (see
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, NoReturn
@@ -22,15 +21,16 @@ from simpletfjob.documents import (
     mapping_get,
     merged_mappings,
     node_events,
-    scalar_string,
 )
 from simpletfjob.errors import RenderCheckError
-from simpletfjob.textedit import Entry, Raw, TextEditor, flow_entry, reads_plain
+from simpletfjob.textedit import Entry, Raw, TextEditor, flow_copy, flow_entry
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
 JOB_LABEL = "simpletfjob/job"
 ROLE_LABEL = "simpletfjob/role"
 INDEX_LABEL = "simpletfjob/index"
+# On every document's metadata (not as a label: nothing selects by it); runs.py reads it.
+POLICY_ANNOTATION = "simpletfjob/success-policy"
 
 _LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 LABEL_VALUE_RULE = (
@@ -61,10 +61,15 @@ class LabelError(RenderCheckError):
 # Where labels go, as paths from a document's root: its metadata and, for a Job, its pod
 # template's. A node's roles are the paths it stands at; OTHER is any other place.
 OTHER = ("*",)
+# Annotations are asked for on the object alone, but may land on its pod template too where
+# the template shares one mapping between them: a pod that carries them is harmless.
 _JOB_PLACES = {
     "owner": frozenset({(), ("spec", "template")}),
     "metadata": frozenset({("metadata",), ("spec", "template", "metadata")}),
     "labels": frozenset({("metadata", "labels"), ("spec", "template", "metadata", "labels")}),
+    "annotations": frozenset(
+        {("metadata", "annotations"), ("spec", "template", "metadata", "annotations")}
+    ),
 }
 _PLACES = {
     level: frozenset(p for p in paths if p[:1] != ("spec",)) for level, paths in _JOB_PLACES.items()
@@ -72,8 +77,14 @@ _PLACES = {
 _PREFIXES = frozenset(
     p[:i] for paths in _JOB_PLACES.values() for p in paths for i in range(len(p) + 1)
 )
-_LEVEL_ABOVE = {"metadata": "owner", "labels": "metadata"}
-_NOUNS = {"owner": "object", "metadata": "metadata", "labels": "labels"}
+_LEVEL_ABOVE = {"metadata": "owner", "labels": "metadata", "annotations": "metadata"}
+_NOUNS = {
+    "owner": "object",
+    "metadata": "metadata",
+    "labels": "labels",
+    "annotations": "annotations",
+}
+_MAPS = ("labels", "annotations")  # what is merged into metadata, in this order
 _PLANNED = object()  # a key that an earlier edit of this task writes
 
 
@@ -197,29 +208,36 @@ class Labeller:
         self.places = _PLACES
 
     def label(
-        self, document: Any, kind: str, labels: Mapping[str, str], namespace: str | None
+        self,
+        document: Any,
+        kind: str,
+        labels: Mapping[str, str],
+        namespace: str | None,
+        annotations: Mapping[str, str] | None = None,
     ) -> None:
-        """Labels on the object, and for a Job on its pod template too."""
+        """Labels (and annotations) on the object, and for a Job its labels on its pod template too."""
         self.places = _JOB_PLACES if kind == "Job" else _PLACES
-        self.place(document, ("metadata",), labels, namespace)
+        added = {"labels": labels, "annotations": annotations or {}}
+        self.place(document, ("metadata",), added, namespace)
         if kind == "Job" and labels:
             template = mapping_get(mapping_get(document, "spec"), "template")
             if template is not None:
-                self.place(template, ("spec", "template", "metadata"), labels, None)
+                self.place(template, ("spec", "template", "metadata"), {"labels": labels}, None)
 
     def place(
         self,
         owner: Any,
         role: tuple[str, ...],
-        labels: Mapping[str, str],
+        added: Mapping[str, Mapping[str, str]],
         namespace: str | None,
     ) -> None:
-        """Merge labels (and a namespace, if missing) into owner.metadata, creating what is absent."""
+        """Merge labels and annotations (and a namespace, if missing) into owner.metadata, creating what is absent."""
+        maps = [(key, added[key]) for key in _MAPS if added.get(key)]
         metadata = self.lookup(owner, "metadata")
         if metadata is _PLANNED:
             return
         if metadata is None:
-            entries: list[Entry] = [("labels", list(labels.items()))] if labels else []
+            entries: list[Entry] = [(key, list(values.items())) for key, values in maps]
             if namespace:
                 entries.insert(0, ("namespace", namespace))
             if entries and not self.add(owner, "owner", [("metadata", entries)]):
@@ -228,34 +246,40 @@ class Labeller:
         entries = []
         if namespace and self.lookup(metadata, "namespace") is None:
             entries.append(("namespace", namespace))
-        existing = self.lookup(metadata, "labels") if labels else _PLANNED
-        if existing is None:
-            entries.append(("labels", list(labels.items())))
-        elif existing is not _PLANNED:
+        refused: tuple[Any, str, list[Entry]] | None = None  # a map we had to write out anew
+        for key, values in maps:
+            existing = self.lookup(metadata, key)
+            if existing is None:
+                entries.append((key, list(values.items())))
+                continue
+            if existing is _PLANNED:
+                continue
             if type(existing).__name__ != "MappingNode":
                 raise RenderCheckError(
-                    f"{self.editor.where}: metadata.labels is not a mapping; write labels: {{}} or use --no-labels"
+                    f"{self.editor.where}: metadata.{key} is not a mapping; write {key}: {{}} or use --no-labels"
                 )
             theirs = self.effective(existing)
             missing = []
-            for key, value in labels.items():
-                if key not in theirs:
-                    missing.append((key, value))
-                elif theirs[key] != value:
-                    self.conflict(key, theirs[key], value)
-            if missing and not self.add(existing, "labels", missing, metadata, "labels"):
-                # The labels cannot take ours where they are: the metadata gets labels of
-                # its own, theirs written out and ours beside them, made where the object
-                # takes its metadata.
-                copied = _copy(existing)
+            for name, value in values.items():
+                if name not in theirs:
+                    missing.append((name, value))
+                elif theirs[name] != value:
+                    self.conflict(name, theirs[name], value)
+            if missing and not self.add(existing, key, missing, metadata, key):
+                # The map cannot take ours where it is: the metadata gets a map of its own,
+                # theirs written out and ours beside them, made where the object takes its
+                # metadata.
+                copied = flow_copy(existing)
                 if copied is None:
-                    self.refuse(existing, "labels", missing)
+                    self.refuse(existing, key, missing)
                 parts = [copied[1:-1]] if copied != "{}" else []
                 parts += [flow_entry(e) for e in missing]
-                entries.append(("labels", Raw(f"{{{', '.join(parts)}}}")))
-                if not self.expand(metadata, "metadata", entries, owner, "metadata"):
-                    self.refuse(existing, "labels", missing)
-                return
+                entries.append((key, Raw(f"{{{', '.join(parts)}}}")))
+                refused = refused or (existing, key, missing)
+        if refused is not None:
+            if not self.expand(metadata, "metadata", entries, owner, "metadata"):
+                self.refuse(*refused)
+            return
         if entries and not self.add(metadata, "metadata", entries, owner, "metadata"):
             self.refuse(metadata, "metadata", entries)
 
@@ -315,7 +339,7 @@ class Labeller:
             # Taken through a merge key: give `parent` an entry of its own, the merged
             # mapping (by its anchor, or written out) with ours beside it.
             anchor = self.shape.anchors.get(id(node))
-            copied = f"<<: *{anchor}" if anchor is not None else _copy(node)
+            copied = f"<<: *{anchor}" if anchor is not None else flow_copy(node)
             if copied is None:
                 return False
             theirs = copied if anchor is not None else copied[1:-1]
@@ -352,7 +376,7 @@ class Labeller:
             return False
         copies = []
         for target, site in aliases:
-            copied = _copy(target)
+            copied = flow_copy(target)
             if copied is None:
                 return False
             copies.append((site, copied))
@@ -392,6 +416,7 @@ class Labeller:
 
     def refuse(self, node: Any, level: str, entries: Sequence[Entry]) -> NoReturn:
         what = "a namespace" if [k for k, _ in entries] == ["namespace"] else "labels"
+        what = "annotations" if level == "annotations" else what
         hint = (
             "set metadata.namespace in the template" if what == "a namespace" else "use --no-labels"
         )
@@ -402,44 +427,3 @@ class Labeller:
             f"write it out there (it has a tag, refers to itself, or is too large); {hint}",
             line,
         )
-
-
-def _copy(node: Any, budget: list[int] | None = None, depth: int = 0) -> str | None:
-    """A node as flow YAML that reads back the same, or None (a tag, too large or too deep)."""
-    budget = [65536] if budget is None else budget
-    if depth > 64 or budget[0] < 0:
-        return None
-    value = node.value
-    if type(value) is str:
-        if type(node.tag) is str:  # an explicit tag
-            return None
-        string = scalar_string(node)
-        text = value if string is None else _quoted(string)
-    elif node.id == "mapping":
-        parts = []
-        for k, v in value:
-            key = "<<" if is_merge_key(k) else _copy(k, budget, depth + 1)
-            copied = _copy(v, budget, depth + 1)
-            if key is None or copied is None:
-                return None
-            parts.append(f"{key}: {copied}")
-        text = "{" + ", ".join(parts) + "}"
-    else:
-        items = [_copy(item, budget, depth + 1) for item in value]
-        if None in items:
-            return None
-        text = "[" + ", ".join(str(i) for i in items) + "]"
-    budget[0] -= len(text)
-    return text if budget[0] >= 0 else None
-
-
-# What a double-quoted YAML scalar cannot hold as it is, though JSON can.
-_YAML_UNPRINTABLE = "[\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]"  # compiled on first use
-
-
-def _quoted(text: str) -> str:
-    """A string as a YAML flow scalar: plain where that reads back the same, else double-quoted."""
-    if reads_plain(text):
-        return text
-    quoted = json.dumps(text, ensure_ascii=False)
-    return re.sub(_YAML_UNPRINTABLE, lambda m: f"\\u{ord(m[0]):04x}", quoted)

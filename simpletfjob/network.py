@@ -27,17 +27,27 @@ def dns_name(name: str, namespace: str, cluster_domain: str | None) -> str:
 
 
 def service_document(
-    name: str, namespace: str, port: int, port_name: str, labels: Mapping[str, str]
+    name: str,
+    namespace: str,
+    port: int,
+    port_name: str,
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str],
 ) -> str:
     """A headless Service for one task (its Job's name, its port), as YAML text."""
-    label_lines = "".join(f"    {scalar(k)}: {scalar(v)}\n" for k, v in labels.items())
+
+    def block(key: str, entries: Mapping[str, str]) -> str:
+        lines = "".join(f"    {scalar(k)}: {scalar(v)}\n" for k, v in entries.items())
+        return f"  {key}:\n{lines}" if entries else ""
+
     return (
         "apiVersion: v1\n"
         "kind: Service\n"
         "metadata:\n"
         f"  name: {name}\n"
         f"  namespace: {scalar(namespace)}\n"
-        + (f"  labels:\n{label_lines}" if labels else "")
+        + block("labels", labels)
+        + block("annotations", annotations)
         + "spec:\n"
         "  clusterIP: None\n"
         "  publishNotReadyAddresses: true\n"

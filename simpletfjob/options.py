@@ -293,7 +293,27 @@ class RenderOptions(OptionGroup):
     values: Mapping[str, Any] = MappingProxyType({})
 
 
-class Options(RenderOptions, TensorFlowOptions, NodeOptions, ConnectionOptions):
+# ---- a run's success policy (issue 10) ---------------------------------------------------------
+
+SUCCESS_POLICIES = ("worker0", "all-workers")
+
+
+class PolicyOptions(OptionGroup):
+    """When a run has succeeded, recorded on its documents for `status` and `wait`."""
+
+    section = "Run options"
+
+    success_policy: str = option(
+        "--success-policy",
+        default="worker0",
+        show_default=True,
+        rule=OneOf(*SUCCESS_POLICIES),
+        help="When the run has succeeded without a chief: once worker 0 has, or every worker. "
+        "Recorded as the annotation simpletfjob/success-policy (not with --no-labels).",
+    )
+
+
+class Options(RenderOptions, PolicyOptions, TensorFlowOptions, NodeOptions, ConnectionOptions):
     """Everything a render needs, as plain values; the render command fills it, tests may too."""
 
 

@@ -20,7 +20,7 @@ from simpletfjob import nodes as node_sources
 from simpletfjob.documents import DocumentId, check_name, check_unique
 from simpletfjob.errors import RenderCheckError, SelectionError, UsageError
 from simpletfjob.frameworks import TASK_VARIABLES, Framework, Pin, RunValues, framework
-from simpletfjob.labels import INDEX_LABEL, check_label_value
+from simpletfjob.labels import INDEX_LABEL, POLICY_ANNOTATION, check_label_value
 from simpletfjob.options import Options, check_options
 from simpletfjob.render import CompiledTemplate
 from simpletfjob.rendering import Decoration, Rendered, render_tasks, task_tolerations
@@ -142,15 +142,18 @@ def plan(options: Options) -> Plan:
     except SelectionError as e:
         e.verdicts = verdicts  # for --explain, which shows them before the error
         raise
-    decoration = Decoration(job_label(options, filename), namespace_to_add(options))
+    decoration = Decoration(
+        job_label(options, filename), namespace_to_add(options), options.success_policy
+    )
     values = fw.values(tasks, None, options, compiled.referenced)
     rendered = render_tasks(compiled, tasks, values, options.values, decoration)
     services: list[Document] = []
     if options.network == "pod":
         values, rendered, services = use_pod_network(compiled, fw, options, rendered, decoration)
     for key, (theirs, ours) in sorted(decoration.conflicts.items()):
+        what = "annotation" if key == POLICY_ANNOTATION else "label"
         message = (
-            f"the template sets label {key}={theirs}; keeping it (simpletfjob would set {ours!r})"
+            f"the template sets {what} {key}={theirs}; keeping it (simpletfjob would set {ours!r})"
         )
         warnings.append(compiled.public(message))
     documents = split_documents(compiled, values, rendered, services)
@@ -344,7 +347,9 @@ def use_pod_network(
     services = []
     for r, (name, namespace) in zip(rendered, jobs, strict=True):
         labels = {k: v for k, v in decoration.labels(r.task).items() if k != INDEX_LABEL}
-        text = service_document(name, namespace, r.task.port, fw.port_name, labels)
+        text = service_document(
+            name, namespace, r.task.port, fw.port_name, labels, decoration.annotations()
+        )
         services.append(
             Document(DocumentId("Service", namespace, name), r.task, [text], None, None)
         )

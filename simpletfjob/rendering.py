@@ -21,7 +21,15 @@ from simpletfjob.documents import (
 )
 from simpletfjob.errors import RenderCheckError
 from simpletfjob.frameworks import Framework, RunValues
-from simpletfjob.labels import INDEX_LABEL, JOB_LABEL, MANAGED_BY, ROLE_LABEL, LabelError, Labeller
+from simpletfjob.labels import (
+    INDEX_LABEL,
+    JOB_LABEL,
+    MANAGED_BY,
+    POLICY_ANNOTATION,
+    ROLE_LABEL,
+    LabelError,
+    Labeller,
+)
 from simpletfjob.render import CompiledTemplate
 from simpletfjob.seating import Task
 from simpletfjob.textedit import Edit, TextEditor
@@ -39,12 +47,18 @@ class Rendered:
 
 
 class Decoration:
-    """What is added to every rendered document: labels, and a namespace where missing."""
+    """What is added to every rendered document: labels, the run's annotations, and a namespace where missing."""
 
-    def __init__(self, job: str | None, namespace: str | None) -> None:
+    def __init__(self, job: str | None, namespace: str | None, policy: str | None = None) -> None:
         self.job = job  # the simpletfjob/job label value; None with --no-labels
         self.namespace = namespace
+        self.policy = policy  # the success policy, recorded with the labels (runs.py reads it)
         self.conflicts: dict[str, tuple[str, str]] = {}
+
+    def annotations(self) -> dict[str, str]:
+        if self.job is None or self.policy is None:
+            return {}
+        return {POLICY_ANNOTATION: self.policy}
 
     def labels(self, task: Task) -> dict[str, str]:
         if self.job is None:
@@ -95,12 +109,13 @@ def render_tasks(
             editor.edits += [Edit(offset, quote) for offset, quote in quotes]
         if decoration.job is not None or decoration.namespace is not None:
             labels = decoration.labels(task)
+            annotations = decoration.annotations()
             anchors = shared or "<<" in checked  # merge keys need no alias: `<<: {a: b}`
             labeller = Labeller(editor, documents, anchors, decoration.conflict)
             try:
                 for document, doc_id in zip(documents, task_ids, strict=True):
                     namespace = None if doc_id.namespace else decoration.namespace
-                    labeller.label(document, doc_id.kind, labels, namespace)
+                    labeller.label(document, doc_id.kind, labels, namespace, annotations)
             except LabelError as e:
                 raise RenderCheckError(compiled.public(str(e), checked, e.line)) from e
         pieces = editor.apply_to(pieces, lengths)

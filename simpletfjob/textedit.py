@@ -14,6 +14,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from simpletfjob.documents import is_merge_key, scalar_string
 from simpletfjob.errors import RenderCheckError
 
 _PLAIN_SAFE = re.compile(r"[A-Za-z][-A-Za-z0-9_./]*")
@@ -188,3 +189,44 @@ def flow_entry(entry: Entry) -> str:
     if isinstance(value, Raw):
         return f"{scalar(key)}: {value}"
     return f"{scalar(key)}: {scalar(value)}"
+
+
+def flow_copy(node: Any, budget: list[int] | None = None, depth: int = 0) -> str | None:
+    """A node as flow YAML that reads back the same, or None (a tag, too large or too deep)."""
+    budget = [65536] if budget is None else budget
+    if depth > 64 or budget[0] < 0:
+        return None
+    value = node.value
+    if type(value) is str:
+        if type(node.tag) is str:  # an explicit tag
+            return None
+        string = scalar_string(node)
+        text = value if string is None else _quoted(string)
+    elif node.id == "mapping":
+        parts = []
+        for k, v in value:
+            key = "<<" if is_merge_key(k) else flow_copy(k, budget, depth + 1)
+            copied = flow_copy(v, budget, depth + 1)
+            if key is None or copied is None:
+                return None
+            parts.append(f"{key}: {copied}")
+        text = "{" + ", ".join(parts) + "}"
+    else:
+        items = [flow_copy(item, budget, depth + 1) for item in value]
+        if None in items:
+            return None
+        text = "[" + ", ".join(str(i) for i in items) + "]"
+    budget[0] -= len(text)
+    return text if budget[0] >= 0 else None
+
+
+# What a double-quoted YAML scalar cannot hold as it is, though JSON can.
+_YAML_UNPRINTABLE = "[\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]"  # compiled on first use
+
+
+def _quoted(text: str) -> str:
+    """A string as a YAML flow scalar: plain where that reads back the same, else double-quoted."""
+    if reads_plain(text):
+        return text
+    quoted = json.dumps(text, ensure_ascii=False)
+    return re.sub(_YAML_UNPRINTABLE, lambda m: f"\\u{ord(m[0]):04x}", quoted)

@@ -15,6 +15,7 @@ import yaml
 from tests.conftest import EXAMPLES, write
 
 OURS = ("app.kubernetes.io/managed-by", "simpletfjob/job", "simpletfjob/role", "simpletfjob/index")
+POLICY = "simpletfjob/success-policy"
 
 
 def labels_of(doc: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
@@ -50,7 +51,49 @@ def test_labels_only_add_lines(cli: Any) -> None:
     extra = list(labelled)
     for line in plain:
         extra.remove(line)
-    assert all(line.strip() in ("labels:", "metadata:") or "simpletfjob" in line for line in extra)
+    assert all(
+        line.strip() in ("labels:", "annotations:", "metadata:") or "simpletfjob" in line
+        for line in extra
+    )
+
+
+def test_every_document_records_the_success_policy(cli: Any, tmp_path: Path) -> None:
+    """On the object's metadata, not on its pods; with --no-labels, nowhere."""
+    args = ("pod-network", "--nodes", "a,b,c", "--chief", "-o", "-")
+    for given, policy in (((), "worker0"), (("--success-policy", "all-workers"), "all-workers")):
+        result = cli(*args, *given, cwd=tmp_path)
+        assert result.code == 0, result.err
+        assert [d["kind"] for d in result.docs] == ["Job", "Service"] * 3
+        for doc in result.docs:
+            assert doc["metadata"]["annotations"] == {"simpletfjob/success-policy": policy}
+            pod = doc.get("spec", {}).get("template", {}).get("metadata", {})
+            assert "simpletfjob/success-policy" not in pod.get("annotations", {})
+    plain = cli(*args, "--success-policy", "all-workers", "--no-labels", cwd=tmp_path)
+    assert plain.code == 0 and "success-policy" not in plain.out
+
+
+def test_a_success_policy_the_template_sets_wins(cli: Any, tmp_path: Path) -> None:
+    template = write(
+        tmp_path / "t.yaml",
+        TEMPLATE.replace("note: keep me", "simpletfjob/success-policy: all-workers"),
+    )
+    result = cli(str(template), "--nodes", "a,b", "-o", "-")
+    assert result.code == 0, result.err
+    assert {d["metadata"]["annotations"]["simpletfjob/success-policy"] for d in result.docs} == {
+        "all-workers"
+    }
+    assert (
+        "simpletfjob: warning: the template sets annotation simpletfjob/success-policy="
+        "all-workers; keeping it (simpletfjob would set 'worker0')"
+    ) in result.err.splitlines()
+
+
+def test_an_unknown_success_policy_is_a_usage_error(cli: Any) -> None:
+    result = cli("mnist.yaml", "--nodes", "a,b", "--success-policy", "any", "-o", "-", cwd=EXAMPLES)
+    assert result.code == 2 and result.out == ""
+    assert result.err.startswith(
+        "simpletfjob: error: --success-policy must be worker0 or all-workers, not 'any'"
+    )
 
 
 def test_no_labels_means_none(cli: Any) -> None:
@@ -308,11 +351,12 @@ def without_labels_and_namespace(doc: Any) -> Any:
     for metadata in (doc.get("metadata"), doc.get("spec", {}).get("template", {}).get("metadata")):
         if not isinstance(metadata, dict):
             continue
-        labels = metadata.get("labels", {})
-        for key in OURS:
-            labels.pop(key, None)
-        if labels == {} and "labels" in metadata:
-            del metadata["labels"]
+        for key, ours in (("labels", OURS), ("annotations", [POLICY])):
+            found = metadata.get(key, {})
+            for name in ours:
+                found.pop(name, None)
+            if found == {} and key in metadata:
+                del metadata[key]
     return doc
 
 
@@ -454,6 +498,7 @@ def test_labels_through_anchors_aliases_and_merge_keys(
         job, pod = labels_of(doc)
         assert job == {**ours(role, index), **job_own}
         assert pod == {**ours(role, index), **pod_own}
+        assert doc["metadata"]["annotations"][POLICY] == "worker0"
         if "namespace: team" in text:
             assert doc["metadata"]["namespace"] == "team"  # the template's, kept
         elif namespace:

@@ -200,9 +200,13 @@ def test_labels_merge_into_any_layout(
         }
         assert lab["metadata"]["labels"] == {**ours, **existing}
         assert lab["spec"]["template"]["metadata"]["labels"] == ours
-        # Apart from the labels, the documents are the same.
+        annotations = lab["metadata"]["annotations"]
+        assert annotations.pop("simpletfjob/success-policy") == "worker0"
+        # Apart from the labels and the run's annotation, the documents are the same.
         lab["metadata"].pop("labels")
         p["metadata"].pop("labels", None)
+        if not annotations and "annotations" not in p["metadata"]:
+            lab["metadata"].pop("annotations")
         pod = lab["spec"]["template"]["metadata"]
         pod.pop("labels")
         if not pod and "metadata" not in p["spec"]["template"]:

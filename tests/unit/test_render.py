@@ -91,6 +91,7 @@ def test_helm_and_argo_expressions_pass_through(cli: Any, tmp_path: Path) -> Non
         "argo": "{{workflow.name}}",
         "go": "{{.Release.Name}}",
         "shell": "echo ${#ARR[@]}",
+        "simpletfjob/success-policy": "worker0",  # added beside them
     }
     assert doc["merged"] == {"a": 1, "b": 2}
 

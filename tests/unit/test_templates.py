@@ -262,8 +262,11 @@ metadata:
 
 
 def annotations(result: Any) -> dict[str, str]:
+    """The template's own annotations (simpletfjob adds the run's success policy beside them)."""
     assert result.code == 0, result.err
-    return result.docs[0]["metadata"]["annotations"]  # type: ignore[no-any-return]
+    found = dict(result.docs[0]["metadata"]["annotations"])
+    assert found.pop("simpletfjob/success-policy") == "worker0"
+    return found
 
 
 def test_parse_header() -> None:

@@ -28,7 +28,7 @@ import re
 import stat
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from simpletfjob.errors import InputError, OutputError, TemplateError
 from simpletfjob.frameworks import reserved_variables
@@ -38,6 +38,8 @@ from simpletfjob.optiontable import problem, type_problem
 
 if TYPE_CHECKING:
     from simpletfjob.options import Options
+
+AnyOptions = TypeVar("AnyOptions", bound="Options")  # a render's options, or apply's
 
 _HEADER_START = re.compile(r"#[ \t]*simpletfjob:[ \t]*(?:#.*)?")
 _VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -325,8 +327,8 @@ def _is_stream(path: str) -> bool:
 
 
 def prepare_options(
-    options: Options, given: Iterable[str], sets: Sequence[Mapping[str, Any]]
-) -> Options:
+    options: AnyOptions, given: Iterable[str], sets: Sequence[Mapping[str, Any]]
+) -> AnyOptions:
     """The run's Options: the template located, its header's defaults under the command line's.
 
     `options` are the command line's, `given` the fields it set explicitly;

@@ -26,6 +26,7 @@ from simpletfjob.errors import RenderCheckError
 from simpletfjob.textedit import Entry, Raw, TextEditor, flow_copy, flow_entry
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGER = "simpletfjob"  # the managed-by label's value
 JOB_LABEL = "simpletfjob/job"
 ROLE_LABEL = "simpletfjob/role"
 INDEX_LABEL = "simpletfjob/index"

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ClassVar
 
 from simpletfjob.errors import UsageError
 from simpletfjob.frameworks.tensorflow import TensorFlowOptions
@@ -137,7 +137,9 @@ class ConnectionOptions(OptionGroup):
         default=None,
         metavar="NS",
         rule=DnsName(label=True),
-        help="Namespace for documents that set none (default with --network pod: default).",
+        help="The run's namespace (apply and the commands on runs: default the context's, else "
+        "default); a render writes it into documents that set none (without it, only --network "
+        "pod does, with default).",
     )
 
 
@@ -316,6 +318,10 @@ class PolicyOptions(OptionGroup):
 class Options(RenderOptions, PolicyOptions, TensorFlowOptions, NodeOptions, ConnectionOptions):
     """Everything a render needs, as plain values; the render command fills it, tests may too."""
 
+    # The rules between options that `check_options` applies (a command's own Options may
+    # have others: runoptions.ApplyOptions).
+    _rules: ClassVar[tuple[Callable[[Any], None], ...]] = ()
+
 
 # ---- checks -------------------------------------------------------------------------------------
 
@@ -348,10 +354,13 @@ RENDER_RULES: tuple[Callable[[Options], None], ...] = (
 )
 
 
+Options._rules = RENDER_RULES
+
+
 def check_options(options: Options) -> None:
     """Each option's rule, then the rules between options; the first broken one is a UsageError."""
     check_values(options)
-    for rule in RENDER_RULES:
+    for rule in options._rules:
         rule(options)
 
 

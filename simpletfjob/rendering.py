@@ -25,6 +25,7 @@ from simpletfjob.labels import (
     INDEX_LABEL,
     JOB_LABEL,
     MANAGED_BY,
+    MANAGER,
     POLICY_ANNOTATION,
     ROLE_LABEL,
     LabelError,
@@ -64,7 +65,7 @@ class Decoration:
         if self.job is None:
             return {}
         return {
-            MANAGED_BY: "simpletfjob",
+            MANAGED_BY: MANAGER,
             JOB_LABEL: self.job,
             ROLE_LABEL: task.role,
             INDEX_LABEL: str(task.index),

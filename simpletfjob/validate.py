@@ -277,20 +277,9 @@ def _describe(error: Any) -> Iterator[Problem]:
 
 def _validation_loader() -> Any:
     """libyaml's safe loader, reading timestamps as the strings Kubernetes sees."""
-    import yaml
+    from simpletfjob.yamlinput import manifest_loader
 
-    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-    class ValidationLoader(base):  # type: ignore[valid-type, misc]
-        pass
-
-    def as_string(loader: Any, node: Any) -> str:
-        return str(node.value)
-
-    ValidationLoader.add_constructor("tag:yaml.org,2002:timestamp", as_string)
-    # A plain `=` resolves to YAML's obscure `value` tag, which the safe loader rejects.
-    ValidationLoader.add_constructor("tag:yaml.org,2002:value", as_string)
-    return ValidationLoader
+    return manifest_loader()
 
 
 def validate_documents(

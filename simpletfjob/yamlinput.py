@@ -53,6 +53,22 @@ def loader_class() -> type[Any]:
     return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+def manifest_loader() -> type[Any]:
+    """The safe loader, reading a document as Kubernetes reads it: timestamps stay strings."""
+    base = loader_class()
+
+    class ManifestLoader(base):  # type: ignore[valid-type, misc]
+        pass
+
+    def as_string(loader: Any, node: Any) -> str:
+        return str(node.value)
+
+    ManifestLoader.add_constructor("tag:yaml.org,2002:timestamp", as_string)
+    # A plain `=` resolves to YAML's obscure `value` tag, which the safe loader rejects.
+    ManifestLoader.add_constructor("tag:yaml.org,2002:value", as_string)
+    return ManifestLoader
+
+
 def may_alias(text: str) -> bool:
     """Whether the text may hold an alias; False proves it has none.
 

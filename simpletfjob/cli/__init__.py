@@ -40,6 +40,8 @@ COMMANDS = {
     "render": "simpletfjob.cli.render",
     "templates": "simpletfjob.cli.templates",
     "init": "simpletfjob.cli.init",
+    "apply": "simpletfjob.cli.apply",
+    "delete": "simpletfjob.cli.delete",
 }
 DEFAULT = "render"  # what runs when the first word is not a command
 

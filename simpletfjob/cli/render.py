@@ -100,8 +100,8 @@ def explain(verdicts: Sequence[Any], tasks: Sequence[Any], options: Options) -> 
     print(explain_table(verdicts, tasks, limited=options.num != -1), file=sys.stderr)
 
 
-def summary(tasks: Sequence[Any], destination: str) -> str:
-    """'3 tasks -> out.yaml: 1 ps (h10), 2 worker (h100, h14)'."""
+def summary(tasks: Sequence[Any], destination: str, verb: str = "wrote") -> str:
+    """'wrote 3 tasks to out.yaml: 1 ps (h10), 2 worker (h100, h14)'."""
     groups: dict[str, list[str]] = {}
     shared_hosts = len({t.host for t in tasks}) < len(tasks)
     for t in tasks:
@@ -111,4 +111,4 @@ def summary(tasks: Sequence[Any], destination: str) -> str:
         shown = ", ".join(hosts[:4]) + (f", ... {len(hosts) - 4} more" if len(hosts) > 4 else "")
         parts.append(f"{len(hosts)} {role} ({shown})")
     noun = "task" if len(tasks) == 1 else "tasks"
-    return f"simpletfjob: wrote {len(tasks)} {noun} to {destination}: " + ", ".join(parts)
+    return f"simpletfjob: {verb} {len(tasks)} {noun} to {destination}: " + ", ".join(parts)

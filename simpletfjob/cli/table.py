@@ -8,7 +8,7 @@ command line gave (a template header's defaults fill in only the others).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import click
@@ -151,14 +151,20 @@ def make_command(
     *,
     short_help: str,
     extra: Sequence[click.Parameter] = (),
+    omit: Collection[str] = (),
 ) -> Callable[[CommandFunction], click.Command]:
     """Make FUNCTION(values, given) the click command NAME, with GROUP's options and --help.
 
-    Its docstring is its --help; `short_help` is its line in `simpletfjob --help`.
+    Its docstring is its --help; `short_help` is its line in `simpletfjob --help`. The
+    fields named in `omit` are not on its command line (they keep their defaults).
     """
 
     def decorate(function: CommandFunction) -> click.Command:
-        table = [f for f in fields(group) if f.declaration is not None] if group else []
+        table = [
+            f
+            for f in (fields(group) if group else ())
+            if f.declaration is not None and f.name not in omit
+        ]
 
         def callback(**values: Any) -> None:
             from click.core import ParameterSource

@@ -300,6 +300,9 @@ def _forbidden(target: Target, action: Action, message: str) -> str:
     found = re.search(r'User "([^"]*)"', message)
     user = f"user {found[1]!r}" if found else "your user"
     said = re.search(r'cannot (\w+) resource "', message)
+    if not found and not said and re.search(r"is forbidden: \S", message):
+        # Not RBAC but an admission plugin (a quota, a pod security policy), in its own words.
+        return f"{target}: cannot {action}: {message} (403 Forbidden)"
     if said:
         verb = said[1]
     elif action.verb == "apply":

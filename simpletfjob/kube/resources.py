@@ -34,10 +34,14 @@ class Resource(NamedTuple):
             path += f"/{quote(name, safe='')}"
         return path
 
+    @property
+    def qualified(self) -> str:
+        """'job.batch', 'service': the resource as kubectl names it in what it prints."""
+        return f"{self.singular}.{self.group}" if self.group else self.singular
+
     def ref(self, name: str) -> str:
         """An object as kubectl prints it: 'job.batch/mnist-ps-0', 'service/mnist-worker-0'."""
-        qualified = f"{self.singular}.{self.group}" if self.group else self.singular
-        return f"{qualified}/{name}"
+        return f"{self.qualified}/{name}"
 
 
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)

@@ -13,12 +13,14 @@ from __future__ import annotations
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.support.cluster import Cluster, LoopbackCluster, loopback_cluster
+from tests.integration.runs import Apply
+from tests.support.cluster import ADMIN, Cluster, LoopbackCluster, loopback_cluster
 from tests.support.control_plane import ControlPlane, find_assets, start
 
 _NEEDS_PLANE = {"control_plane", "kube", "namespace"}
@@ -132,3 +134,13 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
         return
     with loopback_cluster() as loopback:
         yield loopback
+
+
+@pytest.fixture
+def run_in(cli: Any, cluster: Cluster, tmp_path: Path, kube_env: Path) -> Callable[..., Apply]:
+    """run_in(namespace, user=ADMIN): `simpletfjob apply` (and `.delete`) of the mnist test run there."""
+
+    def make(ns: str, user: str = ADMIN) -> Apply:
+        return Apply(cli, cluster, tmp_path, ns, user)
+
+    return make

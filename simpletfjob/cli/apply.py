@@ -1,0 +1,103 @@
+"""`simpletfjob apply TEMPLATE ...`: render a run as `render` does, and apply it to the cluster."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from typing import Any
+
+import click
+
+from simpletfjob.cli.table import make_command
+from simpletfjob.options import check_options
+from simpletfjob.runoptions import ApplyOptions
+
+
+@make_command(
+    "apply",
+    ApplyOptions,
+    short_help="Render TEMPLATE and apply the run to the cluster.",
+    omit=("output",),
+)
+def command(values: dict[str, Any], given: frozenset[str]) -> None:
+    """Render TEMPLATE as `render` does, and apply the run to the cluster.
+
+    Nothing is sent unless every document passes the render's checks and the
+    server's dry run. Server-side apply (field manager simpletfjob), Services
+    first, then Jobs, into the namespace: -n, else the context's, else default.
+    A run of the same name that differs (another pod template, a task this
+    render lacks) is refused; --replace deletes it first. The same run again
+    is applied as unchanged.
+
+    \b
+    Example:
+      simpletfjob apply mnist.yaml --nodes-file hosts -N 3 -n ml
+      simpletfjob delete mnist -n ml --wait
+    """
+    from simpletfjob.catalog import prepare_options
+    from simpletfjob.values import parse_set
+
+    if values["template"] is None:
+        raise click.UsageError("missing the TEMPLATE argument", click.get_current_context())
+    options = ApplyOptions(**values)
+    check_options(options)  # --no-labels and the like, before the template or a cluster is read
+    sets = [parse_set(item) for item in options.set_values]
+    apply_run(prepare_options(options, given, sets))
+
+
+def apply_run(options: ApplyOptions) -> None:
+    """Plan the run for the namespace it goes to, apply it, and say what was applied."""
+    from simpletfjob.applying import apply_run as apply_manifests
+    from simpletfjob.applying import manifests
+    from simpletfjob.cli.render import explain, summary
+    from simpletfjob.errors import SelectionError
+    from simpletfjob.kube.connection import Settings, connect
+    from simpletfjob.plan import plan
+    from simpletfjob.streams import warn
+
+    settings = Settings(
+        kubeconfig=options.kubeconfig, context=options.context, namespace=options.namespace
+    )
+    with connect(settings, purpose="apply the run to") as conn:
+        if conn.target.insecurity:
+            warn(conn.target.insecurity)
+        namespace = conn.namespace
+        # The namespace is written into every document, as the run's DNS names need it.
+        options = options.replace(namespace=namespace)
+        try:
+            planned = plan(options)
+        except SelectionError as e:
+            if options.explain and e.verdicts is not None:
+                explain(e.verdicts, [], options)
+            raise
+        early = planned.warned_before_selection
+        for message in planned.warnings[:early]:
+            warn(message)
+        if options.explain:
+            explain(planned.verdicts, planned.tasks, options)
+        for message in planned.warnings[early:]:
+            warn(message)
+        assert planned.job is not None  # labels are on: check_options refused --no-labels
+        documents = (
+            (d.text, f"document {i} ({d.id})") for i, d in enumerate(planned.documents, start=1)
+        )
+        wanted = manifests(documents, planned.job, namespace)
+        done = apply_manifests(
+            conn,
+            planned.job,
+            wanted,
+            replace=options.replace_run,
+            dry_run=options.dry_run == "server",
+            timeout=options.timeout,
+            report=lambda line: print(line, file=sys.stderr),
+        )
+    counts = Counter(outcome for _, outcome in done)
+    outcomes = ", ".join(
+        f"{counts[word]} {word}" for word in ("created", "configured", "unchanged") if counts[word]
+    )
+    where = f"run {planned.job} in namespace {namespace}"
+    if options.dry_run == "server":
+        line = summary(planned.tasks, where, verb="would apply")
+        print(f"{line} ({outcomes}; server dry run, nothing changed)", file=sys.stderr)
+    else:
+        print(f"{summary(planned.tasks, where, verb='applied')} ({outcomes})", file=sys.stderr)

@@ -1,0 +1,53 @@
+"""`simpletfjob delete RUN`: delete a run's Jobs and Services."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from simpletfjob.cli.table import make_command
+from simpletfjob.runoptions import DeleteOptions
+
+
+@make_command("delete", DeleteOptions, short_help="Delete a run's Jobs and Services.")
+def command(values: dict[str, Any], given: frozenset[str]) -> None:
+    """Delete every Job and Service of run RUN (propagation Background).
+
+    Only objects labelled simpletfjob/job=RUN and managed by simpletfjob are
+    deleted. A run that does not exist is an error. --wait returns once the
+    Jobs are gone (their pods may still be stopping).
+
+    \b
+    Example:
+      simpletfjob delete mnist -n ml --wait
+    """
+    from simpletfjob.deleting import delete_run, wait_until_gone
+    from simpletfjob.errors import UsageError
+    from simpletfjob.kube.connection import Settings, connect
+    from simpletfjob.labels import LABEL_VALUE_RULE, is_label_value
+    from simpletfjob.optiontable import check_values
+    from simpletfjob.runs import find_run
+    from simpletfjob.streams import warn
+
+    options = DeleteOptions(**values)
+    check_values(options)
+    if not options.run or not is_label_value(options.run):
+        raise UsageError(f"{options.run!r} is not a run's name ({LABEL_VALUE_RULE})")
+    settings = Settings(
+        kubeconfig=options.kubeconfig, context=options.context, namespace=options.namespace
+    )
+    with connect(settings, purpose="delete a run from") as conn:
+        if conn.target.insecurity:
+            warn(conn.target.insecurity)
+        run = find_run(conn, options.run)
+        deleted = delete_run(conn, run, "Background", lambda line: print(line, file=sys.stderr))
+        if options.wait:
+            wait_until_gone(conn, run.name, options.timeout)
+    jobs, services = len(run.jobs), len(run.services)
+    waited = " and its Jobs are gone" if options.wait else ""
+    print(
+        f"simpletfjob: deleted run {run.name} in namespace {run.namespace} ({deleted} objects: "
+        f"{jobs} {'job' if jobs == 1 else 'jobs'}, {services} "
+        f"{'service' if services == 1 else 'services'}){waited}",
+        file=sys.stderr,
+    )

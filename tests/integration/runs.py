@@ -1,0 +1,72 @@
+"""Helpers for the tests of the commands on runs: a template, `apply` and `delete` as a user runs them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import Result, write
+from tests.support.cluster import ADMIN, Cluster
+
+TEMPLATE = """\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: mnist-<<type>>-<<index>>
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      containers:
+        - name: tf
+          image: <<image>>
+          env:
+            - name: TF_CONFIG
+              value: '<<TF_CONFIG>>'
+      restartPolicy: Never
+"""
+
+RUN = "app.kubernetes.io/managed-by=simpletfjob,simpletfjob/job=mnist"
+
+
+def jobs(cluster: Cluster, ns: str, selector: str = RUN) -> dict[str, dict[str, Any]]:
+    answer = cluster.admin.get(f"/apis/batch/v1/namespaces/{ns}/jobs", labelSelector=selector)
+    return {job["metadata"]["name"]: job for job in answer["items"]}
+
+
+def services(cluster: Cluster, ns: str) -> dict[str, dict[str, Any]]:
+    answer = cluster.admin.get(f"/api/v1/namespaces/{ns}/services", labelSelector=RUN)
+    return {svc["metadata"]["name"]: svc for svc in answer["items"]}
+
+
+class Apply:
+    """`simpletfjob apply mnist.yaml --nodes ... --kubeconfig KC` for one user in one namespace."""
+
+    def __init__(
+        self,
+        cli: Any,
+        cluster: Cluster | None,
+        tmp_path: Path,
+        ns: str,
+        user: str = ADMIN,
+        kubeconfig: Path | None = None,
+    ) -> None:
+        self.cli = cli
+        self.template = write(tmp_path / "mnist.yaml", TEMPLATE)
+        if kubeconfig is None:
+            assert cluster is not None
+            kubeconfig = cluster.kubeconfig(tmp_path / f"kc-{user}", user, ns)
+        self.kubeconfig = str(kubeconfig)
+
+    def __call__(self, *args: str, hosts: str = "h1,h2,h3", image: str = "busybox") -> Result:
+        return self.cli(  # type: ignore[no-any-return]
+            "apply", str(self.template), "--nodes", hosts, "--set", f"image={image}",
+            "--kubeconfig", self.kubeconfig, *args,
+        )  # fmt: skip
+
+    def delete(self, *args: str) -> Result:
+        return self.cli("delete", "mnist", "--kubeconfig", self.kubeconfig, *args)  # type: ignore[no-any-return]
+
+
+def lines(result: Result) -> list[str]:
+    return result.err.splitlines()

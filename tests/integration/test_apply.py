@@ -1,0 +1,290 @@
+"""`simpletfjob apply`: a run rendered and applied, on the loopback server and the real control plane.
+
+Each test runs the command in-process, as a user would, through a kubeconfig and the
+real `kubernetes` client, against both servers (the `cluster` fixture), and reads back
+what the server holds. The real control plane runs the Job controller and the garbage
+collector, so --replace is seen to wait for the old run's pods.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import assert_one_line_error, tf_config_of
+from tests.integration.runs import TEMPLATE, Apply, jobs, lines, services
+from tests.support.client import ApiFailure
+from tests.support.cluster import Cluster
+
+
+def test_apply_creates_the_run_in_the_contexts_namespace(cluster: Cluster, run_in: Any) -> None:
+    ns = cluster.create_namespace()
+    result = run_in(ns)()
+    assert result.code == 0, result.err
+    assert result.out == ""
+    assert lines(result) == [
+        "job.batch/mnist-ps-0 created",
+        "job.batch/mnist-worker-0 created",
+        "job.batch/mnist-worker-1 created",
+        f"simpletfjob: applied 3 tasks to run mnist in namespace {ns}: 1 ps (h1), "
+        "2 worker (h2, h3) (3 created)",
+    ]
+    stored = jobs(cluster, ns)
+    assert sorted(stored) == ["mnist-ps-0", "mnist-worker-0", "mnist-worker-1"]
+    worker = stored["mnist-worker-1"]
+    assert worker["metadata"]["namespace"] == ns
+    assert worker["metadata"]["labels"]["simpletfjob/role"] == "worker"
+    assert worker["metadata"]["annotations"]["simpletfjob/success-policy"] == "worker0"
+    assert any(m["manager"] == "simpletfjob" for m in worker["metadata"]["managedFields"])
+    assert tf_config_of(worker) == {
+        "cluster": {"ps": ["h1:2222"], "worker": ["h2:2222", "h3:2222"]},
+        "task": {"type": "worker", "index": 1},
+    }
+
+
+def test_the_same_run_again_is_unchanged(cluster: Cluster, run_in: Any) -> None:
+    ns = cluster.create_namespace()
+    apply = run_in(ns)
+    assert apply().code == 0
+    before = {name: job["metadata"]["resourceVersion"] for name, job in jobs(cluster, ns).items()}
+    again = apply()
+    assert again.code == 0, again.err
+    assert lines(again)[:3] == [
+        "job.batch/mnist-ps-0 unchanged",
+        "job.batch/mnist-worker-0 unchanged",
+        "job.batch/mnist-worker-1 unchanged",
+    ]
+    assert lines(again)[3].endswith("(3 unchanged)")
+    after = jobs(cluster, ns)
+    # Nothing was written: the Job controller may have updated a status meanwhile, never a spec.
+    assert {name: job["metadata"]["uid"] for name, job in after.items()} == {
+        name: job["metadata"]["uid"] for name, job in jobs(cluster, ns).items()
+    }
+    assert set(after) == set(before)
+
+
+def test_a_changed_run_is_refused_before_anything_changes(cluster: Cluster, run_in: Any) -> None:
+    ns = cluster.create_namespace()
+    apply = run_in(ns)
+    assert apply().code == 0
+    before = jobs(cluster, ns)
+    changed = apply(image="tensorflow/tensorflow")
+    line = assert_one_line_error(
+        changed, 1, contains=(f"run 'mnist' in namespace {ns} already exists", "--replace")
+    )
+    assert "job.batch/mnist-ps-0 (its pod template differs)" in line
+    after = jobs(cluster, ns)
+    assert {n: j["metadata"]["uid"] for n, j in after.items()} == {
+        n: j["metadata"]["uid"] for n, j in before.items()
+    }
+    for job in after.values():
+        assert job["spec"]["template"]["spec"]["containers"][0]["image"] == "busybox"
+
+
+def test_a_run_the_render_lacks_a_task_of_is_refused(cluster: Cluster, run_in: Any) -> None:
+    ns = cluster.create_namespace()
+    apply = run_in(ns)
+    assert apply().code == 0
+    fewer = apply(hosts="h1,h2")
+    line = assert_one_line_error(fewer, 1, contains=("--replace",))
+    assert "job.batch/mnist-worker-1 (not in this render)" in line
+    assert sorted(jobs(cluster, ns)) == ["mnist-ps-0", "mnist-worker-0", "mnist-worker-1"]
+
+
+def test_replace_deletes_the_old_run_waits_for_it_then_applies(
+    cluster: Cluster, run_in: Any
+) -> None:
+    ns = cluster.create_namespace()
+    apply = run_in(ns)
+    assert apply().code == 0
+    old = {job["metadata"]["uid"] for job in jobs(cluster, ns).values()}
+    replaced = apply("--replace", "--timeout", "60s", hosts="h1,h2", image="tensorflow/tensorflow")
+    assert replaced.code == 0, replaced.err
+    assert lines(replaced)[:5] == [
+        'job.batch "mnist-ps-0" deleted',
+        'job.batch "mnist-worker-0" deleted',
+        'job.batch "mnist-worker-1" deleted',
+        "job.batch/mnist-ps-0 created",
+        "job.batch/mnist-worker-0 created",
+    ]
+    now = jobs(cluster, ns)
+    assert sorted(now) == ["mnist-ps-0", "mnist-worker-0"]
+    assert not old & {job["metadata"]["uid"] for job in now.values()}
+    assert now["mnist-ps-0"]["spec"]["template"]["spec"]["containers"][0]["image"] == (
+        "tensorflow/tensorflow"
+    )
+    # Foreground: the old Jobs were gone only once their pods were, so none is left.
+    owners = {
+        ref["uid"] for pod in cluster.pods(ns) for ref in pod["metadata"].get("ownerReferences", [])
+    }
+    assert not owners & old
+    assert tf_config_of(now["mnist-worker-0"])["cluster"] == {
+        "ps": ["h1:2222"],
+        "worker": ["h2:2222"],
+    }
+
+
+def test_a_server_dry_run_creates_nothing(cluster: Cluster, run_in: Any) -> None:
+    ns = cluster.create_namespace()
+    dry = run_in(ns)("--dry-run=server")
+    assert dry.code == 0, dry.err
+    assert lines(dry)[:3] == [
+        "job.batch/mnist-ps-0 created (server dry run)",
+        "job.batch/mnist-worker-0 created (server dry run)",
+        "job.batch/mnist-worker-1 created (server dry run)",
+    ]
+    assert lines(dry)[3].startswith("simpletfjob: would apply 3 tasks to run mnist")
+    assert lines(dry)[3].endswith("(3 created; server dry run, nothing changed)")
+    assert jobs(cluster, ns) == {}
+
+
+def test_services_go_first_and_a_document_for_another_namespace_is_a_usage_error(
+    cluster: Cluster, run_in: Any
+) -> None:
+    ns = cluster.create_namespace()
+    apply = run_in(ns)
+    result = apply("--network", "pod", hosts="h1,h2")
+    assert result.code == 0, result.err
+    assert lines(result)[:4] == [
+        "service/mnist-ps-0 created",
+        "service/mnist-worker-0 created",
+        "job.batch/mnist-ps-0 created",
+        "job.batch/mnist-worker-0 created",
+    ]
+    assert sorted(services(cluster, ns)) == ["mnist-ps-0", "mnist-worker-0"]
+    config = tf_config_of(jobs(cluster, ns)["mnist-worker-0"])
+    assert config["cluster"]["ps"] == [f"mnist-ps-0.{ns}.svc:2222"]
+
+    elsewhere = cluster.create_namespace()
+    apply.template.write_text(
+        TEMPLATE.replace("  name: mnist-<<type>>-<<index>>\n", "  name: x-<<type>>-<<index>>\n  namespace: "
+                         f"{elsewhere}\n")
+    )  # fmt: skip
+    refused = apply(hosts="h1,h2")
+    assert_one_line_error(
+        refused, 2, contains=(f"names namespace {elsewhere!r}", f"namespace {ns!r}")
+    )
+    assert jobs(cluster, elsewhere, "simpletfjob/job=mnist") == {}
+
+
+def test_an_object_of_the_same_name_outside_the_run_is_never_taken_over(
+    cluster: Cluster, run_in: Any
+) -> None:
+    ns = cluster.create_namespace()
+    theirs = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "mnist-worker-0", "labels": {"team": "other"}},
+        "spec": {
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "c", "image": "busybox"}],
+                }
+            }
+        },
+    }
+    cluster.create(f"/apis/batch/v1/namespaces/{ns}/jobs", theirs)
+    refused = run_in(ns)()
+    assert_one_line_error(
+        refused,
+        1,
+        contains=("job.batch/mnist-worker-0 already exists", "belongs to no run", "--name"),
+    )
+    assert set(jobs(cluster, ns, "team=other")) == {"mnist-worker-0"}
+    assert jobs(cluster, ns) == {}
+
+
+def test_no_labels_and_replace_with_a_dry_run_are_usage_errors(
+    cluster: Cluster, run_in: Any
+) -> None:
+    ns = cluster.create_namespace()
+    apply = run_in(ns)
+    assert_one_line_error(apply("--no-labels"), 2, contains=("--no-labels cannot go with apply",))
+    assert_one_line_error(
+        apply("--replace", "--dry-run=server"), 2, contains=("--replace cannot go with --dry-run",)
+    )
+    assert_one_line_error(apply("--dry-run=client"), 2, contains=("simpletfjob render",))
+    assert_one_line_error(apply("-o", "x.yaml"), 2, contains=("No such option '-o'",))
+    assert jobs(cluster, ns) == {}
+
+
+# -- RBAC -------------------------------------------------------------------------------------------
+
+# The Role the README gives for apply and delete.
+ROLE = [
+    (["get", "list", "watch", "create", "patch", "delete"], ["jobs"], "batch"),
+    (["get", "list", "watch", "create", "patch", "delete"], ["services"], ""),
+]
+
+
+def test_the_readme_role_is_enough_and_a_user_without_create_changes_nothing(
+    cluster: Cluster, run_in: Any
+) -> None:
+    ns = cluster.create_namespace()
+    for verbs, resources, group in ROLE:
+        cluster.grant("alice", verbs, resources, namespace=ns, api_group=group)
+    alice = run_in(ns, "alice")
+    assert alice("--network", "pod").code == 0
+    assert alice("--network", "pod").code == 0  # unchanged
+    r = alice("--network", "pod", "--replace", hosts="h1,h2")
+    assert r.code == 0, r.err
+    deleted = alice.delete("--wait")
+    assert deleted.code == 0, deleted.err
+    assert jobs(cluster, ns) == {} and services(cluster, ns) == {}
+
+    # bob may read and patch, not create: the servers' dry run refuses before anything is made.
+    for resources, group in ((["jobs"], "batch"), (["services"], "")):
+        cluster.grant("bob", ["get", "list", "patch"], resources, namespace=ns, api_group=group)
+    refused = run_in(ns, "bob")("--network", "pod")
+    assert_one_line_error(
+        refused, 1, contains=(f"cannot create services in namespace {ns}", "verb 'create'")
+    )
+    assert jobs(cluster, ns) == {} and services(cluster, ns) == {}
+
+
+# -- half-way ----------------------------------------------------------------------------------------
+
+
+def test_an_apply_that_fails_half_way_says_what_was_applied_and_how_to_remove_it(
+    kube: Any, namespace: str, cli: Any, tmp_path: Path, kube_env: Path
+) -> None:
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "two-jobs"},
+        "spec": {"hard": {"count/jobs.batch": "2"}},
+    }
+    kube.create(f"/api/v1/namespaces/{namespace}/resourcequotas", quota)
+    # No quota controller runs: write the status it would (admission counts from there on).
+    kube.admin.merge_patch(
+        f"/api/v1/namespaces/{namespace}/resourcequotas/two-jobs/status",
+        {"status": {"hard": {"count/jobs.batch": "2"}, "used": {"count/jobs.batch": "0"}}},
+    )
+    result = Apply(cli, kube, tmp_path, namespace)()
+    assert result.code == 1
+    *applied, error = lines(result)
+    assert applied == ["job.batch/mnist-ps-0 created", "job.batch/mnist-worker-0 created"]
+    assert error.startswith("simpletfjob: error: ") and "exceeded quota: two-jobs" in error
+    assert f"cannot apply job 'mnist-worker-1' in namespace {namespace}: " in error
+    assert "Role" not in error  # a quota, not RBAC
+    assert "applied 2 of 3 objects of run 'mnist'" in error
+    assert "not job.batch/mnist-worker-1" in error
+    assert f"simpletfjob delete mnist -n {namespace}" in error
+    assert sorted(jobs(kube, namespace)) == ["mnist-ps-0", "mnist-worker-0"]
+
+
+def test_json_of_a_stored_job_is_what_the_render_wrote(cluster: Cluster, run_in: Any) -> None:
+    """TF_CONFIG goes to the server as the string a render writes, not re-encoded."""
+    ns = cluster.create_namespace()
+    apply = run_in(ns)
+    assert apply().code == 0
+    stored = jobs(cluster, ns)["mnist-ps-0"]
+    env = stored["spec"]["template"]["spec"]["containers"][0]["env"][0]
+    assert env["name"] == "TF_CONFIG"
+    assert json.loads(env["value"])["task"] == {"type": "ps", "index": 0}
+    with pytest.raises(ApiFailure):
+        cluster.admin.get(f"/apis/batch/v1/namespaces/{ns}/jobs/mnist-worker-2")

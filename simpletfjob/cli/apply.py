@@ -70,6 +70,11 @@ def apply_run(options: ApplyOptions) -> None:
             if options.explain and e.verdicts is not None:
                 explain(e.verdicts, [], options)
             raise
+        assert planned.job is not None  # labels are on: check_options refused --no-labels
+        documents = (
+            (d.text, f"document {i} ({d.id})") for i, d in enumerate(planned.documents, start=1)
+        )
+        wanted = manifests(documents, planned.job, namespace)  # refused in one line, if at all
         early = planned.warned_before_selection
         for message in planned.warnings[:early]:
             warn(message)
@@ -77,11 +82,6 @@ def apply_run(options: ApplyOptions) -> None:
             explain(planned.verdicts, planned.tasks, options)
         for message in planned.warnings[early:]:
             warn(message)
-        assert planned.job is not None  # labels are on: check_options refused --no-labels
-        documents = (
-            (d.text, f"document {i} ({d.id})") for i, d in enumerate(planned.documents, start=1)
-        )
-        wanted = manifests(documents, planned.job, namespace)
         done = apply_manifests(
             conn,
             planned.job,

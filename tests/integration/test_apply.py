@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from tests.conftest import assert_one_line_error, tf_config_of
+from tests.conftest import ROOT, assert_one_line_error, tf_config_of, write
 from tests.integration.runs import TEMPLATE, Apply, jobs, lines, services
 from tests.support.client import ApiFailure
-from tests.support.cluster import Cluster
+from tests.support.cluster import Cluster, LoopbackCluster, wait_for
+from tests.support.kubeapi import KubeAPI, make_node, write_kubeconfig
 
 
 def test_apply_creates_the_run_in_the_contexts_namespace(cluster: Cluster, run_in: Any) -> None:
@@ -101,6 +103,10 @@ def test_replace_deletes_the_old_run_waits_for_it_then_applies(
     apply = run_in(ns)
     assert apply().code == 0
     old = {job["metadata"]["uid"] for job in jobs(cluster, ns).values()}
+    if not isinstance(cluster, LoopbackCluster):
+        # The Job controller has made each Job's pod (unscheduled: it goes as soon as it is
+        # deleted), so that Foreground has something to wait for.
+        wait_for(lambda: len(cluster.pods(ns)) == 3, what="the Job controller's pods")
     replaced = apply("--replace", "--timeout", "60s", hosts="h1,h2", image="tensorflow/tensorflow")
     assert replaced.code == 0, replaced.err
     assert lines(replaced)[:5] == [
@@ -214,19 +220,23 @@ def test_no_labels_and_replace_with_a_dry_run_are_usage_errors(
 
 # -- RBAC -------------------------------------------------------------------------------------------
 
-# The Role the README gives for apply and delete.
-ROLE = [
-    (["get", "list", "watch", "create", "patch", "delete"], ["jobs"], "batch"),
-    (["get", "list", "watch", "create", "patch", "delete"], ["services"], ""),
-]
+
+def readme_role() -> dict[str, Any]:
+    """The Role that the README's *The RBAC a user needs* gives."""
+    section = (ROOT / "README.md").read_text().split("### The RBAC a user needs", 1)[1]
+    block = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    role = yaml.safe_load(block)
+    assert role["kind"] == "Role"
+    return role  # type: ignore[no-any-return]
 
 
 def test_the_readme_role_is_enough_and_a_user_without_create_changes_nothing(
     cluster: Cluster, run_in: Any
 ) -> None:
     ns = cluster.create_namespace()
-    for verbs, resources, group in ROLE:
-        cluster.grant("alice", verbs, resources, namespace=ns, api_group=group)
+    for rule in readme_role()["rules"]:
+        (group,) = rule["apiGroups"]
+        cluster.grant("alice", rule["verbs"], rule["resources"], namespace=ns, api_group=group)
     alice = run_in(ns, "alice")
     assert alice("--network", "pod").code == 0
     assert alice("--network", "pod").code == 0  # unchanged
@@ -288,3 +298,68 @@ def test_json_of_a_stored_job_is_what_the_render_wrote(cluster: Cluster, run_in:
     assert json.loads(env["value"])["task"] == {"type": "ps", "index": 0}
     with pytest.raises(ApiFailure):
         cluster.admin.get(f"/apis/batch/v1/namespaces/{ns}/jobs/mnist-worker-2")
+
+
+# -- what apply refuses to send ---------------------------------------------------------------------
+
+
+def test_only_the_runs_jobs_and_services_are_sent(cluster: Cluster, run_in: Any) -> None:
+    ns = cluster.create_namespace()
+    apply = run_in(ns)
+    config_map = (
+        "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cfg-<<type>>-<<index>>\n"
+        "data:\n  a: b\n"
+    )
+    apply.template.write_text(TEMPLATE + config_map)
+    refused = apply()
+    assert_one_line_error(
+        refused, 1, contains=("document 2 (ConfigMap 'cfg-ps-0') is a ConfigMap", "kubectl")
+    )
+    # The template sets the run's label otherwise: the run would not find its own Jobs.
+    labelled = TEMPLATE.replace(
+        "  name: mnist-<<type>>-<<index>>\n",
+        "  name: mnist-<<type>>-<<index>>\n  labels:\n    simpletfjob/job: other\n",
+    )
+    apply.template.write_text(labelled)
+    refused = apply()
+    assert_one_line_error(
+        refused, 1, contains=("carries simpletfjob/job='other'", "the run's 'mnist'")
+    )
+    assert jobs(cluster, ns, "simpletfjob/job") == {}
+
+
+def test_a_run_being_deleted_is_waited_for_not_applied_over(cluster: Cluster, run_in: Any) -> None:
+    ns = cluster.create_namespace()
+    apply = run_in(ns)
+    assert apply().code == 0
+    held = f"/apis/batch/v1/namespaces/{ns}/jobs/mnist-worker-0"
+    cluster.admin.merge_patch(held, {"metadata": {"finalizers": ["example.com/hold"]}})
+    assert apply.delete().code == 0
+    refused = apply()
+    assert_one_line_error(
+        refused,
+        1,
+        contains=("is being deleted (job.batch/mnist-worker-0 still there)", "--wait"),
+    )
+    cluster.admin.merge_patch(held, {"metadata": {"finalizers": None}})
+    wait_for(lambda: not jobs(cluster, ns), what="the held Job to go")
+    assert apply().code == 0
+
+
+def test_apply_reads_the_nodes_from_the_cluster_it_applies_to(
+    kubeapi: KubeAPI, cli: Any, tmp_path: Path
+) -> None:
+    kubeapi.set_nodes([make_node(name) for name in ("n2", "n1", "n3")])
+    kubeapi.create(
+        "namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}}
+    )
+    kubeconfig = write_kubeconfig(tmp_path / "kc", kubeapi.url, namespace="ml")
+    template = write(tmp_path / "mnist.yaml", TEMPLATE)
+    result = cli("apply", str(template), "--set", "image=busybox", "--kubeconfig", str(kubeconfig))
+    assert result.code == 0, result.err
+    assert lines(result)[-1] == (
+        "simpletfjob: applied 3 tasks to run mnist in namespace ml: 1 ps (n1), 2 worker (n2, n3) "
+        "(3 created)"
+    )
+    stored = {job["metadata"]["name"]: job for job in kubeapi.objects("jobs", "ml")}
+    assert tf_config_of(stored["mnist-ps-0"])["cluster"]["worker"] == ["n2:2222", "n3:2222"]

@@ -95,12 +95,41 @@ def manifests(documents: Iterable[tuple[str, str]], run: str, namespace: str) ->
                 f"{labels.get(MANAGED_BY)!r}, not the run's {run!r} and {MANAGER!r}; the labels "
                 "are the run's identity, so the template may not set them otherwise"
             )
+        if resource is JOBS:
+            _quantities_as_strings(body)
         try:
             json.dumps(body, allow_nan=False)
         except (TypeError, ValueError) as e:
             raise RenderCheckError(f"{document} holds a value JSON cannot carry: {e}") from e
         found.append(Manifest(resource, body, document))
     return sorted(found, key=lambda m: APPLIED_ORDER.index(m.resource))
+
+
+def _quantities_as_strings(job: dict[str, Any]) -> None:
+    """Write the numbers of a Job's resource quantities as strings (`nvidia.com/gpu: 1` -> "1").
+
+    YAML reads `1` as a number, which kubectl's client-side apply sends and the server
+    takes; server-side apply in Kubernetes up to 1.20 types a quantity as a string only
+    and answers 500 ("expected string") for a number. The string is the same quantity.
+    """
+    spec = ((job.get("spec") or {}).get("template") or {}).get("spec")
+    if not isinstance(spec, dict):
+        return
+    maps = [spec.get("overhead")]
+    for key in ("containers", "initContainers", "ephemeralContainers"):
+        for container in spec.get(key) or ():
+            resources = container.get("resources") if isinstance(container, dict) else None
+            if isinstance(resources, dict):
+                maps += [resources.get("limits"), resources.get("requests")]
+    for volume in spec.get("volumes") or ():
+        empty = volume.get("emptyDir") if isinstance(volume, dict) else None
+        if isinstance(empty, dict) and "sizeLimit" in empty:
+            maps.append(empty)  # its other key, medium, is a string already
+    for quantities in maps:
+        if isinstance(quantities, dict):
+            for name, value in quantities.items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    quantities[name] = str(value)
 
 
 def _resource_of(body: object, document: str) -> Resource:

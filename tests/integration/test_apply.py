@@ -363,3 +363,23 @@ def test_apply_reads_the_nodes_from_the_cluster_it_applies_to(
     )
     stored = {job["metadata"]["name"]: job for job in kubeapi.objects("jobs", "ml")}
     assert tf_config_of(stored["mnist-ps-0"])["cluster"]["worker"] == ["n2:2222", "n3:2222"]
+
+
+def test_a_built_in_template_with_numeric_quantities_applies_and_applies_again(
+    cluster: Cluster, cli: Any, tmp_path: Path, kube_env: Path
+) -> None:
+    """tf2-multiworker writes `nvidia.com/gpu: 1`; server-side apply on v1.20 takes only strings."""
+    ns = cluster.create_namespace()
+    kubeconfig = str(cluster.kubeconfig(tmp_path / "kc", "admin", ns))
+    args = ("apply", "tf2-multiworker", "--nodes", "a,b", "--kubeconfig", kubeconfig)
+    first = cli(*args)
+    assert first.code == 0, first.err
+    again = cli(*args)
+    assert again.code == 0, again.err
+    assert lines(again)[:2] == [
+        "job.batch/tf2-mw-worker-0 unchanged",
+        "job.batch/tf2-mw-worker-1 unchanged",
+    ]
+    stored = jobs(cluster, ns, "simpletfjob/job=tf2-multiworker")["tf2-mw-worker-0"]
+    (container,) = stored["spec"]["template"]["spec"]["containers"]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"

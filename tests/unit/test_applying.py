@@ -94,3 +94,26 @@ def test_what_apply_never_sends(text: str, message: str) -> None:
     with pytest.raises(RenderCheckError) as caught:
         manifests([(text, "document 1")], "mnist", "ml")
     assert str(caught.value).startswith(message), str(caught.value)
+
+
+def test_numeric_quantities_go_as_the_strings_server_side_apply_takes() -> None:
+    pod = (
+        "      containers:\n"
+        "        - name: c\n"
+        "          resources:\n"
+        "            limits: {nvidia.com/gpu: 1, memory: 1Gi, cpu: 0.5}\n"
+        "            requests: {cpu: 2}\n"
+        "      initContainers: [{name: i, resources: {limits: {cpu: 1}}}]\n"
+        "      volumes: [{name: v, emptyDir: {medium: Memory, sizeLimit: 1000}}]\n"
+        "      overhead: {cpu: 1}\n"
+    )
+    text = job("a").replace("      containers: [{name: c, image: busybox}]\n", pod)
+    (found,) = manifests([(text, "document 1")], "mnist", "ml")
+    spec = found.body["spec"]["template"]["spec"]
+    assert spec["containers"][0]["resources"] == {
+        "limits": {"nvidia.com/gpu": "1", "memory": "1Gi", "cpu": "0.5"},
+        "requests": {"cpu": "2"},
+    }
+    assert spec["initContainers"][0]["resources"]["limits"] == {"cpu": "1"}
+    assert spec["volumes"][0]["emptyDir"] == {"medium": "Memory", "sizeLimit": "1000"}
+    assert spec["overhead"] == {"cpu": "1"}

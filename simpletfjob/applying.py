@@ -187,7 +187,13 @@ def apply_run(
         delete_run(conn, old, "Foreground", report)
         # The Services too: one that the garbage collector has not let go of yet cannot be
         # applied again.
-        wait_until_gone(conn, run, timeout, (JOBS, SERVICES))
+        try:
+            wait_until_gone(conn, run, timeout, (JOBS, SERVICES))
+        except ClusterError as e:
+            raise ClusterError(
+                f"{e}; the old run is being deleted (--replace), and nothing of this render "
+                "was applied"
+            ) from e
         live, deleted = {}, True
     try:
         judged = [(m, _dry_run(conn, m, live)) for m in wanted]

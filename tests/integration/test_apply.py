@@ -383,3 +383,27 @@ def test_a_built_in_template_with_numeric_quantities_applies_and_applies_again(
     stored = jobs(cluster, ns, "simpletfjob/job=tf2-multiworker")["tf2-mw-worker-0"]
     (container,) = stored["spec"]["template"]["spec"]["containers"]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
+
+
+def test_replace_gives_up_after_its_timeout_and_applies_nothing(
+    cluster: Cluster, run_in: Any
+) -> None:
+    ns = cluster.create_namespace()
+    apply = run_in(ns)
+    assert apply().code == 0
+    held = f"/apis/batch/v1/namespaces/{ns}/jobs/mnist-ps-0"
+    cluster.admin.merge_patch(held, {"metadata": {"finalizers": ["example.com/hold"]}})
+    result = apply("--replace", "--timeout", "1s", image="tensorflow/tensorflow")
+    assert result.code == 1
+    *deleted, error = lines(result)
+    assert len(deleted) == 3 and all(line.endswith('" deleted') for line in deleted)
+    # The held Job at least (on the real server, the others may still wait for their pods).
+    assert error.startswith(f"simpletfjob: error: run 'mnist' in namespace {ns}: ")
+    assert "still there after 1s (job.batch/mnist-ps-0" in error
+    assert error.endswith(
+        "; the old run is being deleted (--replace), and nothing of this render was applied"
+    )
+    wait_for(lambda: len(jobs(cluster, ns)) == 1, what="the Jobs that nothing holds to go")
+    (left,) = jobs(cluster, ns).values()
+    assert left["spec"]["template"]["spec"]["containers"][0]["image"] == "busybox"
+    cluster.admin.merge_patch(held, {"metadata": {"finalizers": None}})

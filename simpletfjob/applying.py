@@ -137,11 +137,12 @@ def _resource_of(body: object, document: str) -> Resource:
         for resource in APPLIED_ORDER:
             if (body.get("apiVersion"), body.get("kind")) == (resource.api_version, resource.kind):
                 return resource
-    kind = body.get("kind") if isinstance(body, dict) else None
+        what = f"a {body.get('kind') or 'document without a kind'} of {body.get('apiVersion')!r}"
+    else:
+        what = "not a mapping"
     raise RenderCheckError(
-        f"{document} is a {kind or 'document'} of {body.get('apiVersion') if isinstance(body, dict) else None!r}; "
-        "a run is batch/v1 Jobs and v1 Services, so apply sends nothing else "
-        "(render it with simpletfjob render and apply the rest with kubectl)"
+        f"{document} is {what}; a run is batch/v1 Jobs and v1 Services, so apply sends nothing "
+        "else (render it with simpletfjob render and apply the rest with kubectl)"
     )
 
 
@@ -157,8 +158,8 @@ def apply_run(
 ) -> list[tuple[Manifest, str]]:
     """Apply the run's manifests in order; each object's outcome ('created', ...), as reported.
 
-    With `replace`, an existing run is deleted first (propagation Foreground) and its Jobs
-    waited for, up to `timeout` seconds. With `dry_run`, the server judges every object
+    With `replace`, an existing run is deleted first (propagation Foreground) and waited
+    for until its Jobs and Services are gone, up to `timeout` seconds. With `dry_run`, the server judges every object
     and nothing is changed.
     """
     namespace = conn.namespace
@@ -245,13 +246,11 @@ def _dry_run(
 
 
 def _immutable(fields: Sequence[str]) -> str:
-    if fields == ["spec.template"] or not fields:
-        return "its pod template differs" if fields else "an immutable field differs"
-    return (
-        f"immutable {', '.join(fields)} differ"
-        if len(fields) > 1
-        else f"immutable {fields[0]} differs"
-    )
+    if not fields:
+        return "an immutable field differs"
+    if fields == ["spec.template"]:
+        return "its pod template differs"
+    return f"immutable {', '.join(fields)} " + ("differ" if len(fields) > 1 else "differs")
 
 
 def _template(job: Mapping[str, Any]) -> Any:

@@ -76,6 +76,7 @@ def test_the_runs_namespace_or_none_and_values_as_kubernetes_reads_them() -> Non
             "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n",
             "document 1 is a ConfigMap of 'v1'; a run is batch/v1 Jobs and v1 Services",
         ),
+        ("- a\n- b\n", "document 1 is not a mapping; a run is"),
         (
             job("a").replace("batch/v1", "batch/v2"),
             "document 1 is a Job of 'batch/v2'",

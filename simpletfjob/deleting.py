@@ -75,11 +75,15 @@ def wait_until_gone(
         if left:
             shown = ", ".join(left[:3]) + (f" and {len(left) - 3} more" if len(left) > 3 else "")
             one = len(left) == 1
+            why = (
+                f"; their pods may still be stopping, see kubectl get pods -l {run_selector(run)}"
+                if resource is JOBS
+                else ""
+            )
             raise JobsRemain(
                 f"run {run!r} in namespace {conn.namespace}: {len(left)} "
                 f"{resource.singular if one else resource.plural} {'is' if one else 'are'} still "
-                f"there after {format_duration(timeout)} ({shown}); their pods may still be "
-                f"stopping, see kubectl get pods -l {run_selector(run)}"
+                f"there after {format_duration(timeout)} ({shown}){why}"
             )
 
 

@@ -126,3 +126,15 @@ def test_apply_and_delete_list_each_resource_once_whatever_the_number_of_tasks(
     assert len(kubeapi.requests_for("jobs", "list")) == 2
     assert len(kubeapi.requests_for("services", "list")) == 2
     assert len(kubeapi.requests_for("jobs", "delete")) == 12
+
+
+def test_namespace_given_wins_over_the_contexts(cluster: Cluster, run_in: Any) -> None:
+    ns, other = cluster.create_namespace(), cluster.create_namespace()
+    apply = run_in(ns)
+    assert apply("-n", other).code == 0
+    assert jobs(cluster, ns) == {}
+    assert sorted(jobs(cluster, other)) == ["mnist-ps-0", "mnist-worker-0", "mnist-worker-1"]
+    assert_one_line_error(apply.delete(), 1, contains=(f"no run 'mnist' in namespace '{ns}'",))
+    deleted = apply.delete("--namespace", other)
+    assert deleted.code == 0, deleted.err
+    assert jobs(cluster, other) == {}

@@ -372,3 +372,34 @@ class InitOptions(OptionGroup):
         help="Where to write; default ./NAME.yaml; a directory gets DIR/NAME.yaml; '-' is stdout.",
     )
     force: bool = option("--force", default=False, help="Overwrite FILE if it exists.")
+
+
+# ---- status and wait (issue 10) --------------------------------------------------------------
+
+CLEANUP_CHOICES = ("running", "all", "none")
+
+
+class StatusOptions(ConnectionOptions):
+    """`simpletfjob status [RUN]`: one run's tasks, or every run in the namespace."""
+
+    run: str | None = argument(required=False)
+    output: str = output_format(
+        "table", "json", "yaml", default="table", help="How to print: a table, JSON or YAML."
+    )
+
+
+class WaitOptions(ConnectionOptions):
+    """`simpletfjob wait RUN`: follow a run to its end, then clean up."""
+
+    run: str = argument()
+    timeout: float | None = timeout(
+        None, "Give up after this long (30s, 5m, 1h), exit 3 and leave the run as it is."
+    )
+    cleanup: str = option(
+        "--cleanup",
+        default="running",
+        show_default=True,
+        rule=OneOf(*CLEANUP_CHOICES),
+        help="When the run ends: delete the Jobs and Services of the tasks still not finished "
+        "(running), the whole run (all), or nothing (none).",
+    )

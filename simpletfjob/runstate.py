@@ -327,7 +327,9 @@ def run_state(
     if before:
         return run(FAILED, before[0].task, before[0].reason)
     if succeeded:
-        return run(SUCCEEDED, max(deciders, key=lambda d: finished_at[d]))
+        # the last to finish; in the same second (the API's resolution), the last in order
+        last = max(enumerate(deciders), key=lambda d: (finished_at[d[1]], d[0]))[1]
+        return run(SUCCEEDED, last)
     missing = [d for d in deciders if d not in by_name]
     if missing:
         return run(FAILED, missing[0], DELETED)

@@ -88,7 +88,8 @@ def kubeconfig(kubeapi: KubeAPI, tmp_path: Path) -> str:
 
 
 def lists(api: KubeAPI, resource: str) -> int:
-    return len([r for r in api.requests_for(resource, "list")])
+    """The lists made of `resource` (a list read in pages is one: its later pages carry `continue`)."""
+    return len([r for r in api.requests_for(resource, "list") if "continue" not in r.query])
 
 
 def when_watching(api: KubeAPI, then: Callable[[], None]) -> threading.Thread:

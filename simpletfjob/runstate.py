@@ -57,6 +57,7 @@ class Task:
     restarts: int  # container restarts plus failed pods
     reason: str  # the last failure ('Error (exit 1)'), or why the pod is not running; '' if none
     created: datetime | None  # the Job's creationTimestamp
+    reason_from_job: bool = False  # failed, and only the Job's condition says why (no pod did)
 
     @property
     def finished(self) -> bool:
@@ -259,7 +260,8 @@ def task_of(job: Object, pods: Sequence[Object]) -> Task:
             reason = "no pod yet"
     task = f"{role}-{index}" if role and index >= 0 else name
     created = timestamp(metadata.get("creationTimestamp"))
-    return Task(task, role, index, name, node, state, restarts, reason, created)
+    from_job = failed is not None and not failure
+    return Task(task, role, index, name, node, state, restarts, reason, created, from_job)
 
 
 # ---- the run -------------------------------------------------------------------------------------

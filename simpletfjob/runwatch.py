@@ -23,7 +23,7 @@ from simpletfjob.kube.request import Deadline
 from simpletfjob.kube.resources import JOBS, PODS, SERVICES, Resource
 from simpletfjob.kube.watch import Event, watch
 from simpletfjob.labels import JOB_LABEL, MANAGED_BY
-from simpletfjob.runstate import Run, group_runs, run_state
+from simpletfjob.runstate import FAILED, Run, group_runs, run_state
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
@@ -154,32 +154,67 @@ def follow(conn: Connection, name: str, deadline: Deadline | None) -> Iterator[R
 
     for resource, listed in ((JOBS, jobs), (PODS, pods)):
         threading.Thread(target=follow_one, args=(resource, listed), daemon=True).start()
+
+    def judge() -> Run:
+        jobs_now, pods_now = stores[JOBS.plural].objects, stores[PODS.plural].objects
+        return run_state(name, conn.namespace, jobs_now.values(), pods_now.values(), expected)
+
+    def take(item: tuple[str, Event] | BaseException) -> None:
+        if isinstance(item, BaseException):
+            raise item
+        plural, event = item
+        stores[plural].apply(event)
+
     try:
         while True:
             item = _next(events, deadline)
             if item is None:
                 return  # the deadline passed
-            while True:  # take every event that has come, then judge the run once
-                if isinstance(item, BaseException):
-                    raise item
-                plural, event = item
-                stores[plural].apply(event)
-                try:
-                    item = events.get_nowait()
-                except queue.Empty:
-                    break
-            run = run_state(
-                name,
-                conn.namespace,
-                stores[JOBS.plural].objects.values(),
-                stores[PODS.plural].objects.values(),
-                expected,
-            )
+            take(item)
+            while not events.empty():  # every event that has come, then judge the run once
+                take(events.get_nowait())
+            run = judge()
+            if run.state == FAILED:
+                run = _settle(run, events, take, judge, deadline)
             yield run
             if run.finished:
                 return
     finally:
         until.stopped.set()
+
+
+SETTLE = 1.0  # seconds a failure waits for its pod's news from the other watch
+
+
+def _settle(
+    run: Run,
+    events: queue.Queue[tuple[str, Event] | BaseException],
+    take: Callable[[tuple[str, Event] | BaseException], None],
+    judge: Callable[[], Run],
+    deadline: Deadline | None,
+) -> Run:
+    """The failed run once its failed pod has been seen, or after SETTLE seconds.
+
+    The Jobs and the pods come through two watches: the Job controller's `Failed` can come
+    before the pod's failure that caused it, and the reason would then be the Job's
+    (BackoffLimitExceeded) rather than the pod's (Error (exit 1)).
+    """
+    settle = Deadline.after(SETTLE)
+    if deadline is not None:
+        settle = deadline.sooner(SETTLE)
+    while run.reason == _job_reason(run):
+        item = _next(events, settle)
+        if item is None:
+            break
+        take(item)
+        run = judge()
+    return run
+
+
+def _job_reason(run: Run) -> str:
+    """The reason a failed run gives when only its Job's condition says why (no pod failure seen)."""
+    task = next((t for t in run.tasks if t.task == run.decided_by), None)
+    return run.reason if task is not None and task.reason_from_job else ""
 
 
 def _next(

@@ -122,6 +122,7 @@ def test_a_failed_job_is_failed_with_its_last_pod_failure_else_its_condition() -
     assert describe(failed) == "worker-1 Failed: Error (exit 1)"
     alone = task_of(worker, [])
     assert (alone.state, alone.reason) == ("Failed", "BackoffLimitExceeded")
+    assert alone.reason_from_job and not failed.reason_from_job
 
 
 def test_a_complete_job_is_succeeded() -> None:

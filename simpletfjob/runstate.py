@@ -7,7 +7,8 @@ A task is one Job, named by its role and index labels (`worker-1`). Its state:
 
 - **Failed** when its Job has the `Failed` condition (backoffLimit or a deadline reached);
 - **Succeeded** when its Job has the `Complete` condition;
-- else **Running** when one of its pods runs, else **Pending**.
+- else **Running** when one of its pods runs (or has succeeded, until the Job controller
+  counts it), else **Pending**.
 
 The run's state follows the success policy recorded on its documents:
 
@@ -252,7 +253,8 @@ def task_of(job: Object, pods: Sequence[Object]) -> Task:
         state, reason = FAILED, failure or str(failed.get("reason") or "Failed")
     elif _condition(job, "Complete") is not None:
         state, reason = SUCCEEDED, ""
-    elif phase == "Running":
+    elif phase in ("Running", "Succeeded"):
+        # A pod that has succeeded leaves its Job active until the Job controller counts it.
         state, reason = RUNNING, failure
     else:
         state, reason = PENDING, (_waiting(pod) if pod is not None else "") or failure

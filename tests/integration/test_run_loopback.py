@@ -317,7 +317,7 @@ def test_wait_times_out_with_exit_3_and_leaves_the_run(
     assert len(names("jobs")) == 3 and len(names("services")) == 3
 
 
-def test_the_chief_decides_and_a_deleted_worker0_job_fails_the_run(
+def test_worker0s_job_deleted_before_it_finished_fails_the_run_as_deleted(
     cli: Any, kubeapi: KubeAPI, kubeconfig: str
 ) -> None:
     load_run(kubeapi, tasks=(("worker", 0), ("worker", 1)))
@@ -395,3 +395,18 @@ class CapturedLast:
     def __init__(self, result: Any) -> None:
         self.code, self.out = result.code, result.out
         self.err = result.err.splitlines()[-1] + "\n"
+
+
+def test_a_watch_refused_by_rbac_is_one_line_naming_it(
+    cli: Any, kubeapi: KubeAPI, tmp_path: Path
+) -> None:
+    load_run(kubeapi)
+    kubeapi.add_user("ci", "ci-token")
+    kubeapi.grant("ci", ["list", "watch"], ["jobs"], namespace=NS)
+    kubeapi.grant("ci", ["list"], ["pods"], namespace=NS)
+    kubeconfig = write_kubeconfig(tmp_path / "ci", kubeapi.url, token="ci-token", namespace=NS)
+    result = cli("wait", "mnist", "--kubeconfig", str(kubeconfig), "--timeout", "20s")
+    assert result.code == 1
+    assert "Traceback" not in result.err
+    assert result.err.splitlines()[-1].startswith("simpletfjob: error: ")
+    assert "cannot watch pods in namespace ml" in result.err.splitlines()[-1]

@@ -125,6 +125,12 @@ def test_a_failed_job_is_failed_with_its_last_pod_failure_else_its_condition() -
     assert alone.reason_from_job and not failed.reason_from_job
 
 
+def test_a_succeeded_pod_keeps_its_task_running_until_the_job_is_complete() -> None:
+    worker = job("worker", 0, active=1)
+    task = task_of(worker, [pod(worker, node="h1", phase="Succeeded")])
+    assert (task.state, task.node) == ("Running", "h1")
+
+
 def test_a_complete_job_is_succeeded() -> None:
     worker = job("worker", 0, succeeded=1, complete=True)
     task = task_of(worker, [pod(worker, node="h1", phase="Succeeded")])

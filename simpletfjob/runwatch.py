@@ -16,19 +16,42 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from simpletfjob.errors import SimpleTFJobError
+from simpletfjob.errors import SimpleTFJobError, UsageError
 from simpletfjob.kube.lists import ObjectList, list_objects
 from simpletfjob.kube.objects import delete
 from simpletfjob.kube.request import Deadline
 from simpletfjob.kube.resources import JOBS, PODS, SERVICES, Resource
 from simpletfjob.kube.watch import Event, watch
-from simpletfjob.labels import JOB_LABEL, MANAGED_BY
+from simpletfjob.labels import JOB_LABEL, LABEL_VALUE_RULE, MANAGED_BY, is_label_value
 from simpletfjob.runstate import FAILED, Run, group_runs, run_state
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
 
 MANAGER = "simpletfjob"
+
+
+def check_run_name(name: str) -> None:
+    """A run's name is its label's value: anything else could name no run (or break the selector)."""
+    if not is_label_value(name) or not name:
+        raise UsageError(
+            f"RUN {name!r} is not a valid run name, a label value ({LABEL_VALUE_RULE})"
+        )
+
+
+def connect_for(
+    kubeconfig: str | None, context: str | None, namespace: str | None, purpose: str
+) -> Connection:
+    """A connection as kubectl's; the warning that TLS is not checked is given once, here."""
+    from simpletfjob.kube.connection import Settings, connect
+    from simpletfjob.streams import warn
+
+    conn = connect(
+        Settings(kubeconfig=kubeconfig, context=context, namespace=namespace), purpose=purpose
+    )
+    if conn.target.insecurity:
+        warn(conn.target.insecurity)
+    return conn
 
 
 def selector(name: str | None = None) -> str:

@@ -31,15 +31,14 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     Example:
       simpletfjob status mnist -n ml
     """
-    from simpletfjob.kube.connection import Settings, connect
     from simpletfjob.output import write_stdout
-    from simpletfjob.runwatch import read_run, read_runs
+    from simpletfjob.runwatch import check_run_name, connect_for, read_run, read_runs
 
     options = StatusOptions(**values)
-    settings = Settings(
-        kubeconfig=options.kubeconfig, context=options.context, namespace=options.namespace
-    )
-    with connect(settings, purpose="read runs from") as conn:
+    if options.run is not None:
+        check_run_name(options.run)
+    connection = (options.kubeconfig, options.context, options.namespace)
+    with connect_for(*connection, purpose="read runs from") as conn:
         namespace = conn.namespace
         runs = read_runs(conn) if options.run is None else [read_run(conn, options.run)]
     if options.output != "table":

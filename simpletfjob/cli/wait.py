@@ -37,18 +37,16 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     Example, in CI:
       simpletfjob apply mnist.yaml -N 3 && simpletfjob wait mnist --timeout 1h
     """
-    from simpletfjob.kube.connection import Settings, connect
     from simpletfjob.kube.request import Deadline
     from simpletfjob.optiontable import format_duration
     from simpletfjob.runstate import SUCCEEDED, Run, changes
-    from simpletfjob.runwatch import clean_up, follow
+    from simpletfjob.runwatch import check_run_name, clean_up, connect_for, follow
 
     options = WaitOptions(**values)
-    settings = Settings(
-        kubeconfig=options.kubeconfig, context=options.context, namespace=options.namespace
-    )
+    check_run_name(options.run)
     deadline = None if options.timeout is None else Deadline.after(options.timeout)
-    with connect(settings, purpose="wait for a run on") as conn:
+    connection = (options.kubeconfig, options.context, options.namespace)
+    with connect_for(*connection, purpose="wait for a run on") as conn:
         last: Run | None = None
         for run in follow(conn, options.run, deadline):
             for line in changes(last, run):

@@ -410,3 +410,25 @@ def test_a_watch_refused_by_rbac_is_one_line_naming_it(
     assert "Traceback" not in result.err
     assert result.err.splitlines()[-1].startswith("simpletfjob: error: ")
     assert "cannot watch pods in namespace ml" in result.err.splitlines()[-1]
+
+
+@pytest.mark.parametrize("command", ["status", "wait"])
+@pytest.mark.parametrize("name", ["a b", "x-", "x" * 64, ""])
+def test_a_run_name_that_is_no_label_value_is_a_usage_error(
+    cli: Any, kube_env: Path, command: str, name: str
+) -> None:
+    result = cli(command, name, "--kubeconfig", "/nonexistent")  # refused before it is read
+    assert_one_line_error(result, 2, contains=[f"RUN {name!r} is not a valid run name"])
+
+
+def test_status_warns_once_when_tls_is_not_checked(
+    cli: Any, kubeapi_tls: KubeAPI, tmp_path: Path
+) -> None:
+    load_run(kubeapi_tls)
+    kubeconfig = write_kubeconfig(tmp_path / "kc", kubeapi_tls.url, insecure=True, namespace=NS)
+    result = cli("status", "mnist", "--kubeconfig", str(kubeconfig))
+    assert result.code == 0, result.err
+    assert result.err.splitlines() == [
+        f"simpletfjob: warning: {kubeapi_tls.url} (context 'loopback'): insecure-skip-tls-verify "
+        "is set, so the server's certificate is not checked"
+    ]

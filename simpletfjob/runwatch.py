@@ -67,14 +67,19 @@ class NoRun(SimpleTFJobError):
         super().__init__(f"no run {name!r} in namespace {namespace!r}")
 
 
-def _both(conn: Connection, name: str | None) -> tuple[ObjectList, ObjectList]:
+def _both(
+    conn: Connection, name: str | None, deadline: Deadline | None = None
+) -> tuple[ObjectList, ObjectList]:
     """The Jobs and the pods of the run (or of every run), listed at the same time."""
     found: dict[str, ObjectList] = {}
     failed: list[BaseException] = []
+    within = None if deadline is None else deadline.sooner(conn.settings.deadline)
 
     def read(resource: Resource) -> None:
         try:
-            found[resource.plural] = list_objects(conn, resource, label_selector=selector(name))
+            found[resource.plural] = list_objects(
+                conn, resource, label_selector=selector(name), deadline=within
+            )
         except BaseException as e:  # handed to the caller, in its thread
             failed.append(e)
 
@@ -148,7 +153,7 @@ def follow(conn: Connection, name: str, deadline: Deadline | None) -> Iterator[R
 
     One list of Jobs and one of pods, then a watch of each from where its list was read.
     """
-    jobs, pods = _both(conn, name)
+    jobs, pods = _both(conn, name, deadline)
     run = run_state(name, conn.namespace, jobs.items, pods.items)
     if not run.tasks:
         raise NoRun(name, conn.namespace)

@@ -6,7 +6,7 @@ import sys
 from typing import Any
 
 from simpletfjob.cli.table import make_command
-from simpletfjob.errors import EXIT_TIMEOUT, SimpleTFJobError
+from simpletfjob.errors import EXIT_TIMEOUT, ClusterError, SimpleTFJobError
 from simpletfjob.options import WaitOptions
 
 
@@ -48,17 +48,23 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     connection = (options.kubeconfig, options.context, options.namespace)
     with connect_for(*connection, purpose="wait for a run on") as conn:
         last: Run | None = None
-        for run in follow(conn, options.run, deadline):
-            for line in changes(last, run):
-                _say(line)
-            last = run
-        assert last is not None  # follow gives the run at least once, or raises
-        if not last.finished:
-            assert options.timeout is not None
+        problem: ClusterError | None = None
+        try:
+            for run in follow(conn, options.run, deadline):
+                for line in changes(last, run):
+                    _say(line)
+                last = run
+        except ClusterError as e:
+            if deadline is None or deadline.remaining() > 0:
+                raise
+            problem = e  # a request that --timeout cut short
+        if last is None or not last.finished:
+            assert options.timeout is not None  # without one, follow ends only when the run does
+            state = f" ({last.state})" if last is not None else ""
             raise TimedOut(
-                f"run {last.name!r} did not end within {format_duration(options.timeout)} "
-                f"({last.state}); it is left as it is"
-            )
+                f"run {options.run!r} did not end within {format_duration(options.timeout)}"
+                f"{state}; it is left as it is"
+            ) from problem
         clean_up(conn, last, options.cleanup, _say)
     if last.state != SUCCEEDED:
         raise RunFailed(f"run {last.name!r} failed: {last.outcome()}")

@@ -432,3 +432,17 @@ def test_status_warns_once_when_tls_is_not_checked(
         f"simpletfjob: warning: {kubeapi_tls.url} (context 'loopback'): insecure-skip-tls-verify "
         "is set, so the server's certificate is not checked"
     ]
+
+
+def test_the_timeout_bounds_the_first_lists_too(
+    cli: Any, kubeapi: KubeAPI, kubeconfig: str, names: Callable[[str], set[str]]
+) -> None:
+    load_run(kubeapi)
+    kubeapi.add_faults(resource="pods", verb="list", delay=5.0)
+    started = time.monotonic()
+    result = cli("wait", "mnist", "--timeout", "1s", "--kubeconfig", kubeconfig)
+    assert time.monotonic() - started < 4
+    assert_one_line_error(
+        result, 3, r"^simpletfjob: error: run 'mnist' did not end within 1s; it is left as it is$"
+    )
+    assert len(names("jobs")) == 3

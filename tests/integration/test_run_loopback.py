@@ -8,6 +8,8 @@ test_run_control_plane.py.
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -17,7 +19,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import assert_one_line_error
+from tests.conftest import assert_one_line_error, console_script
+from tests.support.cluster import wait_for
 from tests.support.kubeapi import (
     KubeAPI,
     job_status,
@@ -445,4 +448,26 @@ def test_the_timeout_bounds_the_first_lists_too(
     assert_one_line_error(
         result, 3, r"^simpletfjob: error: run 'mnist' did not end within 1s; it is left as it is$"
     )
+    assert len(names("jobs")) == 3
+
+
+def test_ctrl_c_stops_wait_with_one_line_and_leaves_the_run(
+    kubeapi: KubeAPI, kubeconfig: str, names: Callable[[str], set[str]]
+) -> None:
+    load_run(kubeapi)
+    process = subprocess.Popen(
+        [console_script(), "wait", "mnist", "--kubeconfig", kubeconfig],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    wait_for(
+        lambda: kubeapi.requests_for("jobs", "watch") and kubeapi.requests_for("pods", "watch"),
+        20,
+        "wait to watch",
+    )
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=20)
+    assert process.returncode == 130
+    assert (out, err.decode().splitlines()[-1]) == (b"", "simpletfjob: interrupted")
+    assert "Traceback" not in err.decode()
     assert len(names("jobs")) == 3

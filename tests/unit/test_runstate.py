@@ -7,6 +7,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from simpletfjob.runstate import (
     DELETED,
@@ -309,3 +311,74 @@ def test_ages_read_as_kubectl_prints_them(seconds: int, shown: str) -> None:
     now = datetime(2026, 1, 1, tzinfo=timezone.utc)
     assert age(now - timedelta(seconds=seconds), now) == shown
     assert age(None) == "<unknown>"
+
+
+# -- the rules together, on any mix of roles and outcomes -------------------------------------
+
+OUTCOMES = ("pending", "running", "complete", "failed")
+
+
+@st.composite
+def runs(draw: st.DrawFn) -> tuple[str, dict[str, str]]:
+    """A success policy and each task's outcome: maybe a chief, 0-2 ps, 1-4 workers, maybe an evaluator."""
+    tasks = ["chief-0"] if draw(st.booleans()) else []
+    tasks += [f"ps-{i}" for i in range(draw(st.integers(0, 2)))]
+    tasks += [f"worker-{i}" for i in range(draw(st.integers(1, 4)))]
+    tasks += ["evaluator-0"] if draw(st.booleans()) else []
+    outcomes = {task: draw(st.sampled_from(OUTCOMES)) for task in tasks}
+    return draw(st.sampled_from(["worker0", "all-workers"])), outcomes
+
+
+def build(policy: str, outcomes: dict[str, str]) -> list[dict[str, Any]]:
+    jobs = []
+    for task, outcome in outcomes.items():
+        role, index = task.rsplit("-", 1)
+        status: dict[str, Any] = {
+            "pending": {"active": 1},
+            "running": {"active": 1},
+            "complete": {"succeeded": 1, "complete": True},
+            "failed": {"failed": 1, "failed_reason": "BackoffLimitExceeded"},
+        }[outcome]
+        jobs.append(job(role, int(index), policy=policy, **status))
+    return jobs
+
+
+@given(runs())
+def test_the_run_state_follows_the_rules_for_any_run(run: tuple[str, dict[str, str]]) -> None:
+    policy, outcomes = run
+    jobs = build(policy, outcomes)
+    pods = [
+        pod(j, node="h1", phase="Running")
+        for j, outcome in zip(jobs, outcomes.values(), strict=True)
+        if outcome == "running"
+    ]
+    result = state(jobs, pods)
+    workers = [t for t in outcomes if t.startswith("worker-")]
+    if "chief-0" in outcomes:
+        deciders = ["chief-0"]
+    else:
+        deciders = ["worker-0"] if policy == "worker0" else workers
+    if "failed" in outcomes.values():
+        expected = "Failed"  # every Job here ends at the same second: no failure comes after
+    elif all(outcomes[d] == "complete" for d in deciders):
+        expected = "Succeeded"
+    elif "running" in outcomes.values():
+        expected = "Running"
+    else:
+        expected = "Pending"
+    assert result.state == expected
+    assert [t.state for t in result.tasks] == [
+        {"pending": "Pending", "running": "Running", "complete": "Succeeded", "failed": "Failed"}[
+            outcomes[t.task]
+        ]
+        for t in result.tasks
+    ]
+    # A ps or evaluator never decides success: finishing them all changes nothing
+    others = {
+        t: ("complete" if t.split("-")[0] in ("ps", "evaluator") and o != "failed" else o)
+        for t, o in outcomes.items()
+    }
+    if result.state != "Failed":
+        assert (state(build(policy, others), pods).state == "Succeeded") == (
+            expected == "Succeeded"
+        )

@@ -137,7 +137,8 @@ class ConnectionOptions(OptionGroup):
         default=None,
         metavar="NS",
         rule=DnsName(label=True),
-        help="Namespace for documents that set none (default with --network pod: default).",
+        help="The namespace: the run's for status and wait (default: the context's, else default); "
+        "for a render, of documents that set none (default with --network pod: default).",
     )
 
 

@@ -8,6 +8,7 @@ from typing import Any
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+EXIT_TIMEOUT = 3  # `wait --timeout` passed before the run ended
 
 
 class SimpleTFJobError(Exception):

@@ -137,7 +137,7 @@ class ConnectionOptions(OptionGroup):
         default=None,
         metavar="NS",
         rule=DnsName(label=True),
-        help="The run's namespace (apply and the commands on runs: default the context's, else "
+        help="The run's namespace (apply, status, wait, delete: default the context's, else "
         "default); a render writes it into documents that set none (without it, only --network "
         "pod does, with default).",
     )

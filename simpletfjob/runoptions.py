@@ -1,7 +1,7 @@
-"""The options of the commands that act on a run on the cluster: apply and delete.
+"""The options of the commands that act on a run on the cluster: apply, status, wait, delete.
 
 They build on options.py's groups: apply takes every option of a render (but -o), and
-delete only which cluster and namespace.
+the others only which cluster and namespace.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from simpletfjob.options import (
     ConnectionOptions,
     Options,
     nodes_or_nodes_file,
+    output_format,
     ports_fit,
     timeout,
 )
@@ -80,3 +81,32 @@ class DeleteOptions(ConnectionOptions):
     run: str = argument()
     wait: bool = option("--wait", default=False, help="Return once the run's Jobs are gone.")
     timeout: float = timeout(300.0, "How long --wait waits.")
+
+
+CLEANUP_CHOICES = ("running", "all", "none")
+
+
+class StatusOptions(ConnectionOptions):
+    """`simpletfjob status [RUN]`: one run's tasks, or every run in the namespace."""
+
+    run: str | None = argument(required=False)
+    output: str = output_format(
+        "table", "json", "yaml", default="table", help="How to print: a table, JSON or YAML."
+    )
+
+
+class WaitOptions(ConnectionOptions):
+    """`simpletfjob wait RUN`: follow a run to its end, then clean up."""
+
+    run: str = argument()
+    timeout: float | None = timeout(
+        None, "Give up after this long (30s, 5m, 1h), exit 3 and leave the run as it is."
+    )
+    cleanup: str = option(
+        "--cleanup",
+        default="running",
+        show_default=True,
+        rule=OneOf(*CLEANUP_CHOICES),
+        help="When the run ends: delete the Jobs and Services of the tasks still not finished "
+        "(running), the whole run (all), or nothing (none).",
+    )

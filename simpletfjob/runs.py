@@ -33,9 +33,13 @@ class NoRunError(SimpleTFJobError):
         self.namespace = namespace
 
 
-def run_selector(name: str) -> str:
-    """The label selector of run NAME: 'app.kubernetes.io/managed-by=simpletfjob,simpletfjob/job=NAME'."""
-    return f"{MANAGED_BY}={MANAGER},{JOB_LABEL}={name}"
+def run_selector(name: str | None = None) -> str:
+    """The label selector of run NAME: 'app.kubernetes.io/managed-by=simpletfjob,simpletfjob/job=NAME'.
+
+    Without a name, every run's objects: the simpletfjob labels, never others'.
+    """
+    run = f"{JOB_LABEL}={name}" if name is not None else JOB_LABEL
+    return f"{MANAGED_BY}={MANAGER},{run}"
 
 
 def belongs_to(obj: Mapping[str, Any], name: str) -> bool:

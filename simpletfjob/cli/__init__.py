@@ -12,7 +12,8 @@ command's imports never slow down another's start. This package is the only one
 that imports click.
 
 Exit status: 0 success, 1 a problem with the inputs, the cluster or the output,
-2 a usage error (unknown option, bad option value, contradicting options),
+2 a usage error (unknown option, bad option value, contradicting options), 3 when
+`wait --timeout` passes,
 130, 143 or 129 when SIGINT, SIGTERM or SIGHUP stopped the run.
 """
 
@@ -41,6 +42,8 @@ COMMANDS = {
     "templates": "simpletfjob.cli.templates",
     "init": "simpletfjob.cli.init",
     "apply": "simpletfjob.cli.apply",
+    "status": "simpletfjob.cli.status",
+    "wait": "simpletfjob.cli.wait",
     "delete": "simpletfjob.cli.delete",
 }
 DEFAULT = "render"  # what runs when the first word is not a command

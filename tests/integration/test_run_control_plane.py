@@ -1,0 +1,246 @@
+"""`status` and `wait` against a real control plane, where the real Job controller does its work.
+
+A run is rendered by the CLI and its documents applied with kube/objects.apply; the tests
+play the kubelet (run_pods, set_pod_status) and the Job controller marks Jobs complete or
+failed as it would in a cluster.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from simpletfjob.kube.connection import Settings, connect
+from simpletfjob.kube.objects import apply
+from simpletfjob.kube.resources import resource_for
+from tests.conftest import assert_one_line_error
+from tests.support.cluster import wait_for
+from tests.support.control_plane import ControlPlane
+
+TEMPLATE = """\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: tfrun-<<type>>-<<index>>
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      nodeName: <<host>>
+      containers:
+        - name: tf
+          image: tensorflow/tensorflow
+          env:
+            - name: TF_CONFIG
+              value: '<<TF_CONFIG>>'
+      restartPolicy: Never
+"""
+NODES = ("cp-run-1", "cp-run-2", "cp-run-3", "cp-run-4")
+
+
+def create_run(cli: Any, kube: ControlPlane, namespace: str, tmp_path: Path, *options: str) -> Path:
+    """Render the template for the nodes and apply every document; the admin's kubeconfig."""
+    for node in NODES:
+        kube.create_node(node)
+    template = tmp_path / "tfrun.yaml"
+    template.write_text(TEMPLATE)
+    rendered = cli(
+        "render", str(template), "--nodes", ",".join(NODES), "-n", namespace, "-o", "-", *options
+    )
+    assert rendered.code == 0, rendered.err
+    kubeconfig = kube.kubeconfig(tmp_path / "admin", namespace=namespace)
+    with connect(Settings(kubeconfig=str(kubeconfig))) as conn:
+        for document in yaml.safe_load_all(rendered.out):
+            resource = resource_for(document["apiVersion"], document["kind"])
+            assert resource is not None
+            apply(conn, resource, document)
+    return kubeconfig
+
+
+def pod_of(kube: ControlPlane, namespace: str, job: str) -> str:
+    pods = wait_for(lambda: kube.pods(namespace, f"job-name={job}"), 30, f"a pod for {job}")
+    return str(pods[0]["metadata"]["name"])
+
+
+def meanwhile(play: Callable[[], None]) -> threading.Thread:
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            play()
+        except BaseException as e:  # shown by the test, which joins
+            errors.append(e)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.errors = errors  # type: ignore[attr-defined]
+    return thread
+
+
+def joined(thread: threading.Thread) -> None:
+    thread.join(60)
+    for error in thread.errors:  # type: ignore[attr-defined]
+        raise error
+
+
+def jobs(kube: ControlPlane, namespace: str) -> dict[str, Any]:
+    items = kube.admin.get(f"/apis/batch/v1/namespaces/{namespace}/jobs")["items"]
+    return {j["metadata"]["name"]: j for j in items if not j["metadata"].get("deletionTimestamp")}
+
+
+def test_a_ps_worker_run_succeeds_through_worker0_then_wait_deletes_the_running_ps(
+    cli: Any, kube: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    kubeconfig = create_run(cli, kube, namespace, tmp_path, "-N", "3")
+
+    def play() -> None:
+        kube.run_pods(namespace, "simpletfjob/job=tfrun", NODES[0])  # each pod is pinned already
+        worker0 = pod_of(kube, namespace, "tfrun-worker-0")
+        kube.set_pod_status(namespace, worker0, "Succeeded")
+
+    kubelet = meanwhile(play)
+    result = cli("wait", "tfrun", "--kubeconfig", str(kubeconfig), "--timeout", "60s")
+    joined(kubelet)
+    assert result.code == 0, result.err
+    lines = result.err.splitlines()
+    assert f"ps-0 Running on {NODES[0]}" in lines
+    assert f"worker-0 Running on {NODES[1]}" in lines
+    assert lines[-3:] == [
+        "job.batch/tfrun-ps-0 deleted",
+        "job.batch/tfrun-worker-1 deleted",
+        "run tfrun succeeded: worker-0 Succeeded",
+    ]
+    assert set(jobs(kube, namespace)) == {"tfrun-worker-0"}
+    # the finished worker's pod stays for kubectl logs; the ps's is being deleted
+    (pod,) = kube.pods(namespace, "job-name=tfrun-worker-0")
+    assert pod["status"]["phase"] == "Succeeded" and "deletionTimestamp" not in pod["metadata"]
+    wait_for(
+        lambda: all(
+            p["metadata"].get("deletionTimestamp")
+            for p in kube.pods(namespace, "job-name=tfrun-ps-0")
+        ),
+        30,
+        "the garbage collector to delete the ps pod (Background propagation)",
+    )
+    status = cli("status", "tfrun", "--kubeconfig", str(kubeconfig), "-o", "json")
+    data = yaml.safe_load(status.out)
+    assert data["state"] == "Succeeded"
+    assert [t["task"] for t in data["tasks"]] == ["worker-0"]
+
+
+def test_a_run_with_a_chief_succeeds_when_the_chief_does(
+    cli: Any, kube: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    kubeconfig = create_run(cli, kube, namespace, tmp_path, "-N", "3", "--chief", "--psn", "0")
+
+    def play() -> None:
+        worker0 = pod_of(kube, namespace, "tfrun-worker-0")
+        kube.set_pod_status(namespace, worker0, "Succeeded")  # a worker alone decides nothing
+        wait_for(lambda: jobs(kube, namespace)["tfrun-worker-0"]["status"].get("succeeded"), 30)
+        kube.set_pod_status(namespace, pod_of(kube, namespace, "tfrun-chief-0"), "Succeeded")
+
+    kubelet = meanwhile(play)
+    result = cli("wait", "tfrun", "--kubeconfig", str(kubeconfig), "--timeout", "60s")
+    joined(kubelet)
+    assert result.code == 0, result.err
+    lines = result.err.splitlines()
+    assert lines.index("worker-0 Succeeded") < lines.index("chief-0 Succeeded")
+    assert lines[-2:] == [
+        "job.batch/tfrun-worker-1 deleted",
+        "run tfrun succeeded: chief-0 Succeeded",
+    ]
+
+
+def test_all_workers_waits_for_the_last_worker(
+    cli: Any, kube: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    kubeconfig = create_run(
+        cli, kube, namespace, tmp_path, "-N", "2", "--psn", "0", "--success-policy", "all-workers"
+    )
+
+    def play() -> None:
+        kube.set_pod_status(namespace, pod_of(kube, namespace, "tfrun-worker-0"), "Succeeded")
+        wait_for(lambda: jobs(kube, namespace)["tfrun-worker-0"]["status"].get("succeeded"), 30)
+        kube.set_pod_status(namespace, pod_of(kube, namespace, "tfrun-worker-1"), "Succeeded")
+
+    kubelet = meanwhile(play)
+    result = cli("wait", "tfrun", "--kubeconfig", str(kubeconfig), "--timeout", "60s")
+    joined(kubelet)
+    assert result.code == 0, result.err
+    lines = result.err.splitlines()
+    assert lines.index("worker-0 Succeeded") < lines.index("worker-1 Succeeded")
+    assert lines[-1] == "run tfrun succeeded: worker-1 Succeeded"
+    assert set(jobs(kube, namespace)) == {"tfrun-worker-0", "tfrun-worker-1"}  # nothing to delete
+
+
+def test_a_worker_past_its_backoff_limit_fails_the_run_and_wait_names_it(
+    cli: Any, kube: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    kubeconfig = create_run(cli, kube, namespace, tmp_path, "-N", "3")
+
+    def play() -> None:
+        kube.run_pods(namespace, "simpletfjob/job=tfrun", NODES[0])
+        worker1 = pod_of(kube, namespace, "tfrun-worker-1")
+        kube.set_pod_status(namespace, worker1, "Failed", exit_code=2)
+
+    kubelet = meanwhile(play)
+    result = cli("wait", "tfrun", "--kubeconfig", str(kubeconfig), "--timeout", "60s")
+    joined(kubelet)
+    assert result.code == 1
+    lines = result.err.splitlines()
+    assert "worker-1 Failed: Error (exit 2)" in lines
+    assert lines[-1] == "simpletfjob: error: run 'tfrun' failed: worker-1 Failed: Error (exit 2)"
+    failed = jobs(kube, namespace)["tfrun-worker-1"]["status"]["conditions"][0]
+    assert (failed["type"], failed["reason"]) == ("Failed", "BackoffLimitExceeded")
+    assert set(jobs(kube, namespace)) == {"tfrun-worker-1"}  # the others still ran: deleted
+
+
+def test_wait_times_out_with_exit_3_and_leaves_the_run(
+    cli: Any, kube: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    kubeconfig = create_run(cli, kube, namespace, tmp_path, "-N", "3")
+    result = cli("wait", "tfrun", "--kubeconfig", str(kubeconfig), "--timeout", "2s")
+    assert result.code == 3
+    assert result.err.splitlines()[-1].startswith(
+        "simpletfjob: error: run 'tfrun' did not end within 2s ("
+    )
+    assert len(jobs(kube, namespace)) == 3
+
+
+def test_a_user_limited_by_rbac_is_told_which_verb_on_which_resource(
+    cli: Any, kube: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    create_run(cli, kube, namespace, tmp_path, "-N", "3")
+    carol = str(kube.kubeconfig(tmp_path / "carol", "carol", namespace))
+    kube.grant("carol", ["list", "watch"], ["jobs"], namespace, api_group="batch")
+    assert_one_line_error(
+        cli("status", "tfrun", "--kubeconfig", carol),
+        1,
+        contains=[f"cannot list pods in namespace {namespace}"],
+    )
+    kube.grant("carol", ["list", "watch"], ["pods", "services"], namespace)
+    status = cli("status", "tfrun", "--kubeconfig", carol)
+    assert status.code == 0 and status.out.startswith(f"run tfrun in {namespace}: Pending, 3 tasks")
+    kube.set_pod_status(namespace, pod_of(kube, namespace, "tfrun-worker-0"), "Succeeded")
+    wait_for(lambda: jobs(kube, namespace)["tfrun-worker-0"]["status"].get("succeeded"), 30)
+    refused = cli("wait", "tfrun", "--kubeconfig", carol)
+    assert refused.code == 1
+    assert refused.err.splitlines()[-1].endswith(
+        f"cannot delete jobs in namespace {namespace} (403 Forbidden, to delete job 'tfrun-ps-0'); "
+        "it needs a Role with verb 'delete' on 'jobs' in API group 'batch'"
+    )
+    kube.grant("carol", ["delete"], ["jobs"], namespace, api_group="batch")
+    kube.grant("carol", ["delete"], ["services"], namespace)
+    done = cli("wait", "tfrun", "--kubeconfig", carol)
+    assert done.code == 0, done.err
+    assert set(jobs(kube, namespace)) == {"tfrun-worker-0"}
+
+
+@pytest.fixture(autouse=True)
+def _no_kubeconfig_from_home(kube_env: Path) -> None:
+    """Only the kubeconfig each test writes."""

@@ -1,0 +1,473 @@
+"""`status` and `wait` against the loopback API server: output, list counts, faults, RBAC.
+
+The loopback server has no Job controller: these tests write the Jobs' status as it
+would, and the pods' as a kubelet would. What the real controller does is in
+test_run_control_plane.py.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import assert_one_line_error, console_script
+from tests.support.cluster import wait_for
+from tests.support.kubeapi import (
+    KubeAPI,
+    job_status,
+    make_job,
+    make_pod,
+    make_service,
+    write_kubeconfig,
+)
+
+NS = "ml"
+
+
+def labels(run: str, role: str, index: int) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/managed-by": "simpletfjob",
+        "simpletfjob/job": run,
+        "simpletfjob/role": role,
+        "simpletfjob/index": str(index),
+    }
+
+
+def load_run(
+    api: KubeAPI,
+    run: str = "mnist",
+    tasks: tuple[tuple[str, int], ...] = (("ps", 0), ("worker", 0), ("worker", 1)),
+    policy: str = "worker0",
+) -> None:
+    """A rendered run as apply leaves it: a Job and a Service per task, one Pending pod each."""
+    jobs, pods, services = [], [], []
+    for role, index in tasks:
+        name = f"{run}-{role}-{index}"
+        job = make_job(
+            name,
+            NS,
+            labels=labels(run, role, index),
+            annotations={"simpletfjob/success-policy": policy},
+        )
+        jobs.append(job)
+        pods.append(make_pod(f"{name}-x", NS, owner=job, labels=labels(run, role, index)))
+        service = make_service(name, NS)
+        service["metadata"]["labels"] = {k: v for k, v in labels(run, role, index).items()}
+        services.append(service)
+    api.load("jobs", jobs)
+    api.load("pods", pods)
+    api.load("services", services)
+
+
+def run_pod(api: KubeAPI, name: str, node: str, phase: str = "Running", **status: Any) -> None:
+    """The scheduler and the kubelet: bind the pod (nodeName) and report its status."""
+    if not api.get("pods", f"{name}-x", NS)["spec"].get("nodeName"):
+        api.store.bind(NS, f"{name}-x", node)
+    api.set_pod_status(f"{name}-x", NS, phase, **status)
+
+
+def finish_job(api: KubeAPI, name: str, ok: bool = True) -> None:
+    """The Job controller: the Job complete, or failed past its backoffLimit."""
+    status = (
+        job_status(succeeded=1, complete=True)
+        if ok
+        else job_status(failed=1, failed_reason="BackoffLimitExceeded")
+    )
+    api.patch("jobs", name, {"status": status}, namespace=NS, subresource="status")
+
+
+@pytest.fixture
+def kubeconfig(kubeapi: KubeAPI, tmp_path: Path) -> str:
+    return str(write_kubeconfig(tmp_path / "kubeconfig", kubeapi.url, namespace=NS))
+
+
+def lists(api: KubeAPI, resource: str) -> int:
+    """The lists made of `resource` (a list read in pages is one: its later pages carry `continue`)."""
+    return len([r for r in api.requests_for(resource, "list") if "continue" not in r.query])
+
+
+def when_watching(api: KubeAPI, then: Callable[[], None]) -> threading.Thread:
+    """Run `then` in a thread once wait watches both Jobs and pods."""
+
+    def go() -> None:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if api.requests_for("jobs", "watch") and api.requests_for("pods", "watch"):
+                time.sleep(0.1)
+                then()
+                return
+            time.sleep(0.02)
+
+    thread = threading.Thread(target=go, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.fixture
+def names(kubeapi: KubeAPI) -> Iterator[Callable[[str], set[str]]]:
+    yield lambda resource: {o["metadata"]["name"] for o in kubeapi.objects(resource, NS)}
+
+
+# -- status ---------------------------------------------------------------------------------
+
+
+def test_status_of_a_run_shows_a_line_and_one_row_per_task(
+    cli: Any, kubeapi: KubeAPI, kubeconfig: str
+) -> None:
+    load_run(kubeapi)
+    run_pod(kubeapi, "mnist-ps-0", "h10")
+    run_pod(kubeapi, "mnist-worker-1", "h14", "Pending", waiting="ImagePullBackOff")
+    result = cli("status", "mnist", "--kubeconfig", kubeconfig)
+    assert result.code == 0, result.err
+    lines = result.out.splitlines()
+    assert lines[0] == "run mnist in ml: Running, 3 tasks"
+    assert lines[1].split() == ["TASK", "NODE", "STATE", "RESTARTS", "AGE", "REASON"]
+    rows = [line.split() for line in lines[2:]]
+    assert [r[:4] for r in rows] == [
+        ["ps-0", "h10", "Running", "0"],
+        ["worker-0", "<none>", "Pending", "0"],
+        ["worker-1", "h14", "Pending", "0"],
+    ]
+    assert rows[1][-1] == "Unschedulable" and rows[2][-1] == "ImagePullBackOff"
+    assert lines[1].index("STATE") == lines[2].index("Running")  # columns line up
+
+
+@pytest.mark.parametrize("form", ["json", "yaml"])
+def test_status_json_and_yaml_carry_the_documented_fields(
+    cli: Any, kubeapi: KubeAPI, kubeconfig: str, form: str
+) -> None:
+    load_run(kubeapi, policy="all-workers")
+    run_pod(kubeapi, "mnist-worker-0", "h1", "Failed", exit_code=1)
+    finish_job(kubeapi, "mnist-worker-0", ok=False)
+    result = cli("status", "mnist", "-o", form, "--kubeconfig", kubeconfig)
+    assert result.code == 0, result.err  # whatever the run's state
+    data = json.loads(result.out) if form == "json" else yaml.safe_load(result.out)
+    assert (data["name"], data["namespace"], data["state"], data["successPolicy"]) == (
+        "mnist",
+        NS,
+        "Failed",
+        "all-workers",
+    )
+    worker = data["tasks"][1]
+    assert worker == {
+        "task": "worker-0",
+        "role": "worker",
+        "index": 0,
+        "job": "mnist-worker-0",
+        "node": "h1",
+        "state": "Failed",
+        "restarts": 1,
+        "reason": "Error (exit 1)",
+    }
+
+
+def test_status_without_a_run_lists_every_run(cli: Any, kubeapi: KubeAPI, kubeconfig: str) -> None:
+    load_run(kubeapi, "mnist")
+    load_run(kubeapi, "resnet", (("worker", 0), ("worker", 1)))
+    run_pod(kubeapi, "resnet-worker-0", "h1")
+    finish_job(kubeapi, "resnet-worker-1")
+    result = cli("status", "--kubeconfig", kubeconfig)
+    assert result.code == 0, result.err
+    rows = [line.split() for line in result.out.splitlines()]
+    assert rows[0] == ["NAME", "TASKS", "ACTIVE", "SUCCEEDED", "FAILED", "STATE", "AGE"]
+    assert [r[:6] for r in rows[1:]] == [
+        ["mnist", "3", "3", "0", "0", "Pending"],
+        ["resnet", "2", "1", "1", "0", "Running"],
+    ]
+    listed = json.loads(cli("status", "-o", "json", "--kubeconfig", kubeconfig).out)
+    assert [r["name"] for r in listed["runs"]] == ["mnist", "resnet"]
+
+
+def test_status_of_a_missing_run_is_one_line_and_exit_1(
+    cli: Any, kubeapi: KubeAPI, kubeconfig: str
+) -> None:
+    load_run(kubeapi)
+    result = cli("status", "x", "--kubeconfig", kubeconfig, "-n", "default")
+    assert_one_line_error(result, 1, r"no run 'x' in namespace 'default'$")
+
+
+def test_status_reads_with_the_same_number_of_lists_whatever_the_number_of_tasks(
+    cli: Any, kubeapi: KubeAPI, kubeconfig: str
+) -> None:
+    load_run(kubeapi, "small", (("worker", 0),))
+    load_run(kubeapi, "big", tuple(("worker", i) for i in range(300)))
+    counts = []
+    for run in ("small", "big"):
+        before = len(kubeapi.requests)
+        result = cli("status", run, "--kubeconfig", kubeconfig)
+        assert result.code == 0, result.err
+        made = kubeapi.requests[before:]
+        counts.append(sorted((r.resource, r.verb) for r in made if r.resource))
+    assert counts[0] == counts[1] == [("jobs", "list"), ("pods", "list")]
+
+
+def test_status_refused_by_rbac_names_the_verb_and_resource(
+    cli: Any, kubeapi: KubeAPI, tmp_path: Path
+) -> None:
+    load_run(kubeapi)
+    kubeapi.add_user("ci", "ci-token")
+    kubeapi.grant("ci", ["list"], ["jobs"], namespace=NS)
+    kubeconfig = write_kubeconfig(tmp_path / "ci", kubeapi.url, token="ci-token", namespace=NS)
+    result = cli("status", "mnist", "--kubeconfig", str(kubeconfig))
+    assert_one_line_error(result, 1, contains=["cannot list pods in namespace ml"])
+
+
+# -- wait -------------------------------------------------------------------------------------
+
+
+def test_wait_follows_the_run_to_success_then_deletes_what_still_runs(
+    cli: Any, kubeapi: KubeAPI, kubeconfig: str, names: Callable[[str], set[str]]
+) -> None:
+    load_run(kubeapi)
+    run_pod(kubeapi, "mnist-ps-0", "h10")
+
+    def play() -> None:
+        run_pod(kubeapi, "mnist-worker-0", "h100")
+        run_pod(kubeapi, "mnist-worker-1", "h14")
+        time.sleep(0.2)
+        run_pod(kubeapi, "mnist-worker-0", "h100", "Succeeded")
+        finish_job(kubeapi, "mnist-worker-0")
+
+    changer = when_watching(kubeapi, play)
+    result = cli("wait", "mnist", "--kubeconfig", kubeconfig, "--timeout", "30s")
+    changer.join()
+    assert result.code == 0, result.err
+    assert result.out == ""
+    lines = result.err.splitlines()
+    assert lines[:3] == [
+        "ps-0 Running on h10",
+        "worker-0 Pending: Unschedulable",
+        "worker-1 Pending: Unschedulable",
+    ]
+    assert "worker-0 Running on h100" in lines and "worker-0 Succeeded" in lines
+    assert lines[-5:] == [
+        "job.batch/mnist-ps-0 deleted",
+        "job.batch/mnist-worker-1 deleted",
+        "service/mnist-ps-0 deleted",
+        "service/mnist-worker-1 deleted",
+        "run mnist succeeded: worker-0 Succeeded",
+    ]
+    assert names("jobs") == names("services") == {"mnist-worker-0"}
+    # Background propagation: the deleted Jobs' pods terminate (an orphan would not); the
+    # finished pod stays for its logs
+    pods = {p["metadata"]["name"]: p["metadata"] for p in kubeapi.objects("pods", NS)}
+    assert {name for name, meta in pods.items() if "deletionTimestamp" not in meta} == {
+        "mnist-worker-0-x"
+    }
+    # one list of each at start, then only watches
+    assert (lists(kubeapi, "jobs"), lists(kubeapi, "pods")) == (1, 1)
+
+
+def test_wait_exits_1_naming_the_failed_task_and_cleans_up(
+    cli: Any, kubeapi: KubeAPI, kubeconfig: str, names: Callable[[str], set[str]]
+) -> None:
+    load_run(kubeapi)
+
+    def play() -> None:
+        run_pod(kubeapi, "mnist-worker-1", "h14", "Failed", exit_code=1)
+        finish_job(kubeapi, "mnist-worker-1", ok=False)
+
+    changer = when_watching(kubeapi, play)
+    result = cli("wait", "mnist", "--kubeconfig", kubeconfig)
+    changer.join()
+    assert result.code == 1
+    lines = result.err.splitlines()
+    assert "worker-1 Failed: Error (exit 1)" in lines
+    assert lines[-1] == ("simpletfjob: error: run 'mnist' failed: worker-1 Failed: Error (exit 1)")
+    assert names("jobs") == {"mnist-worker-1"}
+
+
+@pytest.mark.parametrize(
+    ("cleanup", "left"),
+    [("all", set()), ("none", {"mnist-ps-0", "mnist-worker-0", "mnist-worker-1"})],
+)
+def test_a_run_that_has_ended_returns_at_once_with_its_cleanup(
+    cli: Any,
+    kubeapi: KubeAPI,
+    kubeconfig: str,
+    names: Callable[[str], set[str]],
+    cleanup: str,
+    left: set[str],
+) -> None:
+    load_run(kubeapi)
+    finish_job(kubeapi, "mnist-worker-0")
+    result = cli("wait", "mnist", "--cleanup", cleanup, "--kubeconfig", kubeconfig)
+    assert result.code == 0, result.err
+    assert not kubeapi.requests_for("jobs", "watch") and not kubeapi.requests_for("pods", "watch")
+    assert names("jobs") == names("services") == left
+
+
+def test_wait_times_out_with_exit_3_and_leaves_the_run(
+    cli: Any, kubeapi: KubeAPI, kubeconfig: str, names: Callable[[str], set[str]]
+) -> None:
+    load_run(kubeapi)
+    started = time.monotonic()
+    result = cli("wait", "mnist", "--timeout", "1s", "--kubeconfig", kubeconfig)
+    assert 0.9 <= time.monotonic() - started < 10
+    assert result.code == 3
+    assert result.err.splitlines()[-1] == (
+        "simpletfjob: error: run 'mnist' did not end within 1s (Pending); it is left as it is"
+    )
+    assert len(names("jobs")) == 3 and len(names("services")) == 3
+
+
+def test_worker0s_job_deleted_before_it_finished_fails_the_run_as_deleted(
+    cli: Any, kubeapi: KubeAPI, kubeconfig: str
+) -> None:
+    load_run(kubeapi, tasks=(("worker", 0), ("worker", 1)))
+    changer = when_watching(kubeapi, lambda: kubeapi.delete("jobs", "mnist-worker-0", namespace=NS))
+    result = cli("wait", "mnist", "--cleanup", "none", "--kubeconfig", kubeconfig)
+    changer.join()
+    assert result.code == 1
+    assert "worker-0 deleted" in result.err.splitlines()
+    assert result.err.splitlines()[-1] == (
+        "simpletfjob: error: run 'mnist' failed: worker-0 was deleted before it finished"
+    )
+
+
+@pytest.mark.parametrize(
+    "faults",
+    [
+        {"resource": "jobs", "verb": "watch", "watch_drop_after": 1, "watch_drops": 3},
+        {"resource": "pods", "verb": "watch", "watch_drop_after": 0, "watch_reset": True},
+        {"resource": "jobs", "verb": "watch", "watch_gone_first": 1},
+        {"resource": "pods", "verb": "watch", "watch_expire_first": 1},
+        {"resource": "jobs", "verb": "watch", "fail_first": 2},
+    ],
+    ids=["dropped", "reset", "410", "410-event", "5xx"],
+)
+def test_wait_rides_out_dropped_watches_410_and_5xx(
+    cli: Any, kubeapi: KubeAPI, kubeconfig: str, faults: dict[str, Any]
+) -> None:
+    load_run(kubeapi)
+    kubeapi.add_faults(**faults)
+
+    def play() -> None:
+        run_pod(kubeapi, "mnist-worker-0", "h100")
+        for job in ("mnist-ps-0", "mnist-worker-1"):  # events before the one that ends the run
+            kubeapi.patch(
+                "jobs",
+                job,
+                {"status": job_status(active=1, start="2024-05-01T10:01:00Z")},
+                namespace=NS,
+                subresource="status",
+            )
+            time.sleep(0.1)
+        time.sleep(0.3)
+        run_pod(kubeapi, "mnist-worker-0", "h100", "Succeeded")
+        time.sleep(0.3)
+        finish_job(kubeapi, "mnist-worker-0")
+
+    changer = when_watching(kubeapi, play)
+    result = cli("wait", "mnist", "--kubeconfig", kubeconfig, "--timeout", "30s")
+    changer.join()
+    assert result.code == 0, result.err
+    assert result.err.splitlines()[-1] == "run mnist succeeded: worker-0 Succeeded"
+    assert len(kubeapi.requests_for(faults["resource"], "watch")) >= 2  # the fault was met
+    relisted = 1 if faults.get("watch_gone_first") or faults.get("watch_expire_first") else 0
+    assert lists(kubeapi, faults["resource"]) == 1 + relisted
+
+
+def test_wait_refused_by_rbac_names_the_verb_and_resource(
+    cli: Any, kubeapi: KubeAPI, tmp_path: Path
+) -> None:
+    load_run(kubeapi)
+    finish_job(kubeapi, "mnist-worker-0")
+    kubeapi.add_user("ci", "ci-token")
+    kubeapi.grant("ci", ["list", "watch"], ["jobs", "pods", "services"], namespace=NS)
+    kubeconfig = write_kubeconfig(tmp_path / "ci", kubeapi.url, token="ci-token", namespace=NS)
+    result = cli("wait", "mnist", "--kubeconfig", str(kubeconfig))
+    line = assert_one_line_error(
+        CapturedLast(result), 1, contains=["cannot delete jobs in namespace ml"]
+    )
+    assert "ci" in line
+
+
+class CapturedLast:
+    """A run's result with only its last stderr line: wait prints task lines before failing."""
+
+    def __init__(self, result: Any) -> None:
+        self.code, self.out = result.code, result.out
+        self.err = result.err.splitlines()[-1] + "\n"
+
+
+def test_a_watch_refused_by_rbac_is_one_line_naming_it(
+    cli: Any, kubeapi: KubeAPI, tmp_path: Path
+) -> None:
+    load_run(kubeapi)
+    kubeapi.add_user("ci", "ci-token")
+    kubeapi.grant("ci", ["list", "watch"], ["jobs"], namespace=NS)
+    kubeapi.grant("ci", ["list"], ["pods"], namespace=NS)
+    kubeconfig = write_kubeconfig(tmp_path / "ci", kubeapi.url, token="ci-token", namespace=NS)
+    result = cli("wait", "mnist", "--kubeconfig", str(kubeconfig), "--timeout", "20s")
+    assert result.code == 1
+    assert "Traceback" not in result.err
+    assert result.err.splitlines()[-1].startswith("simpletfjob: error: ")
+    assert "cannot watch pods in namespace ml" in result.err.splitlines()[-1]
+
+
+@pytest.mark.parametrize("command", ["status", "wait"])
+@pytest.mark.parametrize("name", ["a b", "x-", "x" * 64, ""])
+def test_a_run_name_that_is_no_label_value_is_a_usage_error(
+    cli: Any, kube_env: Path, command: str, name: str
+) -> None:
+    result = cli(command, name, "--kubeconfig", "/nonexistent")  # refused before it is read
+    assert_one_line_error(result, 2, contains=[f"RUN {name!r} is not a valid run name"])
+
+
+def test_status_warns_once_when_tls_is_not_checked(
+    cli: Any, kubeapi_tls: KubeAPI, tmp_path: Path
+) -> None:
+    load_run(kubeapi_tls)
+    kubeconfig = write_kubeconfig(tmp_path / "kc", kubeapi_tls.url, insecure=True, namespace=NS)
+    result = cli("status", "mnist", "--kubeconfig", str(kubeconfig))
+    assert result.code == 0, result.err
+    assert result.err.splitlines() == [
+        f"simpletfjob: warning: {kubeapi_tls.url} (context 'loopback'): insecure-skip-tls-verify "
+        "is set, so the server's certificate is not checked"
+    ]
+
+
+def test_the_timeout_bounds_the_first_lists_too(
+    cli: Any, kubeapi: KubeAPI, kubeconfig: str, names: Callable[[str], set[str]]
+) -> None:
+    load_run(kubeapi)
+    kubeapi.add_faults(resource="pods", verb="list", delay=5.0)
+    started = time.monotonic()
+    result = cli("wait", "mnist", "--timeout", "1s", "--kubeconfig", kubeconfig)
+    assert time.monotonic() - started < 4
+    assert_one_line_error(
+        result, 3, r"^simpletfjob: error: run 'mnist' did not end within 1s; it is left as it is$"
+    )
+    assert len(names("jobs")) == 3
+
+
+def test_ctrl_c_stops_wait_with_one_line_and_leaves_the_run(
+    kubeapi: KubeAPI, kubeconfig: str, names: Callable[[str], set[str]]
+) -> None:
+    load_run(kubeapi)
+    process = subprocess.Popen(
+        [console_script(), "wait", "mnist", "--kubeconfig", kubeconfig],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    wait_for(
+        lambda: kubeapi.requests_for("jobs", "watch") and kubeapi.requests_for("pods", "watch"),
+        20,
+        "wait to watch",
+    )
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=20)
+    assert process.returncode == 130
+    assert (out, err.decode().splitlines()[-1]) == (b"", "simpletfjob: interrupted")
+    assert "Traceback" not in err.decode()
+    assert len(names("jobs")) == 3

@@ -1,0 +1,384 @@
+"""runstate: each task's state and the run's, from Jobs and pods as the API server returns them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from simpletfjob.runstate import (
+    DELETED,
+    Run,
+    age,
+    changes,
+    deciding,
+    describe,
+    group_runs,
+    run_state,
+    task_of,
+)
+from tests.support.kubeapi import job_status, make_job, make_pod
+
+T0 = "2024-05-01T10:00:00Z"
+LATER = "2024-05-01T10:05:00Z"
+
+
+def job(
+    role: str,
+    index: int,
+    *,
+    run: str = "mnist",
+    policy: str | None = None,
+    node: str | None = None,
+    **status: Any,
+) -> dict[str, Any]:
+    labels = {
+        "app.kubernetes.io/managed-by": "simpletfjob",
+        "simpletfjob/job": run,
+        "simpletfjob/role": role,
+        "simpletfjob/index": str(index),
+    }
+    template: dict[str, Any] = {
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "tf", "image": "tf"}]}
+    }
+    if node:
+        template["spec"]["nodeName"] = node
+    return make_job(
+        f"{run}-{role}-{index}",
+        labels=labels,
+        annotations={"simpletfjob/success-policy": policy} if policy else None,
+        template=template,
+        status=job_status(**status) if status else None,
+    )
+
+
+def pod(of: dict[str, Any], suffix: str = "a", **kwargs: Any) -> dict[str, Any]:
+    name = f"{of['metadata']['name']}-{suffix}"
+    return make_pod(name, owner=of, labels={"simpletfjob/job": "mnist"}, **kwargs)
+
+
+def state(jobs: list[dict[str, Any]], pods: Sequence[dict[str, Any]] = (), **kw: Any) -> Run:
+    return run_state("mnist", "default", jobs, pods, **kw)
+
+
+# -- one task ----------------------------------------------------------------------------------
+
+
+def test_a_task_is_named_by_its_role_and_index_and_runs_where_its_pod_runs() -> None:
+    worker = job("worker", 1, node="h2")
+    task = task_of(worker, [pod(worker, node="h9", phase="Running")])
+    assert (task.task, task.role, task.index, task.job) == (
+        "worker-1",
+        "worker",
+        1,
+        "mnist-worker-1",
+    )
+    assert (task.state, task.node, task.restarts, task.reason) == ("Running", "h9", 0, "")
+
+
+def test_a_task_without_a_pod_is_pending_on_the_node_its_template_pins() -> None:
+    task = task_of(job("ps", 0, node="h1"), [])
+    assert (task.state, task.node, task.reason) == ("Pending", "h1", "no pod yet")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "reason"),
+    [
+        ({"node": "h1", "phase": "Pending", "waiting": "ImagePullBackOff"}, "ImagePullBackOff"),
+        ({"node": "h1", "phase": "Pending"}, "ContainerCreating"),
+        ({"phase": "Pending"}, "Unschedulable"),
+    ],
+)
+def test_a_pending_task_says_why_its_pod_does_not_run(kwargs: dict[str, Any], reason: str) -> None:
+    worker = job("worker", 0)
+    task = task_of(worker, [pod(worker, **kwargs)])
+    assert (task.state, task.reason) == ("Pending", reason)
+
+
+def test_restarts_count_container_restarts_and_failed_pods_with_the_last_failure() -> None:
+    worker = job("worker", 0, active=1, failed=2)
+    pods = [
+        pod(worker, "a", node="h1", phase="Failed", exit_code=1),
+        pod(worker, "b", node="h1", phase="Failed", exit_code=137, finished=LATER),
+        pod(worker, "c", node="h1", phase="Running", restarts=3),
+    ]
+    task = task_of(worker, pods)
+    assert task.restarts == 3 + 2
+    assert (task.state, task.reason) == ("Running", "OOMKilled")  # the later failure
+    assert describe(task) == "worker-0 Running on h1 after 5 restarts (last: OOMKilled)"
+
+
+def test_failed_pods_that_are_gone_still_count_through_the_job() -> None:
+    task = task_of(job("worker", 0, active=1, failed=4), [])
+    assert task.restarts == 4
+
+
+def test_a_failed_job_is_failed_with_its_last_pod_failure_else_its_condition() -> None:
+    worker = job("worker", 1, failed=1, failed_reason="BackoffLimitExceeded")
+    failed = task_of(worker, [pod(worker, node="h1", phase="Failed", exit_code=1)])
+    assert (failed.state, failed.reason) == ("Failed", "Error (exit 1)")
+    assert describe(failed) == "worker-1 Failed: Error (exit 1)"
+    alone = task_of(worker, [])
+    assert (alone.state, alone.reason) == ("Failed", "BackoffLimitExceeded")
+    assert alone.reason_from_job and not failed.reason_from_job
+
+
+def test_a_succeeded_pod_keeps_its_task_running_until_the_job_is_complete() -> None:
+    worker = job("worker", 0, active=1)
+    task = task_of(worker, [pod(worker, node="h1", phase="Succeeded")])
+    assert (task.state, task.node) == ("Running", "h1")
+
+
+def test_a_complete_job_is_succeeded() -> None:
+    worker = job("worker", 0, succeeded=1, complete=True)
+    task = task_of(worker, [pod(worker, node="h1", phase="Succeeded")])
+    assert (task.state, task.reason) == ("Succeeded", "")
+    assert describe(task) == "worker-0 Succeeded"
+
+
+# -- the run ------------------------------------------------------------------------------------
+
+
+def ps_worker_run(**worker0: Any) -> list[dict[str, Any]]:
+    return [
+        job("ps", 0, active=1),
+        job("worker", 0, **(worker0 or {"active": 1})),
+        job("worker", 1, active=1),
+    ]
+
+
+def test_tasks_come_in_role_order_and_the_json_has_the_documented_keys() -> None:
+    jobs = [job("evaluator", 0), job("worker", 10), job("worker", 2), job("ps", 0), job("chief", 0)]
+    run = state(jobs)
+    assert [t.task for t in run.tasks] == [
+        "chief-0",
+        "ps-0",
+        "worker-2",
+        "worker-10",
+        "evaluator-0",
+    ]
+    data = run.as_dict()
+    assert list(data) == ["name", "namespace", "state", "successPolicy", "tasks"]
+    assert list(data["tasks"][0]) == [
+        "task", "role", "index", "job", "node", "state", "restarts", "reason",
+    ]  # fmt: skip
+
+
+def test_a_run_is_pending_until_a_pod_runs_then_running() -> None:
+    jobs = ps_worker_run()
+    assert state(jobs).state == "Pending"
+    assert state(jobs, [pod(jobs[0], node="h1", phase="Running")]).state == "Running"
+
+
+def test_worker0_decides_success_by_default() -> None:
+    run = state(ps_worker_run(succeeded=1, complete=True))
+    assert (run.state, run.decided_by, run.policy) == ("Succeeded", "worker-0", "worker0")
+    assert run.outcome() == "worker-0 Succeeded"
+
+
+def test_all_workers_waits_for_every_worker() -> None:
+    jobs = [
+        job("ps", 0, active=1, policy="all-workers"),
+        job("worker", 0, succeeded=1, complete=True, policy="all-workers"),
+        job("worker", 1, active=1, policy="all-workers"),
+    ]
+    assert (state(jobs).state, state(jobs).policy) == ("Pending", "all-workers")
+    jobs[2] = job("worker", 1, succeeded=1, complete=True, finish=LATER, policy="all-workers")
+    run = state(jobs)
+    assert (run.state, run.decided_by) == ("Succeeded", "worker-1")  # the last to finish
+
+
+def test_the_chief_decides_when_there_is_one() -> None:
+    jobs = [job("chief", 0, active=1), job("worker", 0, succeeded=1, complete=True)]
+    assert state(jobs).state == "Pending"
+    jobs[0] = job("chief", 0, succeeded=1, complete=True)
+    assert state(jobs).decided_by == "chief-0"
+
+
+def test_ps_and_evaluator_never_decide_success() -> None:
+    jobs = [
+        job("ps", 0, succeeded=1, complete=True),
+        job("worker", 0, active=1),
+        job("evaluator", 0, succeeded=1, complete=True),
+    ]
+    assert state(jobs).state == "Pending"
+
+
+def test_any_failed_job_fails_the_run_even_a_ps() -> None:
+    jobs = ps_worker_run()
+    jobs[0] = job("ps", 0, failed=1, failed_reason="BackoffLimitExceeded")
+    run = state(jobs)
+    assert (run.state, run.decided_by, run.reason) == ("Failed", "ps-0", "BackoffLimitExceeded")
+    assert run.outcome() == "ps-0 Failed: BackoffLimitExceeded"
+
+
+def test_the_first_failure_is_the_one_named() -> None:
+    jobs = [
+        job("worker", 0, failed=1, failed_reason="BackoffLimitExceeded", finish=LATER),
+        job("worker", 1, failed=1, failed_reason="DeadlineExceeded", finish=T0),
+    ]
+    assert state(jobs).decided_by == "worker-1"
+
+
+def test_a_failure_after_the_run_succeeded_does_not_undo_it() -> None:
+    jobs = [
+        job("worker", 0, succeeded=1, complete=True, finish=T0),
+        job("worker", 1, failed=1, failed_reason="BackoffLimitExceeded", finish=LATER),
+    ]
+    assert state(jobs).state == "Succeeded"
+    jobs[1] = job("worker", 1, failed=1, failed_reason="BackoffLimitExceeded", finish=T0)
+    assert state(jobs).state == "Failed"  # at the same time: it came before the run ended
+
+
+def test_jobs_cleanup_removed_are_not_listed_and_do_not_change_the_state() -> None:
+    # after wait: worker 0 complete, the running ps and worker 1 deleted
+    run = state([job("worker", 0, succeeded=1, complete=True)])
+    assert ([t.task for t in run.tasks], run.state) == (["worker-0"], "Succeeded")
+    failed = state([job("worker", 1, failed=1, failed_reason="BackoffLimitExceeded")])
+    assert failed.state == "Failed" and failed.decided_by == "worker-1"
+
+
+def test_a_deciding_job_gone_before_it_finished_fails_the_run_as_deleted() -> None:
+    run = state([job("ps", 0, active=1), job("worker", 1, active=1)])
+    assert (run.state, run.decided_by, run.reason) == ("Failed", "worker-0", DELETED)
+    assert run.outcome() == "worker-0 was deleted before it finished"
+    # wait knows the chief was there: its Job being gone fails the run, the workers do not decide
+    later = state([job("worker", 0, succeeded=1, complete=True)], expected=["chief-0", "worker-0"])
+    assert (later.state, later.decided_by, later.reason) == ("Failed", "chief-0", DELETED)
+
+
+def test_a_job_being_deleted_counts_as_gone() -> None:
+    jobs = ps_worker_run()
+    jobs[1]["metadata"]["deletionTimestamp"] = LATER
+    run = state(jobs)
+    assert "worker-0" not in [t.task for t in run.tasks]
+    assert (run.state, run.reason) == ("Failed", DELETED)
+
+
+def test_all_workers_counts_a_missing_worker_below_the_last_as_deleted() -> None:
+    jobs = [
+        job("worker", 0, succeeded=1, complete=True, policy="all-workers"),
+        job("worker", 2, succeeded=1, complete=True, policy="all-workers"),
+    ]
+    run = state(jobs)
+    assert (run.state, run.decided_by, run.reason) == ("Failed", "worker-1", DELETED)
+    assert deciding("all-workers", ["ps-0", "worker-0", "worker-2"]) == [
+        "worker-0", "worker-1", "worker-2",
+    ]  # fmt: skip
+    assert deciding("worker0", ["chief-0", "worker-0"]) == ["chief-0"]
+
+
+def test_pods_go_to_their_job_by_controller_uid() -> None:
+    a, b = job("worker", 0), job("worker", 1)
+    run = state([a, b], [pod(b, node="h2", phase="Running")])
+    assert [(t.task, t.state, t.node) for t in run.tasks] == [
+        ("worker-0", "Pending", ""),
+        ("worker-1", "Running", "h2"),
+    ]
+
+
+def test_runs_are_grouped_by_their_label() -> None:
+    jobs = [job("worker", 0, run="b"), job("worker", 0, run="a"), job("ps", 0, run="a")]
+    assert {name: len(js) for name, js in group_runs(jobs).items()} == {"a": 2, "b": 1}
+    assert list(group_runs(jobs)) == ["a", "b"]
+
+
+def test_changes_print_each_task_that_changed_once() -> None:
+    jobs = ps_worker_run()
+    first = state(jobs)
+    assert changes(None, first) == [
+        "ps-0 Pending: no pod yet",
+        "worker-0 Pending: no pod yet",
+        "worker-1 Pending: no pod yet",
+    ]
+    running = state(jobs, [pod(jobs[1], node="h100", phase="Running")])
+    assert changes(first, running) == ["worker-0 Running on h100"]
+    assert changes(running, running) == []
+    gone = state(jobs[1:], [pod(jobs[1], node="h100", phase="Running")])
+    assert changes(running, gone) == ["ps-0 deleted"]
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [(5, "5s"), (119, "119s"), (200, "3m20s"), (600, "10m"), (3 * 3600 + 1200, "3h20m"),
+     (20 * 3600, "20h"), (3 * 86400 + 4 * 3600, "3d4h"), (30 * 86400, "30d"), (800 * 86400, "2y")],
+)  # fmt: skip
+def test_ages_read_as_kubectl_prints_them(seconds: int, shown: str) -> None:
+    now = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    assert age(now - timedelta(seconds=seconds), now) == shown
+    assert age(None) == "<unknown>"
+
+
+# -- the rules together, on any mix of roles and outcomes -------------------------------------
+
+OUTCOMES = ("pending", "running", "complete", "failed")
+
+
+@st.composite
+def runs(draw: st.DrawFn) -> tuple[str, dict[str, str]]:
+    """A success policy and each task's outcome: maybe a chief, 0-2 ps, 1-4 workers, maybe an evaluator."""
+    tasks = ["chief-0"] if draw(st.booleans()) else []
+    tasks += [f"ps-{i}" for i in range(draw(st.integers(0, 2)))]
+    tasks += [f"worker-{i}" for i in range(draw(st.integers(1, 4)))]
+    tasks += ["evaluator-0"] if draw(st.booleans()) else []
+    outcomes = {task: draw(st.sampled_from(OUTCOMES)) for task in tasks}
+    return draw(st.sampled_from(["worker0", "all-workers"])), outcomes
+
+
+def build(policy: str, outcomes: dict[str, str]) -> list[dict[str, Any]]:
+    jobs = []
+    for task, outcome in outcomes.items():
+        role, index = task.rsplit("-", 1)
+        status: dict[str, Any] = {
+            "pending": {"active": 1},
+            "running": {"active": 1},
+            "complete": {"succeeded": 1, "complete": True},
+            "failed": {"failed": 1, "failed_reason": "BackoffLimitExceeded"},
+        }[outcome]
+        jobs.append(job(role, int(index), policy=policy, **status))
+    return jobs
+
+
+@given(runs())
+def test_the_run_state_follows_the_rules_for_any_run(run: tuple[str, dict[str, str]]) -> None:
+    policy, outcomes = run
+    jobs = build(policy, outcomes)
+    pods = [
+        pod(j, node="h1", phase="Running")
+        for j, outcome in zip(jobs, outcomes.values(), strict=True)
+        if outcome == "running"
+    ]
+    result = state(jobs, pods)
+    workers = [t for t in outcomes if t.startswith("worker-")]
+    if "chief-0" in outcomes:
+        deciders = ["chief-0"]
+    else:
+        deciders = ["worker-0"] if policy == "worker0" else workers
+    if "failed" in outcomes.values():
+        expected = "Failed"  # every Job here ends at the same second: no failure comes after
+    elif all(outcomes[d] == "complete" for d in deciders):
+        expected = "Succeeded"
+    elif "running" in outcomes.values():
+        expected = "Running"
+    else:
+        expected = "Pending"
+    assert result.state == expected
+    assert [t.state for t in result.tasks] == [
+        {"pending": "Pending", "running": "Running", "complete": "Succeeded", "failed": "Failed"}[
+            outcomes[t.task]
+        ]
+        for t in result.tasks
+    ]
+    # A ps or evaluator never decides success: finishing them all changes nothing
+    others = {
+        t: ("complete" if t.split("-")[0] in ("ps", "evaluator") and o != "failed" else o)
+        for t, o in outcomes.items()
+    }
+    if result.state != "Failed":
+        assert (state(build(policy, others), pods).state == "Succeeded") == (
+            expected == "Succeeded"
+        )

@@ -51,7 +51,7 @@ def compose_documents(text: str, first_number: int, where: str, source: str = ""
     """
     import yaml
 
-    from simpletfjob.yamlinput import LimitError, check_aliases, may_alias
+    from simpletfjob.yamlinput import LimitError, check_aliases, mark_and_problem, may_alias
 
     documents: list[Any] = []
     aliased = may_alias(text)
@@ -68,8 +68,7 @@ def compose_documents(text: str, first_number: int, where: str, source: str = ""
         ) from e
     except yaml.YAMLError as e:
         number = first_number + len(documents)
-        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        mark, problem = mark_and_problem(e)
         if mark is None:
             raise RenderCheckError(
                 f"document {number} ({where}) is not valid YAML: {problem}"

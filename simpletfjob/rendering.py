@@ -127,7 +127,8 @@ def check_documents(
         ids = [identify(d, number + i, where) for i, d in enumerate(documents)]
         shared = check_keys(documents, number, where, "*" in text)
     except RenderCheckError as e:
-        marks = [getattr(e.__cause__, m, None) for m in ("problem_mark", "context_mark")]
+        cause = e.__cause__
+        marks = [getattr(cause, m, None) for m in ("problem_mark", "context_mark")]
         lines = [m.line for m in marks if m is not None] or [getattr(e, "line", -1)]
         public = compiled.public(str(e), text, *lines)
         if public != str(e):

@@ -277,11 +277,9 @@ def _describe(error: Any) -> Iterator[Problem]:
 
 def _validation_loader() -> Any:
     """libyaml's safe loader, reading timestamps as the strings Kubernetes sees."""
-    import yaml
+    from simpletfjob.yamlinput import loader_class
 
-    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-    class ValidationLoader(base):  # type: ignore[valid-type, misc]
+    class ValidationLoader(loader_class()):  # type: ignore[misc]
         pass
 
     def as_string(loader: Any, node: Any) -> str:

@@ -195,6 +195,13 @@ def _construct(instance: Any, node: Any, aliased: bool) -> Any:
         ) from e
 
 
+def mark_and_problem(error: yaml.YAMLError) -> tuple[Any, str]:
+    """Where a YAML error is (a mark with .line and .column from 0, or None), and what it is."""
+    mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
+    problem = getattr(error, "problem", None) or (str(error).strip().splitlines() or ["?"])[0]
+    return mark, str(problem)
+
+
 def describe(
     error: yaml.YAMLError, source: str, what: str = "not valid YAML", line_offset: int = 0
 ) -> str:
@@ -202,9 +209,8 @@ def describe(
 
     `line_offset` is added to the line, for YAML read from the middle of a file.
     """
-    mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
+    mark, problem = mark_and_problem(error)
     where = f"{source}:{line_offset + mark.line + 1}" if mark is not None else source
-    problem = getattr(error, "problem", None) or (str(error).strip().splitlines() or ["?"])[0]
     if isinstance(error, LimitError):
         return f"{where}: {problem}"
     return f"{where}: {what}: {problem}"

@@ -6,7 +6,10 @@ imports the `kubernetes` client.
 
 from __future__ import annotations
 
+import errno
+import os
 import re
+import stat
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -51,17 +54,82 @@ def is_node_name(name: str) -> bool:
     return len(name) <= 253 and _DNS1123_SUBDOMAIN.fullmatch(name) is not None
 
 
-def read_bytes(path: str, what: str, limit: int = -1) -> bytes:
-    """Read an input file (its first `limit` bytes, if given), naming it in every failure."""
+# How much of an input file is read: a limit far above any real input, so that a device
+# such as /dev/zero, a pipe that never ends (`<(yes)`) or a huge file named by mistake is
+# refused at once instead of filling the memory. A saved NodeList of 10,000 nodes with
+# their images is about 200 MB; a template, values file, host list or kubeconfig is at
+# most a few megabytes (Kubernetes stores no object over 1.5 MiB).
+INPUT_LIMIT = 16 << 20
+NODE_LIST_LIMIT = 1 << 30
+_CHUNK = 1 << 20
+
+
+def read_bytes(path: str, what: str, limit: int = INPUT_LIMIT) -> bytes:
+    """Read a whole input file, naming it in every failure.
+
+    A file larger than `limit` bytes, or with a NUL byte (binary, or a device
+    such as /dev/zero), is refused; a stream (a pipe, a FIFO, a device) is read
+    in chunks, so that is seen after at most `limit` bytes, or at the first NUL.
+    A stream path whose descriptor was closed when simpletfjob started (/dev/stdin
+    after `<&-`) is refused rather than read as the /dev/null that stands in for it.
+    """
+    from simpletfjob import streams
+
+    fd = streams.stream_fd(path)
+    if fd is not None and fd in streams.closed_at_start:
+        raise InputError(
+            f"cannot read {what} {path!r}: {streams.stream_name(fd)} is closed "
+            f"({os.strerror(errno.EBADF)})"
+        )
     try:
         with open(path, "rb") as f:
-            return f.read(limit)
+            status = os.fstat(f.fileno())
+            if stat.S_ISREG(status.st_mode):
+                if status.st_size > limit:
+                    raise _too_large(path, what, limit)
+                data = f.read()
+            else:
+                data = _read_stream(f, path, what, limit)
     except FileNotFoundError:
         raise InputError(f"{what} {path!r} does not exist") from None
     except IsADirectoryError:
         raise InputError(f"{what} {path!r} is a directory, not a file") from None
     except OSError as e:
         raise InputError(f"cannot read {what} {path!r}: {e.strerror or e}") from e
+    if len(data) > limit:  # a regular file that grew while it was read
+        raise _too_large(path, what, limit)
+    nul = data.find(b"\0")
+    if nul >= 0:
+        raise _binary(path, what, nul)
+    return data
+
+
+def _read_stream(f: Any, path: str, what: str, limit: int) -> bytes:
+    chunks = []
+    size = 0
+    while size <= limit:
+        chunk = f.read1(min(_CHUNK, limit + 1 - size))
+        if not chunk:
+            break
+        nul = chunk.find(b"\0")
+        if nul >= 0:
+            raise _binary(path, what, size + nul)
+        chunks.append(chunk)
+        size += len(chunk)
+    if size > limit:
+        raise _too_large(path, what, limit)
+    return b"".join(chunks)
+
+
+def _too_large(path: str, what: str, limit: int) -> InputError:
+    size = f"{limit >> 30} GiB" if limit >= 1 << 30 else f"{limit >> 20} MiB"
+    return InputError(
+        f"{what} {path!r} is larger than {size}, the limit for it; see Limits in the README"
+    )
+
+
+def _binary(path: str, what: str, at: int) -> InputError:
+    return InputError(f"{what} {path!r} is not UTF-8 text (byte {at} is NUL: a binary file?)")
 
 
 def read_text(path: str, what: str) -> str:
@@ -118,11 +186,14 @@ def nodes_from_file(path: str) -> list[Node]:
 
     A file whose first character is `{` is JSON, as kubectl writes it, and is read
     as JSON, which is many times faster than a YAML parser and needs a fraction of
-    the memory. Anything else that looks like a NodeList is read as YAML.
+    the memory. Anything else that looks like a NodeList is read as YAML. The file
+    is read once: a pipe (`<(kubectl get nodes -o json)`, /dev/stdin) cannot be
+    read again.
     """
-    if _JSON_START.match(read_bytes(path, "nodes file", 4096)):
-        return _nodes_from_json(path)
-    text = read_text(path, "nodes file")
+    held = [read_bytes(path, "nodes file", NODE_LIST_LIMIT)]
+    if _JSON_START.match(held[0]):
+        return _nodes_from_json(held, path)
+    text = decode_text(held.pop(), path, "nodes file")
     if _looks_like_node_list(text):
         return _nodes_from_yaml(text, path)
     entries = parse_host_lines(text, path)
@@ -139,7 +210,8 @@ def _looks_like_node_list(text: str) -> bool:
     return re.search(r"(?m)^(apiVersion|kind|items)\s*:", text) is not None
 
 
-def _nodes_from_json(path: str) -> list[Node]:
+def _nodes_from_json(held: list[bytes], path: str) -> list[Node]:
+    """The nodes of a JSON NodeList; `held` holds its bytes, taken from it to free them early."""
     import gc
     import json
 
@@ -148,10 +220,13 @@ def _nodes_from_json(path: str) -> list[Node]:
     collecting = gc.isenabled()
     gc.disable()
     try:
-        data = read_bytes(path, "nodes file")
+        data = held.pop()
         slim = without_images(data)
         cut = slim is not data
-        del data  # at most one copy of the file's bytes, and then of its text, at a time
+        # At most one copy of the file's bytes, and then of its text, at a time; a stream
+        # cannot be read again, so its bytes are kept in case the cut text does not parse.
+        whole = data if cut and not os.path.isfile(path) else None
+        del data
         text = decode_text(slim, path, "nodes file")
         del slim
         try:
@@ -161,12 +236,15 @@ def _nodes_from_json(path: str) -> list[Node]:
             if not cut:
                 raise _json_error(e, path) from e
             # Not the layout without_images expects: parse the whole file, for its answer.
+            if whole is None:
+                whole = read_bytes(path, "nodes file", NODE_LIST_LIMIT)
             try:
-                document = json.loads(read_text(path, "nodes file"))
-            except (ValueError, RecursionError) as whole:
-                raise _json_error(whole, path) from whole
+                document = json.loads(decode_text(whole, path, "nodes file"))
+            except (ValueError, RecursionError) as error:
+                raise _json_error(error, path) from error
         else:
             del text
+        del whole
         return _nodes_from_document(document, path)
     finally:
         if collecting:

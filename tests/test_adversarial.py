@@ -466,6 +466,7 @@ def ready(name: str, **extra: Any) -> dict[str, Any]:
 
 ROOT = os.geteuid() == 0
 MANY_HOSTS = "".join(f"host-{i}\n" for i in range(1000))
+PIPED_HOSTS = "".join(f"host-{i:04}.example\n" for i in range(300))  # more than a 4 KB peek
 
 CASES: dict[str, Case] = {
     # -- host names: --nodes and host files ----------------------------------------------------
@@ -506,7 +507,7 @@ CASES: dict[str, Case] = {
     "hosts/nul-byte-in-a-host-file": Case(
         ["mnist.yaml", "--nodes-file", "list", "-o", "-"],
         1,
-        r"list",
+        r"nodes file 'list' is not UTF-8 text \(byte 1 is NUL",
         files={"list": b"a\x00\nb\n"},
     ),
     "hosts/only-blank-lines-and-comments": Case(
@@ -575,6 +576,57 @@ CASES: dict[str, Case] = {
         2,
         r"the template is read from /dev/stdin, so there is no directory to write beside it",
         stdin=MNIST.encode(),
+    ),
+    "files/template-is-dev-zero": Case(
+        ["/dev/zero", "--nodes", "a,b", "-o", "-"],
+        1,
+        r"template '/dev/zero' is not UTF-8 text \(byte 0 is NUL",
+    ),
+    "files/nodes-file-is-dev-zero": Case(
+        ["mnist.yaml", "--nodes-file", "/dev/zero", "-o", "-"],
+        1,
+        r"nodes file '/dev/zero' is not UTF-8 text \(byte 0 is NUL",
+    ),
+    "files/values-file-is-dev-urandom": Case(
+        [*AB, "-f", "/dev/urandom"], 1, r"values file '/dev/urandom' is not UTF-8 text"
+    ),
+    "files/template-over-the-size-limit": Case(
+        ["big.yaml", "--nodes", "a,b", "-o", "-"],
+        1,
+        r"template 'big.yaml' is larger than 16 MiB, the limit for it; see Limits in the README",
+        files={"big.yaml": Sparse((16 << 20) + 1)},
+    ),
+    "files/nodes-file-over-the-size-limit": Case(
+        ["mnist.yaml", "--nodes-file", "nodes.json", "-o", "-"],
+        1,
+        r"nodes file 'nodes.json' is larger than 1 GiB",
+        files={"nodes.json": Sparse((1 << 30) + 1)},
+    ),
+    "files/endless-template-on-stdin": Case(
+        ["/dev/stdin", "--nodes", "a,b", "-o", "-"],
+        1,
+        r"template '/dev/stdin' is larger than 16 MiB",
+        stdin=b"y\n" * (9 << 20),
+    ),
+    "files/host-list-through-a-pipe-is-read-once": Case(
+        ["mnist.yaml", "--nodes-file", "/dev/stdin", "-o", "-"],
+        0,
+        r"^simpletfjob: wrote 300 tasks to stdout: 1 ps \(host-0000.example\), 299 worker",
+        stdin=PIPED_HOSTS.encode(),
+        check=renders(PIPED_HOSTS.split()),
+    ),
+    "files/node-list-through-a-named-pipe": Case(
+        ["mnist.yaml", "--nodes-file", "pipe", "-o", "-"],
+        0,
+        WROTE_2,
+        files={"pipe": Fifo(node_list(ready("b"), ready("a")).encode())},
+        check=renders(["a", "b"]),
+    ),
+    "files/template-from-a-closed-stdin": Case(
+        ["/dev/stdin", "--nodes", "a,b", "-o", "-"],
+        1,
+        r"cannot read template '/dev/stdin': stdin is closed",
+        shell="<&-",
     ),
     # -- options ------------------------------------------------------------------------------
     "options/N-zero": Case([*AB, "-N", "0"], 2, r"-N must be a positive number"),

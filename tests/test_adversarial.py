@@ -529,6 +529,25 @@ CASES: dict[str, Case] = {
     "files/missing-template": Case(
         ["nope.yaml", "--nodes", "a,b", "-o", "-"], 1, r"template 'nope.yaml' does not exist"
     ),
+    "files/template-is-a-directory": Case(
+        ["dir", "--nodes", "a,b", "-o", "-"],
+        1,
+        r"template 'dir' is a directory, not a file",
+        files={"dir": Dir()},
+    ),
+    "files/template-symlink-loop": Case(
+        ["loop", "--nodes", "a,b", "-o", "-"],
+        1,
+        r"cannot read template 'loop': Too many levels of symbolic links",
+        files={"loop": Symlink("loop2"), "loop2": Symlink("loop")},
+    ),
+    "files/template-named-pipe-by-a-bare-name": Case(
+        ["pipe", "--nodes", "a,b", "-o", "-"],
+        0,
+        WROTE_2,
+        files={"pipe": Fifo(MNIST.encode())},
+        check=renders(["a", "b"]),
+    ),
     "files/template-is-a-directory-with-a-slash": Case(
         ["dir/", "--nodes", "a,b", "-o", "-"],
         1,

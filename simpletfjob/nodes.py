@@ -147,9 +147,15 @@ def decode_text(data: bytes, path: str, what: str) -> str:
 
 
 def parse_host_lines(text: str, origin: str) -> list[tuple[str, str]]:
-    """Names from a one-per-line list, each with 'origin:line'; blanks and # comments are skipped."""
+    """Names from a one-per-line list, each with 'origin:line'; blanks and # comments are skipped.
+
+    Lines end at '\n', '\r\n' or '\r', as editors and `grep -n` count them: not at
+    the form feeds, U+2028 and other breaks that str.splitlines also splits at,
+    which would split a name in two and number the lines wrong.
+    """
     entries = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    for number, line in enumerate(lines, start=1):
         name = line.split("#", 1)[0].strip()
         if name:
             entries.append((name, f"{origin}:{number}"))

@@ -157,15 +157,22 @@ def _client_logs() -> Iterator[list[_KeptLog]]:
 
 
 def kubeconfig_paths(settings: ClusterSettings) -> list[str] | None:
-    """The kubeconfig files to merge, in order; None means the in-cluster service account."""
+    """The kubeconfig files to merge, in order; None means the in-cluster service account.
+
+    As kubectl decides: a file that does not exist is skipped (in $KUBECONFIG) or
+    missing; anything else that is there is read, and the reading says what is
+    wrong with it. So /dev/null is an empty kubeconfig, a named pipe or
+    `<(...)` is read once, and a symlink loop or a file that cannot be read is
+    an error that names it, never taken for a file that is not there.
+    """
     environ = settings.environ
     if settings.kubeconfig is not None:
         path = os.path.expanduser(settings.kubeconfig)
         if os.path.isdir(path):
             raise InputError(f"kubeconfig {settings.kubeconfig!r} is a directory, not a file")
-        if not os.path.isfile(path):
+        if not os.path.lexists(path):
             raise InputError(f"kubeconfig {settings.kubeconfig!r} does not exist")
-        return [_readable(path)]
+        return [path]
     listed = environ.get("KUBECONFIG", "")
     in_pod = bool(environ.get("KUBERNETES_SERVICE_HOST"))
     if listed:
@@ -178,8 +185,8 @@ def kubeconfig_paths(settings: ClusterSettings) -> list[str] | None:
                 raise InputError(
                     f"$KUBECONFIG lists {entry!r}, which is a directory, not a kubeconfig file"
                 )
-            if entry and os.path.isfile(path):
-                found.append(_readable(path))
+            if entry and _there(path):
+                found.append(path)
         if found:
             return found
         if in_pod:
@@ -192,21 +199,22 @@ def kubeconfig_paths(settings: ClusterSettings) -> list[str] | None:
     default = os.path.join(home, ".kube", "config")
     if os.path.isdir(default):
         raise InputError(f"kubeconfig {default!r} is a directory, not a file")
-    if os.path.isfile(default):
-        return [_readable(default)]
+    if _there(default):
+        return [default]
     if in_pod:
         return None
     raise ClusterError(NO_CLUSTER)
 
 
-def _readable(path: str) -> str:
-    """The path, once it is known to open: the client would report a refusal as a parse error."""
+def _there(path: str) -> bool:
+    """Whether kubectl would read the path: anything but a name that does not exist."""
     try:
-        with open(path, "rb"):
-            pass
-    except OSError as e:
-        raise InputError(f"cannot read kubeconfig {path!r}: {e.strerror or e}") from e
-    return path
+        os.stat(path)
+    except FileNotFoundError:
+        return False
+    except OSError:  # a loop, a refusal: reading it says what is wrong
+        return True
+    return True
 
 
 def connect(settings: ClusterSettings) -> tuple[Any, Target]:

@@ -991,6 +991,30 @@ CASES: dict[str, Case] = {
         files={"kcdir": Dir(), "kc": kubeconfig()},
         env={"KUBECONFIG": "kc:kcdir"},
     ),
+    "kubeconfig/KUBECONFIG-is-dev-null": Case(
+        ["mnist.yaml", "-o", "-"],
+        1,
+        r"kubeconfig /dev/null sets no current context",
+        env={"KUBECONFIG": "/dev/null"},
+    ),
+    "kubeconfig/symlink-loop-in-KUBECONFIG": Case(
+        ["mnist.yaml", "-o", "-"],
+        1,
+        r"cannot read kubeconfig 'loop': Too many levels of symbolic links",
+        files={"loop": Symlink("loop2"), "loop2": Symlink("loop")},
+        env={"KUBECONFIG": "missing:loop"},
+    ),
+    "kubeconfig/dev-zero": Case(
+        ["mnist.yaml", "--kubeconfig", "/dev/zero", "-o", "-"],
+        1,
+        r"kubeconfig '/dev/zero' is not UTF-8 text \(byte 0 is NUL",
+    ),
+    "kubeconfig/through-a-named-pipe": Case(
+        ["mnist.yaml", "--kubeconfig", "pipe", "-o", "-"],
+        1,
+        r"^simpletfjob: error: http://127.0.0.1:\d+ \(context 'x'\): unreachable: connection refused",
+        files={"pipe": Fifo(kubeconfig().encode())},
+    ),
     "kubeconfig/unreachable-server": Case(
         ["mnist.yaml", "--kubeconfig", "kc", "-o", "-"],
         1,

@@ -134,6 +134,7 @@ class Case:
     creates: tuple[str, ...] = ()  # files a successful run writes
     changes: tuple[str, ...] = ()  # files that were there and may change (an append target)
     partial_stdout: bool = False  # what reached stdout before a signal stays there
+    before: Callable[[Path], None] | None = None  # after the files are made, before the snapshot
     during: Callable[[subprocess.Popen[bytes], Path], None] | None = None
     check: Callable[[Outcome], None] | None = None
     skip: str | None = None
@@ -356,6 +357,8 @@ def run_case(case: Case, directory: Path) -> Outcome:
     outcome = Outcome(directory)
     try:
         make_files(directory, case.files)
+        if case.before is not None:
+            case.before(directory)
         outcome.before = snapshot(directory)
         command = [SCRIPT, *case.argv]
         if case.shell:
@@ -465,6 +468,19 @@ def ready(name: str, **extra: Any) -> dict[str, Any]:
 
 
 ROOT = os.geteuid() == 0
+
+
+def _proc_1_closed() -> bool:
+    try:
+        os.readlink("/proc/1/fd/1")
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+PROC_1_CLOSED = _proc_1_closed()  # a container without ptrace: /proc/1/fd/1 cannot be opened
 MANY_HOSTS = "".join(f"host-{i}\n" for i in range(1000))
 PIPED_HOSTS = "".join(f"host-{i:04}.example\n" for i in range(300))  # more than a 4 KB peek
 
@@ -934,6 +950,20 @@ CASES: dict[str, Case] = {
         1,
         r"stdout is redirected to 'mnist.yaml', the template",
         shell=">>mnist.yaml",
+    ),
+    "output/symlink-into-a-directory-that-may-not-be-searched": Case(
+        ["mnist.yaml", "--nodes", "a,b", "-o", "link"],
+        1,
+        r"^simpletfjob: error: cannot write 'link': Permission denied$",
+        files={"locked": Dir(), "link": Symlink("locked/x/y.yaml")},
+        before=lambda directory: (directory / "locked").chmod(0),
+        skip="root looks into any directory whatever its mode" if ROOT else None,
+    ),
+    "output/another-process-descriptor": Case(
+        ["mnist.yaml", "--nodes", "a,b", "-o", "/proc/1/fd/1"],
+        1,
+        r"^simpletfjob: error: cannot write '/proc/1/fd/1': Permission denied$",
+        skip=None if PROC_1_CLOSED else "this process may look into process 1's descriptors",
     ),
     "output/dangling-symlink": Case(
         ["mnist.yaml", "--nodes", "a,b", "-o", "link"],

@@ -856,6 +856,25 @@ CASES: dict[str, Case] = {
         files={"v.yaml": job("v: << a.b >>\n")},
         check=values_of("v", [2, 2]),
     ),
+    "values/set-a-number-past-64-bits-stays-a-string": Case(
+        ["v.yaml", *AB[1:], "--set", "a=" + "9" * 20],
+        0,
+        WROTE_2,
+        files={"v.yaml": job("v: << a is string >>\n")},
+        check=values_of("v", [True, True]),
+    ),
+    "values/set-5000-digits": Case(
+        ["v.yaml", *AB[1:], "--set", "a=" + "9" * 5000],
+        0,
+        WROTE_2,
+        files={"v.yaml": job("v: << a|length >>\n")},
+        check=values_of("v", [5000, 5000]),
+    ),
+    "values/set-bytes-that-are-not-utf-8": Case(
+        [*AB, "--set", "a=x\udcffy"],
+        2,
+        r"^simpletfjob: error: --set 'a=x\\udcffy': the value is not UTF-8 text",
+    ),
     "values/file-python-object-tag": Case(
         [*AB, "-f", "v.yaml"],
         1,

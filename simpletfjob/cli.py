@@ -254,7 +254,12 @@ def render_command(
         for name in options
         if context.get_parameter_source(name) is not ParameterSource.DEFAULT
     }
-    summary = run(prepare_options(template, {**options, "exc": exc}, given, value_files, sets))
+    # Warnings wait until the run has succeeded: a failure is one line, whatever came before.
+    warnings: list[str] = []
+    prepared = prepare_options(template, {**options, "exc": exc}, given, value_files, sets)
+    summary = run(prepared, warnings.append)
+    for message in warnings:
+        print(f"simpletfjob: warning: {message}", file=sys.stderr)
     print(summary, file=sys.stderr)
 
 

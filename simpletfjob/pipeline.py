@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -146,15 +146,19 @@ def warn(message: str) -> None:
     print(f"simpletfjob: warning: {message}", file=sys.stderr)
 
 
-def run(options: Options) -> str:
-    """Render and write the run; returns the one-line summary for stderr."""
+def run(options: Options, warn: Callable[[str], None] = warn) -> str:
+    """Render and write the run; returns the one-line summary for stderr.
+
+    Warnings go to `warn` as they arise; the CLI holds them back until the run has
+    succeeded, so that a failure is one line.
+    """
     check_options(options)
     source, filename = load_template(options.template, options.template_text)
     output = output_destination(options, filename)
     check_reserved(options.values, BUILTIN_VARIABLES)
     compiled = CompiledTemplate(source, filename, [*BUILTIN_VARIABLES, *options.values])
 
-    nodes = read_nodes(options)
+    nodes = read_nodes(options, warn)
     check_node_options(options, nodes)
     excluded = read_exclusions(options.exc)
     for name in unknown_exclusions(nodes, excluded):
@@ -369,7 +373,7 @@ def kubeconfig_inputs(
     return found
 
 
-def read_nodes(options: Options) -> list[node_sources.Node]:
+def read_nodes(options: Options, warn: Callable[[str], None] = warn) -> list[node_sources.Node]:
     if options.nodes is not None:
         return node_sources.nodes_from_option(options.nodes)
     if options.nodes_file is not None:
@@ -378,7 +382,10 @@ def read_nodes(options: Options) -> list[node_sources.Node]:
 
     return read_cluster_nodes(
         ClusterSettings(
-            kubeconfig=options.kubeconfig, context=options.context, selector=options.selector
+            kubeconfig=options.kubeconfig,
+            context=options.context,
+            selector=options.selector,
+            warn=warn,
         )
     )
 

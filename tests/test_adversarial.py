@@ -695,6 +695,12 @@ CASES: dict[str, Case] = {
     "options/E-bare-at-the-end-without-exc": Case(
         [*AB, "-E"], 1, r"exclusion file 'exc' does not exist"
     ),
+    "options/exclusion-typo-then-too-few-hosts": Case(
+        [*AB, "-E", "exc", "-N", "5"],
+        1,
+        r"^simpletfjob: error: -N 5 asks for more hosts than are eligible",
+        files={"exc": "zz\n"},
+    ),
     "options/nodes-and-nodes-file": Case(
         [*AB, "--nodes-file", "hosts"], 2, r"give --nodes or --nodes-file, not both"
     ),
@@ -951,6 +957,12 @@ CASES: dict[str, Case] = {
         shell=">>log",
         changes=("log",),
         check=appended_to("log", b"earlier\n"),
+    ),
+    "output/a-full-device-after-a-label-warning": Case(
+        ["t.yaml", "--nodes", "a,b", "-o", "/dev/full"],
+        1,
+        r"^simpletfjob: error: cannot write '/dev/full': No space left on device$",
+        files={"t.yaml": job("  labels: {simpletfjob/job: mine}\n")},
     ),
     "output/a-descriptor-that-is-not-open": Case(
         ["mnist.yaml", "--nodes", "a,b", "-o", "/dev/fd/9"],

@@ -259,8 +259,8 @@ def render_command(
     prepared = prepare_options(template, {**options, "exc": exc}, given, value_files, sets)
     summary = run(prepared, warnings.append)
     for message in warnings:
-        print(f"simpletfjob: warning: {message}", file=sys.stderr)
-    print(summary, file=sys.stderr)
+        _say(f"simpletfjob: warning: {message}")
+    _say(summary)
 
 
 @click.command("templates", context_settings=CONTEXT, add_help_option=False)
@@ -293,7 +293,7 @@ def init_command(name: str, output: str | None, force: bool) -> None:
     """Write a copy of the built-in template NAME, to edit and render as your own."""
     from simpletfjob.catalog import write_copy
 
-    print(write_copy(name, output, force), file=sys.stderr)
+    _say(write_copy(name, output, force))
 
 
 # Words that name a command rather than a template when they come first.
@@ -330,9 +330,28 @@ def main(argv: Sequence[str] | None = None) -> None:
     sys.exit(EXIT_OK)
 
 
+def _say(line: str) -> None:
+    """One line on stderr, whatever it quotes.
+
+    A path or value quoted as it was given can hold a newline, which would make
+    two lines, a terminal escape, or a character that reorders the text: control
+    and format characters, line and paragraph separators and bytes that are not
+    UTF-8 are shown escaped, as repr() shows them. Other characters stay as they are.
+    """
+    if not line.isprintable():
+        import unicodedata
+
+        line = "".join(repr(c)[1:-1] if unicodedata.category(c) in _ESCAPED else c for c in line)
+    print(line, file=sys.stderr)
+
+
+# Control, format, line and paragraph separator, and surrogate (undecodable byte) characters.
+_ESCAPED = frozenset(["Cc", "Cf", "Zl", "Zp", "Cs"])
+
+
 def _fail(message: str, code: int) -> None:
     first = message.strip().splitlines()[0] if message.strip() else "failed"
-    print(f"simpletfjob: error: {first}", file=sys.stderr)
+    _say(f"simpletfjob: error: {first}")
     sys.exit(code)
 
 

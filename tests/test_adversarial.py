@@ -894,6 +894,12 @@ CASES: dict[str, Case] = {
         r"v.yaml:\d+: excessive aliasing",
         files={"v.yaml": alias_bomb()},
     ),
+    "values/terminal-escape-in-the-file-name": Case(
+        [*AB, "-f", "v\x1b[2J.yaml"],
+        1,
+        r"^simpletfjob: error: v\\x1b\[2J.yaml:2: not valid YAML",
+        files={"v\x1b[2J.yaml": "a: [\n"},
+    ),
     "values/file-is-a-list": Case(
         [*AB, "-f", "v.yaml"], 1, r"must be a YAML mapping, not a list", files={"v.yaml": "- a\n"}
     ),
@@ -963,6 +969,13 @@ CASES: dict[str, Case] = {
         1,
         r"^simpletfjob: error: cannot write '/dev/full': No space left on device$",
         files={"t.yaml": job("  labels: {simpletfjob/job: mine}\n")},
+    ),
+    "output/newline-in-the-file-name": Case(
+        ["mnist.yaml", "--nodes", "a,b", "-o", "x\ny.yaml"],
+        0,
+        r"^simpletfjob: wrote 2 tasks to x\\ny.yaml: 1 ps \(a\), 1 worker \(b\)$",
+        creates=("x\ny.yaml",),
+        check=renders(["a", "b"], "x\ny.yaml"),
     ),
     "output/a-descriptor-that-is-not-open": Case(
         ["mnist.yaml", "--nodes", "a,b", "-o", "/dev/fd/9"],

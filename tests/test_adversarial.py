@@ -195,6 +195,23 @@ def tf_config_values(value: Callable[[Any], Any]) -> Callable[[Outcome], None]:
     return check
 
 
+def tf_config_twice(outcome: Outcome) -> None:
+    """`v` holds its task's TF_CONFIG twice, back to back, and nothing else."""
+    decoder = json.JSONDecoder()
+    for doc, role in zip(outcome.documents(), ["ps", "worker"], strict=True):
+        first, end = decoder.raw_decode(doc["v"])
+        second, rest = decoder.raw_decode(doc["v"], end)
+        assert rest == len(doc["v"])
+        assert (
+            first
+            == second
+            == {
+                "cluster": {"ps": ["a:2222"], "worker": ["b:2222"]},
+                "task": {"type": role, "index": 0},
+            }
+        )
+
+
 def appended_to(name: str, old: bytes) -> Callable[[Outcome], None]:
     def check(outcome: Outcome) -> None:
         data = (outcome.directory / name).read_bytes()
@@ -794,6 +811,13 @@ CASES: dict[str, Case] = {
         WROTE_2,
         files={"t.yaml": job('v: ["--tf_config=<<TF_CONFIG>>"]\n')},
         check=tf_config_values(lambda d: d["v"][0]),
+    ),
+    "templates/tf-config-twice-in-one-plain-value": Case(
+        ["t.yaml", *AB[1:]],
+        0,
+        WROTE_2,
+        files={"t.yaml": job("v: <<TF_CONFIG>><<TF_CONFIG>>\n")},
+        check=tf_config_twice,
     ),
     "templates/private-use-marker-character": Case(
         ["t.yaml", *AB[1:]],

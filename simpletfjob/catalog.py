@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from simpletfjob.errors import InputError, OutputError, TemplateError
 from simpletfjob.nodes import read_text
-from simpletfjob.render import BUILTIN_VARIABLES
+from simpletfjob.render import BUILTIN_VARIABLES, unix_newlines
 
 if TYPE_CHECKING:
     from simpletfjob.pipeline import Options
@@ -135,7 +135,7 @@ def locate(name: str) -> TemplateSource:
         available = builtin_names()
         if name not in available:
             if os.path.lexists(name):  # a directory, a named pipe, a symlink loop: say which
-                text = read_text(name, "template")
+                text = unix_newlines(read_text(name, "template"))
                 return TemplateSource(name, text, parse_header(text, name))
             raise InputError(
                 f"template {name!r} is neither a file nor a built-in template; "
@@ -144,7 +144,7 @@ def locate(name: str) -> TemplateSource:
         display = f"built-in {name}{SUFFIX}"
         text = read_builtin(name)
         return TemplateSource(display, text, parse_header(text, display), builtin=name)
-    text = read_text(name, "template")
+    text = unix_newlines(read_text(name, "template"))
     return TemplateSource(name, text, parse_header(text, name))
 
 

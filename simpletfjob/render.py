@@ -242,9 +242,8 @@ class CompiledTemplate:
                     f"{filename}: contains U+{ord(char):04X}, which simpletfjob reserves"
                 )
         self.filename = filename
-        # Windows line endings would hide a line's end from the placement rules; YAML
-        # does not care, so the output uses '\n' throughout.
-        text, self.placements = translate_source(source.replace("\r\n", "\n"))
+        source = unix_newlines(source)
+        text, self.placements = translate_source(source)
         env = make_environment()
         try:
             ast = env.parse(text, filename=filename)
@@ -255,7 +254,7 @@ class CompiledTemplate:
         self.uses_tf_config = "TF_CONFIG" in self.referenced
         self._template = env.template_class.from_code(env, code, env.make_globals(None), None)
         self._index = {p: i for i, p in enumerate(self.placements)}
-        self._source = source.replace("\r\n", "\n")
+        self._source = source
         self._line_patterns: list[tuple[int, re.Pattern[str]]] | None = None
         # A header left out of the output is a jinja comment of as many lines.
         header = re.match(r"<#[^#]*?#>\n", self._source)
@@ -426,6 +425,18 @@ class CompiledTemplate:
         line = self.placements[int(match[1])].line
         shown = re.sub(_SHOWN_MARKER, "<<TF_CONFIG>>", message)
         return f"{shown} (<<TF_CONFIG>> at {self.filename}:{line})"
+
+
+def unix_newlines(text: str) -> str:
+    """The text with its Windows ('\\r\\n') and old Mac ('\\r') line endings as '\\n'.
+
+    YAML reads all three as line breaks, but the placement rules and the header
+    see lines by '\\n': so a template's lines end the same however it was saved,
+    and the output uses '\\n' throughout.
+    """
+    if "\r" not in text:
+        return text
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def make_environment() -> jinja2.Environment:

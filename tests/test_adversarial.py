@@ -769,6 +769,19 @@ CASES: dict[str, Case] = {
         files={"crlf.yaml": MNIST.replace("\n", "\r\n")},
         check=renders(["a", "b"]),
     ),
+    "templates/old-mac-line-endings": Case(
+        ["cr.yaml", *AB[1:]],
+        0,
+        r"^simpletfjob: wrote 2 tasks",
+        files={"cr.yaml": MNIST.replace("\n", "\r")},
+        check=renders(["a", "b"]),
+    ),
+    "templates/header-with-old-mac-line-endings": Case(
+        ["cr.yaml", *AB[1:]],
+        0,
+        r"^simpletfjob: wrote 2 tasks to stdout: 2 worker \(a, b\)$",
+        files={"cr.yaml": ("# simpletfjob:\n#   options: {psn: 0}\n" + MNIST).replace("\n", "\r")},
+    ),
     "templates/tabs-for-indentation": Case(
         ["tabs.yaml", *AB[1:]],
         1,

@@ -702,6 +702,24 @@ CASES: dict[str, Case] = {
     "options/port-65535-with-two-tasks-per-host": Case(
         [*AB, "--port", "65535", "--tasks-per-host", "2"], 2, r"goes past port 65535"
     ),
+    "options/tasks-per-host-65535-from-port-1": Case(
+        [*AB, "--port", "1", "--tasks-per-host", "65535"],
+        1,
+        r"the run would have up to 131,070 tasks \(2 hosts x 65,535 tasks per host\); "
+        r"a run has at most 10,000",
+    ),
+    "options/more-hosts-than-a-run-may-have": Case(
+        ["mnist.yaml", "--nodes-file", "many", "-o", "-"],
+        1,
+        r"the run would have up to 10,001 tasks \(10,001 hosts\)",
+        files={"many": "".join(f"h{i}\n" for i in range(10_001))},
+    ),
+    "options/tasks-per-host-from-a-header": Case(
+        ["t.yaml", "--nodes", "a,b", "--port", "1", "-o", "-"],
+        1,
+        r"the run would have up to 100,000 tasks",
+        files={"t.yaml": "# simpletfjob:\n#   options: {tasks-per-host: 50000}\n" + MNIST},
+    ),
     "options/port-zero": Case([*AB, "--port", "0"], 2, r"--port must be between 1 and 65535"),
     "options/tasks-per-host-zero": Case(
         [*AB, "--tasks-per-host", "0"], 2, r"--tasks-per-host must be at least 1"

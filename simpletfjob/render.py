@@ -21,10 +21,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from simpletfjob.errors import TemplateError
+from simpletfjob.sandbox import Bounds, make_environment
 
 if TYPE_CHECKING:
-    import jinja2
-
     from simpletfjob.roles import ClusterSpec, Task
 
 # The variables every task gets; --set values may not reuse these names.
@@ -245,6 +244,8 @@ class CompiledTemplate:
         source = unix_newlines(source)
         text, self.placements = translate_source(source)
         env = make_environment()
+        self._environment = env
+        self._bounds = Bounds(filename)
         try:
             ast = env.parse(text, filename=filename)
             code = env.compile(ast, name=filename, filename=filename)
@@ -261,8 +262,9 @@ class CompiledTemplate:
         self._header_lines = header[0].count("\n") if header else 0
 
     def render(self, context: Mapping[str, Any]) -> str:
+        """One task's text; its work is bounded (see `sandbox`)."""
         try:
-            return self._template.render(context)
+            return self._bounds.render(self._environment, lambda: self._template.render(context))
         except Exception as e:
             raise _template_error(e, self.filename) from e
 
@@ -439,26 +441,6 @@ def unix_newlines(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
-def make_environment() -> jinja2.Environment:
-    from jinja2 import StrictUndefined
-    from jinja2.sandbox import SandboxedEnvironment
-
-    return SandboxedEnvironment(
-        variable_start_string="<<",
-        variable_end_string=">>",
-        block_start_string="{%",
-        block_end_string="%}",
-        comment_start_string="<#",
-        comment_end_string="#>",
-        # A statement alone on its line leaves no blank line or stray indentation behind.
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        undefined=StrictUndefined,
-        autoescape=False,
-    )
-
-
 def _check_names(ast: Any, filename: str, known: set[str]) -> set[str]:
     """Fail on the first name the template uses that no task will define, naming its line."""
     from jinja2 import meta, nodes
@@ -489,8 +471,13 @@ def _template_error(e: Exception, filename: str) -> TemplateError:
     where = f"{filename}:{lineno}" if lineno else filename
     kind = type(e).__name__
     message = getattr(e, "message", None) or str(e)
-    if kind == "UndefinedError":
+    if kind in ("UndefinedError", "RenderLimit"):
         return TemplateError(f"{where}: {message}")
+    if kind == "RecursionError":
+        return TemplateError(
+            f"{where}: the template recurses too deeply "
+            "(a macro or a recursive loop that calls itself without end?)"
+        )
     if kind == "TemplateSyntaxError":
         return TemplateError(f"{where}: template syntax error: {message}")
     first_line = message.splitlines()[0] if message else kind

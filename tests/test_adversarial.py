@@ -20,7 +20,6 @@ parametrized test then checks its own row.
 from __future__ import annotations
 
 import concurrent.futures
-import errno
 import hashlib
 import json
 import os
@@ -249,8 +248,7 @@ def signal_while_reading(fifo: str, signum: int) -> Callable[[subprocess.Popen[b
             # A FIFO opens for writing without blocking only once a reader has it open.
             try:
                 writer.append(os.open(directory / fifo, os.O_WRONLY | os.O_NONBLOCK))
-            except OSError as e:
-                assert e.errno == errno.ENXIO
+            except OSError:  # ENXIO: no reader yet
                 return False
             return True
 
@@ -485,6 +483,7 @@ def ready(name: str, **extra: Any) -> dict[str, Any]:
 
 
 ROOT = os.geteuid() == 0
+LINUX = Path("/proc/self/statm").exists()
 
 
 def _proc_1_closed() -> bool:
@@ -892,6 +891,90 @@ CASES: dict[str, Case] = {
         1,
         r"j.yaml:4: .*range",
         files={"j.yaml": job("{% for i in range(10**9) %}{% endfor %}\n")},
+    ),
+    "jinja/macro-that-calls-itself-without-end": Case(
+        ["j.yaml", *AB[1:]],
+        1,
+        r"j.yaml:1: the template recurses too deeply",
+        files={"j.yaml": "{% macro f() %}<<f()>>{% endmacro %}<<f()>>\n"},
+    ),
+    "jinja/macro-that-calls-itself-twice": Case(
+        ["j.yaml", *AB[1:]],
+        1,
+        r"j.yaml:1: the template makes more than 100,000 calls for one task",
+        files={
+            "j.yaml": "{% macro f(n) %}{% if n %}<<f(n-1)>><<f(n-1)>>{% endif %}{% endmacro %}"
+            + job("v: '<<f(60)>>'\n")
+        },
+    ),
+    "jinja/nested-range-loops": Case(
+        ["j.yaml", *AB[1:]],
+        1,
+        r"j.yaml:4: the template loops more than 1,000,000 times for one task",
+        files={
+            "j.yaml": job(
+                "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}\n"
+            )
+        },
+    ),
+    "jinja/recursive-loop-that-fans-out": Case(
+        ["j.yaml", *AB[1:]],
+        1,
+        r"j.yaml:4: the template loops more than 1,000,000 times for one task",
+        files={
+            "j.yaml": job(
+                "{% for x in range(1000) recursive %}{% if loop.depth < 3 %}"
+                "<<loop(range(1000))>>{% endif %}{% endfor %}\n"
+            )
+        },
+    ),
+    "jinja/a-string-times-ten-billion": Case(
+        ["j.yaml", *AB[1:]],
+        1,
+        r"j.yaml:4: '\*' would make a string of 10,000,000,000 characters",
+        files={"j.yaml": job("v: << 'x' * 10**10 >>\n")},
+    ),
+    "jinja/nine-to-the-hundred-millionth": Case(
+        ["j.yaml", *AB[1:]],
+        1,
+        r"j.yaml:4: 9 \*\* 99999999 has more than 100,000 bits",
+        files={"j.yaml": job("v: << 9 ** 99999999 >>\n")},
+    ),
+    "jinja/squaring-in-a-loop": Case(
+        ["j.yaml", *AB[1:]],
+        1,
+        r"j.yaml:4: a product of more than 100,000 bits",
+        files={
+            "j.yaml": job(
+                "{% set ns = namespace(n=3) %}"
+                "{% for i in range(40) %}{% set ns.n = ns.n * ns.n %}{% endfor %}v: 1\n"
+            )
+        },
+    ),
+    "jinja/center-ten-billion": Case(
+        ["j.yaml", *AB[1:]],
+        1,
+        r"j.yaml:4: the template needs more than 512 MiB of memory for one task",
+        files={"j.yaml": job("v: << 'x' | center(10**10) >>\n")},
+        skip=None if LINUX else "the memory cap needs /proc",
+    ),
+    "jinja/doubling-a-string-in-a-loop": Case(
+        ["j.yaml", *AB[1:]],
+        1,
+        r"j.yaml:4: the template needs more than 512 MiB of memory for one task",
+        files={
+            "j.yaml": job(
+                "{% set ns = namespace(s='x') %}"
+                "{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}v: 1\n"
+            )
+        },
+        skip=None if LINUX else "the memory cap needs /proc",
+    ),
+    "jinja/twenty-megabytes-of-text": Case(
+        ["j.yaml", *AB[1:]],
+        1,
+        r"j.yaml: the template makes 20,000,039 characters for one task, more than 16 MiB",
+        files={"j.yaml": job("v: << 'x'.center(20000000) >>\n")},
     ),
     "jinja/division-by-zero": Case(
         ["j.yaml", *AB[1:]],

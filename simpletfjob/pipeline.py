@@ -30,6 +30,7 @@ from simpletfjob.labels import (
 from simpletfjob.output import (
     Destination,
     DocumentId,
+    check_directives,
     check_keys,
     check_name,
     check_unique,
@@ -572,6 +573,7 @@ def check_documents(
     """
     try:
         documents = compose_documents(text, number, where, compiled.filename)
+        check_directives(text, number, where)
         if not documents:
             raise RenderCheckError(
                 f"document {number} ({where}) is empty: the template renders no YAML document"

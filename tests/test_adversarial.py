@@ -849,6 +849,29 @@ CASES: dict[str, Case] = {
         files={"t.yaml": job("v: <<TF_CONFIG>><<TF_CONFIG>>\n")},
         check=tf_config_twice,
     ),
+    "templates/a-yaml-directive": Case(
+        ["d.yaml", *AB[1:]],
+        1,
+        r"document 1 \(ps 0 on a\) starts with a %YAML directive, which kubectl cannot read "
+        r".*\(d.yaml:1\)$",
+        files={"d.yaml": "%YAML 1.1\n---\n" + job("")},
+    ),
+    "templates/a-tag-directive-before-the-second-document": Case(
+        ["d.yaml", *AB[1:]],
+        1,
+        r"document 2 \(ps 0 on a\) starts with a %TAG directive.*\(d.yaml:5\)$",
+        files={"d.yaml": job("...\n%TAG !e! tag:example.com,2000:\n---\nkind: ConfigMap\n")},
+    ),
+    "templates/header-alias-bomb": Case(
+        ["h.yaml", *AB[1:]],
+        1,
+        r"h.yaml:\d+: excessive aliasing",
+        files={
+            "h.yaml": "# simpletfjob:\n#   values:\n"
+            + "".join(f"#     {line}\n" for line in alias_bomb().splitlines())
+            + MNIST
+        },
+    ),
     "templates/private-use-marker-character": Case(
         ["t.yaml", *AB[1:]],
         1,

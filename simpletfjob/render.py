@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from simpletfjob.errors import TemplateError
-from simpletfjob.sandbox import Bounds, make_environment
+from simpletfjob.sandbox import Bounds, RenderLimit, check_tags, make_environment
 
 if TYPE_CHECKING:
     from simpletfjob.roles import ClusterSpec, Task
@@ -247,8 +247,16 @@ class CompiledTemplate:
         self._environment = env
         self._bounds = Bounds(filename)
         try:
-            ast = env.parse(text, filename=filename)
-            code = env.compile(ast, name=filename, filename=filename)
+            check_tags(text, filename)
+            ast = self._bounds.compile(lambda: env.parse(text, filename=filename))
+            code = self._bounds.compile(lambda: env.compile(ast, name=filename, filename=filename))
+        except RenderLimit as e:
+            raise TemplateError(_limit_message(e, filename)) from e
+        except RecursionError as e:  # jinja's parser and code generator recurse per level
+            raise TemplateError(
+                f"{filename}: the template nests too deeply to compile (brackets, operators "
+                "or blocks inside one another, thousands deep)"
+            ) from e
         except Exception as e:  # jinja2.TemplateSyntaxError, named without importing jinja2 early
             raise _template_error(e, filename) from e
         self.referenced = _check_names(ast, filename, set(known))
@@ -459,6 +467,12 @@ def _check_names(ast: Any, filename: str, known: set[str]) -> set[str]:
             f"or use one of: {', '.join(sorted(known, key=str.lower))}"
         )
     return referenced
+
+
+def _limit_message(e: RenderLimit, filename: str) -> str:
+    if e.message.startswith(f"{filename}:"):
+        return e.message
+    return f"{filename}:{e.lineno}: {e.message}" if e.lineno else f"{filename}: {e.message}"
 
 
 def _template_error(e: Exception, filename: str) -> TemplateError:

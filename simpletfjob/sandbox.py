@@ -14,13 +14,18 @@ whoever runs the template to bound. simpletfjob bounds each task's render:
   than `MAX_TEXT` items made by `*` or `**`, refused before Python computes it
   (a big power or product is one long computation that nothing can interrupt);
 - at most `MAX_TEXT` characters of text for one task (Kubernetes stores no
-  object over 1.5 MiB);
+  object over 1.5 MiB), and `MAX_TOTAL_TEXT` for all the tasks of a run, whose
+  texts are all held until every one is checked;
 - on Linux, at most `MEMORY` bytes more address space than the process had, so
   that one huge allocation (`'x' | center(10**10)`) fails at once instead of
   filling the memory;
-- and all the renders of a run together at most `CPU_SECONDS` of CPU time: the
-  backstop for work that none of the counts sees (a filter's own loop, such as
-  `lipsum(100000)` called again and again).
+- and compiling the template and all the renders of a run together at most
+  `CPU_SECONDS` of CPU time: the backstop for work that none of the counts sees
+  (a filter's own loop, such as `lipsum(100000)` called again and again).
+
+The template itself may have at most `MAX_TAGS` expressions and statements:
+compiling takes time and memory that grow faster than the template. It is
+compiled within the memory cap and the CPU time too.
 
 Python's own recursion limit stops a macro that calls itself without end.
 Constant expressions are not folded when the template is compiled (jinja's
@@ -37,10 +42,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import jinja2
 
+MAX_TAGS = 10_000
 MAX_ITERATIONS = 1_000_000
 MAX_CALLS = 100_000
 MAX_INT_BITS = 100_000
 MAX_TEXT = 16 << 20
+MAX_TOTAL_TEXT = 512 << 20
 MEMORY = 512 << 20
 CPU_SECONDS = 60.0
 
@@ -175,12 +182,34 @@ def check_binop(operator: str, left: Any, right: Any) -> None:
             )
 
 
+def check_tags(text: str, filename: str) -> None:
+    """Refuse a template of more than MAX_TAGS expressions and statements, before compiling it.
+
+    Compiling takes time and memory that grow faster than the template: 300,000
+    expressions in a 6 MB template took jinja and Python's compiler a minute and
+    3 GB. A real template has tens; one with thousands writes out what a loop
+    would make.
+    """
+    if text.count("<<") + text.count("{%") <= MAX_TAGS:
+        return
+    import re
+
+    for count, match in enumerate(re.finditer(r"<<|\{%", text), start=1):
+        if count > MAX_TAGS:
+            line = text.count("\n", 0, match.start()) + 1
+            raise RenderLimit(
+                f"{filename}:{line}: the template has more than {MAX_TAGS:,} expressions and "
+                "statements (<< >> and {% %}); write a loop instead; see Limits in the README"
+            )
+
+
 class Bounds:
-    """The bounds around one run's renders of a template: the CPU time left, the memory cap."""
+    """The bounds around one run's compiling and renders of a template: CPU time, memory."""
 
     def __init__(self, filename: str) -> None:
         self.filename = filename
         self.cpu_left = CPU_SECONDS
+        self.total = 0  # characters rendered so far
         self.base: int | None = None  # the address space when the first render started
 
     def render(self, environment: Any, render: Any) -> str:
@@ -209,7 +238,27 @@ class Bounds:
                 f"the template makes {len(text):,} characters for one task, more than "
                 f"{MAX_TEXT >> 20} MiB; see Limits in the README"
             )
+        # Every task's text is held until all are checked: bound them together too.
+        self.total += len(text)
+        if self.total > MAX_TOTAL_TEXT:
+            raise RenderLimit(
+                f"the template's renders come to more than {MAX_TOTAL_TEXT >> 20} MiB of text "
+                "in all; see Limits in the README"
+            )
         return str(text)
+
+    def compile(self, work: Any) -> Any:
+        """`work()`, compiling the template, within the memory cap and the run's CPU time."""
+        line: int | None = None
+        try:
+            return self._capped(work)
+        except MemoryError as e:
+            line = self._line(e)
+        raise RenderLimit(
+            f"compiling the template needs more than {MEMORY >> 20} MiB of memory; "
+            "see Limits in the README",
+            line,
+        )
 
     def _line(self, error: BaseException) -> int | None:
         """The template line an error was raised on: jinja gives its frames the template's lines."""

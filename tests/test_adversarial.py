@@ -999,6 +999,18 @@ CASES: dict[str, Case] = {
         r"j.yaml: the template makes 20,000,039 characters for one task, more than 16 MiB",
         files={"j.yaml": job("v: << 'x'.center(20000000) >>\n")},
     ),
+    "jinja/ten-thousand-and-one-expressions": Case(
+        ["j.yaml", *AB[1:]],
+        1,
+        r"j.yaml:10002: the template has more than 10,000 expressions and statements",
+        files={"j.yaml": job("".join(f"k{i}: <<type>>\n" for i in range(10_001)))},
+    ),
+    "jinja/brackets-five-thousand-deep": Case(
+        ["j.yaml", *AB[1:]],
+        1,
+        r"j.yaml: the template nests too deeply to compile",
+        files={"j.yaml": job("v: << " + "(" * 5000 + "1" + ")" * 5000 + " >>\n")},
+    ),
     "jinja/division-by-zero": Case(
         ["j.yaml", *AB[1:]],
         1,

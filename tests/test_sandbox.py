@@ -89,6 +89,27 @@ def test_a_limit_of_the_users_own_is_put_back(cli: Any, tmp_path: Path) -> None:
     assert_one_line_error(result, 1, r"t.yaml:4: the template needs more than 512 MiB")
 
 
+def test_the_text_of_all_tasks_together_is_bounded(
+    cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every task's text is held until all are checked, so their sum is bounded too."""
+    monkeypatch.setattr(sandbox, "MAX_TOTAL_TEXT", 20_000)
+    body = "v: '" + "x" * 3000 + "'\n"
+    assert render(cli, tmp_path, body).code == 0
+    result = cli("t.yaml", "--nodes", ",".join(f"h{i}" for i in range(8)), "-o", "-", cwd=tmp_path)
+    assert_one_line_error(
+        result, 1, r"t.yaml: the template's renders come to more than 0 MiB of text in all"
+    )
+
+
+def test_compiling_is_within_the_cpu_time(
+    cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sandbox, "CPU_SECONDS", 0.0)
+    result = render(cli, tmp_path, "v: 1\n")
+    assert_one_line_error(result, 1, r"t.yaml: rendering the template takes more than 0 s")
+
+
 @pytest.mark.parametrize(
     ("body", "value"),
     [

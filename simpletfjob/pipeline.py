@@ -6,6 +6,7 @@ document or raises a `SimpleTFJobError` having written nothing.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -452,9 +453,14 @@ def template_tolerations(
     context = {**options.values, **task_context(task, spec, 1)}
     if compiled.uses_tf_config:
         context["TF_CONFIG"] = spec.compact(task)
-    text, _, _ = compiled.stand_in(compiled.split(normalize_task_text(compiled.render(context))))
-    documents = compose_documents(text, 1, f"{role} 0, placeholder render", compiled.filename)
-    return pod_tolerations(documents)
+
+    def tolerations() -> tuple[dict[str, str], ...]:
+        text = normalize_task_text(compiled.render(context))
+        checked, _, _ = compiled.stand_in(compiled.split(text))
+        where = f"{role} 0, placeholder render"
+        return pod_tolerations(compose_documents(checked, 1, where, compiled.filename))
+
+    return compiled.bounded(tolerations)
 
 
 def choose_tasks(
@@ -534,34 +540,51 @@ def render_and_check(
     number = 1
     ids: list[tuple[int, DocumentId]] = []
     for task in tasks:
-        context = {**values, **task_context(task, spec, len(tasks))}
-        if compiled.uses_tf_config:
-            context["TF_CONFIG"] = spec.compact(task)
-        text = normalize_task_text(compiled.render(context))
-        pieces = compiled.split(text)
-        checked, starts, lengths = compiled.stand_in(pieces)
-        where = f"{task.role} {task.index} on {task.node}"
-        documents, task_ids, shared = check_documents(compiled, checked, number, where)
-        editor = TextEditor(checked, f"document {number} ({where})")
-        if len(pieces) > 1:
-            pieces, quotes = compiled.resolve(pieces, checked, starts, documents)
-            editor.edits += [Edit(offset, quote) for offset, quote in quotes]
-        if decoration.job is not None or decoration.namespace is not None:
-            labels = decoration.labels(task)
-            anchors = shared or "<<" in checked  # merge keys need no alias: `<<: {a: b}`
-            labeller = Labeller(editor, documents, anchors, decoration.conflict)
-            try:
-                for document, doc_id in zip(documents, task_ids, strict=True):
-                    namespace = None if doc_id.namespace else decoration.namespace
-                    labeller.label(document, doc_id.kind, labels, namespace)
-            except LabelError as e:
-                raise RenderCheckError(compiled.public(str(e), checked, e.line)) from e
-        pieces = editor.apply_to(pieces, lengths)
+        # Rendering and checking one task is bounded as one piece of work (see `sandbox`).
+        work = functools.partial(
+            render_task, compiled, task, spec, values, decoration, number, len(tasks)
+        )
+        pieces, task_ids = compiled.bounded(work)
         ids += [(number + i, doc_id) for i, doc_id in enumerate(task_ids)]
-        number += len(documents)
+        number += len(task_ids)
         rendered.append(Rendered(task, pieces, task_ids))
     check_unique(ids)
     return rendered
+
+
+def render_task(
+    compiled: CompiledTemplate,
+    task: Task,
+    spec: ClusterSpec,
+    values: Mapping[str, Any],
+    decoration: Decoration,
+    number: int,
+    count: int,
+) -> tuple[list[str], list[DocumentId]]:
+    """One task's text, checked and labelled, in pieces, and its documents' ids."""
+    context = {**values, **task_context(task, spec, count)}
+    if compiled.uses_tf_config:
+        context["TF_CONFIG"] = spec.compact(task)
+    text = normalize_task_text(compiled.render(context))
+    pieces = compiled.split(text)
+    checked, starts, lengths = compiled.stand_in(pieces)
+    where = f"{task.role} {task.index} on {task.node}"
+    documents, task_ids, shared = check_documents(compiled, checked, number, where)
+    editor = TextEditor(checked, f"document {number} ({where})")
+    if len(pieces) > 1:
+        pieces, quotes = compiled.resolve(pieces, checked, starts, documents)
+        editor.edits += [Edit(offset, quote) for offset, quote in quotes]
+    if decoration.job is not None or decoration.namespace is not None:
+        labels = decoration.labels(task)
+        anchors = shared or "<<" in checked  # merge keys need no alias: `<<: {a: b}`
+        labeller = Labeller(editor, documents, anchors, decoration.conflict)
+        try:
+            for document, doc_id in zip(documents, task_ids, strict=True):
+                namespace = None if doc_id.namespace else decoration.namespace
+                labeller.label(document, doc_id.kind, labels, namespace)
+        except LabelError as e:
+            raise RenderCheckError(compiled.public(str(e), checked, e.line)) from e
+    return editor.apply_to(pieces, lengths), task_ids
 
 
 def check_documents(

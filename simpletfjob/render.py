@@ -17,14 +17,16 @@ large cluster JSON is built once and never parsed.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from simpletfjob.errors import TemplateError
 from simpletfjob.sandbox import Bounds, RenderLimit, check_tags, make_environment
 
 if TYPE_CHECKING:
     from simpletfjob.roles import ClusterSpec, Task
+
+T = TypeVar("T")
 
 # The variables every task gets; --set values may not reuse these names.
 BUILTIN_VARIABLES = (
@@ -248,8 +250,10 @@ class CompiledTemplate:
         self._bounds = Bounds(filename)
         try:
             check_tags(text, filename)
-            ast = self._bounds.compile(lambda: env.parse(text, filename=filename))
-            code = self._bounds.compile(lambda: env.compile(ast, name=filename, filename=filename))
+            ast = self._bounds.run(lambda: env.parse(text, filename=filename), "to compile")
+            code = self._bounds.run(
+                lambda: env.compile(ast, name=filename, filename=filename), "to compile"
+            )
         except RenderLimit as e:
             raise TemplateError(_limit_message(e, filename)) from e
         except RecursionError as e:  # jinja's parser and code generator recurse per level
@@ -273,8 +277,17 @@ class CompiledTemplate:
         """One task's text; its work is bounded (see `sandbox`)."""
         try:
             return self._bounds.render(self._environment, lambda: self._template.render(context))
+        except MemoryError:  # within `bounded`: it says so, for the whole task
+            raise
         except Exception as e:
             raise _template_error(e, self.filename) from e
+
+    def bounded(self, work: Callable[[], T]) -> T:
+        """`work()` (a task's render and checks) within the run's memory cap and CPU time."""
+        try:
+            return self._bounds.run(work)
+        except RenderLimit as e:
+            raise TemplateError(_limit_message(e, self.filename)) from e
 
     def split(self, text: str) -> list[str]:
         """Text and marker numbers, alternating: [text, '0', text, '1', text]."""

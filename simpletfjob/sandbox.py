@@ -16,12 +16,14 @@ whoever runs the template to bound. simpletfjob bounds each task's render:
 - at most `MAX_TEXT` characters of text for one task (Kubernetes stores no
   object over 1.5 MiB), and `MAX_TOTAL_TEXT` for all the tasks of a run, whose
   texts are all held until every one is checked;
-- on Linux, at most `MEMORY` bytes more address space than the process had, so
-  that one huge allocation (`'x' | center(10**10)`) fails at once instead of
-  filling the memory;
-- and compiling the template and all the renders of a run together at most
-  `CPU_SECONDS` of CPU time: the backstop for work that none of the counts sees
-  (a filter's own loop, such as `lipsum(100000)` called again and again).
+- on Linux, at most `MEMORY` bytes more address space than the process had, for
+  a task's render and the check of its YAML (`CompiledTemplate.bounded`), so
+  that one huge allocation (`'x' | center(10**10)`) or millions of YAML nodes
+  fail at once instead of filling the memory;
+- and compiling the template, and rendering and checking all its tasks, at most
+  `CPU_SECONDS` of CPU time in all: the backstop for work that none of the
+  counts sees (a filter's own loop, such as `lipsum(100000)` called again and
+  again).
 
 The template itself may have at most `MAX_TAGS` expressions and statements:
 compiling takes time and memory that grow faster than the template. It is
@@ -35,9 +37,9 @@ optimizer would compute `'x' | center(10**10)` then, outside these bounds).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     import jinja2
@@ -49,7 +51,9 @@ MAX_INT_BITS = 100_000
 MAX_TEXT = 16 << 20
 MAX_TOTAL_TEXT = 512 << 20
 MEMORY = 512 << 20
-CPU_SECONDS = 60.0
+CPU_SECONDS = 120.0
+
+T = TypeVar("T")
 
 # The filter every {% for %} loop's iterable goes through, to count its iterations.
 _LOOP_FILTER = "simpletfjob.loop"
@@ -204,35 +208,58 @@ def check_tags(text: str, filename: str) -> None:
 
 
 class Bounds:
-    """The bounds around one run's compiling and renders of a template: CPU time, memory."""
+    """The bounds around one run's work on a template: its CPU time, and the memory cap.
+
+    `run` is re-entrant: work inside work is bounded once, by the outermost.
+    """
 
     def __init__(self, filename: str) -> None:
         self.filename = filename
         self.cpu_left = CPU_SECONDS
         self.total = 0  # characters rendered so far
-        self.base: int | None = None  # the address space when the first render started
+        self.base: int | None = None  # the address space when the first work started
+        self.depth = 0
 
-    def render(self, environment: Any, render: Any) -> str:
-        """`render()`, counted, capped and timed; a bound that is hit raises RenderLimit."""
-        for attempt in (1, 2):
+    def run(self, work: Callable[[], T], doing: str = "for one task") -> T:
+        """`work()` within the memory cap and the run's CPU time; RenderLimit if it needs more."""
+        if self.depth:
+            return work()
+        self.depth += 1
+        try:
+            for attempt in (1, 2):
+                line: int | None = None
+                try:
+                    return self._capped(work)
+                except MemoryError as e:
+                    line = self._line(e)
+                # Out of the except block, the failed work's objects are freed with its traceback.
+                grown = _address_space()
+                if (
+                    attempt == 2
+                    or grown is None
+                    or self.base is None
+                    or grown < self.base + (64 << 20)
+                ):
+                    raise RenderLimit(
+                        f"the template needs more than {MEMORY >> 20} MiB of memory {doing}; "
+                        "see Limits in the README",
+                        line,
+                    )
+                # The process grew since the cap was set (it holds more rendered tasks now):
+                # the cap was too tight, not the template too big. Measure again, once more.
+                self.base = grown
+            raise AssertionError("unreachable")
+        finally:
+            self.depth -= 1
+
+    def render(self, environment: Any, render: Callable[[], str]) -> str:
+        """One task's text: `render()` counted, capped and timed, and its length checked."""
+
+        def counted() -> str:
             environment.start()
-            line: int | None = None
-            try:
-                text = self._capped(render)
-                break
-            except MemoryError as e:
-                line = self._line(e)
-            # Out of the except block, the failed render's objects are freed with its traceback.
-            grown = _address_space()
-            if attempt == 2 or grown is None or self.base is None or grown < self.base + (64 << 20):
-                raise RenderLimit(
-                    f"the template needs more than {MEMORY >> 20} MiB of memory for one task; "
-                    "see Limits in the README",
-                    line,
-                )
-            # The process grew since the cap was set (it holds more rendered tasks now): the
-            # cap was too tight, not the template too big. Measure again and try once more.
-            self.base = grown
+            return render()
+
+        text = self.run(counted)
         if len(text) > MAX_TEXT:
             raise RenderLimit(
                 f"the template makes {len(text):,} characters for one task, more than "
@@ -245,20 +272,7 @@ class Bounds:
                 f"the template's renders come to more than {MAX_TOTAL_TEXT >> 20} MiB of text "
                 "in all; see Limits in the README"
             )
-        return str(text)
-
-    def compile(self, work: Any) -> Any:
-        """`work()`, compiling the template, within the memory cap and the run's CPU time."""
-        line: int | None = None
-        try:
-            return self._capped(work)
-        except MemoryError as e:
-            line = self._line(e)
-        raise RenderLimit(
-            f"compiling the template needs more than {MEMORY >> 20} MiB of memory; "
-            "see Limits in the README",
-            line,
-        )
+        return text
 
     def _line(self, error: BaseException) -> int | None:
         """The template line an error was raised on: jinja gives its frames the template's lines."""
@@ -270,12 +284,12 @@ class Bounds:
             traceback = traceback.tb_next
         return line
 
-    def _capped(self, render: Any) -> Any:
+    def _capped(self, work: Callable[[], T]) -> T:
         restore = self._cap_memory()
         try:
             timer = _Timer.start(self.cpu_left)
             try:
-                return render()
+                return work()
             finally:
                 # The alarm fires once: if it lands in here, it only ends this render.
                 self.cpu_left = timer.stop()
@@ -353,6 +367,6 @@ def _expired(signum: int, frame: FrameType | None) -> None:
 
 def _cpu_message() -> str:
     return (
-        f"rendering the template takes more than {CPU_SECONDS:g} s of CPU time in all; "
-        "see Limits in the README"
+        f"rendering and checking the template takes more than {CPU_SECONDS:g} s of CPU time "
+        "in all; see Limits in the README"
     )

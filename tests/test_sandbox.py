@@ -36,7 +36,9 @@ def test_the_cpu_time_of_all_renders_together_is_bounded(
     body = "{% for i in range(100000) %}{% set x = lipsum(20) %}{% endfor %}v: 1\n"
     result = render(cli, tmp_path, body)
     assert_one_line_error(
-        result, 1, r"t.yaml:4: rendering the template takes more than 0.3 s of CPU time in all"
+        result,
+        1,
+        r"t.yaml:4: rendering and checking the template takes more than 0.3 s of CPU time in all",
     )
     # The alarm is disarmed once the render has stopped: nothing fires later in the process.
     assert signal.getitimer(signal.ITIMER_PROF) == (0.0, 0.0)
@@ -75,6 +77,22 @@ LINUX = Path("/proc/self/statm").exists()
 
 
 @pytest.mark.skipif(not LINUX, reason="the memory cap needs /proc")
+def test_checking_a_tasks_yaml_is_within_the_memory_cap(
+    cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A small text can hold millions of YAML nodes: composing them is bounded with the render."""
+    import resource
+
+    before = resource.getrlimit(resource.RLIMIT_AS)
+    monkeypatch.setattr(sandbox, "MEMORY", 64 << 20)
+    result = render(cli, tmp_path, "v: [" + ",".join(["1"] * 1_000_000) + "]\n")
+    assert_one_line_error(
+        result, 1, r"^simpletfjob: error: t.yaml: the template needs more than 64 MiB of memory"
+    )
+    assert resource.getrlimit(resource.RLIMIT_AS) == before
+
+
+@pytest.mark.skipif(not LINUX, reason="the memory cap needs /proc")
 def test_a_limit_of_the_users_own_is_put_back(cli: Any, tmp_path: Path) -> None:
     """Under `ulimit -v`, the user's limit is what the process has after the render."""
     import resource
@@ -107,7 +125,9 @@ def test_compiling_is_within_the_cpu_time(
 ) -> None:
     monkeypatch.setattr(sandbox, "CPU_SECONDS", 0.0)
     result = render(cli, tmp_path, "v: 1\n")
-    assert_one_line_error(result, 1, r"t.yaml: rendering the template takes more than 0 s")
+    assert_one_line_error(
+        result, 1, r"t.yaml: rendering and checking the template takes more than 0 s"
+    )
 
 
 @pytest.mark.parametrize(

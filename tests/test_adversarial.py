@@ -509,7 +509,6 @@ CASES: dict[str, Case] = {
         r"^simpletfjob: error: list:2: 'H2' " + NODE_NAME,
         files={"list": "h1\nH2\n"},
     ),
-    "hosts/trailing-dot": Case(["mnist.yaml", "--nodes", "a.,b", "-o", "-"], 1, NODE_NAME),
     "hosts/254-characters": Case(
         ["mnist.yaml", "--nodes", "a" * 254 + ",b", "-o", "-"], 1, NODE_NAME
     ),
@@ -548,26 +547,11 @@ CASES: dict[str, Case] = {
         r"^simpletfjob: error: list:2: 'b\\x0cc' " + NODE_NAME,
         files={"list": "a\nb\x0cc\n"},
     ),
-    "hosts/line-separator-inside-a-name": Case(
-        ["mnist.yaml", "--nodes-file", "list", "-o", "-"],
-        1,
-        r"^simpletfjob: error: list:3: 'c\\u2028d' " + NODE_NAME,
-        files={"list": "a\r\nb\rc\u2028d\n"},
-    ),
     "hosts/only-blank-lines-and-comments": Case(
         ["mnist.yaml", "--nodes-file", "list", "-o", "-"],
         1,
         r"nodes file 'list' lists no hosts",
         files={"list": "\n  \n# none yet\n"},
-    ),
-    "hosts/utf-16-host-file": Case(
-        ["mnist.yaml", "--nodes-file", "list", "-o", "-"],
-        1,
-        r"nodes file 'list' is not UTF-8 text",
-        files={"list": "a\nb\n".encode("utf-16")},
-    ),
-    "hosts/space-inside-a-name": Case(
-        ["mnist.yaml", "--nodes", "a b,c", "-o", "-"], 1, r"'a b' " + NODE_NAME
     ),
     # -- files --------------------------------------------------------------------------------
     "files/missing-template": Case(
@@ -592,12 +576,6 @@ CASES: dict[str, Case] = {
         files={"pipe": Fifo(MNIST.encode())},
         check=renders(["a", "b"]),
     ),
-    "files/template-is-a-directory-with-a-slash": Case(
-        ["dir/", "--nodes", "a,b", "-o", "-"],
-        1,
-        r"template 'dir/' is a directory",
-        files={"dir": Dir()},
-    ),
     "files/binary-template": Case(
         ["bin.yaml", *AB[1:]],
         1,
@@ -610,9 +588,6 @@ CASES: dict[str, Case] = {
         r"cannot read template 'secret.yaml': Permission denied",
         files={"secret.yaml": Mode(MNIST, 0)},
         skip="root reads any file whatever its mode" if ROOT else None,
-    ),
-    "files/exclusion-file-is-a-directory": Case(
-        [*AB, "-E", "dir"], 1, r"exclusion file 'dir' is a directory", files={"dir": Dir()}
     ),
     "files/nodes-file-symlink-loop": Case(
         ["mnist.yaml", "--nodes-file", "loop", "-o", "-"],
@@ -634,12 +609,6 @@ CASES: dict[str, Case] = {
         stdin=MNIST.encode(),
         check=renders(["a", "b"]),
     ),
-    "files/template-from-stdin-without-o": Case(
-        ["/dev/stdin", "--nodes", "a,b"],
-        2,
-        r"the template is read from /dev/stdin, so there is no directory to write beside it",
-        stdin=MNIST.encode(),
-    ),
     "files/template-is-dev-zero": Case(
         ["/dev/zero", "--nodes", "a,b", "-o", "-"],
         1,
@@ -649,9 +618,6 @@ CASES: dict[str, Case] = {
         ["mnist.yaml", "--nodes-file", "/dev/zero", "-o", "-"],
         1,
         r"nodes file '/dev/zero' is not UTF-8 text \(byte 0 is NUL",
-    ),
-    "files/values-file-is-dev-urandom": Case(
-        [*AB, "-f", "/dev/urandom"], 1, r"values file '/dev/urandom' is not UTF-8 text"
     ),
     "files/template-over-the-size-limit": Case(
         ["big.yaml", "--nodes", "a,b", "-o", "-"],
@@ -693,11 +659,9 @@ CASES: dict[str, Case] = {
     ),
     # -- options ------------------------------------------------------------------------------
     "options/N-zero": Case([*AB, "-N", "0"], 2, r"-N must be a positive number"),
-    "options/N-below-minus-one": Case([*AB, "-N", "-2"], 2, r"-N must be a positive number"),
     "options/N-huge": Case(
         [*AB, "-N", "9" * 30], 1, r"-N 9{30} asks for more hosts than are eligible"
     ),
-    "options/N-not-a-number": Case([*AB, "-N", "x"], 2, r"'x' is not a valid integer"),
     "options/port-65535-with-two-tasks-per-host": Case(
         [*AB, "--port", "65535", "--tasks-per-host", "2"], 2, r"goes past port 65535"
     ),
@@ -718,10 +682,6 @@ CASES: dict[str, Case] = {
         1,
         r"the run would have up to 100,000 tasks",
         files={"t.yaml": "# simpletfjob:\n#   options: {tasks-per-host: 50000}\n" + MNIST},
-    ),
-    "options/port-zero": Case([*AB, "--port", "0"], 2, r"--port must be between 1 and 65535"),
-    "options/tasks-per-host-zero": Case(
-        [*AB, "--tasks-per-host", "0"], 2, r"--tasks-per-host must be at least 1"
     ),
     "options/E-before-the-template": Case(
         ["-E", "mnist.yaml", "--nodes", "a,b", "-o", "-"], 2, r"-E took 'mnist.yaml'"
@@ -753,10 +713,6 @@ CASES: dict[str, Case] = {
     "options/selector-with-a-plain-host-list": Case(
         [*AB, "-l", "pool=gpu"], 2, r"--selector needs node objects"
     ),
-    "options/kubeconfig-with-nodes": Case(
-        [*AB, "--kubeconfig", "kc"], 2, r"--kubeconfig reads nodes from a cluster"
-    ),
-    "options/bad-name": Case([*AB, "--name", "-x-"], 2, r"--name '-x-' is not a valid label"),
     # -- templates ----------------------------------------------------------------------------
     "templates/empty": Case(
         ["empty.yaml", *AB[1:]],
@@ -764,20 +720,11 @@ CASES: dict[str, Case] = {
         r"document 1 \(ps 0 on a\) is empty: the template renders no YAML document",
         files={"empty.yaml": ""},
     ),
-    "templates/only-comments": Case(
-        ["c.yaml", *AB[1:]], 1, r"renders no YAML document", files={"c.yaml": "# a\n# b\n"}
-    ),
     "templates/separator-only": Case(
         ["s.yaml", *AB[1:]], 1, r"renders no YAML document", files={"s.yaml": "---\n"}
     ),
     "templates/a-list": Case(
         ["l.yaml", *AB[1:]], 1, r"is a YAML list, not a mapping", files={"l.yaml": "- a\n- b\n"}
-    ),
-    "templates/a-scalar-after-a-job": Case(
-        ["l.yaml", *AB[1:]],
-        1,
-        r"document 2 \(ps 0 on a\) is a YAML scalar, not a mapping",
-        files={"l.yaml": job("---\nhello\n")},
     ),
     "templates/windows-line-endings": Case(
         ["crlf.yaml", *AB[1:]],
@@ -792,12 +739,6 @@ CASES: dict[str, Case] = {
         r"^simpletfjob: wrote 2 tasks",
         files={"cr.yaml": MNIST.replace("\n", "\r")},
         check=renders(["a", "b"]),
-    ),
-    "templates/header-with-old-mac-line-endings": Case(
-        ["cr.yaml", *AB[1:]],
-        0,
-        r"^simpletfjob: wrote 2 tasks to stdout: 2 worker \(a, b\)$",
-        files={"cr.yaml": ("# simpletfjob:\n#   options: {psn: 0}\n" + MNIST).replace("\n", "\r")},
     ),
     "templates/tabs-for-indentation": Case(
         ["tabs.yaml", *AB[1:]],
@@ -829,12 +770,6 @@ CASES: dict[str, Case] = {
         r"t.yaml:4: <<TF_CONFIG>> stands in a value tagged tag:yaml.org,2002:int",
         files={"t.yaml": job("v: !!int <<TF_CONFIG>>\n")},
     ),
-    "templates/tf-config-as-the-kind": Case(
-        ["t.yaml", *AB[1:]],
-        1,
-        r"t.yaml:1: <<TF_CONFIG>> cannot stand in a document's kind, name or namespace",
-        files={"t.yaml": "kind: <<TF_CONFIG>>\nmetadata: {name: t-<<type>>-<<index>>}\n"},
-    ),
     "templates/tf-config-in-a-flow-list-in-double-quotes": Case(
         ["t.yaml", *AB[1:], "--no-labels"],
         0,
@@ -855,12 +790,6 @@ CASES: dict[str, Case] = {
         r"document 1 \(ps 0 on a\) starts with a %YAML directive, which kubectl cannot read "
         r".*\(d.yaml:1\)$",
         files={"d.yaml": "%YAML 1.1\n---\n" + job("")},
-    ),
-    "templates/a-tag-directive-before-the-second-document": Case(
-        ["d.yaml", *AB[1:]],
-        1,
-        r"document 2 \(ps 0 on a\) starts with a %TAG directive.*\(d.yaml:5\)$",
-        files={"d.yaml": job("...\n%TAG !e! tag:example.com,2000:\n---\nkind: ConfigMap\n")},
     ),
     "templates/header-alias-bomb": Case(
         ["h.yaml", *AB[1:]],
@@ -885,12 +814,6 @@ CASES: dict[str, Case] = {
         r"j.yaml:4: template syntax error: unexpected 'end of template'",
         files={"j.yaml": job("v: << 1 +\n")},
     ),
-    "jinja/unclosed-for": Case(
-        ["j.yaml", *AB[1:]],
-        1,
-        r"j.yaml:4: template syntax error: Unexpected end of template",
-        files={"j.yaml": job("{% for x in [1] %}\n")},
-    ),
     "jinja/undefined-name": Case(
         ["j.yaml", *AB[1:]],
         1,
@@ -902,12 +825,6 @@ CASES: dict[str, Case] = {
         1,
         r"j.yaml:4: SecurityError: access to attribute '__class__' of 'str' object is unsafe",
         files={"j.yaml": job("v: << ''.__class__.__mro__ >>\n")},
-    ),
-    "jinja/sandbox-globals": Case(
-        ["j.yaml", *AB[1:]],
-        1,
-        r"j.yaml:4: SecurityError: access to attribute '__init__'",
-        files={"j.yaml": job("v: << cycler.__init__.__globals__ >>\n")},
     ),
     "jinja/range-of-a-billion": Case(
         ["j.yaml", *AB[1:]],
@@ -937,17 +854,6 @@ CASES: dict[str, Case] = {
         files={
             "j.yaml": job(
                 "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}\n"
-            )
-        },
-    ),
-    "jinja/recursive-loop-that-fans-out": Case(
-        ["j.yaml", *AB[1:]],
-        1,
-        r"j.yaml:4: the template loops more than 1,000,000 times for one task",
-        files={
-            "j.yaml": job(
-                "{% for x in range(1000) recursive %}{% if loop.depth < 3 %}"
-                "<<loop(range(1000))>>{% endif %}{% endfor %}\n"
             )
         },
     ),
@@ -981,18 +887,6 @@ CASES: dict[str, Case] = {
         files={"j.yaml": job("v: << 'x' | center(10**10) >>\n")},
         skip=None if LINUX else "the memory cap needs /proc",
     ),
-    "jinja/doubling-a-string-in-a-loop": Case(
-        ["j.yaml", *AB[1:]],
-        1,
-        r"j.yaml:4: the template needs more than 512 MiB of memory for one task",
-        files={
-            "j.yaml": job(
-                "{% set ns = namespace(s='x') %}"
-                "{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}v: 1\n"
-            )
-        },
-        skip=None if LINUX else "the memory cap needs /proc",
-    ),
     "jinja/twenty-megabytes-of-text": Case(
         ["j.yaml", *AB[1:]],
         1,
@@ -1011,12 +905,6 @@ CASES: dict[str, Case] = {
         r"j.yaml: the template nests too deeply to compile",
         files={"j.yaml": job("v: << " + "(" * 5000 + "1" + ")" * 5000 + " >>\n")},
     ),
-    "jinja/division-by-zero": Case(
-        ["j.yaml", *AB[1:]],
-        1,
-        r"j.yaml:4: ZeroDivisionError",
-        files={"j.yaml": job("v: << 1 // 0 >>\n")},
-    ),
     # -- --set and -f -------------------------------------------------------------------------
     "values/set-without-equals": Case(
         [*AB, "--set", "image"], 2, r"--set 'image': expected KEY=VALUE"
@@ -1024,7 +912,6 @@ CASES: dict[str, Case] = {
     "values/set-a-built-in": Case(
         [*AB, "--set", "type=ps"], 2, r"'type' is set by simpletfjob for each task"
     ),
-    "values/set-odd-key": Case([*AB, "--set", "a..b=1"], 2, r"'a\.\.b' is not a variable name"),
     "values/set-private-use-character": Case(
         [*AB, "--set", "a=x\ue000y"], 2, r"the value contains U\+E000"
     ),
@@ -1034,13 +921,6 @@ CASES: dict[str, Case] = {
         WROTE_2,
         files={"v.yaml": job("v: << a.b >>\n")},
         check=values_of("v", [2, 2]),
-    ),
-    "values/set-a-number-past-64-bits-stays-a-string": Case(
-        ["v.yaml", *AB[1:], "--set", "a=" + "9" * 20],
-        0,
-        WROTE_2,
-        files={"v.yaml": job("v: << a is string >>\n")},
-        check=values_of("v", [True, True]),
     ),
     "values/set-5000-digits": Case(
         ["v.yaml", *AB[1:], "--set", "a=" + "9" * 5000],
@@ -1073,20 +953,11 @@ CASES: dict[str, Case] = {
         r"^simpletfjob: error: v\\x1b\[2J.yaml:2: not valid YAML",
         files={"v\x1b[2J.yaml": "a: [\n"},
     ),
-    "values/file-is-a-list": Case(
-        [*AB, "-f", "v.yaml"], 1, r"must be a YAML mapping, not a list", files={"v.yaml": "- a\n"}
-    ),
     "values/file-sets-a-built-in": Case(
         [*AB, "-f", "v.yaml"],
         2,
         r"v.yaml:2: 'index' is set by simpletfjob",
         files={"v.yaml": "a: 1\nindex: 3\n"},
-    ),
-    "values/file-bad-timestamp": Case(
-        [*AB, "-f", "v.yaml"],
-        1,
-        r"v.yaml:1: not valid YAML: cannot read a value: month must be in 1..12",
-        files={"v.yaml": "a: 2001-13-01\n"},
     ),
     # -- output paths -------------------------------------------------------------------------
     "output/the-template": Case(
@@ -1127,7 +998,6 @@ CASES: dict[str, Case] = {
         1,
         r"cannot write '/proc/simpletfjob.yaml': cannot create a file in directory '/proc'",
     ),
-    "output/empty-name": Case(["mnist.yaml", "--nodes", "a,b", "-o", ""], 2, r"-o needs a file"),
     "output/dev-stdout-into-an-append-file": Case(
         ["mnist.yaml", "--nodes", "a,b", "-o", "/dev/stdout"],
         0,
@@ -1189,23 +1059,11 @@ CASES: dict[str, Case] = {
         files={"link": Symlink("nowhere/x.yaml")},
     ),
     # -- kubeconfigs --------------------------------------------------------------------------
-    "kubeconfig/malformed": Case(
-        ["mnist.yaml", "--kubeconfig", "kc", "-o", "-"],
-        1,
-        r"kubeconfig kc:2: not valid YAML",
-        files={"kc": "clusters: [\n"},
-    ),
     "kubeconfig/alias-bomb": Case(
         ["mnist.yaml", "--kubeconfig", "kc", "-o", "-"],
         1,
         r"kubeconfig kc:\d+: excessive aliasing",
         files={"kc": alias_bomb()},
-    ),
-    "kubeconfig/a-directory": Case(
-        ["mnist.yaml", "--kubeconfig", "kc", "-o", "-"],
-        1,
-        r"kubeconfig 'kc' is a directory",
-        files={"kc": Dir()},
     ),
     "kubeconfig/contexts-as-strings": Case(
         ["mnist.yaml", "--kubeconfig", "kc", "-o", "-"],
@@ -1262,12 +1120,6 @@ CASES: dict[str, Case] = {
         r"^simpletfjob: error: http://127.0.0.1:\d+ \(context 'x'\): unreachable: connection refused",
         files={"pipe": Fifo(kubeconfig().encode())},
     ),
-    "kubeconfig/unreachable-server": Case(
-        ["mnist.yaml", "--kubeconfig", "kc", "-o", "-"],
-        1,
-        r"unreachable: connection refused",
-        files={"kc": kubeconfig()},
-    ),
     "kubeconfig/output-onto-the-KUBECONFIG-file": Case(
         ["mnist.yaml", "--nodes", "a,b", "-o", "kc"],
         1,
@@ -1294,12 +1146,6 @@ CASES: dict[str, Case] = {
         r"n.yaml: items\[0\]: metadata must be a mapping, not the string 'a'",
         files={"n.yaml": "kind: List\nitems:\n- metadata: a\n"},
     ),
-    "nodelist/allocatable-a-string": Case(
-        ["mnist.yaml", "--nodes-file", "n.json", "-o", "-"],
-        1,
-        r"node 'a': status.allocatable must be a mapping, not the string 'x'",
-        files={"n.json": node_list(ready("a", status={"allocatable": "x"}))},
-    ),
     "nodelist/truncated-json": Case(
         ["mnist.yaml", "--nodes-file", "n.json", "-o", "-"],
         1,
@@ -1324,19 +1170,6 @@ CASES: dict[str, Case] = {
         r"n.json: items\[1\]: host 'a' is listed twice",
         files={"n.json": node_list(ready("a"), ready("a"))},
     ),
-    "nodelist/readiness-as-a-boolean": Case(
-        ["mnist.yaml", "--nodes-file", "n.json", "-o", "-"],
-        1,
-        r"status.conditions\[0\].status must be a string, not the boolean true",
-        files={
-            "n.json": node_list(
-                {
-                    "metadata": {"name": "a"},
-                    "status": {"conditions": [{"type": "Ready", "status": True}]},
-                }
-            )
-        },
-    ),
     # -- streams ------------------------------------------------------------------------------
     "streams/stdout-closed": Case(
         AB, 1, r"^simpletfjob: error: cannot write to stdout: Bad file descriptor$", shell=">&-"
@@ -1353,9 +1186,6 @@ CASES: dict[str, Case] = {
     ),
     "streams/help-to-a-closed-stdout": Case(
         ["--help"], 1, r"cannot write to stdout: Bad file descriptor", shell=">&-"
-    ),
-    "streams/version-to-a-full-stdout": Case(
-        ["--version"], 1, r"cannot write to stdout: No space left on device", shell=">/dev/full"
     ),
     "streams/init-to-a-full-stdout": Case(
         ["init", "tf1-flags", "-o", "-"],

@@ -107,6 +107,29 @@ def test_a_limit_of_the_users_own_is_put_back(cli: Any, tmp_path: Path) -> None:
     assert_one_line_error(result, 1, r"t.yaml:4: the template needs more than 512 MiB")
 
 
+def test_every_level_of_a_recursive_loop_is_counted(
+    cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`loop(...)` starts the next level with an iterable of its own: it is counted too."""
+    monkeypatch.setattr(sandbox, "MAX_ITERATIONS", 1000)
+    body = (
+        "{% for x in range(10) recursive %}{% if loop.depth < 4 %}<<loop(range(10))>>"
+        "{% endif %}{% endfor %}v: 1\n"
+    )
+    result = render(cli, tmp_path, body)
+    assert_one_line_error(result, 1, r"t.yaml:4: the template loops more than 1,000 times")
+    monkeypatch.setattr(sandbox, "MAX_ITERATIONS", 12_000)  # 10 + 100 + 1000 + 10,000
+    assert render(cli, tmp_path, body).code == 0
+
+
+def test_calls_are_counted(cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sandbox, "MAX_CALLS", 100)
+    body = "{% macro f() %}{% endmacro %}{% for i in range(101) %}<<f()>>{% endfor %}v: 1\n"
+    assert_one_line_error(
+        render(cli, tmp_path, body), 1, r"t.yaml:4: the template makes more than 100 calls"
+    )
+
+
 def test_the_text_of_all_tasks_together_is_bounded(
     cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

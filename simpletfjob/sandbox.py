@@ -3,9 +3,9 @@
 jinja's sandbox keeps a template away from Python's internals
 (`''.__class__.__mro__` is a SecurityError) and `range()` from making more than
 100,000 numbers, but not from running for ever or filling the memory: nested
-loops, a macro that calls itself twice, `'x' * 10**10`, `9 ** 99999999`. As
-jinja's own documentation and other template engines (Twig) say, that is for
-whoever runs the template to bound. simpletfjob bounds each task's render:
+loops, a macro that calls itself twice, `'x' * 10**10`, `9 ** 99999999`.
+Template engines leave that to whoever runs the template. simpletfjob bounds
+each task's render:
 
 - at most `MAX_ITERATIONS` loop iterations and `MAX_CALLS` calls (of macros,
   functions and methods), counted as they happen, so that a runaway loop or

@@ -498,7 +498,7 @@ def _template_error(e: Exception, filename: str) -> TemplateError:
     where = f"{filename}:{lineno}" if lineno else filename
     kind = type(e).__name__
     message = getattr(e, "message", None) or str(e)
-    if kind in ("UndefinedError", "RenderLimit"):
+    if kind in ("UndefinedError", "RenderLimit", "TemplateNotFound"):
         return TemplateError(f"{where}: {message}")
     if kind == "RecursionError":
         return TemplateError(

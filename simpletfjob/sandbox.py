@@ -71,6 +71,7 @@ class RenderLimit(Exception):
 def make_environment() -> jinja2.Environment:
     """A sandboxed, strict environment with `<< >>` for variables, whose renders are bounded."""
     environment: jinja2.Environment = _environment_class()(
+        loader=_no_loader(),
         variable_start_string="<<",
         variable_end_string=">>",
         block_start_string="{%",
@@ -89,6 +90,21 @@ def make_environment() -> jinja2.Environment:
 
 
 _CLASS: Any = None
+
+
+def _no_loader() -> Any:
+    """A loader with nothing to load: {% include %}, {% import %} and {% extends %} say so."""
+    from jinja2 import BaseLoader, TemplateNotFound
+
+    class NoLoader(BaseLoader):
+        def get_source(self, environment: Any, template: str) -> Any:
+            raise TemplateNotFound(
+                template,
+                f"there is no template {template!r} to include, import or extend: "
+                "a simpletfjob template is one file (use a macro, or a value with -f)",
+            )
+
+    return NoLoader()
 
 
 def _environment_class() -> Any:

@@ -826,6 +826,13 @@ CASES: dict[str, Case] = {
         r"j.yaml:4: SecurityError: access to attribute '__class__' of 'str' object is unsafe",
         files={"j.yaml": job("v: << ''.__class__.__mro__ >>\n")},
     ),
+    "jinja/include-another-file": Case(
+        ["j.yaml", *AB[1:]],
+        1,
+        r"j.yaml:4: there is no template 'x.yaml' to include, import or extend: "
+        r"a simpletfjob template is one file",
+        files={"j.yaml": job("{% include 'x.yaml' %}\n"), "x.yaml": "a: 1\n"},
+    ),
     "jinja/range-of-a-billion": Case(
         ["j.yaml", *AB[1:]],
         1,

@@ -1222,6 +1222,14 @@ CASES: dict[str, Case] = {
         files={"pipe": Fifo()},
         during=signal_while_reading("pipe", signal.SIGHUP),
     ),
+    "signals/sigint-while-writing-a-file": Case(
+        ["mnist.yaml", "--nodes-file", "many", "-o", "out.yaml"],
+        130,
+        r"^simpletfjob: interrupted$",
+        files={"many": MANY_HOSTS, "out.yaml": "old: content\n"},
+        during=signal_while_writing(signal.SIGINT),
+        check=no_temporary_file,
+    ),
     "signals/sigterm-while-writing-a-file": Case(
         ["mnist.yaml", "--nodes-file", "many", "-o", "out.yaml"],
         143,

@@ -177,9 +177,11 @@ def check_binop(operator: str, left: Any, right: Any) -> None:
             # |left| >= 2 ** (bits - 1), so the power has at least (bits - 1) * right bits.
             bits = abs(left).bit_length()
             if bits > 1 and (bits - 1) * right > MAX_INT_BITS:
+                # Numbers past 4300 digits cannot even be shown (Python's own limit).
+                small = bits <= 64 and right.bit_length() <= 64
+                shown = f"{left} ** {right}" if small else "a power"
                 raise RenderLimit(
-                    f"{left} ** {right} has more than {MAX_INT_BITS:,} bits; "
-                    "see Limits in the README"
+                    f"{shown} has more than {MAX_INT_BITS:,} bits; see Limits in the README"
                 )
         return
     if type(left) in (int, bool) and type(right) in (int, bool):

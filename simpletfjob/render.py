@@ -1,9 +1,10 @@
-"""Render: the jinja2 environment, the legacy `{{.x}}` syntax, where TF_CONFIG lands, and per-task rendering.
+"""Render: the legacy `{{.x}}` syntax, where TF_CONFIG lands, and per-task rendering.
 
 Templates use jinja2 with `<< >>` for variables (so Helm and Argo `{{ }}` pass
 through untouched), `{% %}` for statements and `<# #>` for comments (so shell
-text such as `${#ARRAY[@]}` is not taken for a comment). The environment is
-sandboxed and strict: an undefined name is an error naming it and its line.
+text such as `${#ARRAY[@]}` is not taken for a comment). The environment
+(`sandbox`) is sandboxed, strict and bounded: an undefined name is an error
+naming it and its line, and a runaway loop or allocation stops in one line.
 
 A bare `<<TF_CONFIG>>` becomes a marker in the rendered text. Each task's text
 is checked with the markers standing as themselves, and the YAML scalar a marker

@@ -26,6 +26,7 @@ from importlib import import_module
 
 import click
 
+from simpletfjob import streams
 from simpletfjob.cli.table import (
     CONTEXT,
     CommandContext,
@@ -125,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 def _fail(message: str, code: int) -> None:
     first = message.strip().splitlines()[0] if message.strip() else "failed"
-    print(f"simpletfjob: error: {first}", file=sys.stderr)
+    streams.say(f"simpletfjob: error: {first}")
     sys.exit(code)
 
 
@@ -146,8 +147,6 @@ def console_main() -> None:
     leaves with os._exit rather than tearing down every module one by one, which
     costs a short render about a tenth of its time.
     """
-    from simpletfjob import streams
-
     try:
         streams.install_signal_handlers()
         streams.guard_standard_streams()

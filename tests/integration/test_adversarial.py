@@ -1207,12 +1207,20 @@ def outcomes(
     runnable = {
         name: case for name, case in CASES.items() if case.skip is None and name in selected
     }
-    with concurrent.futures.ThreadPoolExecutor(WORKERS) as pool:
-        futures = {
-            name: pool.submit(run_case, case, root / f"case{i}")
-            for i, (name, case) in enumerate(runnable.items())
-        }
-        yield {name: future.result() for name, future in futures.items()}
+    # Under nohup (or a CI runner that ignores SIGHUP) the rows would inherit the
+    # ignored SIGHUP, and simpletfjob rightly keeps running through it, as nohup asks:
+    # the rows run as from a terminal, with SIGHUP's default action.
+    hangup = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    try:
+        with concurrent.futures.ThreadPoolExecutor(WORKERS) as pool:
+            futures = {
+                name: pool.submit(run_case, case, root / f"case{i}")
+                for i, (name, case) in enumerate(runnable.items())
+            }
+            results = {name: future.result() for name, future in futures.items()}
+    finally:
+        signal.signal(signal.SIGHUP, hangup)
+    yield results
 
 
 @pytest.mark.parametrize("name", list(CASES))

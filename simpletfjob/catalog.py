@@ -35,6 +35,7 @@ from simpletfjob.frameworks import reserved_variables
 from simpletfjob.nodes import read_text
 from simpletfjob.options import header_fields
 from simpletfjob.optiontable import problem, type_problem
+from simpletfjob.render import unix_newlines
 
 if TYPE_CHECKING:
     from simpletfjob.options import Options
@@ -118,10 +119,15 @@ def locate(name: str) -> TemplateSource:
 
     A path that exists wins, so a local `tf1-flags` file shadows the built-in; a
     bare name (no `/`, no `.`) that is neither is an error listing the built-ins.
+    A bare name that is no built-in but is there as something else (a directory,
+    a named pipe, a symlink loop) is read as a file, whose error says what it is.
     """
     if not os.path.isfile(name) and _BUILTIN_NAME.fullmatch(name):
         available = builtin_names()
         if name not in available:
+            if os.path.lexists(name):  # a directory, a named pipe, a symlink loop: say which
+                text = unix_newlines(read_text(name, "template"))
+                return TemplateSource(name, text, parse_header(text, name))
             raise InputError(
                 f"template {name!r} is neither a file nor a built-in template; "
                 f"built-ins: {', '.join(available)}"
@@ -129,7 +135,7 @@ def locate(name: str) -> TemplateSource:
         display = f"built-in {name}{SUFFIX}"
         text = read_builtin(name)
         return TemplateSource(display, text, parse_header(text, display), builtin=name)
-    text = read_text(name, "template")
+    text = unix_newlines(read_text(name, "template"))
     return TemplateSource(name, text, parse_header(text, name))
 
 

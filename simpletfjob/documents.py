@@ -51,7 +51,7 @@ def compose_documents(text: str, first_number: int, where: str, source: str = ""
     """
     import yaml
 
-    from simpletfjob.yamlinput import LimitError, check_aliases, may_alias
+    from simpletfjob.yamlinput import LimitError, check_aliases, mark_and_problem, may_alias
 
     documents: list[Any] = []
     aliased = may_alias(text)
@@ -68,8 +68,7 @@ def compose_documents(text: str, first_number: int, where: str, source: str = ""
         ) from e
     except yaml.YAMLError as e:
         number = first_number + len(documents)
-        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        mark, problem = mark_and_problem(e)
         if mark is None:
             raise RenderCheckError(
                 f"document {number} ({where}) is not valid YAML: {problem}"
@@ -270,6 +269,40 @@ class DuplicateKeyError(RenderCheckError):
     def __init__(self, message: str, line: int) -> None:
         super().__init__(message)
         self.line = line
+
+
+class DirectiveError(RenderCheckError):
+    """A document starts with a %YAML or %TAG directive; `line` (from 0) is where."""
+
+    def __init__(self, message: str, line: int) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+def check_directives(text: str, first_number: int, where: str) -> None:
+    """Refuse a %YAML or %TAG directive in one task's text.
+
+    kubectl splits a stream at its '---' lines and reads each part on its own,
+    where a directive is not followed by its document; and in simpletfjob's
+    stream a directive would follow the previous task's document with no '...'
+    to end it, which YAML does not allow. A line that starts with '%' is rare
+    enough that the parse to look for them costs only those texts.
+    """
+    if not (text.startswith("%") or "\n%" in text):
+        return
+    import yaml
+
+    number = first_number - 1
+    for event in yaml.parse(text, Loader=_check_loader()):
+        if isinstance(event, yaml.DocumentStartEvent):
+            number += 1
+            if event.version or event.tags:
+                directive = "%YAML" if event.version else "%TAG"
+                raise DirectiveError(
+                    f"document {number} ({where}) starts with a {directive} directive, which "
+                    "kubectl cannot read in a stream it splits at '---' lines; remove it",
+                    event.start_mark.line if event.start_mark is not None else -1,
+                )
 
 
 def check_keys(documents: Sequence[Any], first_number: int, where: str, aliases: bool) -> bool:

@@ -6,6 +6,7 @@ imports the `kubernetes` client.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
@@ -15,6 +16,7 @@ from simpletfjob.errors import InputError
 
 # Reading input files and describing their values, for messages: shared with the kubeconfig
 # reader in kube/, which may import only the YAML module. Other modules find them here too.
+from simpletfjob.yamlinput import NODE_LIST_LIMIT
 from simpletfjob.yamlinput import decode_text as decode_text
 from simpletfjob.yamlinput import describe_value as describe_value
 from simpletfjob.yamlinput import read_bytes as read_bytes
@@ -59,9 +61,15 @@ def is_node_name(name: str) -> bool:
 
 
 def parse_host_lines(text: str, origin: str) -> list[tuple[str, str]]:
-    """Names from a one-per-line list, each with 'origin:line'; blanks and # comments are skipped."""
+    """Names from a one-per-line list, each with 'origin:line'; blanks and # comments are skipped.
+
+    Lines end at '\n', '\r\n' or '\r', as editors and `grep -n` count them: not at
+    the form feeds, U+2028 and other breaks that str.splitlines also splits at,
+    which would split a name in two and number the lines wrong.
+    """
     entries = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    for number, line in enumerate(lines, start=1):
         name = line.split("#", 1)[0].strip()
         if name:
             entries.append((name, f"{origin}:{number}"))
@@ -98,11 +106,14 @@ def nodes_from_file(path: str) -> list[Node]:
 
     A file whose first character is `{` is JSON, as kubectl writes it, and is read
     as JSON, which is many times faster than a YAML parser and needs a fraction of
-    the memory. Anything else that looks like a NodeList is read as YAML.
+    the memory. Anything else that looks like a NodeList is read as YAML. The file
+    is read once: a pipe (`<(kubectl get nodes -o json)`, /dev/stdin) cannot be
+    read again.
     """
-    if _JSON_START.match(read_bytes(path, "nodes file", 4096)):
-        return _nodes_from_json(path)
-    text = read_text(path, "nodes file")
+    held = [read_bytes(path, "nodes file", NODE_LIST_LIMIT)]
+    if _JSON_START.match(held[0]):
+        return _nodes_from_json(held, path)
+    text = decode_text(held.pop(), path, "nodes file")
     if _looks_like_node_list(text):
         return _nodes_from_yaml(text, path)
     entries = parse_host_lines(text, path)
@@ -119,7 +130,8 @@ def _looks_like_node_list(text: str) -> bool:
     return re.search(r"(?m)^(apiVersion|kind|items)\s*:", text) is not None
 
 
-def _nodes_from_json(path: str) -> list[Node]:
+def _nodes_from_json(held: list[bytes], path: str) -> list[Node]:
+    """The nodes of a JSON NodeList; `held` holds its bytes, taken from it to free them early."""
     import gc
     import json
 
@@ -128,10 +140,13 @@ def _nodes_from_json(path: str) -> list[Node]:
     collecting = gc.isenabled()
     gc.disable()
     try:
-        data = read_bytes(path, "nodes file")
+        data = held.pop()
         slim = without_images(data)
         cut = slim is not data
-        del data  # at most one copy of the file's bytes, and then of its text, at a time
+        # At most one copy of the file's bytes, and then of its text, at a time; a stream
+        # cannot be read again, so its bytes are kept in case the cut text does not parse.
+        whole = data if cut and not os.path.isfile(path) else None
+        del data
         text = decode_text(slim, path, "nodes file")
         del slim
         try:
@@ -141,12 +156,15 @@ def _nodes_from_json(path: str) -> list[Node]:
             if not cut:
                 raise _json_error(e, path) from e
             # Not the layout without_images expects: parse the whole file, for its answer.
+            if whole is None:
+                whole = read_bytes(path, "nodes file", NODE_LIST_LIMIT)
             try:
-                document = json.loads(read_text(path, "nodes file"))
-            except (ValueError, RecursionError) as whole:
-                raise _json_error(whole, path) from whole
+                document = json.loads(decode_text(whole, path, "nodes file"))
+            except (ValueError, RecursionError) as error:
+                raise _json_error(error, path) from error
         else:
             del text
+        del whole
         return _nodes_from_document(document, path)
     finally:
         if collecting:

@@ -101,8 +101,7 @@ def _check_stream(fd: int) -> None:
 
 def _check_file_target(shown: str, directory_hint: str | None = None) -> None:
     """The path can name a new or replaced file: not a directory, in a directory that exists."""
-    # Through a symlink, the file it points to is what gets replaced.
-    path = os.path.realpath(shown) if os.path.islink(shown) else shown
+    path = _target(shown)
     if os.path.isdir(path):
         hint = ""
         if directory_hint:
@@ -126,6 +125,16 @@ def _check_file_target(shown: str, directory_hint: str | None = None) -> None:
                 else f"output {shown!r} is the file {name} is redirected to, where messages go; "
                 "choose another -o"
             )
+
+
+def _target(shown: str) -> str:
+    """The file that gets replaced: through a symlink, the file it points to, not the link."""
+    if not os.path.islink(shown):
+        return shown
+    try:
+        return os.path.realpath(shown)
+    except OSError as e:  # a part of the link's target that may not be looked into
+        raise OutputError(f"cannot write {shown!r}: {e.strerror or e}") from e
 
 
 def _missing_directory(directory: str, error: OSError) -> str:
@@ -245,8 +254,7 @@ def write_atomic(path: str, chunks: Iterable[str]) -> None:
 
 def _write_atomic(shown: str, chunks: Iterable[str]) -> None:
     _check_file_target(shown)
-    # Through a symlink, replace the file it points to, not the link.
-    path = os.path.realpath(shown) if os.path.islink(shown) else shown
+    path = _target(shown)
     directory = os.path.dirname(path) or "."
     try:
         status = os.stat(path)

@@ -215,10 +215,12 @@ def settle(
     if properties is not None:
         start = properties.end()
     end = node.end_mark.index
-    if not in_flow and start != at:
+    if not in_flow and start != at and id(node) not in quoted:
         return Placement("raw", indent, guess.line, name=guess.name)
     if id(node) not in quoted:
         # Quote the whole scalar once; a marker at its start or end writes that quote itself.
+        # A later marker in a scalar quoted so (`<<NAME>><<NAME>>`) is quoted
+        # with it, not written raw, or the closing quote would be lost.
         quoted.add(id(node))
         if text[start] != MARK_OPEN:
             inserts.append((start, "'"))

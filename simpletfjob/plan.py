@@ -183,20 +183,22 @@ def default_output_name(template: str) -> str:
     return f"{template_stem(template)}{framework().output_suffix}.yaml"
 
 
-def inputs(options: Options) -> list[tuple[str, str | None]]:
-    """Every file the run may read, as (what, path): the output may be none of them."""
+def inputs(options: Options) -> Iterator[tuple[str, str | None]]:
+    """Every file the run may read, as (what, path): the output may be none of them.
+
+    A generator: the kubeconfig paths are only worked out when the output is a
+    file that exists, so that `-o -` into a pipe and a new file do not pay for them.
+    """
+    yield ("template", options.template)
+    yield ("exclusion file", options.exc)
+    yield from framework().inputs(options)
+    yield ("nodes file", options.nodes_file)
+    yield from (("values file", f) for f in options.value_files)
     from simpletfjob.kube.paths import kubeconfig_files
 
-    return [
-        ("template", options.template),
-        ("exclusion file", options.exc),
-        *framework().inputs(options),
-        ("nodes file", options.nodes_file),
-        *(("values file", f) for f in options.value_files),
-        # Every kubeconfig, whether or not this run asks a cluster: job YAML written over
-        # credentials is never what anyone meant.
-        *((f.what, f.path) for f in kubeconfig_files(options.kubeconfig, os.environ)),
-    ]
+    # Every kubeconfig, whether or not this run asks a cluster: job YAML written over
+    # credentials is never what anyone meant.
+    yield from ((f.what, f.path) for f in kubeconfig_files(options.kubeconfig, os.environ))
 
 
 def job_label(options: Options, template: str) -> str | None:

@@ -1,9 +1,10 @@
-"""Render: the jinja2 environment, the legacy `{{.x}}` syntax, where placed values land, and per-task rendering.
+"""Render: the legacy `{{.x}}` syntax, where placed values land, and per-task rendering.
 
 Templates use jinja2 with `<< >>` for variables (so Helm and Argo `{{ }}` pass
 through untouched), `{% %}` for statements and `<# #>` for comments (so shell
-text such as `${#ARRAY[@]}` is not taken for a comment). The environment is
-sandboxed and strict: an undefined name is an error naming it and its line.
+text such as `${#ARRAY[@]}` is not taken for a comment). The environment
+(`sandbox`) is sandboxed, strict and bounded: an undefined name is an error
+naming it and its line, and a runaway loop or allocation stops in one line.
 
 A framework names large values that it places itself (see frameworks/): a bare
 `<<NAME>>` of one of them becomes a marker in the rendered text. Each task's
@@ -18,8 +19,8 @@ the end, so a large value is built once per run and never parsed.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from simpletfjob.errors import TemplateError
 from simpletfjob.placement import (
@@ -31,12 +32,13 @@ from simpletfjob.placement import (
     place_parts,
     settle,
 )
+from simpletfjob.sandbox import Bounds, RenderLimit, check_tags, make_environment
 
 if TYPE_CHECKING:
-    import jinja2
-
     from simpletfjob.frameworks import RunValues
     from simpletfjob.seating import Task
+
+T = TypeVar("T")
 
 # A YAML merge key `<<: *anchor` is never a jinja expression: keep it literal.
 _MERGE_KEY = re.compile(r"<<(?=[ \t]*:(?:[ \t]|$))", re.MULTILINE)
@@ -106,30 +108,51 @@ class CompiledTemplate:
                     f"{filename}: contains U+{ord(char):04X}, which simpletfjob reserves"
                 )
         self.filename = filename
-        # Windows line endings would hide a line's end from the placement rules; YAML
-        # does not care, so the output uses '\n' throughout.
-        text, self.placements = translate_source(source.replace("\r\n", "\n"), placed, legacy)
+        source = unix_newlines(source)
+        text, self.placements = translate_source(source, placed, legacy)
         env = make_environment()
+        self._environment = env
+        self._bounds = Bounds(filename)
         try:
-            ast = env.parse(text, filename=filename)
-            code = env.compile(ast, name=filename, filename=filename)
+            check_tags(text, filename)
+            ast = self._bounds.run(lambda: env.parse(text, filename=filename), "to compile")
+            code = self._bounds.run(
+                lambda: env.compile(ast, name=filename, filename=filename), "to compile"
+            )
+        except RenderLimit as e:
+            raise TemplateError(_limit_message(e, filename)) from e
+        except RecursionError as e:  # jinja's parser and code generator recurse per level
+            raise TemplateError(
+                f"{filename}: the template nests too deeply to compile (brackets, operators "
+                "or blocks inside one another, thousands deep)"
+            ) from e
         except Exception as e:  # jinja2.TemplateSyntaxError, named without importing jinja2 early
             raise _template_error(e, filename) from e
         # The names the template uses in expressions of its own (a placed value too).
         self.referenced = _check_names(ast, filename, set(known))
         self._template = env.template_class.from_code(env, code, env.make_globals(None), None)
         self._index = {p: i for i, p in enumerate(self.placements)}
-        self._source = source.replace("\r\n", "\n")
+        self._source = source
         self._line_patterns: list[tuple[int, re.Pattern[str]]] | None = None
         # A header left out of the output is a jinja comment of as many lines.
         header = re.match(r"<#[^#]*?#>\n", self._source)
         self._header_lines = header[0].count("\n") if header else 0
 
     def render(self, context: Mapping[str, Any]) -> str:
+        """One task's text; its work is bounded (see `sandbox`)."""
         try:
-            return self._template.render(context)
+            return self._bounds.render(self._environment, lambda: self._template.render(context))
+        except MemoryError:  # within `bounded`: it says so, for the whole task
+            raise
         except Exception as e:
             raise _template_error(e, self.filename) from e
+
+    def bounded(self, work: Callable[[], T]) -> T:
+        """`work()` (a task's render and checks) within the run's memory cap and CPU time."""
+        try:
+            return self._bounds.run(work)
+        except RenderLimit as e:
+            raise TemplateError(_limit_message(e, self.filename)) from e
 
     def split(self, text: str) -> list[str]:
         """Text and marker numbers, alternating: [text, '0', text, '1', text]."""
@@ -232,24 +255,16 @@ class CompiledTemplate:
         return f"<<{self.placements[int(marker[1])].name}>>"
 
 
-def make_environment() -> jinja2.Environment:
-    from jinja2 import StrictUndefined
-    from jinja2.sandbox import SandboxedEnvironment
+def unix_newlines(text: str) -> str:
+    """The text with its Windows ('\\r\\n') and old Mac ('\\r') line endings as '\\n'.
 
-    return SandboxedEnvironment(
-        variable_start_string="<<",
-        variable_end_string=">>",
-        block_start_string="{%",
-        block_end_string="%}",
-        comment_start_string="<#",
-        comment_end_string="#>",
-        # A statement alone on its line leaves no blank line or stray indentation behind.
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        undefined=StrictUndefined,
-        autoescape=False,
-    )
+    YAML reads all three as line breaks, but the placement rules and the header
+    see lines by '\\n': so a template's lines end the same however it was saved,
+    and the output uses '\\n' throughout.
+    """
+    if "\r" not in text:
+        return text
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def _check_names(ast: Any, filename: str, known: set[str]) -> set[str]:
@@ -272,6 +287,12 @@ def _check_names(ast: Any, filename: str, known: set[str]) -> set[str]:
     return referenced
 
 
+def _limit_message(e: RenderLimit, filename: str) -> str:
+    if e.message.startswith(f"{filename}:"):
+        return e.message
+    return f"{filename}:{e.lineno}: {e.message}" if e.lineno else f"{filename}: {e.message}"
+
+
 def _template_error(e: Exception, filename: str) -> TemplateError:
     lineno = getattr(e, "lineno", None)
     if lineno is None:
@@ -282,8 +303,13 @@ def _template_error(e: Exception, filename: str) -> TemplateError:
     where = f"{filename}:{lineno}" if lineno else filename
     kind = type(e).__name__
     message = getattr(e, "message", None) or str(e)
-    if kind == "UndefinedError":
+    if kind in ("UndefinedError", "RenderLimit", "TemplateNotFound"):
         return TemplateError(f"{where}: {message}")
+    if kind == "RecursionError":
+        return TemplateError(
+            f"{where}: the template recurses too deeply "
+            "(a macro or a recursive loop that calls itself without end?)"
+        )
     if kind == "TemplateSyntaxError":
         return TemplateError(f"{where}: template syntax error: {message}")
     first_line = message.splitlines()[0] if message else kind

@@ -8,11 +8,13 @@ expression of its own gets the real text in its render, and is checked with it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from simpletfjob.documents import (
     DocumentId,
+    check_directives,
     check_keys,
     check_unique,
     compose_documents,
@@ -98,33 +100,50 @@ def render_tasks(
     number = 1
     ids: list[tuple[int, DocumentId]] = []
     for task in tasks:
-        context = {**given, **task_context(task, values, len(tasks))}
-        text = normalize_task_text(compiled.render(context))
-        pieces = compiled.split(text)
-        checked, starts, lengths = compiled.stand_in(pieces)
-        where = f"{task.role} {task.index} on {task.node}"
-        documents, task_ids, shared = check_documents(compiled, checked, number, where)
-        editor = TextEditor(checked, f"document {number} ({where})")
-        if len(pieces) > 1:
-            pieces, quotes = compiled.resolve(pieces, checked, starts, documents)
-            editor.edits += [Edit(offset, quote) for offset, quote in quotes]
-        if decoration.job is not None or decoration.namespace is not None:
-            labels = decoration.labels(task)
-            annotations = decoration.annotations()
-            anchors = shared or "<<" in checked  # merge keys need no alias: `<<: {a: b}`
-            labeller = Labeller(editor, documents, anchors, decoration.conflict)
-            try:
-                for document, doc_id in zip(documents, task_ids, strict=True):
-                    namespace = None if doc_id.namespace else decoration.namespace
-                    labeller.label(document, doc_id.kind, labels, namespace, annotations)
-            except LabelError as e:
-                raise RenderCheckError(compiled.public(str(e), checked, e.line)) from e
-        pieces = editor.apply_to(pieces, lengths)
+        # Rendering and checking one task is bounded as one piece of work (see `sandbox`).
+        work = functools.partial(
+            render_task, compiled, task, values, given, decoration, number, len(tasks)
+        )
+        pieces, task_ids = compiled.bounded(work)
         ids += [(number + i, doc_id) for i, doc_id in enumerate(task_ids)]
-        number += len(documents)
+        number += len(task_ids)
         rendered.append(Rendered(task, pieces, task_ids))
     check_unique(ids)
     return rendered
+
+
+def render_task(
+    compiled: CompiledTemplate,
+    task: Task,
+    values: RunValues,
+    given: Mapping[str, Any],
+    decoration: Decoration,
+    number: int,
+    count: int,
+) -> tuple[list[str], list[DocumentId]]:
+    """One task's text, checked and labelled, in pieces, and its documents' ids."""
+    context = {**given, **task_context(task, values, count)}
+    text = normalize_task_text(compiled.render(context))
+    pieces = compiled.split(text)
+    checked, starts, lengths = compiled.stand_in(pieces)
+    where = f"{task.role} {task.index} on {task.node}"
+    documents, task_ids, shared = check_documents(compiled, checked, number, where)
+    editor = TextEditor(checked, f"document {number} ({where})")
+    if len(pieces) > 1:
+        pieces, quotes = compiled.resolve(pieces, checked, starts, documents)
+        editor.edits += [Edit(offset, quote) for offset, quote in quotes]
+    if decoration.job is not None or decoration.namespace is not None:
+        labels = decoration.labels(task)
+        annotations = decoration.annotations()
+        anchors = shared or "<<" in checked  # merge keys need no alias: `<<: {a: b}`
+        labeller = Labeller(editor, documents, anchors, decoration.conflict)
+        try:
+            for document, doc_id in zip(documents, task_ids, strict=True):
+                namespace = None if doc_id.namespace else decoration.namespace
+                labeller.label(document, doc_id.kind, labels, namespace, annotations)
+        except LabelError as e:
+            raise RenderCheckError(compiled.public(str(e), checked, e.line)) from e
+    return editor.apply_to(pieces, lengths), task_ids
 
 
 def check_documents(
@@ -136,6 +155,7 @@ def check_documents(
     """
     try:
         documents = compose_documents(text, number, where, compiled.filename)
+        check_directives(text, number, where)
         if not documents:
             raise RenderCheckError(
                 f"document {number} ({where}) is empty: the template renders no YAML document"
@@ -143,7 +163,8 @@ def check_documents(
         ids = [identify(d, number + i, where) for i, d in enumerate(documents)]
         shared = check_keys(documents, number, where, "*" in text)
     except RenderCheckError as e:
-        marks = [getattr(e.__cause__, m, None) for m in ("problem_mark", "context_mark")]
+        cause = e.__cause__
+        marks = [getattr(cause, m, None) for m in ("problem_mark", "context_mark")]
         lines = [m.line for m in marks if m is not None] or [getattr(e, "line", -1)]
         public = compiled.public(str(e), text, *lines)
         if public != str(e):
@@ -163,6 +184,11 @@ def task_tolerations(
     task = Task(role, 0, "node-0", "node-0", options.port)
     values = fw.values([task], None, options, compiled.referenced)
     context = {**options.values, **task_context(task, values, 1)}
-    text, _, _ = compiled.stand_in(compiled.split(normalize_task_text(compiled.render(context))))
-    documents = compose_documents(text, 1, f"{role} 0, placeholder render", compiled.filename)
-    return pod_tolerations(documents)
+
+    def tolerations() -> tuple[dict[str, str], ...]:
+        text = normalize_task_text(compiled.render(context))
+        checked, _, _ = compiled.stand_in(compiled.split(text))
+        where = f"{role} 0, placeholder render"
+        return pod_tolerations(compose_documents(checked, 1, where, compiled.filename))
+
+    return compiled.bounded(tolerations)

@@ -102,12 +102,30 @@ class _DroppingStderr(io.TextIOWrapper):
 
 def warn(message: str) -> None:
     """`simpletfjob: warning: MESSAGE` on stderr; dropped, never failing the run, if stderr cannot take it."""
-    stream = sys.stderr
     # None: closed at start, in a main() run in-process, without guard_standard_streams.
-    if stream is None:
+    if sys.stderr is None:
         return
     with contextlib.suppress(OSError, ValueError):
-        print(f"simpletfjob: warning: {message}", file=stream)
+        say(f"simpletfjob: warning: {message}")
+
+
+def say(line: str) -> None:
+    """One line on stderr, whatever it quotes.
+
+    A path or value quoted as it was given can hold a newline, which would make
+    two lines, a terminal escape, or a character that reorders the text: control
+    and format characters, line and paragraph separators and bytes that are not
+    UTF-8 are shown escaped, as repr() shows them. Other characters stay as they are.
+    """
+    if not line.isprintable():
+        import unicodedata
+
+        line = "".join(repr(c)[1:-1] if unicodedata.category(c) in _ESCAPED else c for c in line)
+    print(line, file=sys.stderr)
+
+
+# Control, format, line and paragraph separator, and surrogate (undecodable byte) characters.
+_ESCAPED = frozenset(["Cc", "Cf", "Zl", "Zp", "Cs"])
 
 
 def guard_standard_streams() -> None:

@@ -40,6 +40,12 @@ def parse_set(item: str) -> dict[str, Any]:
     for char in RESERVED_CHARACTERS:
         if char in raw:
             raise UsageError(f"--set {item!r}: the value contains {_reserved_character(char)}")
+    try:
+        raw.encode("utf-8")
+    except UnicodeEncodeError as e:  # bytes in argv that are not UTF-8 (surrogate escapes)
+        raise UsageError(
+            f"--set {item!r}: the value is not UTF-8 text (character {e.start + 1})"
+        ) from None
     value: Any = _typed(raw)
     for part in reversed(parts):
         value = {part: value}
@@ -51,7 +57,8 @@ def _typed(raw: str) -> Any:
         return raw == "true"
     if raw == "null":
         return None
-    if _INT.fullmatch(raw):
+    # An integer as helm reads one: a 64-bit one; a longer run of digits stays a string.
+    if len(raw) <= 20 and _INT.fullmatch(raw) and -(2**63) <= int(raw) < 2**63:
         return int(raw)
     return raw
 

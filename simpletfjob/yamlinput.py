@@ -26,6 +26,9 @@ kube/ reads kubeconfigs with them and may import no other module of simpletfjob.
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
 from collections.abc import Mapping
 from typing import Any
 
@@ -211,6 +214,13 @@ def _construct(instance: Any, node: Any, aliased: bool) -> Any:
         ) from e
 
 
+def mark_and_problem(error: yaml.YAMLError) -> tuple[Any, str]:
+    """Where a YAML error is (a mark with .line and .column from 0, or None), and what it is."""
+    mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
+    problem = getattr(error, "problem", None) or (str(error).strip().splitlines() or ["?"])[0]
+    return mark, str(problem)
+
+
 def describe(
     error: yaml.YAMLError, source: str, what: str = "not valid YAML", line_offset: int = 0
 ) -> str:
@@ -218,9 +228,8 @@ def describe(
 
     `line_offset` is added to the line, for YAML read from the middle of a file.
     """
-    mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
+    mark, problem = mark_and_problem(error)
     where = f"{source}:{line_offset + mark.line + 1}" if mark is not None else source
-    problem = getattr(error, "problem", None) or (str(error).strip().splitlines() or ["?"])[0]
     if isinstance(error, LimitError):
         return f"{where}: {problem}"
     return f"{where}: {what}: {problem}"
@@ -229,17 +238,82 @@ def describe(
 # -- reading input files, and their values in messages -------------------------------------
 
 
-def read_bytes(path: str, what: str, limit: int = -1) -> bytes:
-    """Read an input file (its first `limit` bytes, if given), naming it in every failure."""
+# How much of an input file is read: a limit far above any real input, so that a device
+# such as /dev/zero, a pipe that never ends (`<(yes)`) or a huge file named by mistake is
+# refused at once instead of filling the memory. A saved NodeList of 10,000 nodes with
+# their images is about 200 MB; a template, values file, host list or kubeconfig is at
+# most a few megabytes (Kubernetes stores no object over 1.5 MiB).
+INPUT_LIMIT = 16 << 20
+NODE_LIST_LIMIT = 1 << 30
+_CHUNK = 1 << 20
+
+
+def read_bytes(path: str, what: str, limit: int = INPUT_LIMIT) -> bytes:
+    """Read a whole input file, naming it in every failure.
+
+    A file larger than `limit` bytes, or with a NUL byte (binary, or a device
+    such as /dev/zero), is refused; a stream (a pipe, a FIFO, a device) is read
+    in chunks, so that is seen after at most `limit` bytes, or at the first NUL.
+    A stream path whose descriptor was closed when simpletfjob started (/dev/stdin
+    after `<&-`) is refused rather than read as the /dev/null that stands in for it.
+    """
+    from simpletfjob import streams
+
+    fd = streams.stream_fd(path)
+    if fd is not None and fd in streams.closed_at_start:
+        raise InputError(
+            f"cannot read {what} {path!r}: {streams.stream_name(fd)} is closed "
+            f"({os.strerror(errno.EBADF)})"
+        )
     try:
         with open(path, "rb") as f:
-            return f.read(limit)
+            status = os.fstat(f.fileno())
+            if stat.S_ISREG(status.st_mode):
+                if status.st_size > limit:
+                    raise _too_large(path, what, limit)
+                data = f.read()
+            else:
+                data = _read_stream(f, path, what, limit)
     except FileNotFoundError:
         raise InputError(f"{what} {path!r} does not exist") from None
     except IsADirectoryError:
         raise InputError(f"{what} {path!r} is a directory, not a file") from None
     except OSError as e:
         raise InputError(f"cannot read {what} {path!r}: {e.strerror or e}") from e
+    if len(data) > limit:  # a regular file that grew while it was read
+        raise _too_large(path, what, limit)
+    nul = data.find(b"\0")
+    if nul >= 0:
+        raise _binary(path, what, nul)
+    return data
+
+
+def _read_stream(f: Any, path: str, what: str, limit: int) -> bytes:
+    chunks = []
+    size = 0
+    while size <= limit:
+        chunk = f.read1(min(_CHUNK, limit + 1 - size))
+        if not chunk:
+            break
+        nul = chunk.find(b"\0")
+        if nul >= 0:
+            raise _binary(path, what, size + nul)
+        chunks.append(chunk)
+        size += len(chunk)
+    if size > limit:
+        raise _too_large(path, what, limit)
+    return b"".join(chunks)
+
+
+def _too_large(path: str, what: str, limit: int) -> InputError:
+    size = f"{limit >> 30} GiB" if limit >= 1 << 30 else f"{limit >> 20} MiB"
+    return InputError(
+        f"{what} {path!r} is larger than {size}, the limit for it; see Limits in the README"
+    )
+
+
+def _binary(path: str, what: str, at: int) -> InputError:
+    return InputError(f"{what} {path!r} is not UTF-8 text (byte {at} is NUL: a binary file?)")
 
 
 def read_text(path: str, what: str) -> str:

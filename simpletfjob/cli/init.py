@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from simpletfjob.cli.table import make_command
 from simpletfjob.options import InitOptions
+from simpletfjob.streams import say
 
 
 @make_command(
@@ -19,4 +19,4 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     from simpletfjob.catalog import write_copy
 
     options = InitOptions(**values)
-    print(write_copy(options.name, options.output, options.force), file=sys.stderr)
+    say(write_copy(options.name, options.output, options.force))

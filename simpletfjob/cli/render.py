@@ -10,8 +10,9 @@ from typing import Any
 import click
 
 from simpletfjob.cli.table import make_command, version_option
-from simpletfjob.errors import SelectionError, UsageError
+from simpletfjob.errors import SelectionError, SimpleTFJobError, UsageError
 from simpletfjob.options import Options
+from simpletfjob.streams import say
 
 
 @make_command(
@@ -81,6 +82,14 @@ def write_run(options: Options) -> None:
         if options.explain and e.verdicts is not None:
             explain(e.verdicts, [], options)
         raise
+    # Warnings wait until the run has been written: a failure is one line, whatever came
+    # before (only --explain's table, asked for, comes with it).
+    try:
+        write_to(dest, planned.chunks())
+    except SimpleTFJobError:
+        if options.explain:
+            explain(planned.verdicts, planned.tasks, options)
+        raise
     early = planned.warned_before_selection
     for message in planned.warnings[:early]:
         warn(message)
@@ -88,9 +97,8 @@ def write_run(options: Options) -> None:
         explain(planned.verdicts, planned.tasks, options)
     for message in planned.warnings[early:]:
         warn(message)
-    write_to(dest, planned.chunks())
     checked = f"; valid for Kubernetes {planned.validated}" if planned.validated else ""
-    print(summary(planned.tasks, dest.shown) + checked, file=sys.stderr)
+    say(summary(planned.tasks, dest.shown) + checked)
 
 
 def explain(verdicts: Sequence[Any], tasks: Sequence[Any], options: Options) -> None:

@@ -87,6 +87,7 @@ def place_tasks(
     if tasks_per_host < 1:
         raise UsageError("--tasks-per-host must be at least 1")
     limit = len(hosts) if num == -1 else min(num, len(hosts))
+    _check_size(limit, tasks_per_host)
     _check_capacity(limit * tasks_per_host, len(psf) or psn, bool(psf), chief, evaluator, num, note)
     slots = Slots(hosts, ROLES, num, tasks_per_host, may_take, note)
     position = {name: i for i, name in enumerate(hosts)}
@@ -114,6 +115,27 @@ def place_tasks(
     if limited and slots.used < slots.limit:
         raise _too_few_used(slots, psn if not psf else 0)
     return slots.placed
+
+
+# Every task's TF_CONFIG lists every task, so the output grows as the square of the
+# tasks: 1000 tasks make about 50 MB, 10,000 about 5 GB. Past that a run would take
+# minutes and fill a disk (`--port 1 --tasks-per-host 65535` on two hosts asks for
+# 131,070 tasks and 200 GB), so it is refused before any work; Kubernetes itself
+# supports clusters of at most 5000 nodes.
+MAX_TASKS = 10_000
+
+
+def _check_size(hosts: int, tasks_per_host: int) -> None:
+    """Refuse a run of more tasks than MAX_TASKS, before any host is seated."""
+    slots = hosts * tasks_per_host
+    if slots <= MAX_TASKS:
+        return
+    per_host = f" x {tasks_per_host:,} tasks per host" if tasks_per_host > 1 else ""
+    raise SelectionError(
+        f"the run would have up to {slots:,} tasks ({hosts:,} hosts{per_host}); a run has at "
+        f"most {MAX_TASKS:,}, since every task's TF_CONFIG lists every task; use -N or "
+        "--tasks-per-host to ask for fewer (see Limits in the README)"
+    )
 
 
 def _check_capacity(

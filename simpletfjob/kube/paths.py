@@ -61,6 +61,12 @@ def kubeconfig_paths(
 ) -> list[str] | None:
     """The kubeconfig files to merge, in order; None means the in-cluster service account.
 
+    As kubectl decides: a file that does not exist is skipped (in $KUBECONFIG) or
+    missing; anything else that is there is read, and the reading says what is
+    wrong with it. So /dev/null is an empty kubeconfig, a named pipe or
+    `<(...)` is read once, and a symlink loop or a file that cannot be read is
+    an error that names it, never taken for a file that is not there.
+
     `purpose` and `alternative` complete the messages when there is no cluster at all:
     'no cluster to PURPOSE: ...; point at a cluster with --kubeconfig FILE, or ALTERNATIVE'.
     """
@@ -70,9 +76,9 @@ def kubeconfig_paths(
         chosen = files[0]
         if os.path.isdir(chosen.path):
             raise InputError(f"kubeconfig {chosen.given!r} is a directory, not a file")
-        if not os.path.isfile(chosen.path):
+        if not os.path.lexists(chosen.path):
             raise InputError(f"kubeconfig {chosen.given!r} does not exist")
-        return [_readable(chosen.path)]
+        return [chosen.path]
     if environ.get("KUBECONFIG"):
         listed = [f for f in files if f.what == "kubeconfig in $KUBECONFIG"]
         # As kubectl: files in $KUBECONFIG that do not exist are skipped, and with
@@ -83,8 +89,8 @@ def kubeconfig_paths(
                 raise InputError(
                     f"$KUBECONFIG lists {entry.given!r}, which is a directory, not a kubeconfig file"
                 )
-            if os.path.isfile(entry.path):
-                found.append(_readable(entry.path))
+            if _there(entry.path):
+                found.append(entry.path)
         if found:
             return found
         if in_pod(environ):
@@ -96,8 +102,8 @@ def kubeconfig_paths(
     default = files[-1].path
     if os.path.isdir(default):
         raise InputError(f"kubeconfig {default!r} is a directory, not a file")
-    if os.path.isfile(default):
-        return [_readable(default)]
+    if _there(default):
+        return [default]
     if in_pod(environ):
         return None
     raise ClusterError(
@@ -106,11 +112,12 @@ def kubeconfig_paths(
     )
 
 
-def _readable(path: str) -> str:
-    """The path, once it is known to open: the client would report a refusal as a parse error."""
+def _there(path: str) -> bool:
+    """Whether kubectl would read the path: anything but a name that does not exist."""
     try:
-        with open(path, "rb"):
-            pass
-    except OSError as e:
-        raise InputError(f"cannot read kubeconfig {path!r}: {e.strerror or e}") from e
-    return path
+        os.stat(path)
+    except FileNotFoundError:
+        return False
+    except OSError:  # a loop, a refusal: reading it says what is wrong
+        return True
+    return True

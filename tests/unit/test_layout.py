@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -18,13 +19,20 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports(path: Path) -> set[str]:
+@functools.cache
+def tree(path: Path) -> list[ast.AST]:
+    """The module's syntax nodes, parsed once for every test here."""
+    return list(ast.walk(ast.parse(path.read_text())))
+
+
+@functools.cache
+def imports(path: Path) -> frozenset[str]:
     """Every module this one imports, at its top or inside a function."""
     found: set[str] = set()
     package = (
         module_name(path).rsplit(".", 1)[0] if path.name != "__init__.py" else module_name(path)
     )
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in tree(path):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -35,7 +43,7 @@ def imports(path: Path) -> set[str]:
                 )
             found.add(base)
             found.update(f"{base}.{alias.name}" for alias in node.names)
-    return found
+    return frozenset(found)
 
 
 def graph() -> dict[str, set[str]]:
@@ -86,18 +94,18 @@ def test_only_the_cluster_layer_imports_the_kubernetes_client() -> None:
             assert name.startswith(("simpletfjob.kube", "simpletfjob.cluster")), name
 
 
-def help_lines(path: Path) -> set[int]:
+@functools.cache
+def help_lines(path: Path) -> frozenset[int]:
     """The lines of help text: `help=` values, and the docstrings of the commands."""
     lines: set[int] = set()
-    tree = ast.parse(path.read_text())
-    for node in ast.walk(tree):
+    for node in tree(path):
         if isinstance(node, ast.keyword) and node.arg == "help":
             lines.update(range(node.value.lineno, (node.value.end_lineno or 0) + 1))
         if module_name(path).startswith("simpletfjob.cli") and isinstance(node, ast.FunctionDef):
             doc = node.body[0] if node.body else None
             if isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant):
                 lines.update(range(doc.lineno, (doc.end_lineno or 0) + 1))
-    return lines
+    return frozenset(lines)
 
 
 @pytest.mark.parametrize("word", ["TF_CONFIG", "ClusterSpec"])

@@ -49,7 +49,7 @@ def apply_run(options: ApplyOptions) -> None:
     """Plan the run for the namespace it goes to, apply it, and say what was applied."""
     from simpletfjob.applying import apply_run as apply_manifests
     from simpletfjob.applying import manifests
-    from simpletfjob.cli.render import explain, summary
+    from simpletfjob.cli.render import explain, summary, tell
     from simpletfjob.errors import SelectionError
     from simpletfjob.kube.connection import Settings, connect
     from simpletfjob.plan import plan
@@ -75,13 +75,6 @@ def apply_run(options: ApplyOptions) -> None:
             (d.text, f"document {i} ({d.id})") for i, d in enumerate(planned.documents, start=1)
         )
         wanted = manifests(documents, planned.job, namespace)  # refused in one line, if at all
-        early = planned.warned_before_selection
-        for message in planned.warnings[:early]:
-            warn(message)
-        if options.explain:
-            explain(planned.verdicts, planned.tasks, options)
-        for message in planned.warnings[early:]:
-            warn(message)
         done = apply_manifests(
             conn,
             planned.job,
@@ -91,6 +84,8 @@ def apply_run(options: ApplyOptions) -> None:
             timeout=options.timeout,
             report=lambda line: print(line, file=sys.stderr),
         )
+    # As a render's: warnings once the run has been applied, so that a failure is its lines alone.
+    tell(planned, options)
     counts = Counter(outcome for _, outcome in done)
     outcomes = ", ".join(
         f"{counts[word]} {word}" for word in ("created", "configured", "unchanged") if counts[word]

@@ -61,7 +61,7 @@ def write_run(options: Options) -> None:
     """Plan the run, write its documents where -o says, and say what was written."""
     from simpletfjob.output import destination, refuse_inputs, write_to
     from simpletfjob.plan import default_output_name, inputs, plan
-    from simpletfjob.streams import stream_fd, warn
+    from simpletfjob.streams import stream_fd
 
     if options.output is None:
         if stream_fd(options.template) is not None:
@@ -90,6 +90,15 @@ def write_run(options: Options) -> None:
         if options.explain:
             explain(planned.verdicts, planned.tasks, options)
         raise
+    tell(planned, options)
+    checked = f"; valid for Kubernetes {planned.validated}" if planned.validated else ""
+    say(summary(planned.tasks, dest.shown) + checked)
+
+
+def tell(planned: Any, options: Options) -> None:
+    """Once the run has succeeded: its warnings, with --explain's table where it belongs."""
+    from simpletfjob.streams import warn
+
     early = planned.warned_before_selection
     for message in planned.warnings[:early]:
         warn(message)
@@ -97,8 +106,6 @@ def write_run(options: Options) -> None:
         explain(planned.verdicts, planned.tasks, options)
     for message in planned.warnings[early:]:
         warn(message)
-    checked = f"; valid for Kubernetes {planned.validated}" if planned.validated else ""
-    say(summary(planned.tasks, dest.shown) + checked)
 
 
 def explain(verdicts: Sequence[Any], tasks: Sequence[Any], options: Options) -> None:

@@ -40,6 +40,7 @@ COMMANDS = {
     "render": "simpletfjob.cli.render",
     "templates": "simpletfjob.cli.templates",
     "init": "simpletfjob.cli.init",
+    "nodes": "simpletfjob.cli.nodes",
 }
 DEFAULT = "render"  # what runs when the first word is not a command
 

@@ -88,6 +88,8 @@ def write_run(options: Options) -> None:
         explain(planned.verdicts, planned.tasks, options)
     for message in planned.warnings[early:]:
         warn(message)
+    for note in planned.notes:
+        print(f"simpletfjob: {note}", file=sys.stderr)
     write_to(dest, planned.chunks())
     checked = f"; valid for Kubernetes {planned.validated}" if planned.validated else ""
     print(summary(planned.tasks, dest.shown) + checked, file=sys.stderr)

@@ -12,7 +12,7 @@ import importlib
 import platform
 import sys
 
-SECTIONS = ("render", "nodelist", "cluster")
+SECTIONS = ("render", "nodelist", "cluster", "usage")
 
 
 def main(argv: list[str]) -> None:

@@ -15,7 +15,7 @@ auto, or --explain on nodes with GPUs (its free-GPU column).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from simpletfjob import nodes as node_sources
 from simpletfjob.errors import SelectionError, UsageError
@@ -167,13 +167,13 @@ def judge(
     default = options.namespace or ("default" if options.network == "pod" else cluster.namespace)
     namespaces = {ns or default for need in needs.values() for ns in need.namespaces}
     own = Own(job, frozenset(namespaces))
+    from simpletfjob.kube.request import ApiError  # loaded already: the nodes came through it
+
     required = options.gpus > 0 or options.port is AUTO_PORT
     try:
         usage, read = read_usage(options, nodes, excluded, rules, pins, cluster, own)
-    except Exception as e:
-        from simpletfjob.kube.request import ApiError
-
-        if required or not isinstance(e, ApiError) or e.status != 403:
+    except ApiError as e:
+        if required or e.status != 403:
             raise
         lost = "host ports" if uses_ports else "free GPUs"
         refused = str(e).split("; ")[0].removeprefix(f"{cluster.target}: ")
@@ -272,7 +272,3 @@ def choose_port(
         shown, holder, node = blocked[DEFAULT_PORT]
         line += f" ({shown} is held by {holder} on {node})"
     return port, line
-
-
-def describe(read: str, verdicts: Sequence[Verdict]) -> Any:  # pragma: no cover - debugging aid
-    return read, [(v.node.name, v.usage) for v in verdicts]

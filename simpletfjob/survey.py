@@ -161,11 +161,12 @@ def as_json(verdicts: Sequence[Verdict]) -> str:
 
 
 def summary(result: Survey) -> str:
-    """'12 nodes: 7 eligible, 23 GPUs free' (the eligible nodes' free GPUs)."""
+    """'12 nodes: 7 eligible, 23 GPUs free': the free GPUs of every node listed, eligible or not
+    (a GPU node that only a tolerating template may use has them too)."""
     verdicts = result.verdicts
-    eligible = [v for v in verdicts if v.eligible]
-    free = sum(v.node.gpus if v.free_gpus is None else v.free_gpus for v in eligible)
+    eligible = sum(v.eligible for v in verdicts)
+    free = sum(v.node.gpus if v.free_gpus is None else v.free_gpus for v in verdicts)
     noun = "node" if len(verdicts) == 1 else "nodes"
     gpus = "GPU" if free == 1 else "GPUs"
     how = "free" if result.read else "allocatable (pods not read)"
-    return f"{len(verdicts)} {noun}: {len(eligible)} eligible, {free} {gpus} {how}"
+    return f"{len(verdicts)} {noun}: {eligible} eligible, {free} {gpus} {how}"

@@ -47,7 +47,9 @@ class Settings:
     backoff: float = 0.5  # first delay between attempts; doubles each time
     max_delay: float = 8.0
     page_size: int = 500  # objects per page of a list
-    in_flight: int = 20  # requests at once, for calls that make many (kube/lists.list_each)
+    # Requests at once, for calls that make many (kube/lists.list_each): each is a pooled
+    # connection, and past a few the TLS handshakes of new ones cost more than the wait they save.
+    in_flight: int = 8
     service_account_dir: str = SERVICE_ACCOUNT_DIR
     environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
     sleep: Callable[[float], None] = time.sleep

@@ -260,7 +260,7 @@ def list_each(
     *,
     namespace: str | None = None,
     resource_version: str | None = "0",
-    in_flight: int = 20,
+    in_flight: int = 8,
     deadline: Deadline | None = None,
     alternative: str = "",
 ) -> Generator[list[T], None, None]:

@@ -382,3 +382,33 @@ def test_plain_hosts_keep_the_old_meaning(cli: Any, work: Path) -> None:
     write(work / "hosts", "a\nb\n")
     refused = cli("pod.yaml", "--nodes-file", "hosts", "--gpus", "1", "-o", "-", cwd=work)
     assert_one_line_error(refused, 2, contains=["--gpus needs node objects"])
+
+
+def test_a_port_written_as_a_number_stays_put_under_port_auto(
+    cli: Any, kubeapi: KubeAPI, work: Path
+) -> None:
+    write(work / "fixed.yaml", HOST_NETWORK.replace("<<port>>\n", "2222\n"))
+    kubeapi.set_nodes([make_node(f"n{i}") for i in range(1, 4)])
+    kubeapi.load("pods", [port_pod("a", "n1", 2222), port_pod("b", "n2", 2223)])
+    result = render(cli, work, "fixed.yaml", "--port", "auto", "--explain")
+    # n1 holds the template's own 2222 whatever --port is, so it is passed over; on n2
+    # and n3, 2222 is free for the tasks' own port (2223 held on n2 does not matter).
+    assert node_names(result) == ["n2", "n3"]
+    assert "port 2222 held by ml/a" in result.err
+    assert "simpletfjob: --port auto chose port 2222\n" in result.err
+    assert all(e.endswith(":2222") for e in tf_config_of(result.docs[0])["cluster"]["worker"])
+
+
+def test_a_small_run_refused_the_pods_of_its_nodes(
+    cli: Any, kube_env: Path, tmp_path: Path
+) -> None:
+    api = KubeAPI()
+    api.grant("system:anonymous", "list", "nodes")
+    with serve(api) as served:
+        served.set_nodes([make_node(f"n{i:02d}", gpus=8, images=1) for i in range(40)])
+        write_kubeconfig(tmp_path / "kubeconfig", served.url)
+        write(tmp_path / "pod.yaml", POD_NETWORK)
+        refused = run(cli, tmp_path, "pod.yaml", "-o", "-", "-N", "2", "--gpus", "1")
+        assert_one_line_error(refused, 1, contains=["may not list pods", "--no-usage"])
+        selectors = [r.query.get("fieldSelector", "") for r in served.requests_for("pods")]
+        assert selectors and all(s.startswith("spec.nodeName=n") for s in selectors)

@@ -412,3 +412,19 @@ def test_a_small_run_refused_the_pods_of_its_nodes(
         assert_one_line_error(refused, 1, contains=["may not list pods", "--no-usage"])
         selectors = [r.query.get("fieldSelector", "") for r in served.requests_for("pods")]
         assert selectors and all(s.startswith("spec.nodeName=n") for s in selectors)
+
+
+def test_a_template_header_may_default_to_port_auto(cli: Any, kubeapi: KubeAPI, work: Path) -> None:
+    write(work / "auto.yaml", "# simpletfjob:\n#   options:\n#     port: auto\n" + HOST_NETWORK)
+    kubeapi.set_nodes([make_node("n1"), make_node("n2"), make_node("n3")])
+    kubeapi.load("pods", [port_pod("a", "n2", 2222)])
+    result = render(cli, work, "auto.yaml")
+    assert result.err.splitlines()[0] == (
+        "simpletfjob: --port auto chose port 2223 (2222 is held by ml/a on n2)"
+    )
+    assert node_names(render(cli, work, "auto.yaml", "--port", "2222")) == ["n1", "n3"]
+    refused = cli("auto.yaml", "--nodes", "a,b", "-o", "-", cwd=work)
+    assert_one_line_error(refused, 2, contains=["--port auto", "give --port N"])
+    write(work / "bad.yaml", "# simpletfjob:\n#   options:\n#     port: car\n" + HOST_NETWORK)
+    refused = cli("bad.yaml", "--nodes", "a,b", "-o", "-", cwd=work)
+    assert_one_line_error(refused, 1, contains=["bad.yaml:3: option 'port'", "'car' is not a port"])

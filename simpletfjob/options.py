@@ -211,11 +211,12 @@ class NodeOptions(OptionGroup):
     explain: bool = option(
         "--explain",
         default=False,
-        help="Print to stderr, per node, whether it is eligible, why not, and the task it gets.",
+        help="Print to stderr, per node, whether it is eligible, why not, the task it gets, "
+        "and its free GPUs when the pods were read.",
     )
 
 
-# ---- issue 11: which nodes have room (free GPUs, host ports), shared by render and nodes ----
+# ---- which nodes have room (free GPUs, host ports), shared by render and nodes ------------
 
 
 class NodeChoiceOptions(OptionGroup):
@@ -266,9 +267,6 @@ class NodesOptions(NodeChoiceOptions, ClusterOptions):
     output: str = output_format(
         "table", "wide", "json", default="table", help="How to print the nodes."
     )
-
-
-# ---- end of issue 11's groups -----------------------------------------------------------------
 
 
 class RenderOptions(OptionGroup):

@@ -357,6 +357,12 @@ def test_gpus_without_the_right_to_list_pods_is_an_error(cli: Any, no_pods: Path
     assert node_names(result) == ["n1", "n2"]
 
 
+def test_port_auto_without_the_right_to_list_pods_is_an_error(cli: Any, no_pods: Path) -> None:
+    refused = run(cli, no_pods, "host.yaml", "-o", "-", "--port", "auto")
+    line = assert_one_line_error(refused, 1, contains=["may not list pods"])
+    assert line.endswith("or give --port N")
+
+
 def test_host_ports_without_the_right_to_list_pods_is_a_warning(cli: Any, no_pods: Path) -> None:
     result = render(cli, no_pods, "host.yaml")
     assert node_names(result) == ["n1", "n2"]

@@ -6,6 +6,8 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from simpletfjob.errors import InputError
 from simpletfjob.usage import (
@@ -215,3 +217,35 @@ def test_a_terminated_pod_holds_no_port() -> None:
     ports = [{"containerPort": 2222, "hostPort": 2222}]
     done = use(pod("done", phase="Succeeded", containers=[container("a", ports=ports)]))
     assert Tally().add_all([done]).node("n1") == EMPTY
+
+
+# ---- the rules against the start-up they stand for ------------------------------------------------
+
+_steps = st.lists(st.tuples(st.booleans(), st.integers(0, 8)), max_size=5)  # (sidecar?, GPUs)
+
+
+@given(st.lists(st.integers(0, 8), max_size=4), _steps, st.integers(0, 2))
+def test_a_pod_asks_for_the_most_its_start_up_and_its_run_hold_at_once(
+    mains: list[int], inits: list[tuple[bool, int]], overhead: int
+) -> None:
+    """The kubelet runs the init steps in order, each sidecar staying up once started, then the
+    containers beside every sidecar: the request is the most held at any moment, plus overhead."""
+    held_at_moments = []
+    sidecars = 0
+    for is_sidecar, gpus in inits:
+        if is_sidecar:
+            sidecars += gpus
+            held_at_moments.append(sidecars)
+        else:
+            held_at_moments.append(sidecars + gpus)
+    held_at_moments.append(sidecars + sum(mains))
+    spec: dict[str, Any] = {
+        "containers": [container(f"c{i}", g) for i, g in enumerate(mains)],
+        "initContainers": [
+            sidecar(f"i{i}", g) if is_sidecar else container(f"i{i}", g)
+            for i, (is_sidecar, g) in enumerate(inits)
+        ],
+    }
+    if overhead:
+        spec["overhead"] = {GPU: str(overhead)}
+    assert pod_request(spec, GPU) == max(held_at_moments) + overhead

@@ -279,7 +279,17 @@ def _check_options(
                 f"{filename}:{line}: unknown option {key!r} in the template header; "
                 f"a header can set: {allowed}"
             )
-        found = type_problem(declared, value) or problem(declared, value)
+        if declared.parse is not None and type(value) is str:
+            # Written as on the command line (`port: auto`), read as the command line reads it.
+            try:
+                value = declared.parse(value)
+            except ValueError as e:
+                raise TemplateError(
+                    f"{filename}:{line}: option {key!r} in the template header: {e}"
+                ) from e
+            found = problem(declared, value)
+        else:
+            found = type_problem(declared, value) or problem(declared, value)
         if found:
             raise TemplateError(f"{filename}:{line}: option {key!r} in the template header {found}")
         checked[field.name] = value

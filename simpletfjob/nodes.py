@@ -101,7 +101,7 @@ def nodes_from_option(value: str) -> list[Node]:
     return [Node(name, origin="--nodes") for name in check_host_names(entries)]
 
 
-def nodes_from_file(path: str) -> list[Node]:
+def nodes_from_file(path: str, gpu_resource: str = GPU_RESOURCE) -> list[Node]:
     """Hosts from --nodes-file: a plain list (order kept) or a saved `kubectl get nodes -o json|yaml`.
 
     A file whose first character is `{` is JSON, as kubectl writes it, and is read
@@ -112,10 +112,10 @@ def nodes_from_file(path: str) -> list[Node]:
     """
     held = [read_bytes(path, "nodes file", NODE_LIST_LIMIT)]
     if _JSON_START.match(held[0]):
-        return _nodes_from_json(held, path)
+        return _nodes_from_json(held, path, gpu_resource)
     text = decode_text(held.pop(), path, "nodes file")
     if _looks_like_node_list(text):
-        return _nodes_from_yaml(text, path)
+        return _nodes_from_yaml(text, path, gpu_resource)
     entries = parse_host_lines(text, path)
     if not entries:
         raise InputError(f"nodes file {path!r} lists no hosts")
@@ -130,7 +130,7 @@ def _looks_like_node_list(text: str) -> bool:
     return re.search(r"(?m)^(apiVersion|kind|items)\s*:", text) is not None
 
 
-def _nodes_from_json(held: list[bytes], path: str) -> list[Node]:
+def _nodes_from_json(held: list[bytes], path: str, gpu_resource: str) -> list[Node]:
     """The nodes of a JSON NodeList; `held` holds its bytes, taken from it to free them early."""
     import gc
     import json
@@ -165,7 +165,7 @@ def _nodes_from_json(held: list[bytes], path: str) -> list[Node]:
         else:
             del text
         del whole
-        return _nodes_from_document(document, path)
+        return _nodes_from_document(document, path, gpu_resource)
     finally:
         if collecting:
             gc.enable()
@@ -184,7 +184,7 @@ def _json_error(error: ValueError | RecursionError, path: str) -> InputError:
     return InputError(f"{path}: not valid JSON: {error}")
 
 
-def _nodes_from_yaml(text: str, path: str) -> list[Node]:
+def _nodes_from_yaml(text: str, path: str, gpu_resource: str) -> list[Node]:
     import yaml  # only this input needs a parser
 
     from simpletfjob import yamlinput
@@ -193,18 +193,21 @@ def _nodes_from_yaml(text: str, path: str) -> list[Node]:
         document = yamlinput.load(text)
     except yaml.YAMLError as e:
         raise InputError(yamlinput.describe(e, path, "not a valid NodeList")) from e
-    return _nodes_from_document(document, path)
+    return _nodes_from_document(document, path, gpu_resource)
 
 
-def _nodes_from_document(document: object, path: str) -> list[Node]:
+def _nodes_from_document(document: object, path: str, gpu_resource: str) -> list[Node]:
     """The nodes of a saved NodeList (kubectl's v1 List), or of a single saved Node."""
     if isinstance(document, Mapping) and document.get("kind") == "Node":
-        nodes = [node_from_object(document, path)]
+        nodes = [node_from_object(document, path, gpu_resource)]
     elif isinstance(document, Mapping) and "items" in document:
         items = document["items"]
         if not isinstance(items, list):
             raise InputError(f"{path}: items must be a list of nodes, not {describe_value(items)}")
-        nodes = [node_from_object(item, f"{path}: items[{i}]") for i, item in enumerate(items)]
+        nodes = [
+            node_from_object(item, f"{path}: items[{i}]", gpu_resource)
+            for i, item in enumerate(items)
+        ]
     else:
         raise InputError(
             f"{path}: expected a NodeList (kubectl get nodes -o json) or one host per line"
@@ -213,8 +216,10 @@ def _nodes_from_document(document: object, path: str) -> list[Node]:
     return sorted(nodes, key=lambda n: n.name)
 
 
-def node_from_object(obj: object, origin: str) -> Node:
+def node_from_object(obj: object, origin: str, gpu_resource: str = GPU_RESOURCE) -> Node:
     """A `Node` from the JSON object of a v1 Node, as the API server or kubectl gives it.
+
+    Its `gpus` are its allocatable `gpu_resource` (nvidia.com/gpu, amd.com/gpu, ...).
 
     Every field read is checked for its type, so a malformed node is one line that
     names where it is (`origin`) and the field, never a crash. The checks are
@@ -300,9 +305,9 @@ def node_from_object(obj: object, origin: str) -> Node:
         if allocatable is not None:
             raise _malformed(origin, name, "status.allocatable", allocatable, "a mapping")
         allocatable = {}
-    gpus = allocatable.get(GPU_RESOURCE, 0)
+    gpus = allocatable.get(gpu_resource, 0)
     if type(gpus) is not str and type(gpus) is not int:
-        field = f"status.allocatable[{GPU_RESOURCE!r}]"
+        field = f"status.allocatable[{gpu_resource!r}]"
         raise _malformed(origin, name, field, gpus, 'a quantity such as "4"')
     return Node(
         name=name,
@@ -410,8 +415,14 @@ def host_address(node: Node, how: str) -> str:
 
 
 def parse_quantity_count(value: object) -> int:
-    """A whole-device count from a resource quantity ('4', 4, '0'); anything odd counts as 0."""
+    """A whole-device count from a resource quantity ('4', 4, '1k'); anything odd counts as 0."""
+    if type(value) is int:
+        return value
+    if type(value) is str and value.isdigit():
+        return int(value)  # how devices are written: no need for the quantity grammar
+    from simpletfjob.usage import parse_quantity
+
     try:
-        return int(str(value))
+        return max(0, int(parse_quantity(value)))  # a device is whole: a part of one is none
     except ValueError:
         return 0

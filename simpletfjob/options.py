@@ -22,65 +22,30 @@ from typing import Any, ClassVar
 
 from simpletfjob.errors import UsageError
 from simpletfjob.frameworks.tensorflow import TensorFlowOptions
-from simpletfjob.nodes import ADDRESS_CHOICES, is_node_name
+from simpletfjob.nodes import ADDRESS_CHOICES, GPU_RESOURCE
 from simpletfjob.optiontable import (
     Field,
     Must,
     OneOf,
     OptionGroup,
-    Rule,
     argument,
     at_least,
-    between,
     check_values,
     fields,
     format_duration,
     option,
     parse_duration,
 )
-
-# ---- rules of single values that are not ranges ---------------------------------------------
-
-
-class DnsName(Rule):
-    """A DNS name as Kubernetes names nodes (RFC 1123 subdomain); a namespace is also one label."""
-
-    def __init__(self, label: bool = False) -> None:
-        self.label = label
-
-    def __call__(self, value: Any) -> str | None:
-        if not is_node_name(value):
-            return f"{value!r} is not a valid DNS name"
-        if self.label and (len(value) > 63 or "." in value):
-            return f"{value!r} is not a valid namespace (a DNS label)"
-        return None
-
-
-class LabelValue(Rule):
-    """A Kubernetes label value (--name becomes the simpletfjob/job label)."""
-
-    def __call__(self, value: Any) -> str | None:
-        from simpletfjob.labels import LABEL_VALUE_RULE, is_label_value
-
-        if value == "":
-            return "must not be empty"
-        if not is_label_value(value):
-            return f"{value!r} is not a valid label value ({LABEL_VALUE_RULE})"
-        return None
-
-
-class Selector(Rule):
-    """A label selector in kubectl's syntax; its parser names --selector and the place it stops."""
-
-    def __call__(self, value: Any) -> str | None:
-        from simpletfjob.selection import parse_selector
-
-        parse_selector(value)  # raises the usage error itself
-        return None
-
-
-HOST_COUNT = Must("a positive number of hosts or -1 for all", lambda n: n == -1 or n > 0)
-
+from simpletfjob.valuerules import (
+    AUTO_PORT,
+    DEFAULT_PORT,
+    HOST_COUNT,
+    PORT,
+    DnsName,
+    LabelValue,
+    Selector,
+    parse_port,
+)
 
 # ---- shared declarations for the commands that act on a run -------------------------------
 
@@ -114,8 +79,8 @@ def timeout(default: float | None, help: str) -> Any:
 # ---- the groups -------------------------------------------------------------------------------
 
 
-class ConnectionOptions(OptionGroup):
-    """Which cluster to ask, and which namespace, as kubectl chooses them."""
+class ClusterOptions(OptionGroup):
+    """Which cluster to ask, as kubectl chooses it."""
 
     section = "Cluster options"
 
@@ -131,6 +96,13 @@ class ConnectionOptions(OptionGroup):
         metavar="NAME",
         help="The kubeconfig context to use (default: current).",
     )
+
+
+class ConnectionOptions(ClusterOptions):
+    """Which cluster to ask, and which namespace, as kubectl chooses them."""
+
+    section = "Cluster options"
+
     namespace: str | None = option(
         "-n",
         "--namespace",
@@ -168,6 +140,29 @@ class NodeOptions(OptionGroup):
         metavar="[FILE]",
         help="Exclude the hosts listed in FILE (one per line); given bare, FILE is ./exc.",
     )
+    address: str = option(
+        "--address",
+        default="name",
+        show_default=True,
+        rule=OneOf(*ADDRESS_CHOICES),
+        help="What TF_CONFIG and <<host>> name: the node name, its InternalIP, or its hostname label.",
+    )
+    explain: bool = option(
+        "--explain",
+        default=False,
+        help="Print to stderr, per node, whether it is eligible, why not, the task it gets, "
+        "and its free GPUs when the pods were read.",
+    )
+
+
+# ---- which nodes have room (free GPUs, host ports), shared by render and nodes ------------
+
+
+class NodeChoiceOptions(OptionGroup):
+    """Which of a cluster's nodes may take a task: labels, free GPUs, and whether pods are read."""
+
+    section = "Host options"
+
     selector: str | None = option(
         "-l",
         "--selector",
@@ -181,19 +176,35 @@ class NodeOptions(OptionGroup):
         default=0,
         metavar="N",
         rule=at_least(0),
-        help="Only nodes with at least N allocatable nvidia.com/gpu.",
+        help="Only nodes with at least N free GPUs: allocatable less what their pods request "
+        "(from a saved NodeList, or with --no-usage: allocatable).",
     )
-    address: str = option(
-        "--address",
-        default="name",
+    gpu_resource: str = option(
+        "--gpu-resource",
+        default=GPU_RESOURCE,
         show_default=True,
-        rule=OneOf(*ADDRESS_CHOICES),
-        help="What TF_CONFIG and <<host>> name: the node name, its InternalIP, or its hostname label.",
+        metavar="NAME",
+        rule=Must("a resource name such as amd.com/gpu", lambda v: bool(v) and " " not in v),
+        help="The resource --gpus counts (amd.com/gpu, gpu.intel.com/i915, ...).",
     )
-    explain: bool = option(
-        "--explain",
-        default=False,
-        help="Print to stderr, per node, whether it is eligible, why not, and the task it gets.",
+    usage: bool = option(
+        "--no-usage",
+        default=True,
+        help="Do not read the cluster's pods: judge GPUs by allocatable alone, and host ports not at all.",
+    )
+
+
+class NodesOptions(NodeChoiceOptions, ClusterOptions):
+    """`simpletfjob nodes`: what the cluster has free, and which nodes a render could use."""
+
+    template: str | None = option(
+        "--template",
+        default=None,
+        metavar="FILE",
+        help="Judge tolerations and host ports as a render of this template (a file or a built-in) would.",
+    )
+    output: str = output_format(
+        "table", "wide", "json", default="table", help="How to print the nodes."
     )
 
 
@@ -213,11 +224,14 @@ class RenderOptions(OptionGroup):
     )
     port: int = option(
         "--port",
-        default=2222,
+        default=DEFAULT_PORT,
         show_default=True,
-        rule=between(1, 65535),
+        rule=PORT,
+        parse=parse_port,
+        format=str,
+        metavar="PORT|auto",
         header=True,
-        help="TF server port in TF_CONFIG.",
+        help="TF server port in TF_CONFIG; auto: the lowest from 2222 up that is free on every chosen node.",
     )
     tasks_per_host: int = option(
         "--tasks-per-host",
@@ -315,7 +329,14 @@ class PolicyOptions(OptionGroup):
     )
 
 
-class Options(RenderOptions, PolicyOptions, TensorFlowOptions, NodeOptions, ConnectionOptions):
+class Options(
+    RenderOptions,
+    PolicyOptions,
+    TensorFlowOptions,
+    NodeChoiceOptions,
+    NodeOptions,
+    ConnectionOptions,
+):
     """Everything a render needs, as plain values; the render command fills it, tests may too."""
 
     # The rules between options that `check_options` applies (a command's own Options may
@@ -332,7 +353,7 @@ def nodes_or_nodes_file(options: Options) -> None:
 
 
 def ports_fit(options: Options) -> None:
-    if options.port + options.tasks_per_host - 1 > 65535:
+    if options.port is not AUTO_PORT and options.port + options.tasks_per_host - 1 > 65535:
         raise UsageError(
             f"--port {options.port} with {options.tasks_per_host} tasks per host goes past port 65535"
         )
@@ -347,10 +368,27 @@ def cluster_or_host_list(options: Options) -> None:
         )
 
 
+def auto_port_reads_pods(options: Options) -> None:
+    """--port auto chooses by the ports the cluster's pods hold: it needs them read."""
+    if options.port is not AUTO_PORT:
+        return
+    if not options.usage:
+        raise UsageError(
+            "--port auto reads the ports the cluster's pods hold; it cannot go with --no-usage"
+        )
+    if options.nodes is not None or options.nodes_file is not None:
+        source = "--nodes" if options.nodes is not None else "--nodes-file"
+        raise UsageError(
+            f"--port auto reads the ports the cluster's pods hold, and {source} gives no pods; "
+            "give --port N"
+        )
+
+
 RENDER_RULES: tuple[Callable[[Options], None], ...] = (
     nodes_or_nodes_file,
     ports_fit,
     cluster_or_host_list,
+    auto_port_reads_pods,
 )
 
 

@@ -13,28 +13,29 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
 from simpletfjob import nodes as node_sources
 from simpletfjob.documents import DocumentId, check_name, check_unique
+from simpletfjob.eligibility import (
+    Judged,
+    check_node_options,
+    choose_port,
+    judge,
+    open_cluster,
+    read_exclusions,
+    read_nodes,
+)
 from simpletfjob.errors import RenderCheckError, SelectionError, UsageError
-from simpletfjob.frameworks import TASK_VARIABLES, Framework, Pin, RunValues, framework
+from simpletfjob.frameworks import Framework, Pin, RunValues, framework
 from simpletfjob.labels import INDEX_LABEL, POLICY_ANNOTATION, check_label_value
 from simpletfjob.options import Options, check_options
 from simpletfjob.render import CompiledTemplate
-from simpletfjob.rendering import Decoration, Rendered, render_tasks, task_tolerations
+from simpletfjob.rendering import Decoration, Rendered, compile_template, render_tasks
 from simpletfjob.seating import Host, Task, check_endpoints, tasks_at
-from simpletfjob.selection import (
-    Rules,
-    Verdict,
-    breakdown,
-    eligible_hosts,
-    judge_nodes,
-    parse_selector,
-    unknown_exclusions,
-)
-from simpletfjob.values import check_reserved
+from simpletfjob.selection import Verdict, breakdown, eligible_hosts, unknown_exclusions
+from simpletfjob.valuerules import AUTO_PORT
 
 # What --address puts in the cluster addresses, as messages name it.
 ADDRESS_NAMES = {"internal-ip": "InternalIP", "hostname": f"{node_sources.HOSTNAME_LABEL} label"}
@@ -108,6 +109,7 @@ class Plan(NamedTuple):
     warned_before_selection: int  # warnings[:this] come before the verdicts, as they arose
     job: str | None  # the simpletfjob/job label; None with --no-labels
     validated: str | None  # the Kubernetes version of the schema checked against (--validate)
+    notes: tuple[str, ...] = ()  # what the plan chose for the user, such as --port auto's port
 
     def chunks(self) -> Iterator[str]:
         """The whole YAML stream, documents separated by '---' lines."""
@@ -121,30 +123,34 @@ def plan(options: Options) -> Plan:
     """Plan the run the options describe; see the module docstring."""
     check_options(options)
     fw = framework()
-    source, filename = load_template(options)
-    check_reserved(options.values, (*TASK_VARIABLES, *fw.variables))
-    known = [*TASK_VARIABLES, *fw.variables, *options.values]
-    compiled = CompiledTemplate(source, filename, known, fw.placed, fw.legacy)
+    compiled = compile_template(options, fw)
+    filename = compiled.filename
     warnings: list[str] = []
 
-    nodes = read_nodes(options, warnings.append)
-    check_node_options(options, nodes)
-    excluded = read_exclusions(options.exc)
-    warnings += [
-        f"{options.exc}: {n!r} is not among the hosts" for n in unknown_exclusions(nodes, excluded)
-    ]
-    before_selection = len(warnings)
-    pins = fw.pins(options)
-    rules = eligibility_rules(options, fw, compiled, nodes)
-    verdicts = judge_nodes(nodes, excluded, rules)
+    job = job_label(options, filename)
+    cluster = open_cluster(options, warnings.append)
     try:
-        tasks = choose_tasks(options, fw, verdicts, pins, per_role=bool(rules.role_tolerations))
+        nodes = read_nodes(options, cluster)
+        check_node_options(options, nodes)
+        excluded = read_exclusions(options.exc)
+        warnings += [
+            f"{options.exc}: {n!r} is not among the hosts"
+            for n in unknown_exclusions(nodes, excluded)
+        ]
+        pins = fw.pins(options)
+        judged = judge(options, fw, compiled, nodes, excluded, pins, cluster, job, warnings.append)
+    finally:
+        if cluster is not None:
+            cluster.close()
+    before_selection = len(warnings)
+    verdicts = judged.verdicts
+    notes: list[str] = []
+    try:
+        options, tasks = choose_tasks(options, fw, judged, pins, notes)
     except SelectionError as e:
         e.verdicts = verdicts  # for --explain, which shows them before the error
         raise
-    decoration = Decoration(
-        job_label(options, filename), namespace_to_add(options), options.success_policy
-    )
+    decoration = Decoration(job, namespace_to_add(options), options.success_policy)
     values = fw.values(tasks, None, options, compiled.referenced)
     rendered = render_tasks(compiled, tasks, values, options.values, decoration)
     services: list[Document] = []
@@ -162,14 +168,9 @@ def plan(options: Options) -> Plan:
         from simpletfjob.validate import validate_documents
 
         validated = validate_documents(documents, options.kube_version, warnings.append)
-    return Plan(tasks, documents, verdicts, warnings, before_selection, decoration.job, validated)
-
-
-def load_template(options: Options) -> tuple[str, str]:
-    """The template's text and the name to use for it in messages."""
-    if options.template_text is not None:
-        return options.template_text, options.template
-    return node_sources.read_text(options.template, "template"), options.template
+    return Plan(
+        tasks, documents, verdicts, warnings, before_selection, job, validated, tuple(notes)
+    )
 
 
 def template_stem(template: str) -> str:
@@ -219,72 +220,18 @@ def namespace_to_add(options: Options) -> str | None:
     return "default" if options.network == "pod" else None
 
 
-def read_nodes(options: Options, warn: Callable[[str], None]) -> list[node_sources.Node]:
-    if options.nodes is not None:
-        return node_sources.nodes_from_option(options.nodes)
-    if options.nodes_file is not None:
-        return node_sources.nodes_from_file(options.nodes_file)
-    from simpletfjob.cluster import read_cluster_nodes
-    from simpletfjob.kube.connection import Settings
-
-    settings = Settings(kubeconfig=options.kubeconfig, context=options.context)
-    return read_cluster_nodes(settings, options.selector, warn)
-
-
-def check_node_options(options: Options, nodes: Sequence[node_sources.Node]) -> None:
-    """Options that read node labels, GPUs or addresses need nodes that have them."""
-    if not nodes or not all(n.plain for n in nodes):
-        return
-    needs = [
-        flag
-        for flag, used in (
-            ("--selector", options.selector is not None),
-            ("--gpus", options.gpus > 0),
-            (f"--address {options.address}", options.address != "name"),
-        )
-        if used
-    ]
-    if needs:
-        source = "--nodes" if options.nodes is not None else f"nodes file {options.nodes_file!r}"
-        raise UsageError(
-            f"{needs[0]} needs node objects, but {source} gives only host names; "
-            "read the cluster, or give a saved `kubectl get nodes -o json` with --nodes-file"
-        )
-
-
-def eligibility_rules(
-    options: Options, fw: Framework, compiled: CompiledTemplate, nodes: Sequence[node_sources.Node]
-) -> Rules:
-    """Each role's tolerations (only if some node has a taint), --gpus, and --selector for a saved list."""
-    tolerations: tuple[dict[str, str], ...] = ()
-    by_role: tuple[tuple[str, tuple[dict[str, str], ...]], ...] = ()
-    if any(n.taints for n in nodes):
-        by_role = tuple(
-            (role, task_tolerations(compiled, fw, options, role)) for role in fw.roles(options)
-        )
-        if all(t == by_role[0][1] for _, t in by_role):
-            tolerations, by_role = by_role[0][1], ()  # the usual case: one verdict per node
-    # The server applies the selector to a live list; a saved list is filtered here.
-    from_file = options.nodes_file is not None
-    selector = parse_selector(options.selector) if from_file and options.selector else ()
-    return Rules(
-        tolerations=tolerations,
-        selector=selector,
-        min_gpus=options.gpus,
-        role_tolerations=by_role,
-    )
-
-
 def choose_tasks(
-    options: Options,
-    fw: Framework,
-    verdicts: Sequence[Verdict],
-    pins: Sequence[Pin],
-    per_role: bool,
-) -> list[Task]:
-    """Seat the run's tasks on the eligible nodes, each role on nodes it may use."""
+    options: Options, fw: Framework, judged: Judged, pins: Sequence[Pin], notes: list[str]
+) -> tuple[Options, list[Task]]:
+    """Seat the run's tasks on the eligible nodes, each role on nodes it may use.
+
+    With --port auto the port is chosen once the nodes are (eligibility.choose_port):
+    the options returned carry it, and `notes` says which it is.
+    """
+    verdicts = judged.verdicts
     eligible = eligible_hosts(verdicts, options.num, pins)
     names = [v.node.name for v in eligible]
+    per_role = bool(judged.rules.roles)
     seats = fw.seat(
         names,
         options,
@@ -292,6 +239,10 @@ def choose_tasks(
         (lambda role, i: eligible[i].may_take(role)) if per_role else None,
         lambda: breakdown(verdicts),
     )
+    if options.port is AUTO_PORT:
+        port, note = choose_port(options, judged, seats, names.__getitem__)
+        options = options.replace(port=port)
+        notes.append(note)
 
     def host(i: int) -> Host:
         return Host(names[i], node_sources.host_address(eligible[i].node, options.address))
@@ -299,15 +250,7 @@ def choose_tasks(
     tasks = tasks_at(seats, fw.roles(options), host, options.port)
     if options.address != "name" and options.network == "host":
         check_endpoints(tasks, ADDRESS_NAMES[options.address])
-    return tasks
-
-
-def read_exclusions(path: str | None) -> dict[str, None]:
-    """The names in the exclusion file, in its order, once each."""
-    if path is None:
-        return {}
-    text = node_sources.read_text(path, "exclusion file")
-    return dict.fromkeys(name for name, _ in node_sources.parse_host_lines(text, path))
+    return options, tasks
 
 
 def use_pod_network(

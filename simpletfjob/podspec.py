@@ -1,4 +1,4 @@
-"""What a template's pods ask of a node: the tolerations in its pod specs.
+"""What a template's pods ask of a node: the tolerations in its pod specs, and the host ports they hold.
 
 Read from the YAML node trees of one render (see `documents.compose_documents`),
 so no Python objects are built for the rest of the document.
@@ -7,7 +7,7 @@ so no Python objects are built for the rest of the document.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 # Toleration fields that take part in matching a taint (tolerationSeconds does not).
 _MATCHED_FIELDS = ("key", "operator", "value", "effect")
@@ -28,6 +28,64 @@ def pod_tolerations(documents: Sequence[Any]) -> tuple[dict[str, str], ...]:
                 if toleration not in found:
                     found.append(toleration)
     return tuple(found)
+
+
+class HostPorts(NamedTuple):
+    """Whether the pods use the host's network, and the host ports they hold there, in document order."""
+
+    host_network: bool
+    ports: tuple[tuple[int, str], ...]  # (port, protocol)
+
+
+# How YAML 1.1 (go-yaml, as kubectl reads manifests) writes true.
+_TRUE = frozenset({"true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON", "y", "Y"})
+
+
+def pod_host_ports(documents: Sequence[Any]) -> HostPorts:
+    """The host ports every pod spec in the documents holds: each `hostPort`, and on the host
+    network (`hostNetwork: true`) every `containerPort`; sidecars' too (they keep running)."""
+    host_network = False
+    found: list[tuple[int, str]] = []
+    for document in documents:
+        for spec in _pod_specs(document):
+            on_host = _scalar(spec.get("hostNetwork")) in _TRUE
+            host_network = host_network or on_host
+            containers = list(_items(spec.get("containers")))
+            containers += [
+                c
+                for c in _items(spec.get("initContainers"))
+                if _scalars(c).get("restartPolicy") == "Always"
+            ]
+            for container in containers:
+                entries = {k.value: v for k, v in _mapping_items(container)}
+                for port in _items(entries.get("ports")):
+                    fields = _scalars(port)
+                    number = _port_number(fields.get("hostPort"))
+                    if number is None and on_host:
+                        number = _port_number(fields.get("containerPort"))
+                    if number is not None:
+                        found.append((number, fields.get("protocol") or "TCP"))
+    return HostPorts(host_network, tuple(found))
+
+
+def _port_number(text: str | None) -> int | None:
+    if text is None or not text.isdigit() or not 0 < int(text) < 65536:
+        return None
+    return int(text)
+
+
+def _scalar(node: Any) -> str | None:
+    return node.value if type(node).__name__ == "ScalarNode" else None
+
+
+def _items(node: Any) -> Iterator[Any]:
+    if type(node).__name__ == "SequenceNode":
+        yield from node.value
+
+
+def _mapping_items(node: Any) -> Iterator[tuple[Any, Any]]:
+    if type(node).__name__ == "MappingNode":
+        yield from ((k, v) for k, v in node.value if type(k).__name__ == "ScalarNode")
 
 
 def _pod_specs(document: Any) -> Iterator[dict[str, Any]]:

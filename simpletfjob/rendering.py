@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from simpletfjob.documents import (
     DocumentId,
@@ -22,7 +22,7 @@ from simpletfjob.documents import (
     normalize_task_text,
 )
 from simpletfjob.errors import RenderCheckError
-from simpletfjob.frameworks import Framework, RunValues
+from simpletfjob.frameworks import TASK_VARIABLES, Framework, RunValues
 from simpletfjob.labels import (
     INDEX_LABEL,
     JOB_LABEL,
@@ -36,6 +36,9 @@ from simpletfjob.labels import (
 from simpletfjob.render import CompiledTemplate
 from simpletfjob.seating import Task
 from simpletfjob.textedit import Edit, TextEditor
+
+# A host port and its protocol (usage.Port).
+Port = tuple[int, str]
 
 
 class Rendered:
@@ -175,20 +178,106 @@ def check_documents(
     return documents, ids, shared
 
 
-def task_tolerations(
-    compiled: CompiledTemplate, fw: Framework, options: Any, role: str
-) -> tuple[dict[str, str], ...]:
-    """The tolerations of one role's pod specs, from one render as its task 0 on a placeholder host."""
-    from simpletfjob.podspec import pod_tolerations
+class RoleNeeds(NamedTuple):
+    """What one role's pods ask of a node, read from the template rendered for that role."""
 
-    task = Task(role, 0, "node-0", "node-0", options.port)
+    tolerations: tuple[dict[str, str], ...]
+    host_network: bool
+    fixed: frozenset[Port]  # host ports whatever --port is
+    # (offset from the task's port, protocol): the ports that follow <<port>>
+    following: frozenset[Port]
+    # The namespaces its documents name ('' for a document that names none).
+    namespaces: frozenset[str]
+
+    @property
+    def uses_host_ports(self) -> bool:
+        return bool(self.fixed or self.following)
+
+    def ports(self, port: int | None, tasks_per_host: int) -> frozenset[Port]:
+        """The host ports a node needs free for this role's tasks on it; None: only the fixed ones."""
+        if port is None:
+            return self.fixed
+        moving = {
+            (port + offset + slot, protocol)
+            for offset, protocol in self.following
+            for slot in range(tasks_per_host)
+        }
+        return self.fixed | moving
+
+
+def role_needs(
+    compiled: CompiledTemplate, fw: Framework, options: Any, role: str, port: int
+) -> RoleNeeds:
+    """One role's tolerations, host networking and host ports, from its task 0 rendered at `port`.
+
+    On the host network a task listens on its own port (the one its cluster address names),
+    whether the template declares it or not. A declared host port that moves with the port
+    (rendered again one port further) follows <<port>>, as the built-in templates' do;
+    one that does not is fixed.
+    """
+    from simpletfjob.podspec import pod_host_ports, pod_tolerations
+
+    documents = _placeholder_documents(compiled, fw, options, role, port)
+    held = pod_host_ports(documents)
+    following: set[Port] = {(0, "TCP")} if held.host_network else set()
+    fixed: set[Port] = set()
+    if held.ports:
+        other = port + 1 if port < 65535 else port - 1
+        again = pod_host_ports(_placeholder_documents(compiled, fw, options, role, other))
+        if len(again.ports) != len(held.ports):
+            again = held  # the port changes the pods' shape: take them as they are
+        for (number, protocol), (moved, _) in zip(held.ports, again.ports, strict=True):
+            if moved - number == other - port:
+                following.add((number - port, protocol))
+            else:
+                fixed.add((number, protocol))
+    return RoleNeeds(
+        pod_tolerations(documents),
+        held.host_network,
+        frozenset(fixed),
+        frozenset(following),
+        frozenset(_namespace(d, i) for i, d in enumerate(documents, start=1)),
+    )
+
+
+def _namespace(document: Any, number: int) -> str:
+    """The namespace a document names; '' for none, or when it is malformed (its real render says so)."""
+    try:
+        return identify(document, number, "placeholder render").namespace
+    except RenderCheckError:
+        return ""
+
+
+def _placeholder_documents(
+    compiled: CompiledTemplate, fw: Framework, options: Any, role: str, port: int
+) -> list[Any]:
+    """One role's documents (YAML node trees), rendered as its task 0 on a placeholder host."""
+    task = Task(role, 0, "node-0", "node-0", port)
     values = fw.values([task], None, options, compiled.referenced)
     context = {**options.values, **task_context(task, values, 1)}
 
-    def tolerations() -> tuple[dict[str, str], ...]:
+    def documents() -> list[Any]:
         text = normalize_task_text(compiled.render(context))
         checked, _, _ = compiled.stand_in(compiled.split(text))
-        where = f"{role} 0, placeholder render"
-        return pod_tolerations(compose_documents(checked, 1, where, compiled.filename))
+        return compose_documents(checked, 1, f"{role} 0, placeholder render", compiled.filename)
 
-    return compiled.bounded(tolerations)
+    return compiled.bounded(documents)
+
+
+def compile_template(options: Any, fw: Framework) -> CompiledTemplate:
+    """The template, read and compiled, its variables checked against the framework's."""
+    from simpletfjob.values import check_reserved
+
+    source, filename = load_template(options)
+    check_reserved(options.values, (*TASK_VARIABLES, *fw.variables))
+    known = [*TASK_VARIABLES, *fw.variables, *options.values]
+    return CompiledTemplate(source, filename, known, fw.placed, fw.legacy)
+
+
+def load_template(options: Any) -> tuple[str, str]:
+    """The template's text and the name to use for it in messages."""
+    from simpletfjob.nodes import read_text
+
+    if options.template_text is not None:
+        return options.template_text, options.template
+    return read_text(options.template, "template"), options.template

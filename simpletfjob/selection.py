@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 from simpletfjob.errors import SelectionError, UsageError
 from simpletfjob.nodes import Node, Taint
 from simpletfjob.seating import Pin
+
+if TYPE_CHECKING:
+    from simpletfjob.usage import NodeUsage, Port
 
 # Taints that rule a node out even when the template tolerates them: a task pinned
 # to a node that is cordoned, not ready or unreachable never starts.
@@ -27,7 +30,8 @@ ALWAYS_COUNTED_TAINTS = frozenset(
 _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
 # The order in which `breakdown` reports the reasons a node was passed over.
-REASON_ORDER = ("excluded", "NotReady", "cordoned", "tainted", "selector", "gpus")
+REASON_ORDER = ("excluded", "NotReady", "cordoned", "tainted", "selector", "gpus", "ports")
+_SHOWN = {"ports": "port held"}  # how `breakdown` names a category, where not by its name
 
 
 class Reason(NamedTuple):
@@ -43,11 +47,20 @@ class Reason(NamedTuple):
 
 
 class Verdict(NamedTuple):
-    """A node and every reason it cannot take a task; a reason may hold for some roles only."""
+    """A node and every reason it cannot take a task; a reason may hold for some roles only.
+
+    `usage` is what its pods take, when they were read (None: not read).
+    """
 
     node: Node
     reasons: tuple[Reason, ...] = ()
     only_for: tuple[str, ...] = ()  # the roles that may use the node, when only some may
+    usage: NodeUsage | None = None
+
+    @property
+    def free_gpus(self) -> int | None:
+        """Allocatable GPUs less those its pods request; None when the pods were not read."""
+        return None if self.usage is None else max(0, self.node.gpus - self.usage.requested)
 
     def may_take(self, role: str) -> bool:
         """Whether a task of this role may run on the node."""
@@ -86,13 +99,24 @@ class Rules(NamedTuple):
 
     `tolerations` are those of every role's pods. When the pod spec differs by
     role, `role_tolerations` gives each role of the run its own, in the run's
-    role order, and `tolerations` is not used.
+    role order, and `tolerations` is not used. `ports` are the host ports the
+    run's pods need free on a node (judged only where its pods were read), and
+    `role_ports` each role's, when they differ by role. `min_gpus` counts free
+    GPUs where the pods were read, allocatable ones elsewhere.
     """
 
     tolerations: Tolerations = ()
     selector: tuple[Requirement, ...] = ()
     min_gpus: int = 0
     role_tolerations: tuple[tuple[str, Tolerations], ...] = ()
+    ports: frozenset[Port] = frozenset()
+    role_ports: tuple[tuple[str, frozenset[Port]], ...] = ()
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        """The run's roles, when some rule differs by role; () when every role is judged alike."""
+        by_role = self.role_tolerations or self.role_ports
+        return tuple(role for role, _ in by_role)
 
 
 _SELECTOR_TERM = (  # compiled on first use: only -l needs it
@@ -141,8 +165,13 @@ def tolerates(toleration: Mapping[str, object], taint: Taint) -> bool:
     return operator == "Exists" or (toleration.get("value") or "") == taint.value
 
 
-def judge_node(node: Node, excluded: Collection[str], rules: Rules) -> Verdict:
-    """Every reason this node cannot take a task; none means eligible."""
+def judge_node(
+    node: Node, excluded: Collection[str], rules: Rules, usage: NodeUsage | None = None
+) -> Verdict:
+    """Every reason this node cannot take a task; none means eligible.
+
+    `usage` is what the node's pods take; None when they were not read.
+    """
     reasons = []
     if node.name in excluded:
         reasons.append(Reason("excluded", "excluded (exc file)"))
@@ -170,18 +199,58 @@ def judge_node(node: Node, excluded: Collection[str], rules: Rules) -> Verdict:
             reasons.append(Reason("tainted", f"taint {taint}"))
     if rules.selector and not all(r.matches(node.labels) for r in rules.selector):
         reasons.append(Reason("selector", "labels do not match --selector"))
-    if node.gpus < rules.min_gpus:
-        reasons.append(Reason("gpus", f"{node.gpus} GPUs < {rules.min_gpus}"))
-    if not reasons or not rules.role_tolerations:
-        return Verdict(node, tuple(reasons))
-    only_for = tuple(
-        role for role, _ in rules.role_tolerations if not any(r.applies_to(role) for r in reasons)
-    )
-    return Verdict(node, tuple(reasons), only_for)
+    if rules.min_gpus:
+        if usage is None and node.gpus < rules.min_gpus:
+            reasons.append(Reason("gpus", f"{node.gpus} GPUs < {rules.min_gpus}"))
+        elif usage is not None and node.gpus - usage.requested < rules.min_gpus:
+            free = max(0, node.gpus - usage.requested)
+            reasons.append(Reason("gpus", f"{free}/{node.gpus} GPUs free < {rules.min_gpus}"))
+    if usage is not None and usage.ports:
+        reasons += _port_reasons(usage, rules)
+    verdict = Verdict(node, tuple(reasons), usage=usage)
+    if not reasons or not rules.roles:
+        return verdict
+    only_for = tuple(role for role in rules.roles if not any(r.applies_to(role) for r in reasons))
+    return verdict._replace(only_for=only_for)
 
 
-def judge_nodes(nodes: Sequence[Node], excluded: Collection[str], rules: Rules) -> list[Verdict]:
-    return [judge_node(n, excluded, rules) for n in nodes]
+def _port_reasons(usage: NodeUsage, rules: Rules) -> list[Reason]:
+    """`port 2222 held by ml/other-worker-3`, for the roles whose pods need that port."""
+    by_role = rules.role_ports or (("", rules.ports),)
+    found: dict[str, list[str]] = {}  # detail -> the roles it rules the node out for
+    for role, ports in by_role:
+        held = sorted(p for p in ports if p in usage.ports)
+        if held:
+            found.setdefault(held_text(held, usage), []).append(role)
+    return [
+        Reason("ports", detail, () if len(roles) == len(by_role) else tuple(roles))
+        for detail, roles in found.items()
+    ]
+
+
+def port_text(port: Port) -> str:
+    """'2222', or '53/UDP' for a port of another protocol than TCP."""
+    number, protocol = port
+    return str(number) if protocol == "TCP" else f"{number}/{protocol}"
+
+
+def held_text(held: Sequence[Port], usage: NodeUsage) -> str:
+    """'port 2222 held by ml/other-worker-3', and how many more are held."""
+    text = f"port {port_text(held[0])} held by {usage.ports[held[0]]}"
+    more = len(held) - 1
+    return text + (f" (and {more} more port{'s' if more > 1 else ''})" if more else "")
+
+
+def judge_nodes(
+    nodes: Sequence[Node],
+    excluded: Collection[str],
+    rules: Rules,
+    usage: Callable[[str], NodeUsage | None] | None = None,
+) -> list[Verdict]:
+    """Each node's verdict; `usage(name)` is what its pods take (None: not read)."""
+    if usage is None:
+        return [judge_node(n, excluded, rules) for n in nodes]
+    return [judge_node(n, excluded, rules, usage(n.name)) for n in nodes]
 
 
 def breakdown(verdicts: Sequence[Verdict]) -> str:
@@ -204,7 +273,7 @@ def breakdown(verdicts: Sequence[Verdict]) -> str:
         groups = (f"{n} only for {roles_text(roles)}" for roles, n in partial.items())
         eligible += f" ({', '.join(groups)})"
     parts = [eligible]
-    parts += [f"{counts[c]} {c}" for c in REASON_ORDER if counts[c]]
+    parts += [f"{counts[c]} {_SHOWN.get(c, c)}" for c in REASON_ORDER if counts[c]]
     noun = "node" if len(verdicts) == 1 else "nodes"
     return f"{len(verdicts)} {noun}: " + ", ".join(parts)
 

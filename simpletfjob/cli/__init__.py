@@ -43,6 +43,7 @@ COMMANDS = {
     "render": "simpletfjob.cli.render",
     "templates": "simpletfjob.cli.templates",
     "init": "simpletfjob.cli.init",
+    "nodes": "simpletfjob.cli.nodes",
     "apply": "simpletfjob.cli.apply",
     "status": "simpletfjob.cli.status",
     "wait": "simpletfjob.cli.wait",

@@ -106,6 +106,8 @@ def tell(planned: Any, options: Options) -> None:
         explain(planned.verdicts, planned.tasks, options)
     for message in planned.warnings[early:]:
         warn(message)
+    for note in planned.notes:
+        say(f"simpletfjob: {note}")
 
 
 def explain(verdicts: Sequence[Any], tasks: Sequence[Any], options: Options) -> None:

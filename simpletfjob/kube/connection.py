@@ -47,6 +47,9 @@ class Settings:
     backoff: float = 0.5  # first delay between attempts; doubles each time
     max_delay: float = 8.0
     page_size: int = 500  # objects per page of a list
+    # Requests at once, for calls that make many (kube/lists.list_each): each is a pooled
+    # connection, and past a few the TLS handshakes of new ones cost more than the wait they save.
+    in_flight: int = 8
     service_account_dir: str = SERVICE_ACCOUNT_DIR
     environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
     sleep: Callable[[float], None] = time.sleep
@@ -159,6 +162,11 @@ def _connect(settings: Settings, purpose: str, alternative: str, stack: ExitStac
     # simpletfjob retries by itself, within its deadline; urllib3's own retries
     # would wait longer and log each attempt on stderr.
     configuration.retries = False
+    # One pooled connection for each request in flight: past the pool's size (5 per CPU by
+    # default), urllib3 opens a connection, TLS and all, for each request and drops it after.
+    configuration.connection_pool_maxsize = max(
+        configuration.connection_pool_maxsize, settings.in_flight
+    )
     client = ApiClient(configuration)
     client.user_agent = f"simpletfjob/{__version__}"
     return Connection(client, target, namespace, settings, stack)

@@ -10,7 +10,8 @@ import gc
 import json
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
@@ -97,11 +98,7 @@ def list_pages(
             raise _Expired()
         return answer.data
 
-    # Thousands of small dicts per page would set off the collector again and
-    # again for nothing: nothing here makes reference cycles.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         for restart in (False, True):
             try:
                 return _read_pages(fetch, parse)
@@ -112,6 +109,21 @@ def list_pages(
                         "be read in pages (the continue token expired twice, 410 Expired); try again"
                     ) from e
         raise AssertionError("unreachable")
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """The garbage collector off while lists are read, and back on after, if it was on.
+
+    Thousands of small dicts per page would set off the collector again and again
+    for nothing: JSON makes no reference cycles. The switch is process-wide, so
+    lists read in several threads at once pause it once, around all of them
+    (`list_each`): the inner pauses then find it off and leave it so.
+    """
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
     finally:
         if collecting:
             gc.enable()
@@ -238,3 +250,102 @@ class _Ahead:
 
     def discard(self) -> None:
         self._thread.join()
+
+
+def list_each(
+    conn: Connection,
+    resource: Resource,
+    parse: Callable[[bytes], Page[T]],
+    field_selectors: Iterable[str],
+    *,
+    namespace: str | None = None,
+    resource_version: str | None = "0",
+    in_flight: int = 8,
+    deadline: Deadline | None = None,
+    alternative: str = "",
+) -> Generator[list[T], None, None]:
+    """One list for each field selector, at most `in_flight` at a time; each list's pages, in the order given.
+
+    `resource_version='0'` (the default) lets the API server answer each from its
+    cache. Stop early by closing the iterator (`contextlib.closing`): the selectors
+    not reached are never asked for, and the lists in flight are waited for. Every
+    list shares one deadline.
+    """
+    from collections import deque
+    from concurrent.futures import Future, ThreadPoolExecutor
+    from itertools import islice
+
+    deadline = deadline or Deadline.after(conn.settings.deadline)
+    selectors = iter(field_selectors)
+    pending: deque[Future[Listed[T]]] = deque()
+    with collector_paused():
+        pool = ThreadPoolExecutor(
+            max_workers=max(1, in_flight), thread_name_prefix="simpletfjob-list"
+        )
+
+        def refill() -> None:
+            for selector in islice(selectors, max(1, in_flight) - len(pending)):
+                pending.append(
+                    pool.submit(
+                        list_pages,
+                        conn,
+                        resource,
+                        parse,
+                        namespace=namespace,
+                        field_selector=selector,
+                        resource_version=resource_version,
+                        deadline=deadline,
+                        alternative=alternative,
+                    )
+                )
+
+        stopped = False
+        try:
+            refill()
+            while pending:
+                listed = pending.popleft().result()
+                refill()  # the next request leaves before this list is handed over
+                yield listed.pages
+            stopped = True
+        except GeneratorExit:
+            stopped = True
+            raise
+        finally:
+            # Stopped or done: wait for what is in flight, so that no request outlives the
+            # call. Failed: go at once; the caller reports the failure and closes the connection.
+            pool.shutdown(wait=stopped, cancel_futures=True)
+
+
+_MANAGED_KEY = b'"managedFields":['
+_SPEC_KEY = b'"spec":'
+_METADATA_KEY = b'"metadata":'
+
+
+def without_managed_fields(data: bytes) -> bytes:
+    """A list page's JSON with every item's `metadata.managedFields` emptied, before it is parsed.
+
+    managedFields (server-side apply's field ownership) is half of a pod's JSON and
+    nothing a reader of requests needs. The API server writes it last in an item's
+    metadata, right before `"spec":`, and its entries have no key named "spec" or
+    "metadata" (theirs are `f:spec`, `k:{...}`, and quotes inside strings are escaped),
+    so it ends at the `}]}` before the first `"spec":` after it. An item laid out
+    otherwise is left as it is; the caller parses the whole page when the result
+    is not JSON.
+    """
+    pieces: list[memoryview] = []  # views, not copies
+    view = memoryview(data)
+    kept = 0  # data[:kept] is in pieces
+    at = data.find(_MANAGED_KEY)
+    while at >= 0:
+        start = at + len(_MANAGED_KEY)
+        end = data.find(_SPEC_KEY, start)
+        if end < 0:
+            break
+        if data[end - 4 : end] == b"}]}," and data.find(_METADATA_KEY, start, end) < 0:
+            pieces.append(view[kept:start])
+            kept = end - 3  # from the list's closing ']'
+        at = data.find(_MANAGED_KEY, end)
+    if not pieces:
+        return data
+    pieces.append(view[kept:])
+    return b"".join(pieces)

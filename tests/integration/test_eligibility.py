@@ -167,14 +167,18 @@ def test_explain_prints_a_row_per_node(cli: Any, cluster: Path) -> None:
     result = run(cli, cluster, "gpu.yaml", "--explain", "-N", "3", "--address", "internal-ip")
     assert result.code == 0, result.err
     lines = result.err.splitlines()
-    assert lines[0].split() == ["NODE", "ELIGIBLE", "TASK", "WHY", "NOT"]
+    # Some nodes have GPUs, so --explain reads the nodes' pods (the server has none here)
+    # for its free-GPU column.
+    assert lines[0].split() == ["NODE", "ELIGIBLE", "TASK", "GPU(FREE/ALLOC)", "WHY", "NOT"]
     rows = {line.split()[0]: line for line in lines[1:11]}
     assert list(rows) == sorted(n["metadata"]["name"] for n in cluster_nodes())
-    assert rows["g1"].split()[1:5] == ["yes", "ps", "0", "at"]
-    assert rows["h10"].split()[1:] == ["yes", "-", "not", "needed", "(-N)"]
-    assert rows["cordoned1"].split()[1:4] == ["no", "-", "cordoned"]
-    assert rows["down1"].split()[1:4] == ["no", "-", "NotReady"]
-    assert rows["new1"].split()[1:4] == ["no", "-", "NotReady"]
+    assert rows["g1"].split()[1:5] + rows["g1"].split()[6:] == ["yes", "ps", "0", "at", "8/8"]
+    assert rows["g3"].split()[1:4] + rows["g3"].split()[6:] == ["yes", "worker", "1", "2/2"]
+    assert rows["h10"].split()[1:] == ["yes", "-", "0/0", "not", "needed", "(-N)"]
+    assert rows["cordoned1"].split()[1:4] == ["no", "-", "0/0"]
+    assert rows["cordoned1"].endswith("cordoned")
+    assert rows["down1"].split()[1:5] == ["no", "-", "0/0", "NotReady"]
+    assert rows["new1"].split()[1:5] == ["no", "-", "0/0", "NotReady"]
     assert rows["cp0"].endswith("taint node-role.kubernetes.io/control-plane:NoSchedule")
     assert lines[11] == "10 nodes: 6 eligible, 2 NotReady, 1 cordoned, 1 tainted"
     assert lines[12].startswith("simpletfjob: wrote 3 tasks to stdout")

@@ -21,6 +21,10 @@ from tests.support.kubeapi.api import Answer, KubeAPI, parse_query, watch_event
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as kube-apiserver
+    # TCP_NODELAY, as Go sets it on every connection: the headers and the body go out in two
+    # writes, and with Nagle's algorithm the body would wait for the client's delayed ACK
+    # (40 ms on Linux), which a real server never makes a small answer wait.
+    disable_nagle_algorithm = True
     server: _Server
 
     def _handle(self) -> None:

@@ -1,0 +1,40 @@
+"""`simpletfjob nodes`: the cluster's nodes, judged as a render judges them, and what they have free."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from simpletfjob.cli.table import make_command
+from simpletfjob.options import NodesOptions
+
+
+@make_command(
+    "nodes",
+    NodesOptions,
+    short_help="Show the cluster's nodes: eligible or why not, free GPUs, pods, host ports.",
+)
+def command(values: dict[str, Any], given: frozenset[str]) -> None:
+    """Show each node of the cluster as a render would judge it, with its free GPUs.
+
+    Free GPUs are the allocatable ones less what the node's non-terminated pods
+    request, counted as `kubectl describe node` counts them. With --template, the
+    template's tolerations and host ports are judged as a render of it would judge
+    them; without one, every taint counts as untolerated and the host ports in use
+    are shown but decide nothing. A last line on stderr sums it up.
+
+    \b
+    Example:
+      simpletfjob nodes --gpus 8 -o wide
+    """
+    from simpletfjob.output import write_stdout
+    from simpletfjob.streams import warn
+    from simpletfjob.survey import as_json, summary, survey, table
+
+    options = NodesOptions(**values)
+    result = survey(options, warn)
+    if options.output == "json":
+        write_stdout([as_json(result.verdicts)])
+    else:
+        write_stdout([table(result.verdicts, wide=options.output == "wide")])
+    print(summary(result), file=sys.stderr)

@@ -1,0 +1,165 @@
+"""`simpletfjob nodes`: the cluster's nodes as a render judges them, on the loopback server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import assert_one_line_error, write
+from tests.support.kubeapi import KubeAPI, make_node, make_pod, write_kubeconfig
+
+GPU = "nvidia.com/gpu"
+
+TOLERATING = """\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: t-<<type>>-<<index>>
+spec:
+  template:
+    spec:
+      nodeName: <<node>>
+      hostNetwork: true
+      tolerations:
+        - key: nvidia.com/gpu
+          operator: Exists
+          effect: NoSchedule
+      containers:
+        - name: tf
+          image: tensorflow/tensorflow
+          env:
+            - name: TF_CONFIG
+              value: '<<TF_CONFIG>>'
+      restartPolicy: Never
+"""
+
+
+@pytest.fixture
+def work(kubeapi: KubeAPI, tmp_path: Path) -> Path:
+    """Six nodes: full, half taken, tainted, cordoned, port 2222 held, idle without GPUs."""
+    kubeapi.set_nodes(
+        [
+            make_node("full", gpus=8, labels={"pool": "gpu"}),
+            make_node("half", gpus=8, labels={"pool": "gpu"}),
+            make_node("tainted", gpus=4, gpu_taint=True, labels={"pool": "gpu"}),
+            make_node("cordoned", gpus=8, cordoned=True),
+            make_node("ported", gpus=2, labels={"pool": "gpu"}),
+            make_node("cpu", internal_ip="10.0.0.9", hostname="cpu-host"),
+        ]
+    )
+    kubeapi.load(
+        "pods",
+        [
+            make_pod("a", "ml", node="full", requests={GPU: "4"}),
+            make_pod("b", "ml", node="full", limits={GPU: "4"}),
+            make_pod("c", "team", node="half", requests={GPU: "4"}),
+            make_pod("old", "team", node="half", requests={GPU: "4"}, phase="Succeeded"),
+            make_pod("other-worker-3", "ml", node="ported", host_ports=[2222, 9000]),
+            make_pod("idle", "ml", node="cpu"),
+        ],
+    )
+    write_kubeconfig(tmp_path / "kubeconfig", kubeapi.url)
+    write(tmp_path / "tolerating.yaml", TOLERATING)
+    return tmp_path
+
+
+def nodes(cli: Any, cwd: Path, *args: str) -> Any:
+    result = cli("nodes", "--kubeconfig", "kubeconfig", *args, cwd=cwd)
+    assert result.code == 0, result.err
+    return result
+
+
+def by_name(result: Any) -> dict[str, dict[str, Any]]:
+    found = json.loads(result.out)
+    assert [n["name"] for n in found] == sorted(n["name"] for n in found)
+    return {n["name"]: n for n in found}
+
+
+def test_json_has_each_nodes_verdict_gpus_pods_and_ports(cli: Any, work: Path) -> None:
+    result = nodes(cli, work, "-o", "json")
+    found = by_name(result)
+    assert found["full"] == {
+        "name": "full",
+        "eligible": True,
+        "reasons": [],
+        "gpu": {"allocatable": 8, "requested": 8, "free": 0},
+        "pods": 2,
+        "hostPorts": [],
+        "addresses": found["full"]["addresses"],
+    }
+    assert found["half"]["gpu"] == {"allocatable": 8, "requested": 4, "free": 4}
+    assert found["half"]["pods"] == 1  # the pod that ended does not count
+    assert found["tainted"]["eligible"] is False
+    assert found["tainted"]["reasons"] == ["taint nvidia.com/gpu=present:NoSchedule"]
+    assert found["cordoned"]["reasons"] == ["cordoned"]
+    # Without a template, the ports in use are shown but decide nothing.
+    assert found["ported"]["eligible"] is True
+    assert found["ported"]["hostPorts"] == [2222, 9000]
+    assert found["cpu"]["addresses"] == {"Hostname": "cpu-host", "InternalIP": "10.0.0.9"}
+    assert result.err == "6 nodes: 4 eligible, 18 GPUs free\n"
+
+
+def test_the_table(cli: Any, work: Path) -> None:
+    result = nodes(cli, work, "--gpus", "4")
+    lines = result.out.splitlines()
+    assert lines[0].split() == ["NAME", "ELIGIBLE", "REASON", "GPU(FREE/ALLOC)", "PODS"]
+    rows = {line.split()[0]: line.split() for line in lines[1:]}
+    assert list(rows) == ["cordoned", "cpu", "full", "half", "ported", "tainted"]
+    assert rows["half"] == ["half", "yes", "-", "4/8", "1"]
+    assert rows["full"] == ["full", "no", "0/8", "GPUs", "free", "<", "4", "0/8", "2"]
+    assert rows["ported"][-2:] == ["2/2", "1"]
+    assert result.err == "6 nodes: 1 eligible, 18 GPUs free\n"
+
+
+def test_wide_adds_addresses_ports_and_labels(cli: Any, work: Path) -> None:
+    result = nodes(cli, work, "-o", "wide", "-l", "pool=gpu")
+    lines = result.out.splitlines()
+    assert lines[0].split()[5:] == ["ADDRESSES", "HOST", "PORTS", "LABELS"]
+    rows = {line.split()[0]: line.split() for line in lines[1:]}
+    assert list(rows) == ["full", "half", "ported", "tainted"]  # -l asked the server
+    assert rows["ported"][6] == "2222,9000"
+    assert rows["half"][6] == "<none>"
+    assert "pool=gpu" in rows["half"][7].split(",")
+    assert rows["half"][5].startswith("Hostname=half,InternalIP=")
+
+
+def test_a_template_judges_tolerations_and_host_ports_as_a_render_would(
+    cli: Any, work: Path
+) -> None:
+    found = by_name(nodes(cli, work, "-o", "json", "--template", "tolerating.yaml"))
+    assert found["tainted"]["eligible"] is True
+    assert found["ported"]["eligible"] is False
+    assert found["ported"]["reasons"] == ["port 2222 held by ml/other-worker-3"]
+    # The same verdicts as a render: a run on every eligible node avoids 'ported'.
+    render = cli("tolerating.yaml", "--kubeconfig", "kubeconfig", "-o", "-", cwd=work)
+    assert render.code == 0, render.err
+    used = {d["spec"]["template"]["spec"]["nodeName"] for d in render.docs}
+    assert used == {name for name, n in found.items() if n["eligible"]}
+
+
+def test_no_usage_reads_no_pods(cli: Any, kubeapi: KubeAPI, work: Path) -> None:
+    result = nodes(cli, work, "-o", "json", "--no-usage")
+    found = by_name(result)
+    assert found["full"]["gpu"] == {"allocatable": 8, "requested": None, "free": 8}
+    assert found["full"]["pods"] is None
+    assert kubeapi.requests_for("pods") == []
+    assert result.err == "6 nodes: 4 eligible, 30 GPUs allocatable (pods not read)\n"
+
+
+def test_gpu_resource(cli: Any, kubeapi: KubeAPI, work: Path) -> None:
+    node = make_node("amd")
+    node["status"]["allocatable"]["amd.com/gpu"] = "2"
+    kubeapi.set_nodes([node])
+    kubeapi.load("pods", [make_pod("r", "ml", node="amd", requests={"amd.com/gpu": "1"})])
+    result = nodes(cli, work, "-o", "json", "--gpu-resource", "amd.com/gpu")
+    assert by_name(result)["amd"]["gpu"] == {"allocatable": 2, "requested": 1, "free": 1}
+
+
+def test_bad_options_are_usage_errors(cli: Any, work: Path) -> None:
+    refused = cli("nodes", "-o", "yaml", cwd=work)
+    assert_one_line_error(refused, 2, contains=["yaml"])
+    refused = cli("nodes", "--gpus", "-1", cwd=work)
+    assert_one_line_error(refused, 2, contains=["--gpus"])

@@ -1,0 +1,115 @@
+"""Judging a node by what its pods take: free GPUs and held ports in the verdicts; the host
+ports a template's pods hold; and list pages cut of their managedFields before parsing."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import yaml
+
+from simpletfjob.kube.lists import without_managed_fields
+from simpletfjob.nodes import Node
+from simpletfjob.podspec import pod_host_ports
+from simpletfjob.selection import Rules, breakdown, judge_node, judge_nodes
+from simpletfjob.usage import EMPTY, NodeUsage
+from tests.support.kubeapi import make_pod
+
+HELD = NodeUsage(6, 3, {(2222, "TCP"): "ml/other-worker-3", (53, "UDP"): "kube-system/dns"})
+
+
+def test_free_gpus_decide_where_the_pods_were_read() -> None:
+    node = Node("g1", gpus=8, plain=False)
+    rules = Rules(min_gpus=4)
+    verdict = judge_node(node, set(), rules, HELD)
+    assert not verdict.eligible
+    assert [str(r) for r in verdict.reasons] == ["2/8 GPUs free < 4"]
+    assert verdict.free_gpus == 2
+    # Not read (a saved NodeList, --no-usage): allocatable decides, as before.
+    unread = judge_node(node, set(), rules)
+    assert unread.eligible and unread.free_gpus is None
+    assert judge_node(node, set(), Rules(min_gpus=2), HELD).eligible
+
+
+def test_a_held_port_rules_a_node_out_and_names_its_holder() -> None:
+    node = Node("n1", plain=False)
+    rules = Rules(ports=frozenset({(2222, "TCP"), (2223, "TCP")}))
+    verdict = judge_node(node, set(), rules, HELD)
+    assert [str(r) for r in verdict.reasons] == ["port 2222 held by ml/other-worker-3"]
+    # A UDP port of the same number is another port; an unread node is not judged by ports.
+    assert judge_node(node, set(), Rules(ports=frozenset({(53, "TCP")})), HELD).eligible
+    assert judge_node(node, set(), rules).eligible
+    assert judge_node(node, set(), rules, EMPTY).eligible
+
+
+def test_ports_that_differ_by_role_rule_a_node_out_for_those_roles_only() -> None:
+    rules = Rules(
+        role_ports=(("ps", frozenset({(2222, "TCP")})), ("worker", frozenset({(9000, "TCP")})))
+    )
+    (verdict,) = judge_nodes([Node("n1", plain=False)], set(), rules, lambda name: HELD)
+    assert verdict.eligible and verdict.only_for == ("worker",)
+    assert [str(r) for r in verdict.reasons] == ["port 2222 held by ml/other-worker-3 (ps)"]
+
+
+def test_the_breakdown_counts_held_ports() -> None:
+    rules = Rules(ports=frozenset({(2222, "TCP")}), min_gpus=4)
+    usage = {"a": HELD, "b": NodeUsage(0, 1, {(2222, "TCP"): "ml/x"}), "c": EMPTY}
+    nodes = [Node(n, gpus=8, plain=False) for n in usage]
+    verdicts = judge_nodes(nodes, set(), rules, usage.get)
+    assert breakdown(verdicts) == "3 nodes: 1 eligible, 1 gpus, 1 port held"
+
+
+def documents(text: str) -> list[Any]:
+    return list(yaml.compose_all(text))
+
+
+def test_the_host_ports_a_template_holds() -> None:
+    job = """\
+kind: Job
+spec:
+  template:
+    spec:
+      hostNetwork: {host}
+      initContainers:
+        - name: setup
+          ports: [{{containerPort: 7000}}]
+        - name: proxy
+          restartPolicy: Always
+          ports: [{{containerPort: 15001}}]
+      containers:
+        - name: tf
+          ports:
+            - containerPort: 2222
+            - containerPort: 8080
+              hostPort: 80
+            - containerPort: 53
+              hostPort: 53
+              protocol: UDP
+"""
+    on_host = pod_host_ports(documents(job.format(host="true")))
+    assert on_host.host_network
+    assert on_host.ports == ((2222, "TCP"), (80, "TCP"), (53, "UDP"), (15001, "TCP"))
+    off_host = pod_host_ports(documents(job.format(host="false")))
+    assert not off_host.host_network
+    assert off_host.ports == ((80, "TCP"), (53, "UDP"))
+
+
+def test_managed_fields_are_cut_before_a_page_is_parsed() -> None:
+    pods = [make_pod(f"p{i}", "ml", node="n1", requests={"cpu": "1"}) for i in range(3)]
+    assert all(p["metadata"]["managedFields"] for p in pods)
+    page = {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": pods}
+    data = json.dumps(page, separators=(",", ":")).encode()
+    slim = json.loads(without_managed_fields(data))
+    expected = json.loads(data)
+    for item in expected["items"]:
+        item["metadata"]["managedFields"] = []
+    assert slim == expected
+    assert len(without_managed_fields(data)) < len(data) * 0.8
+
+
+def test_an_item_laid_out_otherwise_is_left_whole() -> None:
+    # managedFields after spec: no cut can be proven safe, so nothing is cut.
+    pod: dict[str, Any] = {"spec": {"nodeName": "n1"}, "metadata": {"name": "p"}}
+    pod["metadata"]["managedFields"] = [{"manager": "x", "fieldsV1": {"f:spec": {}}}]
+    data = json.dumps({"items": [pod]}, separators=(",", ":")).encode()
+    assert without_managed_fields(data) == data

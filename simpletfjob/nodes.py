@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from simpletfjob.errors import InputError
+from simpletfjob.errors import InputError, number_problem
 
 # Reading input files and describing their values, for messages: shared with the kubeconfig
 # reader in kube/, which may import only the YAML module. Other modules find them here too.
@@ -181,7 +181,7 @@ def _json_error(error: ValueError | RecursionError, path: str) -> InputError:
             f"{path}:{error.lineno}: not valid JSON: {error.msg} (column {error.colno}); "
             "a nodes file that starts with '{' is read as JSON"
         )
-    return InputError(f"{path}: not valid JSON: {error}")
+    return InputError(f"{path}: {number_problem(error) or f'not valid JSON: {error}'}")
 
 
 def _nodes_from_yaml(text: str, path: str) -> list[Node]:

@@ -34,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from simpletfjob.errors import InputError
+from simpletfjob.errors import InputError, number_problem
 
 # go-yaml's bounds (decode.go, alias_ratio_range_low/high and allowedAliasRatio).
 _ALIAS_RATIO_LOW = 400_000
@@ -193,9 +193,30 @@ def _construct(instance: Any, node: Any, aliased: bool) -> Any:
     try:
         return instance.construct_document(node)
     except (ValueError, OverflowError) as e:  # a constructor's own check: a timestamp's month 13
+        problem = number_problem(e) or f"cannot read a value: {e}"
         raise yaml.constructor.ConstructorError(
-            problem=f"cannot read a value: {e}", problem_mark=node.start_mark
+            problem=problem, problem_mark=_failing_scalar(instance, node).start_mark
         ) from e
+
+
+def _failing_scalar(instance: Any, node: Any) -> Any:
+    """The first scalar under `node` that its constructor refuses (for the line); else `node`."""
+    pending, seen = [node], set()
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:  # an alias: its anchor was looked at already
+            continue
+        seen.add(id(current))
+        if isinstance(current, yaml.ScalarNode):
+            try:
+                instance.construct_object(current)
+            except (ValueError, OverflowError, yaml.YAMLError):
+                return current
+        elif isinstance(current, yaml.SequenceNode):
+            pending.extend(reversed(current.value))
+        elif isinstance(current, yaml.MappingNode):
+            pending.extend(item for pair in reversed(current.value) for item in reversed(pair))
+    return node
 
 
 def mark_and_problem(error: yaml.YAMLError) -> tuple[Any, str]:

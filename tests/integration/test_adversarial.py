@@ -834,6 +834,12 @@ CASES: dict[str, Case] = {
         r"j.yaml:4: 9 \*\* 99999999 has more than 100,000 bits",
         files={"j.yaml": job("v: << 9 ** 99999999 >>\n")},
     ),
+    "jinja/a-number-too-long-to-show": Case(
+        ["j.yaml", *AB[1:]],
+        1,
+        r"^simpletfjob: error: j.yaml:4: a number of more than 4,300 digits is too long",
+        files={"j.yaml": job("v: << 9 ** 9999 >>\n")},
+    ),
     "jinja/squaring-in-a-loop": Case(
         ["j.yaml", *AB[1:]],
         1,
@@ -893,6 +899,13 @@ CASES: dict[str, Case] = {
         WROTE_2,
         files={"v.yaml": job("v: << a|length >>\n")},
         check=values_of("v", [5000, 5000]),
+    ),
+    "values/file-number-of-5000-digits": Case(
+        [*AB, "-f", "v.yaml"],
+        1,
+        r"^simpletfjob: error: v.yaml:2: not valid YAML: a number of 5,000 digits is too long: "
+        r"a number may have at most 4,300 \(see Limits in the README\)$",
+        files={"v.yaml": "a: 1\nb: " + "9" * 5000 + "\n"},
     ),
     "values/set-bytes-that-are-not-utf-8": Case(
         [*AB, "--set", "a=x\udcffy"],
@@ -1110,6 +1123,16 @@ CASES: dict[str, Case] = {
         1,
         r"n.json:1: not valid JSON",
         files={"n.json": node_list(ready("a"))[:-3]},
+    ),
+    "nodelist/number-of-5000-digits-json": Case(
+        ["mnist.yaml", "--nodes-file", "n.json", "-o", "-"],
+        1,
+        r"^simpletfjob: error: n.json: a number of 5,000 digits is too long",
+        files={
+            "n.json": node_list(ready("a"), ready("b", spec={"x": 0})).replace(
+                '"x": 0', '"x": ' + "9" * 5000
+            )
+        },
     ),
     "nodelist/alias-bomb-yaml": Case(
         ["mnist.yaml", "--nodes-file", "n.yaml", "-o", "-"],

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -435,18 +436,33 @@ def alias_bomb(levels: int = 8) -> str:
     return "\n".join(lines) + "\n"
 
 
-def kubeconfig(user: Mapping[str, Any] | None = None, server: str | None = None) -> str:
+def kubeconfig(
+    user: Mapping[str, Any] | None = None,
+    server: str | None = None,
+    proxy: str | None = None,
+    ca: str | None = None,
+) -> str:
+    cluster = {"server": server or f"http://127.0.0.1:{closed_port()}"}
+    if proxy is not None:
+        cluster["proxy-url"] = proxy
+    if ca is not None:
+        cluster["certificate-authority"] = ca
     config = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [
-            {"name": "c", "cluster": {"server": server or f"http://127.0.0.1:{closed_port()}"}}
-        ],
+        "clusters": [{"name": "c", "cluster": cluster}],
         "users": [{"name": "u", "user": dict(user or {})}],
         "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
         "current-context": "x",
     }
     return json.dumps(config)
+
+
+# A proxy the machine's environment names must not be taken, nor bypassed for 127.0.0.1.
+NO_PROXY_BYPASS = {
+    name: ""
+    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy")
+}
 
 
 def plugin(command: str, *args: str) -> dict[str, Any]:
@@ -1042,6 +1058,58 @@ CASES: dict[str, Case] = {
         1,
         r"kubeconfig kc: contexts\[0\] must be a mapping with 'name' and 'context', not the string 'a'",
         files={"kc": "contexts: [a, b]\n"},
+    ),
+    "kubeconfig/socks-proxy-url-without-pysocks": Case(
+        ["mnist.yaml", "--kubeconfig", "kc", "-o", "-"],
+        1,
+        r"kc: clusters\[0\] \('c'\)\.cluster\.proxy-url 'socks5://127\.0\.0\.1:1' is a SOCKS "
+        r"proxy, which needs the PySocks package installed",
+        files={"kc": kubeconfig(proxy="socks5://127.0.0.1:1")},
+        env=NO_PROXY_BYPASS,
+        skip=None if importlib.util.find_spec("socks") is None else "PySocks is installed",
+    ),
+    "kubeconfig/proxy-url-that-is-not-a-url": Case(
+        ["mnist.yaml", "--kubeconfig", "kc", "-o", "-"],
+        1,
+        r"kc: clusters\[0\] \('c'\)\.cluster\.proxy-url '::x' is not a valid proxy URL",
+        files={"kc": kubeconfig(proxy="::x")},
+        env=NO_PROXY_BYPASS,
+    ),
+    "kubeconfig/HTTPS_PROXY-with-a-password-and-no-url": Case(
+        ["mnist.yaml", "--kubeconfig", "kc", "-o", "-"],
+        1,
+        r"^(?!.*secret).*the proxy from \$HTTPS_PROXY or \$HTTP_PROXY 'http://u:xxxxx@\[::x' "
+        r"is not a valid proxy URL: ",
+        files={"kc": kubeconfig()},
+        env={**NO_PROXY_BYPASS, "http_proxy": "http://u:secret@[::x"},
+    ),
+    "kubeconfig/proxy-that-refuses": Case(
+        ["mnist.yaml", "--kubeconfig", "kc", "-o", "-"],
+        1,
+        r"\(context 'x'\): cannot reach the proxy: connection refused; check \$HTTPS_PROXY",
+        files={"kc": kubeconfig(proxy=f"http://127.0.0.1:{closed_port()}")},
+        env=NO_PROXY_BYPASS,
+    ),
+    "kubeconfig/password-in-the-server-url": Case(
+        ["mnist.yaml", "--kubeconfig", "kc", "-o", "-"],
+        1,
+        r"^simpletfjob: error: http://admin:xxxxx@127\.0\.0\.1:\d+ \(context 'x'\): unreachable",
+        files={"kc": kubeconfig(server=f"http://admin:hunter2@127.0.0.1:{closed_port()}")},
+    ),
+    "kubeconfig/certificate-authority-is-a-directory": Case(
+        ["mnist.yaml", "--kubeconfig", "kc", "-o", "-"],
+        1,
+        r"kc: clusters\[0\] \('c'\)\.cluster\.certificate-authority: 'certs' is a directory, "
+        r"not a file$",
+        files={"kc": kubeconfig(ca="certs"), "certs": Dir()},
+    ),
+    "kubeconfig/gcp-auth-provider-without-google-credentials": Case(
+        ["mnist.yaml", "--kubeconfig", "kc", "-o", "-"],
+        1,
+        r"context 'x': the auth-provider 'gcp' gave no credential; .* gke-gcloud-auth-plugin$",
+        files={"kc": kubeconfig({"auth-provider": {"name": "gcp"}})},
+        env={"HOME": "/nonexistent", "GOOGLE_APPLICATION_CREDENTIALS": "/nonexistent"},
+        skip=None if importlib.util.find_spec("google") is None else "google-auth is installed",
     ),
     "kubeconfig/exec-plugin-missing": Case(
         ["mnist.yaml", "--kubeconfig", "kc", "-o", "-"],

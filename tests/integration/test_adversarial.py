@@ -687,6 +687,17 @@ CASES: dict[str, Case] = {
         r"--psf host 'a' is not eligible: excluded",
         files={"psf": "a\n"},
     ),
+    "options/every-host-a-psf-host": Case(
+        [*AB, "--psf", "psf"],
+        1,
+        r"taken by 2 ps; use more hosts or fewer hosts in the --psf file \(2 nodes: 2 eligible\)$",
+        files={"psf": "a\nb\n"},
+    ),
+    "options/no-ps-and-the-chief-takes-the-one-host": Case(
+        ["mnist.yaml", "--nodes", "a", "--psn", "0", "--chief", "-o", "-"],
+        1,
+        r"taken by 0 ps \+ 1 chief; use more hosts or no chief \(--no-chief\) \(1 node: ",
+    ),
     "options/selector-with-a-plain-host-list": Case(
         [*AB, "-l", "pool=gpu"], 2, r"--selector needs node objects"
     ),
@@ -725,6 +736,13 @@ CASES: dict[str, Case] = {
         1,
         r"mapping key 'a' is defined twice, at lines 4 and 5",
         files={"dup.yaml": job("a: 1\na: 2\n")},
+    ),
+    "templates/pod-labels-a-list": Case(
+        ["t.yaml", *AB[1:]],
+        1,
+        r"^simpletfjob: error: document 1 \(ps 0 on a\): spec\.template\.metadata\.labels is not "
+        r"a mapping; write labels: \{\} or use --no-labels$",
+        files={"t.yaml": job("spec:\n  template:\n    metadata:\n      labels: [x]\n")},
     ),
     "templates/tf-config-as-a-key": Case(
         ["t.yaml", *AB[1:]],

@@ -744,6 +744,12 @@ CASES: dict[str, Case] = {
         r"a mapping; write labels: \{\} or use --no-labels$",
         files={"t.yaml": job("spec:\n  template:\n    metadata:\n      labels: [x]\n")},
     ),
+    "templates/metadata-a-list": Case(
+        ["t.yaml", *AB[1:]],
+        1,
+        r"^simpletfjob: error: document 1 \(ps 0 on a, Job\): metadata must be a mapping, not a list$",
+        files={"t.yaml": "kind: Job\nmetadata: [name, t-<<type>>-<<index>>]\n"},
+    ),
     "templates/tf-config-as-a-key": Case(
         ["t.yaml", *AB[1:]],
         1,

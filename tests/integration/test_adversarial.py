@@ -637,6 +637,13 @@ CASES: dict[str, Case] = {
         files={"pipe": Fifo(node_list(ready("b"), ready("a")).encode())},
         check=renders(["a", "b"]),
     ),
+    "files/one-pipe-for-the-template-and-the-values": Case(
+        ["/dev/stdin", "--nodes", "a,b", "-f", "/dev/stdin", "-o", "-"],
+        1,
+        r"^simpletfjob: error: values file '/dev/stdin' is the pipe that the template "
+        r"'/dev/stdin' was read from already; a pipe can be read only once",
+        stdin=MNIST.encode(),
+    ),
     "files/template-from-a-closed-stdin": Case(
         ["/dev/stdin", "--nodes", "a,b", "-o", "-"],
         1,

@@ -158,18 +158,53 @@ def load(text: str, loader: type[Any] | None = None) -> Any:
     return load_node(text, loader)[1]
 
 
-def load_node(text: str, loader: type[Any] | None = None) -> tuple[Any, Any]:
-    """The composed node and the value of the one document of a YAML text ((None, None) if empty)."""
+def load_node(text: str, loader: type[Any] | None = None, unique: bool = False) -> tuple[Any, Any]:
+    """The composed node and the value of the one document of a YAML text ((None, None) if empty).
+
+    With `unique`, a key given twice in one mapping is an error, as helm reads values
+    (PyYAML would keep the last silently).
+    """
     instance = (loader or loader_class())(text)
     try:
         node = instance.get_single_node()
         if node is None:
             return None, None
+        if unique:
+            check_unique_keys(node)
         return node, _construct(instance, node, may_alias(text))
     except RecursionError as e:  # the pure-Python composer, on a deeply nested text
         raise LimitError(problem="nested too deeply") from e
     finally:
         instance.dispose()
+
+
+class DuplicateKey(yaml.constructor.ConstructorError):
+    """A mapping has a key twice; `first_line` (from 0) is where it was first given."""
+
+    def __init__(self, key: str, mark: Any, first_line: int) -> None:
+        super().__init__(problem=f"mapping key {key!r} is given twice", problem_mark=mark)
+        self.first_line = first_line
+
+
+def check_unique_keys(node: Any) -> None:
+    """No mapping under `node` has a scalar key twice (merge keys aside); each mapping once."""
+    pending, seen = [node], set()
+    while pending:
+        current = pending.pop()
+        if id(current) in seen or isinstance(current, yaml.ScalarNode):
+            continue
+        seen.add(id(current))
+        if isinstance(current, yaml.SequenceNode):
+            pending.extend(current.value)
+            continue
+        first: dict[tuple[str, str], Any] = {}
+        for key, value in current.value:
+            pending += [key, value]
+            if not isinstance(key, yaml.ScalarNode) or key.tag == "tag:yaml.org,2002:merge":
+                continue
+            earlier = first.setdefault((key.tag, key.value), key)
+            if earlier is not key:
+                raise DuplicateKey(key.value, key.start_mark, earlier.start_mark.line)
 
 
 def load_all(text: str, loader: type[Any] | None = None) -> list[Any]:
@@ -235,6 +270,8 @@ def describe(
     """
     mark, problem = mark_and_problem(error)
     where = f"{source}:{line_offset + mark.line + 1}" if mark is not None else source
+    if isinstance(error, DuplicateKey):
+        problem += f" (first on line {line_offset + error.first_line + 1})"
     if isinstance(error, LimitError):
         return f"{where}: {problem}"
     return f"{where}: {what}: {problem}"

@@ -954,6 +954,23 @@ CASES: dict[str, Case] = {
         r"a number may have at most 4,300 \(see Limits in the README\)$",
         files={"v.yaml": "a: 1\nb: " + "9" * 5000 + "\n"},
     ),
+    "values/file-key-given-twice": Case(
+        [*AB, "-f", "v.yaml"],
+        1,
+        r"^simpletfjob: error: v.yaml:4: not valid YAML: mapping key 'cpu' is given twice "
+        r"\(first on line 2\)$",
+        files={"v.yaml": "res:\n  cpu: 1\n  mem: 2\n  cpu: 4\n"},
+    ),
+    "values/header-options-given-twice": Case(
+        ["h.yaml", *AB[1:]],
+        1,
+        r"^simpletfjob: error: h.yaml:5: the template header is not valid YAML: mapping key "
+        r"'options' is given twice \(first on line 3\)$",
+        files={
+            "h.yaml": "# d\n# simpletfjob:\n#   options: {psn: 2}\n#   values: {}\n#   options: {psn: 0}\n"
+            + MNIST
+        },
+    ),
     "values/set-bytes-that-are-not-utf-8": Case(
         [*AB, "--set", "a=x\udcffy"],
         2,

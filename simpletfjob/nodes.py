@@ -386,6 +386,10 @@ ADDRESS_CHOICES = ("name", "internal-ip", "hostname")
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
+# A host name as a label value can hold it: DNS labels, dotted, up to 63 characters.
+_HOST_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,61}[A-Za-z0-9])?")
+
+
 def host_address(node: Node, how: str) -> str:
     """What the task addresses and <<host>> call this node: its name, its InternalIP or its hostname label."""
     if how == "name":
@@ -398,12 +402,27 @@ def host_address(node: Node, how: str) -> str:
                 f"node {node.name!r} has no InternalIP address (it lists: {listed}); "
                 "choose another --address"
             )
+        import ipaddress  # only this option needs it
+
+        try:
+            ipaddress.ip_address(address)
+        except ValueError:
+            # A saved NodeList can hold anything; the tasks would name an endpoint no one has.
+            raise InputError(
+                f"{node.origin}, node {node.name!r}: its InternalIP {address!r} is not an IP "
+                "address; choose another --address"
+            ) from None
         return address
     if how == "hostname":
         label = node.labels.get(HOSTNAME_LABEL)
         if not label:
             raise InputError(
                 f"node {node.name!r} has no {HOSTNAME_LABEL} label; choose another --address"
+            )
+        if not _HOST_LABEL.fullmatch(label):
+            raise InputError(
+                f"{node.origin}, node {node.name!r}: its {HOSTNAME_LABEL} label {label!r} is not "
+                "a host name; choose another --address"
             )
         return label
     raise ValueError(f"unknown address kind {how!r}")

@@ -1250,6 +1250,18 @@ CASES: dict[str, Case] = {
             )
         },
     ),
+    "nodelist/internal-ip-that-is-not-an-address": Case(
+        ["mnist.yaml", "--nodes-file", "n.json", "--address", "internal-ip", "-o", "-"],
+        1,
+        r"^simpletfjob: error: n.json: items\[1\], node 'b': its InternalIP '10\.0\.0\.2 ' is "
+        r"not an IP address; choose another --address$",
+        files={
+            "n.json": node_list(
+                ready("a", status={"addresses": [{"type": "InternalIP", "address": "10.0.0.1"}]}),
+                ready("b", status={"addresses": [{"type": "InternalIP", "address": "10.0.0.2 "}]}),
+            )
+        },
+    ),
     "nodelist/alias-bomb-yaml": Case(
         ["mnist.yaml", "--nodes-file", "n.yaml", "-o", "-"],
         1,

@@ -13,6 +13,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from simpletfjob.errors import InputError, number_problem
+from simpletfjob.quantity import parse_quantity_count
 
 # Reading input files and describing their values, for messages: shared with the kubeconfig
 # reader in kube/, which may import only the YAML module. Other modules find them here too.
@@ -301,7 +302,8 @@ def node_from_object(obj: object, origin: str) -> Node:
             raise _malformed(origin, name, "status.allocatable", allocatable, "a mapping")
         allocatable = {}
     gpus = allocatable.get(GPU_RESOURCE, 0)
-    if type(gpus) is not str and type(gpus) is not int:
+    count = parse_quantity_count(gpus) if type(gpus) in (str, int) else None
+    if count is None:
         field = f"status.allocatable[{GPU_RESOURCE!r}]"
         raise _malformed(origin, name, field, gpus, 'a quantity such as "4"')
     return Node(
@@ -311,7 +313,7 @@ def node_from_object(obj: object, origin: str) -> Node:
         taints=tuple(taints),
         labels=labels,
         addresses=addresses,
-        gpus=parse_quantity_count(gpus),
+        gpus=count,
         origin=origin,
         plain=False,
     )
@@ -426,11 +428,3 @@ def host_address(node: Node, how: str) -> str:
             )
         return label
     raise ValueError(f"unknown address kind {how!r}")
-
-
-def parse_quantity_count(value: object) -> int:
-    """A whole-device count from a resource quantity ('4', 4, '0'); anything odd counts as 0."""
-    try:
-        return int(str(value))
-    except ValueError:
-        return 0

@@ -1262,6 +1262,31 @@ CASES: dict[str, Case] = {
             )
         },
     ),
+    "nodelist/gpu-count-that-is-no-quantity": Case(
+        ["mnist.yaml", "--nodes-file", "n.json", "--gpus", "1", "-o", "-"],
+        1,
+        r"^simpletfjob: error: n.json: items\[1\], node 'b': status.allocatable\['nvidia.com/gpu'\] "
+        r"must be a quantity such as \"4\", not the string 'lots'$",
+        files={
+            "n.json": node_list(
+                ready("a", status={"allocatable": {"nvidia.com/gpu": "2"}}),
+                ready("b", status={"allocatable": {"nvidia.com/gpu": "lots"}}),
+            )
+        },
+    ),
+    "nodelist/gpu-counts-with-suffixes": Case(
+        ["mnist.yaml", "--nodes-file", "n.json", "--gpus", "1000", "-o", "-"],
+        0,
+        WROTE_2,
+        files={
+            "n.json": node_list(
+                ready("a", status={"allocatable": {"nvidia.com/gpu": "1k"}}),
+                ready("b", status={"allocatable": {"nvidia.com/gpu": "1Ki"}}),
+                ready("c", status={"allocatable": {"nvidia.com/gpu": "999"}}),
+            )
+        },
+        check=renders(["a", "b"]),
+    ),
     "nodelist/alias-bomb-yaml": Case(
         ["mnist.yaml", "--nodes-file", "n.yaml", "-o", "-"],
         1,

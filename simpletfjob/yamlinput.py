@@ -290,16 +290,7 @@ NODE_LIST_LIMIT = 1 << 30
 _CHUNK = 1 << 20
 
 
-# The pipes and sockets read so far in this run, by (device, inode): what read each.
-_pipes_read: dict[tuple[int, int], str] = {}
-
-
-def forget_reads() -> None:
-    """A new run: no pipe has been read yet (for main() called again in one process)."""
-    _pipes_read.clear()
-
-
-def _check_pipe_unread(path: str, what: str) -> None:
+def _check_pipe_unread(path: str, what: str, pipes_read: dict[tuple[int, int], str]) -> None:
     """A pipe is read once: a second input naming it (/dev/stdin twice) would read nothing.
 
     Checked with stat before opening, which never waits for a named pipe's writer.
@@ -311,13 +302,13 @@ def _check_pipe_unread(path: str, what: str) -> None:
     if not (stat.S_ISFIFO(status.st_mode) or stat.S_ISSOCK(status.st_mode)):
         return
     key = (status.st_dev, status.st_ino)
-    earlier = _pipes_read.get(key)
+    earlier = pipes_read.get(key)
     if earlier is not None:
         raise InputError(
             f"{what} {path!r} is the pipe that the {earlier} was read from already; "
             "a pipe can be read only once, so give each input its own file or pipe"
         )
-    _pipes_read[key] = f"{what} {path!r}"
+    pipes_read[key] = f"{what} {path!r}"
 
 
 def read_bytes(path: str, what: str, limit: int = INPUT_LIMIT) -> bytes:
@@ -337,7 +328,7 @@ def read_bytes(path: str, what: str, limit: int = INPUT_LIMIT) -> bytes:
             f"cannot read {what} {path!r}: {streams.stream_name(fd)} is closed "
             f"({os.strerror(errno.EBADF)})"
         )
-    _check_pipe_unread(path, what)
+    _check_pipe_unread(path, what, streams.pipes_read)
     try:
         with open(path, "rb") as f:
             status = os.fstat(f.fileno())

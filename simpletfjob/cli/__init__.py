@@ -26,7 +26,7 @@ from importlib import import_module
 
 import click
 
-from simpletfjob import streams, yamlinput
+from simpletfjob import streams
 from simpletfjob.cli.table import (
     CONTEXT,
     CommandContext,
@@ -96,7 +96,7 @@ group = CommandGroup(
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point: never a traceback, always one line on stderr for a failure."""
     args = list(sys.argv[1:] if argv is None else argv)
-    yamlinput.forget_reads()
+    streams.pipes_read.clear()  # a new run (main() may be called again in one process)
     try:
         group.main(args, prog_name="simpletfjob", standalone_mode=False)
     except SimpleTFJobError as e:

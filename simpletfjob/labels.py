@@ -234,7 +234,8 @@ class Labeller:
         elif existing is not _PLANNED:
             if type(existing).__name__ != "MappingNode":
                 raise RenderCheckError(
-                    f"{self.editor.where}: metadata.labels is not a mapping; write labels: {{}} or use --no-labels"
+                    f"{self.editor.where}: {'.'.join(role)}.labels is not a mapping; "
+                    "write labels: {} or use --no-labels"
                 )
             theirs = self.effective(existing)
             missing = []

@@ -207,7 +207,7 @@ def _load_header_yaml(
     from simpletfjob.values import check_reserved_characters
 
     try:
-        node, data = yamlinput.load_node(text)
+        node, data = yamlinput.load_node(text, unique=True)
     except yaml.YAMLError as e:
         raise TemplateError(
             yamlinput.describe(e, filename, "the template header is not valid YAML", offset)

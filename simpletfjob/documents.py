@@ -239,6 +239,13 @@ def identify(document: Any, number: int, where: str) -> DocumentId:
     if not kind:
         raise RenderCheckError(f"document {number} ({where}) has no 'kind'")
     metadata = mapping_get(document, "metadata")
+    if metadata is not None and type(metadata).__name__ != "MappingNode":
+        scalar = type(metadata).__name__ == "ScalarNode"
+        if not (scalar and not metadata.style and _plain_tag(metadata.value) == _NULL):
+            shown = repr(metadata.value) if scalar else "a list"
+            raise RenderCheckError(
+                f"document {number} ({where}, {kind}): metadata must be a mapping, not {shown}"
+            )
     name_node = mapping_get(metadata, "name")
     name = scalar_string(name_node)
     if name_node is not None and name is None and type(name_node).__name__ == "ScalarNode":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -54,6 +55,25 @@ class OutputError(SimpleTFJobError):
 
 class SchemaError(SimpleTFJobError):
     """--validate found a document that does not match the Kubernetes schema, or cannot run."""
+
+
+def number_problem(error: BaseException) -> str | None:
+    """Python's limit on the digits of a number read or written, in words that do not name Python.
+
+    Python refuses to turn a decimal number of more than 4300 digits (its default)
+    into text or back, as a guard against slow conversions; its own message tells
+    a programmer to raise the limit, which a user cannot do. None for other errors.
+    """
+    text = str(error)
+    if not isinstance(error, ValueError) or "integer string conversion" not in text:
+        return None
+    found = re.search(r"\((\d+) digits\)", text)
+    limit = f"{int(found[1]):,}" if found else "4,300"
+    has = re.search(r"value has (\d+) digits", text)
+    size = f"of {int(has[1]):,} digits" if has else f"of more than {limit} digits"
+    return (
+        f"a number {size} is too long: a number may have at most {limit} (see Limits in the README)"
+    )
 
 
 class Interrupted(BaseException):

@@ -257,7 +257,8 @@ class Labeller:
                 continue
             if type(existing).__name__ != "MappingNode":
                 raise RenderCheckError(
-                    f"{self.editor.where}: metadata.{key} is not a mapping; write {key}: {{}} or use --no-labels"
+                    f"{self.editor.where}: {'.'.join(role)}.{key} is not a mapping; "
+                    f"write {key}: {{}} or use --no-labels"
                 )
             theirs = self.effective(existing)
             missing = []

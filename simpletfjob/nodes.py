@@ -12,7 +12,8 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from simpletfjob.errors import InputError
+from simpletfjob.errors import InputError, number_problem
+from simpletfjob.quantity import parse_quantity_count
 
 # Reading input files and describing their values, for messages: shared with the kubeconfig
 # reader in kube/, which may import only the YAML module. Other modules find them here too.
@@ -181,7 +182,7 @@ def _json_error(error: ValueError | RecursionError, path: str) -> InputError:
             f"{path}:{error.lineno}: not valid JSON: {error.msg} (column {error.colno}); "
             "a nodes file that starts with '{' is read as JSON"
         )
-    return InputError(f"{path}: not valid JSON: {error}")
+    return InputError(f"{path}: {number_problem(error) or f'not valid JSON: {error}'}")
 
 
 def _nodes_from_yaml(text: str, path: str, gpu_resource: str) -> list[Node]:
@@ -306,7 +307,8 @@ def node_from_object(obj: object, origin: str, gpu_resource: str = GPU_RESOURCE)
             raise _malformed(origin, name, "status.allocatable", allocatable, "a mapping")
         allocatable = {}
     gpus = allocatable.get(gpu_resource, 0)
-    if type(gpus) is not str and type(gpus) is not int:
+    count = parse_quantity_count(gpus) if type(gpus) in (str, int) else None
+    if count is None:
         field = f"status.allocatable[{gpu_resource!r}]"
         raise _malformed(origin, name, field, gpus, 'a quantity such as "4"')
     return Node(
@@ -316,7 +318,7 @@ def node_from_object(obj: object, origin: str, gpu_resource: str = GPU_RESOURCE)
         taints=tuple(taints),
         labels=labels,
         addresses=addresses,
-        gpus=parse_quantity_count(gpus),
+        gpus=count,
         origin=origin,
         plain=False,
     )
@@ -391,6 +393,10 @@ ADDRESS_CHOICES = ("name", "internal-ip", "hostname")
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
+# A host name as a label value can hold it: DNS labels, dotted, up to 63 characters.
+_HOST_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,61}[A-Za-z0-9])?")
+
+
 def host_address(node: Node, how: str) -> str:
     """What the task addresses and <<host>> call this node: its name, its InternalIP or its hostname label."""
     if how == "name":
@@ -403,6 +409,16 @@ def host_address(node: Node, how: str) -> str:
                 f"node {node.name!r} has no InternalIP address (it lists: {listed}); "
                 "choose another --address"
             )
+        import ipaddress  # only this option needs it
+
+        try:
+            ipaddress.ip_address(address)
+        except ValueError:
+            # A saved NodeList can hold anything; the tasks would name an endpoint no one has.
+            raise InputError(
+                f"{node.origin}, node {node.name!r}: its InternalIP {address!r} is not an IP "
+                "address; choose another --address"
+            ) from None
         return address
     if how == "hostname":
         label = node.labels.get(HOSTNAME_LABEL)
@@ -410,19 +426,10 @@ def host_address(node: Node, how: str) -> str:
             raise InputError(
                 f"node {node.name!r} has no {HOSTNAME_LABEL} label; choose another --address"
             )
+        if not _HOST_LABEL.fullmatch(label):
+            raise InputError(
+                f"{node.origin}, node {node.name!r}: its {HOSTNAME_LABEL} label {label!r} is not "
+                "a host name; choose another --address"
+            )
         return label
     raise ValueError(f"unknown address kind {how!r}")
-
-
-def parse_quantity_count(value: object) -> int:
-    """A whole-device count from a resource quantity ('4', 4, '1k'); anything odd counts as 0."""
-    if type(value) is int:
-        return value
-    if type(value) is str and value.isdigit():
-        return int(value)  # how devices are written: no need for the quantity grammar
-    from simpletfjob.usage import parse_quantity
-
-    try:
-        return max(0, int(parse_quantity(value)))  # a device is whole: a part of one is none
-    except ValueError:
-        return 0

@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from simpletfjob.errors import TemplateError
+from simpletfjob.errors import TemplateError, number_problem
 from simpletfjob.placement import (
     MARK_CLOSE,
     MARK_OPEN,
@@ -301,6 +301,9 @@ def _template_error(e: Exception, filename: str) -> TemplateError:
         frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename == filename]
         lineno = frames[-1].lineno if frames else None
     where = f"{filename}:{lineno}" if lineno else filename
+    number = number_problem(e)
+    if number is not None:
+        return TemplateError(f"{where}: {number}")
     kind = type(e).__name__
     message = getattr(e, "message", None) or str(e)
     if kind in ("UndefinedError", "RenderLimit", "TemplateNotFound"):

@@ -33,6 +33,10 @@ except ImportError:  # not CPython
 # Descriptors of the standard streams that were closed when the process started.
 closed_at_start: frozenset[int] = frozenset()
 
+# The pipes and sockets this run has read, by (device, inode), with the input that read
+# each: a pipe can be read once, so a second input naming it is refused (yamlinput).
+pipes_read: dict[tuple[int, int], str] = {}
+
 STREAM_NAMES = {0: "stdin", 1: "stdout", 2: "stderr"}
 _STANDARD_PATHS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
 

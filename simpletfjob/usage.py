@@ -20,12 +20,12 @@ the cluster reader (cluster.py) feeds them.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import Any, NamedTuple
 
 from simpletfjob.errors import InputError
+from simpletfjob.quantity import parse_quantity
 from simpletfjob.yamlinput import describe_value
 
 # The field selector that leaves out terminated pods, as `kubectl describe node` lists them.
@@ -36,45 +36,6 @@ TERMINATED_PHASES = frozenset({"Succeeded", "Failed"})
 Port = tuple[int, str]
 
 # ---- quantities -----------------------------------------------------------------------------
-
-# Kubernetes' quantity grammar (k8s.io/apimachinery resource.Quantity): a signed decimal
-# number, then a binary suffix, a decimal suffix, or an exponent.
-_QUANTITY = re.compile(r"([+-]?(?:\d+\.?\d*|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?")
-_SUFFIXES = {
-    "": Fraction(1),
-    "n": Fraction(1, 10**9),
-    "u": Fraction(1, 10**6),
-    "m": Fraction(1, 1000),
-    "k": Fraction(10**3),
-    "M": Fraction(10**6),
-    "G": Fraction(10**9),
-    "T": Fraction(10**12),
-    "P": Fraction(10**15),
-    "E": Fraction(10**18),
-    **{s: Fraction(1024**i) for i, s in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"), start=1)},
-}
-
-
-def parse_quantity(value: object) -> Fraction:
-    """A resource quantity ('8', '500m', '1Gi', '1e3', or a JSON number) as an exact number.
-
-    Hand-written rather than taken from the `kubernetes` package, whose parser
-    comes only with the whole client (most of a second to import). A ValueError
-    says what is wrong.
-    """
-    if type(value) is int:
-        return Fraction(value)
-    if type(value) is float:
-        return Fraction(value)
-    if type(value) is not str:
-        raise ValueError(f"a quantity must be a string such as '4', not {describe_value(value)}")
-    match = _QUANTITY.fullmatch(value)
-    if match is None:
-        raise ValueError(f"{value!r} is not a quantity (such as 4, 500m or 1Gi)")
-    number, suffix = match[1], match[2] or ""
-    if suffix[:1] in ("e", "E"):
-        return Fraction(number) * Fraction(10) ** int(suffix[1:])
-    return Fraction(number) * _SUFFIXES[suffix]
 
 
 def whole(amount: Fraction) -> int:

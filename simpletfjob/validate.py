@@ -79,9 +79,12 @@ def resolve_version(requested: str | None, available: Sequence[tuple[int, int, i
     for version in reversed(available):
         if version[:2] == wanted:
             return _dotted(version)
+    # Upgrading brings newer schemas; an older version between two known ones, or below
+    # them, has none to get.
+    hint = " (upgrade it for newer ones)" if wanted > high[:2] else ""
     raise UsageError(
         f"--kube-version {requested}: no schema for Kubernetes {wanted[0]}.{wanted[1]}; "
-        f"the installed kubernetes-validate covers {span} (upgrade it for newer ones)"
+        f"the installed kubernetes-validate covers {span}{hint}"
     )
 
 

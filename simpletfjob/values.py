@@ -83,7 +83,7 @@ def load_values_file(path: str) -> dict[str, Any]:
 
     text = read_text(path, "values file")
     try:
-        node, data = yamlinput.load_node(text)
+        node, data = yamlinput.load_node(text, unique=True)
     except yaml.YAMLError as e:
         raise InputError(yamlinput.describe(e, path)) from e
     if data is None:

@@ -34,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from simpletfjob.errors import InputError
+from simpletfjob.errors import InputError, number_problem
 
 # go-yaml's bounds (decode.go, alias_ratio_range_low/high and allowedAliasRatio).
 _ALIAS_RATIO_LOW = 400_000
@@ -174,18 +174,53 @@ def load(text: str, loader: type[Any] | None = None) -> Any:
     return load_node(text, loader)[1]
 
 
-def load_node(text: str, loader: type[Any] | None = None) -> tuple[Any, Any]:
-    """The composed node and the value of the one document of a YAML text ((None, None) if empty)."""
+def load_node(text: str, loader: type[Any] | None = None, unique: bool = False) -> tuple[Any, Any]:
+    """The composed node and the value of the one document of a YAML text ((None, None) if empty).
+
+    With `unique`, a key given twice in one mapping is an error, as helm reads values
+    (PyYAML would keep the last silently).
+    """
     instance = (loader or loader_class())(text)
     try:
         node = instance.get_single_node()
         if node is None:
             return None, None
+        if unique:
+            check_unique_keys(node)
         return node, _construct(instance, node, may_alias(text))
     except RecursionError as e:  # the pure-Python composer, on a deeply nested text
         raise LimitError(problem="nested too deeply") from e
     finally:
         instance.dispose()
+
+
+class DuplicateKey(yaml.constructor.ConstructorError):
+    """A mapping has a key twice; `first_line` (from 0) is where it was first given."""
+
+    def __init__(self, key: str, mark: Any, first_line: int) -> None:
+        super().__init__(problem=f"mapping key {key!r} is given twice", problem_mark=mark)
+        self.first_line = first_line
+
+
+def check_unique_keys(node: Any) -> None:
+    """No mapping under `node` has a scalar key twice (merge keys aside); each mapping once."""
+    pending, seen = [node], set()
+    while pending:
+        current = pending.pop()
+        if id(current) in seen or isinstance(current, yaml.ScalarNode):
+            continue
+        seen.add(id(current))
+        if isinstance(current, yaml.SequenceNode):
+            pending.extend(current.value)
+            continue
+        first: dict[tuple[str, str], Any] = {}
+        for key, value in current.value:
+            pending += [key, value]
+            if not isinstance(key, yaml.ScalarNode) or key.tag == "tag:yaml.org,2002:merge":
+                continue
+            earlier = first.setdefault((key.tag, key.value), key)
+            if earlier is not key:
+                raise DuplicateKey(key.value, key.start_mark, earlier.start_mark.line)
 
 
 def load_all(text: str, loader: type[Any] | None = None) -> list[Any]:
@@ -209,9 +244,30 @@ def _construct(instance: Any, node: Any, aliased: bool) -> Any:
     try:
         return instance.construct_document(node)
     except (ValueError, OverflowError) as e:  # a constructor's own check: a timestamp's month 13
+        problem = number_problem(e) or f"cannot read a value: {e}"
         raise yaml.constructor.ConstructorError(
-            problem=f"cannot read a value: {e}", problem_mark=node.start_mark
+            problem=problem, problem_mark=_failing_scalar(instance, node).start_mark
         ) from e
+
+
+def _failing_scalar(instance: Any, node: Any) -> Any:
+    """The first scalar under `node` that its constructor refuses (for the line); else `node`."""
+    pending, seen = [node], set()
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:  # an alias: its anchor was looked at already
+            continue
+        seen.add(id(current))
+        if isinstance(current, yaml.ScalarNode):
+            try:
+                instance.construct_object(current)
+            except (ValueError, OverflowError, yaml.YAMLError):
+                return current
+        elif isinstance(current, yaml.SequenceNode):
+            pending.extend(reversed(current.value))
+        elif isinstance(current, yaml.MappingNode):
+            pending.extend(item for pair in reversed(current.value) for item in reversed(pair))
+    return node
 
 
 def mark_and_problem(error: yaml.YAMLError) -> tuple[Any, str]:
@@ -230,6 +286,8 @@ def describe(
     """
     mark, problem = mark_and_problem(error)
     where = f"{source}:{line_offset + mark.line + 1}" if mark is not None else source
+    if isinstance(error, DuplicateKey):
+        problem += f" (first on line {line_offset + error.first_line + 1})"
     if isinstance(error, LimitError):
         return f"{where}: {problem}"
     return f"{where}: {what}: {problem}"
@@ -246,6 +304,27 @@ def describe(
 INPUT_LIMIT = 16 << 20
 NODE_LIST_LIMIT = 1 << 30
 _CHUNK = 1 << 20
+
+
+def _check_pipe_unread(path: str, what: str, pipes_read: dict[tuple[int, int], str]) -> None:
+    """A pipe is read once: a second input naming it (/dev/stdin twice) would read nothing.
+
+    Checked with stat before opening, which never waits for a named pipe's writer.
+    """
+    try:
+        status = os.stat(path)
+    except OSError:
+        return  # the open says what is wrong
+    if not (stat.S_ISFIFO(status.st_mode) or stat.S_ISSOCK(status.st_mode)):
+        return
+    key = (status.st_dev, status.st_ino)
+    earlier = pipes_read.get(key)
+    if earlier is not None:
+        raise InputError(
+            f"{what} {path!r} is the pipe that the {earlier} was read from already; "
+            "a pipe can be read only once, so give each input its own file or pipe"
+        )
+    pipes_read[key] = f"{what} {path!r}"
 
 
 def read_bytes(path: str, what: str, limit: int = INPUT_LIMIT) -> bytes:
@@ -265,6 +344,7 @@ def read_bytes(path: str, what: str, limit: int = INPUT_LIMIT) -> bytes:
             f"cannot read {what} {path!r}: {streams.stream_name(fd)} is closed "
             f"({os.strerror(errno.EBADF)})"
         )
+    _check_pipe_unread(path, what, streams.pipes_read)
     try:
         with open(path, "rb") as f:
             status = os.fstat(f.fileno())

@@ -103,6 +103,7 @@ group = CommandGroup(
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point: never a traceback, always one line on stderr for a failure."""
     args = list(sys.argv[1:] if argv is None else argv)
+    streams.pipes_read.clear()  # a new run (main() may be called again in one process)
     try:
         group.main(args, prog_name="simpletfjob", standalone_mode=False)
     except SimpleTFJobError as e:
@@ -114,6 +115,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             # without its command word).
             path = e.ctx.command_path if e.ctx is not None else "simpletfjob"
             hint = f" (see {path} --help)"
+            if args and args[0] in COMMANDS and os.path.isfile(args[0]):
+                # The user may have meant the file: a command word always wins.
+                hint = f" (see {path} --help; to render the file {args[0]!r}, write ./{args[0]})"
         _fail(e.format_message() + hint, e.exit_code)
     except Interrupted as e:
         _interrupted(e.exit_code)

@@ -158,11 +158,21 @@ def _check_capacity(
     taken = [f"{ps} ps"] + (["1 chief"] if chiefs else []) + (["1 evaluator"] if evaluator else [])
     noun = "task" if slots == 1 else "tasks"
     message = f"no task is left for a worker: {slots} {noun} in all, taken by {' + '.join(taken)}; "
+    # Suggest giving up only what takes a slot, by the option that set it.
+    fewer = []
+    if ps:
+        fewer.append(
+            "fewer hosts in the --psf file" if pinned else "fewer parameter servers (--psn)"
+        )
+    if not ps or pinned:
+        fewer += ["no chief (--no-chief)"] if chiefs else []
+        fewer += ["no evaluator (--no-evaluator)"] if evaluator else []
+    instead = " or ".join(fewer)
     if num == -1 and note is not None:
         # -N -1 took every eligible host already: the count says why there are so few.
-        message += f"use more hosts or fewer parameter servers (--psn) ({note()})"
+        message += f"use more hosts or {instead} ({note()})"
     else:
-        message += "use more hosts (-N) or fewer parameter servers (--psn)"
+        message += f"use more hosts (-N) or {instead}"
     raise SelectionError(message)
 
 

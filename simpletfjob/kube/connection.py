@@ -63,9 +63,10 @@ class Target(NamedTuple):
     insecure: bool = False
 
     def __str__(self) -> str:
+        server = _redacted(self.server)  # a password written into the URL stays out of messages
         if self.context is None:
-            return f"{self.server} (in-cluster service account)"
-        return f"{self.server} (context {self.context!r})"
+            return f"{server} (in-cluster service account)"
+        return f"{server} (context {self.context!r})"
 
     @property
     def insecurity(self) -> str | None:
@@ -167,9 +168,35 @@ def _connect(settings: Settings, purpose: str, alternative: str, stack: ExitStac
     configuration.connection_pool_maxsize = max(
         configuration.connection_pool_maxsize, settings.in_flight
     )
-    client = ApiClient(configuration)
+    try:
+        client = ApiClient(configuration)  # builds the pool manager, with the proxy if any
+    except (ImportError, ValueError) as e:
+        raise ClusterError(_proxy_problem(target, configuration.proxy, chosen, e)) from e
     client.user_agent = f"simpletfjob/{__version__}"
     return Connection(client, target, namespace, settings, stack)
+
+
+def _proxy_problem(target: Target, proxy: str, chosen: Chosen | None, error: Exception) -> str:
+    """Why the client cannot use the proxy: a SOCKS proxy without PySocks, or no URL at all."""
+    written = chosen is not None and chosen.cluster.body.get("proxy-url") == proxy
+    source = (
+        f"{chosen.cluster.where}.cluster.proxy-url"
+        if written and chosen is not None
+        else "the proxy from $HTTPS_PROXY or $HTTP_PROXY"
+    )
+    if isinstance(error, ImportError):
+        return (
+            f"{target}: {source} {_redacted(proxy)!r} is a SOCKS proxy, which needs the "
+            "PySocks package installed; install it, or use an HTTP proxy"
+        )
+    detail = str(error).strip().splitlines()[0] if str(error).strip() else "not a URL"
+    detail = detail.replace(proxy, _redacted(proxy))
+    return f"{target}: {source} {_redacted(proxy)!r} is not a valid proxy URL: {detail}"
+
+
+def _redacted(url: str) -> str:
+    """The URL with any password in it replaced, as kubectl shows one (Go's URL.Redacted)."""
+    return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://[^/@:]*):[^/@]*@", r"\1:xxxxx@", url)
 
 
 class Namespace(NamedTuple):
@@ -283,6 +310,10 @@ def _load_kubeconfig(configuration: Any, chosen: Chosen) -> Target:
     except (ConfigException, OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         # The client's own checks; what simpletfjob checks itself is in kubeconfig.py.
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        provider = chosen.user.body.get("auth-provider") if chosen.user is not None else None
+        if provider is not None and isinstance(e, (AttributeError, TypeError, KeyError)):
+            # The client's auth-provider code fails on its own internals, not on the file.
+            first = _provider_failure(str(provider.get("name")))
         raise ClusterError(f"kubeconfig {shown}, context {name!r}: {first}") from e
     failed = [log for log in logged if log.level >= logging.ERROR]
     if chosen.user is not None and "exec" in chosen.user.body and failed:
@@ -317,6 +348,18 @@ def _plugin_failure(command: str, message: str, error: BaseException | None) -> 
         return f"{plugin} failed (exit status {exited[1]})" + (f": {said[-1]}" if said else "")
     detail = message.strip().splitlines()[0] if message.strip() else "no detail"
     return f"{plugin} gave no credential: {detail.removeprefix('exec: ')}"
+
+
+def _provider_failure(name: str) -> str:
+    """An auth-provider that gave no credential; gcp and azure are gone from kubectl (1.26)."""
+    plugins = {"gcp": "gke-gcloud-auth-plugin", "azure": "kubelogin"}
+    said = f"the auth-provider {name!r} gave no credential"
+    if name in plugins:
+        return (
+            f"{said}; kubectl no longer has it either: get credentials through its exec "
+            f"plugin, {plugins[name]}"
+        )
+    return said
 
 
 def _load_in_cluster(configuration: Any, settings: Settings) -> Target:

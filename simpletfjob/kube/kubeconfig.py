@@ -168,8 +168,18 @@ def choose(config: Kubeconfig, context: str | None) -> Chosen:
     user = _named(config, entry, "user", required=False)
     assert cluster is not None
     _check_fields(cluster, "cluster", _CLUSTER_FIELDS)
+    _check_files(cluster, "cluster", {"certificate-authority": "certificate-authority-data"})
     if user is not None:
         _check_fields(user, "user", _USER_FIELDS)
+        _check_files(
+            user,
+            "user",
+            {
+                "client-certificate": "client-certificate-data",
+                "client-key": "client-key-data",
+                "tokenFile": "token",
+            },
+        )
         if "exec" in user.body:
             _check_exec(user)
         if "auth-provider" in user.body:
@@ -206,6 +216,24 @@ def _check_fields(entry: Entry, body_key: str, fields: Mapping[str, type]) -> No
                 f"{entry.where}.{body_key}.{key} must be {_TYPE_NAMES[wanted]}, "
                 f"not {describe_value(value)}"
             )
+
+
+def _check_files(entry: Entry, body_key: str, keys: Mapping[str, str]) -> None:
+    """The files an entry names exist and are files (relative to its kubeconfig, as kubectl reads them).
+
+    `keys` maps each file field to the field that, when set, is used instead of it.
+    The client's own words would call a directory a file that does not exist.
+    """
+    for key, instead in keys.items():
+        name = entry.body.get(key)
+        if not name or entry.body.get(instead):
+            continue
+        path = os.path.join(os.path.dirname(os.path.abspath(entry.path)), name)
+        where = f"{entry.where}.{body_key}.{key}"
+        if os.path.isdir(path):
+            raise InputError(f"{where}: {name!r} is a directory, not a file")
+        if not os.path.exists(path):
+            raise InputError(f"{where}: {name!r} does not exist")
 
 
 def _check_exec(user: Entry) -> None:

@@ -145,6 +145,7 @@ def request(
         NameResolutionError,
         NewConnectionError,
         ProtocolError,
+        ProxyError,
         ReadTimeoutError,
         SSLError,
     )
@@ -181,6 +182,12 @@ def request(
         except ApiException as e:  # the REST layer reports TLS failures this way
             raise Unreachable(
                 f"{target}: TLS error: {tls_detail(str(e.reason or e))}{_TLS_HINT}"
+            ) from e
+        except ProxyError as e:  # ('Unable to connect to proxy', the cause)
+            cause = e.args[-1] if e.args else e
+            raise Unreachable(
+                f"{target}: cannot reach the proxy: {_connect_detail(cause)}; "
+                "check $HTTPS_PROXY or the cluster's proxy-url"
             ) from e
         except MaxRetryError as e:  # only when a proxy or redirect is involved
             raise Unreachable(f"{target}: cannot reach the server: {first_line(e.reason)}") from e

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -435,18 +436,33 @@ def alias_bomb(levels: int = 8) -> str:
     return "\n".join(lines) + "\n"
 
 
-def kubeconfig(user: Mapping[str, Any] | None = None, server: str | None = None) -> str:
+def kubeconfig(
+    user: Mapping[str, Any] | None = None,
+    server: str | None = None,
+    proxy: str | None = None,
+    ca: str | None = None,
+) -> str:
+    cluster = {"server": server or f"http://127.0.0.1:{closed_port()}"}
+    if proxy is not None:
+        cluster["proxy-url"] = proxy
+    if ca is not None:
+        cluster["certificate-authority"] = ca
     config = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [
-            {"name": "c", "cluster": {"server": server or f"http://127.0.0.1:{closed_port()}"}}
-        ],
+        "clusters": [{"name": "c", "cluster": cluster}],
         "users": [{"name": "u", "user": dict(user or {})}],
         "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
         "current-context": "x",
     }
     return json.dumps(config)
+
+
+# A proxy the machine's environment names must not be taken, nor bypassed for 127.0.0.1.
+NO_PROXY_BYPASS = {
+    name: ""
+    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy")
+}
 
 
 def plugin(command: str, *args: str) -> dict[str, Any]:
@@ -621,6 +637,13 @@ CASES: dict[str, Case] = {
         files={"pipe": Fifo(node_list(ready("b"), ready("a")).encode())},
         check=renders(["a", "b"]),
     ),
+    "files/one-pipe-for-the-template-and-the-values": Case(
+        ["/dev/stdin", "--nodes", "a,b", "-f", "/dev/stdin", "-o", "-"],
+        1,
+        r"^simpletfjob: error: values file '/dev/stdin' is the pipe that the template "
+        r"'/dev/stdin' was read from already; a pipe can be read only once",
+        stdin=MNIST.encode(),
+    ),
     "files/template-from-a-closed-stdin": Case(
         ["/dev/stdin", "--nodes", "a,b", "-o", "-"],
         1,
@@ -671,6 +694,17 @@ CASES: dict[str, Case] = {
         r"--psf host 'a' is not eligible: excluded",
         files={"psf": "a\n"},
     ),
+    "options/every-host-a-psf-host": Case(
+        [*AB, "--psf", "psf"],
+        1,
+        r"taken by 2 ps; use more hosts or fewer hosts in the --psf file \(2 nodes: 2 eligible\)$",
+        files={"psf": "a\nb\n"},
+    ),
+    "options/no-ps-and-the-chief-takes-the-one-host": Case(
+        ["mnist.yaml", "--nodes", "a", "--psn", "0", "--chief", "-o", "-"],
+        1,
+        r"taken by 0 ps \+ 1 chief; use more hosts or no chief \(--no-chief\) \(1 node: ",
+    ),
     "options/selector-with-a-plain-host-list": Case(
         [*AB, "-l", "pool=gpu"], 2, r"--selector needs node objects"
     ),
@@ -709,6 +743,19 @@ CASES: dict[str, Case] = {
         1,
         r"mapping key 'a' is defined twice, at lines 4 and 5",
         files={"dup.yaml": job("a: 1\na: 2\n")},
+    ),
+    "templates/pod-labels-a-list": Case(
+        ["t.yaml", *AB[1:]],
+        1,
+        r"^simpletfjob: error: document 1 \(ps 0 on a\): spec\.template\.metadata\.labels is not "
+        r"a mapping; write labels: \{\} or use --no-labels$",
+        files={"t.yaml": job("spec:\n  template:\n    metadata:\n      labels: [x]\n")},
+    ),
+    "templates/metadata-a-list": Case(
+        ["t.yaml", *AB[1:]],
+        1,
+        r"^simpletfjob: error: document 1 \(ps 0 on a, Job\): metadata must be a mapping, not a list$",
+        files={"t.yaml": "kind: Job\nmetadata: [name, t-<<type>>-<<index>>]\n"},
     ),
     "templates/tf-config-as-a-key": Case(
         ["t.yaml", *AB[1:]],
@@ -834,6 +881,12 @@ CASES: dict[str, Case] = {
         r"j.yaml:4: 9 \*\* 99999999 has more than 100,000 bits",
         files={"j.yaml": job("v: << 9 ** 99999999 >>\n")},
     ),
+    "jinja/a-number-too-long-to-show": Case(
+        ["j.yaml", *AB[1:]],
+        1,
+        r"^simpletfjob: error: j.yaml:4: a number of more than 4,300 digits is too long",
+        files={"j.yaml": job("v: << 9 ** 9999 >>\n")},
+    ),
     "jinja/squaring-in-a-loop": Case(
         ["j.yaml", *AB[1:]],
         1,
@@ -893,6 +946,30 @@ CASES: dict[str, Case] = {
         WROTE_2,
         files={"v.yaml": job("v: << a|length >>\n")},
         check=values_of("v", [5000, 5000]),
+    ),
+    "values/file-number-of-5000-digits": Case(
+        [*AB, "-f", "v.yaml"],
+        1,
+        r"^simpletfjob: error: v.yaml:2: not valid YAML: a number of 5,000 digits is too long: "
+        r"a number may have at most 4,300 \(see Limits in the README\)$",
+        files={"v.yaml": "a: 1\nb: " + "9" * 5000 + "\n"},
+    ),
+    "values/file-key-given-twice": Case(
+        [*AB, "-f", "v.yaml"],
+        1,
+        r"^simpletfjob: error: v.yaml:4: not valid YAML: mapping key 'cpu' is given twice "
+        r"\(first on line 2\)$",
+        files={"v.yaml": "res:\n  cpu: 1\n  mem: 2\n  cpu: 4\n"},
+    ),
+    "values/header-options-given-twice": Case(
+        ["h.yaml", *AB[1:]],
+        1,
+        r"^simpletfjob: error: h.yaml:5: the template header is not valid YAML: mapping key "
+        r"'options' is given twice \(first on line 3\)$",
+        files={
+            "h.yaml": "# d\n# simpletfjob:\n#   options: {psn: 2}\n#   values: {}\n#   options: {psn: 0}\n"
+            + MNIST
+        },
     ),
     "values/set-bytes-that-are-not-utf-8": Case(
         [*AB, "--set", "a=x\udcffy"],
@@ -1030,6 +1107,58 @@ CASES: dict[str, Case] = {
         r"kubeconfig kc: contexts\[0\] must be a mapping with 'name' and 'context', not the string 'a'",
         files={"kc": "contexts: [a, b]\n"},
     ),
+    "kubeconfig/socks-proxy-url-without-pysocks": Case(
+        ["mnist.yaml", "--kubeconfig", "kc", "-o", "-"],
+        1,
+        r"kc: clusters\[0\] \('c'\)\.cluster\.proxy-url 'socks5://127\.0\.0\.1:1' is a SOCKS "
+        r"proxy, which needs the PySocks package installed",
+        files={"kc": kubeconfig(proxy="socks5://127.0.0.1:1")},
+        env=NO_PROXY_BYPASS,
+        skip=None if importlib.util.find_spec("socks") is None else "PySocks is installed",
+    ),
+    "kubeconfig/proxy-url-that-is-not-a-url": Case(
+        ["mnist.yaml", "--kubeconfig", "kc", "-o", "-"],
+        1,
+        r"kc: clusters\[0\] \('c'\)\.cluster\.proxy-url '::x' is not a valid proxy URL",
+        files={"kc": kubeconfig(proxy="::x")},
+        env=NO_PROXY_BYPASS,
+    ),
+    "kubeconfig/HTTPS_PROXY-with-a-password-and-no-url": Case(
+        ["mnist.yaml", "--kubeconfig", "kc", "-o", "-"],
+        1,
+        r"^(?!.*secret).*the proxy from \$HTTPS_PROXY or \$HTTP_PROXY 'http://u:xxxxx@\[::x' "
+        r"is not a valid proxy URL: ",
+        files={"kc": kubeconfig()},
+        env={**NO_PROXY_BYPASS, "http_proxy": "http://u:secret@[::x"},
+    ),
+    "kubeconfig/proxy-that-refuses": Case(
+        ["mnist.yaml", "--kubeconfig", "kc", "-o", "-"],
+        1,
+        r"\(context 'x'\): cannot reach the proxy: connection refused; check \$HTTPS_PROXY",
+        files={"kc": kubeconfig(proxy=f"http://127.0.0.1:{closed_port()}")},
+        env=NO_PROXY_BYPASS,
+    ),
+    "kubeconfig/password-in-the-server-url": Case(
+        ["mnist.yaml", "--kubeconfig", "kc", "-o", "-"],
+        1,
+        r"^simpletfjob: error: http://admin:xxxxx@127\.0\.0\.1:\d+ \(context 'x'\): unreachable",
+        files={"kc": kubeconfig(server=f"http://admin:hunter2@127.0.0.1:{closed_port()}")},
+    ),
+    "kubeconfig/certificate-authority-is-a-directory": Case(
+        ["mnist.yaml", "--kubeconfig", "kc", "-o", "-"],
+        1,
+        r"kc: clusters\[0\] \('c'\)\.cluster\.certificate-authority: 'certs' is a directory, "
+        r"not a file$",
+        files={"kc": kubeconfig(ca="certs"), "certs": Dir()},
+    ),
+    "kubeconfig/gcp-auth-provider-without-google-credentials": Case(
+        ["mnist.yaml", "--kubeconfig", "kc", "-o", "-"],
+        1,
+        r"context 'x': the auth-provider 'gcp' gave no credential; .* gke-gcloud-auth-plugin$",
+        files={"kc": kubeconfig({"auth-provider": {"name": "gcp"}})},
+        env={"HOME": "/nonexistent", "GOOGLE_APPLICATION_CREDENTIALS": "/nonexistent"},
+        skip=None if importlib.util.find_spec("google") is None else "google-auth is installed",
+    ),
     "kubeconfig/exec-plugin-missing": Case(
         ["mnist.yaml", "--kubeconfig", "kc", "-o", "-"],
         1,
@@ -1110,6 +1239,53 @@ CASES: dict[str, Case] = {
         1,
         r"n.json:1: not valid JSON",
         files={"n.json": node_list(ready("a"))[:-3]},
+    ),
+    "nodelist/number-of-5000-digits-json": Case(
+        ["mnist.yaml", "--nodes-file", "n.json", "-o", "-"],
+        1,
+        r"^simpletfjob: error: n.json: a number of 5,000 digits is too long",
+        files={
+            "n.json": node_list(ready("a"), ready("b", spec={"x": 0})).replace(
+                '"x": 0', '"x": ' + "9" * 5000
+            )
+        },
+    ),
+    "nodelist/internal-ip-that-is-not-an-address": Case(
+        ["mnist.yaml", "--nodes-file", "n.json", "--address", "internal-ip", "-o", "-"],
+        1,
+        r"^simpletfjob: error: n.json: items\[1\], node 'b': its InternalIP '10\.0\.0\.2 ' is "
+        r"not an IP address; choose another --address$",
+        files={
+            "n.json": node_list(
+                ready("a", status={"addresses": [{"type": "InternalIP", "address": "10.0.0.1"}]}),
+                ready("b", status={"addresses": [{"type": "InternalIP", "address": "10.0.0.2 "}]}),
+            )
+        },
+    ),
+    "nodelist/gpu-count-that-is-no-quantity": Case(
+        ["mnist.yaml", "--nodes-file", "n.json", "--gpus", "1", "-o", "-"],
+        1,
+        r"^simpletfjob: error: n.json: items\[1\], node 'b': status.allocatable\['nvidia.com/gpu'\] "
+        r"must be a quantity such as \"4\", not the string 'lots'$",
+        files={
+            "n.json": node_list(
+                ready("a", status={"allocatable": {"nvidia.com/gpu": "2"}}),
+                ready("b", status={"allocatable": {"nvidia.com/gpu": "lots"}}),
+            )
+        },
+    ),
+    "nodelist/gpu-counts-with-suffixes": Case(
+        ["mnist.yaml", "--nodes-file", "n.json", "--gpus", "1000", "-o", "-"],
+        0,
+        WROTE_2,
+        files={
+            "n.json": node_list(
+                ready("a", status={"allocatable": {"nvidia.com/gpu": "1k"}}),
+                ready("b", status={"allocatable": {"nvidia.com/gpu": "1Ki"}}),
+                ready("c", status={"allocatable": {"nvidia.com/gpu": "999"}}),
+            )
+        },
+        check=renders(["a", "b"]),
     ),
     "nodelist/alias-bomb-yaml": Case(
         ["mnist.yaml", "--nodes-file", "n.yaml", "-o", "-"],

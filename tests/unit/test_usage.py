@@ -10,12 +10,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from simpletfjob.errors import InputError
+from simpletfjob.quantity import parse_quantity
 from simpletfjob.usage import (
     EMPTY,
     Own,
     Tally,
     held_ports,
-    parse_quantity,
     pod_request,
     pod_use,
     whole,
@@ -249,3 +249,15 @@ def test_a_pod_asks_for_the_most_its_start_up_and_its_run_hold_at_once(
     if overhead:
         spec["overhead"] = {GPU: str(overhead)}
     assert pod_request(spec, GPU) == max(held_at_moments) + overhead
+
+
+def test_a_huge_exponent_is_an_amount_no_node_has_not_a_number_built_digit_by_digit() -> None:
+    from simpletfjob.quantity import MOST, parse_quantity_count
+
+    assert parse_quantity("1e999999999") == MOST
+    assert parse_quantity("-1e999999999") == -MOST
+    assert parse_quantity("1e-999999999") > 0
+    assert parse_quantity_count("1e999999999") == MOST
+    assert parse_quantity_count("1Ki") == 1024
+    assert parse_quantity_count("500m") == 0
+    assert parse_quantity_count("lots") is None

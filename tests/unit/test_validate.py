@@ -132,7 +132,8 @@ def test_kube_version(cli: Any, tmp_path: Path) -> None:
             "1.12",
             r"--kube-version 1.12: no schema for Kubernetes 1.12; the installed kubernetes-validate covers 1\.\d+ to 1\.\d+",
         ),
-        ("9.99", r"no schema for Kubernetes 9.99"),
+        ("9.99", r"no schema for Kubernetes 9.99; .* \(upgrade it for newer ones\)$"),
+        ("1.12", r"covers 1\.\d+ to 1\.\d+$"),  # an upgrade would not help
         ("latest", r"--kube-version 'latest' is not a version such as 1.30"),
     ]:
         result = cli(

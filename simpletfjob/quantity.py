@@ -1,0 +1,69 @@
+"""Kubernetes resource quantities ('8', '500m', '1Gi', '1e3'): exact amounts, and whole counts.
+
+Hand-written rather than taken from the `kubernetes` package, whose parser comes
+only with the whole client (most of a second to import).
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+from simpletfjob.yamlinput import describe_value
+
+# Kubernetes' quantity grammar (k8s.io/apimachinery resource.Quantity): a signed decimal
+# number, then a binary suffix, a decimal suffix, or an exponent.
+_QUANTITY = re.compile(
+    r"([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]{1,9})?"
+)
+_SUFFIXES = {
+    "": Fraction(1),
+    "n": Fraction(1, 10**9),
+    "u": Fraction(1, 10**6),
+    "m": Fraction(1, 1000),
+    "k": Fraction(10**3),
+    "M": Fraction(10**6),
+    "G": Fraction(10**9),
+    "T": Fraction(10**12),
+    "P": Fraction(10**15),
+    "E": Fraction(10**18),
+    **{s: Fraction(1024**i) for i, s in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"), start=1)},
+}
+# An amount no node has, what any larger quantity is taken as: `1e999999999` would
+# otherwise be built digit by digit. Kubernetes itself caps a quantity near 2**63.
+MOST = Fraction(1 << 62)
+_EXPONENT_LIMIT = 30  # 10**30 is past MOST, 10**-30 below any request
+
+
+def parse_quantity(value: object) -> Fraction:
+    """A resource quantity (a string, or a JSON number) as an exact amount; a ValueError says what is wrong."""
+    if type(value) is int:
+        return Fraction(value)
+    if type(value) is float:
+        return Fraction(value)
+    if type(value) is not str:
+        raise ValueError(f"a quantity must be a string such as '4', not {describe_value(value)}")
+    match = _QUANTITY.fullmatch(value)
+    if match is None:
+        raise ValueError(f"{value!r} is not a quantity (such as 4, 500m or 1Gi)")
+    number, suffix = Fraction(match[1]), match[2] or ""
+    if suffix[:1] not in ("e", "E"):
+        return number * _SUFFIXES[suffix]
+    exponent = int(suffix[1:])
+    if exponent > _EXPONENT_LIMIT:
+        return MOST if number > 0 else -MOST if number < 0 else number
+    return number * Fraction(10) ** max(exponent, -_EXPONENT_LIMIT)
+
+
+def parse_quantity_count(value: object) -> int | None:
+    """A whole-device count from a quantity ('4', 4, '1k', '500m'), rounded down; None if it is none."""
+    if type(value) is str and len(value) <= 18 and value.isascii() and value.isdigit():
+        return int(value)  # what a cluster writes: "8"
+    if type(value) is not str and type(value) is not int:
+        return None
+    try:
+        amount = parse_quantity(value)
+    except ValueError:
+        return None
+    amount = max(Fraction(0), min(amount, MOST))
+    return amount.numerator // amount.denominator  # a part of a device is none

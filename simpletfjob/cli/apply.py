@@ -49,10 +49,8 @@ def apply_run(options: ApplyOptions) -> None:
     """Plan the run for the namespace it goes to, apply it, and say what was applied."""
     from simpletfjob.applying import apply_run as apply_manifests
     from simpletfjob.applying import manifests
-    from simpletfjob.cli.render import explain, summary, tell
-    from simpletfjob.errors import SelectionError
+    from simpletfjob.cli.render import plan_explained, summary, tell
     from simpletfjob.kube.connection import Settings, connect
-    from simpletfjob.plan import plan
     from simpletfjob.streams import warn
 
     settings = Settings(
@@ -64,12 +62,7 @@ def apply_run(options: ApplyOptions) -> None:
         namespace = conn.namespace
         # The namespace is written into every document, as the run's DNS names need it.
         options = options.replace(namespace=namespace)
-        try:
-            planned = plan(options)
-        except SelectionError as e:
-            if options.explain and e.verdicts is not None:
-                explain(e.verdicts, [], options)
-            raise
+        planned = plan_explained(options)
         assert planned.job is not None  # labels are on: check_options refused --no-labels
         documents = (
             (d.text, f"document {i} ({d.id})") for i, d in enumerate(planned.documents, start=1)

@@ -60,7 +60,7 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
 def write_run(options: Options) -> None:
     """Plan the run, write its documents where -o says, and say what was written."""
     from simpletfjob.output import destination, refuse_inputs, write_to
-    from simpletfjob.plan import default_output_name, inputs, plan
+    from simpletfjob.plan import default_output_name, inputs
     from simpletfjob.streams import stream_fd
 
     if options.output is None:
@@ -76,12 +76,7 @@ def write_run(options: Options) -> None:
         output = options.output
     dest = destination(output, directory_hint=default_output_name(options.template))
     refuse_inputs(dest, inputs(options))
-    try:
-        planned = plan(options)
-    except SelectionError as e:
-        if options.explain and e.verdicts is not None:
-            explain(e.verdicts, [], options)
-        raise
+    planned = plan_explained(options)
     # Warnings wait until the run has been written: a failure is one line, whatever came
     # before (only --explain's table, asked for, comes with it).
     try:
@@ -93,6 +88,18 @@ def write_run(options: Options) -> None:
     tell(planned, options)
     checked = f"; valid for Kubernetes {planned.validated}" if planned.validated else ""
     say(summary(planned.tasks, dest.shown) + checked)
+
+
+def plan_explained(options: Options) -> Any:
+    """The plan; when it fails for want of hosts, --explain's table comes before the error."""
+    from simpletfjob.plan import plan
+
+    try:
+        return plan(options)
+    except SelectionError as e:
+        if options.explain and e.verdicts is not None:
+            explain(e.verdicts, [], options)
+        raise
 
 
 def tell(planned: Any, options: Options) -> None:

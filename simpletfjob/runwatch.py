@@ -140,8 +140,11 @@ def follow(conn: Connection, name: str, deadline: Deadline | None) -> Iterator[R
     """The run now, then again after each change, until it has ended or the deadline has passed.
 
     One list of Jobs and one of pods, then a watch of each from where its list was read.
+    A deadline of 0 s checks once, as `kubectl wait --timeout 0s` does: the lists are not
+    cut short by it, so that a run that has ended is told as ended.
     """
-    jobs, pods = _both(conn, name, deadline)
+    once = deadline is not None and deadline.seconds <= 0
+    jobs, pods = _both(conn, name, None if once else deadline)
     run = run_state(name, conn.namespace, jobs.items, pods.items)
     if not run.tasks:
         raise NoRunError(name, conn.namespace)

@@ -471,3 +471,30 @@ def test_ctrl_c_stops_wait_with_one_line_and_leaves_the_run(
     assert (out, err.decode().splitlines()[-1]) == (b"", "simpletfjob: interrupted")
     assert "Traceback" not in err.decode()
     assert len(names("jobs")) == 3
+
+
+def test_wait_timeout_0s_checks_once_and_tells_an_ended_run_as_ended(
+    cli: Any, kubeapi: KubeAPI, kubeconfig: str, names: Callable[[str], set[str]]
+) -> None:
+    # As `kubectl wait --timeout 0s`: the state now, not a timeout before the first look.
+    load_run(kubeapi)
+    kubeapi.add_faults(resource="pods", verb="list", delay=0.3)
+    finish_job(kubeapi, "mnist-worker-0")
+    result = cli("wait", "mnist", "--timeout", "0s", "--kubeconfig", kubeconfig)
+    assert result.code == 0, result.err
+    assert result.err.splitlines()[-1] == "run mnist succeeded: worker-0 Succeeded"
+    assert names("jobs") == {"mnist-worker-0"}  # the cleanup ran too
+
+
+def test_wait_timeout_0s_on_a_run_still_going_is_exit_3_at_once(
+    cli: Any, kubeapi: KubeAPI, kubeconfig: str, names: Callable[[str], set[str]]
+) -> None:
+    load_run(kubeapi)
+    started = time.monotonic()
+    result = cli("wait", "mnist", "--timeout", "0s", "--kubeconfig", kubeconfig)
+    assert time.monotonic() - started < 5
+    assert result.code == 3
+    assert result.err.splitlines()[-1] == (
+        "simpletfjob: error: run 'mnist' did not end within 0s (Pending); it is left as it is"
+    )
+    assert len(names("jobs")) == 3

@@ -498,3 +498,15 @@ def test_wait_timeout_0s_on_a_run_still_going_is_exit_3_at_once(
         "simpletfjob: error: run 'mnist' did not end within 0s (Pending); it is left as it is"
     )
     assert len(names("jobs")) == 3
+
+
+def test_wait_with_the_longest_timeout_waits_as_any_other(
+    cli: Any, kubeapi: KubeAPI, kubeconfig: str
+) -> None:
+    # Go's longest duration, the most --timeout takes: one second more overflowed a lock's timeout.
+    load_run(kubeapi)
+    changer = when_watching(kubeapi, lambda: finish_job(kubeapi, "mnist-worker-0"))
+    result = cli("wait", "mnist", "--timeout", "2562047h47m16.854s", "--kubeconfig", kubeconfig)
+    changer.join()
+    assert result.code == 0, result.err
+    assert result.err.splitlines()[-1] == "run mnist succeeded: worker-0 Succeeded"

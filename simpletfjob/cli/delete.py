@@ -46,7 +46,8 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     jobs, services = len(run.jobs), len(run.services)
     waited = " and its Jobs are gone" if options.wait else ""
     print(
-        f"simpletfjob: deleted run {run.name} in namespace {run.namespace} ({deleted} objects: "
+        f"simpletfjob: deleted run {run.name} in namespace {run.namespace} ({deleted} "
+        f"{'object' if deleted == 1 else 'objects'}: "
         f"{jobs} {'job' if jobs == 1 else 'jobs'}, {services} "
         f"{'service' if services == 1 else 'services'}){waited}",
         file=sys.stderr,

@@ -58,6 +58,18 @@ def test_delete_removes_the_runs_jobs_and_services_and_nothing_else(
     assert_one_line_error(missing, 1, contains=(f"no run 'mnist' in namespace '{ns}'",))
 
 
+def test_a_run_of_one_object_is_counted_in_the_singular(cluster: Cluster, run_in: Any) -> None:
+    ns = cluster.create_namespace()
+    apply = run_in(ns)
+    assert apply("--psn", "0", hosts="h1").code == 0
+    result = apply.delete()
+    assert result.code == 0, result.err
+    assert lines(result) == [
+        'job.batch "mnist-worker-0" deleted',
+        f"simpletfjob: deleted run mnist in namespace {ns} (1 object: 1 job, 0 services)",
+    ]
+
+
 def test_a_refusal_stops_the_delete_at_once_in_one_line(cluster: Cluster, run_in: Any) -> None:
     ns = cluster.create_namespace()
     assert run_in(ns)("--network", "pod", hosts="h1,h2").code == 0

@@ -120,7 +120,9 @@ def test_a_run_name_that_is_no_label_value_is_a_usage_error(
 ) -> None:
     kubeconfig = str(cluster.kubeconfig(tmp_path / "kc", ADMIN, "default"))
     result = cli("delete", "Mnist run", "--kubeconfig", kubeconfig)
-    assert_one_line_error(result, 2, contains=("'Mnist run' is not a run's name",))
+    assert_one_line_error(
+        result, 2, contains=("RUN 'Mnist run' is not a valid run name, a label value",)
+    )
 
 
 def test_apply_and_delete_list_each_resource_once_whatever_the_number_of_tasks(

@@ -415,7 +415,7 @@ def test_a_watch_refused_by_rbac_is_one_line_naming_it(
     assert "cannot watch pods in namespace ml" in result.err.splitlines()[-1]
 
 
-@pytest.mark.parametrize("command", ["status", "wait"])
+@pytest.mark.parametrize("command", ["status", "wait", "delete"])
 @pytest.mark.parametrize("name", ["a b", "x-", "x" * 64, ""])
 def test_a_run_name_that_is_no_label_value_is_a_usage_error(
     cli: Any, kube_env: Path, command: str, name: str

@@ -180,8 +180,8 @@ def apply_run(
                 whose = f"run {owner!r}" if owner else "no run (it lacks the simpletfjob labels)"
                 raise ClusterError(
                     f"{m.ref} already exists in namespace {namespace} and belongs to {whose}; "
-                    f"simpletfjob changes only its own objects: delete it, or give --name to apply "
-                    f"this render as another run with other object names"
+                    "simpletfjob changes only its own objects: delete it, or rename the "
+                    "template's objects (metadata.name; --name changes only the run's label)"
                 )
     deleted = False
     if replace and not old.empty:

@@ -194,7 +194,27 @@ class NodeChoiceOptions(OptionGroup):
     )
 
 
-class NodesOptions(NodeChoiceOptions, ClusterOptions):
+class ValueOptions(OptionGroup):
+    """The template's variables: for a render, and for `nodes --template`, which renders it too."""
+
+    set_values: tuple[str, ...] = option(
+        "--set",
+        default=(),
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="A template variable (repeatable; dotted keys nest, as in helm).",
+    )
+    value_files: tuple[str, ...] = option(
+        "-f",
+        "--values",
+        default=(),
+        multiple=True,
+        metavar="FILE",
+        help="Template variables from a YAML mapping (repeatable; later files win, --set wins over all).",
+    )
+
+
+class NodesOptions(NodeChoiceOptions, ClusterOptions, ValueOptions):
     """`simpletfjob nodes`: what the cluster has free, and which nodes a render could use."""
 
     template: str | None = option(
@@ -263,21 +283,6 @@ class RenderOptions(OptionGroup):
         metavar="FILE|-",
         help="Where to write; default <template dir>/<template stem>_tfjob.yaml; '-' is stdout.",
     )
-    set_values: tuple[str, ...] = option(
-        "--set",
-        default=(),
-        multiple=True,
-        metavar="KEY=VALUE",
-        help="A template variable (repeatable; dotted keys nest, as in helm).",
-    )
-    value_files: tuple[str, ...] = option(
-        "-f",
-        "--values",
-        default=(),
-        multiple=True,
-        metavar="FILE",
-        help="Template variables from a YAML mapping (repeatable; later files win, --set wins over all).",
-    )
     name: str | None = option(
         "--name",
         default=None,
@@ -331,6 +336,7 @@ class PolicyOptions(OptionGroup):
 
 class Options(
     RenderOptions,
+    ValueOptions,
     PolicyOptions,
     TensorFlowOptions,
     NodeChoiceOptions,

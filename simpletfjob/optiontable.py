@@ -375,9 +375,15 @@ def parse_duration(text: str) -> float:
         raise ValueError(
             f"{text!r} is not a duration; write a number and a unit, such as 30s, 5m or 1h"
         )
-    return sum(
+    seconds = sum(
         float(number) * _UNIT_SECONDS[unit] for number, unit in re.findall(_DURATION_PART, text)
     )
+    if seconds > _LONGEST_DURATION:
+        raise ValueError(f"{text!r} is longer than the longest duration, 2562047h (as in kubectl)")
+    return seconds
+
+
+_LONGEST_DURATION = (2**63 - 1) / 1e9  # Go's: an int64 of nanoseconds, about 292 years
 
 
 def format_duration(seconds: float) -> str:

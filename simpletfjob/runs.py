@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from simpletfjob.errors import SimpleTFJobError
+from simpletfjob.errors import SimpleTFJobError, UsageError
 from simpletfjob.kube.lists import list_objects
 from simpletfjob.kube.resources import JOBS, SERVICES, Resource
-from simpletfjob.labels import JOB_LABEL, MANAGED_BY, MANAGER
+from simpletfjob.labels import JOB_LABEL, LABEL_VALUE_RULE, MANAGED_BY, MANAGER, is_label_value
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
@@ -31,6 +31,14 @@ class NoRunError(SimpleTFJobError):
         super().__init__(f"no run {name!r} in namespace {namespace!r}")
         self.name = name
         self.namespace = namespace
+
+
+def check_run_name(name: str) -> None:
+    """A run's name is its label's value: anything else could name no run (or break the selector)."""
+    if not is_label_value(name) or not name:
+        raise UsageError(
+            f"RUN {name!r} is not a valid run name, a label value ({LABEL_VALUE_RULE})"
+        )
 
 
 def run_selector(name: str | None = None) -> str:

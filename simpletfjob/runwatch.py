@@ -16,13 +16,12 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from simpletfjob.errors import UsageError
 from simpletfjob.kube.lists import ObjectList, list_objects
 from simpletfjob.kube.objects import delete
 from simpletfjob.kube.request import Deadline
 from simpletfjob.kube.resources import JOBS, PODS, SERVICES, Resource
 from simpletfjob.kube.watch import Event, watch
-from simpletfjob.labels import JOB_LABEL, LABEL_VALUE_RULE, is_label_value
+from simpletfjob.labels import JOB_LABEL
 from simpletfjob.runs import NoRunError, run_selector
 from simpletfjob.runstate import FAILED, Run, group_runs, run_state
 
@@ -30,14 +29,6 @@ if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
 
 MANAGER = "simpletfjob"
-
-
-def check_run_name(name: str) -> None:
-    """A run's name is its label's value: anything else could name no run (or break the selector)."""
-    if not is_label_value(name) or not name:
-        raise UsageError(
-            f"RUN {name!r} is not a valid run name, a label value ({LABEL_VALUE_RULE})"
-        )
 
 
 def connect_for(
@@ -140,8 +131,11 @@ def follow(conn: Connection, name: str, deadline: Deadline | None) -> Iterator[R
     """The run now, then again after each change, until it has ended or the deadline has passed.
 
     One list of Jobs and one of pods, then a watch of each from where its list was read.
+    A deadline of 0 s checks once, as `kubectl wait --timeout 0s` does: the lists are not
+    cut short by it, so that a run that has ended is told as ended.
     """
-    jobs, pods = _both(conn, name, deadline)
+    once = deadline is not None and deadline.seconds <= 0
+    jobs, pods = _both(conn, name, None if once else deadline)
     run = run_state(name, conn.namespace, jobs.items, pods.items)
     if not run.tasks:
         raise NoRunError(name, conn.namespace)

@@ -5,7 +5,8 @@ server) and every pod is read in one cluster-wide list: a view shows every node,
 so there is no stopping early. The verdicts come from the same rules (selection.py):
 
 - with `--template FILE`, its pods' tolerations and host ports are judged as a render
-  of it would judge them (its header's --port and --tasks-per-host included);
+  of it would judge them (its header's --port and --tasks-per-host included, its
+  variables from --set and -f as a render takes them);
 - without one, every NoSchedule/NoExecute taint counts as untolerated, and the host
   ports in use are shown but decide nothing.
 
@@ -19,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from simpletfjob.eligibility import role_needs_of, rules_for
+from simpletfjob.errors import UsageError
 from simpletfjob.options import NodesOptions, Options
 from simpletfjob.selection import Rules, Verdict, judge_nodes
 
@@ -60,11 +62,17 @@ def survey(options: NodesOptions, warn: Callable[[str], None]) -> Survey:
 def render_options(options: NodesOptions) -> Options | None:
     """The options a render of --template would have (its header's defaults included), or None."""
     if options.template is None:
+        if options.set_values or options.value_files:
+            flag = "--set" if options.set_values else "-f/--values"
+            raise UsageError(f"{flag} gives a template's variables: it needs --template FILE")
         return None
     from simpletfjob.catalog import prepare_options
+    from simpletfjob.values import parse_set
 
     given = Options(
         template=options.template,
+        set_values=options.set_values,
+        value_files=options.value_files,
         kubeconfig=options.kubeconfig,
         context=options.context,
         selector=options.selector,
@@ -74,7 +82,8 @@ def render_options(options: NodesOptions) -> Options | None:
         nodes=None,
         output="-",
     )
-    return prepare_options(given, frozenset({"output"}), ())
+    sets = [parse_set(item) for item in options.set_values]
+    return prepare_options(given, frozenset({"output"}), sets)
 
 
 def read_usage(

@@ -22,17 +22,14 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
       simpletfjob delete mnist -n ml --wait
     """
     from simpletfjob.deleting import delete_run, wait_until_gone
-    from simpletfjob.errors import UsageError
     from simpletfjob.kube.connection import Settings, connect
-    from simpletfjob.labels import LABEL_VALUE_RULE, is_label_value
     from simpletfjob.optiontable import check_values
-    from simpletfjob.runs import find_run
+    from simpletfjob.runs import check_run_name, find_run
     from simpletfjob.streams import warn
 
     options = DeleteOptions(**values)
     check_values(options)
-    if not options.run or not is_label_value(options.run):
-        raise UsageError(f"{options.run!r} is not a run's name ({LABEL_VALUE_RULE})")
+    check_run_name(options.run)
     settings = Settings(
         kubeconfig=options.kubeconfig, context=options.context, namespace=options.namespace
     )
@@ -46,7 +43,8 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     jobs, services = len(run.jobs), len(run.services)
     waited = " and its Jobs are gone" if options.wait else ""
     print(
-        f"simpletfjob: deleted run {run.name} in namespace {run.namespace} ({deleted} objects: "
+        f"simpletfjob: deleted run {run.name} in namespace {run.namespace} ({deleted} "
+        f"{'object' if deleted == 1 else 'objects'}: "
         f"{jobs} {'job' if jobs == 1 else 'jobs'}, {services} "
         f"{'service' if services == 1 else 'services'}){waited}",
         file=sys.stderr,

@@ -39,8 +39,9 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     """
     from simpletfjob.kube.request import Deadline
     from simpletfjob.optiontable import format_duration
+    from simpletfjob.runs import check_run_name
     from simpletfjob.runstate import SUCCEEDED, Run, changes
-    from simpletfjob.runwatch import check_run_name, clean_up, connect_for, follow
+    from simpletfjob.runwatch import clean_up, connect_for, follow
 
     options = WaitOptions(**values)
     check_run_name(options.run)

@@ -198,7 +198,15 @@ def test_an_object_of_the_same_name_outside_the_run_is_never_taken_over(
     assert_one_line_error(
         refused,
         1,
-        contains=("job.batch/mnist-worker-0 already exists", "belongs to no run", "--name"),
+        contains=(
+            "job.batch/mnist-worker-0 already exists",
+            "belongs to no run",
+            "rename the template's objects (metadata.name; --name changes only the run's label)",
+        ),
+    )
+    # --name is the run's label, not the objects' names: another run meets the same Job.
+    assert_one_line_error(
+        run_in(ns)("--name", "other"), 1, contains=("job.batch/mnist-worker-0 already exists",)
     )
     assert set(jobs(cluster, ns, "team=other")) == {"mnist-worker-0"}
     assert jobs(cluster, ns) == {}

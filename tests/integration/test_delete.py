@@ -58,6 +58,18 @@ def test_delete_removes_the_runs_jobs_and_services_and_nothing_else(
     assert_one_line_error(missing, 1, contains=(f"no run 'mnist' in namespace '{ns}'",))
 
 
+def test_a_run_of_one_object_is_counted_in_the_singular(cluster: Cluster, run_in: Any) -> None:
+    ns = cluster.create_namespace()
+    apply = run_in(ns)
+    assert apply("--psn", "0", hosts="h1").code == 0
+    result = apply.delete()
+    assert result.code == 0, result.err
+    assert lines(result) == [
+        'job.batch "mnist-worker-0" deleted',
+        f"simpletfjob: deleted run mnist in namespace {ns} (1 object: 1 job, 0 services)",
+    ]
+
+
 def test_a_refusal_stops_the_delete_at_once_in_one_line(cluster: Cluster, run_in: Any) -> None:
     ns = cluster.create_namespace()
     assert run_in(ns)("--network", "pod", hosts="h1,h2").code == 0
@@ -108,7 +120,9 @@ def test_a_run_name_that_is_no_label_value_is_a_usage_error(
 ) -> None:
     kubeconfig = str(cluster.kubeconfig(tmp_path / "kc", ADMIN, "default"))
     result = cli("delete", "Mnist run", "--kubeconfig", kubeconfig)
-    assert_one_line_error(result, 2, contains=("'Mnist run' is not a run's name",))
+    assert_one_line_error(
+        result, 2, contains=("RUN 'Mnist run' is not a valid run name, a label value",)
+    )
 
 
 def test_apply_and_delete_list_each_resource_once_whatever_the_number_of_tasks(

@@ -163,3 +163,32 @@ def test_bad_options_are_usage_errors(cli: Any, work: Path) -> None:
     assert_one_line_error(refused, 2, contains=["yaml"])
     refused = cli("nodes", "--gpus", "-1", cwd=work)
     assert_one_line_error(refused, 2, contains=["--gpus"])
+
+
+def test_a_template_takes_its_variables_from_set_and_values_as_a_render_does(
+    cli: Any, kubeapi: KubeAPI, work: Path
+) -> None:
+    # The variables decide what is judged: here, whether the pods use the host's network.
+    template = TOLERATING.replace("hostNetwork: true", "hostNetwork: <<host_network>>")
+    write(work / "variable.yaml", template.replace("tensorflow/tensorflow", "<<image>>"))
+    write(work / "values.yaml", "image: tensorflow/tensorflow\nhost_network: false\n")
+    missing = cli("nodes", "--kubeconfig", "kubeconfig", "--template", "variable.yaml", cwd=work)
+    assert_one_line_error(missing, 1, contains=["'host_network' is undefined; give it with --set"])
+
+    on_host = ("--set", "image=tf", "--set", "host_network=true")
+    found = by_name(nodes(cli, work, "-o", "json", "--template", "variable.yaml", *on_host))
+    assert found["ported"]["reasons"] == ["port 2222 held by ml/other-worker-3"]
+    found = by_name(
+        nodes(cli, work, "-o", "json", "--template", "variable.yaml", "-f", "values.yaml")
+    )
+    assert found["ported"]["eligible"] is True  # on the pod network, no host port is needed
+    assert found["tainted"]["eligible"] is True  # and the tolerations still count
+
+
+@pytest.mark.parametrize("given", [("--set", "image=tf"), ("-f", "values.yaml")])
+def test_variables_without_a_template_are_a_usage_error(
+    cli: Any, kubeapi: KubeAPI, work: Path, given: tuple[str, str]
+) -> None:
+    refused = cli("nodes", "--kubeconfig", "kubeconfig", *given, cwd=work)
+    assert_one_line_error(refused, 2, contains=["a template's variables: it needs --template FILE"])
+    assert kubeapi.requests_for("nodes") == []  # refused before the cluster is asked

@@ -415,7 +415,7 @@ def test_a_watch_refused_by_rbac_is_one_line_naming_it(
     assert "cannot watch pods in namespace ml" in result.err.splitlines()[-1]
 
 
-@pytest.mark.parametrize("command", ["status", "wait"])
+@pytest.mark.parametrize("command", ["status", "wait", "delete"])
 @pytest.mark.parametrize("name", ["a b", "x-", "x" * 64, ""])
 def test_a_run_name_that_is_no_label_value_is_a_usage_error(
     cli: Any, kube_env: Path, command: str, name: str
@@ -471,3 +471,42 @@ def test_ctrl_c_stops_wait_with_one_line_and_leaves_the_run(
     assert (out, err.decode().splitlines()[-1]) == (b"", "simpletfjob: interrupted")
     assert "Traceback" not in err.decode()
     assert len(names("jobs")) == 3
+
+
+def test_wait_timeout_0s_checks_once_and_tells_an_ended_run_as_ended(
+    cli: Any, kubeapi: KubeAPI, kubeconfig: str, names: Callable[[str], set[str]]
+) -> None:
+    # As `kubectl wait --timeout 0s`: the state now, not a timeout before the first look.
+    load_run(kubeapi)
+    kubeapi.add_faults(resource="pods", verb="list", delay=0.3)
+    finish_job(kubeapi, "mnist-worker-0")
+    result = cli("wait", "mnist", "--timeout", "0s", "--kubeconfig", kubeconfig)
+    assert result.code == 0, result.err
+    assert result.err.splitlines()[-1] == "run mnist succeeded: worker-0 Succeeded"
+    assert names("jobs") == {"mnist-worker-0"}  # the cleanup ran too
+
+
+def test_wait_timeout_0s_on_a_run_still_going_is_exit_3_at_once(
+    cli: Any, kubeapi: KubeAPI, kubeconfig: str, names: Callable[[str], set[str]]
+) -> None:
+    load_run(kubeapi)
+    started = time.monotonic()
+    result = cli("wait", "mnist", "--timeout", "0s", "--kubeconfig", kubeconfig)
+    assert time.monotonic() - started < 5
+    assert result.code == 3
+    assert result.err.splitlines()[-1] == (
+        "simpletfjob: error: run 'mnist' did not end within 0s (Pending); it is left as it is"
+    )
+    assert len(names("jobs")) == 3
+
+
+def test_wait_with_the_longest_timeout_waits_as_any_other(
+    cli: Any, kubeapi: KubeAPI, kubeconfig: str
+) -> None:
+    # Go's longest duration, the most --timeout takes: one second more overflowed a lock's timeout.
+    load_run(kubeapi)
+    changer = when_watching(kubeapi, lambda: finish_job(kubeapi, "mnist-worker-0"))
+    result = cli("wait", "mnist", "--timeout", "2562047h47m16.854s", "--kubeconfig", kubeconfig)
+    changer.join()
+    assert result.code == 0, result.err
+    assert result.err.splitlines()[-1] == "run mnist succeeded: worker-0 Succeeded"

@@ -347,6 +347,19 @@ def test_bad_durations(text: str) -> None:
         parse_duration(text)
 
 
+@pytest.mark.parametrize("text", ["2562047h47m17s", "3000000h", "99999999999h", "9" * 400 + "s"])
+def test_durations_longer_than_gos_longest_are_refused(text: str) -> None:
+    # kubectl's --timeout is a Go duration: an int64 of nanoseconds, at most 2562047h47m16.85s.
+    with pytest.raises(
+        ValueError, match=r"longer than the longest duration, 2562047h \(as in kubectl\)$"
+    ):
+        parse_duration(text)
+
+
+def test_gos_longest_duration_is_taken() -> None:
+    assert parse_duration("2562047h47m16.854s") == pytest.approx((2**63 - 1) / 1e9)
+
+
 @given(st.integers(min_value=0, max_value=10**7))
 def test_a_duration_reads_back_as_written(seconds: int) -> None:
     assert parse_duration(format_duration(seconds)) == seconds

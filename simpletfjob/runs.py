@@ -114,3 +114,18 @@ def find_run(conn: Connection, name: str, *, deadline: Deadline | None = None) -
     if run.empty:
         raise NoRunError(name, run.namespace)
     return run
+
+
+def connect_for(
+    kubeconfig: str | None, context: str | None, namespace: str | None, purpose: str
+) -> Connection:
+    """A connection for the commands on runs, as kubectl's; the warning that TLS is not checked is given once, here."""
+    from simpletfjob.kube.connection import Settings, connect
+    from simpletfjob.streams import warn
+
+    conn = connect(
+        Settings(kubeconfig=kubeconfig, context=context, namespace=namespace), purpose=purpose
+    )
+    if conn.target.insecurity:
+        warn(conn.target.insecurity)
+    return conn

@@ -31,21 +31,6 @@ if TYPE_CHECKING:
 MANAGER = "simpletfjob"
 
 
-def connect_for(
-    kubeconfig: str | None, context: str | None, namespace: str | None, purpose: str
-) -> Connection:
-    """A connection as kubectl's; the warning that TLS is not checked is given once, here."""
-    from simpletfjob.kube.connection import Settings, connect
-    from simpletfjob.streams import warn
-
-    conn = connect(
-        Settings(kubeconfig=kubeconfig, context=context, namespace=namespace), purpose=purpose
-    )
-    if conn.target.insecurity:
-        warn(conn.target.insecurity)
-    return conn
-
-
 def _both(
     conn: Connection, name: str | None, deadline: Deadline | None = None
 ) -> tuple[ObjectList, ObjectList]:

@@ -50,15 +50,10 @@ def apply_run(options: ApplyOptions) -> None:
     from simpletfjob.applying import apply_run as apply_manifests
     from simpletfjob.applying import manifests
     from simpletfjob.cli.render import plan_explained, summary, tell
-    from simpletfjob.kube.connection import Settings, connect
-    from simpletfjob.streams import warn
+    from simpletfjob.runs import connect_for
 
-    settings = Settings(
-        kubeconfig=options.kubeconfig, context=options.context, namespace=options.namespace
-    )
-    with connect(settings, purpose="apply the run to") as conn:
-        if conn.target.insecurity:
-            warn(conn.target.insecurity)
+    connection = (options.kubeconfig, options.context, options.namespace)
+    with connect_for(*connection, purpose="apply the run to") as conn:
         namespace = conn.namespace
         # The namespace is written into every document, as the run's DNS names need it.
         options = options.replace(namespace=namespace)

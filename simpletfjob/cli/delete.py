@@ -22,20 +22,14 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
       simpletfjob delete mnist -n ml --wait
     """
     from simpletfjob.deleting import delete_run, wait_until_gone
-    from simpletfjob.kube.connection import Settings, connect
     from simpletfjob.optiontable import check_values
-    from simpletfjob.runs import check_run_name, find_run
-    from simpletfjob.streams import warn
+    from simpletfjob.runs import check_run_name, connect_for, find_run
 
     options = DeleteOptions(**values)
     check_values(options)
     check_run_name(options.run)
-    settings = Settings(
-        kubeconfig=options.kubeconfig, context=options.context, namespace=options.namespace
-    )
-    with connect(settings, purpose="delete a run from") as conn:
-        if conn.target.insecurity:
-            warn(conn.target.insecurity)
+    connection = (options.kubeconfig, options.context, options.namespace)
+    with connect_for(*connection, purpose="delete a run from") as conn:
         run = find_run(conn, options.run)
         deleted = delete_run(conn, run, "Background", lambda line: print(line, file=sys.stderr))
         if options.wait:

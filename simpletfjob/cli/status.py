@@ -32,8 +32,8 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
       simpletfjob status mnist -n ml
     """
     from simpletfjob.output import write_stdout
-    from simpletfjob.runs import check_run_name
-    from simpletfjob.runwatch import connect_for, read_run, read_runs
+    from simpletfjob.runs import check_run_name, connect_for
+    from simpletfjob.runwatch import read_run, read_runs
 
     options = StatusOptions(**values)
     if options.run is not None:

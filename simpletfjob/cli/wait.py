@@ -39,9 +39,9 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     """
     from simpletfjob.kube.request import Deadline
     from simpletfjob.optiontable import format_duration
-    from simpletfjob.runs import check_run_name
+    from simpletfjob.runs import check_run_name, connect_for
     from simpletfjob.runstate import SUCCEEDED, Run, changes
-    from simpletfjob.runwatch import clean_up, connect_for, follow
+    from simpletfjob.runwatch import clean_up, follow
 
     options = WaitOptions(**values)
     check_run_name(options.run)

@@ -67,6 +67,14 @@ def pod_of(kube: ControlPlane, namespace: str, job: str) -> str:
     return str(pods[0]["metadata"]["name"])
 
 
+def run_all_pods(kube: ControlPlane, namespace: str, tasks: int) -> None:
+    """Play the kubelet once the Job controller has made every task's pod: run_pods acts only
+    on the pods there are, and a pod made later would stay Pending for the whole test."""
+    selector = "simpletfjob/job=tfrun"
+    wait_for(lambda: len(kube.pods(namespace, selector)) >= tasks, 30, f"{tasks} pods")
+    kube.run_pods(namespace, selector, NODES[0])  # each pod is pinned already
+
+
 def meanwhile(play: Callable[[], None]) -> threading.Thread:
     errors: list[BaseException] = []
 
@@ -99,7 +107,7 @@ def test_a_ps_worker_run_succeeds_through_worker0_then_wait_deletes_the_running_
     kubeconfig = create_run(cli, kube, namespace, tmp_path, "-N", "3")
 
     def play() -> None:
-        kube.run_pods(namespace, "simpletfjob/job=tfrun", NODES[0])  # each pod is pinned already
+        run_all_pods(kube, namespace, 3)
         worker0 = pod_of(kube, namespace, "tfrun-worker-0")
         kube.set_pod_status(namespace, worker0, "Succeeded")
 
@@ -184,7 +192,7 @@ def test_a_worker_past_its_backoff_limit_fails_the_run_and_wait_names_it(
     kubeconfig = create_run(cli, kube, namespace, tmp_path, "-N", "3")
 
     def play() -> None:
-        kube.run_pods(namespace, "simpletfjob/job=tfrun", NODES[0])
+        run_all_pods(kube, namespace, 3)
         worker1 = pod_of(kube, namespace, "tfrun-worker-1")
         kube.set_pod_status(namespace, worker1, "Failed", exit_code=2)
 

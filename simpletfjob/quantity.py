@@ -6,37 +6,54 @@ only with the whole client (most of a second to import).
 
 from __future__ import annotations
 
+import functools
 import re
-from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from simpletfjob.yamlinput import describe_value
+
+if TYPE_CHECKING:
+    from fractions import Fraction
 
 # Kubernetes' quantity grammar (k8s.io/apimachinery resource.Quantity): a signed decimal
 # number, then a binary suffix, a decimal suffix, or an exponent.
 _QUANTITY = re.compile(
     r"([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]{1,9})?"
 )
-_SUFFIXES = {
-    "": Fraction(1),
-    "n": Fraction(1, 10**9),
-    "u": Fraction(1, 10**6),
-    "m": Fraction(1, 1000),
-    "k": Fraction(10**3),
-    "M": Fraction(10**6),
-    "G": Fraction(10**9),
-    "T": Fraction(10**12),
-    "P": Fraction(10**15),
-    "E": Fraction(10**18),
-    **{s: Fraction(1024**i) for i, s in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"), start=1)},
-}
 # An amount no node has, what any larger quantity is taken as: `1e999999999` would
 # otherwise be built digit by digit. Kubernetes itself caps a quantity near 2**63.
-MOST = Fraction(1 << 62)
+MOST = 1 << 62
 _EXPONENT_LIMIT = 30  # 10**30 is past MOST, 10**-30 below any request
+
+
+@functools.cache
+def _suffixes() -> dict[str, Fraction]:
+    # `fractions` (and the `decimal` it imports) is loaded only when a quantity that is
+    # not a plain count is read: an offline render, which reads none, does not pay for it.
+    from fractions import Fraction
+
+    return {
+        "": Fraction(1),
+        "n": Fraction(1, 10**9),
+        "u": Fraction(1, 10**6),
+        "m": Fraction(1, 1000),
+        "k": Fraction(10**3),
+        "M": Fraction(10**6),
+        "G": Fraction(10**9),
+        "T": Fraction(10**12),
+        "P": Fraction(10**15),
+        "E": Fraction(10**18),
+        **{
+            s: Fraction(1024**i)
+            for i, s in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"), start=1)
+        },
+    }
 
 
 def parse_quantity(value: object) -> Fraction:
     """A resource quantity (a string, or a JSON number) as an exact amount; a ValueError says what is wrong."""
+    from fractions import Fraction
+
     if type(value) is int:
         return Fraction(value)
     if type(value) is float:
@@ -48,10 +65,10 @@ def parse_quantity(value: object) -> Fraction:
         raise ValueError(f"{value!r} is not a quantity (such as 4, 500m or 1Gi)")
     number, suffix = Fraction(match[1]), match[2] or ""
     if suffix[:1] not in ("e", "E"):
-        return number * _SUFFIXES[suffix]
+        return number * _suffixes()[suffix]
     exponent = int(suffix[1:])
     if exponent > _EXPONENT_LIMIT:
-        return MOST if number > 0 else -MOST if number < 0 else number
+        return Fraction(MOST if number > 0 else -MOST if number < 0 else 0)
     return number * Fraction(10) ** max(exponent, -_EXPONENT_LIMIT)
 
 
@@ -65,5 +82,4 @@ def parse_quantity_count(value: object) -> int | None:
         amount = parse_quantity(value)
     except ValueError:
         return None
-    amount = max(Fraction(0), min(amount, MOST))
-    return amount.numerator // amount.denominator  # a part of a device is none
+    return max(0, min(amount.numerator // amount.denominator, MOST))  # a part of a device is none

@@ -83,10 +83,10 @@ def test_checking_a_tasks_yaml_is_within_the_memory_cap(
     import resource
 
     before = resource.getrlimit(resource.RLIMIT_AS)
-    monkeypatch.setattr(sandbox, "MEMORY", 64 << 20)
+    monkeypatch.setattr(sandbox, "MEMORY", 16 << 20)
     result = render(cli, tmp_path, "v: [" + ",".join(["1"] * 1_000_000) + "]\n")
     assert_one_line_error(
-        result, 1, r"^simpletfjob: error: t.yaml: the template needs more than 64 MiB of memory"
+        result, 1, r"^simpletfjob: error: t.yaml: the template needs more than 16 MiB of memory"
     )
     assert resource.getrlimit(resource.RLIMIT_AS) == before
 

@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, load_all
 
 CASES = sorted(p.parent for p in EXAMPLES.glob("*/args"))
 
@@ -37,7 +36,7 @@ def test_example(cli: Any, case: Path) -> None:
     expected = (case / "expected.yaml").read_text()
     result = cli(*args, cwd=case)
     assert result.code == 0, result.err
-    assert list(yaml.safe_load_all(result.out)) == list(yaml.safe_load_all(expected))
+    assert load_all(result.out) == load_all(expected)
     assert result.out == expected
 
 

@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from tests.conftest import EXAMPLES, console_script
+from tests.conftest import EXAMPLES, console_script, load_all
+from tests.support import forkserver
 from tests.support.kubeapi import closed_port
 
 TIMEOUT = 120  # seconds: generous, for a loaded machine; a row that takes it has hung
@@ -109,7 +109,7 @@ class Outcome:
     def documents(self, name: str | None = None) -> list[Any]:
         """The YAML documents on stdout, or in the file `name`, parsed."""
         text = (self.directory / name).read_bytes() if name else self.out
-        return list(yaml.safe_load_all(text))
+        return load_all(text)
 
 
 @dataclass(frozen=True)
@@ -207,7 +207,7 @@ def appended_to(name: str, old: bytes) -> Callable[[Outcome], None]:
     def check(outcome: Outcome) -> None:
         data = (outcome.directory / name).read_bytes()
         assert data.startswith(old)
-        assert [d["metadata"]["name"] for d in yaml.safe_load_all(data[len(old) :])] == [
+        assert [d["metadata"]["name"] for d in load_all(data[len(old) :])] == [
             "mnist-ps-0",
             "mnist-worker-0",
         ]
@@ -377,7 +377,7 @@ def run_case(case: Case, directory: Path) -> Outcome:
             os.close(read_end)
             stdout = broken
         started = time.monotonic()
-        proc = subprocess.Popen(
+        proc = forkserver.Popen(
             command,
             cwd=directory,
             env=environment(directory, case.env),

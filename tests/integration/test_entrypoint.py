@@ -6,9 +6,8 @@ import subprocess
 import sys
 
 import pytest
-import yaml
 
-from tests.conftest import EXAMPLES, console_script
+from tests.conftest import EXAMPLES, console_script, load_all
 
 
 def test_console_script_renders_mnist() -> None:
@@ -81,4 +80,4 @@ def test_an_offline_render_imports_nothing_heavy(template: str) -> None:
         [sys.executable, "-c", code], cwd=EXAMPLES, capture_output=True, text=True, timeout=60
     )
     assert proc.stderr.strip().splitlines()[-1] == "[]"
-    assert len(list(yaml.safe_load_all(proc.stdout))) == 3
+    assert len(load_all(proc.stdout)) == 3

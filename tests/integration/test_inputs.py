@@ -18,7 +18,6 @@ import os
 import re
 import stat
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,17 @@ import yaml
 
 from simpletfjob import yamlinput
 from simpletfjob.nodes import without_images
-from tests.conftest import EXAMPLES, Result, assert_one_line_error, job_template, snapshot, write
+from tests.conftest import (
+    EXAMPLES,
+    Result,
+    assert_one_line_error,
+    console_script,
+    job_template,
+    load_all,
+    snapshot,
+    write,
+)
+from tests.support import forkserver
 from tests.support.kubeapi import KubeAPI, make_node, write_kubeconfig
 
 TOKEN = "sha256~plugin-token"
@@ -55,8 +64,8 @@ def assert_refused(
 
 def tool(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 30) -> Result:
     """simpletfjob as a separate process, as a user runs it; the timeout bounds its time."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "simpletfjob", *args],
+    proc = forkserver.run(
+        [console_script(), *args],
         cwd=cwd,
         env={**os.environ, **(env or {})},
         capture_output=True,
@@ -346,7 +355,7 @@ def test_json_as_kubectl_writes_it_reads_as_yaml_does(cli: Any, tmp_path: Path) 
     assert len(outputs) == 1
     out, err = outputs.pop()
     assert re.search(r"^n3 +no +- +taint nvidia.com/gpu", err, re.MULTILINE), err
-    assert [d["metadata"]["name"] for d in yaml.safe_load_all(out)] == [
+    assert [d["metadata"]["name"] for d in load_all(out)] == [
         "t-ps-0",
         *(f"t-worker-{i}" for i in range(5)),
     ]
@@ -619,7 +628,7 @@ def test_a_working_plugin_gives_the_token(secured: KubeAPI, tmp_path: Path) -> N
     path = f"{plugin.parent}{os.pathsep}{os.environ.get('PATH', '')}"
     result = tool("t.yaml", "--kubeconfig", "kc", "-o", "-", cwd=tmp_path, env={"PATH": path})
     assert result.code == 0, result.err
-    assert [d["metadata"]["name"] for d in yaml.safe_load_all(result.out)] == [
+    assert [d["metadata"]["name"] for d in load_all(result.out)] == [
         "t-ps-0",
         "t-worker-0",
     ]

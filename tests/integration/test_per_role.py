@@ -12,11 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.conftest import assert_one_line_error, tf_config_of, write
+from tests.conftest import assert_one_line_error, load_all, tf_config_of, write
 from tests.support.kubeapi import KubeAPI, make_node, write_kubeconfig
 
 SPOT = {"key": "spot", "value": "true", "effect": "NoSchedule"}
@@ -485,7 +484,7 @@ def test_every_task_on_a_node_its_role_tolerates(
         assert err.count("\n") == 1 and err.startswith("simpletfjob: error: "), err
         assert err[len("simpletfjob: error: ") :].startswith(SELECTION_ERRORS), err
         return
-    docs = list(yaml.safe_load_all(out))
+    docs = load_all(out)
     taints_of = dict(zip(names, taints, strict=True))
     ip_of = dict(zip(names, ips, strict=False))
     endpoints = set()

@@ -18,7 +18,7 @@ import yaml
 from simpletfjob.kube.connection import Settings, connect
 from simpletfjob.kube.objects import apply
 from simpletfjob.kube.resources import resource_for
-from tests.conftest import assert_one_line_error
+from tests.conftest import assert_one_line_error, load_all
 from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
 
@@ -55,7 +55,7 @@ def create_run(cli: Any, kube: ControlPlane, namespace: str, tmp_path: Path, *op
     assert rendered.code == 0, rendered.err
     kubeconfig = kube.kubeconfig(tmp_path / "admin", namespace=namespace)
     with connect(Settings(kubeconfig=str(kubeconfig))) as conn:
-        for document in yaml.safe_load_all(rendered.out):
+        for document in load_all(rendered.out):
             resource = resource_for(document["apiVersion"], document["kind"])
             assert resource is not None
             apply(conn, resource, document)

@@ -30,11 +30,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from simpletfjob.kube.paths import kubeconfig_files, kubeconfig_paths
 from simpletfjob.streams import stream_fd, warn
-from tests.conftest import EXAMPLES, assert_one_line_error, console_script, snapshot, write
+from tests.conftest import (
+    EXAMPLES,
+    assert_one_line_error,
+    console_script,
+    load_all,
+    snapshot,
+    write,
+)
+from tests.support import forkserver
 from tests.support.kubeapi import KubeAPI, closed_port, make_node, write_kubeconfig
 
 MNIST = (EXAMPLES / "mnist.yaml").read_text()
@@ -78,7 +85,7 @@ def run(
     popen.setdefault("stdout", subprocess.PIPE)
     popen.setdefault("stderr", subprocess.PIPE)
     popen.setdefault("stdin", subprocess.DEVNULL)
-    proc = subprocess.run(
+    proc = forkserver.run(
         command, cwd=cwd, env={**os.environ, **(env or {})}, timeout=TIMEOUT, **popen, check=False
     )
     out = proc.stdout if isinstance(proc.stdout, bytes) else b""
@@ -87,7 +94,7 @@ def run(
 
 
 def jobs(text: str | bytes) -> list[dict[str, Any]]:
-    docs = list(yaml.safe_load_all(text))
+    docs = load_all(text)
     assert docs and all(d["kind"] == "Job" for d in docs), docs
     return docs
 
@@ -321,7 +328,7 @@ def test_dev_stderr_and_dev_fd_n(work: Path) -> None:
 def test_a_terminal(work: Path) -> None:
     main, terminal = pty.openpty()
     try:
-        proc = subprocess.Popen(
+        proc = forkserver.Popen(
             [SCRIPT, "mnist.yaml", "--nodes-file", "hosts", "-o", "/dev/stdout"],
             cwd=work,
             stdin=subprocess.DEVNULL,
@@ -453,7 +460,7 @@ def test_a_signal_while_writing_a_file_removes_the_temporary_file(
     big_hosts(work)
     old = write(work / "out.yaml", "old: content\n")
     before = snapshot(work)
-    proc = subprocess.Popen(
+    proc = forkserver.Popen(
         [SCRIPT, "mnist.yaml", "--nodes-file", "big", "-o", "out.yaml"],
         cwd=work,
         stdin=subprocess.DEVNULL,
@@ -483,7 +490,7 @@ def test_a_signal_while_blocked_on_a_full_pipe(work: Path, signum: int, code: in
     big_hosts(work, 400)
     read_end, write_end = os.pipe()
     try:
-        proc = subprocess.Popen(
+        proc = forkserver.Popen(
             [SCRIPT, "mnist.yaml", "--nodes-file", "big", "-o", "-"],
             cwd=work,
             stdin=subprocess.DEVNULL,
@@ -512,7 +519,7 @@ def test_a_signal_while_blocked_on_a_full_pipe(work: Path, signum: int, code: in
 def test_sigint_is_handled_even_when_started_ignoring_it(work: Path) -> None:
     """A shell script's `simpletfjob ... &` starts with SIGINT ignored; kill -INT still cleans up."""
     big_hosts(work)
-    proc = subprocess.Popen(
+    proc = forkserver.Popen(
         [SCRIPT, "mnist.yaml", "--nodes-file", "big", "-o", "out.yaml"],
         cwd=work,
         stdin=subprocess.DEVNULL,
@@ -737,7 +744,7 @@ def test_init_into_a_directory(cli: Any, work: Path) -> None:
     assert (work / "dir" / "tf1-flags.yaml").read_text() == copy
     # The copy renders.
     result = cli("dir/tf1-flags.yaml", "--nodes", "a,b", "-o", "-", cwd=work)
-    assert result.code == 0 and len(list(yaml.safe_load_all(result.out))) == 2
+    assert result.code == 0 and len(load_all(result.out)) == 2
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,7 @@
 
 Each case puts TF_CONFIG somewhere in a container: in a quoted, plain or block
 scalar, in block or flow context, on one line or several. The emitted YAML is
-parsed with yaml.safe_load_all, the JSON is taken from the string after `=`
+read back with PyYAML's safe loader, the JSON is taken from the string after `=`
 (or the whole string), and json.loads must give that task's config exactly.
 """
 
@@ -15,12 +15,11 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
-import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
 from simpletfjob.cli import main
-from tests.conftest import write
+from tests.conftest import load_all, write
 from tests.support.kubeapi import make_node
 
 TEMPLATE = """\
@@ -482,7 +481,7 @@ def test_any_hosts_and_style_read_back_with_no_endpoint_twice(
         assert code == 1 and out == "" and "no task is left for a worker" in err
         return
     assert code == 0, err
-    jobs = [d for d in yaml.safe_load_all(out) if d["kind"] == "Job"]
+    jobs = [d for d in load_all(out) if d["kind"] == "Job"]
     assert len(jobs) == slots
     configs = []
     for job in jobs:

@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
 from simpletfjob.cli import main
+from tests.conftest import load_all
 
 LABEL = st.from_regex(r"[a-z0-9]([a-z0-9-]{0,10}[a-z0-9])?", fullmatch=True)
 HOST = st.builds(lambda parts: ".".join(parts), st.lists(LABEL, min_size=1, max_size=3))
@@ -118,7 +118,7 @@ def test_any_hosts_roles_and_placement_round_trip(
     for role, host in zip(roles, used, strict=True):
         if role != "evaluator":
             cluster.setdefault(role, []).append(f"{host}:{port}")
-    docs = list(yaml.safe_load_all(out))
+    docs = load_all(out)
     assert len(docs) == len(roles)
     for doc, (role, index) in zip(docs, expected_tasks, strict=True):
         assert doc["metadata"]["name"] == f"t-{role}-{index}"
@@ -187,8 +187,8 @@ def test_labels_merge_into_any_layout(
         out, err = capsys.readouterr()
         assert code == 0, (err, text)
         outputs[bool(flag)] = out
-    plain = list(yaml.safe_load_all(outputs[True]))
-    labelled = list(yaml.safe_load_all(outputs[False]))
+    plain = load_all(outputs[True])
+    labelled = load_all(outputs[False])
     assert len(plain) == len(labelled) == hosts
     for i, (p, lab) in enumerate(zip(plain, labelled, strict=True)):
         role, index = ("ps", 0) if i == 0 else ("worker", i - 1)

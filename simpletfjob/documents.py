@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 from simpletfjob.errors import RenderCheckError
 
 _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+_DNS1035_LABEL = r"[a-z]([-a-z0-9]*[a-z0-9])?"  # compiled on first use: a Service's name
 _LEADING_SEPARATOR = re.compile(r"\A(?:[ \t]*(?:#[^\n]*)?\n)*---[ \t]*(?:#[^\n]*)?\n")
 _TRAILING_SEPARATOR = re.compile(r"\n---[ \t]*\n?\Z")
 
@@ -389,7 +389,7 @@ def check_name(kind: str, name: str, number: int | None, where: str) -> None:
     if kind not in ("Job", "Service"):
         return
     what = f"document {number} ({where})" if number is not None else where
-    pattern = _DNS1035_LABEL if kind == "Service" else _DNS1123_LABEL
+    pattern = re.compile(_DNS1035_LABEL) if kind == "Service" else _DNS1123_LABEL
     rule = "RFC 1035: start with a letter" if kind == "Service" else "RFC 1123"
     if len(name) > 63:
         raise RenderCheckError(

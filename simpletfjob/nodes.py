@@ -112,7 +112,7 @@ def nodes_from_file(path: str, gpu_resource: str = GPU_RESOURCE) -> list[Node]:
     read again.
     """
     held = [read_bytes(path, "nodes file", NODE_LIST_LIMIT)]
-    if _JSON_START.match(held[0]):
+    if re.match(_JSON_START, held[0]):
         return _nodes_from_json(held, path, gpu_resource)
     text = decode_text(held.pop(), path, "nodes file")
     if _looks_like_node_list(text):
@@ -124,7 +124,7 @@ def nodes_from_file(path: str, gpu_resource: str = GPU_RESOURCE) -> list[Node]:
     return [Node(name, origin=where) for name, (_, where) in zip(names, entries, strict=True)]
 
 
-_JSON_START = re.compile(rb"(?:\xef\xbb\xbf)?\s*\{")
+_JSON_START = rb"(?:\xef\xbb\xbf)?\s*\{"  # compiled on first use: --nodes needs none
 
 
 def _looks_like_node_list(text: str) -> bool:
@@ -355,8 +355,8 @@ def _malformed(origin: str, name: str | None, field: str, value: object, wanted:
 
 
 _IMAGES_KEY = b'"images"'
-_IMAGES_START = re.compile(rb'"images"\s*:\s*\[\s*\{')
-_IMAGES_END = re.compile(rb"\}\s*\]")
+_IMAGES_START = rb'"images"\s*:\s*\[\s*\{'  # compiled on first use, as _JSON_START
+_IMAGES_END = rb"\}\s*\]"
 
 
 def without_images(data: bytes) -> bytes:
@@ -374,8 +374,8 @@ def without_images(data: bytes) -> bytes:
     kept = 0  # data[:kept] is in pieces
     at = data.find(_IMAGES_KEY)
     while at >= 0:
-        start = _IMAGES_START.match(data, at)
-        end = _IMAGES_END.search(data, start.end()) if start else None
+        start = re.compile(_IMAGES_START).match(data, at)
+        end = re.compile(_IMAGES_END).search(data, start.end()) if start else None
         if start is None or end is None:
             at = data.find(_IMAGES_KEY, at + len(_IMAGES_KEY))
             continue
@@ -394,7 +394,8 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
 # A host name as a label value can hold it: DNS labels, dotted, up to 63 characters.
-_HOST_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,61}[A-Za-z0-9])?")
+# Compiled on first use: only --address hostname reads it.
+_HOST_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,61}[A-Za-z0-9])?"
 
 
 def host_address(node: Node, how: str) -> str:
@@ -426,7 +427,7 @@ def host_address(node: Node, how: str) -> str:
             raise InputError(
                 f"node {node.name!r} has no {HOSTNAME_LABEL} label; choose another --address"
             )
-        if not _HOST_LABEL.fullmatch(label):
+        if not re.fullmatch(_HOST_LABEL, label):
             raise InputError(
                 f"{node.origin}, node {node.name!r}: its {HOSTNAME_LABEL} label {label!r} is not "
                 "a host name; choose another --address"

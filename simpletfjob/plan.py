@@ -40,8 +40,9 @@ from simpletfjob.valuerules import AUTO_PORT
 # What --address puts in the cluster addresses, as messages name it.
 ADDRESS_NAMES = {"internal-ip": "InternalIP", "hostname": f"{node_sources.HOSTNAME_LABEL} label"}
 # A line that starts a document, and what may follow `---` on it for the line to be only that.
-_DOCUMENT_START = re.compile(r"^---(?=[ \t]|$)", re.MULTILINE)
-_BARE_SEPARATOR = re.compile(r"---[ \t]*(?:#[^\n]*)?\n?")
+# Compiled on first use: a template of one document per task needs neither.
+_DOCUMENT_START = r"(?m)^---(?=[ \t]|$)"
+_BARE_SEPARATOR = r"---[ \t]*(?:#[^\n]*)?\n?"
 
 
 class Document:
@@ -347,11 +348,11 @@ def _split_at_document_starts(pieces: Sequence[str]) -> list[tuple[str, list[str
         if i % 2:
             found[-1][1].append(piece)
             continue
-        cuts = [m.start() for m in _DOCUMENT_START.finditer(piece)] if "---" in piece else []
+        cuts = [m.start() for m in re.finditer(_DOCUMENT_START, piece)] if "---" in piece else []
         start = 0
         for cut in cuts:
             found[-1][1].append(piece[start:cut])
-            line = _BARE_SEPARATOR.match(piece, cut)
+            line = re.compile(_BARE_SEPARATOR).match(piece, cut)
             # A separator ends its line here, not in a placed value after this piece.
             if line is not None and (line[0].endswith("\n") or i == last):
                 found.append((line[0], []))

@@ -16,8 +16,8 @@ if TYPE_CHECKING:
     from fractions import Fraction
 
 # Kubernetes' quantity grammar (k8s.io/apimachinery resource.Quantity): a signed decimal
-# number, then a binary suffix, a decimal suffix, or an exponent.
-_QUANTITY = re.compile(
+# number, then a binary suffix, a decimal suffix, or an exponent. Compiled on first use.
+_QUANTITY = (
     r"([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]{1,9})?"
 )
 # An amount no node has, what any larger quantity is taken as: `1e999999999` would
@@ -60,7 +60,7 @@ def parse_quantity(value: object) -> Fraction:
         return Fraction(value)
     if type(value) is not str:
         raise ValueError(f"a quantity must be a string such as '4', not {describe_value(value)}")
-    match = _QUANTITY.fullmatch(value)
+    match = re.fullmatch(_QUANTITY, value)
     if match is None:
         raise ValueError(f"{value!r} is not a quantity (such as 4, 500m or 1Gi)")
     number, suffix = Fraction(match[1]), match[2] or ""

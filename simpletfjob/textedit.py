@@ -19,7 +19,8 @@ from simpletfjob.errors import RenderCheckError
 
 _PLAIN_SAFE = re.compile(r"[A-Za-z][-A-Za-z0-9_./]*")
 # Where a flow mapping's entries start: after its anchor and tag, if any, and its '{'.
-_FLOW_START = re.compile(r"(?:[&!][^ \t\n{]*\s+)*\{")
+# Compiled on first use (re caches it): most templates' metadata is block style.
+_FLOW_START = r"(?:[&!][^ \t\n{]*\s+)*\{"
 _YAML_WORDS = frozenset(
     [
         "y",
@@ -102,7 +103,7 @@ class TextEditor:
                 f"{self.where}: cannot add labels to a value that is not a mapping; use --no-labels"
             )
         if mapping.flow_style or not mapping.value:
-            brace = _FLOW_START.match(self.text, mapping.start_mark.index)
+            brace = re.compile(_FLOW_START).match(self.text, mapping.start_mark.index)
             if brace is None:
                 raise RenderCheckError(
                     f"{self.where}: cannot find where to add labels; use --no-labels"

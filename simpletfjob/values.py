@@ -11,15 +11,13 @@ from simpletfjob.frameworks import reserved_variables
 from simpletfjob.placement import RESERVED_CHARACTERS
 
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_INT = re.compile(r"[-+]?(0|[1-9][0-9]*)")
+_INT = r"[-+]?(0|[1-9][0-9]*)"  # compiled on first use: only --set reads it
 # A reserved character as it may stand in YAML text: itself, or a double-quoted escape.
-_RESERVED_IN_YAML = re.compile(
-    "|".join(
-        pattern
-        for char in RESERVED_CHARACTERS
-        for pattern in (re.escape(char), rf"\\u{ord(char):04x}", rf"\\U{ord(char):08x}")
-    ),
-    re.IGNORECASE,
+# Compiled on first use: a run with no values files does not need it.
+_RESERVED_IN_YAML = "|".join(
+    pattern
+    for char in RESERVED_CHARACTERS
+    for pattern in (re.escape(char), rf"\\u{ord(char):04x}", rf"\\U{ord(char):08x}")
 )
 
 
@@ -58,7 +56,7 @@ def _typed(raw: str) -> Any:
     if raw == "null":
         return None
     # An integer as helm reads one: a 64-bit one; a longer run of digits stays a string.
-    if len(raw) <= 20 and _INT.fullmatch(raw) and -(2**63) <= int(raw) < 2**63:
+    if len(raw) <= 20 and re.fullmatch(_INT, raw) and -(2**63) <= int(raw) < 2**63:
         return int(raw)
     return raw
 
@@ -115,7 +113,7 @@ def check_reserved_characters(text: str, document: Any, source: str, line_offset
 
     `document` is the text's composed node; it is walked only when the text may hold one.
     """
-    if not _RESERVED_IN_YAML.search(text):
+    if not re.search(_RESERVED_IN_YAML, text, re.IGNORECASE):
         return
     import yaml
 

@@ -151,9 +151,21 @@ def _resolver() -> Any:
 
 def _plain_tag(value: str) -> str:
     """The tag YAML gives an unquoted scalar: str, int, bool, null..."""
+    first = _resolved_first_characters()
+    if value and first is not None and value[0] not in first:
+        return _STR  # no implicit resolver starts with this character: a kind, most names
     import yaml
 
     return str(_resolver().resolve(yaml.ScalarNode, value, (True, False)))
+
+
+@functools.cache
+def _resolved_first_characters() -> frozenset[str] | None:
+    """The first characters of plain scalars YAML may read as other than a string; None: any."""
+    resolvers = _resolver().yaml_implicit_resolvers
+    if resolvers.get(None):
+        return None
+    return frozenset(key for key in resolvers if key)
 
 
 _NULL = "tag:yaml.org,2002:null"
@@ -169,10 +181,14 @@ def mapping_get(node: Any, key: str) -> Any:
     """
     if type(node).__name__ != "MappingNode":
         return None
+    merges = False
     for k, v in node.value:
-        if type(k).__name__ == "ScalarNode" and k.value == key:
+        written = k.value
+        if written == key and type(k).__name__ == "ScalarNode":
             return v
-    if merge_sources(node):
+        if written == "<<":
+            merges = True
+    if merges and merge_sources(node):
         for mapping in merged_mappings(node):
             for k, v in mapping.value:
                 if k.value == key and type(k).__name__ == "ScalarNode":

@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import functools
 import json
+import operator
 import re
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -59,6 +60,9 @@ class Edit(NamedTuple):
     offset: int  # where in the text to insert
     text: str
     end: int | None = None  # replace the text up to here (an alias written out)
+
+
+_OFFSET = operator.attrgetter("offset")
 
 
 class Raw(str):
@@ -148,7 +152,7 @@ class TextEditor:
             starts.append(position)
             position += len(piece) if i % 2 == 0 else stand_in_lengths[i // 2]
         result = list(pieces)
-        for edit in sorted(self.edits, key=lambda e: e.offset, reverse=True):
+        for edit in sorted(self.edits, key=_OFFSET, reverse=True):
             i = bisect.bisect_right(starts, edit.offset) - 1
             if i % 2 == 1 and edit.offset == starts[i] and edit.end is None:
                 i -= 1  # at a marker's start: the end of the text before it
@@ -166,11 +170,14 @@ def _block_text(entries: Sequence[Entry], column: int) -> str:
     """Entries as block-style lines at `column`."""
     lines = []
     for key, value in entries:
-        if isinstance(value, (list, tuple)):
+        kind = type(value)  # every document of a run comes here: exact types are quickest
+        if kind is str:
+            lines.append(_block_line(key, value, column))
+        elif kind is Raw:
+            lines.append(f"{' ' * column}{scalar(key)}: {value}\n")
+        elif kind is list or kind is tuple:
             lines.append(f"{' ' * column}{scalar(key)}:\n")
             lines.append(_block_text(value, column + 2))
-        elif isinstance(value, Raw):
-            lines.append(f"{' ' * column}{scalar(key)}: {value}\n")
         else:
             lines.append(_block_line(key, value, column))
     return "".join(lines)

@@ -130,7 +130,10 @@ class CompiledTemplate:
             raise _template_error(e, filename) from e
         # The names the template uses in expressions of its own (a placed value too).
         self.referenced = _check_names(ast, filename, set(known))
-        self._template = env.template_class.from_code(env, code, env.make_globals(None), None)
+        # The globals as a plain dict, not jinja's ChainMap over the environment's: each
+        # render copies them into its context, and a ChainMap is copied key by key in Python.
+        globals_ = dict(env.make_globals(None))
+        self._template = env.template_class.from_code(env, code, globals_, None)
         self._index = {p: i for i, p in enumerate(self.placements)}
         self._source = source
         self._line_patterns: list[tuple[int, re.Pattern[str]]] | None = None

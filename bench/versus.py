@@ -56,13 +56,19 @@ def run(argv: list[str] | None = None, repeats: int = 9) -> None:
     if len(others) != 1:
         sys.exit("usage: python -m bench.versus [--labels-differ] OTHER_SIMPLETFJOB")
     other, ours = others[0], console_script()
+    if shutil.which(other) is None:
+        sys.exit(f"bench: {other} is not an executable simpletfjob")
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         (work / "hosts").write_text("\n".join(realistic_hosts(1000)) + "\n")
         for extra in ([], ["--no-labels"]) if labels_differ else ([],):
             common = [str(TEMPLATE), "--nodes-file", "hosts", *extra]
             for who, exe in (("ours", ours), ("theirs", other)):
-                subprocess.run([exe, *common, "-o", f"{who}.yaml"], cwd=work, check=True)
+                done = subprocess.run(
+                    [exe, *common, "-o", f"{who}.yaml"], cwd=work, capture_output=True, text=True
+                )
+                if done.returncode != 0:
+                    sys.exit(f"bench: {exe} failed: {done.stderr.strip()}")
             same = (work / "ours.yaml").read_bytes() == (work / "theirs.yaml").read_bytes()
             if not same and not (labels_differ and not extra):
                 sys.exit("bench: the two versions render different output; see --labels-differ")

@@ -39,6 +39,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -82,6 +83,9 @@ class _Server:
 
     def __init__(self, script: str) -> None:
         self.directory = tempfile.mkdtemp(prefix="simpletfjob-forkserver-")
+        if len(self.directory) > 80:  # a socket's path has room for about 100 bytes
+            os.rmdir(self.directory)
+            self.directory = tempfile.mkdtemp(prefix="simpletfjob-forkserver-", dir="/tmp")
         self.path = os.path.join(self.directory, "socket")
         self.env = dict(os.environ)
         self.process = subprocess.Popen(
@@ -140,13 +144,21 @@ class _Server:
 
 _servers: dict[str, _Server] = {}
 _servers_lock = threading.Lock()
+_failed: set[str] = set()  # scripts whose server would not start: their runs exec
 
 
-def _server_for(script: str) -> _Server:
+def _server_for(script: str) -> _Server | None:
     with _servers_lock:
+        if script in _failed:
+            return None
         server = _servers.get(script)
         if server is None or server.process.poll() is not None:
-            server = _servers[script] = _Server(script)
+            try:
+                server = _servers[script] = _Server(script)
+            except (OSError, RuntimeError) as e:
+                _failed.add(script)
+                warnings.warn(f"the test fork server did not start ({e}); runs exec", stacklevel=2)
+                return None
         return server
 
 
@@ -224,14 +236,14 @@ class Popen(subprocess.Popen[Any]):
             c2pwrite if c2pwrite != -1 else 1,
             errwrite if errwrite != -1 else 2,
         ]
-        if not (self._forkable and all(_usable(fd) for fd in fds)):
+        server = _server_for(os.fspath(args[0])) if self._forkable else None
+        if server is None or not all(_usable(fd) for fd in fds):
             super()._execute_child(  # type: ignore[misc]
                 args, executable, preexec_fn, close_fds, pass_fds, cwd, env, startupinfo,
                 creationflags, shell, p2cread, p2cwrite, c2pread, c2pwrite, errread, errwrite,
                 *rest,
             )  # fmt: skip
             return
-        server = _server_for(os.fspath(args[0]))
         environment = {
             os.fsdecode(k): os.fsdecode(v) for k, v in (os.environ if env is None else env).items()
         }

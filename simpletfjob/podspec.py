@@ -30,6 +30,17 @@ def pod_tolerations(documents: Sequence[Any]) -> tuple[dict[str, str], ...]:
     return tuple(found)
 
 
+def pod_node_names(documents: Sequence[Any]) -> list[Any]:
+    """The `nodeName` scalar node of every pod spec in the documents that sets one."""
+    names = []
+    for document in documents:
+        for spec in _pod_specs(document):
+            node = spec.get("nodeName")
+            if _scalar(node) is not None:
+                names.append(node)
+    return names
+
+
 class HostPorts(NamedTuple):
     """Whether the pods use the host's network, and the host ports they hold there, in document order."""
 

@@ -33,6 +33,7 @@ from simpletfjob.labels import (
     LabelError,
     Labeller,
 )
+from simpletfjob.podspec import pod_node_names
 from simpletfjob.render import CompiledTemplate
 from simpletfjob.seating import Task
 from simpletfjob.textedit import Edit, TextEditor
@@ -131,6 +132,8 @@ def render_task(
     checked, starts, lengths = compiled.stand_in(pieces)
     where = f"{task.role} {task.index} on {task.node}"
     documents, task_ids, shared = check_documents(compiled, checked, number, where)
+    if task.host != task.node:
+        check_node_names(compiled, task, documents, checked, number, where)
     editor = TextEditor(checked, f"document {number} ({where})")
     if len(pieces) > 1:
         pieces, quotes = compiled.resolve(pieces, checked, starts, documents)
@@ -147,6 +150,33 @@ def render_task(
         except LabelError as e:
             raise RenderCheckError(compiled.public(str(e), checked, e.line)) from e
     return editor.apply_to(pieces, lengths), task_ids
+
+
+def check_node_names(
+    compiled: CompiledTemplate,
+    task: Task,
+    documents: Sequence[Any],
+    text: str,
+    number: int,
+    where: str,
+) -> None:
+    """Refuse a pod pinned to the task's address (--address) rather than to its node's name.
+
+    Templates written for node names say `nodeName: <<host>>`; with --address internal-ip
+    or hostname, <<host>> is no node's name and the pod could never start.
+    """
+    for node in pod_node_names(documents):
+        if node.value == task.host:
+            line = node.start_mark.line
+            raise RenderCheckError(
+                compiled.public(
+                    f"document {number} ({where}): nodeName is {task.host!r}, the task's "
+                    f"address (<<host>>), not its node's name {task.node!r}; "
+                    "write nodeName: <<node>>",
+                    text,
+                    line,
+                )
+            )
 
 
 def check_documents(

@@ -12,7 +12,7 @@ import yaml
 
 from simpletfjob.documents import compose_documents
 from simpletfjob.podspec import pod_tolerations
-from tests.conftest import EXAMPLES, write
+from tests.conftest import EXAMPLES, assert_one_line_error, write
 from tests.support.kubeapi import KubeAPI, make_node, write_kubeconfig
 
 TEMPLATE = """\
@@ -141,6 +141,38 @@ def test_address_internal_ip_and_hostname(cli: Any, cluster: Path) -> None:
         "worker": ["host-100:2222"],
     }
     assert "1 ps (host-10), 1 worker (host-100)" in result.err
+
+
+@pytest.mark.parametrize("address", ["internal-ip", "hostname"])
+def test_a_pod_pinned_to_the_address_is_refused(cli: Any, cluster: Path, address: str) -> None:
+    """`nodeName: <<host>>`, right for node names, pins pods to no node under --address."""
+    write(cluster / "old.yaml", TEMPLATE.format(tolerations="").replace("<<node>>", "<<host>>"))
+    before = (cluster / "old.yaml").read_bytes()
+    result = run(cli, cluster, "old.yaml", "--address", address)
+    assert_one_line_error(
+        result,
+        1,
+        r"^simpletfjob: error: document 1 \(ps 0 on h10\): nodeName is '(10\.0\.0\.10|host-10)', "
+        r"the task's address \(<<host>>\), not its node's name 'h10'; write nodeName: <<node>> "
+        r"\(old\.yaml:8\)$",
+    )
+    assert (cluster / "old.yaml").read_bytes() == before
+    assert node_names(run(cli, cluster, "old.yaml")) == ["h10", "h100", "h14"]  # names: right
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "tf1-ps-hostnetwork",
+        "tf1-flags",
+        "tf2-multiworker",
+        "tf2-parameter-server",
+        str(EXAMPLES / "mnist.yaml"),
+    ],
+)
+def test_shipped_templates_pin_pods_to_node_names(cli: Any, cluster: Path, template: str) -> None:
+    result = run(cli, cluster, template, "--address", "internal-ip", "-N", "3")
+    assert set(node_names(result)) == {"h10", "h100", "h14"}
 
 
 def test_exclusion_files_name_nodes_whatever_the_address(cli: Any, cluster: Path) -> None:

@@ -17,9 +17,11 @@ The run's state follows the success policy recorded on its documents:
 - **Succeeded** when the chief's Job is complete; with no chief, worker 0's (`worker0`) or
   every worker's (`all-workers`). A ps or evaluator never decides success;
 - **Failed** with reason `deleted` when a Job that decides success is gone (or being
-  deleted) before it finished. `expected` names the tasks known to have existed (what `wait`
-  saw first); without it, a deciding task is missing when no chief is listed and worker 0
-  (or, for `all-workers`, a worker below the highest index listed) is not;
+  deleted) and its end was not seen: deleted by hand, or removed by `ttlSecondsAfterFinished`
+  once it ended, which leaves nothing to tell how. `expected` names the tasks known to have
+  existed: those the run's Jobs name (as the framework reads them) and what
+  `wait` saw first. Without them, a deciding task is missing when no chief is listed and
+  worker 0 (or, for `all-workers`, a worker below the highest index listed) is not;
 - else **Running** when any pod runs, else **Pending**.
 
 Jobs that are gone are not listed and count only as above: `wait`'s cleanup deletes the tasks
@@ -92,7 +94,11 @@ class Run:
     def outcome(self) -> str:
         """One line for the end of a run: 'worker-1 Failed: Error (exit 1)', 'worker-0 Succeeded'."""
         if self.reason == DELETED:
-            return f"{self.decided_by} was deleted before it finished"
+            # Gone before its end was seen: by hand, or by ttlSecondsAfterFinished after it ended.
+            return (
+                f"{self.decided_by}'s Job is gone and its end was not seen "
+                "(deleted, or removed by ttlSecondsAfterFinished)"
+            )
         if self.state == FAILED:
             return f"{self.decided_by} Failed" + (f": {self.reason}" if self.reason else "")
         if self.state == SUCCEEDED:

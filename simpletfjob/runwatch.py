@@ -13,9 +13,10 @@ from __future__ import annotations
 import math
 import queue
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from simpletfjob.frameworks import framework
 from simpletfjob.kube.lists import ObjectList, list_objects
 from simpletfjob.kube.objects import delete
 from simpletfjob.kube.request import Deadline
@@ -56,10 +57,23 @@ def _both(
     return found[JOBS.plural], found[PODS.plural]
 
 
+def named_tasks(jobs: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The run's tasks as its Jobs' pod templates name them (the framework reads them).
+
+    A Job that decides success (the chief's) may be gone; the others still say it was there.
+    """
+    fw = framework()
+    for job in jobs:
+        tasks = fw.run_tasks(job)
+        if tasks:
+            return tasks
+    return []
+
+
 def read_run(conn: Connection, name: str) -> Run:
     """The run as it is now; `NoRunError` when none of its Jobs is there."""
     jobs, pods = _both(conn, name)
-    run = run_state(name, conn.namespace, jobs.items, pods.items)
+    run = run_state(name, conn.namespace, jobs.items, pods.items, named_tasks(jobs.items))
     if not run.tasks:
         raise NoRunError(name, conn.namespace)
     return run
@@ -73,7 +87,7 @@ def read_runs(conn: Connection) -> list[Run]:
         label = ((pod.get("metadata") or {}).get("labels") or {}).get(JOB_LABEL, "")
         pods_of.setdefault(str(label), []).append(pod)
     return [
-        run_state(name, conn.namespace, run_jobs, pods_of.get(name, []))
+        run_state(name, conn.namespace, run_jobs, pods_of.get(name, []), named_tasks(run_jobs))
         for name, run_jobs in group_runs(jobs.items).items()
     ]
 
@@ -121,10 +135,11 @@ def follow(conn: Connection, name: str, deadline: Deadline | None) -> Iterator[R
     """
     once = deadline is not None and deadline.seconds <= 0
     jobs, pods = _both(conn, name, None if once else deadline)
-    run = run_state(name, conn.namespace, jobs.items, pods.items)
+    named = named_tasks(jobs.items)
+    run = run_state(name, conn.namespace, jobs.items, pods.items, named)
     if not run.tasks:
         raise NoRunError(name, conn.namespace)
-    expected = [task.task for task in run.tasks]
+    expected = [*named, *(task.task for task in run.tasks)]
     yield run
     if run.finished:
         return

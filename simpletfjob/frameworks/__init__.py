@@ -79,6 +79,9 @@ class Framework(Protocol):
         `referenced` are the names the template uses in expressions of its own.
         """
 
+    def run_tasks(self, job: Mapping[str, Any]) -> list[str]:
+        """Every task of the run ('worker-1'), as one of its Jobs (from the server) names them; [] if it does not."""
+
 
 def framework(name: str = "tensorflow") -> Framework:
     """The framework of that name."""

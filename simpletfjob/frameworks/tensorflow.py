@@ -357,6 +357,33 @@ class TensorFlow:
         spec = ClusterSpec(tasks, endpoints, include_evaluator=options.evaluator_in_cluster)
         return TensorFlowValues(spec, uses_config=TF_CONFIG in referenced)
 
+    def run_tasks(self, job: Mapping[str, Any]) -> list[str]:
+        """Every task of the run ('chief-0', 'worker-1'), from the cluster in a Job's TF_CONFIG.
+
+        [] when its pod template has no TF_CONFIG with a cluster (flags instead, say).
+        """
+        try:
+            spec = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
+            containers = [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
+        except (AttributeError, TypeError):  # not a Job as the API server writes one
+            return []
+        for container in containers:
+            for env in (container.get("env") if isinstance(container, Mapping) else None) or ():
+                if not isinstance(env, Mapping) or env.get("name") != TF_CONFIG:
+                    continue
+                try:
+                    cluster = json.loads(str(env.get("value"))).get("cluster")
+                except (ValueError, AttributeError):
+                    continue
+                if isinstance(cluster, dict):
+                    return [
+                        f"{role}-{i}"
+                        for role, hosts in cluster.items()
+                        if isinstance(hosts, list)
+                        for i in range(len(hosts))
+                    ]
+        return []
+
 
 TENSORFLOW = TensorFlow()
 

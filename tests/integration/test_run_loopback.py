@@ -330,7 +330,8 @@ def test_worker0s_job_deleted_before_it_finished_fails_the_run_as_deleted(
     assert result.code == 1
     assert "worker-0 deleted" in result.err.splitlines()
     assert result.err.splitlines()[-1] == (
-        "simpletfjob: error: run 'mnist' failed: worker-0 was deleted before it finished"
+        "simpletfjob: error: run 'mnist' failed: worker-0's Job is gone and its end was not seen "
+        "(deleted, or removed by ttlSecondsAfterFinished)"
     )
 
 

@@ -21,6 +21,7 @@ from simpletfjob.runstate import (
     run_state,
     task_of,
 )
+from tests.conftest import EXAMPLES
 from tests.support.kubeapi import job_status, make_job, make_pod
 
 T0 = "2024-05-01T10:00:00Z"
@@ -245,7 +246,10 @@ def test_jobs_cleanup_removed_are_not_listed_and_do_not_change_the_state() -> No
 def test_a_deciding_job_gone_before_it_finished_fails_the_run_as_deleted() -> None:
     run = state([job("ps", 0, active=1), job("worker", 1, active=1)])
     assert (run.state, run.decided_by, run.reason) == ("Failed", "worker-0", DELETED)
-    assert run.outcome() == "worker-0 was deleted before it finished"
+    assert run.outcome() == (
+        "worker-0's Job is gone and its end was not seen "
+        "(deleted, or removed by ttlSecondsAfterFinished)"
+    )
     # wait knows the chief was there: its Job being gone fails the run, the workers do not decide
     later = state([job("worker", 0, succeeded=1, complete=True)], expected=["chief-0", "worker-0"])
     assert (later.state, later.decided_by, later.reason) == ("Failed", "chief-0", DELETED)
@@ -382,3 +386,40 @@ def test_the_run_state_follows_the_rules_for_any_run(run: tuple[str, dict[str, s
         assert (state(build(policy, others), pods).state == "Succeeded") == (
             expected == "Succeeded"
         )
+
+
+def test_a_deleted_chief_is_known_from_the_other_jobs_tf_config(cli: Any) -> None:
+    """Once the chief's Job is gone, worker 0 finishing must not pass for the run's success."""
+    from simpletfjob.runwatch import named_tasks
+
+    rendered = cli(str(EXAMPLES / "mnist.yaml"), "--nodes", "a,b,c,d", "--chief", "-o", "-")
+    assert rendered.code == 0, rendered.err
+    jobs = [d for d in rendered.docs if d["kind"] == "Job"]
+    assert named_tasks(jobs) == ["chief-0", "ps-0", "worker-0", "worker-1"]
+    left = [d for d in jobs if d["metadata"]["name"] != "mnist-chief-0"]
+    for document in left:
+        if document["metadata"]["name"] == "mnist-worker-0":
+            document["status"] = job_status(succeeded=1, complete=True)
+    run = state(left, expected=named_tasks(left))
+    assert (run.state, run.decided_by, run.reason) == ("Failed", "chief-0", DELETED)
+    # what the Jobs alone would say, without the names TF_CONFIG gives
+    assert state(left).state == "Succeeded"
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        [],
+        [{"name": "TF_CONFIG", "value": "not json"}],
+        [{"name": "TF_CONFIG", "value": '["a list"]'}],
+        [{"name": "TF_CONFIG", "value": '{"cluster": "a string"}'}],
+        [{"name": "OTHER", "value": '{"cluster": {"worker": ["a:1"]}}'}],
+        ["not a mapping"],
+    ],
+)
+def test_jobs_without_a_readable_cluster_name_no_tasks(env: list[Any]) -> None:
+    from simpletfjob.runwatch import named_tasks
+
+    document = job("worker", 0)
+    document["spec"]["template"]["spec"]["containers"][0]["env"] = env
+    assert named_tasks([document]) == []

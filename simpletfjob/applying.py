@@ -30,7 +30,8 @@ from simpletfjob.kube.objects import Applied, apply, get
 from simpletfjob.kube.request import ApiError
 from simpletfjob.kube.resources import JOBS, SERVICES, Resource
 from simpletfjob.labels import JOB_LABEL, MANAGED_BY, MANAGER
-from simpletfjob.runs import belongs_to, list_run, object_name
+from simpletfjob.runs import belongs_to, list_run, named_tasks, object_name
+from simpletfjob.runstate import run_state
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
@@ -172,6 +173,16 @@ def apply_run(
             f"{where} is being deleted ({_some(going)} still there); wait for it "
             f"(simpletfjob delete {run} --wait) and apply again"
         )
+    if old.jobs and not replace:
+        # A run that has ended, whose unfinished tasks wait's cleanup removed: applying it
+        # would start those again beside the finished ones, a ps that never ends among them.
+        ended = run_state(run, namespace, old.jobs, (), named_tasks(old.jobs))
+        starting = [m.ref for m in wanted if m.resource is JOBS and m.key not in live]
+        if ended.finished and starting:
+            raise ClusterError(
+                f"{where} has ended ({ended.outcome()}); applying it again would start "
+                f"{_some(starting)} beside what is left of it; give --replace to run it again"
+            )
     for m in wanted:
         if m.key not in live:
             other = get(conn, m.resource, m.name, missing_ok=True)

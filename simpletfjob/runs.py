@@ -9,7 +9,7 @@ acts on runs ever changes it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from simpletfjob.errors import SimpleTFJobError, UsageError
@@ -87,6 +87,21 @@ class RunObjects(NamedTuple):
     def refs(self) -> list[str]:
         """'job.batch/mnist-ps-0', ... for every object, as kubectl names them."""
         return [resource.ref(object_name(obj)) for resource, obj in self.objects()]
+
+
+def named_tasks(jobs: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The run's tasks as its Jobs' pod templates name them (the framework reads them).
+
+    A Job that decides success (the chief's) may be gone; the others still say it was there.
+    """
+    from simpletfjob.frameworks import framework
+
+    fw = framework()
+    for job in jobs:
+        tasks = fw.run_tasks(job)
+        if tasks:
+            return tasks
+    return []
 
 
 def list_run(conn: Connection, name: str, *, deadline: Deadline | None = None) -> RunObjects:

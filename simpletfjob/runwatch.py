@@ -13,17 +13,16 @@ from __future__ import annotations
 import math
 import queue
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from simpletfjob.frameworks import framework
 from simpletfjob.kube.lists import ObjectList, list_objects
 from simpletfjob.kube.objects import delete
 from simpletfjob.kube.request import Deadline
 from simpletfjob.kube.resources import JOBS, PODS, SERVICES, Resource
 from simpletfjob.kube.watch import Event, watch
 from simpletfjob.labels import JOB_LABEL
-from simpletfjob.runs import NoRunError, run_selector
+from simpletfjob.runs import NoRunError, named_tasks, run_selector
 from simpletfjob.runstate import FAILED, Run, group_runs, run_state
 
 if TYPE_CHECKING:
@@ -55,19 +54,6 @@ def _both(
     if failed:
         raise failed[0]
     return found[JOBS.plural], found[PODS.plural]
-
-
-def named_tasks(jobs: Iterable[Mapping[str, Any]]) -> list[str]:
-    """The run's tasks as its Jobs' pod templates name them (the framework reads them).
-
-    A Job that decides success (the chief's) may be gone; the others still say it was there.
-    """
-    fw = framework()
-    for job in jobs:
-        tasks = fw.run_tasks(job)
-        if tasks:
-            return tasks
-    return []
 
 
 def read_run(conn: Connection, name: str) -> Run:

@@ -96,6 +96,44 @@ def test_a_run_the_render_lacks_a_task_of_is_refused(cluster: Cluster, run_in: A
     assert sorted(jobs(cluster, ns)) == ["mnist-ps-0", "mnist-worker-0", "mnist-worker-1"]
 
 
+def test_a_run_that_has_ended_is_not_started_again_by_a_plain_apply(
+    cluster: Cluster, run_in: Any
+) -> None:
+    """After wait's cleanup, apply would bring back a ps that never ends: --replace reruns."""
+    ns = cluster.create_namespace()
+    apply = run_in(ns)
+    assert apply().code == 0
+    jobs_path = f"/apis/batch/v1/namespaces/{ns}/jobs"
+    complete = {
+        "type": "Complete",
+        "status": "True",
+        "lastProbeTime": "2026-11-26T08:00:00Z",
+        "lastTransitionTime": "2026-11-26T08:00:00Z",
+    }
+    status = {
+        "status": {
+            "succeeded": 1,
+            "startTime": "2026-11-26T07:00:00Z",
+            "completionTime": "2026-11-26T08:00:00Z",
+            "conditions": [complete],
+        }
+    }
+    cluster.admin.merge_patch(f"{jobs_path}/mnist-worker-0/status", status)
+    for name in ("mnist-ps-0", "mnist-worker-1"):  # what wait's cleanup removes
+        cluster.admin.delete(f"{jobs_path}/{name}", {"propagationPolicy": "Background"})
+    wait_for(lambda: sorted(jobs(cluster, ns)) == ["mnist-worker-0"], what="the cleanup")
+    again = apply()
+    line = assert_one_line_error(
+        again, 1, contains=(f"run 'mnist' in namespace {ns} has ended (worker-0 Succeeded)",)
+    )
+    assert "job.batch/mnist-ps-0, job.batch/mnist-worker-1" in line
+    assert line.endswith("give --replace to run it again")
+    assert sorted(jobs(cluster, ns)) == ["mnist-worker-0"]
+    rerun = apply("--replace", "--timeout", "60s")
+    assert rerun.code == 0, rerun.err
+    assert sorted(jobs(cluster, ns)) == ["mnist-ps-0", "mnist-worker-0", "mnist-worker-1"]
+
+
 def test_replace_deletes_the_old_run_waits_for_it_then_applies(
     cluster: Cluster, run_in: Any
 ) -> None:

@@ -29,9 +29,9 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     """Wait for RUN to succeed or fail, printing each task's changes to stderr, then clean up.
 
     It watches the run's Jobs and pods (no polling). Exit status: 0 when the run
-    succeeds, 1 when it fails (one line names the task and why) or the cluster
-    fails, 3 when --timeout passes first (the run is left as it is), 2 for a
-    usage error. A run that has already ended returns at once, cleanup included.
+    succeeds, 1 when it fails (one line names the task and why), the cluster
+    fails, or the cleanup is refused (the line still says how the run ended),
+    3 when --timeout passes first (the run is left as it is), 2 for a usage error. A run that has already ended returns at once, cleanup included.
 
     \b
     Example, in CI:
@@ -66,7 +66,15 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
                 f"run {options.run!r} did not end within {format_duration(options.timeout)}"
                 f"{state}; it is left as it is"
             ) from problem
-        clean_up(conn, last, options.cleanup, _say)
+        try:
+            clean_up(conn, last, options.cleanup, _say)
+        except ClusterError as e:
+            # The run's end is the news: it goes in the one line, with what stopped the cleanup.
+            ended = "succeeded" if last.state == SUCCEEDED else "failed"
+            raise ClusterError(
+                f"run {last.name!r} {ended}: {last.outcome()}; but its cleanup "
+                f"(--cleanup {options.cleanup}) failed: {e}"
+            ) from e
     if last.state != SUCCEEDED:
         raise RunFailed(f"run {last.name!r} failed: {last.outcome()}")
     _say(f"run {last.name} succeeded: {last.outcome()}")

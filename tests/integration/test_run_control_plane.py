@@ -238,6 +238,9 @@ def test_a_user_limited_by_rbac_is_told_which_verb_on_which_resource(
     wait_for(lambda: jobs(kube, namespace)["tfrun-worker-0"]["status"].get("succeeded"), 30)
     refused = cli("wait", "tfrun", "--kubeconfig", carol)
     assert refused.code == 1
+    assert refused.err.splitlines()[-1].startswith(
+        "simpletfjob: error: run 'tfrun' succeeded: worker-0 Succeeded; but its cleanup"
+    )
     assert refused.err.splitlines()[-1].endswith(
         f"cannot delete jobs in namespace {namespace} (403 Forbidden, to delete job 'tfrun-ps-0'); "
         "it needs a Role with verb 'delete' on 'jobs' in API group 'batch'"

@@ -391,6 +391,11 @@ def test_wait_refused_by_rbac_names_the_verb_and_resource(
         CapturedLast(result), 1, contains=["cannot delete jobs in namespace ml"]
     )
     assert "ci" in line
+    # The run's end is not lost with the cleanup: the one line says it first.
+    assert line.startswith(
+        "simpletfjob: error: run 'mnist' succeeded: worker-0 Succeeded; "
+        "but its cleanup (--cleanup running) failed: "
+    )
 
 
 class CapturedLast:

@@ -22,8 +22,8 @@ from simpletfjob.errors import SelectionError, UsageError
 from simpletfjob.frameworks import Framework, Pin
 from simpletfjob.options import Options
 from simpletfjob.render import CompiledTemplate
-from simpletfjob.rendering import RoleNeeds, role_needs
-from simpletfjob.seating import Seating
+from simpletfjob.rendering import Port, RoleNeeds, role_needs
+from simpletfjob.seating import Seating, Task
 from simpletfjob.selection import Rules, Verdict, judge_node, judge_nodes, parse_selector, port_text
 from simpletfjob.valuerules import AUTO_PORT, DEFAULT_PORT
 
@@ -101,6 +101,32 @@ def role_needs_of(
     """Each role's needs, from the template rendered once per role (at 2222 for --port auto)."""
     port = DEFAULT_PORT if options.port is AUTO_PORT else options.port
     return {role: role_needs(compiled, fw, options, role, port) for role in fw.roles(options)}
+
+
+def check_shared_ports(
+    tasks: Sequence[Task], needs: Mapping[str, RoleNeeds], tasks_per_host: int
+) -> None:
+    """Refuse two of the run's tasks on one node whose pods would hold the same host port.
+
+    With --tasks-per-host, each task on a node has its own port; a host port the template
+    fixes (`hostPort: 2222`, or a containerPort on the host network) is the same for
+    each of them, and the kubelet would refuse every pod after the first.
+    """
+    held: dict[tuple[str, Port], Task] = {}
+    for task in tasks:
+        need = needs.get(task.role)
+        if need is None:
+            continue
+        ports = need.fixed | {(task.port + offset, protocol) for offset, protocol in need.following}
+        for port in sorted(ports):
+            other = held.setdefault((task.node, port), task)
+            if other is not task:
+                raise SelectionError(
+                    f"--tasks-per-host {tasks_per_host}: {other.role} {other.index} and "
+                    f"{task.role} {task.index} on node {task.node!r} would both hold host port "
+                    f"{port_text(port)}; declare it in the template as <<port>>, which moves "
+                    "with each task's port, or give each task a node of its own"
+                )
 
 
 def rules_for(

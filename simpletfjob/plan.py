@@ -21,11 +21,13 @@ from simpletfjob.documents import DocumentId, check_name, check_unique
 from simpletfjob.eligibility import (
     Judged,
     check_node_options,
+    check_shared_ports,
     choose_port,
     judge,
     open_cluster,
     read_exclusions,
     read_nodes,
+    role_needs_of,
 )
 from simpletfjob.errors import RenderCheckError, SelectionError, UsageError
 from simpletfjob.frameworks import Framework, Pin, RunValues, framework
@@ -156,6 +158,9 @@ def plan(options: Options) -> Plan:
     except SelectionError as e:
         e.verdicts = verdicts  # for --explain, which shows them before the error
         raise
+    if options.tasks_per_host > 1:
+        needs = judged.needs or role_needs_of(options, fw, compiled)
+        check_shared_ports(tasks, needs, options.tasks_per_host)
     decoration = Decoration(job, namespace_to_add(options), options.success_policy)
     values = fw.values(tasks, None, options, compiled.referenced)
     rendered = render_tasks(compiled, tasks, values, options.values, decoration)

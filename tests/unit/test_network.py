@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import EXAMPLES, tf_config_of, write
+from tests.conftest import EXAMPLES, assert_one_line_error, tf_config_of, write
 
 POD_TEMPLATE = """\
 apiVersion: batch/v1
@@ -277,3 +278,33 @@ def test_pod_network_and_tasks_per_host_combine_with_everything(
     }
     assert {a for role in config["cluster"].values() for a in role} <= served
     assert all(s["metadata"]["labels"]["simpletfjob/job"] == "t" for s in services)
+
+
+@pytest.mark.parametrize(
+    "ports",
+    [
+        "            - containerPort: 2222\n              hostPort: 2222\n",
+        "            - containerPort: 9090\n              hostPort: 9090\n",
+    ],
+    ids=["the-task-port-fixed", "a-fixed-extra-port"],
+)
+def test_tasks_on_one_node_may_not_hold_the_same_host_port(
+    cli: Any, tmp_path: Path, ports: str
+) -> None:
+    """With --tasks-per-host, a host port the template fixes would be every task's on that node."""
+    text = (EXAMPLES / "mnist.yaml").read_text()
+    text = re.sub(
+        r"            - containerPort: <<port>>\n              hostPort: <<port>>\n", ports, text
+    )
+    assert "<<port>>" not in text
+    write(tmp_path / "fixed.yaml", text)
+    result = cli("fixed.yaml", "--nodes", "a,b", "--tasks-per-host", "2", "-o", "-", cwd=tmp_path)
+    port = re.search(r"hostPort: (\d+)", ports)[1]  # type: ignore[index]
+    assert_one_line_error(
+        result,
+        1,
+        rf"^simpletfjob: error: --tasks-per-host 2: ps 0 and worker 0 on node 'a' would both hold "
+        rf"host port {port}; declare it in the template as <<port>>, which moves with each "
+        r"task's port, or give each task a node of its own$",
+    )
+    assert cli("fixed.yaml", "--nodes", "a,b", "-o", "-", cwd=tmp_path).code == 0  # one each: fine

@@ -271,11 +271,25 @@ def unix_newlines(text: str) -> str:
 
 
 def _check_names(ast: Any, filename: str, known: set[str]) -> set[str]:
-    """Fail on the first name the template uses that no task will define, naming its line."""
+    """Fail on the first name the template uses that no task will define, naming its line.
+
+    A name the template asks about, as jinja and helm users do for an optional value
+    (`x is defined`, `x is undefined`, `x | default(...)`), is left to the render: a use
+    of it that no such test guards is still an error there, naming its line.
+    """
     from jinja2 import meta, nodes
 
     referenced: set[str] = meta.find_undeclared_variables(ast)
-    unknown = referenced - known
+    optional = {
+        test.node.name
+        for test in ast.find_all(nodes.Test)
+        if test.name in ("defined", "undefined") and isinstance(test.node, nodes.Name)
+    } | {
+        applied.node.name
+        for applied in ast.find_all(nodes.Filter)
+        if applied.name in ("default", "d") and isinstance(applied.node, nodes.Name)
+    }
+    unknown = referenced - known - optional
     if unknown:
         first = min(
             (n.lineno, n.name)
@@ -309,7 +323,11 @@ def _template_error(e: Exception, filename: str) -> TemplateError:
         return TemplateError(f"{where}: {number}")
     kind = type(e).__name__
     message = getattr(e, "message", None) or str(e)
-    if kind in ("UndefinedError", "RenderLimit", "TemplateNotFound"):
+    if kind == "UndefinedError":
+        name = re.fullmatch(r"'(\w+)' is undefined", message)
+        hint = f"; give it with --set {name[1]}=VALUE or -f values.yaml" if name else ""
+        return TemplateError(f"{where}: {message}{hint}")
+    if kind in ("RenderLimit", "TemplateNotFound"):
         return TemplateError(f"{where}: {message}")
     if kind == "RecursionError":
         return TemplateError(

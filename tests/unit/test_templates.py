@@ -502,3 +502,58 @@ def test_a_header_can_choose_pod_networking_and_tasks_per_host(cli: Any, tmp_pat
         cwd=tmp_path,
     )
     assert [d["kind"] for d in host.docs] == ["Job", "Job"]
+
+
+OPTIONAL = """\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: t-<<type>>-<<index>>
+spec:
+  template:
+    spec:
+      containers:
+        - name: tf
+          image: << image | default('tensorflow/tensorflow') >>
+{% if gpus is defined %}
+          resources:
+            limits:
+              nvidia.com/gpu: << gpus >>
+{% endif %}
+      restartPolicy: Never
+"""
+
+
+def test_an_optional_value_is_asked_about_as_in_jinja_and_helm(cli: Any, tmp_path: Path) -> None:
+    """`is defined` and `default(...)` make a value optional; left out, the template says what then."""
+    write(tmp_path / "t.yaml", OPTIONAL)
+    plain = cli("t.yaml", "--nodes", "a,b", "-o", "-", cwd=tmp_path)
+    assert plain.code == 0, plain.err
+    containers = [d["spec"]["template"]["spec"]["containers"][0] for d in plain.docs]
+    assert [c["image"] for c in containers] == ["tensorflow/tensorflow"] * 2
+    assert all("resources" not in c for c in containers)
+    given = cli("t.yaml", "--nodes", "a,b", "--set", "gpus=2", "--set", "image=tf:2", "-o", "-",
+                cwd=tmp_path)  # fmt: skip
+    containers = [d["spec"]["template"]["spec"]["containers"][0] for d in given.docs]
+    assert [(c["image"], c["resources"]["limits"]["nvidia.com/gpu"]) for c in containers] == [
+        ("tf:2", 2),
+        ("tf:2", 2),
+    ]
+    # A use that no test guards is still an error, at render time, naming its line.
+    unguarded = "  name: t-<<type>>-<<index>>\n  labels: {image: '<< image >>'}\n"
+    write(tmp_path / "t.yaml", OPTIONAL.replace("  name: t-<<type>>-<<index>>\n", unguarded))
+    refused = cli("t.yaml", "--nodes", "a,b", "-o", "-", cwd=tmp_path)
+    assert_one_line_error(
+        refused,
+        1,
+        r"^simpletfjob: error: t.yaml:5: 'image' is undefined; give it with "
+        r"--set image=VALUE or -f values.yaml$",
+    )
+    # A name nothing asks about is refused before anything renders, as before.
+    write(tmp_path / "t.yaml", OPTIONAL.replace("{% if gpus is defined %}", "{% if True %}"))
+    assert_one_line_error(
+        cli("t.yaml", "--nodes", "a,b", "-o", "-", cwd=tmp_path),
+        1,
+        r"^simpletfjob: error: t.yaml:14: 'gpus' is undefined; give it with --set gpus=VALUE "
+        r"or -f values.yaml, or use one of: ",
+    )

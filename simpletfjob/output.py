@@ -176,6 +176,23 @@ def _is_regular_file(path: str, identity: tuple[int, int] | None) -> bool:
     return identity is not None and _identity(path) == identity
 
 
+def spare_inputs_from_stderr(inputs: Iterable[tuple[str, str | None]]) -> None:
+    """Drop the messages when stderr is redirected into a file the run reads (`2>>mnist.yaml`).
+
+    Each message would be appended to that input; it cannot be told so on stderr either,
+    so stderr gets /dev/null, as a closed one does, and the run goes on.
+    """
+    mine = _identity_of_fd(2)
+    if mine is None or 2 in streams.closed_at_start:
+        return
+    if any(path is not None and _identity(path) == mine for _, path in inputs):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            sys.stderr.flush()
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 2)
+        os.close(null)
+
+
 def refuse_inputs(dest: Destination, inputs: Iterable[tuple[str, str | None]]) -> None:
     """The output must not be any file the run reads, compared by file identity.
 

@@ -50,7 +50,11 @@ def apply_run(options: ApplyOptions) -> None:
     from simpletfjob.applying import apply_run as apply_manifests
     from simpletfjob.applying import manifests
     from simpletfjob.cli.render import plan_explained, summary, tell
+    from simpletfjob.output import spare_inputs_from_stderr
+    from simpletfjob.plan import inputs
     from simpletfjob.runs import connect_for
+
+    spare_inputs_from_stderr(inputs(options))
 
     connection = (options.kubeconfig, options.context, options.namespace)
     with connect_for(*connection, purpose="apply the run to") as conn:

@@ -59,10 +59,11 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
 
 def write_run(options: Options) -> None:
     """Plan the run, write its documents where -o says, and say what was written."""
-    from simpletfjob.output import destination, refuse_inputs, write_to
+    from simpletfjob.output import destination, refuse_inputs, spare_inputs_from_stderr, write_to
     from simpletfjob.plan import default_output_name, inputs
     from simpletfjob.streams import stream_fd
 
+    spare_inputs_from_stderr(inputs(options))
     if options.output is None:
         if stream_fd(options.template) is not None:
             raise UsageError(

@@ -262,6 +262,26 @@ def test_a_stream_open_on_an_input_is_refused(
     assert snapshot(work) == before
 
 
+@pytest.mark.parametrize("redirect", ["2>> mnist.yaml", "2>> hosts"])
+@pytest.mark.parametrize("hosts", ["--nodes-file hosts", "--nodes-file hosts -N 9"])
+def test_stderr_redirected_into_an_input_is_left_alone(
+    work: Path, redirect: str, hosts: str
+) -> None:
+    """Messages would be written into the template or the host list: they are dropped instead."""
+    before = snapshot(work)
+    proc = run(["mnist.yaml", *hosts.split(), "-o", "-"], work, shell_redirect=redirect)
+    assert snapshot(work) == before
+    if "-N 9" in hosts:  # too few hosts: the exit status says so
+        assert (proc.code, proc.out) == (1, b"")
+    else:
+        assert proc.code == 0
+        assert [d["metadata"]["name"] for d in jobs(proc.out)] == [
+            "mnist-ps-0",
+            "mnist-worker-0",
+            "mnist-worker-1",
+        ]
+
+
 # -- 2. stream paths write into the stream that is open --------------------------------
 
 

@@ -10,6 +10,10 @@
 - SIGINT, SIGTERM and SIGHUP raise `Interrupted`, which unwinds like any
   exception (a temporary output file is removed on the way) and is reported as
   one line with the exit status a shell gives a process killed by the signal.
+- A tick (SIGALRM, four times a second) interrupts whatever the process waits in.
+  Python runs a signal's handler between bytecodes, so a signal that lands just
+  before a blocking call (reading a named pipe, writing to a full one) would
+  otherwise wait until that call returns, which may be never.
 """
 
 from __future__ import annotations
@@ -187,3 +191,14 @@ def install_signal_handlers() -> None:
         if signum is None or (signum == sighup and _signal.getsignal(signum) == _signal.SIG_IGN):
             continue
         _signal.signal(signum, _interrupt)
+    # The tick: see the module docstring. Interval timers are not inherited by children.
+    with contextlib.suppress(AttributeError, ValueError, OSError):  # no SIGALRM or timers
+        _signal.signal(_signal.SIGALRM, _tick)
+        _signal.setitimer(_signal.ITIMER_REAL, TICK_SECONDS, TICK_SECONDS)
+
+
+TICK_SECONDS = 0.25
+
+
+def _tick(signum: int, frame: FrameType | None) -> None:
+    """Nothing: the tick only lets Python run the handlers of signals that came before it."""

@@ -261,16 +261,22 @@ class Popen(subprocess.Popen[Any]):
         if conn is None:
             return super()._try_wait(wait_flags)  # type: ignore[misc, no-any-return]
         if not self._status.endswith(b"\n"):
-            conn.setblocking(not (wait_flags & os.WNOHANG))
-            while not self._status.endswith(b"\n"):
-                try:
-                    part = conn.recv(64)
-                except BlockingIOError:
-                    return 0, 0
-                if not part:  # the server's helper died: no status, as for a lost child
-                    self._status += b"-1\n"
-                    break
-                self._status += part
+            try:
+                conn.setblocking(not (wait_flags & os.WNOHANG))
+                while not self._status.endswith(b"\n"):
+                    try:
+                        part = conn.recv(64)
+                    except BlockingIOError:
+                        return 0, 0
+                    if not part:  # the server's helper died: no status, as for a lost child
+                        self._status += b"-1\n"
+                        break
+                    self._status += part
+            except OSError:
+                # The connection was closed under us: the collector finalized it with a
+                # Popen left unwaited for (subprocess._active). Its status is lost, as
+                # waitpid's is for a child reaped elsewhere.
+                self._status = b"-1\n"
             conn.close()
         status = int(self._status)
         if status < 0:

@@ -270,6 +270,10 @@ def unix_newlines(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
+# The jinja filters (False) and tests (True) that ask whether a value is there.
+_ASKING = {False: ("default", "d"), True: ("defined", "undefined")}
+
+
 def _check_names(ast: Any, filename: str, known: set[str]) -> set[str]:
     """Fail on the first name the template uses that no task will define, naming its line.
 
@@ -280,16 +284,13 @@ def _check_names(ast: Any, filename: str, known: set[str]) -> set[str]:
     from jinja2 import meta, nodes
 
     referenced: set[str] = meta.find_undeclared_variables(ast)
-    optional = {
-        test.node.name
-        for test in ast.find_all(nodes.Test)
-        if test.name in ("defined", "undefined") and isinstance(test.node, nodes.Name)
-    } | {
-        applied.node.name
-        for applied in ast.find_all(nodes.Filter)
-        if applied.name in ("default", "d") and isinstance(applied.node, nodes.Name)
-    }
-    unknown = referenced - known - optional
+    unknown = referenced - known
+    if unknown:  # asked about, they may be left out
+        unknown -= {
+            node.node.name
+            for node in ast.find_all((nodes.Test, nodes.Filter))
+            if node.name in _ASKING[type(node) is nodes.Test] and isinstance(node.node, nodes.Name)
+        }
     if unknown:
         first = min(
             (n.lineno, n.name)

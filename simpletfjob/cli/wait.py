@@ -31,7 +31,8 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     It watches the run's Jobs and pods (no polling). Exit status: 0 when the run
     succeeds, 1 when it fails (one line names the task and why), the cluster
     fails, or the cleanup is refused (the line still says how the run ended),
-    3 when --timeout passes first (the run is left as it is), 2 for a usage error. A run that has already ended returns at once, cleanup included.
+    3 when --timeout passes first (the run is left as it is), 2 for a usage
+    error. A run that has already ended returns at once, cleanup included.
 
     \b
     Example, in CI:

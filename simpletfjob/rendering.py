@@ -33,7 +33,6 @@ from simpletfjob.labels import (
     LabelError,
     Labeller,
 )
-from simpletfjob.podspec import pod_node_names
 from simpletfjob.render import CompiledTemplate
 from simpletfjob.seating import Task
 from simpletfjob.textedit import Edit, TextEditor
@@ -165,6 +164,8 @@ def check_node_names(
     Templates written for node names say `nodeName: <<host>>`; with --address internal-ip
     or hostname, <<host>> is no node's name and the pod could never start.
     """
+    from simpletfjob.podspec import pod_node_names  # as role_needs: only some runs need it
+
     for node in pod_node_names(documents):
         if node.value == task.host:
             line = node.start_mark.line

@@ -10,7 +10,9 @@ so there is no stopping early. The verdicts come from the same rules (selection.
 - without one, every NoSchedule/NoExecute taint counts as untolerated, and the host
   ports in use are shown but decide nothing.
 
-Every pod counts, a run's own too: the view has no run to leave out.
+Every pod counts, a run's own too: the view has no run to leave out. So do the pods
+that Jobs pinned to a node have yet to make (usage.py); listing Jobs is asked for with
+the pods, and a refusal of it is a warning.
 """
 
 from __future__ import annotations
@@ -95,14 +97,18 @@ def read_usage(
     from simpletfjob.usage import NOBODY
 
     alternative = "give --no-usage to judge GPUs by allocatable alone" if options.gpus else ""
+    resource = options.gpu_resource
     try:
-        return cluster.usage(options.gpu_resource, NOBODY, alternative)
+        _, jobs, refused = cluster.run_jobs(resource, NOBODY)
+        tally = cluster.usage(resource, NOBODY, alternative, jobs)
     except ApiError as e:
         if e.status != 403 or options.gpus:
             raise
-        refused = str(e).split("; ")[0].removeprefix(f"{cluster.target}: ")
-        warn(f"cannot list pods: free GPUs and host ports not checked ({refused})")
+        warn(f"cannot list pods: free GPUs and host ports not checked ({cluster.refusal(e)})")
         return None
+    if refused is not None:
+        warn(f"cannot list jobs: the pods that Jobs have yet to make are not counted ({refused})")
+    return tally
 
 
 # ---- printing ------------------------------------------------------------------------------------

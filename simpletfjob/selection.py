@@ -31,7 +31,13 @@ _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
 # The order in which `breakdown` reports the reasons a node was passed over.
 REASON_ORDER = ("excluded", "NotReady", "cordoned", "tainted", "selector", "gpus", "ports")
-_SHOWN = {"ports": "port held"}  # how `breakdown` names a category, where not by its name
+# How `breakdown` names a category, where not by its name: (one node, several).
+_SHOWN = {"gpus": ("gpu", "gpus"), "ports": ("port held", "ports held")}
+
+
+def counted(n: int, one: str, several: str) -> str:
+    """'1 GPU', '2 GPUs': a count and its noun, agreeing."""
+    return f"{n} {one if n == 1 else several}"
 
 
 class Reason(NamedTuple):
@@ -201,10 +207,13 @@ def judge_node(
         reasons.append(Reason("selector", "labels do not match --selector"))
     if rules.min_gpus:
         if usage is None and node.gpus < rules.min_gpus:
-            reasons.append(Reason("gpus", f"{node.gpus} GPUs < {rules.min_gpus}"))
+            reasons.append(
+                Reason("gpus", f"{counted(node.gpus, 'GPU', 'GPUs')} < {rules.min_gpus}")
+            )
         elif usage is not None and node.gpus - usage.requested < rules.min_gpus:
             free = max(0, node.gpus - usage.requested)
-            reasons.append(Reason("gpus", f"{free}/{node.gpus} GPUs free < {rules.min_gpus}"))
+            of = counted(node.gpus, "GPU", "GPUs")  # '3/8 GPUs': 3 of 8 GPUs
+            reasons.append(Reason("gpus", f"{free}/{of} free < {rules.min_gpus}"))
     if usage is not None and usage.ports:
         reasons += _port_reasons(usage, rules)
     verdict = Verdict(node, tuple(reasons), usage=usage)
@@ -273,7 +282,7 @@ def breakdown(verdicts: Sequence[Verdict]) -> str:
         groups = (f"{n} only for {roles_text(roles)}" for roles, n in partial.items())
         eligible += f" ({', '.join(groups)})"
     parts = [eligible]
-    parts += [f"{counts[c]} {_SHOWN.get(c, c)}" for c in REASON_ORDER if counts[c]]
+    parts += [counted(counts[c], *_SHOWN.get(c, (c, c))) for c in REASON_ORDER if counts[c]]
     noun = "node" if len(verdicts) == 1 else "nodes"
     return f"{len(verdicts)} {noun}: " + ", ".join(parts)
 
@@ -308,7 +317,8 @@ def eligible_hosts(
         )
     for pin in pins:
         if num != -1 and len(pin.hosts) > num:
-            raise SelectionError(f"{pin.flag} names {len(pin.hosts)} hosts but -N is {num}")
+            named = counted(len(pin.hosts), "host", "hosts")
+            raise SelectionError(f"{pin.flag} names {named} but -N is {num}")
     return eligible
 
 

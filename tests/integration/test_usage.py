@@ -134,7 +134,7 @@ def test_gpus_counts_free_gpus(cli: Any, kubeapi: KubeAPI, work: Path) -> None:
     assert node_names(render(cli, work, "pod.yaml", "-N", "2", "--gpus", "8")) == ["n3", "n4"]
     assert node_names(render(cli, work, "pod.yaml", "-N", "3", "--gpus", "4")) == ["n2", "n3", "n4"]
     refused = run(cli, work, "pod.yaml", "-o", "-", "-N", "4", "--gpus", "4")
-    assert_one_line_error(refused, 1, contains=["4 nodes: 3 eligible, 1 gpus"])
+    assert_one_line_error(refused, 1, contains=["4 nodes: 3 eligible, 1 gpu"])
 
 
 def test_no_usage_judges_by_allocatable(cli: Any, kubeapi: KubeAPI, work: Path) -> None:
@@ -243,10 +243,10 @@ def test_a_run_does_not_count_its_own_pods(cli: Any, kubeapi: KubeAPI, work: Pat
     )  # fmt: skip
     assert node_names(render(cli, work, "host.yaml", "--gpus", "7")) == ["n1", "n2"]
     refused = run(cli, work, "host.yaml", "-o", "-", "--gpus", "8")
-    assert_one_line_error(refused, 1, contains=["2 nodes: 1 eligible, 1 gpus"])
+    assert_one_line_error(refused, 1, contains=["2 nodes: 1 eligible, 1 gpu"])
     # Under another name it is another run, which the pods hold the port against.
     refused = run(cli, work, "host.yaml", "-o", "-", "--name", "other")
-    assert_one_line_error(refused, 1, contains=["2 nodes: 0 eligible, 2 port held"])
+    assert_one_line_error(refused, 1, contains=["2 nodes: 0 eligible, 2 ports held"])
 
 
 def test_port_auto_picks_the_lowest_port_free_on_every_chosen_node(

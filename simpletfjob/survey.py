@@ -138,7 +138,9 @@ def table(verdicts: Sequence[Verdict], wide: bool = False) -> str:
     for v in verdicts:
         row = [v.node.name, _eligible(v), "; ".join(map(str, v.reasons)) or "-", _gpus(v), _pods(v)]
         if wide:
-            addresses = ",".join(f"{kind}={a}" for kind, a in sorted(v.node.addresses.items()))
+            addresses = ",".join(
+                f"{kind}={a}" for kind, every in sorted(v.node.addresses.items()) for a in every
+            )
             ports = "-" if v.usage is None else ",".join(map(str, v.usage.port_numbers))
             labels = ",".join(f"{k}={value}" for k, value in sorted(v.node.labels.items()))
             row += [addresses or "<none>", ports or "<none>", labels or "<none>"]
@@ -152,7 +154,8 @@ def table(verdicts: Sequence[Verdict], wide: bool = False) -> str:
 
 
 def as_json(verdicts: Sequence[Verdict]) -> str:
-    """A JSON array, one object per node; `requested` and `pods` are null when the pods were not read."""
+    """A JSON array, one object per node; `requested` and `pods` are null when the pods were not
+    read. `addresses` maps each type to every address of it, in the node's order."""
     found = []
     for v in verdicts:
         usage = v.usage
@@ -169,7 +172,7 @@ def as_json(verdicts: Sequence[Verdict]) -> str:
                 },
                 "pods": None if usage is None else usage.pods,
                 "hostPorts": [] if usage is None else usage.port_numbers,
-                "addresses": dict(sorted(v.node.addresses.items())),
+                "addresses": {kind: list(a) for kind, a in sorted(v.node.addresses.items())},
             }
         )
     return json.dumps(found, indent=2) + "\n"

@@ -287,6 +287,46 @@ def breakdown(verdicts: Sequence[Verdict]) -> str:
     return f"{len(verdicts)} {noun}: " + ", ".join(parts)
 
 
+def left_out_for_usage(verdicts: Sequence[Verdict], min_gpus: int) -> dict[str, list[str]]:
+    """The nodes that only what their pods hold kept out of the run, by why: 'port 2222 held',
+    'too few free GPUs'; each node under its first such reason, as `breakdown` counts.
+
+    A node short of GPUs counts only if it has enough allocatable: it is its pods that take them.
+    """
+    found: dict[str, list[str]] = {}
+    for v in verdicts:
+        if v.eligible or v.usage is None:
+            continue
+        if any(r.category not in ("gpus", "ports") for r in v.reasons):
+            continue
+        if any(r.category == "gpus" for r in v.reasons) and v.node.gpus < min_gpus:
+            continue
+        first = min(v.reasons, key=lambda r: REASON_ORDER.index(r.category))
+        why = "too few free GPUs" if first.category == "gpus" else _held_port(first.detail)
+        found.setdefault(why, []).append(v.node.name)
+    return found
+
+
+def _held_port(detail: str) -> str:
+    """'port 2222 held by ml/x (and 1 more port)' -> 'port 2222 held'."""
+    return detail.split(" held by ", 1)[0] + " held"
+
+
+def left_out_text(tasks: int, nodes: int, left_out: Mapping[str, Sequence[str]]) -> str:
+    """The -N -1 warning: what the run got, and which nodes what their pods hold kept out."""
+    count = sum(map(len, left_out.values()))
+    groups = []
+    for why, names in left_out.items():
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        groups.append(f"{len(names)} with {why} ({shown})")
+    were = "was" if count == 1 else "were"
+    return (
+        f"-N -1: the run got {counted(tasks, 'task', 'tasks')} on "
+        f"{counted(nodes, 'node', 'nodes')}; {counted(count, 'node', 'nodes')} otherwise "
+        f"eligible {were} left out for what their pods hold: {', '.join(groups)}"
+    )
+
+
 def roles_text(roles: Sequence[str]) -> str:
     """('chief', 'ps', 'worker') -> 'chief, ps and worker'."""
     return " and ".join([", ".join(roles[:-1]), roles[-1]] if len(roles) > 1 else roles)

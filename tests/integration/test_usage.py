@@ -249,6 +249,38 @@ def test_a_run_does_not_count_its_own_pods(cli: Any, kubeapi: KubeAPI, work: Pat
     assert_one_line_error(refused, 1, contains=["2 nodes: 0 eligible, 2 ports held"])
 
 
+def test_every_eligible_host_says_which_nodes_what_their_pods_hold_left_out(
+    cli: Any, kubeapi: KubeAPI, work: Path
+) -> None:
+    """-N -1 took one node of four: one warning line says so, with why, after the run."""
+    kubeapi.set_nodes([make_node(f"n{i}", gpus=8) for i in range(1, 6)] + [make_node("cpu")])
+    kubeapi.load(
+        "pods",
+        [
+            port_pod("stale-0", "n2"),
+            port_pod("stale-1", "n3"),
+            gpu_pod("big", "n4", 7),
+            port_pod("both", "n5", labels={}, requests={GPU: "8"}),
+        ],
+    )
+    result = render(cli, work, "host.yaml", "--gpus", "2", "--psn", "0")
+    assert node_names(result) == ["n1"]
+    warning, wrote = result.err.splitlines()
+    # cpu has no GPU at all: not left out for what its pods hold.
+    assert warning == (
+        "simpletfjob: warning: -N -1: the run got 1 task on 1 node; 4 nodes otherwise eligible "
+        "were left out for what their pods hold: 2 with port 2222 held (n2, n3), "
+        "2 with too few free GPUs (n4, n5)"
+    )
+    assert wrote.startswith("simpletfjob: wrote 1 task")
+    # With -N, the run got what it asked for: nothing to say.
+    asked = render(cli, work, "host.yaml", "--gpus", "2", "--psn", "0", "-N", "1")
+    assert len(asked.err.splitlines()) == 1
+    # A run that fails says only its error.
+    refused = run(cli, work, "host.yaml", "-o", "-", "--gpus", "2", "--psn", "2")
+    assert_one_line_error(refused, 1)
+
+
 def test_port_auto_picks_the_lowest_port_free_on_every_chosen_node(
     cli: Any, kubeapi: KubeAPI, work: Path
 ) -> None:

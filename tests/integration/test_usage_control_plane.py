@@ -318,6 +318,11 @@ def test_a_pod_whose_job_is_deleted_is_no_longer_the_runs_own(
     assert result.code == 0, result.err
     # 3 of node a's 8 GPUs and its port 2222 are the stopping pod's: node b, at 2222.
     assert job_names(result) == [(f"{namespace}-b", 2222)]
+    assert (
+        "simpletfjob: warning: -N -1: the run got 1 task on 1 node; 1 node otherwise eligible "
+        "was left out for what their pods hold: 1 with too few free GPUs "
+        f"({namespace}-a)"
+    ) in result.err.splitlines()
     result = hosts(cli, *args, "-N", "2")
     assert result.code == 0, result.err
     assert job_names(result) == [(f"{namespace}-a", 2223), (f"{namespace}-b", 2223)]

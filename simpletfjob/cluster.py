@@ -7,8 +7,10 @@ only what a `Node` needs: 5000 nodes cost neither model objects nor much memory.
 Every wait is bounded, transient failures are retried with backoff, and every
 failure is one `ClusterError` line naming the server and context.
 
-Pods are read the same way, cut of their managedFields and reduced at once to what
-the counting rules need (usage.py), one of two ways:
+Every Job of the cluster is read first, in one paginated list cut the same way: the
+Jobs that have yet to make their pods hold room for them, and the run's own pods are
+those of its Jobs that live (usage.py). Pods are read the same way, cut of their
+managedFields and reduced at once to what the counting rules need, one of two ways:
 
 - **one list**: the non-terminated pods of every namespace, paginated;
 - **per node**: each candidate node's non-terminated pods, in order
@@ -34,10 +36,20 @@ from simpletfjob.kube.lists import (
     list_pages,
     without_managed_fields,
 )
-from simpletfjob.kube.resources import NODES, PODS
+from simpletfjob.kube.resources import JOBS, NODES, PODS
 from simpletfjob.labels import JOB_LABEL
 from simpletfjob.nodes import GPU_RESOURCE, Node, node_from_object, without_images
-from simpletfjob.usage import NOT_TERMINATED, NodeUsage, Own, PodUse, Tally, pod_use
+from simpletfjob.usage import (
+    NOT_TERMINATED,
+    JobUse,
+    NodeUsage,
+    Own,
+    PodUse,
+    Tally,
+    job_use,
+    pinned_jobs,
+    pod_use,
+)
 
 # What a user can do instead of reading the cluster, in the messages that refuse it.
 INSTEAD = "give the hosts with --nodes H1,H2,... or --nodes-file FILE"
@@ -131,9 +143,45 @@ class Cluster:
 
         return parse
 
-    def usage(self, resource: str, own: Own, alternative: str) -> Tally:
-        """One paginated list of every namespace's non-terminated pods, summed per node."""
-        tally = Tally(own)
+    def jobs(self, resource: str, alternative: str) -> list[JobUse]:
+        """Every namespace's Jobs, reduced to what the counting rules need."""
+        target, path = self.target, JOBS.path("")
+
+        def parse(data: bytes) -> Page[list[JobUse]]:
+            page = decode_page(data, target, JOBS, path, slim=without_managed_fields)
+            origin = f"{target}: the job list's items"
+            try:
+                uses = [job_use(item, resource, JOB_LABEL, origin) for item in page.value]
+            except InputError as e:  # the server's answer, not the user's input
+                raise ClusterError(str(e)) from e
+            return Page(uses, page.token, page.resource_version)
+
+        listed = list_pages(self.conn, JOBS, parse, namespace="", alternative=alternative)
+        return [job for page in listed.pages for job in page]
+
+    def run_jobs(self, resource: str, own: Own) -> tuple[Own, list[JobUse], str | None]:
+        """The cluster's Jobs, and the run knowing its own among them; or, when listing Jobs is
+        refused, no Jobs, the run as it was, and the refusal, for a warning."""
+        from simpletfjob.kube.request import ApiError
+
+        try:
+            jobs = self.jobs(resource, "")
+        except ApiError as e:
+            if e.status != 403:
+                raise
+            return own, [], self.refusal(e)
+        return own.knowing(jobs), jobs, None
+
+    def refusal(self, error: Exception) -> str:
+        """A 403's first clause, without the server: 'user ... cannot list pods in ... (403 Forbidden)'."""
+        return str(error).split("; ")[0].removeprefix(f"{self.target}: ")
+
+    def usage(
+        self, resource: str, own: Own, alternative: str, jobs: Sequence[JobUse] = ()
+    ) -> Tally:
+        """One paginated list of every namespace's non-terminated pods, summed per node, with
+        the pods that `jobs` have yet to make."""
+        tally = Tally(own, pinned_jobs(jobs, own))
         parse = self._pod_parser(resource, PODS.path(""))
         listed = list_pages(
             self.conn,
@@ -156,12 +204,14 @@ class Cluster:
         wanted: int,
         budget: int,
         alternative: str,
+        jobs: Sequence[JobUse] = (),
     ) -> dict[str, NodeUsage] | None:
         """Each node's pods, in order, until `wanted` nodes have room; what was read, by node.
 
         None when `budget` nodes were read without finding enough: one list is then cheaper.
         """
         parse = self._pod_parser(resource, PODS.path(""))
+        pinned = pinned_jobs(jobs, own)
         selectors = (f"spec.nodeName={name},{NOT_TERMINATED}" for name in names)
         read: dict[str, NodeUsage] = {}
         found = 0
@@ -176,7 +226,7 @@ class Cluster:
         )
         with closing(lists):
             for name, pages in zip(names, lists, strict=False):
-                tally = Tally(own)
+                tally = Tally(own, {name: pinned[name]} if name in pinned else None)
                 for page in pages:
                     tally.add_all(page)
                 read[name] = tally.node(name)

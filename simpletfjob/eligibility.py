@@ -198,13 +198,12 @@ def judge(
 
     required = options.gpus > 0 or options.port is AUTO_PORT
     try:
-        usage, read = read_usage(options, nodes, excluded, rules, pins, cluster, own)
+        usage, read = read_usage(options, nodes, excluded, rules, pins, cluster, own, warn)
     except ApiError as e:
         if required or e.status != 403:
             raise
         lost = "host ports" if uses_ports else "free GPUs"
-        refused = str(e).split("; ")[0].removeprefix(f"{cluster.target}: ")
-        warn(f"cannot list pods: {lost} not checked ({refused})")
+        warn(f"cannot list pods: {lost} not checked ({cluster.refusal(e)})")
         return Judged(judge_nodes(nodes, excluded, rules), rules, needs, "")
     return Judged(judge_nodes(nodes, excluded, rules, usage), rules, needs, read)
 
@@ -217,8 +216,14 @@ def read_usage(
     pins: Sequence[Pin],
     cluster: Cluster,
     own: Own,
+    warn: Callable[[str], None],
 ) -> tuple[Callable[[str], NodeUsage | None], str]:
-    """What each node's pods take, read per node or in one list; and which way it was read."""
+    """What each node's pods take, read per node or in one list; and which way it was read.
+
+    The cluster's Jobs are read first (usage.py: the pods they have yet to make, and which
+    pods are the run's own). A refusal to list them is a warning, once the pods are read:
+    the pods still say most of what is held.
+    """
     alternatives = []
     if options.gpus > 0:
         alternatives.append("give --no-usage to judge GPUs by allocatable alone")
@@ -226,6 +231,12 @@ def read_usage(
         alternatives.append("give --port N")
     alternative = " or ".join(alternatives)
     resource = options.gpu_resource
+    own, jobs, refused = cluster.run_jobs(resource, own)
+    # Said only once the pods are read: a refusal of those is the one error.
+    later = refused and (
+        "cannot list jobs: the pods that Jobs have yet to make are not counted, and a pod "
+        f"is the run's own while it has a Job and is not stopping ({refused})"
+    )
     eligible = [v.node for v in judge_nodes(nodes, excluded, rules) if v.eligible]
     # Per node only where the first -N eligible nodes are exactly what the seating takes:
     # every role judged alike, no pinned hosts, and no --explain (it shows every node).
@@ -249,10 +260,15 @@ def read_usage(
             wanted=options.num,
             budget=max(4 * options.num, len(nodes) // 4),
             alternative=alternative,
+            jobs=jobs,
         )
         if read is not None:
+            if later:
+                warn(later)
             return read.get, "per node"
-    tally = cluster.usage(resource, own, alternative)
+    tally = cluster.usage(resource, own, alternative, jobs)
+    if later:
+        warn(later)
     return tally.node, "list"
 
 

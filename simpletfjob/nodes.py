@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -40,6 +40,7 @@ class Taint(NamedTuple):
 
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
+_NO_ADDRESSES: Mapping[str, Sequence[str]] = MappingProxyType({})
 
 
 # NamedTuples rather than dataclasses: defining a dataclass costs a cold start ~0.3 ms.
@@ -51,7 +52,9 @@ class Node(NamedTuple):
     unschedulable: bool = False
     taints: tuple[Taint, ...] = ()
     labels: Mapping[str, str] = _EMPTY
-    addresses: Mapping[str, str] = _EMPTY  # type -> first address
+    # type -> every address of that type, in the node's order: a dual-stack node has two
+    # InternalIPs. The first is the one --address uses, as kubectl's INTERNAL-IP column shows it.
+    addresses: Mapping[str, Sequence[str]] = _NO_ADDRESSES
     gpus: int = 0
     origin: str = ""  # where the node was named, for error messages
     plain: bool = True  # a bare host name, from --nodes or a host list: nothing known but its name
@@ -277,7 +280,7 @@ def node_from_object(obj: object, origin: str, gpu_resource: str = GPU_RESOURCE)
             raise _malformed(origin, name, f"spec.taints[{i}].{field}", found, "a string")
         taints.append(Taint(key, value, effect))
 
-    addresses: dict[str, str] = {}
+    addresses: dict[str, list[str]] = {}
     listed = status.get("addresses")
     if type(listed) is not list and listed is not None:
         raise _malformed(origin, name, "status.addresses", listed, "a list")
@@ -288,7 +291,11 @@ def node_from_object(obj: object, origin: str, gpu_resource: str = GPU_RESOURCE)
         if type(kind) is not str or type(address) is not str:
             field, value = ("type", kind) if type(kind) is not str else ("address", address)
             raise _malformed(origin, name, f"status.addresses[{i}].{field}", value, "a string")
-        addresses.setdefault(kind, address)
+        held = addresses.get(kind)
+        if held is None:
+            addresses[kind] = [address]
+        else:
+            held.append(address)
 
     labels = metadata.get("labels")
     if type(labels) is not dict:
@@ -403,7 +410,7 @@ def host_address(node: Node, how: str) -> str:
     if how == "name":
         return node.name
     if how == "internal-ip":
-        address = node.addresses.get("InternalIP")
+        address = next(iter(node.addresses.get("InternalIP", ())), None)
         if not address:
             listed = ", ".join(sorted(node.addresses)) or "none"
             raise InputError(

@@ -36,7 +36,14 @@ from simpletfjob.options import Options, check_options
 from simpletfjob.render import CompiledTemplate
 from simpletfjob.rendering import Decoration, Rendered, compile_template, render_tasks
 from simpletfjob.seating import Host, Task, check_endpoints, tasks_at
-from simpletfjob.selection import Verdict, breakdown, eligible_hosts, unknown_exclusions
+from simpletfjob.selection import (
+    Verdict,
+    breakdown,
+    eligible_hosts,
+    left_out_for_usage,
+    left_out_text,
+    unknown_exclusions,
+)
 from simpletfjob.valuerules import AUTO_PORT
 
 # What --address puts in the cluster addresses, as messages name it.
@@ -161,6 +168,12 @@ def plan(options: Options) -> Plan:
     if options.tasks_per_host > 1:
         needs = judged.needs or role_needs_of(options, fw, compiled)
         check_shared_ports(tasks, needs, options.tasks_per_host)
+    if options.num == -1 and judged.read:
+        # Every eligible host was asked for: say which ones what their pods hold kept out.
+        left_out = left_out_for_usage(verdicts, judged.rules.min_gpus)
+        if left_out:
+            used = len({t.node for t in tasks})
+            warnings.append(left_out_text(len(tasks), used, left_out))
     decoration = Decoration(job, namespace_to_add(options), options.success_policy)
     values = fw.values(tasks, None, options, compiled.referenced)
     rendered = render_tasks(compiled, tasks, values, options.values, decoration)

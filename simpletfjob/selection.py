@@ -31,7 +31,13 @@ _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
 # The order in which `breakdown` reports the reasons a node was passed over.
 REASON_ORDER = ("excluded", "NotReady", "cordoned", "tainted", "selector", "gpus", "ports")
-_SHOWN = {"ports": "port held"}  # how `breakdown` names a category, where not by its name
+# How `breakdown` names a category, where not by its name: (one node, several).
+_SHOWN = {"gpus": ("gpu", "gpus"), "ports": ("port held", "ports held")}
+
+
+def counted(n: int, one: str, several: str) -> str:
+    """'1 GPU', '2 GPUs': a count and its noun, agreeing."""
+    return f"{n} {one if n == 1 else several}"
 
 
 class Reason(NamedTuple):
@@ -201,10 +207,13 @@ def judge_node(
         reasons.append(Reason("selector", "labels do not match --selector"))
     if rules.min_gpus:
         if usage is None and node.gpus < rules.min_gpus:
-            reasons.append(Reason("gpus", f"{node.gpus} GPUs < {rules.min_gpus}"))
+            reasons.append(
+                Reason("gpus", f"{counted(node.gpus, 'GPU', 'GPUs')} < {rules.min_gpus}")
+            )
         elif usage is not None and node.gpus - usage.requested < rules.min_gpus:
             free = max(0, node.gpus - usage.requested)
-            reasons.append(Reason("gpus", f"{free}/{node.gpus} GPUs free < {rules.min_gpus}"))
+            of = counted(node.gpus, "GPU", "GPUs")  # '3/8 GPUs': 3 of 8 GPUs
+            reasons.append(Reason("gpus", f"{free}/{of} free < {rules.min_gpus}"))
     if usage is not None and usage.ports:
         reasons += _port_reasons(usage, rules)
     verdict = Verdict(node, tuple(reasons), usage=usage)
@@ -273,9 +282,49 @@ def breakdown(verdicts: Sequence[Verdict]) -> str:
         groups = (f"{n} only for {roles_text(roles)}" for roles, n in partial.items())
         eligible += f" ({', '.join(groups)})"
     parts = [eligible]
-    parts += [f"{counts[c]} {_SHOWN.get(c, c)}" for c in REASON_ORDER if counts[c]]
+    parts += [counted(counts[c], *_SHOWN.get(c, (c, c))) for c in REASON_ORDER if counts[c]]
     noun = "node" if len(verdicts) == 1 else "nodes"
     return f"{len(verdicts)} {noun}: " + ", ".join(parts)
+
+
+def left_out_for_usage(verdicts: Sequence[Verdict], min_gpus: int) -> dict[str, list[str]]:
+    """The nodes that only what their pods hold kept out of the run, by why: 'port 2222 held',
+    'too few free GPUs'; each node under its first such reason, as `breakdown` counts.
+
+    A node short of GPUs counts only if it has enough allocatable: it is its pods that take them.
+    """
+    found: dict[str, list[str]] = {}
+    for v in verdicts:
+        if v.eligible or v.usage is None:
+            continue
+        if any(r.category not in ("gpus", "ports") for r in v.reasons):
+            continue
+        if any(r.category == "gpus" for r in v.reasons) and v.node.gpus < min_gpus:
+            continue
+        first = min(v.reasons, key=lambda r: REASON_ORDER.index(r.category))
+        why = "too few free GPUs" if first.category == "gpus" else _held_port(first.detail)
+        found.setdefault(why, []).append(v.node.name)
+    return found
+
+
+def _held_port(detail: str) -> str:
+    """'port 2222 held by ml/x (and 1 more port)' -> 'port 2222 held'."""
+    return detail.split(" held by ", 1)[0] + " held"
+
+
+def left_out_text(tasks: int, nodes: int, left_out: Mapping[str, Sequence[str]]) -> str:
+    """The -N -1 warning: what the run got, and which nodes what their pods hold kept out."""
+    count = sum(map(len, left_out.values()))
+    groups = []
+    for why, names in left_out.items():
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        groups.append(f"{len(names)} with {why} ({shown})")
+    were = "was" if count == 1 else "were"
+    return (
+        f"-N -1: the run got {counted(tasks, 'task', 'tasks')} on "
+        f"{counted(nodes, 'node', 'nodes')}; {counted(count, 'node', 'nodes')} otherwise "
+        f"eligible {were} left out for what their pods hold: {', '.join(groups)}"
+    )
 
 
 def roles_text(roles: Sequence[str]) -> str:
@@ -308,7 +357,8 @@ def eligible_hosts(
         )
     for pin in pins:
         if num != -1 and len(pin.hosts) > num:
-            raise SelectionError(f"{pin.flag} names {len(pin.hosts)} hosts but -N is {num}")
+            named = counted(len(pin.hosts), "host", "hosts")
+            raise SelectionError(f"{pin.flag} names {named} but -N is {num}")
     return eligible
 
 

@@ -10,7 +10,9 @@ so there is no stopping early. The verdicts come from the same rules (selection.
 - without one, every NoSchedule/NoExecute taint counts as untolerated, and the host
   ports in use are shown but decide nothing.
 
-Every pod counts, a run's own too: the view has no run to leave out.
+Every pod counts, a run's own too: the view has no run to leave out. So do the pods
+that Jobs pinned to a node have yet to make (usage.py); listing Jobs is asked for with
+the pods, and a refusal of it is a warning.
 """
 
 from __future__ import annotations
@@ -95,14 +97,18 @@ def read_usage(
     from simpletfjob.usage import NOBODY
 
     alternative = "give --no-usage to judge GPUs by allocatable alone" if options.gpus else ""
+    resource = options.gpu_resource
     try:
-        return cluster.usage(options.gpu_resource, NOBODY, alternative)
+        _, jobs, refused = cluster.run_jobs(resource, NOBODY)
+        tally = cluster.usage(resource, NOBODY, alternative, jobs)
     except ApiError as e:
         if e.status != 403 or options.gpus:
             raise
-        refused = str(e).split("; ")[0].removeprefix(f"{cluster.target}: ")
-        warn(f"cannot list pods: free GPUs and host ports not checked ({refused})")
+        warn(f"cannot list pods: free GPUs and host ports not checked ({cluster.refusal(e)})")
         return None
+    if refused is not None:
+        warn(f"cannot list jobs: the pods that Jobs have yet to make are not counted ({refused})")
+    return tally
 
 
 # ---- printing ------------------------------------------------------------------------------------
@@ -132,7 +138,9 @@ def table(verdicts: Sequence[Verdict], wide: bool = False) -> str:
     for v in verdicts:
         row = [v.node.name, _eligible(v), "; ".join(map(str, v.reasons)) or "-", _gpus(v), _pods(v)]
         if wide:
-            addresses = ",".join(f"{kind}={a}" for kind, a in sorted(v.node.addresses.items()))
+            addresses = ",".join(
+                f"{kind}={a}" for kind, every in sorted(v.node.addresses.items()) for a in every
+            )
             ports = "-" if v.usage is None else ",".join(map(str, v.usage.port_numbers))
             labels = ",".join(f"{k}={value}" for k, value in sorted(v.node.labels.items()))
             row += [addresses or "<none>", ports or "<none>", labels or "<none>"]
@@ -146,7 +154,8 @@ def table(verdicts: Sequence[Verdict], wide: bool = False) -> str:
 
 
 def as_json(verdicts: Sequence[Verdict]) -> str:
-    """A JSON array, one object per node; `requested` and `pods` are null when the pods were not read."""
+    """A JSON array, one object per node; `requested` and `pods` are null when the pods were not
+    read. `addresses` maps each type to every address of it, in the node's order."""
     found = []
     for v in verdicts:
         usage = v.usage
@@ -163,7 +172,7 @@ def as_json(verdicts: Sequence[Verdict]) -> str:
                 },
                 "pods": None if usage is None else usage.pods,
                 "hostPorts": [] if usage is None else usage.port_numbers,
-                "addresses": dict(sorted(v.node.addresses.items())),
+                "addresses": {kind: list(a) for kind, a in sorted(v.node.addresses.items())},
             }
         )
     return json.dumps(found, indent=2) + "\n"

@@ -13,9 +13,27 @@ The rules (kubectl's `PodRequestsAndLimits`, which the scheduler's fit check als
 - a host port is held by a container's `hostPort`, or on a `hostNetwork` pod by
   every container port; the pod's sidecars hold theirs too, as they keep running.
 
+Two more rules, for what a node's pod list does not show yet, or no longer shows as
+someone else's:
+
+- a Job that has yet to create its pods holds them already: an active Job (no
+  Complete or Failed condition, not suspended, not being deleted) whose pod
+  template pins a node (`spec.template.spec.nodeName`), and that has fewer live
+  pods (not terminated, not being deleted: those the Job controller counts) than
+  it wants running, holds that template's requests and host ports on that node,
+  once per missing pod. It wants `parallelism` pods (default 1), or, with
+  `completions`, no more than the completions still to come. Two runs applied
+  back to back, before the Job controller has made the first one's pods, so do
+  not both take the same GPUs and port;
+- the pods of the run being placed do not count against it (a re-render sees its
+  own room), but a pod is the run's own only while its Job exists and is not
+  being deleted: a stopping pod of a deleted run holds its port and GPUs until it
+  is gone, as `kubectl describe node` says. When the Jobs cannot be listed, a pod
+  is the run's own while it has a controlling Job and is not being deleted.
+
 Each resource is counted on its own (the rules work per resource name), so only
-the one a run asks about is added up. Pure functions over the JSON of v1 Pods;
-the cluster reader (cluster.py) feeds them.
+the one a run asks about is added up. Pure functions over the JSON of v1 Pods and
+batch/v1 Jobs; the cluster reader (cluster.py) feeds them.
 """
 
 from __future__ import annotations
@@ -56,6 +74,13 @@ class PodUse(NamedTuple):
     job: str | None  # its simpletfjob/job label, for leaving a run's own pods out
     requested: Fraction  # of the one resource asked about
     ports: tuple[Port, ...]  # the host ports it holds
+    owner: str | None = None  # the uid of the Job that controls it
+    deleting: bool = False  # it has a deletionTimestamp: stopping, but not gone
+
+    @property
+    def live(self) -> bool:
+        """Not terminated and not being deleted: a pod its Job controller counts as active."""
+        return self.phase not in TERMINATED_PHASES and not self.deleting
 
     @property
     def ref(self) -> str:
@@ -160,6 +185,15 @@ def held_ports(spec: Mapping[str, Any], where: str = "pod") -> tuple[Port, ...]:
     return tuple(found)
 
 
+def _controller(metadata: dict[str, Any], where: str) -> str | None:
+    """The uid of the Job its ownerReferences name as controller, if any."""
+    for ref in _list(metadata.get("ownerReferences"), where, "metadata.ownerReferences"):
+        if type(ref) is dict and ref.get("controller") is True and ref.get("kind") == "Job":
+            uid = ref.get("uid")
+            return uid if type(uid) is str else None
+    return None
+
+
 def pod_use(obj: Any, resource: str, job_label: str, origin: str) -> PodUse:
     """One pod of a list, read for what it takes; `origin` names the list item in messages."""
     if type(obj) is not dict:
@@ -183,6 +217,85 @@ def pod_use(obj: Any, resource: str, job_label: str, origin: str) -> PodUse:
         job if type(job) is str else None,
         pod_request(spec, resource, where),
         held_ports(spec, where),
+        _controller(metadata, where),
+        metadata.get("deletionTimestamp") is not None,
+    )
+
+
+# ---- one Job --------------------------------------------------------------------------------
+
+
+class JobUse(NamedTuple):
+    """A Job, as the counting rules see it: which run it is, and what its pods to come take."""
+
+    namespace: str
+    name: str
+    uid: str
+    job: str | None  # its simpletfjob/job label
+    live: bool  # not being deleted
+    active: bool  # live, not finished and not suspended: it makes pods
+    node: str  # the node its pod template pins ('' when none)
+    wanted: int  # how many pods it wants running at once
+    requested: Fraction  # of the one resource asked about, per pod
+    ports: tuple[Port, ...]  # the host ports each pod holds
+
+    @property
+    def ref(self) -> str:
+        """How a port it holds names it: it has no pod yet to name."""
+        return f"{self.namespace}/{self.name} (Job, pod not created yet)"
+
+
+def _count(value: Any, where: str, field: str, default: int) -> int:
+    if value is None:
+        return default
+    if type(value) is not int or value < 0:
+        raise InputError(f"{where}: {field} must be a whole number, not {describe_value(value)}")
+    return value
+
+
+def job_use(obj: Any, resource: str, job_label: str, origin: str) -> JobUse:
+    """One Job of a list, read for the pods it has yet to make; `origin` names the list item."""
+    if type(obj) is not dict:
+        raise InputError(f"{origin}: a job must be a mapping, not {describe_value(obj)}")
+    metadata = _mapping(obj.get("metadata"), origin, "metadata")
+    namespace, name = metadata.get("namespace") or "", metadata.get("name")
+    uid = metadata.get("uid") or ""
+    if type(name) is not str or type(namespace) is not str or type(uid) is not str:
+        raise InputError(f"{origin}: metadata.name, namespace and uid must be strings")
+    where = f"{origin}, job {namespace}/{name}"
+    labels = _mapping(metadata.get("labels"), where, "metadata.labels")
+    job = labels.get(job_label)
+    spec = _mapping(obj.get("spec"), where, "spec")
+    status = _mapping(obj.get("status"), where, "status")
+    template = _mapping(spec.get("template"), where, "spec.template")
+    pod_spec = _mapping(template.get("spec"), where, "spec.template.spec")
+    node = pod_spec.get("nodeName") or ""
+    if type(node) is not str:
+        raise InputError(f"{where}: spec.template.spec.nodeName must be a string")
+    finished = any(
+        type(c) is dict and c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+        for c in _list(status.get("conditions"), where, "status.conditions")
+    )
+    live = metadata.get("deletionTimestamp") is None
+    active = live and not finished and spec.get("suspend") is not True
+    wanted = _count(spec.get("parallelism"), where, "spec.parallelism", 1)
+    completions = spec.get("completions")
+    if completions is not None:
+        done = _count(status.get("succeeded"), where, "status.succeeded", 0)
+        left = _count(completions, where, "spec.completions", 1) - done
+        wanted = max(0, min(wanted, left))
+    pinned = active and bool(node) and wanted > 0
+    return JobUse(
+        namespace,
+        name,
+        uid,
+        job if type(job) is str else None,
+        live,
+        active,
+        node,
+        wanted,
+        pod_request(pod_spec, resource, where) if pinned else _ZERO,
+        held_ports(pod_spec, where) if pinned else (),
     )
 
 
@@ -209,41 +322,72 @@ EMPTY = NodeUsage(0, 0, {})
 
 
 class Own(NamedTuple):
-    """The run being placed: its pods do not count against it (a re-render sees its own room)."""
+    """The run being placed: its pods do not count against it (a re-render sees its own room).
+
+    A pod is the run's own while its Job exists and is not being deleted: `jobs` holds the
+    uids of the run's Jobs that do. Without them (None: the Jobs were not listed), while it
+    has a controlling Job and is not being deleted itself.
+    """
 
     job: str | None  # the simpletfjob/job label; None: every pod counts
     namespaces: frozenset[str]
+    jobs: frozenset[str] | None = None
 
     def owns(self, pod: PodUse) -> bool:
-        return self.job is not None and pod.job == self.job and pod.namespace in self.namespaces
+        if self.job is None or pod.job != self.job or pod.namespace not in self.namespaces:
+            return False
+        if self.jobs is None:
+            return pod.owner is not None and not pod.deleting
+        return pod.owner in self.jobs
+
+    def owns_job(self, job: JobUse) -> bool:
+        return self.job is not None and job.job == self.job and job.namespace in self.namespaces
+
+    def knowing(self, jobs: Iterable[JobUse]) -> Own:
+        """This run, knowing the cluster's Jobs: its own are those that live."""
+        return self._replace(jobs=frozenset(j.uid for j in jobs if j.live and self.owns_job(j)))
+
+
+def pinned_jobs(jobs: Iterable[JobUse], own: Own) -> dict[str, list[JobUse]]:
+    """The Jobs that may hold room for pods they have yet to make, by the node they pin."""
+    found: dict[str, list[JobUse]] = {}
+    for job in jobs:
+        if job.active and job.node and job.wanted and not own.owns_job(job):
+            found.setdefault(job.node, []).append(job)
+    return found
 
 
 NOBODY = Own(None, frozenset())
 
 
 class Tally:
-    """Pods added one at a time (a page at a time), summed per node."""
+    """Pods added one at a time (a page at a time), summed per node; with the pods that the
+    `pinned` Jobs (by node, from `pinned_jobs`) have yet to make."""
 
-    def __init__(self, own: Own = NOBODY) -> None:
+    def __init__(self, own: Own = NOBODY, pinned: Mapping[str, list[JobUse]] | None = None) -> None:
         self.own = own
+        self.pinned = pinned or {}
         self._requested: dict[str, Fraction] = {}
         self._pods: dict[str, int] = {}
         self._ports: dict[str, dict[Port, str]] = {}
+        self._live: dict[str, int] = {}  # a Job's uid -> its live pods seen
 
     def add(self, pod: PodUse) -> None:
-        if not pod.counts or self.own.owns(pod):
+        if not pod.counts:
+            return
+        if pod.owner is not None and self.pinned and pod.live:
+            self._live[pod.owner] = self._live.get(pod.owner, 0) + 1
+        if self.own.owns(pod):
             return
         node = pod.node
         self._pods[node] = self._pods.get(node, 0) + 1
         if pod.requested:
             self._requested[node] = self._requested.get(node, Fraction(0)) + pod.requested
         if pod.ports:
-            held = self._ports.setdefault(node, {})
-            ref = pod.ref
-            for port in pod.ports:
-                other = held.get(port)
-                if other is None or ref < other:  # the same holder whatever the list's order
-                    held[port] = ref
+            self._hold(node, pod.ports, pod.ref)
+
+    def _hold(self, node: str, ports: Iterable[Port], ref: str) -> None:
+        self._hold_in(self._ports.setdefault(node, {}), ports, ref)
 
     def add_all(self, pods: Iterable[PodUse]) -> Tally:
         for pod in pods:
@@ -251,8 +395,25 @@ class Tally:
         return self
 
     def node(self, name: str) -> NodeUsage:
-        """What the counted pods take on that node (nothing, if none was seen there)."""
-        if name not in self._pods:
+        """What the counted pods, and the pods to come, take on that node (nothing, if none)."""
+        requested = self._requested.get(name, _ZERO)
+        ports = self._ports.get(name, {})
+        pending = False
+        for job in self.pinned.get(name, ()):
+            missing = job.wanted - self._live.get(job.uid, 0)
+            if missing > 0:
+                pending = True
+                requested += missing * job.requested
+                if job.ports:
+                    ports = dict(ports)
+                    self._hold_in(ports, job.ports, job.ref)
+        if name not in self._pods and not pending:
             return EMPTY
-        requested = self._requested.get(name, Fraction(0))
-        return NodeUsage(whole(requested), self._pods[name], self._ports.get(name, {}))
+        return NodeUsage(whole(requested), self._pods.get(name, 0), ports)
+
+    @staticmethod
+    def _hold_in(held: dict[Port, str], ports: Iterable[Port], ref: str) -> None:
+        for port in ports:
+            other = held.get(port)
+            if other is None or ref < other:  # the same holder whatever the list's order
+                held[port] = ref

@@ -98,7 +98,7 @@ def test_json_has_each_nodes_verdict_gpus_pods_and_ports(cli: Any, work: Path) -
     # Without a template, the ports in use are shown but decide nothing.
     assert found["ported"]["eligible"] is True
     assert found["ported"]["hostPorts"] == [2222, 9000]
-    assert found["cpu"]["addresses"] == {"Hostname": "cpu-host", "InternalIP": "10.0.0.9"}
+    assert found["cpu"]["addresses"] == {"Hostname": ["cpu-host"], "InternalIP": ["10.0.0.9"]}
     assert result.err == "6 nodes: 4 eligible, 18 GPUs free\n"
 
 
@@ -124,6 +124,28 @@ def test_wide_adds_addresses_ports_and_labels(cli: Any, work: Path) -> None:
     assert rows["half"][6] == "<none>"
     assert "pool=gpu" in rows["half"][7].split(",")
     assert rows["half"][5].startswith("Hostname=half,InternalIP=")
+
+
+def test_a_dual_stack_node_keeps_every_address_of_a_type(
+    cli: Any, kubeapi: KubeAPI, tmp_path: Path
+) -> None:
+    node = make_node("dual", internal_ip="10.0.0.7", hostname="dual-host")
+    node["status"]["addresses"].insert(1, {"type": "InternalIP", "address": "fd00::7"})
+    kubeapi.set_nodes([node])
+    write_kubeconfig(tmp_path / "kubeconfig", kubeapi.url)
+    shown = nodes(cli, tmp_path, "-o", "json")
+    (found,) = json.loads(shown.out)
+    assert found["addresses"] == {"Hostname": ["dual-host"], "InternalIP": ["10.0.0.7", "fd00::7"]}
+    wide = nodes(cli, tmp_path, "-o", "wide")
+    assert wide.out.splitlines()[1].split()[5] == (
+        "Hostname=dual-host,InternalIP=10.0.0.7,InternalIP=fd00::7"
+    )
+    # The first InternalIP stays the one --address internal-ip gives, as kubectl shows it.
+    write(tmp_path / "t.yaml", "kind: Job\nmetadata:\n  name: t-<<type>>-<<index>>\n")
+    args = ("t.yaml", "--kubeconfig", "kubeconfig", "--address", "internal-ip", "--psn", "0")
+    rendered = cli(*args, "-o", "-", cwd=tmp_path)
+    assert rendered.code == 0, rendered.err
+    assert rendered.err == "simpletfjob: wrote 1 task to stdout: 1 worker (10.0.0.7)\n"
 
 
 def test_a_template_judges_tolerations_and_host_ports_as_a_render_would(

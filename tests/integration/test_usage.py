@@ -15,7 +15,15 @@ from typing import Any
 import pytest
 
 from tests.conftest import assert_one_line_error, tf_config_of, write
-from tests.support.kubeapi import KubeAPI, make_node, make_pod, serve, sidecar, write_kubeconfig
+from tests.support.kubeapi import (
+    KubeAPI,
+    make_job,
+    make_node,
+    make_pod,
+    serve,
+    sidecar,
+    write_kubeconfig,
+)
 
 GPU = "nvidia.com/gpu"
 
@@ -126,7 +134,7 @@ def test_gpus_counts_free_gpus(cli: Any, kubeapi: KubeAPI, work: Path) -> None:
     assert node_names(render(cli, work, "pod.yaml", "-N", "2", "--gpus", "8")) == ["n3", "n4"]
     assert node_names(render(cli, work, "pod.yaml", "-N", "3", "--gpus", "4")) == ["n2", "n3", "n4"]
     refused = run(cli, work, "pod.yaml", "-o", "-", "-N", "4", "--gpus", "4")
-    assert_one_line_error(refused, 1, contains=["4 nodes: 3 eligible, 1 gpus"])
+    assert_one_line_error(refused, 1, contains=["4 nodes: 3 eligible, 1 gpu"])
 
 
 def test_no_usage_judges_by_allocatable(cli: Any, kubeapi: KubeAPI, work: Path) -> None:
@@ -218,25 +226,59 @@ def test_a_run_does_not_count_its_own_pods(cli: Any, kubeapi: KubeAPI, work: Pat
     """A re-render of a running run sees its own ports and GPUs as its own."""
     kubeapi.set_nodes([make_node("n1", gpus=8), make_node("n2", gpus=8)])
     ours = {"simpletfjob/job": "host"}
+    jobs = [make_job(f"t-{task}", "ml", labels=ours) for task in ("ps-0", "worker-0")]
+    kubeapi.load("jobs", jobs)
     kubeapi.load(
         "pods",
         [
             make_pod(
-                "t-ps-0-x", "ml", node="n1", labels=ours, requests={GPU: "8"}, host_ports=[2222]
-            ),
-            make_pod(
-                "t-worker-0-x", "ml", node="n2", labels=ours, requests={GPU: "8"}, host_ports=[2222]
-            ),
+                f"t-{task}-x", "ml", node=node, labels=ours, requests={GPU: "8"},
+                host_ports=[2222], owner=job,
+            )
+            for task, node, job in zip(("ps-0", "worker-0"), ("n1", "n2"), jobs, strict=True)
+        ] + [
             # the same label in another namespace is another run
             make_pod("elsewhere", "team", node="n2", labels=ours, requests={GPU: "1"}),
         ],
-    )
+    )  # fmt: skip
     assert node_names(render(cli, work, "host.yaml", "--gpus", "7")) == ["n1", "n2"]
     refused = run(cli, work, "host.yaml", "-o", "-", "--gpus", "8")
-    assert_one_line_error(refused, 1, contains=["2 nodes: 1 eligible, 1 gpus"])
+    assert_one_line_error(refused, 1, contains=["2 nodes: 1 eligible, 1 gpu"])
     # Under another name it is another run, which the pods hold the port against.
     refused = run(cli, work, "host.yaml", "-o", "-", "--name", "other")
-    assert_one_line_error(refused, 1, contains=["2 nodes: 0 eligible, 2 port held"])
+    assert_one_line_error(refused, 1, contains=["2 nodes: 0 eligible, 2 ports held"])
+
+
+def test_every_eligible_host_says_which_nodes_what_their_pods_hold_left_out(
+    cli: Any, kubeapi: KubeAPI, work: Path
+) -> None:
+    """-N -1 took one node of four: one warning line says so, with why, after the run."""
+    kubeapi.set_nodes([make_node(f"n{i}", gpus=8) for i in range(1, 6)] + [make_node("cpu")])
+    kubeapi.load(
+        "pods",
+        [
+            port_pod("stale-0", "n2"),
+            port_pod("stale-1", "n3"),
+            gpu_pod("big", "n4", 7),
+            port_pod("both", "n5", labels={}, requests={GPU: "8"}),
+        ],
+    )
+    result = render(cli, work, "host.yaml", "--gpus", "2", "--psn", "0")
+    assert node_names(result) == ["n1"]
+    warning, wrote = result.err.splitlines()
+    # cpu has no GPU at all: not left out for what its pods hold.
+    assert warning == (
+        "simpletfjob: warning: -N -1: the run got 1 task on 1 node; 4 nodes otherwise eligible "
+        "were left out for what their pods hold: 2 with port 2222 held (n2, n3), "
+        "2 with too few free GPUs (n4, n5)"
+    )
+    assert wrote.startswith("simpletfjob: wrote 1 task")
+    # With -N, the run got what it asked for: nothing to say.
+    asked = render(cli, work, "host.yaml", "--gpus", "2", "--psn", "0", "-N", "1")
+    assert len(asked.err.splitlines()) == 1
+    # A run that fails says only its error.
+    refused = run(cli, work, "host.yaml", "-o", "-", "--gpus", "2", "--psn", "2")
+    assert_one_line_error(refused, 1)
 
 
 def test_port_auto_picks_the_lowest_port_free_on_every_chosen_node(
@@ -382,6 +424,40 @@ def test_nodes_without_the_right_to_list_pods(cli: Any, no_pods: Path) -> None:
     assert summary == "2 nodes: 2 eligible, 16 GPUs allocatable (pods not read)"
     refused = run(cli, no_pods, "nodes", "--gpus", "1")
     assert_one_line_error(refused, 1, contains=["cannot list pods", "--no-usage"])
+
+
+def test_without_the_right_to_list_jobs_the_pods_still_count_after_a_warning(
+    cli: Any, kube_env: Path, tmp_path: Path
+) -> None:
+    api = KubeAPI()
+    api.grant("system:anonymous", "list", "nodes")
+    api.grant("system:anonymous", "list", "pods")
+    with serve(api) as served:
+        served.set_nodes([make_node("n1", gpus=8), make_node("n2", gpus=8)])
+        ours = {"simpletfjob/job": "host"}
+        job = make_job("t-worker-0", "ml", labels=ours)
+        served.load(
+            "pods",
+            [
+                port_pod("t-worker-0-x", "n1", labels=ours, owner=job),  # the run's own
+                port_pod("other", "n2"),
+            ],
+        )
+        write_kubeconfig(tmp_path / "kubeconfig", served.url)
+        write(tmp_path / "host.yaml", HOST_NETWORK)
+        result = render(cli, tmp_path, "host.yaml", "--port", "auto")
+        warning, chose, wrote = result.err.splitlines()
+        assert warning.startswith(
+            "simpletfjob: warning: cannot list jobs: the pods that Jobs have yet to make are not "
+            "counted, and a pod is the run's own while it has a Job and is not stopping ("
+        )
+        assert "cannot list jobs in all namespaces (403 Forbidden))" in warning
+        assert chose == "simpletfjob: --port auto chose port 2223 (2222 is held by ml/other on n2)"
+        assert wrote.startswith("simpletfjob: wrote 2 tasks")
+        shown = run(cli, tmp_path, "nodes", "-o", "json")
+        assert shown.code == 0, shown.err
+        assert [n["hostPorts"] for n in json.loads(shown.out)] == [[2222], [2222]]
+        assert shown.err.startswith("simpletfjob: warning: cannot list jobs: the pods that Jobs")
 
 
 def test_plain_hosts_keep_the_old_meaning(cli: Any, work: Path) -> None:

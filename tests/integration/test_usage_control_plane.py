@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import tf_config_of, write
+from tests.support.client import ApiFailure
+from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
 
 GPU = "nvidia.com/gpu"
@@ -161,3 +163,221 @@ def test_port_auto_steps_over_the_port_a_pod_holds(cli: Any, namespace: str, bus
     assert held.code == 0, held.err
     used = [d["spec"]["template"]["spec"]["nodeName"] for d in held.docs]
     assert used == [f"{namespace}-{n}" for n in ("g1", "g2", "g4")]
+
+
+# ---- what a node's pod list shows wrongly, or not yet ---------------------------------------------
+
+# A run on the host network, whose pods hold their port and, with <<gpus>>, GPUs.
+HOST_TEMPLATE = """\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: <<job>>-<<type>>-<<index>>
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      nodeName: <<node>>
+      hostNetwork: true
+      containers:
+        - name: tf
+          image: tensorflow/tensorflow
+          env:
+            - name: TF_CONFIG
+              value: '<<TF_CONFIG>>'
+          ports:
+            - containerPort: <<port>>
+              hostPort: <<port>>
+          resources:
+            limits:
+              nvidia.com/gpu: <<gpus>>
+      restartPolicy: Never
+"""
+
+
+@pytest.fixture
+def hosts(kube: ControlPlane, namespace: str, tmp_path: Path) -> Any:
+    """Two 8-GPU nodes of this test alone (-l picks them); runs the CLI there as the admin."""
+    for name in ("a", "b"):
+        kube.create_node(f"{namespace}-{name}", gpus=8, labels={"test-ns": namespace})
+    kube.kubeconfig(tmp_path / "kubeconfig")
+    write(tmp_path / "host.yaml", HOST_TEMPLATE)
+
+    def run(cli: Any, *args: str) -> Any:
+        common = ("--kubeconfig", "kubeconfig", "-n", namespace)
+        if args[0] != "delete":
+            common += ("-l", f"test-ns={namespace}", "--psn", "0")
+        return cli(*args, *common, cwd=tmp_path)
+
+    run.cwd = tmp_path  # type: ignore[attr-defined]
+    return run
+
+
+def job_names(result: Any) -> list[tuple[str, int]]:
+    """(nodeName, hostPort) of each Job a render wrote."""
+    found = []
+    for doc in result.docs:
+        spec = doc["spec"]["template"]["spec"]
+        found.append((spec["nodeName"], spec["containers"][0]["ports"][0]["hostPort"]))
+    return found
+
+
+def stopping(kube: ControlPlane, namespace: str, job: str, policy: str) -> str:
+    """Delete the Job (propagation `policy`) once its pod exists; the pod, left stopping."""
+    pods = wait_for(lambda: kube.pods(namespace, f"job-name={job}"), 30, f"a pod of {job}")
+    pod = pods[0]["metadata"]["name"]
+    options = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": policy}
+    kube.admin.delete(f"/apis/batch/v1/namespaces/{namespace}/jobs/{job}", options)
+    if policy == "Orphan":  # the garbage collector lets go of the pod, which runs on
+        wait_for(
+            lambda: (
+                not kube.pods(namespace, f"job-name={job}")[0]["metadata"].get("ownerReferences")
+            ),
+            30,
+            "the pod orphaned",
+        )
+    else:  # the garbage collector deletes the pod; with no kubelet it stays Terminating
+        wait_for(
+            lambda: kube.pods(namespace, f"job-name={job}")[0]["metadata"].get("deletionTimestamp"),
+            30,
+            "the pod stopping",
+        )
+    return str(pod)
+
+
+def test_the_stopping_pods_of_a_deleted_run_hold_their_port(
+    cli: Any, kube: ControlPlane, namespace: str, hosts: Any
+) -> None:
+    """`delete`, then `apply --replace --port auto`: the old pods still hold 2222."""
+    first = hosts(
+        cli,
+        "apply",
+        "host.yaml",
+        "--name",
+        "mnist",
+        "--set",
+        "job=mnist",
+        "--set",
+        "gpus=0",
+        "-N",
+        "1",
+    )
+    assert first.code == 0, first.err
+    pod = wait_for(lambda: kube.pods(namespace, "simpletfjob/job=mnist"), 30, "the pod")[0]
+    deleted = hosts(cli, "delete", "mnist", "--wait")
+    assert deleted.code == 0, deleted.err
+    wait_for(
+        lambda: kube.pods(namespace, "simpletfjob/job=mnist")[0]["metadata"].get(
+            "deletionTimestamp"
+        ),
+        30,
+        "the pod stopping",
+    )
+    args = ("--name", "mnist", "--set", "job=mnist", "--set", "gpus=0", "-N", "1", "--port", "auto")
+    again = hosts(cli, "apply", "host.yaml", "--replace", *args)
+    assert again.code == 0, again.err
+    held = f"2222 is held by {namespace}/{pod['metadata']['name']} on {namespace}-a"
+    assert f"simpletfjob: --port auto chose port 2223 ({held})" in again.err.splitlines()
+    job = kube.admin.get(f"/apis/batch/v1/namespaces/{namespace}/jobs/mnist-worker-0")
+    assert job["spec"]["template"]["spec"]["containers"][0]["ports"][0]["hostPort"] == 2223
+
+
+@pytest.mark.parametrize("policy", ["Foreground", "Background", "Orphan"])
+def test_a_pod_whose_job_is_deleted_is_no_longer_the_runs_own(
+    cli: Any, kube: ControlPlane, namespace: str, hosts: Any, policy: str
+) -> None:
+    first = hosts(
+        cli,
+        "apply",
+        "host.yaml",
+        "--name",
+        "mnist",
+        "--set",
+        "job=mnist",
+        "--set",
+        "gpus=3",
+        "-N",
+        "1",
+    )
+    assert first.code == 0, first.err
+    pod = stopping(kube, namespace, "mnist-worker-0", policy)
+    args = (
+        "host.yaml",
+        "--name",
+        "mnist",
+        "--set",
+        "job=mnist",
+        "--set",
+        "gpus=3",
+        "-o",
+        "-",
+        "--port",
+        "auto",
+    )
+    result = hosts(cli, *args, "--gpus", "6")
+    assert result.code == 0, result.err
+    # 3 of node a's 8 GPUs and its port 2222 are the stopping pod's: node b, at 2222.
+    assert job_names(result) == [(f"{namespace}-b", 2222)]
+    assert (
+        "simpletfjob: warning: -N -1: the run got 1 task on 1 node; 1 node otherwise eligible "
+        "was left out for what their pods hold: 1 with too few free GPUs "
+        f"({namespace}-a)"
+    ) in result.err.splitlines()
+    result = hosts(cli, *args, "-N", "2")
+    assert result.code == 0, result.err
+    assert job_names(result) == [(f"{namespace}-a", 2223), (f"{namespace}-b", 2223)]
+    assert f"(2222 is held by {namespace}/{pod} on {namespace}-a)" in result.err
+
+
+def no_pods(kube: ControlPlane, namespace: str) -> None:
+    """A quota of no pods in the namespace, in force: the Job controller can make none there.
+
+    No quota controller runs, so the test writes the quota's status as it would; admission
+    reads quotas through an informer, so a probe pod is tried until one is refused.
+    """
+    path = f"/api/v1/namespaces/{namespace}/resourcequotas"
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "no-pods"}}
+    kube.create(path, {**quota, "spec": {"hard": {"pods": "0"}}})
+    status = {"status": {"hard": {"pods": "0"}, "used": {"pods": "0"}}}
+    kube.admin.merge_patch(f"{path}/no-pods/status", status)
+
+    def refused() -> bool:
+        probe = pod("probe", "", [box("a")])
+        del probe["spec"]["nodeName"]
+        try:
+            kube.create(f"/api/v1/namespaces/{namespace}/pods", probe)
+        except ApiFailure as e:
+            return e.code == 403
+        kube.force_delete(namespace, "probe")
+        return False
+
+    wait_for(refused, 30, "the quota in force")
+
+
+def test_jobs_whose_pods_do_not_exist_yet_hold_their_gpus_and_port(
+    cli: Any, kube: ControlPlane, namespace: str, hosts: Any
+) -> None:
+    """Two applies back to back, before the Job controller has made the first one's pods: here
+    it never can, as a quota of no pods refuses them."""
+    no_pods(kube, namespace)
+    common = ("host.yaml", "--set", "gpus=8", "--gpus", "8", "--port", "auto", "-N", "1")
+    first = hosts(cli, "apply", *common, "--name", "first", "--set", "job=first")
+    assert first.code == 0, first.err
+    assert "simpletfjob: --port auto chose port 2222" in first.err.splitlines()
+    second = hosts(cli, "apply", *common, "--name", "second", "--set", "job=second")
+    assert second.code == 0, second.err
+    jobs = kube.admin.get(f"/apis/batch/v1/namespaces/{namespace}/jobs")["items"]
+    nodes = {j["metadata"]["name"]: j["spec"]["template"]["spec"]["nodeName"] for j in jobs}
+    assert nodes == {"first-worker-0": f"{namespace}-a", "second-worker-0": f"{namespace}-b"}
+    assert kube.pods(namespace) == []
+    # Both nodes hold 2222 and all their GPUs for the pods to come.
+    args = ("--name", "third", "--set", "job=third", "--set", "gpus=0", "-o", "-", "--port", "auto")
+    third = hosts(cli, "host.yaml", *args)
+    assert third.code == 0, third.err
+    assert job_names(third) == [(f"{namespace}-a", 2223), (f"{namespace}-b", 2223)]
+    holder = f"{namespace}/first-worker-0 (Job, pod not created yet)"
+    assert f"(2222 is held by {holder} on {namespace}-a)" in third.err
+    shown = cli("nodes", "-o", "json", "--kubeconfig", "kubeconfig", "-l", f"test-ns={namespace}",
+                cwd=hosts.cwd)  # fmt: skip
+    listed = json.loads(shown.out)
+    assert [(n["gpu"]["free"], n["hostPorts"], n["pods"]) for n in listed] == [(0, [2222], 0)] * 2

@@ -11,7 +11,14 @@ import yaml
 from simpletfjob.kube.lists import without_managed_fields
 from simpletfjob.nodes import Node
 from simpletfjob.podspec import pod_host_ports
-from simpletfjob.selection import Rules, breakdown, judge_node, judge_nodes
+from simpletfjob.selection import (
+    Rules,
+    breakdown,
+    judge_node,
+    judge_nodes,
+    left_out_for_usage,
+    left_out_text,
+)
 from simpletfjob.usage import EMPTY, NodeUsage
 from tests.support.kubeapi import make_pod
 
@@ -56,7 +63,50 @@ def test_the_breakdown_counts_held_ports() -> None:
     usage = {"a": HELD, "b": NodeUsage(0, 1, {(2222, "TCP"): "ml/x"}), "c": EMPTY}
     nodes = [Node(n, gpus=8, plain=False) for n in usage]
     verdicts = judge_nodes(nodes, set(), rules, usage.get)
-    assert breakdown(verdicts) == "3 nodes: 1 eligible, 1 gpus, 1 port held"
+    assert breakdown(verdicts) == "3 nodes: 1 eligible, 1 gpu, 1 port held"
+
+
+def test_counts_and_their_nouns_agree() -> None:
+    """'1 gpu' and '2 ports held' in the breakdown; '1 GPU' and '0/1 GPU' in the reasons."""
+    rules = Rules(ports=frozenset({(2222, "TCP")}), min_gpus=2)
+    held = NodeUsage(0, 1, {(2222, "TCP"): "ml/x"})
+    usage = {"a": held, "b": held, "c": NodeUsage(1, 1, {}), "d": EMPTY, "e": NodeUsage(4, 1, {})}
+    gpus = {"a": 8, "b": 8, "c": 1, "d": 1, "e": 8}
+    nodes = [Node(n, gpus=gpus[n], plain=False) for n in usage]
+    verdicts = judge_nodes(nodes, set(), rules, usage.get)
+    assert breakdown(verdicts) == "5 nodes: 1 eligible, 2 gpus, 2 ports held"
+    assert [str(r) for r in verdicts[2].reasons] == ["0/1 GPU free < 2"]
+    assert [str(r) for r in verdicts[3].reasons] == ["1/1 GPU free < 2"]
+    assert breakdown(verdicts[2:3]) == "1 node: 0 eligible, 1 gpu"
+    (alone,) = judge_nodes([Node("f", gpus=1, plain=False)], set(), rules)
+    assert [str(r) for r in alone.reasons] == ["1 GPU < 2"]
+    (two,) = judge_nodes([Node("g", gpus=8, plain=False)], set(), rules, lambda name: held)
+    assert breakdown([two]) == "1 node: 0 eligible, 1 port held"
+
+
+def test_the_nodes_left_out_for_usage_by_reason() -> None:
+    rules = Rules(ports=frozenset({(2222, "TCP"), (9000, "TCP")}), min_gpus=4)
+    nine = NodeUsage(0, 1, {(9000, "TCP"): "ml/y"})
+    usage = {f"p{i}": HELD for i in range(5)} | {"q": nine, "r": EMPTY, "s": NodeUsage(6, 1, {})}
+    nodes = [Node(n, gpus=8, plain=False) for n in usage]
+    nodes += [Node("small", gpus=2, plain=False), Node("down", gpus=8, ready=False, plain=False)]
+    verdicts = judge_nodes(nodes, set(), rules, lambda name: usage.get(name, HELD))
+    # p*: 6 of 8 GPUs taken and port 2222 held: GPUs first, as the breakdown counts them.
+    # small has too few GPUs to start with, down is NotReady: neither is left out for usage.
+    left_out = left_out_for_usage(verdicts, rules.min_gpus)
+    assert left_out == {
+        "too few free GPUs": ["p0", "p1", "p2", "p3", "p4", "s"],
+        "port 9000 held": ["q"],
+    }
+    assert left_out_text(1, 1, left_out) == (
+        "-N -1: the run got 1 task on 1 node; 7 nodes otherwise eligible were left out for what "
+        "their pods hold: 6 with too few free GPUs (p0, p1, p2 and 3 more), "
+        "1 with port 9000 held (q)"
+    )
+    assert left_out_text(4, 2, {"port 2222 held": ["a"]}) == (
+        "-N -1: the run got 4 tasks on 2 nodes; 1 node otherwise eligible was left out for what "
+        "their pods hold: 1 with port 2222 held (a)"
+    )
 
 
 def documents(text: str) -> list[Any]:

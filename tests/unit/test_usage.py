@@ -13,9 +13,12 @@ from simpletfjob.errors import InputError
 from simpletfjob.quantity import parse_quantity
 from simpletfjob.usage import (
     EMPTY,
+    NOBODY,
     Own,
     Tally,
     held_ports,
+    job_use,
+    pinned_jobs,
     pod_request,
     pod_use,
     whole,
@@ -164,16 +167,142 @@ def test_a_pending_pod_counts_only_once_it_is_scheduled() -> None:
     assert tally.node("") == EMPTY
 
 
+def job(
+    name: str = "j",
+    namespace: str = "ml",
+    labels: dict[str, str] | None = None,
+    deleting: bool = False,
+    conditions: tuple[str, ...] = (),
+    status: dict[str, Any] | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
+    """A Job whose pod template pins node n1 and asks for 1 GPU and host port 2222."""
+    ports = [{"containerPort": 2222, "hostPort": 2222}]
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "uid": f"uid-{name}"}
+    metadata["labels"] = labels or {}
+    if deleting:
+        metadata["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    spec.setdefault(
+        "template", {"spec": {"nodeName": "n1", "containers": [container("a", 1, ports=ports)]}}
+    )
+    found = [{"type": c, "status": "True"} for c in conditions]
+    return {"metadata": metadata, "spec": spec, "status": {"conditions": found, **(status or {})}}
+
+
+def job_of(obj: dict[str, Any]) -> Any:
+    return job_use(obj, GPU, "simpletfjob/job", "the job list")
+
+
+def owned(obj: dict[str, Any], owner: str, deleting: bool = False) -> dict[str, Any]:
+    """The pod as its Job's pod: a controller ownerReference (and a deletionTimestamp)."""
+    ref = {"apiVersion": "batch/v1", "kind": "Job", "name": owner, "uid": f"uid-{owner}"}
+    obj["metadata"]["ownerReferences"] = [{**ref, "controller": True}]
+    if deleting:
+        obj["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return obj
+
+
+OURS = {"simpletfjob/job": "mnist"}
+
+
 def test_the_pods_of_the_run_being_placed_do_not_count() -> None:
-    own = Own("mnist", frozenset({"ml"}))
+    jobs = [job_of(job("mnist-worker-0", labels=OURS)), job_of(job("x", "team", labels=OURS))]
+    own = Own("mnist", frozenset({"ml"})).knowing(jobs)
     pods = [
-        pod("mnist-worker-0", labels={"simpletfjob/job": "mnist"}),  # ours
-        pod("other-ns", namespace="team", labels={"simpletfjob/job": "mnist"}),  # another run
+        owned(pod("mnist-worker-0", labels=OURS), "mnist-worker-0"),  # ours
+        owned(pod("other-ns", namespace="team", labels=OURS), "x"),  # another run
         pod("other-run", labels={"simpletfjob/job": "resnet"}),
     ]
     tally = Tally(own).add_all(use(p) for p in pods)
     assert tally.node("n1").requested == 2
     assert Tally().add_all(use(p) for p in pods).node("n1").requested == 3
+
+
+@pytest.mark.parametrize(
+    "jobs",
+    [
+        [],  # the Job is gone: deleted, its pod still stopping
+        [job("mnist-worker-0", labels=OURS, deleting=True)],  # foreground deletion, a finalizer
+    ],
+)
+def test_a_pod_whose_job_is_gone_or_being_deleted_is_not_the_runs_own(
+    jobs: list[dict[str, Any]],
+) -> None:
+    own = Own("mnist", frozenset({"ml"})).knowing(job_of(j) for j in jobs)
+    ports = [{"containerPort": 2222, "hostPort": 2222}]
+    stopping = owned(
+        pod("mnist-worker-0-abc", labels=OURS, containers=[container("a", 3, ports=ports)]),
+        "mnist-worker-0",
+        deleting=True,
+    )
+    usage = Tally(own).add_all([use(stopping)]).node("n1")
+    assert usage == (3, 1, {(2222, "TCP"): "ml/mnist-worker-0-abc"})
+    # A bare pod with the run's label has no Job at all: it counts too.
+    assert Tally(own).add_all([use(pod("bare", labels=OURS))]).node("n1").requested == 1
+
+
+def test_without_the_job_list_a_pod_is_the_runs_own_while_it_has_a_job_and_is_not_stopping() -> (
+    None
+):
+    own = Own("mnist", frozenset({"ml"}))  # the Jobs were not listed
+    running = owned(pod("a", labels=OURS), "mnist-worker-0")
+    stopping = owned(pod("b", labels=OURS), "mnist-worker-1", deleting=True)
+    bare = pod("c", labels=OURS)
+    assert Tally(own).add_all([use(running)]).node("n1") == EMPTY
+    assert Tally(own).add_all([use(stopping), use(bare)]).node("n1").requested == 2
+
+
+# ---- Jobs whose pods do not exist yet -----------------------------------------------------------
+
+
+def test_a_job_pinned_to_a_node_holds_what_its_missing_pods_will_take() -> None:
+    jobs = [job_of(job("other-worker-0", parallelism=3))]
+    tally = Tally(NOBODY, pinned_jobs(jobs, NOBODY))
+    ports = [{"containerPort": 2222, "hostPort": 2222}]
+    made = owned(
+        pod("other-worker-0-a", containers=[container("a", 1, ports=ports)]), "other-worker-0"
+    )
+    stopping = owned(pod("other-worker-0-b"), "other-worker-0", deleting=True)
+    tally.add_all([use(made), use(stopping)])
+    # 3 wanted, 1 live: 2 to come hold 1 GPU each, beside the 2 pods that exist.
+    assert tally.node("n1") == (
+        4,
+        2,
+        {(2222, "TCP"): "ml/other-worker-0 (Job, pod not created yet)"},
+    )
+    assert tally.node("n2") == EMPTY
+    # With no pod at all, the default parallelism of 1 holds one pod's room.
+    alone = Tally(NOBODY, pinned_jobs([job_of(job("j"))], NOBODY))
+    assert alone.node("n1") == (1, 0, {(2222, "TCP"): "ml/j (Job, pod not created yet)"})
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        job("done", conditions=("Complete",)),
+        job("failed", conditions=("Failed",)),
+        job("deleting", deleting=True),
+        job("suspended", suspend=True),
+        job("unpinned", template={"spec": {"containers": [container("a", 1)]}}),
+        job("completed", completions=2, status={"succeeded": 2}),
+        job("ours", labels=OURS),  # the run being placed: its pods to come are its own
+    ],
+)
+def test_jobs_that_make_no_more_pods_or_are_the_runs_own_hold_nothing(obj: dict[str, Any]) -> None:
+    own = Own("mnist", frozenset({"ml"}))
+    jobs = [job_of(obj)]
+    assert Tally(own.knowing(jobs), pinned_jobs(jobs, own)).node("n1") == EMPTY
+
+
+def test_a_job_wants_no_more_pods_than_the_completions_still_to_come() -> None:
+    obj = job("j", parallelism=4, completions=5, status={"succeeded": 3})
+    assert job_of(obj).wanted == 2
+    assert Tally(NOBODY, pinned_jobs([job_of(obj)], NOBODY)).node("n1").requested == 2
+
+
+def test_a_malformed_job_is_one_line_naming_it() -> None:
+    with pytest.raises(InputError, match=r"job ml/j: spec.parallelism must be a whole number"):
+        job_of(job("j", parallelism="2"))
 
 
 # ---- host ports -------------------------------------------------------------------------------

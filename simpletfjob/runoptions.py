@@ -81,6 +81,12 @@ class DeleteOptions(ConnectionOptions):
     run: str = argument()
     wait: bool = option("--wait", default=False, help="Return once the run's Jobs are gone.")
     timeout: float = timeout(300.0, "How long --wait waits.")
+    ignore_not_found: bool = option(
+        "--ignore-not-found",
+        default=False,
+        help="A run that does not exist is no error: exit 0 and print nothing, as kubectl "
+        "delete --ignore-not-found does (for a cleanup step that may find nothing to do).",
+    )
 
 
 CLEANUP_CHOICES = ("running", "all", "none")

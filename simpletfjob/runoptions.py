@@ -97,7 +97,13 @@ class StatusOptions(ConnectionOptions):
 
     run: str | None = argument(required=False)
     output: str = output_format(
-        "table", "json", "yaml", default="table", help="How to print: a table, JSON or YAML."
+        "table",
+        "json",
+        "yaml",
+        "name",
+        default="table",
+        help="How to print: a table, JSON or YAML; name: one job.batch/NAME line per Job of "
+        "the run (of every run, without RUN), as kubectl get -o name prints them.",
     )
 
 

@@ -27,9 +27,9 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     Job has failed; else Running when a pod runs, else Pending. Exits 0 whatever the state;
     1 when there is no such run.
 
-    -o name prints one `job.batch/NAME` line per task's Job, in the table's order (runs by
-    name, then tasks by role and index), for scripts as kubectl get -o name: the Jobs
-    only, since the tasks are Jobs (a run's Services follow them).
+    -o name prints one job.batch/NAME line per task's Job, as kubectl get -o name does,
+    in the table's order (runs by name, then tasks by role and index): the Jobs only,
+    since the tasks are Jobs (a run's Services, if any, carry the same names).
 
     \b
     Example:

@@ -312,7 +312,14 @@ def compile_template(options: Any, fw: Framework) -> CompiledTemplate:
 
         flags = {flag for _, declared in options_of(type(options)) for flag in declared.spellings()}
         reserved = {*TASK_VARIABLES, *fw.variables}
-        check_sets_read(options.set_values, compiled.reads, compiled.value_paths, reserved, flags)
+        check_sets_read(
+            options.set_values,
+            compiled.reads,
+            compiled.referenced,
+            compiled.value_paths,
+            reserved,
+            flags,
+        )
     return compiled
 
 

@@ -171,16 +171,19 @@ def collect_values(
 def check_sets_read(
     items: Iterable[str],
     reads: Callable[[Sequence[str]], bool],
+    names: Collection[str],
     paths: Callable[[], Collection[tuple[str, ...]]],
     reserved: Collection[str],
     options: Collection[str] = (),
 ) -> None:
     """Refuse the first --set KEY=VALUE whose KEY the template never reads (see the module doc).
 
-    `reads(path)` says whether the template may read a value; `paths()` are the paths it
-    reads, for the suggestion (`reserved` names are never offered: --set cannot give
-    them); `options` are the command line's long flags, for `--set psn=2`.
+    `reads(path)` says whether the template may read a value; `names` are the top-level
+    names it reads and `paths()` the paths below them, for the suggestion (`reserved`
+    names are never offered: --set cannot give them); `options` are the command line's
+    long flags, for `--set psn=2`.
     """
+    top = sorted(set(names) - set(reserved))
     for item in items:
         key = item.partition("=")[0].strip()
         path = key.split(".")
@@ -190,24 +193,28 @@ def check_sets_read(
         # name inside a value it reads only by names it spells (`a.b`, `a['c']`).
         depth = next(d for d in range(1, len(path) + 1) if not reads(path[:d]))
         parent = tuple(path[: depth - 1])
-        names = sorted(
-            {
-                ".".join(p[:depth])
-                for p in paths()
-                if len(p) >= depth and p[: depth - 1] == parent and p[0] not in reserved
-            }
+        near = (
+            top
+            if depth == 1
+            else sorted(
+                {
+                    ".".join(p[:depth])
+                    for p in paths()
+                    if len(p) >= depth and p[: depth - 1] == parent
+                }
+            )
         )
         unread = ".".join(path[:depth])
         message = f"--set {item}: the template reads no value {unread!r}"
-        close = _closest(path[depth - 1], names)
+        close = _closest(path[depth - 1], near)
         if close:
             raise UsageError(f"{message}; did you mean {close!r}?")
         flag = f"--{path[0].replace('_', '-')}"
         if len(path) == 1 and flag in options:  # --set psn=2
             raise UsageError(f"{message}; did you mean the option {flag}?")
-        if not names:
+        if not near:
             raise UsageError(f"{message}; it reads no value that --set can give")
-        shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+        shown = ", ".join(near[:8]) + (f" and {len(near) - 8} more" if len(near) > 8 else "")
         raise UsageError(f"{message}; it reads: {shown}")
 
 

@@ -105,14 +105,20 @@ def test_a_set_name_the_template_never_reads_offers_the_closest_it_reads(
         ("train.lrr=0.2", "the template reads no value 'train.lrr'; did you mean 'train.lr'?"),
         ("train.beta=0.2", "the template reads no value 'train.beta'; it reads: train.lr, "),
         # Far from every name: the names it reads (the task variables are not offered).
-        ("zzz=1", "the template reads no value 'zzz'; it reads: debug, extra_env, gpus, image"),
+        # (never a loop's own variable: key, value)
+        (
+            "zzz=1",
+            "the template reads no value 'zzz'; it reads: debug, extra_env, gpus, image, pick, "
+            "steps, table, train\n",
+        ),
         # The name of an option, not a value.
         ("psn=2", "the template reads no value 'psn'; did you mean the option --psn?"),
     ],
 )
 def test_unread_set_names(cli: Any, template: Path, item: str, said: str) -> None:
-    line = assert_one_line_error(render(cli, template, item), 2)
-    assert line.startswith(f"simpletfjob: error: --set {item}: {said}"), line
+    result = render(cli, template, item)
+    assert_one_line_error(result, 2)
+    assert result.err.startswith(f"simpletfjob: error: --set {item}: {said}"), result.err
 
 
 @pytest.mark.parametrize(

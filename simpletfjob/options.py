@@ -202,7 +202,8 @@ class ValueOptions(OptionGroup):
         default=(),
         multiple=True,
         metavar="KEY=VALUE",
-        help="A template variable (repeatable; dotted keys nest, as in helm).",
+        help="A template variable (repeatable; dotted keys nest, as in helm). A name the "
+        "template never reads is a usage error that offers the closest one it reads.",
     )
     value_files: tuple[str, ...] = option(
         "-f",

@@ -130,6 +130,8 @@ class CompiledTemplate:
             raise _template_error(e, filename) from e
         # The names the template uses in expressions of its own (a placed value too).
         self.referenced = _check_names(ast, filename, set(known))
+        self._ast = ast  # walked again only to judge a nested --set (`value_paths`)
+        self._paths: frozenset[tuple[str, ...]] | None = None
         # The globals as a plain dict, not jinja's ChainMap over the environment's: each
         # render copies them into its context, and a ChainMap is copied key by key in Python.
         globals_ = dict(env.make_globals(None))
@@ -140,6 +142,31 @@ class CompiledTemplate:
         # A header left out of the output is a jinja comment of as many lines.
         header = re.match(r"<#[^#]*?#>\n", self._source)
         self._header_lines = header[0].count("\n") if header else 0
+
+    def reads(self, path: Sequence[str]) -> bool:
+        """Whether the template may read value `path` (`['gpus']`, or `['a', 'b']` for a.b).
+
+        A top-level name is read when the template uses it at all (`referenced`, as jinja's
+        meta finds it: a template reaches its values only by name). A nested one is read
+        when the template reads it, a value inside it, or the value around it as a whole
+        (`a`, `a | tojson`, `a[key]` with a key it computes, `a.items()`): see `value_paths`.
+        """
+        if not path or path[0] not in self.referenced:
+            return False
+        wanted = tuple(path)
+        return len(wanted) == 1 or any(
+            read[: len(wanted)] == wanted or wanted[: len(read)] == read
+            for read in self.value_paths()
+        )
+
+    def value_paths(self) -> frozenset[tuple[str, ...]]:
+        """Every value path the template reads: ('a',) for a whole, ('a', 'b') for `a.b` or `a['b']`.
+
+        A step the template computes (`a[key]`) ends the path: all below may be read.
+        """
+        if self._paths is None:
+            self._paths = frozenset(_value_paths(self._ast))
+        return self._paths
 
     def render(self, context: Mapping[str, Any]) -> str:
         """One task's text; its work is bounded (see `sandbox`)."""
@@ -303,6 +330,37 @@ def _check_names(ast: Any, filename: str, known: set[str]) -> set[str]:
             f"or use one of: {', '.join(sorted(known, key=str.lower))}"
         )
     return referenced
+
+
+def _value_paths(ast: Any) -> Iterator[tuple[str, ...]]:
+    """The paths of the values read in a jinja tree (see `CompiledTemplate.value_paths`)."""
+    from jinja2 import nodes
+
+    stack = [ast]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, nodes.Call) and isinstance(node.node, nodes.Getattr):
+            # A method called on a value (`a.items()`, `a.b.get(k)`) reads it whole.
+            stack += [node.node.node, *node.iter_child_nodes(exclude=("node",))]
+            continue
+        if not isinstance(node, (nodes.Name, nodes.Getattr, nodes.Getitem)):
+            stack += node.iter_child_nodes()
+            continue
+        keys: list[str] = []
+        while isinstance(node, (nodes.Getattr, nodes.Getitem)):
+            if isinstance(node, nodes.Getattr):
+                keys.append(node.attr)
+            elif isinstance(node.arg, nodes.Const) and isinstance(node.arg.value, (str, int)):
+                keys.append(str(node.arg.value))
+            else:  # a key the template computes: anything below this step may be read
+                keys.clear()
+                stack.append(node.arg)
+            node = node.node
+        if isinstance(node, nodes.Name):
+            if node.ctx == "load":
+                yield (node.name, *reversed(keys))
+        else:
+            stack.append(node)
 
 
 def _limit_message(e: RenderLimit, filename: str) -> str:

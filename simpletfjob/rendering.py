@@ -296,13 +296,31 @@ def _placeholder_documents(
 
 
 def compile_template(options: Any, fw: Framework) -> CompiledTemplate:
-    """The template, read and compiled, its variables checked against the framework's."""
+    """The template, read and compiled, its variables checked against the framework's.
+
+    Each --set must name a value the template reads (values.check_sets_read).
+    """
     from simpletfjob.values import check_reserved
 
     source, filename = load_template(options)
     check_reserved(options.values, (*TASK_VARIABLES, *fw.variables))
     known = [*TASK_VARIABLES, *fw.variables, *options.values]
-    return CompiledTemplate(source, filename, known, fw.placed, fw.legacy)
+    compiled = CompiledTemplate(source, filename, known, fw.placed, fw.legacy)
+    if options.set_values:  # no walk at all without --set
+        from simpletfjob.optiontable import options_of
+        from simpletfjob.values import check_sets_read
+
+        flags = {flag for _, declared in options_of(type(options)) for flag in declared.spellings()}
+        reserved = {*TASK_VARIABLES, *fw.variables}
+        check_sets_read(
+            options.set_values,
+            compiled.reads,
+            compiled.referenced,
+            compiled.value_paths,
+            reserved,
+            flags,
+        )
+    return compiled
 
 
 def load_template(options: Any) -> tuple[str, str]:

@@ -81,6 +81,12 @@ class DeleteOptions(ConnectionOptions):
     run: str = argument()
     wait: bool = option("--wait", default=False, help="Return once the run's Jobs are gone.")
     timeout: float = timeout(300.0, "How long --wait waits.")
+    ignore_not_found: bool = option(
+        "--ignore-not-found",
+        default=False,
+        help="A run that does not exist is no error: exit 0 and print nothing, as kubectl "
+        "delete --ignore-not-found does (for a cleanup step that may find nothing to do).",
+    )
 
 
 CLEANUP_CHOICES = ("running", "all", "none")
@@ -91,7 +97,13 @@ class StatusOptions(ConnectionOptions):
 
     run: str | None = argument(required=False)
     output: str = output_format(
-        "table", "json", "yaml", default="table", help="How to print: a table, JSON or YAML."
+        "table",
+        "json",
+        "yaml",
+        "name",
+        default="table",
+        help="How to print: a table, JSON or YAML; name: one job.batch/NAME line per Job of "
+        "the run (of every run, without RUN), as kubectl get -o name prints them.",
     )
 
 

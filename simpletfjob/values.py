@@ -1,9 +1,19 @@
-"""Template values: --set KEY=VALUE and -f FILE, merged as helm merges them."""
+"""Template values: --set KEY=VALUE and -f FILE, merged as helm merges them.
+
+A --set value that the template never reads is a usage error (exit 2) that offers
+the closest value it does read: `--set gpu=2: the template reads no value 'gpu'; did
+you mean 'gpus'?`. A key of a -f file may go unread, since one values file often
+serves several templates; so may a header's default. What the template reads is
+what jinja's meta finds in its tree (render.py): a top-level name exactly, as a
+template reaches its values only by name; below it, a path the template reads
+by a key it computes (`a[key]`, `a.items()`, `a | tojson`) counts as read, since
+there is no telling which keys it takes.
+"""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from simpletfjob.errors import InputError, UsageError
@@ -156,3 +166,67 @@ def collect_values(
     for item in sets:
         values = merge(values, item)
     return values
+
+
+def check_sets_read(
+    items: Iterable[str],
+    reads: Callable[[Sequence[str]], bool],
+    names: Collection[str],
+    paths: Callable[[], Collection[tuple[str, ...]]],
+    reserved: Collection[str],
+    options: Collection[str] = (),
+) -> None:
+    """Refuse the first --set KEY=VALUE whose KEY the template never reads (see the module doc).
+
+    `reads(path)` says whether the template may read a value; `names` are the top-level
+    names it reads and `paths()` the paths below them, for the suggestion (`reserved`
+    names are never offered: --set cannot give them); `options` are the command line's
+    long flags, for `--set psn=2`.
+    """
+    top = sorted(set(names) - set(reserved))
+    for item in items:
+        key = item.partition("=")[0].strip()
+        path = key.split(".")
+        if reads(path):
+            continue
+        # The first part of the path the template does not read: the whole key, or a
+        # name inside a value it reads only by names it spells (`a.b`, `a['c']`).
+        depth = next(d for d in range(1, len(path) + 1) if not reads(path[:d]))
+        parent = tuple(path[: depth - 1])
+        near = (
+            top
+            if depth == 1
+            else sorted(
+                {
+                    ".".join(p[:depth])
+                    for p in paths()
+                    if len(p) >= depth and p[: depth - 1] == parent
+                }
+            )
+        )
+        unread = ".".join(path[:depth])
+        message = f"--set {item}: the template reads no value {unread!r}"
+        close = _closest(path[depth - 1], near)
+        if close:
+            raise UsageError(f"{message}; did you mean {close!r}?")
+        flag = f"--{path[0].replace('_', '-')}"
+        if len(path) == 1 and flag in options:  # --set psn=2
+            raise UsageError(f"{message}; did you mean the option {flag}?")
+        if not near:
+            raise UsageError(f"{message}; it reads no value that --set can give")
+        shown = ", ".join(near[:8]) + (f" and {len(near) - 8} more" if len(near) > 8 else "")
+        raise UsageError(f"{message}; it reads: {shown}")
+
+
+def _closest(word: str, names: Sequence[str]) -> str | None:
+    """The name most like `word` by its last part: as difflib (click) finds it, else one
+    that holds it as a `_` part (`gpus` -> `worker_gpus`)."""
+    import difflib
+
+    by_leaf = {name.rsplit(".", 1)[-1]: name for name in names}
+    close = difflib.get_close_matches(word, list(by_leaf), n=1, cutoff=0.6)
+    if close:
+        return by_leaf[close[0]]
+    parts = set(word.split("_"))
+    holding = [leaf for leaf in by_leaf if parts & set(leaf.split("_")) and leaf != word]
+    return by_leaf[holding[0]] if len(holding) == 1 else None

@@ -6,6 +6,13 @@ word is neither a command nor one of the group's own options (--help,
 -N 3` and `simpletfjob -N 3 mnist.yaml` render as they always have. A template
 named like a command is written `./NAME`.
 
+A first word that is no command, no file and no built-in template, but is close to
+a command (difflib's ratio of at least 0.7, as click suggests commands but a little
+stricter, so that `mnist` without its `.yaml` is not taken for `init`), is a mistyped
+command: `no such command or template 'statsu'; did you mean 'status'?`, exit 2. Only
+a bare word (letters, digits and `-`) can be one; a path (`nope.yaml`, `./x`) is always
+a template, and a word that is close to no command keeps the missing template's message.
+
 Each command is a module of this package with a `command` (made from the option
 table by table.py), imported only when it runs or for --help, so that one
 command's imports never slow down another's start. This package is the only one
@@ -36,7 +43,7 @@ from simpletfjob.cli.table import (
     help_option,
     version_option,
 )
-from simpletfjob.errors import EXIT_ERROR, EXIT_OK, Interrupted, SimpleTFJobError
+from simpletfjob.errors import EXIT_ERROR, EXIT_OK, Interrupted, SimpleTFJobError, UsageError
 
 # Command word -> its module in this package, in the order --help lists them.
 COMMANDS = {
@@ -50,6 +57,7 @@ COMMANDS = {
     "delete": "simpletfjob.cli.delete",
 }
 DEFAULT = "render"  # what runs when the first word is not a command
+CLOSE = 0.7  # how alike a word and a command must be for the word to be a mistyped command
 
 
 class CommandGroup(ShortOptionsFirst, click.Group):
@@ -60,6 +68,8 @@ class CommandGroup(ShortOptionsFirst, click.Group):
     def parse_args(self, context: click.Context, args: list[str]) -> list[str]:
         own = {flag for param in self.get_params(context) for flag in param.opts}
         if not args or (args[0] not in COMMANDS and args[0] not in own):
+            if args:
+                refuse_mistyped_command(args[0])
             # An empty command word stands for the default command; it shows no word in its
             # usage and messages (CommandContext), as before there were commands.
             args = ["", *args]
@@ -89,6 +99,27 @@ class CommandGroup(ShortOptionsFirst, click.Group):
             self.format_commands(context, formatter)
             default.format_options(inner, formatter)
             default.format_epilog(inner, formatter)
+
+
+def refuse_mistyped_command(word: str) -> None:
+    """A bare word that names no file or built-in but is close to a command is a usage error.
+
+    Anything else is left to render, as a template: a file, a path, a built-in's name,
+    or a word like no command (its message is the missing template's).
+    """
+    bare = word.replace("-", "")
+    if not (bare.isascii() and bare.isalnum() and word[0].isalnum()) or os.path.lexists(word):
+        return
+    from simpletfjob.catalog import builtin_names  # the render imports it anyway
+
+    if word in builtin_names():
+        return
+    import difflib
+
+    close = difflib.get_close_matches(word.lower(), list(COMMANDS), n=1, cutoff=CLOSE)
+    if not close:
+        return
+    raise UsageError(f"no such command or template {word!r}; did you mean {close[0]!r}?")
 
 
 group = CommandGroup(

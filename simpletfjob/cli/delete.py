@@ -14,23 +14,30 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     """Delete every Job and Service of run RUN (propagation Background).
 
     Only objects labelled simpletfjob/job=RUN and managed by simpletfjob are
-    deleted. A run that does not exist is an error. --wait returns once the
-    Jobs are gone (their pods may still be stopping).
+    deleted. A run that does not exist is an error, unless --ignore-not-found
+    is given: then the command prints nothing and exits 0, as kubectl does.
+    --wait returns once the Jobs are gone (their pods may still be stopping).
 
     \b
     Example:
       simpletfjob delete mnist -n ml --wait
+      simpletfjob delete mnist -n ml --ignore-not-found   # a CI cleanup step
     """
     from simpletfjob.deleting import delete_run, wait_until_gone
     from simpletfjob.optiontable import check_values
-    from simpletfjob.runs import check_run_name, connect_for, find_run
+    from simpletfjob.runs import NoRunError, check_run_name, connect_for, find_run
 
     options = DeleteOptions(**values)
     check_values(options)
     check_run_name(options.run)
     connection = (options.kubeconfig, options.context, options.namespace)
     with connect_for(*connection, purpose="delete a run from") as conn:
-        run = find_run(conn, options.run)
+        try:
+            run = find_run(conn, options.run)
+        except NoRunError:
+            if options.ignore_not_found:
+                return  # as kubectl: nothing to delete, nothing said
+            raise
         deleted = delete_run(conn, run, "Background", lambda line: print(line, file=sys.stderr))
         if options.wait:
             wait_until_gone(conn, run.name, options.timeout)

@@ -26,6 +26,8 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
 
     TEMPLATE is a file, or the name of a built-in template; a file that exists
     wins (write ./NAME to render a file named like a built-in or a command).
+    A first word that is neither but is close to a command is a mistyped
+    command (exit 2, with the command it is like).
     A template's header can give defaults for variables and for --psn, --chief,
     --evaluator, --evaluator-in-cluster, --port, -N, --tasks-per-host and
     --network; the command line wins.

@@ -27,10 +27,16 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     Job has failed; else Running when a pod runs, else Pending. Exits 0 whatever the state;
     1 when there is no such run.
 
+    -o name prints one job.batch/NAME line per task's Job, as kubectl get -o name does,
+    in the table's order (runs by name, then tasks by role and index): the Jobs only,
+    since the tasks are Jobs (a run's Services, if any, carry the same names).
+
     \b
     Example:
       simpletfjob status mnist -n ml
+      simpletfjob status mnist -n ml -o name | xargs kubectl describe -n ml
     """
+    from simpletfjob.kube.resources import JOBS
     from simpletfjob.output import write_stdout
     from simpletfjob.runs import check_run_name, connect_for
     from simpletfjob.runwatch import read_run, read_runs
@@ -42,7 +48,11 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     with connect_for(*connection, purpose="read runs from") as conn:
         namespace = conn.namespace
         runs = read_runs(conn) if options.run is None else [read_run(conn, options.run)]
-    if options.output != "table":
+    if options.output == "name":
+        write_stdout([f"{JOBS.ref(task.job)}\n" for run in runs for task in run.tasks])
+        if not runs:
+            print(f"No runs found in {namespace} namespace.", file=sys.stderr)
+    elif options.output != "table":
         data: Any = (
             runs[0].as_dict()
             if options.run is not None

@@ -4,7 +4,11 @@ What is worth retrying is retried with backoff (5xx, 429 with its Retry-After, a
 connection dropped before the answer), within the number of attempts and the
 call's deadline. Everything else becomes a `ClusterError` naming the server and
 context, and, where the answer was a refusal, the verb and the resource it was
-about: `user 'ci' cannot list pods in namespace ml (403 Forbidden); ...`.
+about: `user 'ci' cannot list pods in namespace ml (403 Forbidden); ...`. Every RBAC
+refusal has that one form, nodes' included, and names the user as the server does
+(`user 'system:serviceaccount:ci:runner'`). The one refusal whose message names no
+user, an apply that would create the object (the server checks `create` inside the
+handler), is followed by a server dry run of a create, whose refusal names the user.
 
 urllib3 and the client's exceptions are imported inside the functions, so that
 importing this module costs an offline run nothing.
@@ -25,7 +29,14 @@ if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection, Target
 
 # The user-facing verb -> the HTTP method, and the verb RBAC rules name.
-_METHODS = {"list": "GET", "watch": "GET", "get": "GET", "apply": "PATCH", "delete": "DELETE"}
+_METHODS = {
+    "list": "GET",
+    "watch": "GET",
+    "get": "GET",
+    "apply": "PATCH",
+    "delete": "DELETE",
+    "create": "POST",
+}
 _RBAC_VERBS = {"apply": "patch"}
 
 
@@ -230,6 +241,8 @@ def request(
             if attempt + 1 < settings.attempts:
                 pause(conn, action, delay, deadline, problem)
             continue
+        if status == 403 and action.verb == "apply" and not _USER.search(message):
+            message = _who_may_not_create(conn, action, deadline) or message
         raise ApiError(
             refusal(target, action, status, reason, message, details), status, reason, action
         )
@@ -303,8 +316,36 @@ def refusal(
     return f"{target}: the server answered {status} {reason}: {message}"
 
 
+_USER = re.compile(r'User "([^"]*)"')
+
+
+def _who_may_not_create(conn: Connection, action: Action, deadline: Deadline) -> str | None:
+    """The server's refusal of a create like the apply's, which names the user; None if it
+    does not refuse it so (then the apply's refusal was not for `create`).
+
+    A dry run (dryRun=All) of an empty body: the server authorizes the request before it
+    reads the body, and changes nothing whatever it answers.
+    """
+    probe = Action("create", action.resource, action.namespace)
+    try:
+        answer = request(
+            conn,
+            probe,
+            query=[("dryRun", "All")],
+            body={},
+            deadline=deadline.sooner(5.0),
+            passthrough=range(400, 600),
+        )
+    except ClusterError:
+        return None
+    if answer.status != 403:
+        return None
+    _, message, _ = status_of(answer.data, "Forbidden")
+    return message if _USER.search(message) else None
+
+
 def _forbidden(target: Target, action: Action, message: str) -> str:
-    found = re.search(r'User "([^"]*)"', message)
+    found = _USER.search(message)
     user = f"user {found[1]!r}" if found else "your user"
     said = re.search(r'cannot (\w+) resource "', message)
     if not found and not said and re.search(r"is forbidden: \S", message):
@@ -323,13 +364,6 @@ def _forbidden(target: Target, action: Action, message: str) -> str:
     role = "ClusterRole" if not action.scope or action.namespace == "" else "Role"
     group = f" in API group '{resource.group}'" if resource.group else ""
     otherwise = f", or {action.alternative}" if action.alternative else ""
-    if resource.plural == "nodes":
-        # The node messages predate the others; scripts and the README quote them as they are.
-        return (
-            f"{target}: {user} may not {action} (403 Forbidden); it needs RBAC permission to "
-            f"{verb} {resource.plural}{action.scope} (a {role} with verb '{verb}' on "
-            f"'{resource.plural}'{group}){otherwise}"
-        )
     # What was refused, in RBAC's words first (`cannot delete jobs in namespace ml`), then
     # the call that met it when that says more (`apply job 'mnist-ps-0'`).
     refused = f"{verb} {resource.plural}{action.scope}"

@@ -233,7 +233,13 @@ def test_401_credentials_refused(cli: Any, secured: KubeAPI, tmp_path: Path) -> 
 def test_403_names_the_user_and_the_permission(cli: Any, secured: KubeAPI, tmp_path: Path) -> None:
     kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", secured.url, token="ci-token")
     result = cli("mnist.yaml", "--kubeconfig", str(kubeconfig), "-o", "-", cwd=EXAMPLES)
-    refused(result, 1, secured.url, f"user '{CI_USER}' may not list nodes (403 Forbidden)", "RBAC")
+    refused(
+        result,
+        1,
+        secured.url,
+        f"user '{CI_USER}' cannot list nodes (403 Forbidden)",
+        "a ClusterRole with verb 'list' on 'nodes'",
+    )
 
 
 def test_bad_selector_is_a_usage_error_before_any_request(
@@ -449,8 +455,8 @@ def test_node_refusals_word_for_word(secured: KubeAPI, tmp_path: Path) -> None:
     with pytest.raises(ClusterError) as caught:
         read_cluster_nodes(fast(kubeconfig))
     assert str(caught.value) == (
-        f"{secured.url} (context 'loopback'): user '{CI_USER}' may not list nodes (403 Forbidden); "
-        "it needs RBAC permission to list nodes (a ClusterRole with verb 'list' on 'nodes'), "
+        f"{secured.url} (context 'loopback'): user '{CI_USER}' cannot list nodes (403 Forbidden); "
+        "it needs a ClusterRole with verb 'list' on 'nodes', "
         "or give the hosts with --nodes or --nodes-file"
     )
     # A server that is not a Kubernetes API server answers 404 to whoever asks.

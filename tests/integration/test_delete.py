@@ -152,3 +152,28 @@ def test_namespace_given_wins_over_the_contexts(cluster: Cluster, run_in: Any) -
     deleted = apply.delete("--namespace", other)
     assert deleted.code == 0, deleted.err
     assert jobs(cluster, other) == {}
+
+
+def test_ignore_not_found_exits_0_quietly_when_there_is_no_run(
+    cluster: Cluster, run_in: Any
+) -> None:
+    ns = cluster.create_namespace()
+    apply = run_in(ns)
+    # Nothing there yet: as kubectl delete --ignore-not-found, exit 0 and say nothing.
+    for extra in ((), ("--wait", "--timeout", "10s")):
+        quiet = apply.delete("--ignore-not-found", *extra)
+        assert (quiet.code, quiet.out, quiet.err) == (0, "", "")
+    # A run that is there is deleted as without the flag.
+    assert apply().code == 0
+    result = apply.delete("--ignore-not-found")
+    assert result.code == 0, result.err
+    assert lines(result)[-1] == (
+        f"simpletfjob: deleted run mnist in namespace {ns} (3 objects: 3 jobs, 0 services)"
+    )
+    assert jobs(cluster, ns) == {}
+    # Again, as a CI cleanup step after wait --cleanup all: nothing left, still exit 0.
+    again = apply.delete("--ignore-not-found")
+    assert (again.code, again.out, again.err) == (0, "", "")
+    # A name that cannot be a run is still a usage error.
+    bad = apply.cli("delete", "no/such", "--ignore-not-found", "--kubeconfig", apply.kubeconfig)
+    assert_one_line_error(bad, 2, contains=("is not a valid run name",))

@@ -292,9 +292,10 @@ def test_refusals_name_the_verb_the_resource_and_the_role_needed(
             "job 'mnist-ps-0'); it needs a Role with verb 'patch' on 'jobs' in API group 'batch'"
         )
         cluster.grant("bob", ["patch"], ["jobs"], namespace=ns, api_group="batch")
-        # Creating by apply needs `create` too; the server's refusal names no user then.
+        # Creating by apply needs `create` too; the server's refusal names no user then,
+        # so a dry-run create finds it, and the line names the user as every refusal does.
         assert refused(apply, JOBS, job("mnist-worker-0"), dry_run=True) == (
-            f"{target}: your user cannot create jobs in namespace {ns} (403 Forbidden, to apply "
+            f"{target}: user 'bob' cannot create jobs in namespace {ns} (403 Forbidden, to apply "
             "job 'mnist-worker-0'); it needs a Role with verb 'create' on 'jobs' in API group 'batch'"
         )
 

@@ -187,6 +187,35 @@ def test_status_without_a_run_lists_every_run(cli: Any, kubeapi: KubeAPI, kubeco
     assert [r["name"] for r in listed["runs"]] == ["mnist", "resnet"]
 
 
+def test_status_o_name_prints_a_job_batch_line_per_job_as_kubectl_get(
+    cli: Any, kubeapi: KubeAPI, kubeconfig: str
+) -> None:
+    load_run(kubeapi, "mnist", (("ps", 0), ("worker", 0), ("worker", 1), ("worker", 10)))
+    load_run(kubeapi, "resnet", (("worker", 0),))
+    one = cli("status", "mnist", "-o", "name", "--kubeconfig", kubeconfig)
+    assert (one.code, one.err) == (0, "")
+    kinds_and_names = [line.split("/", 1) for line in one.out.splitlines()]
+    assert all(kind == "job.batch" for kind, _ in kinds_and_names), one.out
+    # The table's order: by role, then by index (worker-10 after worker-1).
+    assert [name for _, name in kinds_and_names] == [
+        "mnist-ps-0",
+        "mnist-worker-0",
+        "mnist-worker-1",
+        "mnist-worker-10",
+    ]
+    # Each line names a Job that is there, as kubectl would take it back.
+    jobs = {o["metadata"]["name"] for o in kubeapi.objects("jobs", NS)}
+    assert {name for _, name in kinds_and_names} <= jobs
+    every = cli("status", "-o", "name", "--kubeconfig", kubeconfig)
+    assert every.code == 0, every.err
+    assert every.out.splitlines() == [*one.out.splitlines(), "job.batch/resnet-worker-0"]
+    # No run: nothing on stdout, kubectl's line on stderr, exit 0; a missing RUN is exit 1.
+    empty = cli("status", "-o", "name", "--kubeconfig", kubeconfig, "-n", "default")
+    assert (empty.code, empty.out, empty.err) == (0, "", "No runs found in default namespace.\n")
+    missing = cli("status", "x", "-o", "name", "--kubeconfig", kubeconfig)
+    assert_one_line_error(missing, 1, r"no run 'x' in namespace 'ml'$")
+
+
 def test_status_of_a_missing_run_is_one_line_and_exit_1(
     cli: Any, kubeapi: KubeAPI, kubeconfig: str
 ) -> None:

@@ -178,3 +178,50 @@ def test_a_render_with_short_options_imports_no_suggestion_machinery() -> None:
     )
     assert proc.stderr.strip().splitlines()[-1] == "False"
     assert proc.stdout.count("kind: Job") == 2
+
+
+@pytest.mark.parametrize(
+    ("word", "meant"),
+    [("statsu", "status"), ("stat", "status"), ("aply", "apply"), ("Delete", "delete")],
+)
+def test_a_mistyped_command_is_suggested_when_no_file_has_its_name(
+    cli: Any, tmp_path: Path, word: str, meant: str
+) -> None:
+    result = cli(word, "mnist", "-n", "ml", cwd=tmp_path)
+    assert_one_line_error(result, 2)
+    assert result.err == (
+        f"simpletfjob: error: no such command or template {word!r}; did you mean {meant!r}?\n"
+    )
+    # A file of that name is a template, as it always was.
+    write(tmp_path / word, f"kind: Job\nmetadata:\n  name: {word.lower()}-<<type>>-<<index>>\n")
+    result = cli(word, "--nodes", "a,b", "-o", "-", cwd=tmp_path)
+    assert result.code == 0, result.err
+    assert [d["metadata"]["name"] for d in result.docs] == [
+        f"{word.lower()}-ps-0",
+        f"{word.lower()}-worker-0",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        # Like no command: the missing template's own message.
+        (("mnist", "--nodes", "a,b"), "template 'mnist' is neither a file nor a built-in"),
+        (("nope", "--nodes", "a,b"), "template 'nope' is neither a file nor a built-in"),
+        # A path is always a template, however close to a command.
+        (("status.yaml", "--nodes", "a,b"), "template 'status.yaml' does not exist"),
+        (("./statsu", "--nodes", "a,b"), "template './statsu' does not exist"),
+        # Named as a template of render: never a command.
+        (("render", "statsu", "--nodes", "a,b"), "template 'statsu' is neither a file nor"),
+    ],
+)
+def test_a_word_like_no_command_or_a_path_stays_a_missing_template(
+    cli: Any, tmp_path: Path, args: tuple[str, ...], message: str
+) -> None:
+    assert message in assert_one_line_error(cli(*args, "-o", "-", cwd=tmp_path), 1)
+
+
+def test_a_built_in_close_to_no_command_still_renders(cli: Any, tmp_path: Path) -> None:
+    result = cli("tf1-flags", "--nodes", "a,b", "-o", "-", cwd=tmp_path)
+    assert result.code == 0, result.err
+    assert len(result.docs) == 2

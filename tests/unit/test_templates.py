@@ -120,8 +120,6 @@ def test_values_switch_the_data_volume(cli: Any, tmp_path: Path) -> None:
         "tf1-ps-hostnetwork",
         "--set",
         "nfs_server=10.1.2.3",
-        "--set",
-        "gpus=2",
         *nodes,
         "--validate",
         cwd=tmp_path,

@@ -68,7 +68,9 @@ class LogsRun:
         self.kubeconfig = str(kube.kubeconfig(tmp / "kc", namespace=ns))
         (tmp / "markers").mkdir()
 
-    def apply(self, *, lines: int = 15, crash: tuple[str, ...] = (), restart: str = "Never") -> None:
+    def apply(
+        self, *, lines: int = 15, crash: tuple[str, ...] = (), restart: str = "Never"
+    ) -> None:
         result = self.cli(
             "apply", str(self.template), "--nodes", ",".join(self.kubelet.nodes),
             "--kubeconfig", self.kubeconfig,

@@ -144,10 +144,11 @@ class Option:
 class Argument:
     """A positional argument (a command's TEMPLATE or RUN), named on the command line as its field, in capitals."""
 
-    __slots__ = ("required",)
+    __slots__ = ("multiple", "required")
 
-    def __init__(self, required: bool) -> None:
+    def __init__(self, required: bool, multiple: bool = False) -> None:
         self.required = required  # on the command line
+        self.multiple = multiple  # any number of them (a tuple)
 
 
 def option(
@@ -201,13 +202,14 @@ def option(
     return declared  # type: ignore[return-value]
 
 
-def argument(*, required: bool = True) -> Any:
+def argument(*, required: bool = True, multiple: bool = False) -> Any:
     """Declare a positional argument field; the field has no default.
 
     `required=False` leaves a missing argument to the command, to say in its own
-    words what is missing (the render's `missing the TEMPLATE argument`).
+    words what is missing (the render's `missing the TEMPLATE argument`). `multiple`
+    takes any number of them, as a tuple (`logs RUN [TASK...]`).
     """
-    return Argument(required)
+    return Argument(required, multiple)
 
 
 class Field:

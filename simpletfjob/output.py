@@ -235,10 +235,15 @@ def write_to(dest: Destination, chunks: Iterable[str]) -> None:
 
 def write_stdout(chunks: Iterable[str]) -> None:
     """Write to stdout; any failure (closed, full, a broken pipe) is one OutputError."""
+    write_stdout_bytes(encoded(chunks))
+
+
+def write_stdout_bytes(chunks: Iterable[bytes]) -> None:
+    """Write bytes to stdout as they are (container logs), flushed; failures as write_stdout's."""
     try:
         out = sys.stdout.buffer
         sys.stdout.flush()
-        for data in encoded(chunks):
+        for data in chunks:
             out.write(data)
         out.flush()
     except OSError as e:

@@ -17,7 +17,7 @@ from simpletfjob.options import (
     ports_fit,
     timeout,
 )
-from simpletfjob.optiontable import OneOf, argument, option
+from simpletfjob.optiontable import Must, OneOf, argument, format_duration, option, parse_duration
 
 
 class DryRun(OneOf):
@@ -122,3 +122,81 @@ class WaitOptions(ConnectionOptions):
         help="When the run ends: delete the Jobs and Services of the tasks still not finished "
         "(running), the whole run (all), or nothing (none).",
     )
+
+
+class LogsOptions(ConnectionOptions):
+    """`simpletfjob logs RUN [TASK...]`: the run's container logs, merged and prefixed by task."""
+
+    section = "Logs options"
+
+    run: str = argument()
+    tasks: tuple[str, ...] = argument(required=False, multiple=True)
+    roles: tuple[str, ...] = option(
+        "--role",
+        default=(),
+        multiple=True,
+        metavar="ROLE",
+        help="Only the tasks of this role (chief, ps, worker, evaluator); may be repeated.",
+    )
+    follow: bool = option(
+        "-f",
+        "--follow",
+        default=False,
+        help="Stream every task's log, pods made later included, until the run ends; exit "
+        "as wait does (0 succeeded, 1 failed).",
+    )
+    tail: int | None = option(
+        "--tail",
+        default=None,
+        type=int,
+        rule=Must("-1 or more", lambda value: value >= -1),
+        help="Lines from the end of each log: all for one task, 10 per task for several; "
+        "-1 for all.",
+    )
+    since: float | None = option(
+        "--since",
+        default=None,
+        type=float,
+        parse=parse_duration,
+        format=format_duration,
+        metavar="DURATION",
+        help="Only lines newer than this (30s, 5m, 1h).",
+    )
+    timestamps: bool = option(
+        "--timestamps", default=False, help="Start each line with the kubelet's timestamp."
+    )
+    previous: bool = option(
+        "-p",
+        "--previous",
+        default=False,
+        help="Each pod's last terminated container: the crash of a task that keeps restarting.",
+    )
+    container: str | None = option(
+        "-c",
+        "--container",
+        default=None,
+        metavar="NAME",
+        help="This container (default: the one that carries TF_CONFIG, else the first).",
+    )
+    all_containers: bool = option(
+        "--all-containers", default=False, help="Every container of each pod."
+    )
+    prefix: bool | None = option(
+        "--prefix",
+        default=None,
+        type=bool,
+        negatable=True,
+        help="Prefix each line with its task (default: when more than one task is shown).",
+    )
+    color: str = option(
+        "--color",
+        default="auto",
+        show_default=True,
+        rule=OneOf("auto", "always", "never"),
+        help="Colour each task's prefix: auto when stdout is a terminal.",
+    )
+
+    def check(self) -> None:
+        """What the options cannot say together."""
+        if self.container and self.all_containers:
+            raise UsageError("-c/--container cannot go with --all-containers")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import queue
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from simpletfjob.kube.lists import ObjectList, list_objects
@@ -23,7 +23,7 @@ from simpletfjob.kube.resources import JOBS, PODS, SERVICES, Resource
 from simpletfjob.kube.watch import Event, watch
 from simpletfjob.labels import JOB_LABEL
 from simpletfjob.runs import NoRunError, named_tasks, run_selector
-from simpletfjob.runstate import FAILED, Run, group_runs, run_state
+from simpletfjob.runstate import FAILED, Object, Run, group_runs, run_state
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
@@ -54,6 +54,12 @@ def _both(
     if failed:
         raise failed[0]
     return found[JOBS.plural], found[PODS.plural]
+
+
+def list_jobs_and_pods(conn: Connection, name: str) -> tuple[Sequence[Object], Sequence[Object]]:
+    """The run's Jobs and pods as they are now (two lists, made at the same time)."""
+    jobs, pods = _both(conn, name)
+    return jobs.items, pods.items
 
 
 def read_run(conn: Connection, name: str) -> Run:
@@ -112,12 +118,18 @@ def _name(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("name"))
 
 
-def follow(conn: Connection, name: str, deadline: Deadline | None) -> Iterator[Run]:
+def follow(
+    conn: Connection,
+    name: str,
+    deadline: Deadline | None,
+    seen: Callable[[Sequence[Object], Sequence[Object]], None] | None = None,
+) -> Iterator[Run]:
     """The run now, then again after each change, until it has ended or the deadline has passed.
 
     One list of Jobs and one of pods, then a watch of each from where its list was read.
     A deadline of 0 s checks once, as `kubectl wait --timeout 0s` does: the lists are not
-    cut short by it, so that a run that has ended is told as ended.
+    cut short by it, so that a run that has ended is told as ended. `seen` is given the
+    Jobs and pods each run was judged from, before it is yielded (`logs -f` reads its pods).
     """
     once = deadline is not None and deadline.seconds <= 0
     jobs, pods = _both(conn, name, None if once else deadline)
@@ -126,6 +138,8 @@ def follow(conn: Connection, name: str, deadline: Deadline | None) -> Iterator[R
     if not run.tasks:
         raise NoRunError(name, conn.namespace)
     expected = [*named, *(task.task for task in run.tasks)]
+    if seen is not None:
+        seen(jobs.items, pods.items)
     yield run
     if run.finished:
         return
@@ -172,6 +186,11 @@ def follow(conn: Connection, name: str, deadline: Deadline | None) -> Iterator[R
             run = judge()
             if run.state == FAILED:
                 run = _settle(run, events, take, judge, deadline)
+            if seen is not None:
+                seen(
+                    list(stores[JOBS.plural].objects.values()),
+                    list(stores[PODS.plural].objects.values()),
+                )
             yield run
             if run.finished:
                 return

@@ -54,6 +54,7 @@ COMMANDS = {
     "apply": "simpletfjob.cli.apply",
     "status": "simpletfjob.cli.status",
     "wait": "simpletfjob.cli.wait",
+    "logs": "simpletfjob.cli.logs",
     "delete": "simpletfjob.cli.delete",
 }
 DEFAULT = "render"  # what runs when the first word is not a command

@@ -95,6 +95,8 @@ def parameter(field: Field) -> click.Parameter:
     """The click parameter for one field of the table."""
     declared = field.declaration
     if isinstance(declared, Argument):
+        if declared.multiple:
+            return click.Argument([field.name], nargs=-1, required=declared.required)
         return click.Argument([field.name], required=declared.required)
     assert isinstance(declared, Option), field
     settings: dict[str, Any] = {

@@ -66,6 +66,7 @@ class Action(NamedTuple):
     namespace: str | None = None  # None for a cluster-scoped resource; '' for all namespaces
     name: str | None = None  # None for the collection
     alternative: str = ""  # what else the user can do when refused, for the 403 message
+    subresource: str = ""  # 'log' for pods/log
 
     @property
     def method(self) -> str:
@@ -73,7 +74,14 @@ class Action(NamedTuple):
 
     @property
     def path(self) -> str:
-        return self.resource.path(self.namespace, self.name)
+        path = self.resource.path(self.namespace, self.name)
+        return f"{path}/{self.subresource}" if self.subresource else path
+
+    @property
+    def rbac_resource(self) -> str:
+        """What RBAC rules name: 'pods', or 'pods/log' for a subresource."""
+        plural = self.resource.plural
+        return f"{plural}/{self.subresource}" if self.subresource else plural
 
     @property
     def scope(self) -> str:
@@ -86,6 +94,8 @@ class Action(NamedTuple):
         """'nodes', 'pods in namespace ml', "job 'mnist-ps-0' in namespace ml"."""
         if self.name is None:
             return f"{self.resource.plural}{self.scope}"
+        if self.subresource:
+            return f"the {self.subresource} of {self.resource.singular} {self.name!r}{self.scope}"
         return f"{self.resource.singular} {self.name!r}{self.scope}"
 
     @property
@@ -366,14 +376,16 @@ def _forbidden(target: Target, action: Action, message: str) -> str:
     otherwise = f", or {action.alternative}" if action.alternative else ""
     # What was refused, in RBAC's words first (`cannot delete jobs in namespace ml`), then
     # the call that met it when that says more (`apply job 'mnist-ps-0'`).
-    refused = f"{verb} {resource.plural}{action.scope}"
-    if action.name is not None:
+    refused = f"{verb} {action.rbac_resource}{action.scope}"
+    if action.subresource:
+        call = f", to read {action.what.removesuffix(action.scope)}"
+    elif action.name is not None:
         call = f", to {action.verb} {resource.singular} {action.name!r}"
     else:
         call = "" if action.verb == verb else f", to {action.verb} them"
     return (
         f"{target}: {user} cannot {refused} (403 Forbidden{call}); it needs a {role} with verb "
-        f"'{verb}' on '{resource.plural}'{group}{otherwise}"
+        f"'{verb}' on '{action.rbac_resource}'{group}{otherwise}"
     )
 
 

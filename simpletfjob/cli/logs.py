@@ -1,0 +1,71 @@
+"""`simpletfjob logs RUN [TASK...]`: the run's container logs, merged line by line and prefixed by task."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from simpletfjob.cli.table import make_command
+from simpletfjob.runoptions import LogsOptions
+
+
+@make_command(
+    "logs",
+    LogsOptions,
+    short_help="Show the logs of a run's tasks, merged and prefixed by task.",
+)
+def command(values: dict[str, Any], given: frozenset[str]) -> None:
+    """Show the logs of RUN's tasks: every task, or the TASKs named as status prints them (worker-0).
+
+    Lines from several tasks are merged whole, in order of arrival, each prefixed with
+    its task as stern prints them (worker-0 | ...). A task with nothing to show yet (no
+    pod, or a container waiting to start) gets one line on stderr with the reason; that
+    is no error. It needs RBAC permission to get pods/log, besides listing Jobs and pods.
+
+    With -f it follows every task at once, with no limit on streams, picks up pods
+    made later (a new attempt after a failure) and containers started again in place,
+    and ends when the run ends by its success policy, with wait's exit status: 0 when
+    it succeeded, 1 when it failed.
+
+    \b
+    Examples:
+      simpletfjob logs mnist                     # the last 10 lines of every task
+      simpletfjob logs mnist worker-1 --previous # why worker 1 keeps crashing
+      simpletfjob logs mnist --role ps -f
+    """
+    from simpletfjob.logsources import Selection
+    from simpletfjob.runlogs import LogRequest, Printer, follow_logs, show_logs
+    from simpletfjob.runs import check_run_name, connect_for
+    from simpletfjob.runstate import SUCCEEDED
+
+    options = LogsOptions(**values)
+    options.check()
+    check_run_name(options.run)
+    selection = Selection(options.tasks, options.roles, options.container, options.all_containers)
+    several = len(options.tasks) != 1 or bool(options.roles) or options.all_containers
+    tail = options.tail if options.tail is not None else (10 if several else -1)
+    request = LogRequest(tail, options.since, options.timestamps, options.previous, options.follow)
+    prefix = several if options.prefix is None else options.prefix
+    color = options.color == "always" or (options.color == "auto" and sys.stdout.isatty())
+    printer = Printer(_write, prefix, color)
+    connection = (options.kubeconfig, options.context, options.namespace)
+    with connect_for(*connection, purpose="read the logs of a run on") as conn:
+        if not options.follow:
+            show_logs(conn, options.run, selection, request, printer, _note)
+            return
+        run = follow_logs(conn, options.run, selection, request, printer, _note)
+    if run.state != SUCCEEDED:
+        from simpletfjob.cli.wait import RunFailed
+
+        raise RunFailed(f"run {run.name!r} failed: {run.outcome()}")
+    _note(f"run {run.name} succeeded: {run.outcome()}")
+
+
+def _write(line: bytes) -> None:
+    from simpletfjob.output import write_stdout_bytes
+
+    write_stdout_bytes((line,))
+
+
+def _note(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)

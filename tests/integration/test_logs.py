@@ -1,0 +1,200 @@
+"""`simpletfjob logs` on the real control plane, with the kubelet stand-in running the run's pods.
+
+The template's container is a small Python program that reads its TF_CONFIG and prints
+lines, so what `logs` shows is what the pods really wrote, through pods/log.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import Result, assert_one_line_error, write
+from tests.support.cluster import wait_for
+from tests.support.control_plane import ControlPlane
+from tests.support.kubelet import Kubelet, Node
+
+TEMPLATE = """\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: lg-<<type>>-<<index>>
+spec:
+  backoffLimit: <<backoff>>
+  template:
+    spec:
+      nodeName: <<node>>
+      restartPolicy: <<restart>>
+      containers:
+        - name: tf
+          image: python
+          command:
+            - python
+            - -c
+            - |
+              import json, os, pathlib, sys, time
+              task = json.loads(os.environ["TF_CONFIG"])["task"]
+              name = f"{task['type']}-{task['index']}"
+              for i in range(<<lines>>):
+                  print(name, "line", i, flush=True)
+              marker = pathlib.Path(<<marker>>) / name
+              if name in <<crash>> and not marker.exists():
+                  marker.write_text("x")
+                  print(name, "crashing", flush=True)
+                  sys.exit(3)
+              if task["type"] == "ps":
+                  time.sleep(3600)
+          env:
+            - name: TF_CONFIG
+              value: '<<TF_CONFIG>>'
+        - name: sidecar
+          image: busybox
+"""
+
+_names = itertools.count()
+
+
+class LogsRun:
+    """A run of the template on the kubelet's three nodes, and the commands a user runs on it."""
+
+    def __init__(self, cli: Any, kube: ControlPlane, kubelet: Kubelet, ns: str, tmp: Path) -> None:
+        self.cli, self.kube, self.kubelet, self.ns, self.tmp = cli, kube, kubelet, ns, tmp
+        self.template = write(tmp / "lg.yaml", TEMPLATE)
+        self.kubeconfig = str(kube.kubeconfig(tmp / "kc", namespace=ns))
+        (tmp / "markers").mkdir()
+
+    def apply(
+        self, *, lines: int = 15, crash: tuple[str, ...] = (), restart: str = "Never"
+    ) -> None:
+        result = self.cli(
+            "apply", str(self.template), "--nodes", ",".join(self.kubelet.nodes),
+            "--kubeconfig", self.kubeconfig,
+            "--set", f"lines={lines}", "--set", f"crash={list(crash)!r}",
+            "--set", f"restart={restart}", "--set", f"backoff={3 if crash else 0}",
+            "--set", f"marker={str(self.tmp / 'markers')!r}",
+        )  # fmt: skip
+        assert result.code == 0, result.err
+
+    def logs(self, *args: str) -> Result:
+        return self.cli("logs", "lg", "--kubeconfig", self.kubeconfig, *args)  # type: ignore[no-any-return]
+
+    def job_done(self, name: str) -> bool:
+        job = self.kube.admin.get(f"/apis/batch/v1/namespaces/{self.ns}/jobs/{name}")
+        return any(
+            c["type"] in ("Complete", "Failed") and c["status"] == "True"
+            for c in job.get("status", {}).get("conditions") or []
+        )
+
+
+@pytest.fixture
+def run(cli: Any, kube: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[LogsRun]:
+    n = next(_names)
+    nodes = [Node(f"lg-{n}-{i}", f"127.0.0.{i + 2}") for i in range(3)]
+    with Kubelet(kube, nodes, tmp_path / "kubelet") as kubelet:
+        yield LogsRun(cli, kube, kubelet, namespace, tmp_path)
+
+
+def prefixed(out: str) -> dict[str, list[str]]:
+    """The lines of each task, from `task | line` output."""
+    found: dict[str, list[str]] = {}
+    for line in out.splitlines():
+        task, _, text = line.partition(" | ")
+        found.setdefault(task.strip(), []).append(text)
+    return found
+
+
+def test_logs_of_every_task_are_prefixed_and_cut_to_ten_lines_each(run: LogsRun) -> None:
+    run.apply()
+    wait_for(lambda: run.job_done("lg-worker-0") and run.job_done("lg-worker-1"), 60, "workers")
+    wait_for(lambda: "ps-0 line 14" in run.logs("ps-0").out, 30, "the ps to print")
+    result = run.logs()
+    assert result.code == 0, result.err
+    by_task = prefixed(result.out)
+    assert set(by_task) == {"ps-0", "worker-0", "worker-1"}
+    for task, lines in by_task.items():
+        assert lines == [f"{task} line {i}" for i in range(5, 15)]
+    # padded as stern pads: every prefix as wide as the longest task name
+    assert all(line.index("|") == len("worker-0 ") for line in result.out.splitlines())
+
+
+def test_one_task_shows_all_its_lines_without_a_prefix(run: LogsRun) -> None:
+    run.apply()
+    wait_for(lambda: run.job_done("lg-worker-1"), 60, "worker 1")
+    result = run.logs("worker-1")
+    assert result.code == 0, result.err
+    assert result.out.splitlines() == [f"worker-1 line {i}" for i in range(15)]
+    tail = run.logs("worker-1", "--tail", "2", "--prefix")
+    assert tail.out.splitlines() == ["worker-1 | worker-1 line 13", "worker-1 | worker-1 line 14"]
+    stamped = run.logs("worker-1", "--tail", "1", "--timestamps").out.split(" ", 1)
+    assert stamped[0].endswith("Z") and stamped[1] == "worker-1 line 14\n"
+
+
+def test_role_selects_tasks_and_an_unknown_task_is_a_usage_error(run: LogsRun) -> None:
+    run.apply(lines=3)
+    wait_for(lambda: run.job_done("lg-worker-0") and run.job_done("lg-worker-1"), 60, "workers")
+    result = run.logs("--role", "worker")
+    assert set(prefixed(result.out)) == {"worker-0", "worker-1"}
+    assert_one_line_error(run.logs("worker-7"), 2, contains=["no task 'worker-7'", "worker-0"])
+
+
+def test_previous_shows_the_crashed_container_of_a_task_that_restarted(run: LogsRun) -> None:
+    run.apply(lines=2, crash=("worker-1",), restart="OnFailure")
+    wait_for(lambda: run.job_done("lg-worker-1"), 60, "worker 1")
+    now = run.logs("worker-1")
+    assert now.out.splitlines() == ["worker-1 line 0", "worker-1 line 1"]
+    previous = run.logs("worker-1", "--previous")
+    assert previous.code == 0, previous.err
+    assert previous.out.splitlines() == ["worker-1 line 0", "worker-1 line 1", "worker-1 crashing"]
+
+
+def test_follow_streams_every_task_across_a_restart_and_exits_as_wait_does(
+    run: LogsRun, cli: Any
+) -> None:
+    run.apply(lines=3, crash=("worker-0",), restart="OnFailure")
+    result = run.logs("-f", "--role", "worker")
+    assert result.code == 0, result.err
+    by_task = prefixed(result.out)
+    # both instances of worker 0: the one that crashed, then the one that finished
+    assert by_task["worker-0"] == [
+        *(f"worker-0 line {i}" for i in range(3)),
+        "worker-0 crashing",
+        *(f"worker-0 line {i}" for i in range(3)),
+    ]
+    assert by_task["worker-1"] == [f"worker-1 line {i}" for i in range(3)]
+    assert "run lg succeeded" in result.err
+
+
+def test_follow_picks_up_a_task_that_starts_later_and_ends_despite_a_running_ps(
+    run: LogsRun, kube: ControlPlane
+) -> None:
+    lost = next(iter(run.kubelet.nodes))  # ps-0's node: its pod waits until the node is back
+    run.kubelet.nodes[lost].beating = False
+    run.apply(lines=2)
+    done: list[Result] = []
+    follower = threading.Thread(target=lambda: done.append(run.logs("-f")))
+    follower.start()
+    follower.join(timeout=60)
+    assert done, "logs -f did not end"
+    result = done[0]
+    assert result.code == 0, result.err
+    assert "ps-0: waiting to start: ContainerCreating" in result.err.splitlines()
+    assert prefixed(result.out)["worker-0"] == ["worker-0 line 0", "worker-0 line 1"]
+
+
+def test_a_user_who_may_not_read_logs_gets_the_rbac_line(
+    run: LogsRun, kube: ControlPlane, cli: Any
+) -> None:
+    run.apply(lines=1)
+    wait_for(lambda: run.job_done("lg-worker-0"), 60, "worker 0")
+    kube.grant("alice", ["list", "watch", "get"], ["jobs"], run.ns, api_group="batch")
+    kube.grant("alice", ["list", "watch", "get"], ["pods"], run.ns)
+    kubeconfig = kube.kubeconfig(run.tmp / "alice", "alice", run.ns)
+    result = cli("logs", "lg", "worker-0", "--kubeconfig", str(kubeconfig))
+    assert_one_line_error(
+        result, 1, contains=["user 'alice' cannot get pods/log in namespace", "'pods/log'"]
+    )

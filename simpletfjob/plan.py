@@ -304,7 +304,7 @@ def use_pod_network(
     for r, (name, namespace) in zip(rendered, jobs, strict=True):
         labels = {k: v for k, v in decoration.labels(r.task).items() if k != INDEX_LABEL}
         text = service_document(
-            name, namespace, r.task.port, fw.port_name, labels, decoration.annotations()
+            name, namespace, r.task.port, fw.port_name, labels, decoration.annotations(name)
         )
         services.append(
             Document(DocumentId("Service", namespace, name), r.task, [text], None, None)

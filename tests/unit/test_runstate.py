@@ -26,6 +26,7 @@ from tests.support.kubeapi import job_status, make_job, make_pod
 
 T0 = "2024-05-01T10:00:00Z"
 LATER = "2024-05-01T10:05:00Z"
+EARLIER = "2024-05-01T09:59:59Z"
 
 
 def job(
@@ -232,7 +233,9 @@ def test_a_failure_after_the_run_succeeded_does_not_undo_it() -> None:
     ]
     assert state(jobs).state == "Succeeded"
     jobs[1] = job("worker", 1, failed=1, failed_reason="BackoffLimitExceeded", finish=T0)
-    assert state(jobs).state == "Failed"  # at the same time: it came before the run ended
+    assert state(jobs).state == "Succeeded"  # at the same time: success wins the tie
+    jobs[1] = job("worker", 1, failed=1, failed_reason="BackoffLimitExceeded", finish=EARLIER)
+    assert (state(jobs).state, state(jobs).decided_by) == ("Failed", "worker-1")  # a second before
 
 
 def test_jobs_cleanup_removed_are_not_listed_and_do_not_change_the_state() -> None:
@@ -362,10 +365,10 @@ def test_the_run_state_follows_the_rules_for_any_run(run: tuple[str, dict[str, s
         deciders = ["chief-0"]
     else:
         deciders = ["worker-0"] if policy == "worker0" else workers
-    if "failed" in outcomes.values():
-        expected = "Failed"  # every Job here ends at the same second: no failure comes after
-    elif all(outcomes[d] == "complete" for d in deciders):
-        expected = "Succeeded"
+    if all(outcomes[d] == "complete" for d in deciders):
+        expected = "Succeeded"  # every Job here ends at the same second: success wins the tie
+    elif "failed" in outcomes.values():
+        expected = "Failed"
     elif "running" in outcomes.values():
         expected = "Running"
     else:

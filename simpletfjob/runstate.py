@@ -274,7 +274,13 @@ def _deleting(
     created = min((t.created for t in tasks if t.created is not None), default=None)
     policy = policy_of(jobs)
     return Run(
-        name, namespace, policy, tasks, DELETING, created=created, holds=tuple(holds.items())
+        name,
+        namespace,
+        policy,
+        tasks,
+        DELETING,
+        created=created,
+        holds=tuple(sorted(holds.items())),
     )
 
 

@@ -516,3 +516,28 @@ def test_wait_with_the_longest_timeout_waits_as_any_other(
     changer.join()
     assert result.code == 0, result.err
     assert result.err.splitlines()[-1] == "run mnist succeeded: worker-0 Succeeded"
+
+
+def test_wait_cleanup_leaves_a_copy_that_apply_did_not_make(
+    cli: Any, kubeapi: KubeAPI, kubeconfig: str, names: Callable[[str], set[str]]
+) -> None:
+    """A Job whose simpletfjob/name annotation names another Job was copied under a new name
+    (with the run's labels): it is not the run's to delete, even with --cleanup all."""
+    load_run(kubeapi, tasks=(("worker", 0), ("worker", 1)))
+    copied = make_job(
+        "mnist-ps-0-copy",
+        NS,
+        labels=labels("mnist", "ps", 0),
+        annotations={"simpletfjob/success-policy": "worker0", "simpletfjob/name": "mnist-ps-0"},
+    )
+    kubeapi.load("jobs", [copied])
+    finish_job(kubeapi, "mnist-worker-0")
+    result = cli("wait", "mnist", "--kubeconfig", kubeconfig, "--cleanup", "all")
+    assert result.code == 0, result.err
+    lines = result.err.splitlines()
+    assert (
+        "job.batch/mnist-ps-0-copy left: not made by apply (its simpletfjob/name annotation "
+        "names 'mnist-ps-0', a copy)"
+    ) in lines
+    assert "job.batch/mnist-worker-0 deleted" in lines
+    assert names("jobs") == {"mnist-ps-0-copy"}

@@ -86,13 +86,17 @@ class Follower:
         self.expected += [task.task for task in run.tasks if task.task not in self.expected]
 
     def unknown_nodes(self) -> set[str]:
-        """The nodes of pods in phase Unknown, whose condition says why."""
-        return {
-            str((pod.get("spec") or {}).get("nodeName"))
-            for pod in self.stores["pods"].objects.values()
-            if (pod.get("status") or {}).get("phase") == "Unknown"
-            and (pod.get("spec") or {}).get("nodeName")
-        }
+        return unknown_nodes(self.stores["pods"].objects.values())
+
+
+def unknown_nodes(pods: Iterable[Mapping[str, Any]]) -> set[str]:
+    """The nodes of pods in phase Unknown, whose condition says why."""
+    return {
+        str((pod.get("spec") or {}).get("nodeName"))
+        for pod in pods
+        if (pod.get("status") or {}).get("phase") == "Unknown"
+        and (pod.get("spec") or {}).get("nodeName")
+    }
 
 
 def verdict(run: Run, settled: bool) -> Run | None:

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from simpletfjob.follower import TIE, Follower, verdict
+from simpletfjob.follower import TIE, Follower, unknown_nodes, verdict
 from simpletfjob.kube.lists import ObjectList, list_objects
 from simpletfjob.kube.objects import delete
 from simpletfjob.kube.request import Action, Deadline, request
@@ -61,7 +61,7 @@ def _both(
 def read_run(conn: Connection, name: str) -> Run:
     """The run as it is now; `NoRunError` when none of its Jobs is there."""
     jobs, pods = _both(conn, name)
-    nodes = NodeReader(conn).read(_unknown_nodes(pods.items))
+    nodes = NodeReader(conn).read(unknown_nodes(pods.items))
     run = run_state(name, conn.namespace, jobs.items, pods.items, named_tasks(jobs.items), nodes)
     if not run.tasks:
         raise NoRunError(name, conn.namespace)
@@ -71,7 +71,7 @@ def read_run(conn: Connection, name: str) -> Run:
 def read_runs(conn: Connection) -> list[Run]:
     """Every run in the connection's namespace, by name."""
     jobs, pods = _both(conn, None)
-    nodes = NodeReader(conn).read(_unknown_nodes(pods.items))
+    nodes = NodeReader(conn).read(unknown_nodes(pods.items))
     pods_of: dict[str, list[dict[str, Any]]] = {}
     for pod in pods.items:
         label = ((pod.get("metadata") or {}).get("labels") or {}).get(JOB_LABEL, "")
@@ -82,10 +82,6 @@ def read_runs(conn: Connection) -> list[Run]:
         )
         for name, run_jobs in group_runs(jobs.items).items()
     ]
-
-
-def _unknown_nodes(pods: Iterable[Mapping[str, Any]]) -> set[str]:
-    return Follower("", "", (), pods).unknown_nodes()
 
 
 class _Until(Deadline):
@@ -149,6 +145,7 @@ def follow(conn: Connection, name: str, deadline: Deadline | None) -> Iterator[R
         follower.take(*item)
 
     settle: Deadline | None = Deadline.after(TIE) if run.state == FAILED else None
+    shown = run  # what the caller was last given
     try:
         while True:
             wait_until = deadline if settle is None else settle
@@ -174,8 +171,9 @@ def follow(conn: Connection, name: str, deadline: Deadline | None) -> Iterator[R
             if ended is not None:
                 yield ended
                 return
-            if now.state != FAILED and changes(run, now):
+            if now.state != FAILED and changes(shown, now):
                 yield now
+                shown = now
             run = now
     finally:
         until.stopped.set()

@@ -120,13 +120,33 @@ def _start_of_a_second() -> None:
 def test_a_success_and_a_failure_in_the_same_second_are_a_success_for_wait_and_status(
     cli: Any, kube: ControlPlane, namespace: str, tmp_path: Path, first: str
 ) -> None:
+    """Worker 0 completes and worker 1 fails 0.2 s apart, early in one second. Should a busy
+    machine push the Job controller's second write into the next second, that is no tie:
+    wait and status must still agree, and the run is played again (at most 3 times)."""
+    for attempt in range(3):
+        if attempt:
+            kube.delete_nodes()  # create_run makes them again
+            namespace = kube.create_namespace()
+        told, judged, tie = _race(cli, kube, namespace, tmp_path / f"try{attempt}", first)
+        assert told == judged, "wait and status disagree"
+        if tie:
+            assert told == ("Succeeded", "worker-0")
+            return
+        assert told == (("Succeeded", "worker-0") if first == "success" else ("Failed", "worker-1"))
+    pytest.fail("the success and the failure never fell in the same second in 3 tries")
+
+
+def _race(
+    cli: Any, kube: ControlPlane, namespace: str, tmp_path: Path, first: str
+) -> tuple[tuple[str, str], tuple[str, str], bool]:
+    """(what wait said, what status says, whether the two Jobs ended in the same second)."""
+    tmp_path.mkdir()
     kubeconfig = create_run(cli, kube, namespace, tmp_path, "-N", "3")
     run_all_pods(kube, namespace, 3)
     worker0 = pod_of(kube, namespace, "tfrun-worker-0")
     worker1 = pod_of(kube, namespace, "tfrun-worker-1")
 
     def play() -> None:
-        wait_for(lambda: kube.pods(namespace, "job-name=tfrun-ps-0"), 30)
         time.sleep(0.5)  # wait is watching by then
         _start_of_a_second()
         ends = [(worker0, "Succeeded", {}), (worker1, "Failed", {"exit_code": 1})]
@@ -140,16 +160,28 @@ def test_a_success_and_a_failure_in_the_same_second_are_a_success_for_wait_and_s
         "wait", "tfrun", "--kubeconfig", str(kubeconfig), "--timeout", "60s", "--cleanup", "none"
     )
     joined(kubelet)
-    ended = jobs(kube, namespace)
-    complete = ended["tfrun-worker-0"]["status"]["completionTime"]
-    failed = wait_for(lambda: jobs(kube, namespace)["tfrun-worker-1"]["status"].get("conditions"))
-    assert complete == failed[0]["lastTransitionTime"], "not a tie: the test's timing slipped"
-    assert result.code == 0, result.err
-    assert result.err.splitlines()[-1] == "run tfrun succeeded: worker-0 Succeeded"
+    complete = wait_for(
+        lambda: jobs(kube, namespace)["tfrun-worker-0"]["status"].get("completionTime"), 30
+    )
+    failed = wait_for(
+        lambda: jobs(kube, namespace)["tfrun-worker-1"]["status"].get("conditions"), 30
+    )
+    last = result.err.splitlines()[-1]
+    if result.code == 0:
+        assert last == "run tfrun succeeded: worker-0 Succeeded", result.err
+        told = ("Succeeded", "worker-0")
+    else:
+        assert last.startswith("simpletfjob: error: run 'tfrun' failed: worker-1 Failed"), last
+        told = ("Failed", "worker-1")
     data = status_json(cli, kubeconfig, "tfrun")
-    assert data["state"] == "Succeeded"
     every = status_json(cli, kubeconfig)
-    assert [(r["name"], r["state"]) for r in every["runs"]] == [("tfrun", "Succeeded")]
+    assert [(r["name"], r["state"]) for r in every["runs"]] == [("tfrun", data["state"])]
+    names = {"Succeeded": "worker-0", "Failed": "worker-1"}
+    return (
+        told,
+        (data["state"], names.get(data["state"], "")),
+        complete == failed[0]["lastTransitionTime"],
+    )
 
 
 def _node_not_ready(kube: ControlPlane, node: str, since: str) -> None:

@@ -541,3 +541,34 @@ def test_wait_cleanup_leaves_a_copy_that_apply_did_not_make(
     ) in lines
     assert "job.batch/mnist-worker-0 deleted" in lines
     assert names("jobs") == {"mnist-ps-0-copy"}
+
+
+def test_wait_refuses_a_task_two_jobs_claim_when_neither_says_which_is_a_copy(
+    cli: Any, kubeapi: KubeAPI, kubeconfig: str, names: Callable[[str], set[str]]
+) -> None:
+    """Jobs applied by an older version have no simpletfjob/name: the user picks the one to keep."""
+    load_run(kubeapi)
+    twin = make_job(
+        "mnist-worker-0-twin",
+        NS,
+        labels=labels("mnist", "worker", 0),
+        annotations={"simpletfjob/success-policy": "worker0"},
+    )
+    kubeapi.load("jobs", [twin])
+    finish_job(kubeapi, "mnist-worker-0-twin")
+    result = cli("wait", "mnist", "--kubeconfig", kubeconfig, "--timeout", "0s")
+    assert result.code == 1
+    assert result.err.splitlines()[-1] == (
+        "simpletfjob: error: run 'mnist' cannot be decided: worker-0 is claimed by 2 Jobs: "
+        "mnist-worker-0, mnist-worker-0-twin; delete what is not the run's (kubectl delete job "
+        "NAME -n ml, for all of mnist-worker-0, mnist-worker-0-twin but one) and wait again; "
+        "nothing was cleaned up"
+    )
+    assert names("jobs") == {
+        "mnist-ps-0",
+        "mnist-worker-0",
+        "mnist-worker-1",
+        "mnist-worker-0-twin",
+    }
+    every = cli("status", "--kubeconfig", kubeconfig)
+    assert every.out.splitlines()[1].split()[:6] == ["mnist", "4", "3", "1", "0", "Ambiguous"]

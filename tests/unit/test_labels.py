@@ -94,6 +94,22 @@ def test_a_success_policy_the_template_sets_wins(cli: Any, tmp_path: Path) -> No
     ) in result.err.splitlines()
 
 
+def test_a_name_annotation_the_template_sets_wins_with_a_warning(cli: Any, tmp_path: Path) -> None:
+    template = write(
+        tmp_path / "t.yaml", TEMPLATE.replace("note: keep me", "simpletfjob/name: <<type>>")
+    )
+    result = cli(str(template), "--nodes", "a,b", "-o", "-")
+    assert result.code == 0, result.err
+    assert [d["metadata"]["annotations"]["simpletfjob/name"] for d in result.docs] == [
+        "ps",
+        "worker",
+    ]
+    assert (
+        "simpletfjob: warning: the template sets annotation simpletfjob/name=ps; keeping it "
+        "(simpletfjob would set 't-ps-0')"
+    ) in result.err.splitlines()
+
+
 def test_an_unknown_success_policy_is_a_usage_error(cli: Any) -> None:
     result = cli("mnist.yaml", "--nodes", "a,b", "--success-policy", "any", "-o", "-", cwd=EXAMPLES)
     assert result.code == 2 and result.out == ""

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from simpletfjob.cli.table import make_command
 from simpletfjob.errors import EXIT_TIMEOUT, ClusterError, SimpleTFJobError
 from simpletfjob.runoptions import WaitOptions
+
+if TYPE_CHECKING:
+    from simpletfjob.runstate import Run
 
 
 class RunFailed(SimpleTFJobError):
@@ -46,7 +49,7 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     from simpletfjob.kube.request import Deadline
     from simpletfjob.optiontable import format_duration
     from simpletfjob.runs import check_run_name, connect_for
-    from simpletfjob.runstate import AMBIGUOUS, DELETING, SUCCEEDED, Run, changes
+    from simpletfjob.runstate import AMBIGUOUS, DELETING, SUCCEEDED, changes
     from simpletfjob.runwatch import clean_up, follow
 
     options = WaitOptions(**values)
@@ -88,10 +91,12 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     _say(f"run {last.name} succeeded: {last.outcome()}")
 
 
-def _undecided(run: Any, context: str | None) -> str:
+def _undecided(run: Run, context: str | None) -> str:
     """Why the run has no verdict, and what to do: a task claimed by several Jobs, or a run being deleted."""
+    from simpletfjob.runstate import DELETING
+
     where = f"-n {run.namespace}" + (f" --context {context}" if context else "")
-    if run.state == "Deleting":
+    if run.state == DELETING:
         return (
             f"run {run.name!r} is being deleted: {run.deleting()}; it has no verdict to wait "
             f"for (simpletfjob delete {run.name} {where} --wait waits until it is gone)"

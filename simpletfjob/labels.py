@@ -32,6 +32,10 @@ ROLE_LABEL = "simpletfjob/role"
 INDEX_LABEL = "simpletfjob/index"
 # On every document's metadata (not as a label: nothing selects by it); runs.py reads it.
 POLICY_ANNOTATION = "simpletfjob/success-policy"
+# The object's own name, as rendered: what `wait`'s cleanup checks before it deletes. A copy
+# made under another name (`kubectl get -o json | kubectl create`) keeps the annotation, so its
+# name and the annotation differ: it was not made by apply, and is never deleted as the run's.
+NAME_ANNOTATION = "simpletfjob/name"
 
 _LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 LABEL_VALUE_RULE = (

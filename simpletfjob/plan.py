@@ -31,7 +31,7 @@ from simpletfjob.eligibility import (
 )
 from simpletfjob.errors import RenderCheckError, SelectionError, UsageError
 from simpletfjob.frameworks import Framework, Pin, RunValues, framework
-from simpletfjob.labels import INDEX_LABEL, POLICY_ANNOTATION, check_label_value
+from simpletfjob.labels import INDEX_LABEL, NAME_ANNOTATION, POLICY_ANNOTATION, check_label_value
 from simpletfjob.options import Options, check_options
 from simpletfjob.render import CompiledTemplate
 from simpletfjob.rendering import Decoration, Rendered, compile_template, render_tasks
@@ -181,7 +181,7 @@ def plan(options: Options) -> Plan:
     if options.network == "pod":
         values, rendered, services = use_pod_network(compiled, fw, options, rendered, decoration)
     for key, (theirs, ours) in sorted(decoration.conflicts.items()):
-        what = "annotation" if key == POLICY_ANNOTATION else "label"
+        what = "annotation" if key in (POLICY_ANNOTATION, NAME_ANNOTATION) else "label"
         message = (
             f"the template sets {what} {key}={theirs}; keeping it (simpletfjob would set {ours!r})"
         )
@@ -317,7 +317,7 @@ def use_pod_network(
     for r, (name, namespace) in zip(rendered, jobs, strict=True):
         labels = {k: v for k, v in decoration.labels(r.task).items() if k != INDEX_LABEL}
         text = service_document(
-            name, namespace, r.task.port, fw.port_name, labels, decoration.annotations()
+            name, namespace, r.task.port, fw.port_name, labels, decoration.annotations(name)
         )
         services.append(
             Document(DocumentId("Service", namespace, name), r.task, [text], None, None)

@@ -28,6 +28,7 @@ from simpletfjob.labels import (
     JOB_LABEL,
     MANAGED_BY,
     MANAGER,
+    NAME_ANNOTATION,
     POLICY_ANNOTATION,
     ROLE_LABEL,
     LabelError,
@@ -61,10 +62,12 @@ class Decoration:
         self.policy = policy  # the success policy, recorded with the labels (runs.py reads it)
         self.conflicts: dict[str, tuple[str, str]] = {}
 
-    def annotations(self) -> dict[str, str]:
+    def annotations(self, name: str = "") -> dict[str, str]:
+        """The run's success policy, and the document's own name (when it has one)."""
         if self.job is None or self.policy is None:
             return {}
-        return {POLICY_ANNOTATION: self.policy}
+        own = {NAME_ANNOTATION: name} if name else {}
+        return {POLICY_ANNOTATION: self.policy, **own}
 
     def labels(self, task: Task) -> dict[str, str]:
         if self.job is None:
@@ -139,12 +142,12 @@ def render_task(
         editor.edits += [Edit(offset, quote) for offset, quote in quotes]
     if decoration.job is not None or decoration.namespace is not None:
         labels = decoration.labels(task)
-        annotations = decoration.annotations()
         anchors = shared or "<<" in checked  # merge keys need no alias: `<<: {a: b}`
         labeller = Labeller(editor, documents, anchors, decoration.conflict)
         try:
             for document, doc_id in zip(documents, task_ids, strict=True):
                 namespace = None if doc_id.namespace else decoration.namespace
+                annotations = decoration.annotations(doc_id.name)
                 labeller.label(document, doc_id.kind, labels, namespace, annotations)
         except LabelError as e:
             raise RenderCheckError(compiled.public(str(e), checked, e.line)) from e

@@ -10,20 +10,22 @@ runstate.py judges what is read here.
 
 from __future__ import annotations
 
+import json
 import math
 import queue
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from simpletfjob.follower import TIE, Follower, unknown_nodes, verdict
 from simpletfjob.kube.lists import ObjectList, list_objects
 from simpletfjob.kube.objects import delete
-from simpletfjob.kube.request import Deadline
-from simpletfjob.kube.resources import JOBS, PODS, SERVICES, Resource
+from simpletfjob.kube.request import Action, Deadline, request
+from simpletfjob.kube.resources import JOBS, NODES, PODS, SERVICES, Resource
 from simpletfjob.kube.watch import Event, watch
-from simpletfjob.labels import JOB_LABEL
+from simpletfjob.labels import JOB_LABEL, NAME_ANNOTATION
 from simpletfjob.runs import NoRunError, named_tasks, run_selector
-from simpletfjob.runstate import FAILED, Object, Run, group_runs, run_state
+from simpletfjob.runstate import FAILED, Object, Run, changes, group_runs, run_state
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
@@ -65,7 +67,8 @@ def list_jobs_and_pods(conn: Connection, name: str) -> tuple[Sequence[Object], S
 def read_run(conn: Connection, name: str) -> Run:
     """The run as it is now; `NoRunError` when none of its Jobs is there."""
     jobs, pods = _both(conn, name)
-    run = run_state(name, conn.namespace, jobs.items, pods.items, named_tasks(jobs.items))
+    nodes = NodeReader(conn).read(unknown_nodes(pods.items))
+    run = run_state(name, conn.namespace, jobs.items, pods.items, named_tasks(jobs.items), nodes)
     if not run.tasks:
         raise NoRunError(name, conn.namespace)
     return run
@@ -74,12 +77,15 @@ def read_run(conn: Connection, name: str) -> Run:
 def read_runs(conn: Connection) -> list[Run]:
     """Every run in the connection's namespace, by name."""
     jobs, pods = _both(conn, None)
+    nodes = NodeReader(conn).read(unknown_nodes(pods.items))
     pods_of: dict[str, list[dict[str, Any]]] = {}
     for pod in pods.items:
         label = ((pod.get("metadata") or {}).get("labels") or {}).get(JOB_LABEL, "")
         pods_of.setdefault(str(label), []).append(pod)
     return [
-        run_state(name, conn.namespace, run_jobs, pods_of.get(name, []), named_tasks(run_jobs))
+        run_state(
+            name, conn.namespace, run_jobs, pods_of.get(name, []), named_tasks(run_jobs), nodes
+        )
         for name, run_jobs in group_runs(jobs.items).items()
     ]
 
@@ -99,25 +105,6 @@ def _until(deadline: Deadline | None) -> _Until:
     return until
 
 
-class _Store:
-    """The objects of one resource as the watch has told of them, by name."""
-
-    def __init__(self, listed: ObjectList) -> None:
-        self.objects = {_name(o): o for o in listed.items}
-
-    def apply(self, event: Event) -> None:
-        if event.type == "RELIST":
-            self.objects = {_name(o): o for o in event.objects}
-        elif event.type == "DELETED" and event.object is not None:
-            self.objects.pop(_name(event.object), None)
-        elif event.type in ("ADDED", "MODIFIED") and event.object is not None:
-            self.objects[_name(event.object)] = event.object
-
-
-def _name(obj: Mapping[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("name"))
-
-
 def follow(
     conn: Connection,
     name: str,
@@ -126,24 +113,33 @@ def follow(
 ) -> Iterator[Run]:
     """The run now, then again after each change, until it has ended or the deadline has passed.
 
-    One list of Jobs and one of pods, then a watch of each from where its list was read.
-    A deadline of 0 s checks once, as `kubectl wait --timeout 0s` does: the lists are not
-    cut short by it, so that a run that has ended is told as ended. `seen` is given the
-    Jobs and pods each run was judged from, before it is yielded (`logs -f` reads its pods).
+    One list of Jobs and one of pods, then a watch of each from where its list was read;
+    follower.py judges. A failure is told once its second has passed (follower.TIE), the
+    events of that time taken. A deadline of 0 s checks once, as `kubectl wait --timeout 0s`
+    does: the lists are not cut short by it, so that a run that has ended is told as ended.
+    `seen` is given the Jobs and pods each run was judged from, before it is yielded
+    (`logs -f` reads the pods).
     """
+
+    def tell() -> None:
+        if seen is not None:
+            seen(
+                list(follower.stores["jobs"].objects.values()),
+                list(follower.stores["pods"].objects.values()),
+            )
+
     once = deadline is not None and deadline.seconds <= 0
     jobs, pods = _both(conn, name, None if once else deadline)
-    named = named_tasks(jobs.items)
-    run = run_state(name, conn.namespace, jobs.items, pods.items, named)
+    follower = Follower(name, conn.namespace, jobs.items, pods.items, named_tasks(jobs.items))
+    nodes = NodeReader(conn)
+    run = follower.judge(nodes.read(follower.unknown_nodes()))
     if not run.tasks:
         raise NoRunError(name, conn.namespace)
-    expected = [*named, *(task.task for task in run.tasks)]
-    if seen is not None:
-        seen(jobs.items, pods.items)
+    follower.remember(run)
+    tell()
     yield run
-    if run.finished:
+    if once or verdict(run, settled=False) is not None:
         return
-    stores = {JOBS.plural: _Store(jobs), PODS.plural: _Store(pods)}
     events: queue.Queue[tuple[str, Event] | BaseException] = queue.Queue()
     until = _until(deadline)
 
@@ -165,71 +161,72 @@ def follow(
     for resource, listed in ((JOBS, jobs), (PODS, pods)):
         threading.Thread(target=follow_one, args=(resource, listed), daemon=True).start()
 
-    def judge() -> Run:
-        jobs_now, pods_now = stores[JOBS.plural].objects, stores[PODS.plural].objects
-        return run_state(name, conn.namespace, jobs_now.values(), pods_now.values(), expected)
-
     def take(item: tuple[str, Event] | BaseException) -> None:
         if isinstance(item, BaseException):
             raise item
-        plural, event = item
-        stores[plural].apply(event)
+        follower.take(*item)
 
+    settle: Deadline | None = Deadline.after(TIE) if run.state == FAILED else None
+    shown = run  # what the caller was last given
     try:
         while True:
-            item = _next(events, deadline)
-            if item is None:
-                return  # the deadline passed
-            take(item)
-            while not events.empty():  # every event that has come, then judge the run once
-                take(events.get_nowait())
-            run = judge()
-            if run.state == FAILED:
-                run = _settle(run, events, take, judge, deadline)
-            if seen is not None:
-                seen(
-                    list(stores[JOBS.plural].objects.values()),
-                    list(stores[PODS.plural].objects.values()),
-                )
-            yield run
-            if run.finished:
+            wait_until = deadline if settle is None else settle
+            if settle is not None and deadline is not None:
+                wait_until = deadline.sooner(settle.remaining())
+            item = _next(events, wait_until)
+            if item is not None:
+                take(item)
+                while not events.empty():  # every event that has come, then judge the run once
+                    take(events.get_nowait())
+            elif deadline is not None and deadline.remaining() <= 0:
+                if run.state == FAILED:
+                    tell()
+                    yield run  # the deadline cut the wait for its second short: it failed
                 return
+            settled = settle is not None and settle.remaining() <= 0
+            now = follower.judge(nodes.read(follower.unknown_nodes()))
+            follower.remember(now)
+            if now.state == FAILED and settle is None:
+                settle = Deadline.after(TIE)  # its second passes on the server meanwhile
+            elif now.state != FAILED:
+                settle = None
+            ended = verdict(now, settled)
+            if ended is not None:
+                tell()
+                yield ended
+                return
+            if now.state != FAILED and changes(shown, now):
+                tell()
+                yield now
+                shown = now
+            run = now
     finally:
         until.stopped.set()
 
 
-SETTLE = 1.0  # seconds a failure waits for its pod's news from the other watch
+class NodeReader:
+    """How the nodes of pods in phase Unknown are: each node read once (a get), when first asked.
 
-
-def _settle(
-    run: Run,
-    events: queue.Queue[tuple[str, Event] | BaseException],
-    take: Callable[[tuple[str, Event] | BaseException], None],
-    judge: Callable[[], Run],
-    deadline: Deadline | None,
-) -> Run:
-    """The failed run once its failed pod has been seen, or after SETTLE seconds.
-
-    The Jobs and the pods come through two watches: the Job controller's `Failed` can come
-    before the pod's failure that caused it, and the reason would then be the Job's
-    (BackoffLimitExceeded) rather than the pod's (Error (exit 1)).
+    Reading nodes needs `get` on nodes, cluster-wide; a user without it (403) gets
+    `unreachable` for the node, and the command goes on.
     """
-    settle = Deadline.after(SETTLE)
-    if deadline is not None:
-        settle = deadline.sooner(SETTLE)
-    while run.reason == _job_reason(run):
-        item = _next(events, settle)
-        if item is None:
-            break
-        take(item)
-        run = judge()
-    return run
 
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.known: dict[str, str] = {}
 
-def _job_reason(run: Run) -> str:
-    """The reason a failed run gives when only its Job's condition says why (no pod failure seen)."""
-    task = next((t for t in run.tasks if t.task == run.decided_by), None)
-    return run.reason if task is not None and task.reason_from_job else ""
+    def read(self, names: Iterable[str]) -> dict[str, str]:
+        from simpletfjob.taskstate import node_condition
+
+        for name in sorted(set(names) - set(self.known)):
+            answer = request(self.conn, Action("get", NODES, None, name), passthrough=(403, 404))
+            if answer.status == 404:
+                self.known[name] = "is gone"
+            elif answer.status == 403:
+                self.known[name] = "unreachable"
+            else:
+                self.known[name] = node_condition(json.loads(answer.data))
+        return self.known
 
 
 def _next(
@@ -252,23 +249,51 @@ def clean_up(conn: Connection, run: Run, cleanup: str, report: Callable[[str], N
 
     Background propagation: the Job goes at once and the garbage collector removes its pods;
     the pods of finished tasks stay, with their Jobs, for `kubectl logs`.
+
+    Only what the run's apply made is deleted: an object whose `simpletfjob/name`
+    annotation names another object is a copy (made under another name with the run's
+    labels), and is left, with a line that says so. An object without the annotation (a
+    run applied by an older version) is taken as made by apply: a copy of it cannot be told
+    apart, but a copy that claims a task of the run makes it Ambiguous, and then nothing is
+    cleaned up at all.
     """
     if cleanup == "none":
         return
-    jobs = [task.job for task in run.tasks if cleanup == "all" or not task.finished]
-    if not jobs and cleanup != "all":
+    chosen = [task for task in run.tasks if cleanup == "all" or not task.finished]
+    if not chosen and cleanup != "all":
         return
+    jobs = [task.job for task in chosen if task.applied]
+    for task in chosen:
+        if not task.applied:
+            report(_left("job.batch", task.job, task.copied_from))
     services = list_objects(conn, SERVICES, label_selector=run_selector(run.name)).items
-    chosen = set(jobs)
-    doomed = [
-        _name(s)
-        for s in services
-        if cleanup == "all"
-        or _name(s) in chosen
-        or ((s.get("spec") or {}).get("selector") or {}).get("job-name") in chosen
-    ]
-    for resource, names in ((JOBS, jobs), (SERVICES, doomed)):
-        for object_name in names:
+    names = set(jobs)
+    doomed = []
+    for s in services:
+        if not (
+            cleanup == "all"
+            or _name(s) in names
+            or ((s.get("spec") or {}).get("selector") or {}).get("job-name") in names
+        ):
+            continue
+        own = ((s.get("metadata") or {}).get("annotations") or {}).get(NAME_ANNOTATION)
+        if isinstance(own, str) and own != _name(s):
+            report(_left("service", _name(s), own))
+        else:
+            doomed.append(_name(s))
+    for resource, object_names in ((JOBS, jobs), (SERVICES, doomed)):
+        for object_name in object_names:
             gone = delete(conn, resource, object_name, propagation="Background")
             if not gone.already_gone:
                 report(f"{resource.ref(object_name)} deleted")
+
+
+def _left(kind: str, name: str, copied_from: str) -> str:
+    return (
+        f"{kind}/{name} left: not made by apply (its {NAME_ANNOTATION} annotation "
+        f"names {copied_from!r}, a copy)"
+    )
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name"))

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from simpletfjob.cli.table import make_command
 from simpletfjob.runoptions import StatusOptions
 
 if TYPE_CHECKING:
-    from simpletfjob.runstate import Run
+    from simpletfjob.runstate import Claim, Run, Task
 
 
 @make_command(
@@ -23,9 +23,12 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     """Show the tasks of RUN (the simpletfjob/job label), or without RUN every run in the namespace.
 
     The run's state: Succeeded when the chief's Job is complete, with no chief worker 0's
-    (--success-policy worker0) or every worker's (all-workers); Failed as soon as a task's
-    Job has failed; else Running when a pod runs, else Pending. Exits 0 whatever the state;
-    1 when there is no such run.
+    (--success-policy worker0) or every worker's (all-workers); Failed when a task's Job
+    has failed, unless the run had succeeded by then (success wins a tie: the same
+    second); else Running when a pod runs, else Unknown when a pod's node is lost, else
+    Pending. Ambiguous when several Jobs claim one task (they are named), Deleting when
+    every Job of the run is being deleted. Exits 0 whatever the state; 1 when there is no
+    such run.
 
     -o name prints one job.batch/NAME line per task's Job, as kubectl get -o name does,
     in the table's order (runs by name, then tasks by role and index): the Jobs only,
@@ -76,29 +79,41 @@ def _dump(data: Any, form: str) -> str:
 
 
 def _one_run(run: Run) -> list[str]:
-    from simpletfjob.runstate import age
+    from simpletfjob.runstate import AMBIGUOUS, DELETING, age
 
     count = len(run.tasks)
     head = (
         f"run {run.name} in {run.namespace}: {run.state}, {count} task{'s' if count != 1 else ''}"
     )
-    if run.finished and run.decided_by:
+    if (run.finished and run.decided_by) or run.state in (AMBIGUOUS, DELETING):
         head += f" ({run.outcome()})"
+    claimed = {job: claim for claim in run.claims for job in claim.jobs}
     rows = [
-        (t.task, t.node or "<none>", t.state, str(t.restarts), age(t.created), t.reason)
+        (t.task, t.node or "<none>", t.state, str(t.restarts), age(t.created), _reason(t, claimed))
         for t in run.tasks
     ]
     return [head + "\n", *columns(("TASK", "NODE", "STATE", "RESTARTS", "AGE", "REASON"), rows)]
 
 
+def _reason(task: Task, claimed: Mapping[str, Claim]) -> str:
+    """The task's reason; for a task that several Jobs claim, which Job this row is first."""
+    claim = claimed.get(task.job)
+    if claim is None:
+        return task.reason
+    which = f"one of {len(claim.jobs)} Jobs: {task.job}"
+    if task.copied_from:
+        which += f", a copy of {task.copied_from}"
+    return which + (f"; {task.reason}" if task.reason else "")
+
+
 def _every_run(runs: Sequence[Run]) -> list[str]:
-    from simpletfjob.runstate import FAILED, PENDING, RUNNING, SUCCEEDED, age
+    from simpletfjob.runstate import FAILED, PENDING, RUNNING, SUCCEEDED, UNKNOWN, age
 
     rows = [
         (
             r.name,
             str(len(r.tasks)),
-            str(r.count(PENDING, RUNNING)),
+            str(r.count(PENDING, RUNNING, UNKNOWN)),
             str(r.count(SUCCEEDED)),
             str(r.count(FAILED)),
             r.state,

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from simpletfjob.cli.table import make_command
 from simpletfjob.errors import EXIT_TIMEOUT, ClusterError, SimpleTFJobError
 from simpletfjob.runoptions import WaitOptions
+
+if TYPE_CHECKING:
+    from simpletfjob.runstate import Run
 
 
 class RunFailed(SimpleTFJobError):
@@ -34,6 +37,11 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     3 when --timeout passes first (the run is left as it is), 2 for a usage
     error. A run that has already ended returns at once, cleanup included.
 
+    A failure in the same second as the run's success does not undo it. A run
+    that cannot be decided is exit 1, and nothing is cleaned up: a task that
+    several Jobs claim (the line names them and what to delete), or a run
+    whose Jobs are being deleted.
+
     \b
     Example, in CI:
       simpletfjob apply mnist.yaml -N 3 && simpletfjob wait mnist --timeout 1h
@@ -41,7 +49,7 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     from simpletfjob.kube.request import Deadline
     from simpletfjob.optiontable import format_duration
     from simpletfjob.runs import check_run_name, connect_for
-    from simpletfjob.runstate import SUCCEEDED, Run, changes
+    from simpletfjob.runstate import AMBIGUOUS, DELETING, SUCCEEDED, changes
     from simpletfjob.runwatch import clean_up, follow
 
     options = WaitOptions(**values)
@@ -60,6 +68,8 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
             if deadline is None or deadline.remaining() > 0:
                 raise
             problem = e  # a request that --timeout cut short
+        if last is not None and last.state in (AMBIGUOUS, DELETING):
+            raise RunFailed(_undecided(last, options.context))
         if last is None or not last.finished:
             assert options.timeout is not None  # without one, follow ends only when the run does
             state = f" ({last.state})" if last is not None else ""
@@ -79,6 +89,31 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     if last.state != SUCCEEDED:
         raise RunFailed(f"run {last.name!r} failed: {last.outcome()}")
     _say(f"run {last.name} succeeded: {last.outcome()}")
+
+
+def _undecided(run: Run, context: str | None) -> str:
+    """Why the run has no verdict, and what to do: a task claimed by several Jobs, or a run being deleted."""
+    from simpletfjob.runstate import DELETING
+
+    where = f"-n {run.namespace}" + (f" --context {context}" if context else "")
+    if run.state == DELETING:
+        return (
+            f"run {run.name!r} is being deleted: {run.deleting()}; it has no verdict to wait "
+            f"for (simpletfjob delete {run.name} {where} --wait waits until it is gone)"
+        )
+    hints = []
+    for claim in run.claims:
+        copies = [j for j in claim.jobs if j in claim.copies]
+        if copies and len(copies) < len(claim.jobs):
+            hints.append(f"kubectl delete job {' '.join(copies)} {where}")
+        else:  # nothing tells which one apply made: the user knows
+            hints.append(
+                f"kubectl delete job NAME {where}, for all of {', '.join(claim.jobs)} but one"
+            )
+    return (
+        f"run {run.name!r} cannot be decided: {run.outcome()}; delete what is not the run's "
+        f"({'; '.join(hints)}) and wait again; nothing was cleaned up"
+    )
 
 
 def _say(line: str) -> None:

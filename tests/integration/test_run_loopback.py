@@ -545,3 +545,59 @@ def test_wait_with_the_longest_timeout_waits_as_any_other(
     changer.join()
     assert result.code == 0, result.err
     assert result.err.splitlines()[-1] == "run mnist succeeded: worker-0 Succeeded"
+
+
+def test_wait_cleanup_leaves_a_copy_that_apply_did_not_make(
+    cli: Any, kubeapi: KubeAPI, kubeconfig: str, names: Callable[[str], set[str]]
+) -> None:
+    """A Job whose simpletfjob/name annotation names another Job was copied under a new name
+    (with the run's labels): it is not the run's to delete, even with --cleanup all."""
+    load_run(kubeapi, tasks=(("worker", 0), ("worker", 1)))
+    copied = make_job(
+        "mnist-ps-0-copy",
+        NS,
+        labels=labels("mnist", "ps", 0),
+        annotations={"simpletfjob/success-policy": "worker0", "simpletfjob/name": "mnist-ps-0"},
+    )
+    kubeapi.load("jobs", [copied])
+    finish_job(kubeapi, "mnist-worker-0")
+    result = cli("wait", "mnist", "--kubeconfig", kubeconfig, "--cleanup", "all")
+    assert result.code == 0, result.err
+    lines = result.err.splitlines()
+    assert (
+        "job.batch/mnist-ps-0-copy left: not made by apply (its simpletfjob/name annotation "
+        "names 'mnist-ps-0', a copy)"
+    ) in lines
+    assert "job.batch/mnist-worker-0 deleted" in lines
+    assert names("jobs") == {"mnist-ps-0-copy"}
+
+
+def test_wait_refuses_a_task_two_jobs_claim_when_neither_says_which_is_a_copy(
+    cli: Any, kubeapi: KubeAPI, kubeconfig: str, names: Callable[[str], set[str]]
+) -> None:
+    """Jobs applied by an older version have no simpletfjob/name: the user picks the one to keep."""
+    load_run(kubeapi)
+    twin = make_job(
+        "mnist-worker-0-twin",
+        NS,
+        labels=labels("mnist", "worker", 0),
+        annotations={"simpletfjob/success-policy": "worker0"},
+    )
+    kubeapi.load("jobs", [twin])
+    finish_job(kubeapi, "mnist-worker-0-twin")
+    result = cli("wait", "mnist", "--kubeconfig", kubeconfig, "--timeout", "0s")
+    assert result.code == 1
+    assert result.err.splitlines()[-1] == (
+        "simpletfjob: error: run 'mnist' cannot be decided: worker-0 is claimed by 2 Jobs: "
+        "mnist-worker-0, mnist-worker-0-twin; delete what is not the run's (kubectl delete job "
+        "NAME -n ml, for all of mnist-worker-0, mnist-worker-0-twin but one) and wait again; "
+        "nothing was cleaned up"
+    )
+    assert names("jobs") == {
+        "mnist-ps-0",
+        "mnist-worker-0",
+        "mnist-worker-1",
+        "mnist-worker-0-twin",
+    }
+    every = cli("status", "--kubeconfig", kubeconfig)
+    assert every.out.splitlines()[1].split()[:6] == ["mnist", "4", "3", "1", "0", "Ambiguous"]

@@ -57,7 +57,9 @@ def test_labels_only_add_lines(cli: Any) -> None:
     )
 
 
-def test_every_document_records_the_success_policy(cli: Any, tmp_path: Path) -> None:
+def test_every_document_records_the_success_policy_and_its_own_name(
+    cli: Any, tmp_path: Path
+) -> None:
     """On the object's metadata, not on its pods; with --no-labels, nowhere."""
     args = ("pod-network", "--nodes", "a,b,c", "--chief", "-o", "-")
     for given, policy in (((), "worker0"), (("--success-policy", "all-workers"), "all-workers")):
@@ -65,11 +67,15 @@ def test_every_document_records_the_success_policy(cli: Any, tmp_path: Path) -> 
         assert result.code == 0, result.err
         assert [d["kind"] for d in result.docs] == ["Job", "Service"] * 3
         for doc in result.docs:
-            assert doc["metadata"]["annotations"] == {"simpletfjob/success-policy": policy}
+            assert doc["metadata"]["annotations"] == {
+                "simpletfjob/success-policy": policy,
+                "simpletfjob/name": doc["metadata"]["name"],
+            }
             pod = doc.get("spec", {}).get("template", {}).get("metadata", {})
             assert "simpletfjob/success-policy" not in pod.get("annotations", {})
     plain = cli(*args, "--success-policy", "all-workers", "--no-labels", cwd=tmp_path)
     assert plain.code == 0 and "success-policy" not in plain.out
+    assert "simpletfjob/name" not in plain.out
 
 
 def test_a_success_policy_the_template_sets_wins(cli: Any, tmp_path: Path) -> None:
@@ -85,6 +91,22 @@ def test_a_success_policy_the_template_sets_wins(cli: Any, tmp_path: Path) -> No
     assert (
         "simpletfjob: warning: the template sets annotation simpletfjob/success-policy="
         "all-workers; keeping it (simpletfjob would set 'worker0')"
+    ) in result.err.splitlines()
+
+
+def test_a_name_annotation_the_template_sets_wins_with_a_warning(cli: Any, tmp_path: Path) -> None:
+    template = write(
+        tmp_path / "t.yaml", TEMPLATE.replace("note: keep me", "simpletfjob/name: <<type>>")
+    )
+    result = cli(str(template), "--nodes", "a,b", "-o", "-")
+    assert result.code == 0, result.err
+    assert [d["metadata"]["annotations"]["simpletfjob/name"] for d in result.docs] == [
+        "ps",
+        "worker",
+    ]
+    assert (
+        "simpletfjob: warning: the template sets annotation simpletfjob/name=ps; keeping it "
+        "(simpletfjob would set 't-ps-0')"
     ) in result.err.splitlines()
 
 
@@ -351,7 +373,7 @@ def without_labels_and_namespace(doc: Any) -> Any:
     for metadata in (doc.get("metadata"), doc.get("spec", {}).get("template", {}).get("metadata")):
         if not isinstance(metadata, dict):
             continue
-        for key, ours in (("labels", OURS), ("annotations", [POLICY])):
+        for key, ours in (("labels", OURS), ("annotations", [POLICY, "simpletfjob/name"])):
             found = metadata.get(key, {})
             for name in ours:
                 found.pop(name, None)

@@ -202,7 +202,8 @@ def test_labels_merge_into_any_layout(
         assert lab["spec"]["template"]["metadata"]["labels"] == ours
         annotations = lab["metadata"]["annotations"]
         assert annotations.pop("simpletfjob/success-policy") == "worker0"
-        # Apart from the labels and the run's annotation, the documents are the same.
+        assert annotations.pop("simpletfjob/name") == lab["metadata"]["name"]
+        # Apart from the labels and the run's annotations, the documents are the same.
         lab["metadata"].pop("labels")
         p["metadata"].pop("labels", None)
         if not annotations and "annotations" not in p["metadata"]:

@@ -92,6 +92,7 @@ def test_helm_and_argo_expressions_pass_through(cli: Any, tmp_path: Path) -> Non
         "go": "{{.Release.Name}}",
         "shell": "echo ${#ARR[@]}",
         "simpletfjob/success-policy": "worker0",  # added beside them
+        "simpletfjob/name": "j-ps-0",
     }
     assert doc["merged"] == {"a": 1, "b": 2}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -21,11 +22,13 @@ from simpletfjob.runstate import (
     run_state,
     task_of,
 )
+from simpletfjob.taskstate import node_condition
 from tests.conftest import EXAMPLES
 from tests.support.kubeapi import job_status, make_job, make_pod
 
 T0 = "2024-05-01T10:00:00Z"
 LATER = "2024-05-01T10:05:00Z"
+EARLIER = "2024-05-01T09:59:59Z"
 
 
 def job(
@@ -232,7 +235,9 @@ def test_a_failure_after_the_run_succeeded_does_not_undo_it() -> None:
     ]
     assert state(jobs).state == "Succeeded"
     jobs[1] = job("worker", 1, failed=1, failed_reason="BackoffLimitExceeded", finish=T0)
-    assert state(jobs).state == "Failed"  # at the same time: it came before the run ended
+    assert state(jobs).state == "Succeeded"  # at the same time: success wins the tie
+    jobs[1] = job("worker", 1, failed=1, failed_reason="BackoffLimitExceeded", finish=EARLIER)
+    assert (state(jobs).state, state(jobs).decided_by) == ("Failed", "worker-1")  # a second before
 
 
 def test_jobs_cleanup_removed_are_not_listed_and_do_not_change_the_state() -> None:
@@ -261,6 +266,98 @@ def test_a_job_being_deleted_counts_as_gone() -> None:
     run = state(jobs)
     assert "worker-0" not in [t.task for t in run.tasks]
     assert (run.state, run.reason) == ("Failed", DELETED)
+
+
+def a_copy(of: dict[str, Any], name: str) -> dict[str, Any]:
+    """What kubectl get -o json | kubectl create makes under another name: labels and annotations kept."""
+    copied = copy.deepcopy(of)
+    copied["metadata"]["name"] = name
+    copied["metadata"]["uid"] = f"uid-{name}"
+    return copied
+
+
+def test_a_task_that_two_jobs_claim_makes_the_run_ambiguous_and_names_them() -> None:
+    worker0 = job("worker", 0)
+    worker0["metadata"]["annotations"] = {"simpletfjob/name": "mnist-worker-0"}
+    copied = a_copy(worker0, "mnist-worker-0-copy")
+    copied["status"] = job_status(succeeded=1, complete=True)
+    run = state([job("ps", 0), worker0, copied])
+    assert run.state == "Ambiguous" and not run.finished
+    (claim,) = run.claims
+    assert (claim.task, claim.jobs, claim.copies) == (
+        "worker-0",
+        ("mnist-worker-0", "mnist-worker-0-copy"),
+        ("mnist-worker-0-copy",),
+    )
+    assert run.outcome() == (
+        "worker-0 is claimed by 2 Jobs: mnist-worker-0, mnist-worker-0-copy (a copy)"
+    )
+    assert run.as_dict()["claims"] == [
+        {
+            "task": "worker-0",
+            "jobs": ["mnist-worker-0", "mnist-worker-0-copy"],
+            "copies": ["mnist-worker-0-copy"],
+        }
+    ]
+    by_job = {t.job: t for t in run.tasks}
+    assert by_job["mnist-worker-0"].applied and not by_job["mnist-worker-0-copy"].applied
+    assert by_job["mnist-worker-0-copy"].copied_from == "mnist-worker-0"
+    # Jobs from an older version have no annotation: neither is known to be a copy
+    plain = state([job("worker", 0), a_copy(job("worker", 0), "other")])
+    assert plain.state == "Ambiguous" and plain.claims[0].copies == ()
+    assert "claims" not in state([job("worker", 0)]).as_dict()
+
+
+def test_a_run_whose_jobs_are_all_being_deleted_is_deleting_with_what_holds_it() -> None:
+    jobs = ps_worker_run()
+    for j in jobs:
+        j["metadata"]["deletionTimestamp"] = LATER
+        j["metadata"]["finalizers"] = ["foregroundDeletion"]
+    jobs[0]["metadata"]["finalizers"].insert(0, "example.com/hold")
+    run = state(jobs)
+    assert run.state == "Deleting" and not run.finished
+    assert {(t.state, t.reason) for t in run.tasks} == {
+        ("Deleting", "held by foregroundDeletion"),
+        ("Deleting", "held by example.com/hold, foregroundDeletion"),
+    }
+    assert run.outcome() == (
+        "3 Jobs being deleted, held by example.com/hold (1 Job), foregroundDeletion (3 Jobs)"
+    )
+    assert run.as_dict()["deleting"] == {
+        "jobs": 3,
+        "finalizers": {"example.com/hold": 1, "foregroundDeletion": 3},
+    }
+    for j in jobs:
+        j["metadata"].pop("finalizers")
+    assert state(jobs).outcome() == "3 Jobs being deleted, held by no finalizer"
+    assert list(group_runs(jobs)) == ["mnist"]  # the runs table lists it
+
+
+def test_a_pod_in_phase_unknown_shows_its_nodes_condition() -> None:
+    worker = job("worker", 0, node="h3")
+    lost = pod(worker, node="h3", phase="Unknown")
+    task = task_of(worker, [lost], {"h3": "NotReady since 12:03"})
+    assert (task.state, task.reason) == ("Unknown", "node h3 NotReady since 12:03")
+    assert task_of(worker, [lost]).reason == "node h3 unreachable"
+    assert describe(task) == "worker-0 Unknown: node h3 NotReady since 12:03"
+    assert state([worker], [lost]).state == "Unknown"
+    assert state([worker, job("ps", 0)], [lost]).state == "Unknown"
+
+
+def test_a_nodes_condition_reads_as_kubectl_words_it() -> None:
+    now = datetime(2026, 11, 26, 12, 30, tzinfo=timezone.utc)
+
+    def node(status: str, since: str) -> dict[str, Any]:
+        ready = {"type": "Ready", "status": status, "lastTransitionTime": since}
+        return {"status": {"conditions": [{"type": "MemoryPressure"}, ready]}}
+
+    assert node_condition(node("False", "2026-11-26T12:03:09Z"), now) == "NotReady since 12:03"
+    assert node_condition(node("Unknown", "2026-11-24T08:00:00Z"), now) == (
+        "NotReady since 2026-11-24 08:00"
+    )
+    assert node_condition(node("True", "2026-11-26T12:29:00Z"), now) == "Ready since 12:29"
+    assert node_condition({"status": {}}, now) == "has no Ready condition"
+    assert node_condition(None) == "unreachable"
 
 
 def test_all_workers_counts_a_missing_worker_below_the_last_as_deleted() -> None:
@@ -362,10 +459,10 @@ def test_the_run_state_follows_the_rules_for_any_run(run: tuple[str, dict[str, s
         deciders = ["chief-0"]
     else:
         deciders = ["worker-0"] if policy == "worker0" else workers
-    if "failed" in outcomes.values():
-        expected = "Failed"  # every Job here ends at the same second: no failure comes after
-    elif all(outcomes[d] == "complete" for d in deciders):
-        expected = "Succeeded"
+    if all(outcomes[d] == "complete" for d in deciders):
+        expected = "Succeeded"  # every Job here ends at the same second: success wins the tie
+    elif "failed" in outcomes.values():
+        expected = "Failed"
     elif "running" in outcomes.values():
         expected = "Running"
     else:

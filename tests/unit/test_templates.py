@@ -260,10 +260,12 @@ metadata:
 
 
 def annotations(result: Any) -> dict[str, str]:
-    """The template's own annotations (simpletfjob adds the run's success policy beside them)."""
+    """The template's own annotations (simpletfjob adds the run's success policy and the
+    document's name beside them)."""
     assert result.code == 0, result.err
     found = dict(result.docs[0]["metadata"]["annotations"])
     assert found.pop("simpletfjob/success-policy") == "worker0"
+    assert found.pop("simpletfjob/name") == result.docs[0]["metadata"]["name"]
     return found
 
 

@@ -1,0 +1,171 @@
+"""follower: `wait`'s verdict, folded from events, agrees with `status`'s (run_state) on the end.
+
+The events of a run are replayed in many orders, as the two watches can bring them: the
+Jobs watch in the order the Job controller wrote (its time stamps never go back, and writes
+in the same second come in any order), the pods watch interleaved with it at random.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simpletfjob.follower import ENDS, Follower, verdict
+from simpletfjob.kube.watch import Event
+from simpletfjob.runstate import Run, run_state
+from tests.support.kubeapi import job_status, make_job, make_pod
+
+
+def stamp(second: int) -> str:
+    return f"2024-05-01T10:00:{second:02d}Z"
+
+
+def job(task: str, policy: str, **status: Any) -> dict[str, Any]:
+    role, index = task.rsplit("-", 1)
+    labels = {
+        "app.kubernetes.io/managed-by": "simpletfjob",
+        "simpletfjob/job": "mnist",
+        "simpletfjob/role": role,
+        "simpletfjob/index": index,
+    }
+    name = f"mnist-{task}"
+    annotations = {"simpletfjob/success-policy": policy, "simpletfjob/name": name}
+    template = {"spec": {"restartPolicy": "Never", "containers": [{"name": "tf", "image": "t"}]}}
+    return make_job(
+        name,
+        labels=labels,
+        annotations=annotations,
+        template=template,
+        status=job_status(start=stamp(0), **status),
+    )
+
+
+def pod(of: dict[str, Any], phase: str, **status: Any) -> dict[str, Any]:
+    name = f"{of['metadata']['name']}-p"
+    return make_pod(name, owner=of, node="h1", phase=phase, labels={"x": "y"}, **status)
+
+
+# A task's end: None (still running), or (outcome, the second its Job recorded it).
+End = tuple[str, int] | None
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> tuple[str, dict[str, End], list[tuple[str, Event]]]:
+    """A run, each task's end, and the order in which the events of those ends come."""
+    tasks = ["chief-0"] if draw(st.booleans()) else []
+    tasks += [f"ps-{i}" for i in range(draw(st.integers(0, 1)))]
+    tasks += [f"worker-{i}" for i in range(draw(st.integers(1, 3)))]
+    policy = draw(st.sampled_from(["worker0", "all-workers"]))
+    ends: dict[str, End] = {}
+    for task in tasks:
+        outcome = draw(st.sampled_from(["running", "complete", "failed"]))
+        ends[task] = None if outcome == "running" else (outcome, draw(st.integers(1, 3)))
+    job_events: list[tuple[int, int, tuple[str, Event]]] = []
+    pod_events: list[tuple[str, Event]] = []
+    for task, end in ends.items():
+        if end is None:
+            continue
+        outcome, second = end
+        if outcome == "complete":
+            final = job(task, policy, succeeded=1, complete=True, finish=stamp(second))
+            pod_events.append(("pods", Event("MODIFIED", pod(final, "Succeeded"))))
+        else:
+            final = job(task, policy, failed=1, failed_reason="BackoffLimitExceeded")
+            final["status"]["conditions"][0]["lastTransitionTime"] = stamp(second)
+            failed = pod(final, "Failed", exit_code=1, reason="Error")
+            pod_events.append(("pods", Event("MODIFIED", failed)))
+        # Writes in the same second come in any order; a later second after an earlier one.
+        job_events.append((second, draw(st.integers(0, 99)), ("jobs", Event("MODIFIED", final))))
+    ordered = [event for _, _, event in sorted(job_events, key=lambda e: (e[0], e[1]))]
+    for event in pod_events:  # the pods' watch interleaves anywhere
+        ordered.insert(draw(st.integers(0, len(ordered))), event)
+    return policy, ends, ordered
+
+
+def start(policy: str, ends: dict[str, End]) -> tuple[list[Any], list[Any]]:
+    jobs = [job(task, policy, active=1) for task in ends]
+    return jobs, [pod(j, "Running") for j in jobs]
+
+
+def replay(policy: str, ends: dict[str, End], events: list[tuple[str, Event]]) -> Run | None:
+    """What `wait` ends with: runwatch.follow's loop without a server.
+
+    A failure waits until its second has passed on the server: here, until every Job event
+    stamped with that second or before has come (the Jobs watch brings them in that order).
+    """
+    jobs, pods = start(policy, ends)
+    follower = Follower("mnist", "default", jobs, pods, [t for t in ends])
+    run = follower.judge()
+    if (found := verdict(run, settled=False)) is not None:
+        return found
+    for i, (plural, event) in enumerate(events):
+        follower.take(plural, event)
+        run = follower.judge()
+        follower.remember(run)
+        later = [second_of(e) for p, e in events[i + 1 :] if p == "jobs"]
+        settled = run.decided_at is not None and all(s > run.decided_at.second for s in later)
+        if (found := verdict(run, settled)) is not None:
+            return found
+    return verdict(follower.judge(), settled=True)
+
+
+def second_of(event: Event) -> int:
+    assert event.object is not None
+    status = event.object["status"]
+    when = status.get("completionTime") or status["conditions"][0]["lastTransitionTime"]
+    return int(when[-3:-1])
+
+
+def final(policy: str, ends: dict[str, End], events: list[tuple[str, Event]]) -> Run:
+    """What `status` says once everything has happened: run_state on the objects as they end."""
+    jobs, pods = start(policy, ends)
+    now = {plural: {o["metadata"]["name"]: o for o in objects} for plural, objects in
+           (("jobs", jobs), ("pods", pods))}  # fmt: skip
+    for plural, event in events:
+        assert event.object is not None
+        now[plural][event.object["metadata"]["name"]] = copy.deepcopy(event.object)
+    return run_state("mnist", "default", now["jobs"].values(), now["pods"].values())
+
+
+@settings(max_examples=400, deadline=None)
+@given(scenarios(), st.randoms(use_true_random=False))
+def test_wait_and_status_agree_on_every_order_of_the_same_events(
+    scenario: tuple[str, dict[str, End], list[tuple[str, Event]]], _: Any
+) -> None:
+    policy, ends, events = scenario
+    told = replay(policy, ends, events)
+    judged = final(policy, ends, events)
+    if judged.state in ENDS:
+        assert told is not None, f"wait never ended; status says {judged.state}"
+        assert (told.state, told.decided_by) == (judged.state, judged.decided_by)
+    else:
+        assert told is None, f"wait said {told.state if told else ''}; status {judged.state}"
+
+
+def test_a_failure_in_the_same_second_as_the_success_does_not_undo_it_whichever_comes_first() -> (
+    None
+):
+    ends: dict[str, End] = {"worker-0": ("complete", 1), "worker-1": ("failed", 1)}
+    jobs_ended = {
+        "worker-0": job("worker-0", "worker0", succeeded=1, complete=True, finish=stamp(1)),
+        "worker-1": job("worker-1", "worker0", failed=1, failed_reason="BackoffLimitExceeded"),
+    }
+    jobs_ended["worker-1"]["status"]["conditions"][0]["lastTransitionTime"] = stamp(1)
+    for order in (["worker-0", "worker-1"], ["worker-1", "worker-0"]):
+        events = [("jobs", Event("MODIFIED", jobs_ended[task])) for task in order]
+        told = replay("worker0", ends, events)
+        assert told is not None and (told.state, told.decided_by) == ("Succeeded", "worker-0")
+        assert final("worker0", ends, events).state == "Succeeded"
+
+
+def test_an_unsettled_failure_is_no_verdict_yet() -> None:
+    jobs, pods = start("worker0", {"worker-0": None, "worker-1": None})
+    failed = job("worker-1", "worker0", failed=1, failed_reason="BackoffLimitExceeded")
+    follower = Follower("mnist", "default", [jobs[0], failed], pods)
+    run = follower.judge()
+    assert run.state == "Failed" and run.decided_at is not None
+    assert verdict(run, settled=False) is None
+    assert verdict(run, settled=True) == run

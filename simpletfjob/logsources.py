@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from simpletfjob.errors import UsageError
-from simpletfjob.runstate import ROLE_ORDER, pods_by_job, task_of
+from simpletfjob.runstate import ROLE_ORDER
+from simpletfjob.taskstate import pods_by_job, task_of
 
 Object = Mapping[str, Any]
 

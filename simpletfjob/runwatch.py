@@ -25,7 +25,8 @@ from simpletfjob.kube.resources import JOBS, NODES, PODS, SERVICES, Resource
 from simpletfjob.kube.watch import Event, watch
 from simpletfjob.labels import JOB_LABEL, NAME_ANNOTATION
 from simpletfjob.runs import NoRunError, named_tasks, run_selector
-from simpletfjob.runstate import FAILED, Object, Run, changes, group_runs, run_state
+from simpletfjob.runstate import FAILED, Run, changes, group_runs, run_state
+from simpletfjob.taskstate import Object
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection

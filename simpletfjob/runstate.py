@@ -61,6 +61,7 @@ class Task:
     reason: str  # the last failure ('Error (exit 1)'), or why the pod is not running; '' if none
     created: datetime | None  # the Job's creationTimestamp
     reason_from_job: bool = False  # failed, and only the Job's condition says why (no pod did)
+    uid: str = ""  # the Job's, as read: a delete of it carries it as a precondition
 
     @property
     def finished(self) -> bool:
@@ -269,7 +270,8 @@ def task_of(job: Object, pods: Sequence[Object]) -> Task:
     task = f"{role}-{index}" if role and index >= 0 else name
     created = timestamp(metadata.get("creationTimestamp"))
     from_job = failed is not None and not failure
-    return Task(task, role, index, name, node, state, restarts, reason, created, from_job)
+    uid = str(metadata.get("uid") or "")
+    return Task(task, role, index, name, node, state, restarts, reason, created, from_job, uid)
 
 
 # ---- the run -------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from simpletfjob.deleting import replaced_line
 from simpletfjob.kube.lists import ObjectList, list_objects
 from simpletfjob.kube.objects import delete
 from simpletfjob.kube.request import Deadline
@@ -241,15 +242,21 @@ def clean_up(conn: Connection, run: Run, cleanup: str, report: Callable[[str], N
         return
     services = list_objects(conn, SERVICES, label_selector=run_selector(run.name)).items
     chosen = set(jobs)
+    uids = {task.job: task.uid for task in run.tasks}
     doomed = [
-        _name(s)
+        s
         for s in services
         if cleanup == "all"
         or _name(s) in chosen
         or ((s.get("spec") or {}).get("selector") or {}).get("job-name") in chosen
     ]
-    for resource, names in ((JOBS, jobs), (SERVICES, doomed)):
-        for object_name in names:
-            gone = delete(conn, resource, object_name, propagation="Background")
-            if not gone.already_gone:
-                report(f"{resource.ref(object_name)} deleted")
+    targets = [(JOBS, name, uids.get(name, "")) for name in jobs] + [
+        (SERVICES, _name(s), str((s.get("metadata") or {}).get("uid") or "")) for s in doomed
+    ]
+    for resource, object_name, uid in targets:
+        # Only the object that was read: one that took its name since is not the run's.
+        gone = delete(conn, resource, object_name, propagation="Background", uid=uid or None)
+        if gone.replaced:
+            report(replaced_line(resource.ref(object_name)))
+        elif not gone.already_gone:
+            report(f"{resource.ref(object_name)} deleted")

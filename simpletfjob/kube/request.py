@@ -119,6 +119,18 @@ class ApiError(ClusterError):
         self.action = action
 
 
+class ApplyConflict(ApiError):
+    """Server-side apply met fields that another field manager owns (409, FieldManagerConflict)."""
+
+    def __init__(self, message: str, action: Action, conflicts: Sequence[tuple[str, str]]) -> None:
+        super().__init__(message, 409, "Conflict", action)
+        self.conflicts = list(conflicts)  # (manager, field) as the server names them
+
+    @property
+    def managers(self) -> list[str]:
+        return list(dict.fromkeys(manager for manager, _ in self.conflicts))
+
+
 def request(
     conn: Connection,
     action: Action,
@@ -230,12 +242,38 @@ def request(
             if attempt + 1 < settings.attempts:
                 pause(conn, action, delay, deadline, problem)
             continue
+        conflicts = _apply_conflicts(details) if status == 409 and action.verb == "apply" else []
+        if conflicts:
+            raise ApplyConflict(_conflict_line(target, action, conflicts), action, conflicts)
         raise ApiError(
             refusal(target, action, status, reason, message, details), status, reason, action
         )
     raise ClusterError(
         f"{target}: the server kept failing after {settings.attempts} attempts{problem}"
     )
+
+
+def _apply_conflicts(details: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(manager, field) of each FieldManagerConflict cause: 'conflict with "kubectl-patch" using batch/v1'."""
+    found = []
+    for cause in details.get("causes") or ():
+        if isinstance(cause, Mapping) and cause.get("reason") == "FieldManagerConflict":
+            manager = re.search(r'conflict with "([^"]*)"', str(cause.get("message") or ""))
+            found.append((manager[1] if manager else "another manager", str(cause.get("field"))))
+    return found
+
+
+def _conflict_line(target: Target, action: Action, conflicts: Sequence[tuple[str, str]]) -> str:
+    """'...: cannot apply job 'x' in namespace ml: .spec.backoffLimit is owned by field manager
+    'kubectl-patch' (409 Conflict)', one clause per manager, as kubectl lists them."""
+    fields: dict[str, list[str]] = {}
+    for manager, field in conflicts:
+        fields.setdefault(manager, []).append(field)
+    owned = "; ".join(
+        f"{', '.join(names)} {'is' if len(names) == 1 else 'are'} owned by field manager {manager!r}"
+        for manager, names in fields.items()
+    )
+    return f"{target}: cannot {action}: {owned} (409 Conflict)"
 
 
 def pause(conn: Connection, action: Action, delay: float, deadline: Deadline, problem: str) -> None:

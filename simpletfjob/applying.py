@@ -1,13 +1,16 @@
 """Applying a run to the cluster: server-side apply, after the server has judged every object.
 
     documents -> manifests (one namespace, the run's labels)
-              -> the run as it is (runs.py) -> --replace: delete it, wait for its Jobs
-              -> a server-side dry run of every object: refused, or a different run?
+              -> the run as it is (runs.py)
+              -> --replace: dry runs of every delete and every new object (replacing.py),
+                 then delete it (each object by its uid), wait for its Jobs and Services
+              -> else a server-side dry run of every object: refused, or a different run?
               -> Services, then Jobs, applied for real (or, with --dry-run=server, not)
 
 Nothing is changed until every object has passed the server's dry run, so a refusal
-(RBAC, validation, a conflict with another field manager) or a run that differs from
-this render changes nothing. What can still fail half-way (a quota that the next object
+(RBAC, validation, a conflict with another field manager, named with the ways out
+that `kubectl apply --server-side` gives) or a run that differs from this render
+changes nothing; with --replace, nothing is deleted until both halves have passed. What can still fail half-way (a quota that the next object
 exceeds) is reported with what was applied and what was not.
 
 "Different" is judged as `kubectl diff` judges it: against the server's dry run, so
@@ -208,15 +211,16 @@ def apply_run(
     for m in wanted:
         if m.key not in live:
             other = get(conn, m.resource, m.name, missing_ok=True)
-            if other is not None and belongs_to(other, run) and not replace:
-                live[m.key] = other  # another apply of this run made it since the list
+            if other is not None and belongs_to(other, run):
+                if not replace:  # (--replace applies over it, after the rest is gone)
+                    live[m.key] = other  # another apply of this run made it since the list
             elif other is not None:
                 raise ClusterError(_not_ours(m, other, namespace))
     if replace and not old.empty:
         made = check_replace(conn, old, wanted, force=force)
         _replace(conn, old, timeout, report, scope)
         return _apply_all(conn, run, wanted, {}, made, report, scope, force=force, replaced=True)
-    judged = _judge_all(conn, run, wanted, live, force=force, scope=scope)
+    judged = _judge_all(conn, wanted, live, force=force)
     differences = [f"{m.ref} ({why})" for m, (_, why) in judged if why]
     rendered = {m.key for m in wanted}
     differences += [
@@ -269,6 +273,12 @@ def _replace(conn: Connection, old: RunObjects, timeout: float, report: Report, 
     # applied again.
     try:
         wait_until_gone(conn, run, timeout, (JOBS, SERVICES))
+    except Interrupted as e:
+        e.detail = (
+            f"the old run {run!r} was deleted (--replace), and nothing of this render was "
+            "applied; apply again (a plain apply, once it is gone)"
+        )
+        raise
     except ClusterError as e:
         raise ClusterError(
             f"{e}; the old run is being deleted (--replace), and nothing of this render was applied"
@@ -277,12 +287,10 @@ def _replace(conn: Connection, old: RunObjects, timeout: float, report: Report, 
 
 def _judge_all(
     conn: Connection,
-    run: str,
     wanted: Sequence[Manifest],
     live: Mapping[tuple[str, str], dict[str, Any]],
     *,
     force: bool,
-    scope: str,
 ) -> list[tuple[Manifest, tuple[Applied | None, str]]]:
     """The server's dry run of every manifest; conflicts with other field managers in one line."""
     judged = []
@@ -293,12 +301,12 @@ def _judge_all(
         except ApplyConflict as e:
             conflicts.append((m, e))
     if conflicts:
-        raise ClusterError(_conflicts_line(run, conflicts, scope))
+        raise ClusterError(_conflicts_line(conflicts))
     return judged
 
 
 def _conflicts_line(
-    run: str, conflicts: Sequence[tuple[Manifest, ApplyConflict]], scope: str
+    conflicts: Sequence[tuple[Manifest, ApplyConflict]], *, halfway: bool = False
 ) -> str:
     """The first conflict as the server said it, how many objects met one, and the ways out
     that `kubectl apply --server-side` gives."""
@@ -308,7 +316,7 @@ def _conflicts_line(
     managers = list(dict.fromkeys(name for _, e in conflicts for name in e.managers))
     others = " and ".join(repr(name) for name in managers)
     return (
-        f"{first}; nothing was applied: to take the fields over, apply again with "
+        f"{first}; {'' if halfway else 'nothing was applied: '}to take the fields over, apply again with "
         f"--force-conflicts; to leave them to {others}, remove them from the template "
         "(or write the value they have now, to share them)"
     )
@@ -384,17 +392,13 @@ def _apply_all(
                 conn, m.resource, m.body, namespace=conn.namespace, live=before, force=force,
                 expected=expected.get(m.key),
             )  # fmt: skip
-        except ApplyConflict as e:
-            # A field manager that wrote after the dry run: the same ways out as there.
-            raise ClusterError(
-                _halfway(_conflicts_line(run, [(m, e)], scope), run, wanted, i, len(done), scope)
-            ) from e
         except ClusterError as e:
+            said = str(e)
+            if isinstance(e, ApplyConflict):  # a manager that wrote after the dry run
+                said = _conflicts_line([(m, e)], halfway=bool(done))
             if not done and replaced:
-                raise ClusterError(f"{e}; {old}nothing of this render was applied") from e
-            if not done:
-                raise
-            raise ClusterError(_halfway(str(e), run, wanted, i, len(done), scope)) from e
+                said = f"{said}; {old}nothing of this render was applied"
+            raise ClusterError(_halfway(said, run, wanted, i, len(done), scope)) from e
         except Interrupted as e:
             e.detail = (
                 f"applied {len(done)} of {len(wanted)} objects of run {run!r} in namespace "

@@ -1038,7 +1038,7 @@ class Store:
                     raise ApiError(
                         409,
                         "Conflict",
-                        f"Operation cannot be fulfilled on {resource.kind_qualified} \"{obj_name}\": "
+                        f'Operation cannot be fulfilled on {resource.kind_qualified} "{obj_name}": '
                         f"the {label} in the precondition ({wanted}) does not match the {label} "
                         f"in record ({have}). The object might have been {why}",
                         resource.details(obj_name),

@@ -147,6 +147,21 @@ def test_a_field_of_another_manager_conflicts_until_forced(
         assert forced.object["metadata"]["labels"]["try"] == "mine"
 
 
+def test_an_object_made_meanwhile_as_this_apply_makes_it_is_unchanged(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """Another apply of the same render created it after this one looked: 200, not 201."""
+    ns = cluster.create_namespace()
+    with connected(cluster, tmp_path, ns) as conn:
+        predicted = apply(conn, JOBS, job("raced"), dry_run=True, live=None)
+        assert predicted.outcome == "created"
+        assert apply(conn, JOBS, job("raced"), live=None).outcome == "created"  # the other
+        again = apply(conn, JOBS, job("raced"), live=None, expected=predicted.object)
+        assert again.outcome == "unchanged"
+        # Without what it would have made, it says created, as before.
+        assert apply(conn, JOBS, job("raced"), live=None).outcome == "created"
+
+
 def test_conflicts_with_two_managers_name_each_with_its_fields(
     cluster: Cluster, tmp_path: Path
 ) -> None:

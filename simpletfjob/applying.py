@@ -380,43 +380,56 @@ def _apply_all(
     says on its way out how many objects were applied, and the two ways on.
     """
     done: list[tuple[Manifest, str]] = []
-    old = f"the old run {run!r} was deleted (--replace), and "
-    for i, m in enumerate(wanted):
-        try:
-            before = live.get(m.key)
-            if m.key not in live:
-                before = get(conn, m.resource, m.name, missing_ok=True)
-                if before is not None and not belongs_to(before, run):
-                    raise ClusterError(_not_ours(m, before, conn.namespace))
-            applied = apply(
-                conn, m.resource, m.body, namespace=conn.namespace, live=before, force=force,
-                expected=expected.get(m.key),
-            )  # fmt: skip
-        except ClusterError as e:
-            said = str(e)
-            if isinstance(e, ApplyConflict):  # a manager that wrote after the dry run
-                said = _conflicts_line([(m, e)], halfway=bool(done))
-            if not done and replaced:
-                said = f"{said}; {old}nothing of this render was applied"
-            raise ClusterError(_halfway(said, run, wanted, i, len(done), scope)) from e
-        except Interrupted as e:
-            e.detail = (
-                f"applied {len(done)} of {len(wanted)} objects of run {run!r} in namespace "
-                f"{conn.namespace} ({m.ref} was being applied); apply again to finish it, or "
-                f"remove it with simpletfjob delete {run} {scope}"
-            )
-            raise
-        report(f"{m.ref} {applied.outcome}")
-        done.append((m, applied.outcome))
+    sending: Manifest | None = None  # the object whose request is out, if any
+    try:
+        for m in wanted:
+            sending = m
+            applied = _apply_one(conn, run, m, live, expected, force=force)
+            sending = None
+            done.append((m, applied.outcome))
+            report(f"{m.ref} {applied.outcome}")
+    except ClusterError as e:
+        said = str(e)
+        if isinstance(e, ApplyConflict):  # a manager that wrote after the dry run
+            said = _conflicts_line([(wanted[len(done)], e)], halfway=bool(done))
+        if not done and replaced:
+            said = f"{said}; the old run {run!r} was deleted (--replace), and nothing of this render was applied"
+        raise ClusterError(_halfway(said, run, wanted, len(done), scope)) from e
+    except Interrupted as e:
+        being = f" ({sending.ref} was being applied)" if sending is not None else ""
+        e.detail = (
+            f"applied {len(done)} of {len(wanted)} objects of run {run!r} in namespace "
+            f"{conn.namespace}{being}; apply again to finish it, or remove it with "
+            f"simpletfjob delete {run} {scope}"
+        )
+        raise
     return done
 
 
-def _halfway(
-    error: str, run: str, wanted: Sequence[Manifest], i: int, done: int, scope: str
-) -> str:
+def _apply_one(
+    conn: Connection,
+    run: str,
+    m: Manifest,
+    live: Mapping[tuple[str, str], dict[str, Any]],
+    expected: Mapping[tuple[str, str], dict[str, Any]],
+    *,
+    force: bool,
+) -> Applied:
+    before = live.get(m.key)
+    if m.key not in live:
+        before = get(conn, m.resource, m.name, missing_ok=True)
+        if before is not None and not belongs_to(before, run):
+            raise ClusterError(_not_ours(m, before, conn.namespace))
+    return apply(
+        conn, m.resource, m.body, namespace=conn.namespace, live=before, force=force,
+        expected=expected.get(m.key),
+    )  # fmt: skip
+
+
+def _halfway(error: str, run: str, wanted: Sequence[Manifest], done: int, scope: str) -> str:
     if not done:
         return error
-    left = [n.ref for n in wanted[i:]]
+    left = [n.ref for n in wanted[done:]]
     return (
         f"{error}; applied {done} of {len(wanted)} objects of run {run!r} (listed above), "
         f"not {_some(left)}; remove the run with simpletfjob delete {run} {scope}"

@@ -64,39 +64,43 @@ def delete_run(
     """
     total = len(run.jobs) + len(run.services)
     done = Deletion([], [])
-    for resource, obj in run.objects():
-        name = object_name(obj)
-        if not belongs_to(obj, run.name):  # the server's selector is not trusted to delete
-            raise ClusterError(
-                f"{resource.ref(name)} was listed as part of run {run.name!r} but lacks its "
-                "labels; nothing more was deleted"
-            )
-        uid = str((obj.get("metadata") or {}).get("uid") or "") or None
-        try:
+    sending = ""  # the object whose request is out, if any
+    try:
+        for resource, obj in run.objects():
+            name = object_name(obj)
+            if not belongs_to(obj, run.name):  # the server's selector is not trusted to delete
+                raise ClusterError(
+                    f"{resource.ref(name)} was listed as part of run {run.name!r} but lacks its "
+                    "labels; nothing more was deleted"
+                )
+            uid = str((obj.get("metadata") or {}).get("uid") or "") or None
+            sending = resource.ref(name)
             gone = delete(
                 conn, resource, name, namespace=run.namespace, propagation=propagation, uid=uid
             )
-        except ClusterError as e:
-            if not done.deleted:
-                raise
-            raise ClusterError(
-                f"{e}; {len(done.deleted)} of {total} objects of run {run.name!r} were deleted "
-                "before it (listed above)"
-            ) from e
-        except Interrupted as e:
-            e.detail = (
-                f"deleted {len(done.deleted)} of {total} objects of run {run.name!r} in namespace "
-                f"{run.namespace} ({resource.ref(name)} was being deleted); delete the rest "
-                f"with simpletfjob delete {run.name} {scope_flags(conn)}"
-            )
+            sending = ""
+            if gone.replaced:
+                done.replaced.append(resource.ref(name))
+                report(replaced_line(resource.ref(name)))
+                continue
+            done.deleted.append((resource, name))
+            if not gone.already_gone:
+                report(f'{resource.qualified} "{name}" deleted')
+    except ClusterError as e:
+        if not done.deleted:
             raise
-        if gone.replaced:
-            done.replaced.append(resource.ref(name))
-            report(replaced_line(resource.ref(name)))
-            continue
-        done.deleted.append((resource, name))
-        if not gone.already_gone:
-            report(f'{resource.qualified} "{name}" deleted')
+        raise ClusterError(
+            f"{e}; {len(done.deleted)} of {total} objects of run {run.name!r} were deleted "
+            "before it (listed above)"
+        ) from e
+    except Interrupted as e:
+        being = f" ({sending} was being deleted)" if sending else ""
+        e.detail = (
+            f"deleted {len(done.deleted)} of {total} objects of run {run.name!r} in namespace "
+            f"{run.namespace}{being}; delete the rest with simpletfjob delete {run.name} "
+            f"{scope_flags(conn)}"
+        )
+        raise
     return done
 
 

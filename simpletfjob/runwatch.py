@@ -233,7 +233,9 @@ def clean_up(conn: Connection, run: Run, cleanup: str, report: Callable[[str], N
     """Delete what `cleanup` says (running: the tasks not finished; all: the run), Background.
 
     Background propagation: the Job goes at once and the garbage collector removes its pods;
-    the pods of finished tasks stay, with their Jobs, for `kubectl logs`.
+    the pods of finished tasks stay, with their Jobs, for `kubectl logs`. Each delete names
+    the uid of the object as it was read: one that took the name since is left alone, and
+    reported.
     """
     if cleanup == "none":
         return

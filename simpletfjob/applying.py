@@ -1,13 +1,16 @@
 """Applying a run to the cluster: server-side apply, after the server has judged every object.
 
     documents -> manifests (one namespace, the run's labels)
-              -> the run as it is (runs.py) -> --replace: delete it, wait for its Jobs
-              -> a server-side dry run of every object: refused, or a different run?
+              -> the run as it is (runs.py)
+              -> --replace: dry runs of every delete and every new object (replacing.py),
+                 then delete it (each object by its uid), wait for its Jobs and Services
+              -> else a server-side dry run of every object: refused, or a different run?
               -> Services, then Jobs, applied for real (or, with --dry-run=server, not)
 
 Nothing is changed until every object has passed the server's dry run, so a refusal
-(RBAC, validation, a conflict with another field manager) or a run that differs from
-this render changes nothing. What can still fail half-way (a quota that the next object
+(RBAC, validation, a conflict with another field manager, named with the ways out
+that `kubectl apply --server-side` gives) or a run that differs from this render
+changes nothing; with --replace, nothing is deleted until both halves have passed. What can still fail half-way (a quota that the next object
 exceeds) is reported with what was applied and what was not.
 
 "Different" is judged as `kubectl diff` judges it: against the server's dry run, so
@@ -25,12 +28,26 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from simpletfjob.deleting import delete_run, wait_until_gone
-from simpletfjob.errors import ClusterError, RenderCheckError, SimpleTFJobError, UsageError
+from simpletfjob.errors import (
+    ClusterError,
+    Interrupted,
+    RenderCheckError,
+    SimpleTFJobError,
+    UsageError,
+)
 from simpletfjob.kube.objects import Applied, apply, get
-from simpletfjob.kube.request import ApiError
+from simpletfjob.kube.request import ApiError, ApplyConflict
 from simpletfjob.kube.resources import JOBS, SERVICES, Resource
 from simpletfjob.labels import JOB_LABEL, MANAGED_BY, MANAGER
-from simpletfjob.runs import belongs_to, list_run, named_tasks, object_name
+from simpletfjob.replacing import check_replace
+from simpletfjob.runs import (
+    RunObjects,
+    belongs_to,
+    list_run,
+    named_tasks,
+    object_name,
+    scope_flags,
+)
 from simpletfjob.runstate import run_state
 
 if TYPE_CHECKING:
@@ -156,14 +173,22 @@ def apply_run(
     dry_run: bool,
     timeout: float,
     report: Report,
+    force: bool = False,
 ) -> list[tuple[Manifest, str]]:
     """Apply the run's manifests in order; each object's outcome ('created', ...), as reported.
 
-    With `replace`, an existing run is deleted first (propagation Foreground) and waited
-    for until its Jobs and Services are gone, up to `timeout` seconds. With `dry_run`, the server judges every object
-    and nothing is changed.
+    With `replace`, an existing run is checked (replacing.py), deleted (propagation
+    Foreground) and waited for until its Jobs and Services are gone, up to `timeout`
+    seconds. With `dry_run`, the server judges every object and nothing is changed.
+    With `force`, fields that another field manager owns are taken over
+    (`--force-conflicts`), as `kubectl apply --server-side --force-conflicts` does.
+
+    An object of the run that the list did not have, but that is there when its name
+    is checked, was applied meanwhile by another apply of the run: it counts as the
+    run's, as it would for an apply made after the other.
     """
     namespace = conn.namespace
+    scope = scope_flags(conn)
     old = list_run(conn, run)
     live = {(resource.plural, object_name(obj)): obj for resource, obj in old.objects()}
     where = f"run {run!r} in namespace {namespace}"
@@ -171,7 +196,7 @@ def apply_run(
     if going and not replace:
         raise ClusterError(
             f"{where} is being deleted ({_some(going)} still there); wait for it "
-            f"(simpletfjob delete {run} --wait) and apply again"
+            f"(simpletfjob delete {run} {scope} --wait) and apply again"
         )
     if old.jobs and not replace:
         # A run that has ended, whose unfinished tasks wait's cleanup removed: applying it
@@ -186,41 +211,22 @@ def apply_run(
     for m in wanted:
         if m.key not in live:
             other = get(conn, m.resource, m.name, missing_ok=True)
-            if other is not None:
-                owner = ((other.get("metadata") or {}).get("labels") or {}).get(JOB_LABEL)
-                whose = f"run {owner!r}" if owner else "no run (it lacks the simpletfjob labels)"
-                raise ClusterError(
-                    f"{m.ref} already exists in namespace {namespace} and belongs to {whose}; "
-                    "simpletfjob changes only its own objects: delete it, or rename the "
-                    "template's objects (metadata.name; --name changes only the run's label)"
-                )
-    deleted = False
+            if other is not None and belongs_to(other, run):
+                if not replace:  # (--replace applies over it, after the rest is gone)
+                    live[m.key] = other  # another apply of this run made it since the list
+            elif other is not None:
+                raise ClusterError(_not_ours(m, other, namespace))
     if replace and not old.empty:
-        delete_run(conn, old, "Foreground", report)
-        # The Services too: one that the garbage collector has not let go of yet cannot be
-        # applied again.
-        try:
-            wait_until_gone(conn, run, timeout, (JOBS, SERVICES))
-        except ClusterError as e:
-            raise ClusterError(
-                f"{e}; the old run is being deleted (--replace), and nothing of this render "
-                "was applied"
-            ) from e
-        live, deleted = {}, True
-    try:
-        judged = [(m, _dry_run(conn, m, live)) for m in wanted]
-    except ClusterError as e:
-        if deleted:
-            raise ClusterError(
-                f"{e}; the old {where} was deleted (--replace), and nothing of this render was applied"
-            ) from e
-        raise
+        made = check_replace(conn, old, wanted, force=force)
+        _replace(conn, old, timeout, report, scope)
+        return _apply_all(conn, run, wanted, {}, made, report, scope, force=force, replaced=True)
+    judged = _judge_all(conn, wanted, live, force=force)
     differences = [f"{m.ref} ({why})" for m, (_, why) in judged if why]
     rendered = {m.key for m in wanted}
     differences += [
         f"{resource.ref(object_name(obj))} (not in this render)"
         for resource, obj in old.objects()
-        if (resource.plural, object_name(obj)) not in rendered and not deleted
+        if (resource.plural, object_name(obj)) not in rendered
     ]
     if differences:
         raise RunDiffers(
@@ -232,18 +238,104 @@ def apply_run(
         for m, outcome in outcomes:
             report(f"{m.ref} {outcome} (server dry run)")
         return outcomes
-    return _apply_all(conn, run, wanted, live, report, replaced=deleted)
+    expected = {m.key: applied.object for m, (applied, _) in judged if applied is not None}
+    return _apply_all(conn, run, wanted, live, expected, report, scope, force=force)
+
+
+def _not_ours(m: Manifest, other: Mapping[str, Any], namespace: str) -> str:
+    owner = ((other.get("metadata") or {}).get("labels") or {}).get(JOB_LABEL)
+    whose = f"run {owner!r}" if owner else "no run (it lacks the simpletfjob labels)"
+    return (
+        f"{m.ref} already exists in namespace {namespace} and belongs to {whose}; "
+        "simpletfjob changes only its own objects: delete it, or rename the "
+        "template's objects (metadata.name; --name changes only the run's label)"
+    )
+
+
+def _replace(conn: Connection, old: RunObjects, timeout: float, report: Report, scope: str) -> None:
+    """Delete the old run, every check passed, and wait until its Jobs and Services are gone."""
+    run = old.name
+    try:
+        done = delete_run(conn, old, "Foreground", report)
+    except Interrupted as e:
+        e.detail = (
+            f"{e.detail.split(';')[0]}; nothing of this render was applied: apply again with "
+            f"--replace, or remove the run with simpletfjob delete {run} {scope}"
+        )
+        raise
+    if done.replaced:
+        raise ClusterError(
+            f"{_some(done.replaced)} replaced since listed, left alone; the old run {run!r} "
+            "was deleted (--replace), and nothing of this render was applied, so as not to "
+            "apply over what took the name"
+        )
+    # The Services too: one that the garbage collector has not let go of yet cannot be
+    # applied again.
+    try:
+        wait_until_gone(conn, run, timeout, (JOBS, SERVICES))
+    except Interrupted as e:
+        e.detail = (
+            f"the old run {run!r} was deleted (--replace), and nothing of this render was "
+            "applied; apply again (a plain apply, once it is gone)"
+        )
+        raise
+    except ClusterError as e:
+        raise ClusterError(
+            f"{e}; the old run is being deleted (--replace), and nothing of this render was applied"
+        ) from e
+
+
+def _judge_all(
+    conn: Connection,
+    wanted: Sequence[Manifest],
+    live: Mapping[tuple[str, str], dict[str, Any]],
+    *,
+    force: bool,
+) -> list[tuple[Manifest, tuple[Applied | None, str]]]:
+    """The server's dry run of every manifest; conflicts with other field managers in one line."""
+    judged = []
+    conflicts: list[tuple[Manifest, ApplyConflict]] = []
+    for m in wanted:
+        try:
+            judged.append((m, _dry_run(conn, m, live, force=force)))
+        except ApplyConflict as e:
+            conflicts.append((m, e))
+    if conflicts:
+        raise ClusterError(_conflicts_line(conflicts))
+    return judged
+
+
+def _conflicts_line(
+    conflicts: Sequence[tuple[Manifest, ApplyConflict]], *, halfway: bool = False
+) -> str:
+    """The first conflict as the server said it, how many objects met one, and the ways out
+    that `kubectl apply --server-side` gives."""
+    first = str(conflicts[0][1])
+    if len(conflicts) > 1:
+        first += f"; and {len(conflicts) - 1} more: {_some([m.ref for m, _ in conflicts[1:]])}"
+    managers = list(dict.fromkeys(name for _, e in conflicts for name in e.managers))
+    others = " and ".join(repr(name) for name in managers)
+    return (
+        f"{first}; {'' if halfway else 'nothing was applied: '}to take the fields over, apply again with "
+        f"--force-conflicts; to leave them to {others}, remove them from the template "
+        "(or write the value they have now, to share them)"
+    )
 
 
 def _dry_run(
-    conn: Connection, m: Manifest, live: Mapping[tuple[str, str], dict[str, Any]]
+    conn: Connection,
+    m: Manifest,
+    live: Mapping[tuple[str, str], dict[str, Any]],
+    *,
+    force: bool = False,
 ) -> tuple[Applied | None, str]:
     """The server's dry run of one manifest, and how it differs from the live object ('' if it may be applied)."""
     before = live.get(m.key)
     try:
         applied = apply(
-            conn, m.resource, m.body, namespace=conn.namespace, dry_run=True, live=before
-        )
+            conn, m.resource, m.body, namespace=conn.namespace, dry_run=True, live=before,
+            force=force,
+        )  # fmt: skip
     except ApiError as e:
         if before is not None and e.status == 422 and "field is immutable" in str(e):
             fields = sorted(set(re.findall(r"\b(spec(?:\.\w+)+): Invalid value", str(e))))
@@ -273,33 +365,75 @@ def _apply_all(
     run: str,
     wanted: Sequence[Manifest],
     live: Mapping[tuple[str, str], dict[str, Any]],
+    expected: Mapping[tuple[str, str], dict[str, Any]],
     report: Report,
+    scope: str,
     *,
-    replaced: bool,
+    force: bool,
+    replaced: bool = False,
 ) -> list[tuple[Manifest, str]]:
-    """Apply each manifest for real; a failure says what was applied, what was not, and how to remove it."""
+    """Apply each manifest for real; a failure says what was applied, what was not, and how to remove it.
+
+    An object the run did not have is read again just before it is applied: one that
+    another apply of the run made meanwhile is judged against what it is, and one that
+    is not the run's stops the apply rather than be taken over. An interruption (SIGINT)
+    says on its way out how many objects were applied, and the two ways on.
+    """
     done: list[tuple[Manifest, str]] = []
-    for i, m in enumerate(wanted):
-        try:
-            applied = apply(
-                conn, m.resource, m.body, namespace=conn.namespace, live=live.get(m.key)
-            )
-        except ClusterError as e:
-            if not done and replaced:
-                raise ClusterError(
-                    f"{e}; the old run {run!r} was deleted (--replace), and nothing of this "
-                    "render was applied"
-                ) from e
-            if not done:
-                raise
-            left = [n.ref for n in wanted[i:]]
-            raise ClusterError(
-                f"{e}; applied {len(done)} of {len(wanted)} objects of run {run!r} (listed above), "
-                f"not {_some(left)}; remove the run with simpletfjob delete {run} -n {conn.namespace}"
-            ) from e
-        report(f"{m.ref} {applied.outcome}")
-        done.append((m, applied.outcome))
+    sending: Manifest | None = None  # the object whose request is out, if any
+    try:
+        for m in wanted:
+            sending = m
+            applied = _apply_one(conn, run, m, live, expected, force=force)
+            sending = None
+            done.append((m, applied.outcome))
+            report(f"{m.ref} {applied.outcome}")
+    except ClusterError as e:
+        said = str(e)
+        if isinstance(e, ApplyConflict):  # a manager that wrote after the dry run
+            said = _conflicts_line([(wanted[len(done)], e)], halfway=bool(done))
+        if not done and replaced:
+            said = f"{said}; the old run {run!r} was deleted (--replace), and nothing of this render was applied"
+        raise ClusterError(_halfway(said, run, wanted, len(done), scope)) from e
+    except Interrupted as e:
+        being = f" ({sending.ref} was being applied)" if sending is not None else ""
+        e.detail = (
+            f"applied {len(done)} of {len(wanted)} objects of run {run!r} in namespace "
+            f"{conn.namespace}{being}; apply again to finish it, or remove it with "
+            f"simpletfjob delete {run} {scope}"
+        )
+        raise
     return done
+
+
+def _apply_one(
+    conn: Connection,
+    run: str,
+    m: Manifest,
+    live: Mapping[tuple[str, str], dict[str, Any]],
+    expected: Mapping[tuple[str, str], dict[str, Any]],
+    *,
+    force: bool,
+) -> Applied:
+    before = live.get(m.key)
+    if m.key not in live:
+        before = get(conn, m.resource, m.name, missing_ok=True)
+        if before is not None and not belongs_to(before, run):
+            raise ClusterError(_not_ours(m, before, conn.namespace))
+    return apply(
+        conn, m.resource, m.body, namespace=conn.namespace, live=before, force=force,
+        expected=expected.get(m.key),
+    )  # fmt: skip
+
+
+def _halfway(error: str, run: str, wanted: Sequence[Manifest], done: int, scope: str) -> str:
+    if not done:
+        return error
+    left = [n.ref for n in wanted[done:]]
+    return (
+        f"{error}; applied {done} of {len(wanted)} objects of run {run!r} (listed above), "
+        f"not {_some(left)}; remove the run with simpletfjob delete {run} {scope}"
+    )
 
 
 def _deleted(obj: Mapping[str, Any]) -> bool:

@@ -2,21 +2,29 @@
 
 Only objects that carry the run's labels are deleted (runs.py lists them by those
 labels, and each is checked again here), one request each, Jobs first so that no new
-pod starts meanwhile. The first refusal stops the deletion: what was deleted before it
+pod starts meanwhile, and each only if it is still the object that was listed (its uid,
+as a precondition). The first refusal stops the deletion: what was deleted before it
 has been reported, and the error says how far it got.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
-from simpletfjob.errors import ClusterError
+from simpletfjob.errors import ClusterError, Interrupted
 from simpletfjob.kube.objects import Propagation, delete
 from simpletfjob.kube.request import Deadline
 from simpletfjob.kube.resources import JOBS, Resource
 from simpletfjob.optiontable import format_duration
-from simpletfjob.runs import RunObjects, belongs_to, list_run, object_name, run_selector
+from simpletfjob.runs import (
+    RunObjects,
+    belongs_to,
+    list_run,
+    object_name,
+    run_selector,
+    scope_flags,
+)
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
@@ -26,38 +34,73 @@ class JobsRemain(ClusterError):
     """The run's Jobs (or Services) were still there when the time to wait for them ran out."""
 
 
+class Deletion(NamedTuple):
+    """What a deletion did: the objects it deleted, and those left alone as replaced."""
+
+    deleted: list[tuple[Resource, str]]
+    replaced: list[str]  # 'job.batch/x': another object took the name after the list
+
+    def count(self, resource: Resource) -> int:
+        return sum(r is resource for r, _ in self.deleted)
+
+
+def replaced_line(ref: str) -> str:
+    return f"{ref} was replaced since it was listed; left alone"
+
+
 def delete_run(
     conn: Connection,
     run: RunObjects,
     propagation: Propagation,
     report: Callable[[str], None],
-) -> int:
-    """Delete every object of the run, reporting each as kubectl does; how many were deleted.
+) -> Deletion:
+    """Delete every object of the run, reporting each as kubectl does.
 
-    An object already gone (deleted meanwhile) is not reported. The first failure raises,
-    naming how many objects were deleted before it.
+    Each delete carries the listed object's uid as a precondition: an object that has
+    taken a listed name since (deleted and made again, by hand or by another tool) is
+    left alone and reported, never deleted by name. An object already gone (deleted
+    meanwhile) is not reported. The first failure raises, naming how many objects were
+    deleted before it; an interruption (SIGINT) says the same on its way out.
     """
     total = len(run.jobs) + len(run.services)
-    done = 0
-    for resource, obj in run.objects():
-        name = object_name(obj)
-        if not belongs_to(obj, run.name):  # the server's selector is not trusted to delete
-            raise ClusterError(
-                f"{resource.ref(name)} was listed as part of run {run.name!r} but lacks its "
-                "labels; nothing more was deleted"
+    done = Deletion([], [])
+    sending = ""  # the object whose request is out, if any
+    try:
+        for resource, obj in run.objects():
+            name = object_name(obj)
+            if not belongs_to(obj, run.name):  # the server's selector is not trusted to delete
+                raise ClusterError(
+                    f"{resource.ref(name)} was listed as part of run {run.name!r} but lacks its "
+                    "labels; nothing more was deleted"
+                )
+            uid = str((obj.get("metadata") or {}).get("uid") or "") or None
+            sending = resource.ref(name)
+            gone = delete(
+                conn, resource, name, namespace=run.namespace, propagation=propagation, uid=uid
             )
-        try:
-            gone = delete(conn, resource, name, namespace=run.namespace, propagation=propagation)
-        except ClusterError as e:
-            if not done:
-                raise
-            raise ClusterError(
-                f"{e}; {done} of {total} objects of run {run.name!r} were deleted before it "
-                "(listed above)"
-            ) from e
-        done += 1
-        if not gone.already_gone:
-            report(f'{resource.qualified} "{name}" deleted')
+            sending = ""
+            if gone.replaced:
+                done.replaced.append(resource.ref(name))
+                report(replaced_line(resource.ref(name)))
+                continue
+            done.deleted.append((resource, name))
+            if not gone.already_gone:
+                report(f'{resource.qualified} "{name}" deleted')
+    except ClusterError as e:
+        if not done.deleted:
+            raise
+        raise ClusterError(
+            f"{e}; {len(done.deleted)} of {total} objects of run {run.name!r} were deleted "
+            "before it (listed above)"
+        ) from e
+    except Interrupted as e:
+        being = f" ({sending} was being deleted)" if sending else ""
+        e.detail = (
+            f"deleted {len(done.deleted)} of {total} objects of run {run.name!r} in namespace "
+            f"{run.namespace}{being}; delete the rest with simpletfjob delete {run.name} "
+            f"{scope_flags(conn)}"
+        )
+        raise
     return done
 
 
@@ -76,7 +119,8 @@ def wait_until_gone(
             shown = ", ".join(left[:3]) + (f" and {len(left) - 3} more" if len(left) > 3 else "")
             one = len(left) == 1
             why = (
-                f"; their pods may still be stopping, see kubectl get pods -l {run_selector(run)}"
+                f"; their pods may still be stopping, see kubectl get pods -l {run_selector(run)} "
+                f"{scope_flags(conn)}"
                 if resource is JOBS
                 else ""
             )

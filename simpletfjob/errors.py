@@ -87,3 +87,6 @@ class Interrupted(BaseException):
     def __init__(self, exit_code: int) -> None:
         super().__init__(exit_code)
         self.exit_code = exit_code
+        # What the run had done when it stopped, and how to go on, for the one line it
+        # leaves ("interrupted: applied 110 of 300 objects ..."); set on the way out.
+        self.detail = ""

@@ -40,7 +40,15 @@ class ApplyOptions(Options):
         "--replace",
         default=False,
         help="Delete the run if it exists (propagation Foreground), wait until its Jobs and "
-        "Services are gone, then apply: how to change a run's pod templates, or run it again.",
+        "Services are gone, then apply: how to change a run's pod templates, or run it again. "
+        "Nothing is deleted unless the server's dry run accepts every delete and every new "
+        "object first.",
+    )
+    force_conflicts: bool = option(
+        "--force-conflicts",
+        default=False,
+        help="Take over fields that another field manager owns (server-side apply force), "
+        "as kubectl apply --server-side --force-conflicts does.",
     )
     dry_run: str = option(
         "--dry-run",

@@ -131,6 +131,17 @@ def find_run(conn: Connection, name: str, *, deadline: Deadline | None = None) -
     return run
 
 
+def scope_flags(conn: Connection) -> str:
+    """'-n ml', or '-n ml --context prod' when --context was given: what a command in a hint needs
+    to act where this one did, pasted as it is."""
+    import shlex
+
+    flags = f"-n {conn.namespace}"
+    if conn.settings.context:
+        flags += f" --context {shlex.quote(conn.settings.context)}"
+    return flags
+
+
 def connect_for(
     kubeconfig: str | None, context: str | None, namespace: str | None, purpose: str
 ) -> Connection:

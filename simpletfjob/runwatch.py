@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from simpletfjob.deleting import replaced_line
 from simpletfjob.follower import TIE, Follower, unknown_nodes, verdict
 from simpletfjob.kube.lists import ObjectList, list_objects
 from simpletfjob.kube.objects import delete
@@ -249,7 +250,9 @@ def clean_up(conn: Connection, run: Run, cleanup: str, report: Callable[[str], N
     """Delete what `cleanup` says (running: the tasks not finished; all: the run), Background.
 
     Background propagation: the Job goes at once and the garbage collector removes its pods;
-    the pods of finished tasks stay, with their Jobs, for `kubectl logs`.
+    the pods of finished tasks stay, with their Jobs, for `kubectl logs`. Each delete names
+    the uid of the object as it was read: one that took the name since is left alone, and
+    reported.
 
     Only what the run's apply made is deleted: an object whose `simpletfjob/name`
     annotation names another object is a copy (made under another name with the run's
@@ -269,7 +272,8 @@ def clean_up(conn: Connection, run: Run, cleanup: str, report: Callable[[str], N
             report(_left("job.batch", task.job, task.copied_from))
     services = list_objects(conn, SERVICES, label_selector=run_selector(run.name)).items
     names = set(jobs)
-    doomed = []
+    uids = {task.job: task.uid for task in run.tasks}
+    doomed: list[Mapping[str, Any]] = []
     for s in services:
         if not (
             cleanup == "all"
@@ -281,12 +285,17 @@ def clean_up(conn: Connection, run: Run, cleanup: str, report: Callable[[str], N
         if isinstance(own, str) and own != _name(s):
             report(_left("service", _name(s), own))
         else:
-            doomed.append(_name(s))
-    for resource, object_names in ((JOBS, jobs), (SERVICES, doomed)):
-        for object_name in object_names:
-            gone = delete(conn, resource, object_name, propagation="Background")
-            if not gone.already_gone:
-                report(f"{resource.ref(object_name)} deleted")
+            doomed.append(s)
+    targets = [(JOBS, name, uids.get(name, "")) for name in jobs] + [
+        (SERVICES, _name(s), str((s.get("metadata") or {}).get("uid") or "")) for s in doomed
+    ]
+    for resource, object_name, uid in targets:
+        # Only the object that was read: one that took its name since is not the run's.
+        gone = delete(conn, resource, object_name, propagation="Background", uid=uid or None)
+        if gone.replaced:
+            report(replaced_line(resource.ref(object_name)))
+        elif not gone.already_gone:
+            report(f"{resource.ref(object_name)} deleted")
 
 
 def _left(kind: str, name: str, copied_from: str) -> str:

@@ -48,6 +48,7 @@ class Task:
     created: datetime | None  # the Job's creationTimestamp
     reason_from_job: bool = False  # failed, and only the Job's condition says why (no pod did)
     copied_from: str = ""  # the name its simpletfjob/name annotation gives, when not its own
+    uid: str = ""  # the Job's, as read: a delete of it carries it as a precondition
 
     @property
     def finished(self) -> bool:
@@ -225,7 +226,10 @@ def task_of(job: Object, pods: Sequence[Object], nodes: Mapping[str, str] | None
     from_job = failed is not None and not failure
     own = (metadata.get("annotations") or {}).get(NAME_ANNOTATION)
     copied = str(own) if isinstance(own, str) and own != name else ""
-    return Task(task, role, index, name, node, state, restarts, reason, created, from_job, copied)
+    uid = str(metadata.get("uid") or "")
+    return Task(
+        task, role, index, name, node, state, restarts, reason, created, from_job, copied, uid
+    )
 
 
 def finalizers(job: Object) -> list[str]:

@@ -152,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 hint = f" (see {path} --help; to render the file {args[0]!r}, write ./{args[0]})"
         _fail(e.format_message() + hint, e.exit_code)
     except Interrupted as e:
-        _interrupted(e.exit_code)
+        _interrupted(e.exit_code, e.detail)
     except (click.exceptions.Abort, KeyboardInterrupt):
         # Without console_main's signal handlers (main() called in-process), click
         # has turned Ctrl-C into Abort.
@@ -173,9 +173,13 @@ def _fail(message: str, code: int) -> None:
     sys.exit(code)
 
 
-def _interrupted(code: int) -> None:
-    # Not an error in the input: the user (or a supervisor) stopped the run.
-    print("simpletfjob: interrupted", file=sys.stderr)
+def _interrupted(code: int, detail: str = "") -> None:
+    # Not an error in the input: the user (or a supervisor) stopped the run. What it had
+    # changed on a cluster, and how to go on from there, follows on the same line.
+    if detail:
+        streams.say(f"simpletfjob: interrupted: {detail}")
+    else:
+        print("simpletfjob: interrupted", file=sys.stderr)
     sys.exit(code)
 
 

@@ -26,8 +26,10 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     server's dry run. Server-side apply (field manager simpletfjob), Services
     first, then Jobs, into the namespace: -n, else the context's, else default.
     A run of the same name that differs (another pod template, a task this
-    render lacks) is refused; --replace deletes it first. The same run again
-    is applied as unchanged.
+    render lacks) is refused; --replace deletes it first, once the server's
+    dry run has accepted every delete and every new object. The same run
+    again is applied as unchanged. Fields that another field manager owns
+    are refused, naming it; --force-conflicts takes them over.
 
     \b
     Example:
@@ -75,6 +77,7 @@ def apply_run(options: ApplyOptions) -> None:
             dry_run=options.dry_run == "server",
             timeout=options.timeout,
             report=lambda line: print(line, file=sys.stderr),
+            force=options.force_conflicts,
         )
     # As a render's: warnings once the run has been applied, so that a failure is its lines alone.
     tell(planned, options)

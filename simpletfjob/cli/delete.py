@@ -14,9 +14,11 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     """Delete every Job and Service of run RUN (propagation Background).
 
     Only objects labelled simpletfjob/job=RUN and managed by simpletfjob are
-    deleted. A run that does not exist is an error, unless --ignore-not-found
-    is given: then the command prints nothing and exits 0, as kubectl does.
-    --wait returns once the Jobs are gone (their pods may still be stopping).
+    deleted, each only if it is still the object listed (its uid): one that
+    took a listed name since is left alone, and said so. A run that does not
+    exist is an error, unless --ignore-not-found is given: then the command
+    prints nothing and exits 0, as kubectl does. --wait returns once the Jobs
+    are gone (their pods may still be stopping).
 
     \b
     Example:
@@ -24,6 +26,7 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
       simpletfjob delete mnist -n ml --ignore-not-found   # a CI cleanup step
     """
     from simpletfjob.deleting import delete_run, wait_until_gone
+    from simpletfjob.kube.resources import JOBS, SERVICES
     from simpletfjob.optiontable import check_values
     from simpletfjob.runs import NoRunError, check_run_name, connect_for, find_run
 
@@ -38,15 +41,18 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
             if options.ignore_not_found:
                 return  # as kubectl: nothing to delete, nothing said
             raise
-        deleted = delete_run(conn, run, "Background", lambda line: print(line, file=sys.stderr))
+        done = delete_run(conn, run, "Background", lambda line: print(line, file=sys.stderr))
         if options.wait:
             wait_until_gone(conn, run.name, options.timeout)
-    jobs, services = len(run.jobs), len(run.services)
+    deleted = len(done.deleted)
+    jobs, services = done.count(JOBS), done.count(SERVICES)
     waited = " and its Jobs are gone" if options.wait else ""
+    left = len(done.replaced)
+    alone = f"; {left} left alone, replaced since listed" if left else ""
     print(
         f"simpletfjob: deleted run {run.name} in namespace {run.namespace} ({deleted} "
         f"{'object' if deleted == 1 else 'objects'}: "
         f"{jobs} {'job' if jobs == 1 else 'jobs'}, {services} "
-        f"{'service' if services == 1 else 'services'}){waited}",
+        f"{'service' if services == 1 else 'services'}{alone}){waited}",
         file=sys.stderr,
     )

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from simpletfjob.errors import ClusterError, InputError, UsageError
 from simpletfjob.kube.lists import namespace_for
-from simpletfjob.kube.request import Action, Deadline, request
+from simpletfjob.kube.request import Action, ApiError, Deadline, request
 from simpletfjob.kube.resources import Resource
 
 if TYPE_CHECKING:
@@ -31,6 +31,7 @@ class Applied(NamedTuple):
 class Deleted(NamedTuple):
     object: dict[str, Any] | None  # still there while finalizers or dependents hold it; else None
     already_gone: bool  # 404: there was nothing to delete
+    replaced: bool = False  # 409 on the uid precondition: the name now holds another object
 
 
 def get(
@@ -60,6 +61,7 @@ def apply(
     force: bool = False,
     dry_run: bool = False,
     live: Mapping[str, Any] | EllipsisType | None = ...,
+    expected: Mapping[str, Any] | None = None,
     deadline: Deadline | None = None,
 ) -> Applied:
     """Server-side apply of one object, and whether that created, configured or left it unchanged.
@@ -74,6 +76,13 @@ def apply(
     object apart from its status, resourceVersion and managedFields (see `_content`), else
     'configured'. A dry run (dryRun=All) is judged the same way,
     against its would-be object, as `kubectl diff` compares against one.
+
+    An object that was not there when `live` was read, but that the server found
+    (200, not 201), was created meanwhile by another writer, such as the same apply
+    run twice at once. What it was before this write is not known; `expected` (the
+    server's dry run of creating it) stands in for it: 'unchanged' when the object is
+    what this apply would have created, as a second apply made after the first finds
+    it, else 'configured'. Without `expected` it counts as 'created', as before.
     """
     metadata = manifest.get("metadata")
     name = metadata.get("name") if isinstance(metadata, Mapping) else None
@@ -105,8 +114,12 @@ def apply(
         conn, action, query=query, body=body, content_type=APPLY_PATCH, deadline=deadline
     )
     applied = _object(answer.data, conn, action)
-    if answer.status == 201 or live is None:
+    if answer.status == 201 or (live is None and expected is None):
         return Applied(applied, "created")
+    if live is None:
+        assert expected is not None
+        same = _identity_free(applied) == _identity_free(expected)
+        return Applied(applied, "unchanged" if same else "configured")
     if _content(applied) == _content(live):
         return Applied(applied, "unchanged")
     return Applied(applied, "configured")
@@ -124,6 +137,31 @@ def _content(obj: Mapping[str, Any]) -> dict[str, Any]:
     return {**kept, "metadata": metadata}
 
 
+def _identity_free(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """An object's content without what the server makes up for each object it creates:
+    name, uid and times, and what it derives from them (a Job's controller-uid and
+    job-name labels, a Service's cluster IPs)."""
+    content: dict[str, Any] = json.loads(json.dumps(_content(obj)))
+    metadata = content["metadata"]
+    for key in ("name", "uid", "creationTimestamp", "generation", "selfLink"):
+        metadata.pop(key, None)
+    spec = content.get("spec")
+    if not isinstance(spec, dict):
+        return content
+    labelled = [
+        (spec.get("selector") or {}).get("matchLabels"),
+        ((spec.get("template") or {}).get("metadata") or {}).get("labels"),
+    ]
+    for labels in labelled:
+        if isinstance(labels, dict):
+            labels.pop("controller-uid", None)
+            labels.pop("job-name", None)
+    if spec.get("clusterIP") != "None":
+        spec.pop("clusterIP", None)
+        spec.pop("clusterIPs", None)
+    return content
+
+
 def delete(
     conn: Connection,
     resource: Resource,
@@ -132,6 +170,7 @@ def delete(
     namespace: str | None = None,
     propagation: Propagation = "Background",
     dry_run: bool = False,
+    uid: str | None = None,
     deadline: Deadline | None = None,
 ) -> Deleted:
     """Delete one object, its dependents as `propagation` says; one that is not there is already gone.
@@ -139,6 +178,10 @@ def delete(
     Background: the garbage collector deletes the dependents (a Job's pods) afterwards;
     Foreground: the object stays, with a deletionTimestamp, until they are gone; Orphan:
     they stay. The options go in the body, as kubectl sends them.
+
+    With `uid` (the object's as it was listed), the server deletes only that object
+    (`preconditions.uid`): a name that another object has taken since answers 409,
+    which comes back as `replaced`, never as a delete of the newcomer.
     """
     action = Action("delete", resource, namespace_for(conn, resource, namespace), name)
     options: dict[str, Any] = {
@@ -148,7 +191,14 @@ def delete(
     }
     if dry_run:
         options["dryRun"] = ["All"]
-    answer = request(conn, action, body=options, deadline=deadline, passthrough=(404,))
+    if uid:
+        options["preconditions"] = {"uid": uid}
+    try:
+        answer = request(conn, action, body=options, deadline=deadline, passthrough=(404,))
+    except ApiError as e:
+        if uid and e.status == 409 and "precondition" in str(e).lower():
+            return Deleted(None, already_gone=False, replaced=True)
+        raise
     if answer.status == 404:
         return Deleted(None, already_gone=True)
     answered = _object(answer.data, conn, action)

@@ -16,28 +16,24 @@ importing this module costs an offline run nothing.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from simpletfjob.errors import ClusterError
-from simpletfjob.kube.resources import Resource
+from simpletfjob.kube.refusals import (
+    USER,
+    apply_conflicts,
+    conflict_line,
+    first_line,
+    refusal,
+    status_of,
+)
+from simpletfjob.kube.resources import Action as Action
 
 if TYPE_CHECKING:
-    from simpletfjob.kube.connection import Connection, Target
-
-# The user-facing verb -> the HTTP method, and the verb RBAC rules name.
-_METHODS = {
-    "list": "GET",
-    "watch": "GET",
-    "get": "GET",
-    "apply": "PATCH",
-    "delete": "DELETE",
-    "create": "POST",
-}
-_RBAC_VERBS = {"apply": "patch"}
+    from simpletfjob.kube.connection import Connection
 
 
 class Deadline(NamedTuple):
@@ -56,57 +52,6 @@ class Deadline(NamedTuple):
     def sooner(self, seconds: float) -> Deadline:
         """This deadline, or one `seconds` from now if that comes first."""
         return self if self.remaining() <= seconds else Deadline.after(seconds)
-
-
-class Action(NamedTuple):
-    """What a request is about, as its messages say it: 'list pods in namespace ml'."""
-
-    verb: str  # list, watch, get, apply or delete
-    resource: Resource
-    namespace: str | None = None  # None for a cluster-scoped resource; '' for all namespaces
-    name: str | None = None  # None for the collection
-    alternative: str = ""  # what else the user can do when refused, for the 403 message
-    subresource: str = ""  # 'log' for pods/log
-
-    @property
-    def method(self) -> str:
-        return _METHODS[self.verb]
-
-    @property
-    def path(self) -> str:
-        path = self.resource.path(self.namespace, self.name)
-        return f"{path}/{self.subresource}" if self.subresource else path
-
-    @property
-    def rbac_resource(self) -> str:
-        """What RBAC rules name: 'pods', or 'pods/log' for a subresource."""
-        plural = self.resource.plural
-        return f"{plural}/{self.subresource}" if self.subresource else plural
-
-    @property
-    def scope(self) -> str:
-        if not self.resource.namespaced or self.namespace is None:
-            return ""
-        return f" in namespace {self.namespace}" if self.namespace else " in all namespaces"
-
-    @property
-    def what(self) -> str:
-        """'nodes', 'pods in namespace ml', "job 'mnist-ps-0' in namespace ml"."""
-        if self.name is None:
-            return f"{self.resource.plural}{self.scope}"
-        if self.subresource:
-            return f"the {self.subresource} of {self.resource.singular} {self.name!r}{self.scope}"
-        return f"{self.resource.singular} {self.name!r}{self.scope}"
-
-    @property
-    def outcome(self) -> str:
-        """What the call is to bring back, for 'no ... within 60 s'."""
-        if self.verb == "list":
-            return f"complete {self.resource.singular} list"
-        return f"answer to {self}"
-
-    def __str__(self) -> str:
-        return f"{self.verb} {self.what}"
 
 
 class Answer(NamedTuple):
@@ -138,6 +83,18 @@ class ApiError(ClusterError):
         self.status = status
         self.reason = reason
         self.action = action
+
+
+class ApplyConflict(ApiError):
+    """Server-side apply met fields that another field manager owns (409, FieldManagerConflict)."""
+
+    def __init__(self, message: str, action: Action, conflicts: Sequence[tuple[str, str]]) -> None:
+        super().__init__(message, 409, "Conflict", action)
+        self.conflicts = list(conflicts)  # (manager, field) as the server names them
+
+    @property
+    def managers(self) -> list[str]:
+        return list(dict.fromkeys(manager for manager, _ in self.conflicts))
 
 
 def request(
@@ -251,7 +208,10 @@ def request(
             if attempt + 1 < settings.attempts:
                 pause(conn, action, delay, deadline, problem)
             continue
-        if status == 403 and action.verb == "apply" and not _USER.search(message):
+        conflicts = apply_conflicts(details) if status == 409 and action.verb == "apply" else []
+        if conflicts:
+            raise ApplyConflict(conflict_line(target, action, conflicts), action, conflicts)
+        if status == 403 and action.verb == "apply" and not USER.search(message):
             message = _who_may_not_create(conn, action, deadline) or message
         raise ApiError(
             refusal(target, action, status, reason, message, details), status, reason, action
@@ -281,54 +241,6 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
         return None
 
 
-def status_of(data: bytes, http_reason: str) -> tuple[str, str, Mapping[str, Any]]:
-    """The reason, first message line and details of a `Status` error body; the HTTP reason if it is not one."""
-    try:
-        body = json.loads(data)
-    except (ValueError, RecursionError):
-        body = None
-    if isinstance(body, dict) and body.get("kind") == "Status":
-        reason = str(body.get("reason") or http_reason or "")
-        message = first_line(str(body.get("message") or "").strip())
-        details = body.get("details")
-        return reason, message or reason, details if isinstance(details, dict) else {}
-    text = data[:200].decode("utf-8", "replace").strip()
-    return http_reason, first_line(text) or http_reason, {}
-
-
-def refusal(
-    target: Target,
-    action: Action,
-    status: int,
-    reason: str,
-    message: str,
-    details: Mapping[str, Any],
-) -> str:
-    """The one line for an error status: what was refused, and what to do about it."""
-    if status == 401:
-        return (
-            f"{target}: the server refused your credentials (401 Unauthorized); "
-            "log in again, or fix the user's token or certificate in your kubeconfig"
-        )
-    if status == 403:
-        return _forbidden(target, action, message)
-    if status == 404 and action.name is None:
-        return (
-            f"{target}: {action.method} {action.path} was not found (404); "
-            "is this a Kubernetes API server?"
-        )
-    if status == 404 and details.get("kind") in (None, action.resource.plural):
-        return f"{target}: {action.what} was not found (404 NotFound)"
-    if action.method != "GET" or status == 404:
-        # A write the server refused (a conflict, an invalid object, a missing namespace):
-        # its message says why, this line says what was being done.
-        return f"{target}: cannot {action}: {message} ({status} {reason})"
-    return f"{target}: the server answered {status} {reason}: {message}"
-
-
-_USER = re.compile(r'User "([^"]*)"')
-
-
 def _who_may_not_create(conn: Connection, action: Action, deadline: Deadline) -> str | None:
     """The server's refusal of a create like the apply's, which names the user; None if it
     does not refuse it so (then the apply's refusal was not for `create`).
@@ -351,42 +263,7 @@ def _who_may_not_create(conn: Connection, action: Action, deadline: Deadline) ->
     if answer.status != 403:
         return None
     _, message, _ = status_of(answer.data, "Forbidden")
-    return message if _USER.search(message) else None
-
-
-def _forbidden(target: Target, action: Action, message: str) -> str:
-    found = _USER.search(message)
-    user = f"user {found[1]!r}" if found else "your user"
-    said = re.search(r'cannot (\w+) resource "', message)
-    if not found and not said and re.search(r"is forbidden: \S", message):
-        # Not RBAC but an admission plugin (a quota, a pod security policy), in its own words.
-        return f"{target}: cannot {action}: {message} (403 Forbidden)"
-    if said:
-        verb = said[1]
-    elif action.verb == "apply":
-        # The authorizer let the patch through (its refusal says so, with the user); an
-        # apply that would create the object is checked for `create` inside the handler,
-        # whose refusal names neither.
-        verb = "create"
-    else:
-        verb = _RBAC_VERBS.get(action.verb, action.verb)
-    resource = action.resource
-    role = "ClusterRole" if not action.scope or action.namespace == "" else "Role"
-    group = f" in API group '{resource.group}'" if resource.group else ""
-    otherwise = f", or {action.alternative}" if action.alternative else ""
-    # What was refused, in RBAC's words first (`cannot delete jobs in namespace ml`), then
-    # the call that met it when that says more (`apply job 'mnist-ps-0'`).
-    refused = f"{verb} {action.rbac_resource}{action.scope}"
-    if action.subresource:
-        call = f", to read {action.what.removesuffix(action.scope)}"
-    elif action.name is not None:
-        call = f", to {action.verb} {resource.singular} {action.name!r}"
-    else:
-        call = "" if action.verb == verb else f", to {action.verb} them"
-    return (
-        f"{target}: {user} cannot {refused} (403 Forbidden{call}); it needs a {role} with verb "
-        f"'{verb}' on '{action.rbac_resource}'{group}{otherwise}"
-    )
+    return message if USER.search(message) else None
 
 
 def tls_detail(text: str) -> str:
@@ -406,8 +283,3 @@ def _connect_detail(error: Exception) -> str:
         return "connection refused"
     found = re.search(r"\[Errno -?\d+\] ([^')]*)", text)
     return found[1].strip() if found else first_line(text)
-
-
-def first_line(value: object) -> str:
-    text = str(value).strip()
-    return text.splitlines()[0] if text else ""

@@ -1,4 +1,4 @@
-"""The resources simpletfjob asks for: where the API serves each one, and what messages call it."""
+"""The resources simpletfjob asks for: where the API serves each one, what messages call it, and an action on one."""
 
 from __future__ import annotations
 
@@ -59,3 +59,65 @@ def resource_for(api_version: str, kind: str) -> Resource | None:
         if resource.api_version == api_version and resource.kind == kind:
             return resource
     return None
+
+
+# The user-facing verb -> the HTTP method, and the verb RBAC rules name.
+_METHODS = {
+    "list": "GET",
+    "watch": "GET",
+    "get": "GET",
+    "apply": "PATCH",
+    "delete": "DELETE",
+    "create": "POST",
+}
+
+
+class Action(NamedTuple):
+    """What a request is about, as its messages say it: 'list pods in namespace ml'."""
+
+    verb: str  # list, watch, get, apply or delete
+    resource: Resource
+    namespace: str | None = None  # None for a cluster-scoped resource; '' for all namespaces
+    name: str | None = None  # None for the collection
+    alternative: str = ""  # what else the user can do when refused, for the 403 message
+    subresource: str = ""  # 'log' for pods/log
+
+    @property
+    def method(self) -> str:
+        return _METHODS[self.verb]
+
+    @property
+    def path(self) -> str:
+        path = self.resource.path(self.namespace, self.name)
+        return f"{path}/{self.subresource}" if self.subresource else path
+
+    @property
+    def rbac_resource(self) -> str:
+        """What RBAC rules name: 'pods', or 'pods/log' for a subresource."""
+        plural = self.resource.plural
+        return f"{plural}/{self.subresource}" if self.subresource else plural
+
+    @property
+    def scope(self) -> str:
+        if not self.resource.namespaced or self.namespace is None:
+            return ""
+        return f" in namespace {self.namespace}" if self.namespace else " in all namespaces"
+
+    @property
+    def what(self) -> str:
+        """'nodes', 'pods in namespace ml', "job 'mnist-ps-0' in namespace ml"."""
+        if self.name is None:
+            return f"{self.resource.plural}{self.scope}"
+        if self.subresource:
+            return f"the {self.subresource} of {self.resource.singular} {self.name!r}{self.scope}"
+        return f"{self.resource.singular} {self.name!r}{self.scope}"
+
+    @property
+    def outcome(self) -> str:
+        """What the call is to bring back, for 'no ... within 60 s'."""
+        if self.verb == "list":
+            return f"complete {self.resource.singular} list"
+        return f"answer to {self}"
+
+    def __str__(self) -> str:
+        return f"{self.verb} {self.what}"

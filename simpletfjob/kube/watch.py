@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from simpletfjob.errors import ClusterError
 from simpletfjob.kube.lists import list_objects, namespace_for
+from simpletfjob.kube.refusals import first_line
 from simpletfjob.kube.request import (
     Action,
     Deadline,
     OutOfTime,
     Unreachable,
-    first_line,
     request,
 )
 from simpletfjob.kube.resources import Resource

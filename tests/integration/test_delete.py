@@ -107,7 +107,7 @@ def test_wait_returns_once_the_jobs_are_gone_or_says_which_are_left(
     assert error == (
         f"simpletfjob: error: run 'mnist' in namespace {ns}: 1 job is still there after 1s "
         "(job.batch/mnist-ps-0); their pods may still be stopping, see kubectl get pods -l "
-        "app.kubernetes.io/managed-by=simpletfjob,simpletfjob/job=mnist"
+        f"app.kubernetes.io/managed-by=simpletfjob,simpletfjob/job=mnist -n {ns}"
     )
     cluster.admin.merge_patch(held, {"metadata": {"finalizers": None}})
     assert jobs(cluster, ns) == {} or all(

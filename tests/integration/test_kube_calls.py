@@ -17,7 +17,7 @@ from simpletfjob.errors import ClusterError, UsageError
 from simpletfjob.kube.connection import Connection, Settings, connect
 from simpletfjob.kube.lists import list_objects
 from simpletfjob.kube.objects import apply, delete, get
-from simpletfjob.kube.request import ApiError
+from simpletfjob.kube.request import ApiError, ApplyConflict
 from simpletfjob.kube.resources import JOBS, PODS, SERVICES
 from tests.support.cluster import ADMIN, Cluster, wait_for
 from tests.support.kubeapi import container
@@ -136,13 +136,55 @@ def test_a_field_of_another_manager_conflicts_until_forced(
         with pytest.raises(ApiError) as caught:
             apply(conn, JOBS, job("shared", label="mine"))
         assert caught.value.status == 409
-        assert str(caught.value).startswith(
-            f"{conn.target}: cannot apply job 'shared' in namespace {ns}: Apply failed with 1 conflict"
+        assert str(caught.value) == (
+            f"{conn.target}: cannot apply job 'shared' in namespace {ns}: .metadata.labels.try "
+            "is owned by field manager 'someone-else' (409 Conflict)"
         )
-        assert str(caught.value).endswith("(409 Conflict)")
+        assert isinstance(caught.value, ApplyConflict)
+        assert caught.value.conflicts == [("someone-else", ".metadata.labels.try")]
         forced = apply(conn, JOBS, job("shared", label="mine"), force=True)
         assert forced.outcome == "configured"
         assert forced.object["metadata"]["labels"]["try"] == "mine"
+
+
+def test_an_object_made_meanwhile_as_this_apply_makes_it_is_unchanged(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """Another apply of the same render created it after this one looked: 200, not 201."""
+    ns = cluster.create_namespace()
+    with connected(cluster, tmp_path, ns) as conn:
+        predicted = apply(conn, JOBS, job("raced"), dry_run=True, live=None)
+        assert predicted.outcome == "created"
+        assert apply(conn, JOBS, job("raced"), live=None).outcome == "created"  # the other
+        again = apply(conn, JOBS, job("raced"), live=None, expected=predicted.object)
+        assert again.outcome == "unchanged"
+        # Without what it would have made, it says created, as before.
+        assert apply(conn, JOBS, job("raced"), live=None).outcome == "created"
+
+
+def test_conflicts_with_two_managers_name_each_with_its_fields(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    ns = cluster.create_namespace()
+    with connected(cluster, tmp_path, ns) as conn:
+        apply(conn, JOBS, job("shared"), field_manager="first")
+        theirs = job("shared")
+        theirs["metadata"]["labels"] = {"other": "b"}
+        del theirs["spec"]
+        apply(conn, JOBS, theirs, field_manager="second")
+        mine = job("shared", label="mine")
+        mine["metadata"]["labels"]["other"] = "mine"
+        with pytest.raises(ApplyConflict) as caught:
+            apply(conn, JOBS, mine)
+    assert sorted(caught.value.conflicts) == [
+        ("first", ".metadata.labels.try"),
+        ("second", ".metadata.labels.other"),
+    ]
+    assert caught.value.managers in (["first", "second"], ["second", "first"])
+    message = str(caught.value)
+    assert ".metadata.labels.try is owned by field manager 'first'" in message
+    assert ".metadata.labels.other is owned by field manager 'second'" in message
+    assert message.endswith("(409 Conflict)") and "\n" not in message
 
 
 def test_a_document_in_another_namespace_is_refused_before_any_request(

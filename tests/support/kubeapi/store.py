@@ -1029,11 +1029,18 @@ class Store:
             for field_name, wanted in (preconditions or {}).items():
                 have = meta.get(field_name)
                 if wanted is not None and str(have) != str(wanted):
-                    label = "UID" if field_name == "uid" else "ResourceVersion"
+                    label, why = (
+                        ("UID", "deleted and then recreated")
+                        if field_name == "uid"
+                        else ("ResourceVersion", "modified")
+                    )
+                    # As kube-apiserver v1.20 words it (the kind, qualified by its group).
                     raise ApiError(
                         409,
                         "Conflict",
-                        f"Precondition failed: {label} in precondition: {wanted}, {label} in object meta: {have}",
+                        f'Operation cannot be fulfilled on {resource.kind_qualified} "{obj_name}": '
+                        f"the {label} in the precondition ({wanted}) does not match the {label} "
+                        f"in record ({have}). The object might have been {why}",
                         resource.details(obj_name),
                     )
             policy = propagation or resource.default_propagation

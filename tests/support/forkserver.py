@@ -22,6 +22,25 @@ The server has imported the Kubernetes client before it forks, so a forked run c
 show what the tool imports: tests about what an interpreter imports or how it starts
 run their own `subprocess`.
 
+How a run's wait status comes back, so that it cannot be lost: the test process
+never waits for a forked run (it is not its child), so nothing there can reap it
+first, neither subprocess's collector nor another thread. For each run the server
+forks a helper, and the run is the helper's only child: the helper says the run's
+pid, waits for that pid, and says its wait status on the run's connection. The
+client reads the pid line by itself and keeps whatever came after it: a run that
+ends before the test's thread gets to read (a loaded machine, a busy interpreter)
+has its status in the same read. The helper ignores the signals a terminal or a CI
+runner sends to a whole process group (the run takes them), so it outlives the run.
+Should the helper die all the same (SIGKILL), waiting raises `LostStatus`: the
+harness failed, and no exit code is made up for the run.
+
+The tests that use the server are about the process, and stay processes: the
+console script's entry point (its stream guards, signal handlers and exit), standard
+streams and their descriptors, signals, what a user's shell does to it, and the
+hostile-input table, which judges each refusal as a user meets it, bounded by a
+timeout. A test of one error line that needs none of that runs main() in-process
+(the `cli` fixture), cheaper still.
+
 Run as a script, this module is the server: `python forkserver.py SOCKET SCRIPT`.
 """
 
@@ -103,8 +122,8 @@ class _Server:
 
     def start(
         self, argv: Sequence[str], cwd: str | None, env: Mapping[str, str], fds: Sequence[int]
-    ) -> tuple[socket.socket, int]:
-        """Fork a run; its connection (which will carry its wait status) and its pid."""
+    ) -> tuple[socket.socket, int, bytes]:
+        """Fork a run: its connection, its pid, and what of its wait status came with the pid."""
         ignored = [
             int(s)
             for s in signal.valid_signals()
@@ -124,12 +143,16 @@ class _Server:
             conn.connect(self.path)
             socket.send_fds(conn, [b"F"], list(fds))
             conn.sendall(len(request).to_bytes(8, "big") + request)
-            reader = conn.makefile("rb")
-            line = reader.readline()
-            reader.close()
-            if not line.strip():
-                raise RuntimeError("the test fork server did not start the run")
-            return conn, int(line)
+            # Read the pid line and keep what came after it: a run that ends before
+            # this thread reads has its status in the same read (see the module).
+            received = b""
+            while b"\n" not in received:
+                part = conn.recv(64)
+                if not part:
+                    raise RuntimeError("the test fork server did not start the run")
+                received += part
+            line, rest = received.split(b"\n", 1)
+            return conn, int(line), rest
         except BaseException:
             conn.close()
             raise
@@ -194,12 +217,17 @@ def _usable(fd: int) -> bool:
     return not os.isatty(fd)
 
 
+class LostStatus(RuntimeError):
+    """A forked run's helper ended without the run's wait status: the harness failed, not the run."""
+
+
 class Popen(subprocess.Popen[Any]):
     """`subprocess.Popen`, forked from the server for the console script (see the module)."""
 
     def __init__(self, args: Sequence[str], **kwargs: Any) -> None:
         self._conn: socket.socket | None = None
-        self._status = b""
+        self._status = b""  # what the run's helper has said of its wait status so far
+        self._lost = False
         env = kwargs.get("env")
         self._forkable = (
             os.environ.get("SIMPLETFJOB_TESTS_EXEC") != "1"
@@ -249,7 +277,7 @@ class Popen(subprocess.Popen[Any]):
         }
         try:
             argv = [os.fsdecode(a) for a in args]
-            self._conn, self.pid = server.start(
+            self._conn, self.pid, self._status = server.start(
                 argv, None if cwd is None else os.fsdecode(cwd), environment, fds
             )
             self._child_created = True
@@ -260,7 +288,7 @@ class Popen(subprocess.Popen[Any]):
         conn = self._conn
         if conn is None:
             return super()._try_wait(wait_flags)  # type: ignore[misc, no-any-return]
-        if not self._status.endswith(b"\n"):
+        if not self._status.endswith(b"\n") and not self._lost:
             try:
                 conn.setblocking(not (wait_flags & os.WNOHANG))
                 while not self._status.endswith(b"\n"):
@@ -268,20 +296,21 @@ class Popen(subprocess.Popen[Any]):
                         part = conn.recv(64)
                     except BlockingIOError:
                         return 0, 0
-                    if not part:  # the server's helper died: no status, as for a lost child
-                        self._status += b"-1\n"
+                    if not part:  # the helper ended without saying the status
                         break
                     self._status += part
-            except OSError:
-                # The connection was closed under us: the collector finalized it with a
-                # Popen left unwaited for (subprocess._active). Its status is lost, as
-                # waitpid's is for a child reaped elsewhere.
-                self._status = b"-1\n"
+            except OSError:  # closed under us: the collector finalized an unwaited Popen
+                pass
             conn.close()
-        status = int(self._status)
-        if status < 0:
+            if not self._status.endswith(b"\n"):
+                self._lost = True
+                raise LostStatus(
+                    f"the test fork server lost the wait status of run {self.pid}: "
+                    "its helper process ended before the run did"
+                )
+        if self._lost:  # said once, above; what follows is the caller's cleanup
             return self.pid, 255 << 8
-        return self.pid, status
+        return self.pid, int(self._status)
 
     def _internal_poll(self, _deadstate: Any = None, *args: Any, **kwargs: Any) -> int | None:
         if self._conn is None:
@@ -292,6 +321,12 @@ class Popen(subprocess.Popen[Any]):
                     pid, status = self._try_wait(os.WNOHANG)
                     if pid == self.pid:
                         self._handle_exitstatus(status)  # type: ignore[attr-defined]
+            except LostStatus:
+                if _deadstate is None:
+                    raise
+                # subprocess's own collector (Popen.__del__, subprocess._active): as for
+                # a child it cannot wait for, the run is done and its status unknown.
+                self.returncode = _deadstate
             finally:
                 self._waitpid_lock.release()  # type: ignore[attr-defined]
         return self.returncode
@@ -360,20 +395,34 @@ def _serve(path: str, script: str) -> None:
         conn.close()
 
 
+# What a terminal or a CI runner sends to a whole process group.
+_GROUP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT})
+
+
 def _helper(conn: socket.socket, script: str) -> None:
-    """One run: fork it, say its pid, wait for it and say its wait status."""
+    """One run: fork it, say its pid, wait for it and say its wait status.
+
+    The helper ignores the signals a terminal or a CI runner sends to the whole process
+    group: the run takes them, and the helper lives to say how it ended. They are
+    blocked across the fork, so that the run takes one that comes meanwhile with its
+    own dispositions (`_become`), not the helper's.
+    """
     conn.settimeout(None)
     _, fds, _, _ = socket.recv_fds(conn, 1, 3)
     size = int.from_bytes(_receive(conn, 8), "big")
     request = json.loads(_receive(conn, size))
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, _GROUP_SIGNALS)
     pid = os.fork()
     if pid == 0:
         try:
             conn.close()
-            _become(request, fds, script)
+            _become(request, fds, script, mask)
         finally:
             os._exit(70)
+    for s in _GROUP_SIGNALS:
+        signal.signal(s, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     for fd in fds:
         os.close(fd)
     conn.sendall(f"{pid}\n".encode())
@@ -391,7 +440,9 @@ def _receive(conn: socket.socket, size: int) -> bytes:
     return data
 
 
-def _become(request: dict[str, Any], fds: Sequence[int], script: str) -> None:
+def _become(
+    request: dict[str, Any], fds: Sequence[int], script: str, mask: set[int | signal.Signals]
+) -> None:
     """The run itself: a fresh process's streams, directory, environment and signals, then the script."""
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
@@ -411,6 +462,7 @@ def _become(request: dict[str, Any], fds: Sequence[int], script: str) -> None:
             handler = signal.SIG_DFL
         with contextlib.suppress(OSError, ValueError):
             signal.signal(s, handler)
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     sys.argv = [script, *request["argv"][1:]]
     from simpletfjob.cli import console_main
 

@@ -132,12 +132,20 @@ group = CommandGroup(
 )
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+PROGRAM = "simpletfjob"
+# The kubectl plugin's name as the user types it: kubectl runs `kubectl-simpletfjob` for
+# `kubectl simpletfjob ...`, so usage lines and hints read `kubectl simpletfjob status ...`.
+KUBECTL_PLUGIN = "kubectl simpletfjob"
+# Shell completion answers to this variable whichever name the program runs under.
+COMPLETE_VAR = "_SIMPLETFJOB_COMPLETE"
+
+
+def main(argv: Sequence[str] | None = None, prog_name: str = PROGRAM) -> None:
     """Entry point: never a traceback, always one line on stderr for a failure."""
     args = list(sys.argv[1:] if argv is None else argv)
     streams.pipes_read.clear()  # a new run (main() may be called again in one process)
     try:
-        group.main(args, prog_name="simpletfjob", standalone_mode=False)
+        group.main(args, prog_name=prog_name, complete_var=COMPLETE_VAR, standalone_mode=False)
     except SimpleTFJobError as e:
         _fail(str(e), e.exit_code)
     except click.ClickException as e:
@@ -145,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         if isinstance(e, click.UsageError):
             # The command the error is about, as the user ran it ("simpletfjob" for a render
             # without its command word).
-            path = e.ctx.command_path if e.ctx is not None else "simpletfjob"
+            path = e.ctx.command_path if e.ctx is not None else prog_name
             hint = f" (see {path} --help)"
             if args and args[0] in COMMANDS and os.path.isfile(args[0]):
                 # The user may have meant the file: a command word always wins.
@@ -183,7 +191,7 @@ def _interrupted(code: int, detail: str = "") -> None:
     sys.exit(code)
 
 
-def console_main() -> None:
+def console_main(prog_name: str = PROGRAM) -> None:
     """The console script and `python -m simpletfjob`: main(), then a quick exit.
 
     First the process's own setup (see streams.py): closed standard descriptors
@@ -202,7 +210,7 @@ def console_main() -> None:
     try:
         streams.install_signal_handlers()
         streams.guard_standard_streams()
-        main()
+        main(prog_name=prog_name)
         code = EXIT_OK
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (EXIT_OK if e.code is None else EXIT_ERROR)
@@ -216,3 +224,12 @@ def console_main() -> None:
         ):  # a closed pipe takes nothing more
             stream.flush()
     os._exit(code)
+
+
+def kubectl_main() -> None:
+    """The kubectl plugin `kubectl-simpletfjob`: `kubectl simpletfjob ARGS` is `simpletfjob ARGS`.
+
+    The same commands, options, messages and exit codes; only the program name in usage
+    lines and `--help` hints reads as the user typed it.
+    """
+    console_main(KUBECTL_PLUGIN)

@@ -267,13 +267,17 @@ def test_no_labels_and_replace_with_a_dry_run_are_usage_errors(
 # -- RBAC -------------------------------------------------------------------------------------------
 
 
+def docs_rbac(kind: str) -> dict[str, Any]:
+    """The Role or the ClusterRole that docs/rbac.md gives."""
+    text = (ROOT / "docs" / "rbac.md").read_text()
+    blocks = [yaml.safe_load(b.split("```", 1)[0]) for b in text.split("```yaml\n")[1:]]
+    (found,) = [b for b in blocks if b["kind"] == kind]
+    return found  # type: ignore[no-any-return]
+
+
 def readme_role() -> dict[str, Any]:
-    """The Role that the README's *The RBAC a user needs* gives."""
-    section = (ROOT / "README.md").read_text().split("### The RBAC a user needs", 1)[1]
-    block = section.split("```yaml\n", 1)[1].split("```", 1)[0]
-    role = yaml.safe_load(block)
-    assert role["kind"] == "Role"
-    return role  # type: ignore[no-any-return]
+    """The Role that the docs give a user of apply, status, wait and delete."""
+    return docs_rbac("Role")
 
 
 def test_the_readme_role_is_enough_and_a_user_without_create_changes_nothing(
@@ -300,6 +304,33 @@ def test_the_readme_role_is_enough_and_a_user_without_create_changes_nothing(
         refused, 1, contains=(f"cannot create services in namespace {ns}", "verb 'create'")
     )
     assert jobs(cluster, ns) == {} and services(cluster, ns) == {}
+
+
+def test_the_docs_role_and_cluster_role_let_a_run_read_nodes_and_their_usage(
+    cluster: Cluster, cli: Any, tmp_path: Path, kube_env: Path
+) -> None:
+    """With only the docs' Role and ClusterRole, nodes are read with their pods: no warning."""
+    ns = cluster.create_namespace()
+    for name in ("g1", "g2"):
+        cluster.create_node(name, gpus=2)
+    for kind, namespace in (("Role", ns), ("ClusterRole", None)):
+        for rule in docs_rbac(kind)["rules"]:
+            (group,) = rule["apiGroups"]
+            cluster.grant("carol", rule["verbs"], rule["resources"], namespace, api_group=group)
+    kubeconfig = str(cluster.kubeconfig(tmp_path / "kc-carol", "carol", ns))
+    template = write(tmp_path / "mnist.yaml", TEMPLATE)
+    shown = cli("nodes", "--gpus", "1", "-o", "json", "--kubeconfig", kubeconfig)
+    assert shown.code == 0, shown.err
+    assert "warning" not in shown.err
+    counted = {n["name"]: n["gpu"]["requested"] for n in json.loads(shown.out)}
+    assert counted["g1"] == 0 and counted["g2"] == 0  # the pods were read: a count, not null
+    applied = cli(
+        "apply", str(template), "-N", "2", "--gpus", "1",
+        "--set", "image=busybox", "--kubeconfig", kubeconfig,
+    )  # fmt: skip
+    assert applied.code == 0, applied.err
+    assert "warning" not in applied.err
+    assert sorted(jobs(cluster, ns)) == ["mnist-ps-0", "mnist-worker-0"]
 
 
 # -- half-way ----------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -81,3 +82,19 @@ def test_an_offline_render_imports_nothing_heavy(template: str) -> None:
     )
     assert proc.stderr.strip().splitlines()[-1] == "[]"
     assert len(load_all(proc.stdout)) == 3
+
+
+def test_kubectl_plugin_script_is_installed_and_named_as_kubectl_runs_it() -> None:
+    plugin = str(Path(console_script()).with_name("kubectl-simpletfjob"))
+    rendered = subprocess.run(
+        [plugin, "mnist.yaml", "-N", "3", "--nodes-file", "hosts", "--no-labels", "-o", "-"],
+        cwd=EXAMPLES,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert rendered.returncode == 0, rendered.stderr
+    assert rendered.stdout == (EXAMPLES / "mnist" / "expected.yaml").read_text()
+    usage = subprocess.run([plugin, "wait", "--help"], capture_output=True, text=True, timeout=60)
+    assert usage.returncode == 0
+    assert usage.stdout.startswith("Usage: kubectl simpletfjob wait [OPTIONS] RUN")

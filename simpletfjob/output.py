@@ -241,11 +241,17 @@ def write_stdout(chunks: Iterable[str]) -> None:
 def write_stdout_bytes(chunks: Iterable[bytes]) -> None:
     """Write bytes to stdout as they are (container logs), flushed; failures as write_stdout's."""
     try:
-        out = sys.stdout.buffer
         sys.stdout.flush()
-        for data in chunks:
-            out.write(data)
+        out = sys.stdout.buffer
         out.flush()
+        try:
+            fd = out.fileno()
+        except (AttributeError, ValueError, OSError):  # not a descriptor (a test's capture)
+            for data in chunks:
+                out.write(data)
+            out.flush()
+        else:
+            write_all(fd, chunks)
     except OSError as e:
         if isinstance(e, BrokenPipeError):
             # What is still buffered would fail again at exit: send it nowhere.
@@ -259,11 +265,38 @@ def write_stream(fd: int, chunks: Iterable[str]) -> None:
     if fd == 2:
         sys.stderr.flush()  # the warnings so far come before the documents
     try:
-        with open(fd, "wb", closefd=False) as f:
-            for data in encoded(chunks):
-                f.write(data)
+        write_all(fd, encoded(chunks))
     except OSError as e:
         raise OutputError(f"cannot write to {stream_name(fd)}: {e.strerror or e}") from e
+
+
+WRITE_SIZE = 1 << 20  # chunks are gathered into writes of about this many bytes
+
+
+def write_all(fd: int, chunks: Iterable[bytes]) -> None:
+    """Every byte of the chunks to the descriptor, in writes of about WRITE_SIZE bytes.
+
+    os.write in a loop, not a buffered file: a signal that lands while a write to a pipe
+    waits for its reader (the console script's tick comes four times a second) makes the
+    write partial, and Python's buffered writer (3.11) can then drop the rest of what it
+    was given: a slow reader lost lines of a large output.
+    """
+    pending: list[bytes] = []
+    size = 0
+    for data in chunks:
+        pending.append(data)
+        size += len(data)
+        if size >= WRITE_SIZE:
+            _write_whole(fd, b"".join(pending))
+            pending, size = [], 0
+    if pending:
+        _write_whole(fd, b"".join(pending))
+
+
+def _write_whole(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def write_atomic(path: str, chunks: Iterable[str]) -> None:

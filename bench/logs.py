@@ -75,13 +75,16 @@ spec:
 def measure(argv: list[str]) -> tuple[float, float, int]:
     """Wall seconds, CPU seconds (user + system) and lines printed by one fresh process."""
     began = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    assert proc.stdout is not None
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
     lines = sum(1 for _ in proc.stdout)
+    said = proc.stderr.read().decode(errors="replace").splitlines()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - began
     if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"bench: {' '.join(argv)} failed")
+        sys.exit(f"bench: {' '.join(argv)} failed: {said[-1:] }")
+    if lines != TASKS * LINES:
+        print(f"  {argv[0]} printed {lines} lines; it said: {said[:3]}", file=sys.stderr)
     return wall, usage.ru_utime + usage.ru_stime, lines
 
 

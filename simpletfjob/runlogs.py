@@ -29,7 +29,15 @@ from typing import TYPE_CHECKING, Any
 
 from simpletfjob.kube.request import Action, request
 from simpletfjob.kube.resources import PODS
-from simpletfjob.logsources import Object, Selection, Source, choose, sources_now, tasks_of
+from simpletfjob.logsources import (
+    Object,
+    Selection,
+    Source,
+    choose,
+    container_state,
+    sources_now,
+    tasks_of,
+)
 from simpletfjob.runs import NoRunError
 from simpletfjob.runstate import Run
 
@@ -75,8 +83,8 @@ def read_stream(
     source: Source,
     query: Sequence[tuple[str, str | int]],
     follow: bool,
-) -> Iterator[bytes]:
-    """The container's log as whole lines, each ending with a newline."""
+) -> Iterator[list[bytes]]:
+    """The container's log as batches of whole lines (each ending with a newline), as they come."""
     action = Action("get", PODS, conn.namespace, source.pod, subresource="log")
     answer = request(
         conn,
@@ -86,28 +94,26 @@ def read_stream(
         read_timeout=24 * 3600.0 if follow else None,
     )
     if answer.stream is None:
-        yield from _split(answer.data)
+        yield [line + b"\n" for line in answer.data.splitlines()]
         return
     response = answer.stream
+    # As a watch reads its stream (kube/watch.py): by HTTP chunk when the answer is chunked.
+    if response.chunked and response.supports_chunked_reads():
+        chunks: Iterator[bytes] = response.read_chunked(decode_content=True)
+    else:
+        chunks = iter(lambda: bytes(response.read1(65536)), b"")
     try:
         pending = b""
-        while True:
-            chunk = bytes(response.read1(65536))
-            if not chunk:
-                break
+        for chunk in chunks:
             pending += chunk
-            *complete, pending = pending.split(b"\n")
-            for line in complete:
-                yield line + b"\n"
+            end = pending.rfind(b"\n") + 1
+            if end:
+                yield pending[:end].splitlines(keepends=True)
+                pending = pending[end:]
         if pending:
-            yield pending + b"\n"
+            yield [pending + b"\n"]
     finally:
         response.close()
-
-
-def _split(data: bytes) -> Iterator[bytes]:
-    for line in data.splitlines():
-        yield line + b"\n"
 
 
 _END = object()
@@ -120,9 +126,10 @@ class Merger:
         self.conn = conn
         self.request = request_
         self.note = note
-        self.lines: queue.Queue[tuple[Source, Any]] = queue.Queue()
+        self.lines: queue.Queue[tuple[Source, Any]] = queue.Queue()  # batches, errors, _END
         self.open: dict[Source, threading.Thread] = {}
         self.stopped: set[Source] = set()
+        self.failed: list[str] = []  # what broke the streams that failed, one line each
 
     def start(self, source: Source, *, whole: bool = False) -> None:
         query = self.request.query(source.container, whole=whole)
@@ -132,10 +139,10 @@ class Merger:
 
     def _read(self, source: Source, query: Sequence[tuple[str, str | int]]) -> None:
         try:
-            for line in read_stream(self.conn, source, query, self.request.follow):
+            for batch in read_stream(self.conn, source, query, self.request.follow):
                 if source in self.stopped:
                     break
-                self.lines.put((source, line))
+                self.lines.put((source, batch))
         except BaseException as e:  # handed over, to be said in the caller's thread
             self.lines.put((source, e))
         self.lines.put((source, _END))
@@ -154,7 +161,7 @@ class Merger:
 
 
 class Printer:
-    """Writes each line with its source's prefix (`worker-0 | `), coloured if asked."""
+    """Writes lines with their source's prefix (`worker-0 | `), coloured if asked, a batch a write."""
 
     def __init__(self, write: Callable[[bytes], None], prefix: bool, color: bool) -> None:
         self.write = write
@@ -162,21 +169,27 @@ class Printer:
         self.color = color
         self.width = 0
         self.colors: dict[str, int] = {}
+        self.heads: dict[str, bytes] = {}
 
     def know(self, labels: Iterable[str]) -> None:
         for label in labels:
-            self.width = max(self.width, len(label))
+            if len(label) > self.width:
+                self.width = len(label)
+                self.heads.clear()  # every prefix is as wide as the widest
             self.colors.setdefault(label, COLORS[len(self.colors) % len(COLORS)])
 
-    def line(self, source: Source, line: bytes) -> None:
+    def render(self, source: Source, lines: Sequence[bytes]) -> bytes:
+        """The lines as they are printed."""
         if not self.prefix:
-            self.write(line)
-            return
-        self.know([source.label])
-        head = f"{source.label:<{self.width}} |"
-        if self.color:
-            head = f"\x1b[{self.colors[source.label]}m{head}\x1b[0m"
-        self.write(head.encode() + b" " + line)
+            return b"".join(lines)
+        head = self.heads.get(source.label)
+        if head is None:
+            self.know([source.label])
+            text = f"{source.label:<{self.width}} |"
+            if self.color:
+                text = f"\x1b[{self.colors[source.label]}m{text}\x1b[0m"
+            head = self.heads[source.label] = text.encode() + b" "
+        return head + head.join(lines)
 
 
 # ---- the command's work ---------------------------------------------------------------------------
@@ -210,6 +223,7 @@ def show_logs(
         if readable:
             merger.start(source)
     _drain(merger, printer, note, until=None)
+    check_streams(merger)
 
 
 def _drain(
@@ -223,23 +237,56 @@ def _drain(
             if until is not None and time.monotonic() >= until:
                 return
             continue
-        _take(item, printer, note)
+        _print(merger, printer, note, item)
 
 
-def _take(item: tuple[Source, Any], printer: Printer, note: Callable[[str], None]) -> None:
-    source, line = item
-    if line is _END:
+def _print(
+    merger: Merger,
+    printer: Printer,
+    note: Callable[[str], None],
+    first: tuple[Source, Any] | None = None,
+) -> None:
+    """Print `first` and every batch that has come since, in order of arrival, in one write."""
+    out: list[bytes] = []
+    item = first if first is not None else merger.next(0)
+    while item is not None:
+        source, batch = item
+        if isinstance(batch, list):
+            if source not in merger.stopped:
+                out.append(printer.render(source, batch))
+        elif isinstance(batch, BaseException):
+            if out:
+                printer.write(b"".join(out))
+                out = []
+            _failed(merger, source, batch, note)
+        item = merger.next(0)
+    if out:
+        printer.write(b"".join(out))
+
+
+def _failed(
+    merger: Merger, source: Source, error: BaseException, note: Callable[[str], None]
+) -> None:
+    from simpletfjob.errors import ClusterError
+
+    if isinstance(error, ClusterError):
+        if "(403" in str(error):
+            raise error  # a refusal is the same for every task: one error line
+        note(f"{source.label}: {error}")
+        merger.failed.append(f"{source.label}: {error}")
         return
-    if isinstance(line, BaseException):
-        from simpletfjob.errors import ClusterError
+    raise error
 
-        if isinstance(line, ClusterError):
-            if "(403" in str(line):
-                raise line  # a refusal is the same for every task: one error line
-            note(f"{source.label}: {line}")
-            return
-        raise line
-    printer.line(source, line)
+
+def check_streams(merger: Merger) -> None:
+    """Exit 1 once every stream is read, when some could not be (each was said as it broke)."""
+    from simpletfjob.errors import ClusterError
+
+    if merger.failed:
+        count = len(merger.failed)
+        raise ClusterError(
+            f"{count} of {len(merger.open)} log streams could not be read; first: {merger.failed[0]}"
+        )
 
 
 def follow_logs(
@@ -255,6 +302,7 @@ def follow_logs(
 
     merger = Merger(conn, request_, note)
     opened: set[tuple[str, str, int]] = set()  # (pod, container, instance)
+    running: dict[Source, bool] = {}  # whether each stream's container ran at the last news
     told: dict[str, str] = {}
     chosen: list[str] | None = None
     first = True
@@ -305,36 +353,27 @@ def follow_logs(
                         # a pod or instance that came later is read from its start
                         merger.start(source, whole=not first and not request_.previous)
                 first = False
+                by_name = {str((p.get("metadata") or {}).get("name")): p for p in pods}
+                for source in merger.open:
+                    pod = by_name.get(source.pod)
+                    state = container_state(pod, source.container)[0] if pod else ""
+                    running[source] = state in ("running", "")
                 if run.finished and ended is None:
                     ended, ended_at = run, time.monotonic()
-            while True:
-                item = merger.next(0)
-                if item is None:
-                    break
-                _take(item, printer, note)
+            _print(merger, printer, note)
             if ended is not None:
-                finished = {t.task for t in ended.tasks if t.finished}
+                # A container that has ended has its stream end once read to the end; one
+                # still running (a ps never ends on its own) is read GRACE seconds more.
                 live = [
-                    s for s, t in merger.open.items() if t.is_alive() and s.task not in finished
+                    s
+                    for s, t in merger.open.items()
+                    if t.is_alive() and s not in merger.stopped and running.get(s, True)
                 ]
-                if time.monotonic() - ended_at >= GRACE:
+                if live and time.monotonic() - ended_at >= GRACE:
                     merger.stopped.update(live)
-                    live = []
-                if not live and not any(
-                    t.is_alive() for s, t in merger.open.items() if s not in merger.stopped
-                ):
-                    _drain_queued(merger, printer, note)
+                if not any(t.is_alive() for s, t in merger.open.items() if s not in merger.stopped):
+                    _print(merger, printer, note)
+                    check_streams(merger)
                     return ended
     finally:
         stop.set()
-
-
-def _drain_queued(merger: Merger, printer: Printer, note: Callable[[str], None]) -> None:
-    while True:
-        item = merger.next(0)
-        if item is None:
-            return
-        source, line = item
-        if source in merger.stopped and line is _END:
-            continue
-        _take(item, printer, note)

@@ -666,6 +666,10 @@ def _copy_lines(process: subprocess.Popen[bytes], log: Path) -> None:
 
 class _LogServer(http.server.ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 256  # the API server opens a connection per stream: 100 at once
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away mid-stream is no error of the kubelet's."""
 
     def __init__(self, address: Any, handler: Any, kubelet: Kubelet, node: str) -> None:
         super().__init__(address, handler)

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from tests.conftest import Result, assert_one_line_error, write
+from tests.conftest import ROOT, Result, assert_one_line_error, write
 from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
 from tests.support.kubelet import Kubelet, Node
@@ -198,3 +199,24 @@ def test_a_user_who_may_not_read_logs_gets_the_rbac_line(
     assert_one_line_error(
         result, 1, contains=["user 'alice' cannot get pods/log in namespace", "'pods/log'"]
     )
+
+
+def test_the_docs_role_is_enough_for_logs_and_logs_f(
+    run: LogsRun, kube: ControlPlane, cli: Any
+) -> None:
+    """A user given only the Role that docs/rbac.md gives reads and follows a run's logs."""
+    text = (ROOT / "docs" / "rbac.md").read_text()
+    blocks = [yaml.safe_load(b.split("```", 1)[0]) for b in text.split("```yaml\n")[1:]]
+    (role,) = [b for b in blocks if b["kind"] == "Role"]
+    for rule in role["rules"]:
+        (group,) = rule["apiGroups"]
+        kube.grant("carol", rule["verbs"], rule["resources"], run.ns, api_group=group)
+    kubeconfig = str(kube.kubeconfig(run.tmp / "carol", "carol", run.ns))
+    run.apply(lines=2)
+    wait_for(lambda: run.job_done("lg-worker-0"), 60, "worker 0")
+    shown = cli("logs", "lg", "worker-0", "--kubeconfig", kubeconfig)
+    assert shown.code == 0, shown.err
+    assert shown.out.splitlines() == ["worker-0 line 0", "worker-0 line 1"]
+    followed = cli("logs", "lg", "--role", "worker", "-f", "--kubeconfig", kubeconfig)
+    assert followed.code == 0, followed.err
+    assert prefixed(followed.out)["worker-0"] == ["worker-0 line 0", "worker-0 line 1"]

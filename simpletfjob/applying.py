@@ -200,7 +200,7 @@ def apply_run(
         # The Services too: one that the garbage collector has not let go of yet cannot be
         # applied again.
         try:
-            wait_until_gone(conn, run, timeout, (JOBS, SERVICES))
+            wait_until_gone(conn, run, timeout, (JOBS, SERVICES), report)
         except ClusterError as e:
             raise ClusterError(
                 f"{e}; the old run is being deleted (--replace), and nothing of this render "

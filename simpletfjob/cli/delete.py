@@ -15,7 +15,12 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
 
     Only objects labelled simpletfjob/job=RUN and managed by simpletfjob are
     deleted. A run that does not exist is an error. --wait returns once the
-    Jobs are gone (their pods may still be stopping).
+    Jobs are gone (their pods may still be stopping); an API server that goes
+    away meanwhile is waited for until --timeout, with one line when it goes
+    and one when it is back. Exit status: 0 when the run is deleted (and with
+    --wait, gone), 1 when it is not there, the cluster refuses, or --timeout
+    passes first (the line names what is left, or since when the server has
+    been away), 2 for a usage error.
 
     \b
     Example:
@@ -31,9 +36,9 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     connection = (options.kubeconfig, options.context, options.namespace)
     with connect_for(*connection, purpose="delete a run from") as conn:
         run = find_run(conn, options.run)
-        deleted = delete_run(conn, run, "Background", lambda line: print(line, file=sys.stderr))
+        deleted = delete_run(conn, run, "Background", _say)
         if options.wait:
-            wait_until_gone(conn, run.name, options.timeout)
+            wait_until_gone(conn, run.name, options.timeout, report=_say)
     jobs, services = len(run.jobs), len(run.services)
     waited = " and its Jobs are gone" if options.wait else ""
     print(
@@ -43,3 +48,11 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
         f"{'service' if services == 1 else 'services'}){waited}",
         file=sys.stderr,
     )
+
+
+def _say(line: str) -> None:
+    """One line on stderr, written whole."""
+    if sys.stderr is None:  # closed at start, in a run without guard_standard_streams
+        return
+    sys.stderr.write(f"{line}\n")
+    sys.stderr.flush()

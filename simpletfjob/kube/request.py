@@ -13,6 +13,7 @@ importing this module costs an offline run nothing.
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from collections.abc import Collection, Mapping, Sequence
@@ -20,6 +21,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from simpletfjob.errors import ClusterError
 from simpletfjob.kube.resources import Resource
+from simpletfjob.kube.send import (
+    Answer,
+    Dropped,
+    Unreachable,
+    first_line,
+    send,
+)
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection, Target
@@ -88,25 +96,21 @@ class Action(NamedTuple):
         return f"{self.verb} {self.what}"
 
 
-class Answer(NamedTuple):
-    """The server's answer: its status and body, or for an open watch, the stream to read."""
+class KeptFailing(ClusterError):
+    """5xx, 429 or dropped connections, attempt after attempt; `cause` is the last of them."""
 
-    status: int
-    data: bytes
-    headers: Mapping[str, str]
-    stream: Any = None  # the urllib3 response of an open stream (status 200), else None
-
-
-class Unreachable(ClusterError):
-    """No answer from the server at all: refused, timed out, TLS, a name that does not resolve."""
+    def __init__(self, message: str, cause: str) -> None:
+        super().__init__(message)
+        self.cause = cause
 
 
 class OutOfTime(ClusterError):
     """The call's deadline came before a good answer did (the server kept failing meanwhile)."""
 
-    def __init__(self, message: str, deadline: Deadline) -> None:
+    def __init__(self, message: str, deadline: Deadline, cause: str = "") -> None:
         super().__init__(message)
         self.deadline = deadline
+        self.cause = cause
 
 
 class ApiError(ClusterError):
@@ -136,118 +140,118 @@ def request(
     `body` is a JSON value, or bytes sent as they are (with a content type that is not JSON,
     such as server-side apply's YAML). With `stream`, a 200 answer is handed back unread (`Answer.stream`), for a watch.
     `read_timeout` replaces the settings' own (a watch waits longer than a list).
+    While the connection rides out an outage (outage.py), what is worth retrying is retried
+    past the attempts and the call's deadline, until the ride's.
     """
-    from kubernetes.client.exceptions import ApiException
-    from urllib3.exceptions import (
-        ConnectTimeoutError,
-        HTTPError,
-        MaxRetryError,
-        NameResolutionError,
-        NewConnectionError,
-        ProtocolError,
-        ProxyError,
-        ReadTimeoutError,
-        SSLError,
-    )
-
-    settings, target, client = conn.settings, conn.target, conn.client
+    settings, target = conn.settings, conn.target
     deadline = deadline or Deadline.after(settings.deadline)
     headers = {"Accept": "application/json"}
     if body is not None:
         headers["Content-Type"] = content_type
-    problem = ""
-    for attempt in range(max(1, settings.attempts)):
+    ride = conn.ride
+    riding = False  # this call is waiting for the server to come back
+    problem = ""  # the last failure worth retrying
+    began: float | None = None  # when this call's failures began
+    failures = 0
+    outage_tries = 0  # tries since the server was found away
+    while True:
         remaining = deadline.remaining()
         if remaining <= 0:
+            if riding and ride is not None:
+                raise ride.still_away()
             raise OutOfTime(
-                f"{target}: no {action.outcome} within {deadline.seconds:g} s{problem}", deadline
+                f"{target}: no {action.outcome} within {deadline.seconds:g} s{_last(problem)}",
+                deadline,
+                problem,
             )
         connect_timeout = min(settings.connect_timeout, remaining)
         wait = min(settings.read_timeout if read_timeout is None else read_timeout, remaining)
-        delay = min(settings.backoff * 2**attempt, settings.max_delay)
+        retry_after: float | None = None
         try:
-            serialized = client.param_serialize(
-                method=action.method,
-                resource_path=action.path,
-                query_params=list(query),
-                header_params=dict(headers),
-                body=body,
-                auth_settings=["BearerToken"],
+            answer = send(
+                conn,
+                action.method,
+                action.path,
+                query,
+                headers,
+                body,
+                stream,
+                connect_timeout,
+                wait,
             )
-            response = client.call_api(*serialized, _request_timeout=(connect_timeout, wait))
-            status = int(response.status)
-            if stream and status == 200:
-                return Answer(status, b"", response.headers, response.response)
-            data = response.read()
-        except ApiException as e:  # the REST layer reports TLS failures this way
-            raise Unreachable(
-                f"{target}: TLS error: {tls_detail(str(e.reason or e))}{_TLS_HINT}"
-            ) from e
-        except ProxyError as e:  # ('Unable to connect to proxy', the cause)
-            cause = e.args[-1] if e.args else e
-            raise Unreachable(
-                f"{target}: cannot reach the proxy: {_connect_detail(cause)}; "
-                "check $HTTPS_PROXY or the cluster's proxy-url"
-            ) from e
-        except MaxRetryError as e:  # only when a proxy or redirect is involved
-            raise Unreachable(f"{target}: cannot reach the server: {first_line(e.reason)}") from e
-        except SSLError as e:
-            raise Unreachable(f"{target}: TLS error: {tls_detail(str(e))}{_TLS_HINT}") from e
-        except NameResolutionError as e:
-            raise Unreachable(
-                f"{target}: unreachable: cannot resolve the server's host name; check the server in your kubeconfig"
-            ) from e
-        except NewConnectionError as e:
-            raise Unreachable(
-                f"{target}: unreachable: {_connect_detail(e)}; is the cluster up, and is this the right context?"
-            ) from e
-        except ConnectTimeoutError as e:
-            raise Unreachable(
-                f"{target}: unreachable: no answer from the server within {connect_timeout:g} s; "
-                "is the cluster up and reachable from here?"
-            ) from e
-        except ReadTimeoutError as e:
-            raise Unreachable(
-                f"{target}: unreachable: the server took the request but sent no answer within {wait:g} s"
-            ) from e
-        except ProtocolError as e:  # the connection was reset or closed with no answer: retry
-            problem = f" (last: connection dropped: {first_line(e)})"
-            if attempt + 1 < settings.attempts:
-                pause(conn, action, delay, deadline, problem)
+        except Dropped as e:  # the connection was reset or closed with no answer: retry
+            problem = f"connection dropped: {e}"
+        except Unreachable as e:
+            if ride is None or e.lasting or not conn.answered:
+                raise
+            if ride.remaining() <= 0:
+                if ride.away:
+                    raise ride.still_away() from e
+                raise
+            problem = e.cause
+            began = time.monotonic() if began is None else began
+            failures = max(failures + 1, settings.attempts)  # no answer at all: away at once
+        else:
+            conn.answered = True
+            status = answer.status
+            if 200 <= status < 300 or status in passthrough:
+                if ride is not None:
+                    ride.back()
+                return answer
+            reason, message, details = status_of(answer.data, answer.reason)
+            if status != 429 and status < 500:
+                raise ApiError(
+                    refusal(target, action, status, reason, message, details),
+                    status,
+                    reason,
+                    action,
+                )
+            problem = f"{status} {reason}: {message}"
+            retry_after = _retry_after(answer.headers)
+        if began is None:
+            began = time.monotonic()
+        if failures < settings.attempts:
+            failures += 1
+        delay = min(settings.backoff * 2 ** (failures - 1), settings.max_delay)
+        if retry_after is not None:
+            delay = retry_after
+        if failures >= settings.attempts:
+            if ride is None or ride.remaining() <= 0:
+                if riding and ride is not None:
+                    raise ride.still_away()
+                raise KeptFailing(
+                    f"{target}: the server kept failing after {settings.attempts} attempts"
+                    f"{_last(problem)}",
+                    problem,
+                )
+            ride.lost(problem, began)
+            riding = True
+            deadline = ride.deadline or _FOREVER
+            if retry_after is None:
+                delay = settings.backoff * 2**outage_tries
+            outage_tries += 1
+            settings.sleep(max(0.0, min(delay, OUTAGE_CAP, ride.remaining())))
             continue
-        except HTTPError as e:
-            raise Unreachable(f"{target}: cannot reach the server: {first_line(e)}") from e
+        pause(conn, action, delay, deadline, _last(problem))
 
-        data = data if isinstance(data, bytes) else bytes(data)
-        if 200 <= status < 300 or status in passthrough:
-            return Answer(status, data, response.headers)
-        reason, message, details = status_of(data, str(response.reason or ""))
-        if status == 429 or status >= 500:
-            problem = f" (last: {status} {reason}: {message})"
-            retry_after = _retry_after(response.headers)
-            if retry_after is not None:
-                delay = retry_after
-            if attempt + 1 < settings.attempts:
-                pause(conn, action, delay, deadline, problem)
-            continue
-        raise ApiError(
-            refusal(target, action, status, reason, message, details), status, reason, action
-        )
-    raise ClusterError(
-        f"{target}: the server kept failing after {settings.attempts} attempts{problem}"
-    )
+
+_FOREVER = Deadline(math.inf, math.inf)
+OUTAGE_CAP = 5.0  # seconds: the longest wait between two tries while the server is away
+
+
+def _last(problem: str) -> str:
+    return f" (last: {problem})" if problem else ""
 
 
 def pause(conn: Connection, action: Action, delay: float, deadline: Deadline, problem: str) -> None:
     """Wait `delay` before the next attempt, unless the deadline would pass first."""
     if time.monotonic() + delay > deadline.at:
         raise OutOfTime(
-            f"{conn.target}: no {action.outcome} within {deadline.seconds:g} s{problem}", deadline
+            f"{conn.target}: no {action.outcome} within {deadline.seconds:g} s{problem}",
+            deadline,
+            problem.removeprefix(" (last: ").removesuffix(")"),
         )
     conn.settings.sleep(delay)
-
-
-_TLS_HINT = "; check certificate-authority in your kubeconfig, or that the server address is right"
 
 
 def _retry_after(headers: Mapping[str, str]) -> float | None:
@@ -341,27 +345,3 @@ def _forbidden(target: Target, action: Action, message: str) -> str:
         f"{target}: {user} cannot {refused} (403 Forbidden{call}); it needs a {role} with verb "
         f"'{verb}' on '{resource.plural}'{group}{otherwise}"
     )
-
-
-def tls_detail(text: str) -> str:
-    text = " ".join(text.split())
-    found = re.search(r"certificate verify failed: ([^(]*)", text)
-    if found:
-        return f"certificate verify failed: {found[1].strip()}"
-    found = re.search(r"\[SSL: [A-Z_]+\] ([^(]*)", text)
-    if found:
-        return found[1].strip()
-    return re.sub(r"^SSLError ", "", text)[:200]
-
-
-def _connect_detail(error: Exception) -> str:
-    text = str(error)
-    if "refused" in text.lower():
-        return "connection refused"
-    found = re.search(r"\[Errno -?\d+\] ([^')]*)", text)
-    return found[1].strip() if found else first_line(text)
-
-
-def first_line(value: object) -> str:
-    text = str(value).strip()
-    return text.splitlines()[0] if text else ""

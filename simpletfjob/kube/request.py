@@ -5,9 +5,11 @@ connection dropped before the answer), within the number of attempts and the
 call's deadline. Everything else becomes a `ClusterError` naming the server and
 context, and, where the answer was a refusal, the verb and the resource it was
 about: `user 'ci' cannot list pods in namespace ml (403 Forbidden); ...`.
+While a command rides out an outage on the connection (outage.py), what is worth
+retrying, and no answer at all, is retried until the ride's deadline instead.
 
-urllib3 and the client's exceptions are imported inside the functions, so that
-importing this module costs an offline run nothing.
+urllib3 and the client's exceptions are imported inside the functions (send.py,
+which makes each try), so that importing this module costs an offline run nothing.
 """
 
 from __future__ import annotations
@@ -194,9 +196,9 @@ def request(
         else:
             conn.answered = True
             status = answer.status
+            if ride is not None and status != 429 and status < 500:
+                ride.back()  # an answer, good or not: the server is there
             if 200 <= status < 300 or status in passthrough:
-                if ride is not None:
-                    ride.back()
                 return answer
             reason, message, details = status_of(answer.data, answer.reason)
             if status != 429 and status < 500:

@@ -229,10 +229,10 @@ def request(
             ride.lost(problem, began)
             riding = True
             deadline = ride.deadline or _FOREVER
-            if retry_after is None:
-                delay = settings.backoff * 2**outage_tries
+            # Our own delay doubles up to the cap; a longer Retry-After is the server's to ask.
+            delay = max(retry_after or 0.0, min(settings.backoff * 2**outage_tries, OUTAGE_CAP))
             outage_tries += 1
-            settings.sleep(max(0.0, min(delay, OUTAGE_CAP, ride.remaining())))
+            settings.sleep(max(0.0, min(delay, ride.remaining())))
             continue
         pause(conn, action, delay, deadline, _last(problem))
 

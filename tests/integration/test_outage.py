@@ -285,7 +285,7 @@ def kubeconfig(kubeapi: KubeAPI, tmp_path: Path) -> str:
     ("faults", "cause"),
     [
         (
-            {"resource": "jobs", "verb": "watch", "throttle_first": 12, "retry_after": 0},
+            {"resource": "jobs", "verb": "watch", "throttle_first": 7, "retry_after": 0},
             "429 TooManyRequests: ",
         ),
         ({"resource": "pods", "verb": "watch", "fail_first": 6}, "500 InternalError: "),
@@ -327,7 +327,7 @@ def test_wait_cleanup_rides_out_a_server_that_keeps_throttling(
     load_run(kubeapi)
     run_pod(kubeapi, "mnist-worker-0", "h100", "Succeeded")
     finish_job(kubeapi, "mnist-worker-0")
-    kubeapi.add_faults(resource="jobs", verb="delete", throttle_first=9, retry_after=0)
+    kubeapi.add_faults(resource="jobs", verb="delete", throttle_first=7, retry_after=0)
     result = cli("wait", "mnist", "--kubeconfig", kubeconfig, "--timeout", "30s")
     assert result.code == 0, result.err
     (lost,), (back,) = outage_lines(result.err)
@@ -341,6 +341,35 @@ def test_wait_cleanup_rides_out_a_server_that_keeps_throttling(
         "run mnist succeeded: worker-0 Succeeded",
     ]
     assert {j["metadata"]["name"] for j in kubeapi.objects("jobs", NS)} == {"mnist-worker-0"}
+
+
+def test_wait_whose_timeout_passes_in_its_cleanup_exits_3_with_the_verdict(
+    cli: Any, kubeapi: KubeAPI, kubeconfig: str
+) -> None:
+    load_run(kubeapi)
+    run_pod(kubeapi, "mnist-worker-0", "h100", "Succeeded")
+    finish_job(kubeapi, "mnist-worker-0")
+    kubeapi.add_faults(resource="jobs", verb="delete", throttle_first=1000, retry_after=0)
+    started = time.monotonic()
+    result = cli("wait", "mnist", "--kubeconfig", kubeconfig, "--timeout", "3s")
+    assert 2.9 <= time.monotonic() - started < 6
+    assert result.code == 3, result.err
+    (lost,), back = outage_lines(result.err)
+    assert back == []
+    assert lost[3] == "retrying until the --timeout (3s)"
+    last = result.err.splitlines()[-1]
+    assert last.startswith(
+        "simpletfjob: error: run 'mnist' succeeded: worker-0 Succeeded; but its cleanup "
+        f"(--cleanup running) did not finish within 3s: the API server at {kubeapi.url} "
+    ), last
+    assert re.search(r"unreachable since \d\d:\d\d:\d\d \([23]s\): 429 TooManyRequests: ", last)
+    assert {j["metadata"]["name"] for j in kubeapi.objects("jobs", NS)} == {
+        "mnist-ps-0",
+        "mnist-worker-0",
+        "mnist-worker-1",
+    }
+    # a few tries a second at most, not a busy loop: Retry-After 0 does not undo the backoff
+    assert len(kubeapi.requests_for("jobs", "delete")) < 15
 
 
 def connected(api: KubeAPI, tmp_path: Path, **settings: Any) -> Connection:

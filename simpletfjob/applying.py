@@ -272,7 +272,7 @@ def _replace(conn: Connection, old: RunObjects, timeout: float, report: Report, 
     # The Services too: one that the garbage collector has not let go of yet cannot be
     # applied again.
     try:
-        wait_until_gone(conn, run, timeout, (JOBS, SERVICES))
+        wait_until_gone(conn, run, timeout, (JOBS, SERVICES), report)
     except Interrupted as e:
         e.detail = (
             f"the old run {run!r} was deleted (--replace), and nothing of this render was "

@@ -105,30 +105,47 @@ def delete_run(
 
 
 def wait_until_gone(
-    conn: Connection, run: str, timeout: float, resources: Sequence[Resource] = (JOBS,)
+    conn: Connection,
+    run: str,
+    timeout: float,
+    resources: Sequence[Resource] = (JOBS,),
+    report: Callable[[str], None] = lambda line: None,
 ) -> None:
     """Return once no object of the run's `resources` is left in the namespace; watched, not polled.
 
     A Job deleted in the foreground stays (with a deletionTimestamp) until the garbage
     collector has deleted its pods; a pod on a node stays until its kubelet has stopped it.
+    An API server that goes away meanwhile is waited for until `timeout` (kube/outage.py),
+    with one line to `report` when it goes and one when it is back.
     """
+    from simpletfjob.kube.outage import riding_out
+
     deadline = Deadline.after(timeout)
-    for resource in resources:
-        left = _wait_for_none(conn, resource, run, deadline)
-        if left:
-            shown = ", ".join(left[:3]) + (f" and {len(left) - 3} more" if len(left) > 3 else "")
-            one = len(left) == 1
-            why = (
-                f"; their pods may still be stopping, see kubectl get pods -l {run_selector(run)} "
-                f"{scope_flags(conn)}"
-                if resource is JOBS
-                else ""
-            )
-            raise JobsRemain(
-                f"run {run!r} in namespace {conn.namespace}: {len(left)} "
-                f"{resource.singular if one else resource.plural} {'is' if one else 'are'} still "
-                f"there after {format_duration(timeout)} ({shown}){why}"
-            )
+    until = f"the --timeout ({format_duration(timeout)})"
+    with riding_out(conn, deadline, report, until) as ride:
+        for resource in resources:
+            left = _wait_for_none(conn, resource, run, deadline)
+            if ride.away:
+                raise JobsRemain(
+                    f"run {run!r} in namespace {conn.namespace}: its {resource.plural} were not "
+                    f"seen gone within {format_duration(timeout)}: {ride.note()}"
+                )
+            if left:
+                shown = ", ".join(left[:3]) + (
+                    f" and {len(left) - 3} more" if len(left) > 3 else ""
+                )
+                one = len(left) == 1
+                why = (
+                    f"; their pods may still be stopping, see kubectl get pods -l {run_selector(run)} "
+                    f"{scope_flags(conn)}"
+                    if resource is JOBS
+                    else ""
+                )
+                raise JobsRemain(
+                    f"run {run!r} in namespace {conn.namespace}: {len(left)} "
+                    f"{resource.singular if one else resource.plural} {'is' if one else 'are'} "
+                    f"still there after {format_duration(timeout)} ({shown}){why}"
+                )
 
 
 def _wait_for_none(conn: Connection, resource: Resource, run: str, deadline: Deadline) -> list[str]:
@@ -147,6 +164,8 @@ def _wait_for_none(conn: Connection, resource: Resource, run: str, deadline: Dea
                 present.add(name)
         if present is not None and not present:
             return []
+    if conn.ride is not None and conn.ride.away:
+        return []  # the caller says what is unknown
     if present is None:  # the time was up before the first list: look once more
         listed = list_run(conn, run)
         present = {object_name(o) for o in (listed.jobs if resource is JOBS else listed.services)}

@@ -18,7 +18,12 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     took a listed name since is left alone, and said so. A run that does not
     exist is an error, unless --ignore-not-found is given: then the command
     prints nothing and exits 0, as kubectl does. --wait returns once the Jobs
-    are gone (their pods may still be stopping).
+    are gone (their pods may still be stopping); an API server that goes away
+    meanwhile is waited for until --timeout, with one line when it goes and one
+    when it is back. Exit status: 0 when the run is deleted (and with --wait,
+    gone), 1 when it is not there, the cluster refuses, or --timeout passes
+    first (the line names what is left, or since when the server has been
+    away), 2 for a usage error.
 
     \b
     Example:
@@ -41,9 +46,9 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
             if options.ignore_not_found:
                 return  # as kubectl: nothing to delete, nothing said
             raise
-        done = delete_run(conn, run, "Background", lambda line: print(line, file=sys.stderr))
+        done = delete_run(conn, run, "Background", _say)
         if options.wait:
-            wait_until_gone(conn, run.name, options.timeout)
+            wait_until_gone(conn, run.name, options.timeout, report=_say)
     deleted = len(done.deleted)
     jobs, services = done.count(JOBS), done.count(SERVICES)
     waited = " and its Jobs are gone" if options.wait else ""
@@ -56,3 +61,11 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
         f"{'service' if services == 1 else 'services'}{alone}){waited}",
         file=sys.stderr,
     )
+
+
+def _say(line: str) -> None:
+    """One line on stderr, written whole."""
+    if sys.stderr is None:  # closed at start, in a run without guard_standard_streams
+        return
+    sys.stderr.write(f"{line}\n")
+    sys.stderr.flush()

@@ -34,8 +34,15 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     It watches the run's Jobs and pods (no polling). Exit status: 0 when the run
     succeeds, 1 when it fails (one line names the task and why), the cluster
     fails, or the cleanup is refused (the line still says how the run ended),
-    3 when --timeout passes first (the run is left as it is), 2 for a usage
-    error. A run that has already ended returns at once, cleanup included.
+    3 when --timeout passes first (the run is left as it is, or its cleanup is
+    unfinished), 2 for a usage error. A run that has already ended returns at
+    once, cleanup included.
+
+    An API server that goes away meanwhile (connection refused or reset, TLS,
+    429, 5xx) is waited for until --timeout, cleanup included: one line when
+    it goes, one when it is back; if --timeout passes first, the exit 3 line
+    says since when it has been away. What the server answers about the run
+    (401, 403, 404) ends the wait at once.
 
     A failure in the same second as the run's success does not undo it. A run
     that cannot be decided is exit 1, and nothing is cleaned up: a task that
@@ -46,6 +53,7 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     Example, in CI:
       simpletfjob apply mnist.yaml -N 3 && simpletfjob wait mnist --timeout 1h
     """
+    from simpletfjob.kube.outage import StillAway, riding_out
     from simpletfjob.kube.request import Deadline
     from simpletfjob.optiontable import format_duration
     from simpletfjob.runs import check_run_name, connect_for
@@ -55,8 +63,16 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     options = WaitOptions(**values)
     check_run_name(options.run)
     deadline = None if options.timeout is None else Deadline.after(options.timeout)
+    until = (
+        "it is back (no --timeout)"
+        if options.timeout is None
+        else f"the --timeout ({format_duration(options.timeout)})"
+    )
     connection = (options.kubeconfig, options.context, options.namespace)
-    with connect_for(*connection, purpose="wait for a run on") as conn:
+    with (
+        connect_for(*connection, purpose="wait for a run on") as conn,
+        riding_out(conn, deadline, _say, until) as ride,
+    ):
         last: Run | None = None
         problem: ClusterError | None = None
         try:
@@ -73,15 +89,22 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
         if last is None or not last.finished:
             assert options.timeout is not None  # without one, follow ends only when the run does
             state = f" ({last.state})" if last is not None else ""
+            away = f"; {ride.note()}" if ride.away else ""
             raise TimedOut(
                 f"run {options.run!r} did not end within {format_duration(options.timeout)}"
-                f"{state}; it is left as it is"
+                f"{state}{away}; it is left as it is"
             ) from problem
+        ended = "succeeded" if last.state == SUCCEEDED else "failed"
         try:
             clean_up(conn, last, options.cleanup, _say)
+        except StillAway as e:
+            assert options.timeout is not None  # without one, the ride never ends so
+            raise TimedOut(
+                f"run {last.name!r} {ended}: {last.outcome()}; but its cleanup (--cleanup "
+                f"{options.cleanup}) did not finish within {format_duration(options.timeout)}: {e}"
+            ) from e
         except ClusterError as e:
             # The run's end is the news: it goes in the one line, with what stopped the cleanup.
-            ended = "succeeded" if last.state == SUCCEEDED else "failed"
             raise ClusterError(
                 f"run {last.name!r} {ended}: {last.outcome()}; but its cleanup "
                 f"(--cleanup {options.cleanup}) failed: {e}"
@@ -117,4 +140,8 @@ def _undecided(run: Run, context: str | None) -> str:
 
 
 def _say(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+    """One line on stderr, written whole: the watches' threads report an outage meanwhile."""
+    if sys.stderr is None:  # closed at start, in a run without guard_standard_streams
+        return
+    sys.stderr.write(f"{line}\n")
+    sys.stderr.flush()

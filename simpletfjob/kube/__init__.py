@@ -4,12 +4,14 @@
     kubeconfig.py  reading, checking and merging those files before the client sees them
     connection.py  `connect(Settings) -> Connection`: client, target, namespace, close()
     request.py     `request()`: retries, deadlines, TLS, and one-line errors naming verb and resource
+    send.py        one try of a request, and each failure before an answer, in words
+    outage.py      `riding_out()`: a command that waits keeps trying while the API server is away
     resources.py   `Resource` and the resources simpletfjob uses (nodes, pods, services, jobs, ...)
     lists.py       a paginated list: the next page fetched while this one is parsed; 410 restarts it
     objects.py     one object: get, server-side apply (created/configured/unchanged), delete
     watch.py       a watch that resumes from its resourceVersion and re-lists on 410
 
-Only connection.py, request.py and watch.py import `kubernetes` or urllib3, and only inside
+Only connection.py, send.py and watch.py import `kubernetes` or urllib3, and only inside
 the functions that need them, so that an offline render never loads them. Nothing here
 imports the rest of simpletfjob but errors.py, yamlinput.py and the version; this file
 imports nothing, so that importing `simpletfjob.kube.paths` stays cheap.

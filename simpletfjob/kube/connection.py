@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from simpletfjob import __version__
 from simpletfjob.errors import ClusterError, InputError, UsageError
@@ -78,6 +78,24 @@ class Target(NamedTuple):
         )
 
 
+class Patience(Protocol):
+    """What a request asks of the outage.Ride a command has put on its connection."""
+
+    @property
+    def deadline(self) -> Any: ...  # a request.Deadline, or None: as long as it takes
+
+    @property
+    def away(self) -> bool: ...
+
+    def remaining(self) -> float: ...
+
+    def lost(self, cause: str, began: float | None = None) -> None: ...
+
+    def back(self) -> None: ...
+
+    def still_away(self) -> ClusterError: ...
+
+
 class Connection:
     """A client configured for one cluster, the server it talks to, and the namespace to use.
 
@@ -98,6 +116,8 @@ class Connection:
         self.settings = settings
         self._namespace = namespace
         self._stack = stack
+        self.answered = False  # the server has answered a request (any status) on this connection
+        self.ride: Patience | None = None  # while a command rides out outages (outage.Ride)
 
     @property
     def namespace(self) -> str:

@@ -4,33 +4,36 @@ What is worth retrying is retried with backoff (5xx, 429 with its Retry-After, a
 connection dropped before the answer), within the number of attempts and the
 call's deadline. Everything else becomes a `ClusterError` naming the server and
 context, and, where the answer was a refusal, the verb and the resource it was
-about: `user 'ci' cannot list pods in namespace ml (403 Forbidden); ...`. Every RBAC
-refusal has that one form, nodes' included, and names the user as the server does
-(`user 'system:serviceaccount:ci:runner'`). The one refusal whose message names no
-user, an apply that would create the object (the server checks `create` inside the
-handler), is followed by a server dry run of a create, whose refusal names the user.
+about: `user 'ci' cannot list pods in namespace ml (403 Forbidden); ...` (refusals.py
+words them). The one refusal whose message names no user, an apply that would create
+the object (the server checks `create` inside the handler), is followed by a server dry
+run of a create, whose refusal names the user.
+While a command rides out an outage on the connection (outage.py), what is worth
+retrying, and no answer at all, is retried until the ride's deadline instead.
 
-urllib3 and the client's exceptions are imported inside the functions, so that
-importing this module costs an offline run nothing.
+urllib3 and the client's exceptions are imported inside the functions (send.py,
+which makes each try), so that importing this module costs an offline run nothing.
 """
 
 from __future__ import annotations
 
-import re
+import math
 import time
 from collections.abc import Collection, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from simpletfjob.errors import ClusterError
 from simpletfjob.kube.refusals import (
     USER,
     apply_conflicts,
     conflict_line,
-    first_line,
     refusal,
     status_of,
 )
 from simpletfjob.kube.resources import Action as Action
+from simpletfjob.kube.send import Answer as Answer
+from simpletfjob.kube.send import Dropped, send
+from simpletfjob.kube.send import Unreachable as Unreachable
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
@@ -54,25 +57,21 @@ class Deadline(NamedTuple):
         return self if self.remaining() <= seconds else Deadline.after(seconds)
 
 
-class Answer(NamedTuple):
-    """The server's answer: its status and body, or for an open watch, the stream to read."""
+class KeptFailing(ClusterError):
+    """5xx, 429 or dropped connections, attempt after attempt; `cause` is the last of them."""
 
-    status: int
-    data: bytes
-    headers: Mapping[str, str]
-    stream: Any = None  # the urllib3 response of an open stream (status 200), else None
-
-
-class Unreachable(ClusterError):
-    """No answer from the server at all: refused, timed out, TLS, a name that does not resolve."""
+    def __init__(self, message: str, cause: str) -> None:
+        super().__init__(message)
+        self.cause = cause
 
 
 class OutOfTime(ClusterError):
     """The call's deadline came before a good answer did (the server kept failing meanwhile)."""
 
-    def __init__(self, message: str, deadline: Deadline) -> None:
+    def __init__(self, message: str, deadline: Deadline, cause: str = "") -> None:
         super().__init__(message)
         self.deadline = deadline
+        self.cause = cause
 
 
 class ApiError(ClusterError):
@@ -114,123 +113,125 @@ def request(
     `body` is a JSON value, or bytes sent as they are (with a content type that is not JSON,
     such as server-side apply's YAML). With `stream`, a 200 answer is handed back unread (`Answer.stream`), for a watch.
     `read_timeout` replaces the settings' own (a watch waits longer than a list).
+    While the connection rides out an outage (outage.py), what is worth retrying is retried
+    past the attempts and the call's deadline, until the ride's.
     """
-    from kubernetes.client.exceptions import ApiException
-    from urllib3.exceptions import (
-        ConnectTimeoutError,
-        HTTPError,
-        MaxRetryError,
-        NameResolutionError,
-        NewConnectionError,
-        ProtocolError,
-        ProxyError,
-        ReadTimeoutError,
-        SSLError,
-    )
-
-    settings, target, client = conn.settings, conn.target, conn.client
+    settings, target = conn.settings, conn.target
     deadline = deadline or Deadline.after(settings.deadline)
     headers = {"Accept": "application/json"}
     if body is not None:
         headers["Content-Type"] = content_type
-    problem = ""
-    for attempt in range(max(1, settings.attempts)):
+    ride = conn.ride
+    riding = False  # this call is waiting for the server to come back
+    problem = ""  # the last failure worth retrying
+    began: float | None = None  # when this call's failures began
+    failures = 0
+    outage_tries = 0  # tries since the server was found away
+    while True:
         remaining = deadline.remaining()
         if remaining <= 0:
+            if riding and ride is not None:
+                raise ride.still_away()
             raise OutOfTime(
-                f"{target}: no {action.outcome} within {deadline.seconds:g} s{problem}", deadline
+                f"{target}: no {action.outcome} within {deadline.seconds:g} s{_last(problem)}",
+                deadline,
+                problem,
             )
         connect_timeout = min(settings.connect_timeout, remaining)
         wait = min(settings.read_timeout if read_timeout is None else read_timeout, remaining)
-        delay = min(settings.backoff * 2**attempt, settings.max_delay)
+        retry_after: float | None = None
         try:
-            serialized = client.param_serialize(
-                method=action.method,
-                resource_path=action.path,
-                query_params=list(query),
-                header_params=dict(headers),
-                body=body,
-                auth_settings=["BearerToken"],
+            answer = send(
+                conn,
+                action.method,
+                action.path,
+                query,
+                headers,
+                body,
+                stream,
+                connect_timeout,
+                wait,
             )
-            response = client.call_api(*serialized, _request_timeout=(connect_timeout, wait))
-            status = int(response.status)
-            if stream and status == 200:
-                return Answer(status, b"", response.headers, response.response)
-            data = response.read()
-        except ApiException as e:  # the REST layer reports TLS failures this way
-            raise Unreachable(
-                f"{target}: TLS error: {tls_detail(str(e.reason or e))}{_TLS_HINT}"
-            ) from e
-        except ProxyError as e:  # ('Unable to connect to proxy', the cause)
-            cause = e.args[-1] if e.args else e
-            raise Unreachable(
-                f"{target}: cannot reach the proxy: {_connect_detail(cause)}; "
-                "check $HTTPS_PROXY or the cluster's proxy-url"
-            ) from e
-        except MaxRetryError as e:  # only when a proxy or redirect is involved
-            raise Unreachable(f"{target}: cannot reach the server: {first_line(e.reason)}") from e
-        except SSLError as e:
-            raise Unreachable(f"{target}: TLS error: {tls_detail(str(e))}{_TLS_HINT}") from e
-        except NameResolutionError as e:
-            raise Unreachable(
-                f"{target}: unreachable: cannot resolve the server's host name; check the server in your kubeconfig"
-            ) from e
-        except NewConnectionError as e:
-            raise Unreachable(
-                f"{target}: unreachable: {_connect_detail(e)}; is the cluster up, and is this the right context?"
-            ) from e
-        except ConnectTimeoutError as e:
-            raise Unreachable(
-                f"{target}: unreachable: no answer from the server within {connect_timeout:g} s; "
-                "is the cluster up and reachable from here?"
-            ) from e
-        except ReadTimeoutError as e:
-            raise Unreachable(
-                f"{target}: unreachable: the server took the request but sent no answer within {wait:g} s"
-            ) from e
-        except ProtocolError as e:  # the connection was reset or closed with no answer: retry
-            problem = f" (last: connection dropped: {first_line(e)})"
-            if attempt + 1 < settings.attempts:
-                pause(conn, action, delay, deadline, problem)
+        except Dropped as e:  # the connection was reset or closed with no answer: retry
+            problem = f"connection dropped: {e}"
+        except Unreachable as e:
+            if ride is None or e.lasting or not conn.answered:
+                raise
+            if ride.remaining() <= 0:
+                if ride.away:
+                    raise ride.still_away() from e
+                raise
+            problem = e.cause
+            began = time.monotonic() if began is None else began
+            failures = max(failures + 1, settings.attempts)  # no answer at all: away at once
+        else:
+            conn.answered = True
+            status = answer.status
+            if ride is not None and status != 429 and status < 500:
+                ride.back()  # an answer, good or not: the server is there
+            if 200 <= status < 300 or status in passthrough:
+                return answer
+            reason, message, details = status_of(answer.data, answer.reason)
+            if status != 429 and status < 500:
+                conflicts = (
+                    apply_conflicts(details) if status == 409 and action.verb == "apply" else []
+                )
+                if conflicts:
+                    raise ApplyConflict(conflict_line(target, action, conflicts), action, conflicts)
+                if status == 403 and action.verb == "apply" and not USER.search(message):
+                    message = _who_may_not_create(conn, action, deadline) or message
+                raise ApiError(
+                    refusal(target, action, status, reason, message, details),
+                    status,
+                    reason,
+                    action,
+                )
+            problem = f"{status} {reason}: {message}"
+            retry_after = _retry_after(answer.headers)
+        if began is None:
+            began = time.monotonic()
+        if failures < settings.attempts:
+            failures += 1
+        delay = min(settings.backoff * 2 ** (failures - 1), settings.max_delay)
+        if retry_after is not None:
+            delay = retry_after
+        if failures >= settings.attempts:
+            if ride is None or ride.remaining() <= 0:
+                if riding and ride is not None:
+                    raise ride.still_away()
+                raise KeptFailing(
+                    f"{target}: the server kept failing after {settings.attempts} attempts"
+                    f"{_last(problem)}",
+                    problem,
+                )
+            ride.lost(problem, began)
+            riding = True
+            deadline = ride.deadline or _FOREVER
+            # Our own delay doubles up to the cap; a longer Retry-After is the server's to ask.
+            delay = max(retry_after or 0.0, min(settings.backoff * 2**outage_tries, OUTAGE_CAP))
+            outage_tries += 1
+            settings.sleep(max(0.0, min(delay, ride.remaining())))
             continue
-        except HTTPError as e:
-            raise Unreachable(f"{target}: cannot reach the server: {first_line(e)}") from e
+        pause(conn, action, delay, deadline, _last(problem))
 
-        data = data if isinstance(data, bytes) else bytes(data)
-        if 200 <= status < 300 or status in passthrough:
-            return Answer(status, data, response.headers)
-        reason, message, details = status_of(data, str(response.reason or ""))
-        if status == 429 or status >= 500:
-            problem = f" (last: {status} {reason}: {message})"
-            retry_after = _retry_after(response.headers)
-            if retry_after is not None:
-                delay = retry_after
-            if attempt + 1 < settings.attempts:
-                pause(conn, action, delay, deadline, problem)
-            continue
-        conflicts = apply_conflicts(details) if status == 409 and action.verb == "apply" else []
-        if conflicts:
-            raise ApplyConflict(conflict_line(target, action, conflicts), action, conflicts)
-        if status == 403 and action.verb == "apply" and not USER.search(message):
-            message = _who_may_not_create(conn, action, deadline) or message
-        raise ApiError(
-            refusal(target, action, status, reason, message, details), status, reason, action
-        )
-    raise ClusterError(
-        f"{target}: the server kept failing after {settings.attempts} attempts{problem}"
-    )
+
+_FOREVER = Deadline(math.inf, math.inf)
+OUTAGE_CAP = 5.0  # seconds: the longest wait between two tries while the server is away
+
+
+def _last(problem: str) -> str:
+    return f" (last: {problem})" if problem else ""
 
 
 def pause(conn: Connection, action: Action, delay: float, deadline: Deadline, problem: str) -> None:
     """Wait `delay` before the next attempt, unless the deadline would pass first."""
     if time.monotonic() + delay > deadline.at:
         raise OutOfTime(
-            f"{conn.target}: no {action.outcome} within {deadline.seconds:g} s{problem}", deadline
+            f"{conn.target}: no {action.outcome} within {deadline.seconds:g} s{problem}",
+            deadline,
+            problem.removeprefix(" (last: ").removesuffix(")"),
         )
     conn.settings.sleep(delay)
-
-
-_TLS_HINT = "; check certificate-authority in your kubeconfig, or that the server address is right"
 
 
 def _retry_after(headers: Mapping[str, str]) -> float | None:
@@ -264,22 +265,3 @@ def _who_may_not_create(conn: Connection, action: Action, deadline: Deadline) ->
         return None
     _, message, _ = status_of(answer.data, "Forbidden")
     return message if USER.search(message) else None
-
-
-def tls_detail(text: str) -> str:
-    text = " ".join(text.split())
-    found = re.search(r"certificate verify failed: ([^(]*)", text)
-    if found:
-        return f"certificate verify failed: {found[1].strip()}"
-    found = re.search(r"\[SSL: [A-Z_]+\] ([^(]*)", text)
-    if found:
-        return found[1].strip()
-    return re.sub(r"^SSLError ", "", text)[:200]
-
-
-def _connect_detail(error: Exception) -> str:
-    text = str(error)
-    if "refused" in text.lower():
-        return "connection refused"
-    found = re.search(r"\[Errno -?\d+\] ([^')]*)", text)
-    return found[1].strip() if found else first_line(text)

@@ -19,15 +19,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from simpletfjob.errors import ClusterError
 from simpletfjob.kube.lists import list_objects, namespace_for
+from simpletfjob.kube.outage import StillAway
 from simpletfjob.kube.refusals import first_line
-from simpletfjob.kube.request import (
-    Action,
-    Deadline,
-    OutOfTime,
-    Unreachable,
-    request,
-)
+from simpletfjob.kube.request import OUTAGE_CAP, Action, Deadline, KeptFailing, OutOfTime, request
 from simpletfjob.kube.resources import Resource
+from simpletfjob.kube.send import Unreachable
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
@@ -156,12 +152,18 @@ def watch(
             if deadline is not None and deadline.remaining() <= 0:
                 return
             failures += 1
-            if failures >= settings.attempts:
-                raise ClusterError(
-                    f"{conn.target}: the server kept failing after {settings.attempts} attempts "
-                    f"to {action}{problem}"
-                )
             delay = min(settings.backoff * 2 ** (failures - 1), settings.max_delay)
+            ride = conn.ride
+            if failures >= settings.attempts:
+                if ride is None or ride.remaining() <= 0:
+                    raise KeptFailing(
+                        f"{conn.target}: the server kept failing after {settings.attempts} "
+                        f"attempts to {action}{problem}",
+                        problem.removeprefix(" (last: ").removesuffix(")"),
+                    )
+                if failures == settings.attempts:  # one line for a run of failures
+                    ride.lost(problem.removeprefix(" (last: ").removesuffix(")"))
+                delay = min(delay, OUTAGE_CAP)
             if deadline is not None and deadline.remaining() <= delay:
                 settings.sleep(max(0.0, deadline.remaining()))
                 return  # the deadline passes before the next try: the watch is over
@@ -177,6 +179,11 @@ def watch(
         # The caller's deadline comes while the server is failing: the watch is over then,
         # as it would be had the server been quiet.
         settings.sleep(max(0.0, deadline.remaining()))
+    except StillAway:
+        # The ride's deadline passed with the server away (outage.py): so did the watch's,
+        # unless it has one of its own, later; the caller reads the ride's note.
+        if deadline is None or deadline.remaining() > 0:
+            raise
 
 
 def _within(deadline: Deadline | None, seconds: float) -> Deadline:

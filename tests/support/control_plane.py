@@ -3,6 +3,8 @@
 `find_assets()` looks for etcd, kube-apiserver and kube-controller-manager in
 $KUBEBUILDER_ASSETS; `start()` runs them on free loopback ports in a directory and returns
 a ControlPlane once /readyz answers; `ControlPlane.stop()` stops them by their process ids.
+`kill_apiserver()` and `start_apiserver()` make an outage: the API server goes away, then
+comes back on the same port, with the same certificate and the same etcd.
 The flags are those of ../shared/kube/start (a tested reference):
 
 - kube-apiserver serves https with a certificate it signs itself (--cert-dir), trusts the
@@ -88,7 +90,46 @@ class ControlPlane(Cluster):
     directory: Path = Path()
     admin_kubeconfig: Path = Path()
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    commands: dict[str, list[str]] = field(default_factory=dict)  # each process's command line
     started_in: float = 0.0  # seconds from the first process to /readyz
+
+    def launch(self, name: str, command: list[str]) -> None:
+        """Start one process, its output appended to NAME.log and its id written to NAME.pid.
+
+        It dies with the thread that starts it (PR_SET_PDEATHSIG belongs to the forking
+        thread): start it from one that lives as long as it must.
+        """
+        log = open(self.directory / f"{name}.log", "ab")  # noqa: SIM115 -- the child keeps it open
+        try:
+            self.processes[name] = subprocess.Popen(
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=self.directory,
+                preexec_fn=_die_with_parent,
+            )
+        finally:
+            log.close()
+        self.commands[name] = command
+        (self.directory / f"{name}.pid").write_text(str(self.processes[name].pid))
+
+    def kill_apiserver(self) -> None:
+        """Kill kube-apiserver by its process id (SIGKILL, as a crash), and wait until it is gone.
+
+        etcd and the controllers keep running; the port is free for `start_apiserver`.
+        """
+        process = self.processes["kube-apiserver"]
+        process.kill()
+        process.wait(timeout=10)
+
+    def start_apiserver(self, timeout: float = 60.0) -> None:
+        """Start kube-apiserver again as it was (same port, certificate, tokens and etcd); return
+        once /readyz answers. The controllers find it again by themselves."""
+        if self.processes["kube-apiserver"].poll() is None:
+            raise ControlPlaneError("kube-apiserver is still running")
+        self.launch("kube-apiserver", self.commands["kube-apiserver"])
+        _wait_ready(self, time.monotonic() + timeout)
 
     def stop(self) -> None:
         """Stop what `start` started, by process id: the controllers first, etcd last."""
@@ -133,19 +174,7 @@ def start(
     )
 
     def run(name: str, *args: str) -> None:
-        log = open(directory / f"{name}.log", "wb")  # noqa: SIM115 -- the child keeps it open
-        try:
-            plane.processes[name] = subprocess.Popen(
-                [str(assets / name), *args],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                cwd=directory,
-                preexec_fn=_die_with_parent,
-            )
-        finally:
-            log.close()
-        (directory / f"{name}.pid").write_text(str(plane.processes[name].pid))
+        plane.launch(name, [str(assets / name), *args])
 
     began = time.monotonic()
     try:

@@ -79,6 +79,7 @@ class Faults:
     repeat_items: int = 0
     watch_gone_first: int = 0  # the next K watches answer HTTP 410 before any event
     watch_expire_first: int = 0  # the next K watches send one ERROR event (410) and end
+    watch_empty_first: int = 0  # the next K watches end at once, with no event
     watch_drop_after: int | None = None  # watches end after this many events ...
     watch_drops: int = 1  # ... this many of them; then watches run normally
     watch_reset: bool = False  # a dropped watch is reset (no end of stream), not ended
@@ -651,6 +652,9 @@ class KubeAPI:
                     rv = query.get("resourceVersion") or "1"
                     answer.body = _error_event(f"too old resource version: {rv} ({self.store.rv})")
                     return answer
+                if f.watch_empty_first > 0:
+                    f.watch_empty_first -= 1
+                    return answer  # no watcher and no body: the stream ends at once
                 if f.watch_drop_after is not None and f.watch_drops > 0:
                     f.watch_drops -= 1
                     answer.drop_after = f.watch_drop_after

@@ -75,8 +75,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.end_headers()
         watcher = answer.watcher
-        if watcher is None:  # an ERROR event, and the end
-            self._chunk(answer.body)
+        if watcher is None:  # an ERROR event (or nothing), and the end
+            if answer.body:
+                self._chunk(answer.body)
             self.wfile.write(b"0\r\n\r\n")
             return
         assert answer.resource is not None

@@ -130,3 +130,31 @@ def _scalars(node: Any) -> dict[str, str]:
         for k, v in node.value
         if type(k).__name__ == "ScalarNode" and type(v).__name__ == "ScalarNode"
     }
+
+
+def container_gpus(documents: Sequence[Any], resource: str, env_names: Sequence[str]) -> int | None:
+    """The GPUs (`resource`) the task's container asks for: its limit, else its request.
+
+    The task's container is the first that carries one of `env_names`, else the first
+    container of the first pod spec; None when it asks for none.
+    """
+    wanted = set(env_names)
+    first = None
+    for document in documents:
+        for spec in _pod_specs(document):
+            for container in _items(spec.get("containers")):
+                entries = {k.value: v for k, v in _mapping_items(container)}
+                if first is None:
+                    first = entries
+                if wanted & {_scalars(e).get("name") for e in _items(entries.get("env"))}:
+                    return _gpus_of(entries, resource)
+    return None if first is None else _gpus_of(first, resource)
+
+
+def _gpus_of(container: dict[str, Any], resource: str) -> int | None:
+    resources = {k.value: v for k, v in _mapping_items(container.get("resources"))}
+    for kind in ("limits", "requests"):
+        text = _scalars(resources.get(kind)).get(resource)
+        if text is not None and text.isdigit():
+            return int(text)
+    return None

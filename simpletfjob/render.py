@@ -52,6 +52,32 @@ _STATEMENT = r"\{%|<#|#>"
 _SHOWN_MARKER = r"(?:\ue000|\\ue000)(\d+)(?:\ue001|\\ue001)"
 
 
+def expand_blocks(source: str, blocks: Sequence[str], filename: str) -> str:
+    """Each bare `<<NAME>>` of a block value, alone on its line, as `<<NAME | indent(N)>>`.
+
+    A block value (a framework's env entries) is lines of YAML: its first line takes
+    the placeholder's place and the others its indentation. Anywhere else a bare one
+    would break the YAML around it, so it is refused, naming its line.
+    """
+    names = "|".join(map(re.escape, blocks))
+    bare = re.compile(r"<<\s*(" + names + r")\s*>>")
+    if bare.search(source) is None:
+        return source
+    lines = source.split("\n")
+    for number, line in enumerate(lines):
+        match = bare.search(line)
+        if match is None:
+            continue
+        lead = line[: match.start()]
+        if lead.strip() or line[match.end() :].strip() or "\t" in lead:
+            raise TemplateError(
+                f"{filename}:{number + 1}: <<{match[1]}>> must stand alone on its line, "
+                "indented as the env entries it becomes (under env:)"
+            )
+        lines[number] = f"{lead}<< {match[1]} | indent({len(lead)}) >>"
+    return "\n".join(lines)
+
+
 def translate_source(
     source: str, placed: Sequence[str] = (), legacy: Sequence[str] = ()
 ) -> tuple[str, list[Placement]]:
@@ -101,6 +127,7 @@ class CompiledTemplate:
         known: Sequence[str],
         placed: Sequence[str] = (),
         legacy: Sequence[str] = (),
+        blocks: Sequence[str] = (),
     ) -> None:
         for char in (MARK_OPEN, MARK_CLOSE):
             if char in source:
@@ -109,6 +136,8 @@ class CompiledTemplate:
                 )
         self.filename = filename
         source = unix_newlines(source)
+        if blocks:
+            source = expand_blocks(source, blocks, filename)
         text, self.placements = translate_source(source, placed, legacy)
         env = make_environment()
         self._environment = env

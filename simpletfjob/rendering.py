@@ -302,7 +302,7 @@ def compile_template(options: Any, fw: Framework) -> CompiledTemplate:
     source, filename = load_template(options)
     check_reserved(options.values, (*TASK_VARIABLES, *fw.variables))
     known = [*TASK_VARIABLES, *fw.variables, *options.values]
-    return CompiledTemplate(source, filename, known, fw.placed, fw.legacy)
+    return CompiledTemplate(source, filename, known, fw.placed, fw.legacy, fw.blocks)
 
 
 def load_template(options: Any) -> tuple[str, str]:
@@ -312,3 +312,24 @@ def load_template(options: Any) -> tuple[str, str]:
     if options.template_text is not None:
         return options.template_text, options.template
     return read_text(options.template, "template"), options.template
+
+
+def gpus_requested(compiled: CompiledTemplate, fw: Framework, options: Any) -> int:
+    """`--nproc-per-node gpu`: the GPUs worker 0's container asks for, from its placeholder render.
+
+    The container is the one whose env carries the framework's variables, else the
+    first; every task is taken to ask as many (torchrun's world size needs one count).
+    """
+    from simpletfjob.podspec import container_gpus
+    from simpletfjob.valuerules import AUTO_PORT
+
+    role = fw.roles(options)[0]
+    port = fw.default_port if options.port is AUTO_PORT else options.port
+    documents = _placeholder_documents(compiled, fw, options.replace(nproc_per_node=1), role, port)
+    count = container_gpus(documents, options.gpu_resource, fw.env_names)
+    if not count:
+        raise RenderCheckError(
+            f"--nproc-per-node gpu: the task's container asks for no {options.gpu_resource} "
+            "(in resources.limits or requests); give --nproc-per-node N"
+        )
+    return count

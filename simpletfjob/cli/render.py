@@ -71,11 +71,14 @@ def write_run(options: Options) -> None:
                 "write beside it; give -o FILE, or -o - for stdout"
             )
         output = os.path.join(
-            os.path.dirname(options.template), default_output_name(options.template)
+            os.path.dirname(options.template),
+            default_output_name(options.template, options.framework),
         )
     else:
         output = options.output
-    dest = destination(output, directory_hint=default_output_name(options.template))
+    dest = destination(
+        output, directory_hint=default_output_name(options.template, options.framework)
+    )
     refuse_inputs(dest, inputs(options))
     planned = plan_explained(options)
     # Warnings wait until the run has been written: a failure is one line, whatever came

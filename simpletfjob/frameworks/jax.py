@@ -19,9 +19,8 @@ from typing import Any
 
 from simpletfjob.frameworks.workers import (
     ROLES,
-    NoPlacedValues,
+    EnvValues,
     address_of,
-    env_entries,
     seat_workers,
     workers_from,
 )
@@ -31,7 +30,7 @@ JAX_ENV = "JAX_ENV"
 DEFAULT_PORT = 1234
 
 
-class JaxValues(NoPlacedValues):
+class JaxValues(EnvValues):
     """A run's coordinator and process count, and each task's process id."""
 
     def __init__(
@@ -40,6 +39,15 @@ class JaxValues(NoPlacedValues):
         self.num_processes = len(tasks)
         self.coordinator = address_of(tasks[0], endpoints)[1] if tasks else ""
         self._uses_env = uses_env
+        super().__init__(
+            (
+                ("JAX_COORDINATOR_ADDRESS", self.coordinator),
+                ("JAX_NUM_PROCESSES", self.num_processes),
+            )
+        )
+
+    def own(self, task: Task) -> tuple[tuple[str, object], ...]:
+        return (("JAX_PROCESS_ID", task.index),)
 
     def variables(self, task: Task) -> dict[str, Any]:
         found: dict[str, Any] = {
@@ -50,13 +58,7 @@ class JaxValues(NoPlacedValues):
             "process_id": task.index,
         }
         if self._uses_env:
-            found[JAX_ENV] = env_entries(
-                (
-                    ("JAX_COORDINATOR_ADDRESS", self.coordinator),
-                    ("JAX_NUM_PROCESSES", self.num_processes),
-                    ("JAX_PROCESS_ID", task.index),
-                )
-            )
+            found[JAX_ENV] = self.env(task)
         return found
 
 

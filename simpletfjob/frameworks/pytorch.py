@@ -19,9 +19,8 @@ from typing import Any
 
 from simpletfjob.frameworks.workers import (
     ROLES,
-    NoPlacedValues,
+    EnvValues,
     address_of,
-    env_entries,
     seat_workers,
     workers_from,
 )
@@ -58,7 +57,7 @@ def parse_nproc(text: str) -> int:
 NPROC = Must("at least 1, or gpu", lambda n: n is GPU_COUNT or n >= 1)
 
 
-class PyTorchValues(NoPlacedValues):
+class PyTorchValues(EnvValues):
     """A run's torchrun variables: the same for every task but its rank."""
 
     def __init__(
@@ -73,6 +72,20 @@ class PyTorchValues(NoPlacedValues):
         self.master_addr, _ = address_of(tasks[0], endpoints) if tasks else ("", "")
         self.master_port = tasks[0].port if tasks else 0
         self._uses_env = uses_env
+        super().__init__(
+            (
+                ("PET_NNODES", self.nnodes),
+                ("PET_NPROC_PER_NODE", self.nproc),
+                ("PET_MASTER_ADDR", self.master_addr),
+                ("PET_MASTER_PORT", self.master_port),
+                ("MASTER_ADDR", self.master_addr),
+                ("MASTER_PORT", self.master_port),
+                ("WORLD_SIZE", self.nnodes * self.nproc),
+            )
+        )
+
+    def own(self, task: Task) -> tuple[tuple[str, object], ...]:
+        return (("PET_NODE_RANK", task.index), ("RANK", task.index * self.nproc))
 
     def variables(self, task: Task) -> dict[str, Any]:
         found: dict[str, Any] = {
@@ -88,22 +101,6 @@ class PyTorchValues(NoPlacedValues):
         if self._uses_env:
             found[TORCH_ENV] = self.env(task)
         return found
-
-    def env(self, task: Task) -> str:
-        """The task's env entries, unindented."""
-        return env_entries(
-            (
-                ("PET_NNODES", self.nnodes),
-                ("PET_NPROC_PER_NODE", self.nproc),
-                ("PET_NODE_RANK", task.index),
-                ("PET_MASTER_ADDR", self.master_addr),
-                ("PET_MASTER_PORT", self.master_port),
-                ("MASTER_ADDR", self.master_addr),
-                ("MASTER_PORT", self.master_port),
-                ("WORLD_SIZE", self.nnodes * self.nproc),
-                ("RANK", task.index * self.nproc),
-            )
-        )
 
 
 class PyTorch:
@@ -123,7 +120,7 @@ class PyTorch:
         TORCH_ENV,
     )
     placed: tuple[str, ...] = ()
-    blocks: tuple[str, ...] = (TORCH_ENV,)
+    blocks: tuple[str, ...] = (TORCH_ENV,)  # placed as lines of env entries
     env_names: tuple[str, ...] = ("PET_NNODES", "PET_NODE_RANK", "MASTER_ADDR", "RANK")
     legacy: tuple[str, ...] = ()
     addresses: frozenset[str] = frozenset({TORCH_ENV, "master_addr"})

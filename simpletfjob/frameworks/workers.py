@@ -5,8 +5,10 @@ meet at (torchrun's master, JAX's coordinator). Every free slot of every eligibl
 host takes a worker, in the order of the hosts and each host's ports, as TensorFlow's
 workers do. A framework's variables reach the container as one placeholder that
 stands alone on a line (`<<TORCH_ENV>>`, `<<JAX_ENV>>`) and expands there to a list
-of `env` entries at the placeholder's indentation: render.py turns the line into
-`<< NAME | indent(N) >>`, so the entries are plain YAML in every check.
+of `env` entries at the placeholder's indentation. It is placed as TensorFlow's
+config is (render.py, placement.py): the entries every task shares are built once
+per run and shared, each task's own follow them, and the whole is filled in as the
+run is written; each task's checks see it as one sequence entry.
 """
 
 from __future__ import annotations
@@ -90,14 +92,38 @@ def workers_from(job: Mapping[str, Any], count_variable: str) -> list[str]:
     return [f"{WORKER}-{i}" for i in range(int(value))]
 
 
-class NoPlacedValues:
-    """The placed-value half of RunValues, for frameworks whose values are all plain variables."""
+class EnvValues:
+    """The RunValues of a framework whose placed value is env entries (`<<TORCH_ENV>>`).
 
-    def compact_parts(self, name: str, task: Task) -> tuple[str, str]:
-        raise KeyError(name)
+    The entries every task shares are written once per indentation and shared, as one
+    string, by every task; each task adds its own (its rank) after them.
+    """
+
+    def __init__(self, shared: Sequence[tuple[str, object]]) -> None:
+        self._shared = tuple(shared)
+        self._shared_text: dict[str, str] = {}
+
+    def own(self, task: Task) -> Sequence[tuple[str, object]]:
+        """This task's own entries."""
+        raise NotImplementedError
+
+    def env(self, task: Task) -> str:
+        """Every entry of the task, unindented (for a template that uses the value in an expression)."""
+        return env_entries((*self._shared, *self.own(task)))
 
     def block_parts(self, name: str, task: Task, indent: str) -> tuple[str, str]:
-        raise KeyError(name)
+        shared = self._shared_text.get(indent)
+        if shared is None:
+            shared = self._shared_text[indent] = _indented(env_entries(self._shared), indent) + "\n"
+        return shared, _indented(env_entries(self.own(task)), indent)
+
+    def compact_parts(self, name: str, task: Task) -> tuple[str, str]:
+        # Never asked: the value stands alone on its line (render.translate_source).
+        raise ValueError(f"<<{name}>> is lines of YAML, not one value")
 
     def value(self, name: str, task: Task) -> Any:
-        raise KeyError(name)
+        return [{"name": n, "value": str(v)} for n, v in (*self._shared, *self.own(task))]
+
+
+def _indented(text: str, indent: str) -> str:
+    return indent + text.replace("\n", "\n" + indent)

@@ -261,9 +261,9 @@ def choose_port(
     judged: Judged,
     seats: Seating,
     node_name: Callable[[int], str],
-    start: int = DEFAULT_PORT,
+    lowest: int = DEFAULT_PORT,
 ) -> tuple[int, str]:
-    """--port auto: the lowest port from `start` (the framework's default) up whose run
+    """--port auto: the lowest port from `lowest` (the framework's default) up whose run
     (port .. port+tasks-per-host-1) is free on every chosen node, for the ports that follow
     <<port>>; and the line that says so."""
     by_node: dict[str, set[tuple[int, str]]] = {}  # node -> the (offset, protocol) its tasks need
@@ -289,15 +289,15 @@ def choose_port(
         + 1
         - max((offset for f in by_node.values() for offset, _ in f), default=0)
     )
-    port = start
+    port = lowest
     while port in blocked and port <= highest:
         port += 1
     if port > highest:
         raise SelectionError(
-            f"--port auto: no port from {start} up is free on every chosen node; give --port N"
+            f"--port auto: no port from {lowest} up is free on every chosen node; give --port N"
         )
     line = f"--port auto chose port {port}"
-    if start in blocked:
-        shown, holder, node = blocked[start]
+    if lowest in blocked:
+        shown, holder, node = blocked[lowest]
         line += f" ({shown} is held by {holder} on {node})"
     return port, line

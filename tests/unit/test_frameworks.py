@@ -282,3 +282,21 @@ def test_a_runs_tasks_are_read_from_its_jobs_env_whatever_its_framework(
     assert named_tasks([job_with_env({"PET_NNODES": "2"})]) == ["worker-0", "worker-1"]
     assert named_tasks([job_with_env({"JAX_NUM_PROCESSES": "1"})]) == ["worker-0"]
     assert named_tasks([job_with_env({"PET_NNODES": "two"}), {}]) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "variable", "port"),
+    [("pytorch-ddp", "PET_MASTER_PORT", "29500"), ("jax-multiprocess", "JAX_NUM_PROCESSES", "4")],
+)
+def test_each_framework_built_in_renders_from_a_host_list_alone_and_validates(
+    cli: Any, tmp_path: Path, name: str, variable: str, port: str
+) -> None:
+    result = cli(name, "--nodes", "a,b,c,d", "-o", "-", "--validate", cwd=tmp_path)
+    assert result.code == 0, result.err
+    assert "valid for Kubernetes" in result.err
+    assert [d["spec"]["template"]["spec"]["nodeName"] for d in result.docs] == ["a", "b", "c", "d"]
+    for doc in result.docs:
+        container = doc["spec"]["template"]["spec"]["containers"][0]
+        assert {"name": variable, "value": port} in container["env"]
+        assert container["resources"]["limits"]["nvidia.com/gpu"] == 1
+        assert doc["metadata"]["annotations"] == {"simpletfjob/success-policy": "all-workers"}

@@ -21,7 +21,7 @@ from simpletfjob.documents import (
     identify,
     normalize_task_text,
 )
-from simpletfjob.errors import RenderCheckError
+from simpletfjob.errors import RenderCheckError, TemplateError
 from simpletfjob.frameworks import TASK_VARIABLES, Framework, RunValues
 from simpletfjob.labels import (
     INDEX_LABEL,
@@ -302,7 +302,29 @@ def compile_template(options: Any, fw: Framework) -> CompiledTemplate:
     source, filename = load_template(options)
     check_reserved(options.values, (*TASK_VARIABLES, *fw.variables))
     known = [*TASK_VARIABLES, *fw.variables, *options.values]
-    return CompiledTemplate(source, filename, known, fw.placed, fw.legacy, fw.blocks)
+    try:
+        return CompiledTemplate(source, filename, known, fw.placed, fw.legacy, fw.blocks)
+    except TemplateError as e:
+        raise other_framework(e, fw) from e
+
+
+def other_framework(error: TemplateError, fw: Framework) -> TemplateError:
+    """An undefined name that another framework sets says which (`<<TORCH_ENV>>` in a TensorFlow run)."""
+    import re
+
+    from simpletfjob.frameworks import FRAMEWORKS, framework
+
+    found = re.match(r"(.*?'(\w+)' is undefined);", str(error))
+    owner = next(
+        (n for n in FRAMEWORKS if found and n != fw.name and found[2] in framework(n).variables),
+        None,
+    )
+    if found is None or owner is None:
+        return error
+    return TemplateError(
+        f"{found[1]} for framework {fw.name}: it is {owner}'s; give --framework {owner}, "
+        f"or framework: {owner} in the template header's options"
+    )
 
 
 def load_template(options: Any) -> tuple[str, str]:

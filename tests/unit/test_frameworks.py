@@ -172,7 +172,11 @@ def test_jax_tasks_get_the_coordinator_and_their_process_id(cli: Any, tmp_path: 
 def test_the_command_line_chooses_the_framework_over_the_header(cli: Any, tmp_path: Path) -> None:
     name = template(tmp_path, "pytorch", header=False)
     result = cli(name, "--nodes", "a", "-o", "-", "--set", "gpus=1", cwd=tmp_path)
-    assert_one_line_error(result, 1, contains=["'TORCH_ENV' is undefined"])
+    assert_one_line_error(
+        result,
+        1,
+        contains=["'TORCH_ENV' is undefined for framework tensorflow", "give --framework pytorch"],
+    )
     docs = render(cli, tmp_path, name, "--nodes", "a", "--framework", "pytorch").docs
     assert env_of(docs[0])["PET_NNODES"] == "1"
     # A header's framework, and the success policy the command line gives instead.

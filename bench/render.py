@@ -87,7 +87,32 @@ def run(report: Any = print, repeats: int = 7) -> dict[str, float]:
             f"{'peak RSS, 1000-host render':<44} {ours.peak_rss_mb:8.1f}MB  (goal <= 150 MB; "
             f"the copying process: {base.peak_rss_mb:.1f} MB)"
         )
+        # The same template for PyTorch: its env entries where TF_CONFIG's entry stood.
+        torch_template = work / "mnist-pytorch.yaml"
+        torch_template.write_text(pytorch_variant(TEMPLATE.read_text()))
+        torch_out = work / "torch.yaml"
+        torch_render = [
+            exe, str(torch_template), "--framework", "pytorch",
+            "--nodes-file", str(hosts), "-o", str(torch_out),
+        ]  # fmt: skip
+        torch, tf = compare("1000 pytorch", torch_render, render, repeats=repeats)
+        figures["pytorch_1000_vs_tensorflow_ratio"] = torch.seconds / tf.seconds
+        report(
+            line(
+                f"1000 hosts, pytorch ({torch_out.stat().st_size / 1e6:.1f} MB) vs tensorflow",
+                torch.seconds,
+                tf.seconds,
+                "<= 1x",
+            )
+        )
     return figures
+
+
+def pytorch_variant(text: str) -> str:
+    """The template with its TF_CONFIG env entry replaced by PyTorch's env entries."""
+    entry = "            - name: TF_CONFIG\n              value: >\n<<TF_CONFIG>>\n"
+    assert entry in text, "the bench template's TF_CONFIG entry has moved"
+    return text.replace(entry, "            <<TORCH_ENV>>\n")
 
 
 if __name__ == "__main__":

@@ -30,11 +30,20 @@ from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from simpletfjob.errors import InputError, OutputError, TemplateError
-from simpletfjob.frameworks import reserved_variables
+from simpletfjob.errors import InputError, OutputError, TemplateError, UsageError
+from simpletfjob.frameworks import framework, reserved_variables
+from simpletfjob.frameworks.pytorch import PyTorchOptions
+from simpletfjob.frameworks.tensorflow import TensorFlowOptions
 from simpletfjob.nodes import read_text
 from simpletfjob.options import header_fields
-from simpletfjob.optiontable import problem, type_problem
+from simpletfjob.optiontable import (
+    Field,
+    OptionGroup,
+    check_value,
+    fields,
+    problem,
+    type_problem,
+)
 from simpletfjob.render import unix_newlines
 
 if TYPE_CHECKING:
@@ -307,6 +316,54 @@ def apply_option_defaults(
     }
 
 
+# The options of each framework's own group: given for another framework, they are a usage error.
+FRAMEWORK_GROUPS: dict[str, type[OptionGroup]] = {
+    "tensorflow": TensorFlowOptions,
+    "pytorch": PyTorchOptions,
+}
+
+
+def foreign_options(framework: str) -> dict[str, Field]:
+    """The options that belong to another framework than this one, by field name."""
+    own = FRAMEWORK_GROUPS.get(framework)
+    return {
+        f.name: f
+        for name, group in FRAMEWORK_GROUPS.items()
+        if group is not own
+        for f in fields(group)
+        if f.option is not None
+    }
+
+
+def framework_defaults(
+    name: str, given: Iterable[str], header: Mapping[str, Any], options: Any
+) -> dict[str, Any]:
+    """The framework's defaults for what neither the command line nor the header set.
+
+    An option of another framework's group (--psn for pytorch), given on the
+    command line or in the header, is a usage error that names the framework
+    (after its own rule: a value it could never take is said so first).
+    """
+    explicit = set(given)
+    for field_name, field in foreign_options(name).items():
+        assert field.option is not None
+        if field_name in explicit:
+            check_value(field.option, getattr(options, field_name))
+            raise UsageError(f"{field.option.shown} does not apply to framework {name}")
+        if field_name in header:
+            raise UsageError(
+                f"option {field_name.replace('_', '-')!r} in the template header does not "
+                f"apply to framework {name}"
+            )
+    fw = framework(name)
+    defaults: dict[str, Any] = {}
+    if "port" not in explicit and "port" not in header:
+        defaults["port"] = fw.default_port
+    if "success_policy" not in explicit:
+        defaults["success_policy"] = fw.default_policy
+    return defaults
+
+
 def write_copy(name: str, output: str | None, force: bool) -> str:
     """`simpletfjob init`: copy a built-in to edit; returns the summary line for stderr.
 
@@ -348,7 +405,9 @@ def prepare_options(
     """The run's Options: the template located, its header's defaults under the command line's.
 
     `options` are the command line's, `given` the fields it set explicitly;
-    values layer as header < -f files < --set.
+    values layer as header < -f files < --set. The framework (command line, else
+    header) gives the defaults of --port and --success-policy, and refuses the
+    options of another framework (`framework_defaults`).
     """
     from simpletfjob.values import collect_values
 
@@ -357,8 +416,11 @@ def prepare_options(
     settings = apply_option_defaults(
         {name: getattr(options, name) for name in header}, header, given
     )
+    chosen = settings.get("framework", options.framework)
+    settings.update(framework_defaults(chosen, given, header, options))
     if source.builtin is not None and options.output is None:
-        settings["output"] = f"{source.builtin}_tfjob.yaml"  # in the current directory
+        suffix = framework(settings.get("framework", options.framework)).output_suffix
+        settings["output"] = f"{source.builtin}{suffix}.yaml"  # in the current directory
     if source.builtin is not None and options.name is None:
         settings["name"] = source.builtin  # the simpletfjob/job label
     values = collect_values(source.header.values, options.value_files, sets)

@@ -98,8 +98,8 @@ def read_exclusions(path: str | None) -> dict[str, None]:
 def role_needs_of(
     options: Options, fw: Framework, compiled: CompiledTemplate
 ) -> dict[str, RoleNeeds]:
-    """Each role's needs, from the template rendered once per role (at 2222 for --port auto)."""
-    port = DEFAULT_PORT if options.port is AUTO_PORT else options.port
+    """Each role's needs, from the template rendered once per role (at the framework's port for --port auto)."""
+    port = fw.default_port if options.port is AUTO_PORT else options.port
     return {role: role_needs(compiled, fw, options, role, port) for role in fw.roles(options)}
 
 
@@ -277,9 +277,11 @@ def choose_port(
     judged: Judged,
     seats: Seating,
     node_name: Callable[[int], str],
+    lowest: int = DEFAULT_PORT,
 ) -> tuple[int, str]:
-    """--port auto: the lowest port from 2222 up whose run (port .. port+tasks-per-host-1) is free
-    on every chosen node, for the ports that follow <<port>>; and the line that says so."""
+    """--port auto: the lowest port from `lowest` (the framework's default) up whose run
+    (port .. port+tasks-per-host-1) is free on every chosen node, for the ports that follow
+    <<port>>; and the line that says so."""
     by_node: dict[str, set[tuple[int, str]]] = {}  # node -> the (offset, protocol) its tasks need
     for role, places in seats.items():
         need = judged.needs.get(role)
@@ -303,15 +305,15 @@ def choose_port(
         + 1
         - max((offset for f in by_node.values() for offset, _ in f), default=0)
     )
-    port = DEFAULT_PORT
+    port = lowest
     while port in blocked and port <= highest:
         port += 1
     if port > highest:
         raise SelectionError(
-            f"--port auto: no port from {DEFAULT_PORT} up is free on every chosen node; give --port N"
+            f"--port auto: no port from {lowest} up is free on every chosen node; give --port N"
         )
     line = f"--port auto chose port {port}"
-    if DEFAULT_PORT in blocked:
-        shown, holder, node = blocked[DEFAULT_PORT]
+    if lowest in blocked:
+        shown, holder, node = blocked[lowest]
         line += f" ({shown} is held by {holder} on {node})"
     return port, line

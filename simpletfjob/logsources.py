@@ -2,7 +2,7 @@
 
 A task's pod is the newest that has not finished, else the newest (a new attempt after a
 failure replaces the one before). Its container is the one named, every one, or by
-default the one that carries the framework's placed variables, else the first.
+default the one that carries the framework's variables in its env, else the first.
 Whether a container has output yet is read from its status: a container waiting to start
 (`ContainerCreating`, `ErrImagePull`) has none, one waiting to be started again after a
 crash (`CrashLoopBackOff`) still shows the run that crashed.
@@ -86,10 +86,13 @@ def _deleting(pod: Object) -> bool:
 
 
 def framework_container(pod: Object) -> str:
-    """The container whose env carries a value the framework places, else the first."""
-    from simpletfjob.frameworks import framework
+    """The container whose env carries a framework's variables (its `env_names`), else the first.
 
-    placed = set(framework().placed)
+    A pod carries one framework's, so the names of every framework are looked for.
+    """
+    from simpletfjob.frameworks import FRAMEWORKS, framework
+
+    placed = {name for fw in FRAMEWORKS for name in framework(fw).env_names}
     containers = ((pod.get("spec") or {}).get("containers")) or []
     for container in containers:
         if any(

@@ -3,8 +3,8 @@
 A group is a class of fields (see optiontable.py for how one is declared and
 what the declaration feeds: click's parameters, a template header's `options:`,
 and the rules a value must follow). A command's options are its groups combined:
-`Options`, the render's, is the core groups here plus the framework's
-(`frameworks/tensorflow.py`), read flat: `options.num`, `options.psn`. Flat as
+`Options`, the render's, is the core groups here plus each framework's
+(`frameworks/tensorflow.py`, `frameworks/pytorch.py`), read flat: `options.num`, `options.psn`. Flat as
 the command line and a header's `options:` are (one `--psn`, one `psn:`), and
 as the pipeline has always read them; the groups stay visible in the types: a
 framework's code can take its own group (`TensorFlowOptions`), and mypy then
@@ -21,6 +21,8 @@ from types import MappingProxyType
 from typing import Any, ClassVar
 
 from simpletfjob.errors import UsageError
+from simpletfjob.frameworks import FRAMEWORKS
+from simpletfjob.frameworks.pytorch import PyTorchOptions
 from simpletfjob.frameworks.tensorflow import TensorFlowOptions
 from simpletfjob.nodes import ADDRESS_CHOICES, GPU_RESOURCE
 from simpletfjob.optiontable import (
@@ -233,6 +235,14 @@ class RenderOptions(OptionGroup):
     """The core of a render: the template, how many hosts, ports and networking, values, output."""
 
     template: str = argument(required=False)
+    framework: str = option(
+        "--framework",
+        default=FRAMEWORKS[0],
+        show_default=True,
+        rule=OneOf(*FRAMEWORKS),
+        header=True,
+        help="The run's framework: its roles, variables, default port and success policy.",
+    )
     num: int = option(
         "-N",
         "--num",
@@ -246,13 +256,13 @@ class RenderOptions(OptionGroup):
     port: int = option(
         "--port",
         default=DEFAULT_PORT,
-        show_default=True,
         rule=PORT,
         parse=parse_port,
         format=str,
         metavar="PORT|auto",
         header=True,
-        help="TF server port in TF_CONFIG; auto: the lowest from 2222 up that is free on every chosen node.",
+        help="Task 0's port (TF server, torchrun master, JAX coordinator); default 2222, 29500 or "
+        "1234 by --framework; auto: the lowest from there up that is free on every chosen node.",
     )
     tasks_per_host: int = option(
         "--tasks-per-host",
@@ -328,9 +338,9 @@ class PolicyOptions(OptionGroup):
     success_policy: str = option(
         "--success-policy",
         default="worker0",
-        show_default=True,
         rule=OneOf(*SUCCESS_POLICIES),
-        help="When the run has succeeded without a chief: once worker 0 has, or every worker. "
+        help="When the run has succeeded without a chief: once worker 0 has, or every worker "
+        "(default: worker0 for tensorflow, all-workers for pytorch and jax). "
         "Recorded as the annotation simpletfjob/success-policy (not with --no-labels).",
     )
 
@@ -340,6 +350,7 @@ class Options(
     ValueOptions,
     PolicyOptions,
     TensorFlowOptions,
+    PyTorchOptions,
     NodeChoiceOptions,
     NodeOptions,
     ConnectionOptions,

@@ -76,7 +76,8 @@ class Placement(NamedTuple):
     for the original tool's indented JSON lines under `key: >` or `key: |`, and
     "line" for a marker alone on a line (both stand for the whole line); any
     other mode writes compact JSON, escaped for `quote`, between `open` and
-    `close`. Only the guess's layout (whole line or not, indentation) is kept
+    `close`. "lines" is a framework's YAML lines (env entries) at `indent`,
+    standing in the checks as one sequence entry (`stand` ends with '- '). Only the guess's layout (whole line or not, indentation) is kept
     by the settling; the rest is what `fill` writes for a marker never settled.
     """
 
@@ -158,7 +159,7 @@ def place_parts(placement: Placement, values: RunValues, task: Task) -> tuple[st
 
     The large part the framework shares between tasks is one string, never copied.
     """
-    if placement.mode == "block":
+    if placement.mode in ("block", "lines"):
         return values.block_parts(placement.name, task, placement.indent)
     prefix, suffix = values.compact_parts(placement.name, task)
     if placement.quote:

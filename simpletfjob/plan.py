@@ -31,10 +31,17 @@ from simpletfjob.eligibility import (
 )
 from simpletfjob.errors import RenderCheckError, SelectionError, UsageError
 from simpletfjob.frameworks import Framework, Pin, RunValues, framework
+from simpletfjob.frameworks.pytorch import GPU_COUNT
 from simpletfjob.labels import INDEX_LABEL, NAME_ANNOTATION, POLICY_ANNOTATION, check_label_value
 from simpletfjob.options import Options, check_options
 from simpletfjob.render import CompiledTemplate
-from simpletfjob.rendering import Decoration, Rendered, compile_template, render_tasks
+from simpletfjob.rendering import (
+    Decoration,
+    Rendered,
+    compile_template,
+    gpus_requested,
+    render_tasks,
+)
 from simpletfjob.seating import Host, Task, check_endpoints, tasks_at
 from simpletfjob.selection import (
     Verdict,
@@ -137,7 +144,7 @@ class Plan(NamedTuple):
 def plan(options: Options) -> Plan:
     """Plan the run the options describe; see the module docstring."""
     check_options(options)
-    fw = framework()
+    fw = framework(options.framework)
     compiled = compile_template(options, fw)
     filename = compiled.filename
     warnings: list[str] = []
@@ -175,6 +182,8 @@ def plan(options: Options) -> Plan:
             used = len({t.node for t in tasks})
             warnings.append(left_out_text(len(tasks), used, left_out))
     decoration = Decoration(job, namespace_to_add(options), options.success_policy)
+    if options.nproc_per_node is GPU_COUNT and fw.name == "pytorch":
+        options = options.replace(nproc_per_node=gpus_requested(compiled, fw, options))
     values = fw.values(tasks, None, options, compiled.referenced)
     rendered = render_tasks(compiled, tasks, values, options.values, decoration)
     services: list[Document] = []
@@ -203,9 +212,9 @@ def template_stem(template: str) -> str:
     return base.rsplit(".", 1)[0] if "." in base else base
 
 
-def default_output_name(template: str) -> str:
-    """'dir/mnist.yaml' -> 'mnist_tfjob.yaml', as the original tool named it."""
-    return f"{template_stem(template)}{framework().output_suffix}.yaml"
+def default_output_name(template: str, name: str = "tensorflow") -> str:
+    """'dir/mnist.yaml' -> 'mnist_tfjob.yaml', as the original tool named it ('_pytorchjob', '_jaxjob')."""
+    return f"{template_stem(template)}{framework(name).output_suffix}.yaml"
 
 
 def inputs(options: Options) -> Iterator[tuple[str, str | None]]:
@@ -216,7 +225,7 @@ def inputs(options: Options) -> Iterator[tuple[str, str | None]]:
     """
     yield ("template", options.template)
     yield ("exclusion file", options.exc)
-    yield from framework().inputs(options)
+    yield from framework(options.framework).inputs(options)
     yield ("nodes file", options.nodes_file)
     yield from (("values file", f) for f in options.value_files)
     from simpletfjob.kube.paths import kubeconfig_files
@@ -264,7 +273,7 @@ def choose_tasks(
         lambda: breakdown(verdicts),
     )
     if options.port is AUTO_PORT:
-        port, note = choose_port(options, judged, seats, names.__getitem__)
+        port, note = choose_port(options, judged, seats, names.__getitem__, fw.default_port)
         options = options.replace(port=port)
         notes.append(note)
 

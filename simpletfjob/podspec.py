@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
+_MARK = "\ue000"  # what starts a placed value's marker (placement.MARK_OPEN)
 # Toleration fields that take part in matching a taint (tolerationSeconds does not).
 _MATCHED_FIELDS = ("key", "operator", "value", "effect")
 
@@ -130,3 +131,35 @@ def _scalars(node: Any) -> dict[str, str]:
         for k, v in node.value
         if type(k).__name__ == "ScalarNode" and type(v).__name__ == "ScalarNode"
     }
+
+
+def container_gpus(documents: Sequence[Any], resource: str, env_names: Sequence[str]) -> int | None:
+    """The GPUs (`resource`) the task's container asks for: its limit, else its request.
+
+    The task's container is the first that carries one of `env_names` (or a placed
+    value's marker, which stands for them in a check), else the first container of
+    the first pod spec; None when it asks for none.
+    """
+    wanted = set(env_names)
+    first = None
+    for document in documents:
+        for spec in _pod_specs(document):
+            for container in _items(spec.get("containers")):
+                entries = {k.value: v for k, v in _mapping_items(container)}
+                if first is None:
+                    first = entries
+                env = list(_items(entries.get("env")))
+                if wanted & {_scalars(e).get("name") for e in env} or any(
+                    _MARK in (_scalar(e) or "") for e in env
+                ):
+                    return _gpus_of(entries, resource)
+    return None if first is None else _gpus_of(first, resource)
+
+
+def _gpus_of(container: dict[str, Any], resource: str) -> int | None:
+    resources = {k.value: v for k, v in _mapping_items(container.get("resources"))}
+    for kind in ("limits", "requests"):
+        text = _scalars(resources.get(kind)).get(resource)
+        if text is not None and text.isdigit():
+            return int(text)
+    return None

@@ -53,11 +53,19 @@ _SHOWN_MARKER = r"(?:\ue000|\\ue000)(\d+)(?:\ue001|\\ue001)"
 
 
 def translate_source(
-    source: str, placed: Sequence[str] = (), legacy: Sequence[str] = ()
+    source: str,
+    placed: Sequence[str] = (),
+    legacy: Sequence[str] = (),
+    blocks: Sequence[str] = (),
+    filename: str = "<template>",
 ) -> tuple[str, list[Placement]]:
     """Rewrite legacy syntax and merge keys, and turn each bare placed value into a marker.
 
-    `legacy` are the names the original tool wrote as `{{.name}}`.
+    `legacy` are the names the original tool wrote as `{{.name}}`. `blocks` are placed
+    values that are lines of YAML (a framework's env entries): one must stand alone on
+    its line, and the lines it becomes take that line's indentation (mode "lines"; it
+    stands in the checks as one sequence entry). Anywhere else it would break the YAML
+    around it, so it is refused, naming its line.
     """
     if legacy:
         names = "|".join(map(re.escape, legacy))
@@ -65,17 +73,29 @@ def translate_source(
     source = _MERGE_KEY.sub("<< '<<' >>", source)
     lines = source.split("\n")
     placements: list[Placement] = []
-    if not placed:
+    if not placed and not blocks:
         return "\n".join(lines), placements
-    bare = re.compile(r"<<\s*(" + "|".join(map(re.escape, placed)) + r")\s*>>")
+    every = (*placed, *blocks)
+    bare = re.compile(r"<<\s*(" + "|".join(map(re.escape, every)) + r")\s*>>")
     for number, line in enumerate(lines):
-        if not any(name in line for name in placed):
+        if not any(name in line for name in every):
             continue
         pieces: list[str] = []
         pos = 0
         matched = False
         for match in bare.finditer(line):
             matched = True
+            if match[1] in blocks:
+                lead = line[: match.start()]
+                if lead.strip() or line[match.end() :].strip() or "\t" in lead:
+                    raise TemplateError(
+                        f"{filename}:{number + 1}: <<{match[1]}>> must stand alone on its line, "
+                        "indented as the env entries it becomes (under env:)"
+                    )
+                placements.append(Placement("lines", lead, number + 1, f"{lead}- ", name=match[1]))
+                pieces = [f"{MARK_OPEN}{len(placements) - 1}{MARK_CLOSE}"]
+                pos = len(line)
+                break
             guess = classify_placement(lines, number, match.start(), match.end())
             placement = guess._replace(name=match[1])
             marker = f"{MARK_OPEN}{len(placements)}{MARK_CLOSE}"
@@ -101,6 +121,7 @@ class CompiledTemplate:
         known: Sequence[str],
         placed: Sequence[str] = (),
         legacy: Sequence[str] = (),
+        blocks: Sequence[str] = (),
     ) -> None:
         for char in (MARK_OPEN, MARK_CLOSE):
             if char in source:
@@ -109,7 +130,7 @@ class CompiledTemplate:
                 )
         self.filename = filename
         source = unix_newlines(source)
-        text, self.placements = translate_source(source, placed, legacy)
+        text, self.placements = translate_source(source, placed, legacy, blocks, filename)
         env = make_environment()
         self._environment = env
         self._bounds = Bounds(filename)
@@ -228,6 +249,8 @@ class CompiledTemplate:
         quoted: set[int] = set()
         for i in range(1, len(pieces), 2):
             guess = self.placements[int(pieces[i])]
+            if guess.mode == "lines":
+                continue  # whole lines of YAML, written as they are
             at = starts[i // 2] + len(guess.stand)
             marker = f"{MARK_OPEN}{pieces[i]}{MARK_CLOSE}"
             placement = settle(guess, text, at, marker, documents, inserts, quoted, self.filename)

@@ -21,7 +21,7 @@ from simpletfjob.documents import (
     identify,
     normalize_task_text,
 )
-from simpletfjob.errors import RenderCheckError
+from simpletfjob.errors import RenderCheckError, TemplateError
 from simpletfjob.frameworks import TASK_VARIABLES, Framework, RunValues
 from simpletfjob.labels import (
     INDEX_LABEL,
@@ -308,7 +308,10 @@ def compile_template(options: Any, fw: Framework) -> CompiledTemplate:
     source, filename = load_template(options)
     check_reserved(options.values, (*TASK_VARIABLES, *fw.variables))
     known = [*TASK_VARIABLES, *fw.variables, *options.values]
-    compiled = CompiledTemplate(source, filename, known, fw.placed, fw.legacy)
+    try:
+        compiled = CompiledTemplate(source, filename, known, fw.placed, fw.legacy, fw.blocks)
+    except TemplateError as e:
+        raise other_framework(e, fw) from e
     if options.set_values:  # no walk at all without --set
         from simpletfjob.optiontable import options_of
         from simpletfjob.values import check_sets_read
@@ -326,6 +329,25 @@ def compile_template(options: Any, fw: Framework) -> CompiledTemplate:
     return compiled
 
 
+def other_framework(error: TemplateError, fw: Framework) -> TemplateError:
+    """An undefined name that another framework sets says which (`<<TORCH_ENV>>` in a TensorFlow run)."""
+    import re
+
+    from simpletfjob.frameworks import FRAMEWORKS, framework
+
+    found = re.match(r"(.*?'(\w+)' is undefined);", str(error))
+    owner = next(
+        (n for n in FRAMEWORKS if found and n != fw.name and found[2] in framework(n).variables),
+        None,
+    )
+    if found is None or owner is None:
+        return error
+    return TemplateError(
+        f"{found[1]} for framework {fw.name}: it is {owner}'s; give --framework {owner}, "
+        f"or framework: {owner} in the template header's options"
+    )
+
+
 def load_template(options: Any) -> tuple[str, str]:
     """The template's text and the name to use for it in messages."""
     from simpletfjob.nodes import read_text
@@ -333,3 +355,24 @@ def load_template(options: Any) -> tuple[str, str]:
     if options.template_text is not None:
         return options.template_text, options.template
     return read_text(options.template, "template"), options.template
+
+
+def gpus_requested(compiled: CompiledTemplate, fw: Framework, options: Any) -> int:
+    """`--nproc-per-node gpu`: the GPUs worker 0's container asks for, from its placeholder render.
+
+    The container is the one whose env carries the framework's variables, else the
+    first; every task is taken to ask as many (torchrun's world size needs one count).
+    """
+    from simpletfjob.podspec import container_gpus
+    from simpletfjob.valuerules import AUTO_PORT
+
+    role = fw.roles(options)[0]
+    port = fw.default_port if options.port is AUTO_PORT else options.port
+    documents = _placeholder_documents(compiled, fw, options.replace(nproc_per_node=1), role, port)
+    count = container_gpus(documents, options.gpu_resource, fw.env_names)
+    if not count:
+        raise RenderCheckError(
+            f"--nproc-per-node gpu: the task's container asks for no {options.gpu_resource} "
+            "(in resources.limits or requests); give --nproc-per-node N"
+        )
+    return count

@@ -184,7 +184,7 @@ class LogsOptions(ConnectionOptions):
         "--container",
         default=None,
         metavar="NAME",
-        help="This container (default: the one that carries TF_CONFIG, else the first).",
+        help="This container (default: the one that carries TF_CONFIG or the framework's env, else the first).",
     )
     all_containers: bool = option(
         "--all-containers", default=False, help="Every container of each pod."

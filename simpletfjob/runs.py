@@ -93,14 +93,17 @@ def named_tasks(jobs: Iterable[Mapping[str, Any]]) -> list[str]:
     """The run's tasks as its Jobs' pod templates name them (the framework reads them).
 
     A Job that decides success (the chief's) may be gone; the others still say it was there.
+    Each framework is asked in turn: a Job carries one framework's variables in its env,
+    so the first that reads any is the run's.
     """
-    from simpletfjob.frameworks import framework
+    from simpletfjob.frameworks import FRAMEWORKS, framework
 
-    fw = framework()
+    readers = [framework(name) for name in FRAMEWORKS]
     for job in jobs:
-        tasks = fw.run_tasks(job)
-        if tasks:
-            return tasks
+        for fw in readers:
+            tasks = fw.run_tasks(job)
+            if tasks:
+                return tasks
     return []
 
 

@@ -22,20 +22,24 @@ from simpletfjob.streams import say
     extra=[version_option()],
 )
 def command(values: dict[str, Any], given: frozenset[str]) -> None:
-    """Render TEMPLATE once per TensorFlow task into one multi-document Job stream.
+    """Render TEMPLATE once per task into one multi-document Job stream.
 
     TEMPLATE is a file, or the name of a built-in template; a file that exists
     wins (write ./NAME to render a file named like a built-in or a command).
     A first word that is neither but is close to a command is a mistyped
     command (exit 2, with the command it is like).
-    A template's header can give defaults for variables and for --psn, --chief,
-    --evaluator, --evaluator-in-cluster, --port, -N, --tasks-per-host and
-    --network; the command line wins.
-    A built-in's default output is ./NAME_tfjob.yaml.
+    A template's header can give defaults for variables and for --framework,
+    --psn, --chief, --evaluator, --evaluator-in-cluster, --nproc-per-node,
+    --port, -N, --tasks-per-host and --network; the command line wins.
+    A built-in's default output is ./NAME_tfjob.yaml (_pytorchjob, _jaxjob).
 
     \b
-    Variables: <<type>> <<index>> <<host>> <<node>> <<port>> <<TF_CONFIG>>
-    <<ps_hosts>> <<worker_hosts>> <<chief_hosts>> <<num_tasks>>, and --set values.
+    Variables: <<type>> <<index>> <<host>> <<node>> <<port>> <<num_tasks>>,
+    and --set values; TensorFlow's <<TF_CONFIG>> <<ps_hosts>> <<worker_hosts>>
+    <<chief_hosts>>; PyTorch's <<TORCH_ENV>> (env entries) <<node_rank>>
+    <<nnodes>> <<nproc_per_node>> <<world_size>> <<master_addr>> <<master_port>>;
+    JAX's <<JAX_ENV>> (env entries) <<coordinator_address>> <<num_processes>>
+    <<process_id>>.
     The original tool's {{.type}} {{.index}} {{.host}} {{.TF_CONFIG}} work too.
 
     \b
@@ -73,11 +77,14 @@ def write_run(options: Options) -> None:
                 "write beside it; give -o FILE, or -o - for stdout"
             )
         output = os.path.join(
-            os.path.dirname(options.template), default_output_name(options.template)
+            os.path.dirname(options.template),
+            default_output_name(options.template, options.framework),
         )
     else:
         output = options.output
-    dest = destination(output, directory_hint=default_output_name(options.template))
+    dest = destination(
+        output, directory_hint=default_output_name(options.template, options.framework)
+    )
     refuse_inputs(dest, inputs(options))
     planned = plan_explained(options)
     # Warnings wait until the run has been written: a failure is one line, whatever came

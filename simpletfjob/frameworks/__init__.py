@@ -3,9 +3,11 @@
 A framework owns the roles of its tasks and how they are seated on hosts, the
 variables each task's render gets, the large values it places where the template
 writes them (see render.py), its options and header keys, and its output name.
-TensorFlow (tensorflow.py) is the one framework so far; it adds no documents of
-its own (the Services of pod networking are the core's, network.py, with the
-framework's port name), so the protocol has no hook for them yet.
+TensorFlow (tensorflow.py) is the default; PyTorch (pytorch.py) and JAX (jax.py)
+have workers only (workers.py), and give their variables to the container as a
+list of env entries (`blocks`). None adds documents of its own (the Services of
+pod networking are the core's, network.py, with the framework's port name), so
+the protocol has no hook for them yet.
 """
 
 from __future__ import annotations
@@ -15,7 +17,18 @@ from typing import Any, Protocol
 
 from simpletfjob.seating import Pin, Seating, Task
 
-__all__ = ["TASK_VARIABLES", "Framework", "Pin", "RunValues", "framework", "reserved_variables"]
+__all__ = [
+    "FRAMEWORKS",
+    "TASK_VARIABLES",
+    "Framework",
+    "Pin",
+    "RunValues",
+    "framework",
+    "reserved_variables",
+]
+
+# --framework's choices; the first is the default.
+FRAMEWORKS = ("tensorflow", "pytorch", "jax")
 
 # Variables every task gets, whatever the framework; --set values may not reuse them.
 TASK_VARIABLES = ("host", "node", "port", "num_tasks")
@@ -44,6 +57,10 @@ class Framework(Protocol):
     output_suffix: str  # the default output is <template stem><suffix>.yaml
     variables: tuple[str, ...]  # per-task variables it sets, placed values included
     placed: tuple[str, ...]  # values placed where they stand, as large strings
+    blocks: tuple[str, ...]  # values that stand alone on a line and expand to lines there
+    env_names: tuple[str, ...]  # env names that only its tasks' containers carry (logs)
+    default_port: int  # --port when neither the command line nor the header gives it
+    default_policy: str  # --success-policy likewise
     legacy: tuple[str, ...]  # names the original tool wrote as {{.name}}
     addresses: frozenset[str]  # variables that hold task addresses (pod networking renders again)
     port_name: str  # the name of a task's Service port
@@ -84,16 +101,30 @@ class Framework(Protocol):
 
 
 def framework(name: str = "tensorflow") -> Framework:
-    """The framework of that name."""
-    if name != "tensorflow":
-        raise ValueError(f"unknown framework {name!r}")
-    from simpletfjob.frameworks.tensorflow import TENSORFLOW
+    """The framework of that name (each module is imported only when its framework is asked for)."""
+    if name == "tensorflow":
+        from simpletfjob.frameworks.tensorflow import TENSORFLOW
 
-    return TENSORFLOW
+        return TENSORFLOW
+    if name == "pytorch":
+        from simpletfjob.frameworks.pytorch import PYTORCH
+
+        return PYTORCH
+    if name == "jax":
+        from simpletfjob.frameworks.jax import JAX
+
+        return JAX
+    raise ValueError(f"unknown framework {name!r}")
 
 
 def reserved_variables() -> tuple[str, ...]:
-    """Names a value may not take: those every task gets, and every framework's."""
-    from simpletfjob.frameworks.tensorflow import TENSORFLOW
+    """Names a value may not take: those every task gets, and every framework's.
 
-    return (*TASK_VARIABLES, *TENSORFLOW.variables)
+    Every framework's, whichever the run has: --set and values files are read before
+    the template's header says which it is, and a value keeps its meaning when the
+    framework changes.
+    """
+    names = [*TASK_VARIABLES]
+    for name in FRAMEWORKS:
+        names += [n for n in framework(name).variables if n not in names]
+    return tuple(names)

@@ -304,9 +304,13 @@ class TensorFlow:
         "chief_hosts",
     )
     placed: tuple[str, ...] = (TF_CONFIG,)
+    blocks: tuple[str, ...] = ()
+    env_names: tuple[str, ...] = (TF_CONFIG,)
     legacy: tuple[str, ...] = ("type", "index", "host", TF_CONFIG)
     addresses: frozenset[str] = frozenset({TF_CONFIG, "ps_hosts", "worker_hosts", "chief_hosts"})
     port_name: str = "tfjob-port"  # as the TFJob operator names it
+    default_port: int = 2222
+    default_policy: str = "worker0"
 
     def roles(self, options: Any) -> tuple[str, ...]:
         has_ps = bool(options.psf) or options.psn > 0

@@ -510,3 +510,18 @@ def test_a_template_header_may_default_to_port_auto(cli: Any, kubeapi: KubeAPI, 
     write(work / "bad.yaml", "# simpletfjob:\n#   options:\n#     port: car\n" + HOST_NETWORK)
     refused = cli("bad.yaml", "--nodes", "a,b", "-o", "-", cwd=work)
     assert_one_line_error(refused, 1, contains=["bad.yaml:3: option 'port'", "'car' is not a port"])
+
+
+def test_port_auto_starts_from_the_frameworks_port(cli: Any, kubeapi: KubeAPI, work: Path) -> None:
+    kubeapi.set_nodes([make_node(f"n{i}") for i in range(1, 3)])
+    kubeapi.load("pods", [port_pod("a", "n2", 29500), port_pod("b", "n1", 1234)])
+    result = render(cli, work, "pytorch-ddp", "--port", "auto", "--set", "gpus=0")
+    assert result.err.splitlines()[0] == (
+        "simpletfjob: --port auto chose port 29501 (29500 is held by ml/a on n2)"
+    )
+    env = result.docs[1]["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "PET_MASTER_PORT", "value": "29501"} in env
+    result = render(cli, work, "jax-multiprocess", "--port", "auto", "--set", "gpus=0")
+    assert result.err.splitlines()[0] == (
+        "simpletfjob: --port auto chose port 1235 (1234 is held by ml/b on n1)"
+    )

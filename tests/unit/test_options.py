@@ -101,6 +101,8 @@ HEADER_VALUES: dict[str, Any] = {
     "chief": True,
     "evaluator": True,
     "evaluator_in_cluster": True,
+    "framework": "pytorch",
+    "nproc_per_node": 2,
 }
 
 
@@ -142,6 +144,8 @@ BROKEN: dict[str, list[Any]] = {
     "port": [0, 65536],
     "tasks_per_host": [0, -3],
     "network": ["hostx", "POD"],
+    "framework": ["torch", "TensorFlow"],
+    "nproc_per_node": [0, -1],
 }
 
 

@@ -21,13 +21,14 @@ from simpletfjob.catalog import (
 from simpletfjob.errors import TemplateError
 from tests.conftest import ROOT, assert_one_line_error, tf_config_of, write
 
-BUILTINS = [
+TF_BUILTINS = [
     "pod-network",
     "tf1-flags",
     "tf1-ps-hostnetwork",
     "tf2-multiworker",
     "tf2-parameter-server",
 ]
+BUILTINS = sorted([*TF_BUILTINS, "pytorch-ddp", "jax-multiprocess"])
 HOSTS = ["a", "b", "c", "d"]
 
 
@@ -41,7 +42,7 @@ def roles_of(docs: list[Any]) -> list[str]:
     return [d["metadata"]["labels"]["tf-role"] for d in docs]
 
 
-@pytest.mark.parametrize("name", BUILTINS)
+@pytest.mark.parametrize("name", TF_BUILTINS)
 def test_each_built_in_renders_from_a_host_list_alone_and_validates(
     cli: Any, tmp_path: Path, name: str
 ) -> None:
@@ -200,13 +201,13 @@ def test_init_to_a_file_and_to_stdout(cli: Any, tmp_path: Path) -> None:
         (
             ["init", "tf3"],
             1,
-            r"no built-in template 'tf3'; available: pod-network, tf1-flags, tf1-ps-hostnetwork",
+            r"no built-in template 'tf3'; available: jax-multiprocess, pod-network, pytorch-ddp, tf1",
         ),
         (["init"], 2, r"Missing argument 'NAME'.*simpletfjob init --help"),
         (
             ["tf3", "--nodes", "a,b"],
             1,
-            r"'tf3' is neither a file nor a built-in template; built-ins: pod-network, tf1-flags,",
+            r"'tf3' is neither a file nor a built-in template; built-ins: jax-multiprocess, pod-network,",
         ),
         (["templates", "extra"], 2, r"unexpected extra argument"),
     ],
@@ -223,7 +224,7 @@ def test_a_file_wins_over_a_built_in_name(cli: Any, tmp_path: Path) -> None:
     result = cli("tf1-flags", "--nodes", "a,b", "-o", "-", cwd=tmp_path)
     assert [d["metadata"]["name"] for d in result.docs] == ["mine-ps-0", "mine-worker-0"]
     # The word `templates` first is the command; ./templates is the file.
-    assert cli("templates", cwd=tmp_path).out.startswith("pod-network")
+    assert cli("templates", cwd=tmp_path).out.startswith("jax-multiprocess")
     result = cli("./templates", "--nodes", "a,b", "-o", "-", cwd=tmp_path)
     assert [d["metadata"]["name"] for d in result.docs] == ["mine-ps-0", "mine-worker-0"]
 
@@ -371,7 +372,8 @@ def test_values_precedence_header_then_files_in_order_then_set(cli: Any, tmp_pat
         (
             "# simpletfjob:\n#   options:\n#     psm: 0\n",
             r"t.yaml:3: unknown option 'psm' in the template header; a header can set: chief, "
-            r"evaluator, evaluator-in-cluster, network, num, port, psn, tasks-per-host",
+            r"evaluator, evaluator-in-cluster, framework, network, nproc-per-node, num, port, "
+            r"psn, tasks-per-host",
         ),
         (
             "# x\n# simpletfjob:\n#   options:\n#     psn: two\n",

@@ -1,0 +1,185 @@
+"""PyTorch: torchrun's static rendezvous, one `worker` task per node of the run.
+
+Each task is a node of the run (`--nnodes`), indexed 0..n-1 (`--node-rank`); worker 0's
+address is the master (`--master-addr`), at --port (default 29500, torchrun's). Every
+task runs --nproc-per-node processes (default 1; `gpu`: as many as its container
+requests GPUs, as Kubeflow's trainer does), so the world size is nnodes x nproc_per_node.
+
+`<<TORCH_ENV>>`, alone on a line under `env:`, expands to the variables torchrun reads
+as its options' defaults (PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK,
+PET_MASTER_ADDR, PET_MASTER_PORT), and the ones `init_process_group("env://")` reads
+without torchrun (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, and RANK, the node's first
+rank: node_rank x nproc_per_node).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any
+
+from simpletfjob.frameworks.workers import (
+    ROLES,
+    EnvValues,
+    address_of,
+    seat_workers,
+    workers_from,
+)
+from simpletfjob.optiontable import Must, OptionGroup, option
+from simpletfjob.seating import Pin, Seating, Task
+
+TORCH_ENV = "TORCH_ENV"
+DEFAULT_PORT = 29500  # torchrun's --master-port
+
+
+class _GpuCount(int):
+    """`--nproc-per-node gpu`: an int, as the field is, told apart by identity."""
+
+    def __repr__(self) -> str:
+        return "gpu"
+
+    __str__ = __repr__
+
+
+# The plan replaces it with the GPUs worker 0's container requests (rendering.gpus_requested).
+GPU_COUNT: int = _GpuCount(0)
+
+
+def parse_nproc(text: str) -> int:
+    """--nproc-per-node's text: a number of processes, or `gpu`."""
+    if text == "gpu":
+        return GPU_COUNT
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number of processes; write a number, or gpu") from None
+
+
+NPROC = Must("at least 1, or gpu", lambda n: n is GPU_COUNT or n >= 1)
+
+
+class PyTorchValues(EnvValues):
+    """A run's torchrun variables: the same for every task but its rank."""
+
+    def __init__(
+        self,
+        tasks: Sequence[Task],
+        endpoints: Mapping[Task, str] | None,
+        nproc: int,
+        uses_env: bool,
+    ) -> None:
+        self.nnodes = len(tasks)
+        self.nproc = nproc
+        self.master_addr, _ = address_of(tasks[0], endpoints) if tasks else ("", "")
+        self.master_port = tasks[0].port if tasks else 0
+        self._uses_env = uses_env
+        super().__init__(
+            (
+                ("PET_NNODES", self.nnodes),
+                ("PET_NPROC_PER_NODE", self.nproc),
+                ("PET_MASTER_ADDR", self.master_addr),
+                ("PET_MASTER_PORT", self.master_port),
+                ("MASTER_ADDR", self.master_addr),
+                ("MASTER_PORT", self.master_port),
+                ("WORLD_SIZE", self.nnodes * self.nproc),
+            )
+        )
+
+    def own(self, task: Task) -> tuple[tuple[str, object], ...]:
+        return (("PET_NODE_RANK", task.index), ("RANK", task.index * self.nproc))
+
+    def variables(self, task: Task) -> dict[str, Any]:
+        found: dict[str, Any] = {
+            "type": task.role,
+            "index": task.index,
+            "node_rank": task.index,
+            "nnodes": self.nnodes,
+            "nproc_per_node": self.nproc,
+            "world_size": self.nnodes * self.nproc,
+            "master_addr": self.master_addr,
+            "master_port": self.master_port,
+        }
+        if self._uses_env:
+            found[TORCH_ENV] = self.env(task)
+        return found
+
+
+class PyTorch:
+    """The PyTorch framework: torchrun workers, static rendezvous at worker 0."""
+
+    name: str = "pytorch"
+    output_suffix: str = "_pytorchjob"
+    variables: tuple[str, ...] = (
+        "type",
+        "index",
+        "node_rank",
+        "nnodes",
+        "nproc_per_node",
+        "world_size",
+        "master_addr",
+        "master_port",
+        TORCH_ENV,
+    )
+    placed: tuple[str, ...] = ()
+    blocks: tuple[str, ...] = (TORCH_ENV,)  # placed as lines of env entries
+    env_names: tuple[str, ...] = ("PET_NNODES", "PET_NODE_RANK", "MASTER_ADDR", "RANK")
+    legacy: tuple[str, ...] = ()
+    addresses: frozenset[str] = frozenset({TORCH_ENV, "master_addr"})
+    port_name: str = "pytorchjob-port"  # as the PyTorchJob operator names it
+    default_port: int = DEFAULT_PORT
+    default_policy: str = "all-workers"
+
+    def roles(self, options: Any) -> tuple[str, ...]:
+        return ROLES
+
+    def pins(self, options: Any) -> tuple[Pin, ...]:
+        return ()
+
+    def inputs(self, options: Any) -> list[tuple[str, str | None]]:
+        return []
+
+    def seat(
+        self,
+        hosts: Sequence[str],
+        options: Any,
+        pins: Sequence[Pin],
+        may_take: Callable[[str, int], bool] | None,
+        note: Callable[[], str],
+    ) -> Seating:
+        return seat_workers(hosts, options.num, options.tasks_per_host, may_take, note)
+
+    def values(
+        self,
+        tasks: Sequence[Task],
+        endpoints: Mapping[Task, str] | None,
+        options: Any,
+        referenced: Collection[str],
+    ) -> PyTorchValues:
+        return PyTorchValues(tasks, endpoints, options.nproc_per_node, TORCH_ENV in referenced)
+
+    def run_tasks(self, job: Mapping[str, Any]) -> list[str]:
+        """Every worker ('worker-1'), from PET_NNODES in a Job's env; [] when it has none."""
+        return workers_from(job, "PET_NNODES")
+
+
+PYTORCH = PyTorch()
+
+
+# ---- options: PyTorch's group of the option table (see options.py) -----------------------------
+
+
+class PyTorchOptions(OptionGroup):
+    """How many processes torchrun starts on each node."""
+
+    section = "PyTorch options"
+
+    nproc_per_node: int = option(
+        "--nproc-per-node",
+        default=1,
+        show_default=True,
+        rule=NPROC,
+        parse=parse_nproc,
+        format=str,
+        metavar="N|gpu",
+        header=True,
+        help="Processes per task (torchrun's); gpu: as many as the task's container requests GPUs.",
+    )

@@ -1,0 +1,129 @@
+"""What the worker-only frameworks (pytorch.py, jax.py) share: seating, env entries, and a run's tasks.
+
+Their runs have one role, `worker`, indexed 0..n-1; worker 0 is the one the others
+meet at (torchrun's master, JAX's coordinator). Every free slot of every eligible
+host takes a worker, in the order of the hosts and each host's ports, as TensorFlow's
+workers do. A framework's variables reach the container as one placeholder that
+stands alone on a line (`<<TORCH_ENV>>`, `<<JAX_ENV>>`) and expands there to a list
+of `env` entries at the placeholder's indentation. It is placed as TensorFlow's
+config is (render.py, placement.py): the entries every task shares are built once
+per run and shared, each task's own follow them, and the whole is filled in as the
+run is written; each task's checks see it as one sequence entry.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from simpletfjob.errors import SelectionError, UsageError
+from simpletfjob.seating import Seating, Slots, Task, hosts_noun
+
+WORKER = "worker"
+ROLES = (WORKER,)
+# As TensorFlow's: past this a render would take minutes; Kubernetes has at most 5000 nodes.
+MAX_TASKS = 10_000
+
+
+def seat_workers(
+    hosts: Sequence[str],
+    num: int,
+    tasks_per_host: int,
+    may_take: Callable[[str, int], bool] | None,
+    note: Callable[[], str],
+) -> Seating:
+    """A worker in every free slot of the hosts a worker may use; with -N, on exactly N hosts."""
+    if tasks_per_host < 1:
+        raise UsageError("--tasks-per-host must be at least 1")
+    limit = len(hosts) if num == -1 else min(num, len(hosts))
+    if limit * tasks_per_host > MAX_TASKS:
+        raise SelectionError(
+            f"the run would have up to {limit * tasks_per_host:,} tasks; a run has at most "
+            f"{MAX_TASKS:,}; use -N or --tasks-per-host to ask for fewer (see Limits in the README)"
+        )
+    slots = Slots(hosts, ROLES, num, tasks_per_host, may_take, note)
+    slots.seat_rest(WORKER)
+    if not slots.placed[WORKER]:
+        raise slots.shortage(WORKER)
+    if num != -1 and slots.used < slots.limit:
+        spare = slots.spare()
+        raise SelectionError(
+            f"-N {num} asks for more hosts than the workers can use: {slots.used} take them "
+            f"all, and the other {len(spare)} eligible {hosts_noun(len(spare))} may not take "
+            f"a worker{slots.breakdown()}"
+        )
+    return slots.placed
+
+
+def address_of(task: Task, endpoints: Mapping[Task, str] | None) -> tuple[str, str]:
+    """A task's (host, host:port): its Service's DNS name with pod networking, else its host."""
+    if endpoints is None:
+        return task.host, task.endpoint
+    endpoint = endpoints[task]
+    return endpoint.rsplit(":", 1)[0], endpoint
+
+
+def env_entries(pairs: Sequence[tuple[str, object]]) -> str:
+    """`env` list entries, one name/value pair each, the values double-quoted strings; no final newline."""
+    return "\n".join(f"- name: {name}\n  value: {json.dumps(str(value))}" for name, value in pairs)
+
+
+def env_value(job: Mapping[str, Any], name: str) -> str | None:
+    """The value of env entry `name` in any container of a Job's pod template (as the server wrote it)."""
+    try:
+        spec = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
+        containers = [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
+    except (AttributeError, TypeError):  # not a Job as the API server writes one
+        return None
+    for container in containers:
+        for env in (container.get("env") if isinstance(container, Mapping) else None) or ():
+            if isinstance(env, Mapping) and env.get("name") == name:
+                value = env.get("value")
+                return value if isinstance(value, str) else None
+    return None
+
+
+def workers_from(job: Mapping[str, Any], count_variable: str) -> list[str]:
+    """Every worker of the run ('worker-0', ...), from the task count a Job's env carries; [] if none."""
+    value = env_value(job, count_variable)
+    if value is None or not value.isdigit():
+        return []
+    return [f"{WORKER}-{i}" for i in range(int(value))]
+
+
+class EnvValues:
+    """The RunValues of a framework whose placed value is env entries (`<<TORCH_ENV>>`).
+
+    The entries every task shares are written once per indentation and shared, as one
+    string, by every task; each task adds its own (its rank) after them.
+    """
+
+    def __init__(self, shared: Sequence[tuple[str, object]]) -> None:
+        self._shared = tuple(shared)
+        self._shared_text: dict[str, str] = {}
+
+    def own(self, task: Task) -> Sequence[tuple[str, object]]:
+        """This task's own entries."""
+        raise NotImplementedError
+
+    def env(self, task: Task) -> str:
+        """Every entry of the task, unindented (for a template that uses the value in an expression)."""
+        return env_entries((*self._shared, *self.own(task)))
+
+    def block_parts(self, name: str, task: Task, indent: str) -> tuple[str, str]:
+        shared = self._shared_text.get(indent)
+        if shared is None:
+            shared = self._shared_text[indent] = _indented(env_entries(self._shared), indent) + "\n"
+        return shared, _indented(env_entries(self.own(task)), indent)
+
+    def compact_parts(self, name: str, task: Task) -> tuple[str, str]:
+        # Never asked: the value stands alone on its line (render.translate_source).
+        raise ValueError(f"<<{name}>> is lines of YAML, not one value")
+
+    def value(self, name: str, task: Task) -> Any:
+        return [{"name": n, "value": str(v)} for n, v in (*self._shared, *self.own(task))]
+
+
+def _indented(text: str, indent: str) -> str:
+    return indent + text.replace("\n", "\n" + indent)

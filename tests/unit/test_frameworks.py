@@ -1,0 +1,318 @@
+"""PyTorch and JAX runs: --framework, their variables and env entries, their options and defaults."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from simpletfjob.logsources import framework_container
+from simpletfjob.runs import named_tasks
+from tests.conftest import assert_one_line_error, write
+
+HEADER = "# simpletfjob:\n#   options:\n#     framework: {}\n"
+JOB = """\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: t-<<type>>-<<index>>
+spec:
+  template:
+    spec:
+      nodeName: <<node>>
+      restartPolicy: Never
+      containers:
+        - name: sidecar
+          image: busybox
+        - name: main
+          image: python
+          command: [python, train.py, "<<extra>>"]
+          env:
+            - name: FIRST
+              value: one
+            <<{env}>>
+            - name: LAST
+              value: two
+          resources:
+            limits:
+              nvidia.com/gpu: <<gpus>>
+"""
+
+
+def template(tmp_path: Path, framework: str, *, extra: str = "x", header: bool = True) -> str:
+    env = {"pytorch": "TORCH_ENV", "jax": "JAX_ENV"}[framework]
+    body = JOB.format(env=env).replace("<<extra>>", extra)
+    text = (HEADER.format(framework) if header else "") + body
+    write(tmp_path / "t.yaml", text)
+    return "t.yaml"
+
+
+def env_of(doc: dict[str, Any]) -> dict[str, str]:
+    container = doc["spec"]["template"]["spec"]["containers"][1]
+    return {e["name"]: e["value"] for e in container["env"]}
+
+
+def render(cli: Any, tmp_path: Path, *args: str) -> Any:
+    result = cli(*args, "-o", "-", "--set", "gpus=2", cwd=tmp_path)
+    assert result.code == 0, result.err
+    return result
+
+
+# ---- PyTorch ---------------------------------------------------------------------------------
+
+
+def test_pytorch_tasks_are_workers_with_torchruns_variables(cli: Any, tmp_path: Path) -> None:
+    result = render(cli, tmp_path, template(tmp_path, "pytorch"), "--nodes", "a,b,c")
+    docs = result.docs
+    assert [d["metadata"]["name"] for d in docs] == ["t-worker-0", "t-worker-1", "t-worker-2"]
+    for rank, doc in enumerate(docs):
+        names = [e["name"] for e in doc["spec"]["template"]["spec"]["containers"][1]["env"]]
+        assert names[0] == "FIRST" and names[-1] == "LAST"  # in place, among the others
+        assert env_of(doc) == {
+            "FIRST": "one",
+            "PET_NNODES": "3",
+            "PET_NPROC_PER_NODE": "1",
+            "PET_NODE_RANK": str(rank),
+            "PET_MASTER_ADDR": "a",
+            "PET_MASTER_PORT": "29500",
+            "MASTER_ADDR": "a",
+            "MASTER_PORT": "29500",
+            "WORLD_SIZE": "3",
+            "RANK": str(rank),
+            "LAST": "two",
+        }
+        labels = doc["metadata"]["labels"]
+        assert (labels["simpletfjob/role"], labels["simpletfjob/index"]) == ("worker", str(rank))
+        assert doc["metadata"]["annotations"] == {
+            "simpletfjob/success-policy": "all-workers",
+            "simpletfjob/name": doc["metadata"]["name"],
+        }
+    assert "3 worker (a, b, c)" in result.err
+
+
+def test_pytorch_nproc_per_node_sets_the_world_size_and_each_nodes_first_rank(
+    cli: Any, tmp_path: Path
+) -> None:
+    name = template(tmp_path, "pytorch")
+    docs = render(cli, tmp_path, name, "--nodes", "a,b", "--nproc-per-node", "4").docs
+    assert [(env_of(d)["RANK"], env_of(d)["WORLD_SIZE"]) for d in docs] == [("0", "8"), ("4", "8")]
+    assert {env_of(d)["PET_NPROC_PER_NODE"] for d in docs} == {"4"}
+    # gpu: as many as the container asks for (its limit), as Kubeflow's trainer counts
+    docs = render(cli, tmp_path, name, "--nodes", "a,b", "--nproc-per-node", "gpu").docs
+    assert [(env_of(d)["RANK"], env_of(d)["WORLD_SIZE"]) for d in docs] == [("0", "4"), ("2", "4")]
+    assert {env_of(d)["PET_NPROC_PER_NODE"] for d in docs} == {"2"}
+
+
+def test_pytorch_nproc_gpu_without_a_gpu_request_is_refused(cli: Any, tmp_path: Path) -> None:
+    name = template(tmp_path, "pytorch")
+    result = cli(name, "--nodes", "a", "--nproc-per-node", "gpu", "--set", "gpus=0", cwd=tmp_path)
+    assert_one_line_error(result, 1, contains=["--nproc-per-node gpu", "nvidia.com/gpu"])
+    result = cli(name, "--nodes", "a", "--nproc-per-node", "two", cwd=tmp_path)
+    assert_one_line_error(result, 2, contains=["'two' is not a number of processes"])
+
+
+def test_the_variables_stand_alone_too_and_port_sets_the_master_port(
+    cli: Any, tmp_path: Path
+) -> None:
+    extra = (
+        "<<node_rank>>/<<nnodes>>/<<nproc_per_node>>/<<world_size>>/<<master_addr>>:<<master_port>>"
+    )
+    name = template(tmp_path, "pytorch", extra=extra)
+    docs = render(cli, tmp_path, name, "--nodes", "a,b", "--port", "7000").docs
+    commands = [d["spec"]["template"]["spec"]["containers"][1]["command"][2] for d in docs]
+    assert commands == ["0/2/1/2/a:7000", "1/2/1/2/a:7000"]
+    assert env_of(docs[1])["PET_MASTER_PORT"] == "7000"
+
+
+def test_tasks_on_one_host_have_their_own_ports_and_meet_at_worker_0s(
+    cli: Any, tmp_path: Path
+) -> None:
+    extra = "<<port>>"
+    name = template(tmp_path, "pytorch", extra=extra)
+    docs = render(cli, tmp_path, name, "--nodes", "h", "--tasks-per-host", "3").docs
+    commands = [d["spec"]["template"]["spec"]["containers"][1]["command"][2] for d in docs]
+    assert commands == ["29500", "29501", "29502"]
+    assert {env_of(d)["PET_MASTER_PORT"] for d in docs} == {"29500"}
+    assert [env_of(d)["PET_NODE_RANK"] for d in docs] == ["0", "1", "2"]
+
+
+def test_pod_networking_names_worker_0s_service(cli: Any, tmp_path: Path) -> None:
+    name = template(tmp_path, "pytorch")
+    docs = render(cli, tmp_path, name, "--nodes", "a,b", "--network", "pod", "-n", "ml").docs
+    jobs = [d for d in docs if d["kind"] == "Job"]
+    services = [d for d in docs if d["kind"] == "Service"]
+    assert {env_of(d)["MASTER_ADDR"] for d in jobs} == {"t-worker-0.ml.svc"}
+    assert [s["spec"]["ports"][0]["name"] for s in services] == ["pytorchjob-port"] * 2
+    assert services[0]["spec"]["ports"][0]["port"] == 29500
+
+
+# ---- JAX -------------------------------------------------------------------------------------
+
+
+def test_jax_tasks_get_the_coordinator_and_their_process_id(cli: Any, tmp_path: Path) -> None:
+    extra = "<<coordinator_address>> <<num_processes>> <<process_id>>"
+    name = template(tmp_path, "jax", extra=extra)
+    docs = render(cli, tmp_path, name, "--nodes", "a,b,c").docs
+    for i, doc in enumerate(docs):
+        assert env_of(doc) == {
+            "FIRST": "one",
+            "JAX_COORDINATOR_ADDRESS": "a:1234",
+            "JAX_NUM_PROCESSES": "3",
+            "JAX_PROCESS_ID": str(i),
+            "LAST": "two",
+        }
+        command = doc["spec"]["template"]["spec"]["containers"][1]["command"]
+        assert command[2] == f"a:1234 3 {i}"
+        assert doc["metadata"]["annotations"] == {
+            "simpletfjob/success-policy": "all-workers",
+            "simpletfjob/name": doc["metadata"]["name"],
+        }
+    docs = render(cli, tmp_path, name, "--nodes", "a,b", "--port", "5555").docs
+    assert env_of(docs[1])["JAX_COORDINATOR_ADDRESS"] == "a:5555"
+
+
+# ---- choosing a framework ---------------------------------------------------------------------
+
+
+def test_the_command_line_chooses_the_framework_over_the_header(cli: Any, tmp_path: Path) -> None:
+    name = template(tmp_path, "pytorch", header=False)
+    result = cli(name, "--nodes", "a", "-o", "-", "--set", "gpus=1", cwd=tmp_path)
+    assert_one_line_error(
+        result,
+        1,
+        contains=["'TORCH_ENV' is undefined for framework tensorflow", "give --framework pytorch"],
+    )
+    docs = render(cli, tmp_path, name, "--nodes", "a", "--framework", "pytorch").docs
+    assert env_of(docs[0])["PET_NNODES"] == "1"
+    # A header's framework, and the success policy the command line gives instead.
+    name = template(tmp_path, "jax")
+    docs = render(cli, tmp_path, name, "--nodes", "a", "--success-policy", "worker0").docs
+    assert docs[0]["metadata"]["annotations"] == {
+        "simpletfjob/success-policy": "worker0",
+        "simpletfjob/name": docs[0]["metadata"]["name"],
+    }
+
+
+@pytest.mark.parametrize(
+    ("framework", "args", "flag"),
+    [
+        ("pytorch", ["--psn", "0"], "--psn"),
+        ("pytorch", ["--chief"], "--chief"),
+        ("jax", ["--evaluator"], "--evaluator"),
+        ("jax", ["--no-chief"], "--chief"),
+        ("jax", ["--psf", "ps"], "--psf"),
+        ("jax", ["--nproc-per-node", "2"], "--nproc-per-node"),
+    ],
+)
+def test_an_option_of_another_framework_is_a_usage_error_naming_it(
+    cli: Any, tmp_path: Path, framework: str, args: list[str], flag: str
+) -> None:
+    name = template(tmp_path, framework)
+    result = cli(name, "--nodes", "a,b", *args, cwd=tmp_path)
+    assert_one_line_error(
+        result, 2, f"^simpletfjob: error: {flag} does not apply to framework {framework}$"
+    )
+    assert list(tmp_path.iterdir()) == [tmp_path / "t.yaml"]
+
+
+def test_nproc_per_node_does_not_apply_to_tensorflow(cli: Any, tmp_path: Path) -> None:
+    write(tmp_path / "t.yaml", "kind: Job\nmetadata:\n  name: t-<<type>>-<<index>>\n")
+    result = cli("t.yaml", "--nodes", "a,b", "--nproc-per-node", "2", cwd=tmp_path)
+    assert_one_line_error(
+        result, 2, contains=["--nproc-per-node does not apply to framework tensorflow"]
+    )
+    result = cli("t.yaml", "--nodes", "a,b", "--framework", "torch", cwd=tmp_path)
+    assert_one_line_error(result, 2, contains=["--framework must be tensorflow, pytorch or jax"])
+
+
+def test_a_header_option_of_another_framework_is_refused(cli: Any, tmp_path: Path) -> None:
+    text = HEADER.format("pytorch") + "#     psn: 0\n" + JOB.format(env="TORCH_ENV")
+    write(tmp_path / "t.yaml", text)
+    result = cli("t.yaml", "--nodes", "a,b", "--set", "gpus=1", "--set", "extra=x", cwd=tmp_path)
+    assert_one_line_error(
+        result,
+        2,
+        contains=["option 'psn' in the template header does not apply to framework pytorch"],
+    )
+
+
+def test_the_env_placeholder_must_stand_alone_on_its_line(cli: Any, tmp_path: Path) -> None:
+    text = HEADER.format("pytorch") + JOB.format(env="TORCH_ENV").replace(
+        "            <<TORCH_ENV>>", "            - <<TORCH_ENV>>"
+    )
+    write(tmp_path / "t.yaml", text)
+    result = cli("t.yaml", "--nodes", "a", "--set", "gpus=1", "--set", "extra=x", cwd=tmp_path)
+    assert_one_line_error(result, 1, r"t\.yaml:22: <<TORCH_ENV>> must stand alone on its line")
+
+
+def test_the_env_entries_take_the_placeholders_indentation(cli: Any, tmp_path: Path) -> None:
+    body = (
+        "kind: Job\napiVersion: batch/v1\nmetadata:\n  name: t-<<index>>\nspec:\n  template:\n"
+        "    spec:\n      containers:\n      - name: c\n        image: i\n        env:\n"
+        "        <<JAX_ENV>>\n"
+    )
+    write(tmp_path / "t.yaml", HEADER.format("jax") + body)
+    result = cli("t.yaml", "--nodes", "a,b", "-o", "-", "--validate", cwd=tmp_path)
+    assert result.code == 0, result.err
+    env = result.docs[1]["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert env == [
+        {"name": "JAX_COORDINATOR_ADDRESS", "value": "a:1234"},
+        {"name": "JAX_NUM_PROCESSES", "value": "2"},
+        {"name": "JAX_PROCESS_ID", "value": "1"},
+    ]
+
+
+def test_a_built_ins_default_output_names_its_framework(cli: Any, tmp_path: Path) -> None:
+    for name, output in (
+        ("pytorch-ddp", "pytorch-ddp_pytorchjob.yaml"),
+        ("jax-multiprocess", "jax-multiprocess_jaxjob.yaml"),
+    ):
+        result = cli(name, "--nodes", "a,b", cwd=tmp_path)
+        assert result.code == 0, result.err
+        assert (tmp_path / output).is_file()
+
+
+# ---- reading a run back: status, wait and logs -------------------------------------------------
+
+
+def job_with_env(env: dict[str, str]) -> dict[str, Any]:
+    containers = [
+        {"name": "sidecar", "image": "busybox"},
+        {"name": "main", "env": [{"name": k, "value": v} for k, v in env.items()]},
+    ]
+    return {"spec": {"template": {"spec": {"containers": containers}}}}
+
+
+def test_a_runs_tasks_are_read_from_its_jobs_env_whatever_its_framework(
+    cli: Any, tmp_path: Path
+) -> None:
+    for framework in ("pytorch", "jax"):
+        docs = render(cli, tmp_path, template(tmp_path, framework), "--nodes", "a,b,c").docs
+        assert named_tasks(docs[1:]) == ["worker-0", "worker-1", "worker-2"]
+        # logs reads the container that carries the framework's variables, not the first
+        assert framework_container(docs[0]["spec"]["template"]) == "main"
+    assert named_tasks([job_with_env({"PET_NNODES": "2"})]) == ["worker-0", "worker-1"]
+    assert named_tasks([job_with_env({"JAX_NUM_PROCESSES": "1"})]) == ["worker-0"]
+    assert named_tasks([job_with_env({"PET_NNODES": "two"}), {}]) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "variable", "port"),
+    [("pytorch-ddp", "PET_MASTER_PORT", "29500"), ("jax-multiprocess", "JAX_NUM_PROCESSES", "4")],
+)
+def test_each_framework_built_in_renders_from_a_host_list_alone_and_validates(
+    cli: Any, tmp_path: Path, name: str, variable: str, port: str
+) -> None:
+    result = cli(name, "--nodes", "a,b,c,d", "-o", "-", "--validate", cwd=tmp_path)
+    assert result.code == 0, result.err
+    assert "valid for Kubernetes" in result.err
+    assert [d["spec"]["template"]["spec"]["nodeName"] for d in result.docs] == ["a", "b", "c", "d"]
+    for doc in result.docs:
+        container = doc["spec"]["template"]["spec"]["containers"][0]
+        assert {"name": variable, "value": port} in container["env"]
+        assert container["resources"]["limits"]["nvidia.com/gpu"] == 1
+        assert doc["metadata"]["annotations"] == {
+            "simpletfjob/success-policy": "all-workers",
+            "simpletfjob/name": doc["metadata"]["name"],
+        }

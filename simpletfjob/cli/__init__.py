@@ -29,7 +29,7 @@ from importlib import import_module
 import click
 
 from simpletfjob import streams
-from simpletfjob.cli.table import (
+from simpletfjob.cli.params import (
     CONTEXT,
     CommandContext,
     ShortOptionsFirst,

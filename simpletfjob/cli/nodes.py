@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from simpletfjob.cli.table import make_command
-from simpletfjob.options import NodesOptions
+from simpletfjob.cli.params import make_command
+from simpletfjob.options.render import NodesOptions
 
 
 @make_command(
@@ -29,7 +29,7 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     """
     from simpletfjob.output import write_stdout
     from simpletfjob.streams import warn
-    from simpletfjob.survey import as_json, summary, survey, table
+    from simpletfjob.plan.survey import as_json, summary, survey, table
 
     options = NodesOptions(**values)
     result = survey(options, warn)

@@ -9,9 +9,9 @@ from typing import Any
 
 import click
 
-from simpletfjob.cli.table import make_command, version_option
+from simpletfjob.cli.params import make_command, version_option
 from simpletfjob.errors import SelectionError, SimpleTFJobError, UsageError
-from simpletfjob.options import Options
+from simpletfjob.options.render import Options
 from simpletfjob.streams import say
 
 
@@ -40,8 +40,8 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     Example:
       simpletfjob mnist.yaml -N 3 -E -o - | kubectl apply -f -
     """
-    from simpletfjob.catalog import prepare_options
-    from simpletfjob.values import parse_set
+    from simpletfjob.template.catalog import prepare_options
+    from simpletfjob.template.values import parse_set
 
     if values["template"] is None:
         exc = values["exc"]
@@ -120,7 +120,7 @@ def tell(planned: Any, options: Options) -> None:
 
 def explain(verdicts: Sequence[Any], tasks: Sequence[Any], options: Options) -> None:
     """--explain: the verdicts table, on stderr."""
-    from simpletfjob.explain import explain_table
+    from simpletfjob.cli.explain import explain_table
 
     print(explain_table(verdicts, tasks, limited=options.num != -1), file=sys.stderr)
 

@@ -7,11 +7,11 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from simpletfjob.cli.table import make_command
-from simpletfjob.runoptions import StatusOptions
+from simpletfjob.cli.params import make_command
+from simpletfjob.options.runs import StatusOptions
 
 if TYPE_CHECKING:
-    from simpletfjob.runstate import Run
+    from simpletfjob.runs.state import Run
 
 
 @make_command(
@@ -32,8 +32,8 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
       simpletfjob status mnist -n ml
     """
     from simpletfjob.output import write_stdout
-    from simpletfjob.runs import check_run_name, connect_for
-    from simpletfjob.runwatch import read_run, read_runs
+    from simpletfjob.runs.objects import check_run_name, connect_for
+    from simpletfjob.runs.watch import read_run, read_runs
 
     options = StatusOptions(**values)
     if options.run is not None:
@@ -66,7 +66,7 @@ def _dump(data: Any, form: str) -> str:
 
 
 def _one_run(run: Run) -> list[str]:
-    from simpletfjob.runstate import age
+    from simpletfjob.runs.state import age
 
     count = len(run.tasks)
     head = (
@@ -82,7 +82,7 @@ def _one_run(run: Run) -> list[str]:
 
 
 def _every_run(runs: Sequence[Run]) -> list[str]:
-    from simpletfjob.runstate import FAILED, PENDING, RUNNING, SUCCEEDED, age
+    from simpletfjob.runs.state import FAILED, PENDING, RUNNING, SUCCEEDED, age
 
     rows = [
         (

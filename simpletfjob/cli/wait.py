@@ -5,9 +5,9 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from simpletfjob.cli.table import make_command
+from simpletfjob.cli.params import make_command
 from simpletfjob.errors import EXIT_TIMEOUT, ClusterError, SimpleTFJobError
-from simpletfjob.runoptions import WaitOptions
+from simpletfjob.options.runs import WaitOptions
 
 
 class RunFailed(SimpleTFJobError):
@@ -39,10 +39,10 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
       simpletfjob apply mnist.yaml -N 3 && simpletfjob wait mnist --timeout 1h
     """
     from simpletfjob.kube.request import Deadline
-    from simpletfjob.optiontable import format_duration
-    from simpletfjob.runs import check_run_name, connect_for
-    from simpletfjob.runstate import SUCCEEDED, Run, changes
-    from simpletfjob.runwatch import clean_up, follow
+    from simpletfjob.options.table import format_duration
+    from simpletfjob.runs.objects import check_run_name, connect_for
+    from simpletfjob.runs.state import SUCCEEDED, Run, changes
+    from simpletfjob.runs.watch import clean_up, follow
 
     options = WaitOptions(**values)
     check_run_name(options.run)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Protocol
 
-from simpletfjob.seating import Pin, Seating, Task
+from simpletfjob.tasks import Pin, Seating, Task
 
 __all__ = ["TASK_VARIABLES", "Framework", "Pin", "RunValues", "framework", "reserved_variables"]
 

@@ -17,8 +17,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from simpletfjob.errors import InputError, SelectionError, UsageError
-from simpletfjob.optiontable import OptionGroup, at_least, option
-from simpletfjob.seating import Host, Pin, Seating, Slots, Task, hosts_noun, tasks_at
+from simpletfjob.options.table import OptionGroup, at_least, option
+from simpletfjob.tasks import Host, Pin, Seating, Slots, Task, hosts_noun, tasks_at
 
 ROLES = ("chief", "ps", "worker", "evaluator")
 TF_CONFIG = "TF_CONFIG"
@@ -316,7 +316,7 @@ class TensorFlow:
         path = options.psf
         if path is None:
             return ()
-        from simpletfjob.nodes import check_host_names, parse_host_lines, read_text
+        from simpletfjob.hosts.nodes import check_host_names, parse_host_lines, read_text
 
         entries = parse_host_lines(read_text(path, "--psf file"), path)
         if not entries:

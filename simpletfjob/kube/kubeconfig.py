@@ -21,9 +21,9 @@ from typing import Any, NamedTuple
 
 import yaml
 
-from simpletfjob import yamlinput
+from simpletfjob import yamlload as yamlinput
 from simpletfjob.errors import ClusterError, InputError
-from simpletfjob.yamlinput import describe_value, read_text
+from simpletfjob.yamlload import describe_value, read_text
 
 # Each named list of a kubeconfig, and the key of each entry's body.
 SECTIONS = {"clusters": "cluster", "users": "user", "contexts": "context"}

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from simpletfjob.cluster import read_cluster_nodes
+from simpletfjob.hosts.cluster import read_cluster_nodes
 from simpletfjob.errors import ClusterError, InputError
 from simpletfjob.kube.connection import Settings
 from tests.conftest import EXAMPLES, assert_one_line_error, write
@@ -416,7 +416,7 @@ def test_insecure_skip_tls_verify_is_one_line_of_our_own(
 def test_pages_are_parsed_without_their_images_lists() -> None:
     import json
 
-    from simpletfjob.nodes import without_images as _without_images
+    from simpletfjob.hosts.nodes import without_images as _without_images
 
     nodes = [make_node("a"), make_node("none", images=0), make_node("b", images=3)]
     compact = json.dumps({"items": nodes}, separators=(",", ":")).encode()

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from simpletfjob.documents import compose_documents
-from simpletfjob.podspec import pod_tolerations
+from simpletfjob.manifest.documents import compose_documents
+from simpletfjob.manifest.podspec import pod_tolerations
 from tests.conftest import EXAMPLES, assert_one_line_error, write
 from tests.support.kubeapi import KubeAPI, make_node, write_kubeconfig
 

@@ -91,7 +91,7 @@ def test_only_the_cluster_layer_imports_the_kubernetes_client() -> None:
         name = module_name(path)
         found = {i.split(".")[0] for i in imports(path)}
         if found & {"kubernetes", "urllib3"}:
-            assert name.startswith(("simpletfjob.kube", "simpletfjob.cluster")), name
+            assert name.startswith(("simpletfjob.kube", "simpletfjob.hosts.cluster")), name
 
 
 @functools.cache

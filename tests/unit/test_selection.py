@@ -6,9 +6,9 @@ import pytest
 
 from simpletfjob.errors import SelectionError
 from simpletfjob.frameworks.tensorflow import place_tasks
-from simpletfjob.nodes import Node, Taint
-from simpletfjob.seating import Pin
-from simpletfjob.selection import (
+from simpletfjob.hosts.nodes import Node, Taint
+from simpletfjob.tasks import Pin
+from simpletfjob.hosts.selection import (
     Rules,
     Verdict,
     breakdown,

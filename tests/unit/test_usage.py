@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from simpletfjob.errors import InputError
 from simpletfjob.quantity import parse_quantity
-from simpletfjob.usage import (
+from simpletfjob.hosts.usage import (
     EMPTY,
     Own,
     Tally,

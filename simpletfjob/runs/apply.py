@@ -1,0 +1,312 @@
+"""Applying a run to the cluster: server-side apply, after the server has judged every object.
+
+    documents -> manifests (one namespace, the run's labels)
+              -> the run as it is (runs.py) -> --replace: delete it, wait for its Jobs
+              -> a server-side dry run of every object: refused, or a different run?
+              -> Services, then Jobs, applied for real (or, with --dry-run=server, not)
+
+Nothing is changed until every object has passed the server's dry run, so a refusal
+(RBAC, validation, a conflict with another field manager) or a run that differs from
+this render changes nothing. What can still fail half-way (a quota that the next object
+exceeds) is reported with what was applied and what was not.
+
+"Different" is judged as `kubectl diff` judges it: against the server's dry run, so
+that the fields the server fills in do not count. A Job whose pod template (or another
+immutable field) would change, or an object of the run that the render lacks, makes
+the run different: applying over it would fail half-way ("field is immutable") or
+leave tasks of the old run beside the new one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from simpletfjob.runs.delete import delete_run, wait_until_gone
+from simpletfjob.errors import ClusterError, RenderCheckError, SimpleTFJobError, UsageError
+from simpletfjob.kube.objects import Applied, apply, get
+from simpletfjob.kube.request import ApiError
+from simpletfjob.kube.resources import JOBS, SERVICES, Resource
+from simpletfjob.manifest.labels import JOB_LABEL, MANAGED_BY, MANAGER
+from simpletfjob.runs.objects import belongs_to, list_run, named_tasks, object_name
+from simpletfjob.runs.state import run_state
+
+if TYPE_CHECKING:
+    from simpletfjob.kube.connection import Connection
+
+Report = Callable[[str], None]
+APPLIED_ORDER = (SERVICES, JOBS)  # DNS names exist before the pods that look them up start
+SHOWN = 3  # objects named in a one-line message before "and N more"
+
+
+class Manifest(NamedTuple):
+    """One document to apply: its resource, its body, and how messages name it."""
+
+    resource: Resource
+    body: dict[str, Any]
+    document: str  # "document 2 (Job 'mnist-worker-0')"
+
+    @property
+    def name(self) -> str:
+        return object_name(self.body)
+
+    @property
+    def ref(self) -> str:
+        return self.resource.ref(self.name)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.resource.plural, self.name
+
+
+class RunDiffers(SimpleTFJobError):
+    """The run exists and differs from the render; --replace would replace it."""
+
+
+def manifests(documents: Iterable[tuple[str, str]], run: str, namespace: str) -> list[Manifest]:
+    """The documents (text, how to name it) as manifests, Services first; every check before any request.
+
+    Each must be a Job or a Service carrying the run's labels, in `namespace` or in none.
+    """
+    import yaml
+
+    from simpletfjob.yamlload import load, manifest_loader
+
+    loader = manifest_loader()
+    found = []
+    for text, document in documents:
+        try:
+            body = load(text, loader)
+        except yaml.YAMLError as e:  # the render's checks parsed it; a constructor may object
+            raise RenderCheckError(f"{document} cannot be read: {e}") from e
+        resource = _resource_of(body, document)
+        written = (body.get("metadata") or {}).get("namespace")
+        if written not in (None, "", namespace):
+            # As kubectl refuses a document for another namespace than the one it applies to.
+            raise UsageError(
+                f"{document} names namespace {written!r}, but the run goes to namespace "
+                f"{namespace!r}; give --namespace {written}, or remove the namespace from the template"
+            )
+        if not belongs_to(body, run):
+            labels = (body.get("metadata") or {}).get("labels") or {}
+            raise RenderCheckError(
+                f"{document} carries {JOB_LABEL}={labels.get(JOB_LABEL)!r} and {MANAGED_BY}="
+                f"{labels.get(MANAGED_BY)!r}, not the run's {run!r} and {MANAGER!r}; the labels "
+                "are the run's identity, so the template may not set them otherwise"
+            )
+        if resource is JOBS:
+            _quantities_as_strings(body)
+        try:
+            json.dumps(body, allow_nan=False)
+        except (TypeError, ValueError) as e:
+            raise RenderCheckError(f"{document} holds a value JSON cannot carry: {e}") from e
+        found.append(Manifest(resource, body, document))
+    return sorted(found, key=lambda m: APPLIED_ORDER.index(m.resource))
+
+
+def _quantities_as_strings(job: dict[str, Any]) -> None:
+    """Write the numbers of a Job's resource quantities as strings (`nvidia.com/gpu: 1` -> "1").
+
+    YAML reads `1` as a number, which kubectl's client-side apply sends and the server
+    takes; server-side apply in Kubernetes up to 1.20 types a quantity as a string only
+    and answers 500 ("expected string") for a number. The string is the same quantity.
+    """
+    spec = ((job.get("spec") or {}).get("template") or {}).get("spec")
+    if not isinstance(spec, dict):
+        return
+    maps = [spec.get("overhead")]
+    for key in ("containers", "initContainers", "ephemeralContainers"):
+        for container in spec.get(key) or ():
+            resources = container.get("resources") if isinstance(container, dict) else None
+            if isinstance(resources, dict):
+                maps += [resources.get("limits"), resources.get("requests")]
+    for volume in spec.get("volumes") or ():
+        empty = volume.get("emptyDir") if isinstance(volume, dict) else None
+        if isinstance(empty, dict) and "sizeLimit" in empty:
+            maps.append(empty)  # its other key, medium, is a string already
+    for quantities in maps:
+        if isinstance(quantities, dict):
+            for name, value in quantities.items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    quantities[name] = str(value)
+
+
+def _resource_of(body: object, document: str) -> Resource:
+    if isinstance(body, dict):
+        for resource in APPLIED_ORDER:
+            if (body.get("apiVersion"), body.get("kind")) == (resource.api_version, resource.kind):
+                return resource
+        what = f"a {body.get('kind') or 'document without a kind'} of {body.get('apiVersion')!r}"
+    else:
+        what = "not a mapping"
+    raise RenderCheckError(
+        f"{document} is {what}; a run is batch/v1 Jobs and v1 Services, so apply sends nothing "
+        "else (render it with simpletfjob render and apply the rest with kubectl)"
+    )
+
+
+def apply_run(
+    conn: Connection,
+    run: str,
+    wanted: Sequence[Manifest],
+    *,
+    replace: bool,
+    dry_run: bool,
+    timeout: float,
+    report: Report,
+) -> list[tuple[Manifest, str]]:
+    """Apply the run's manifests in order; each object's outcome ('created', ...), as reported.
+
+    With `replace`, an existing run is deleted first (propagation Foreground) and waited
+    for until its Jobs and Services are gone, up to `timeout` seconds. With `dry_run`, the server judges every object
+    and nothing is changed.
+    """
+    namespace = conn.namespace
+    old = list_run(conn, run)
+    live = {(resource.plural, object_name(obj)): obj for resource, obj in old.objects()}
+    where = f"run {run!r} in namespace {namespace}"
+    going = [r.ref(object_name(obj)) for r, obj in old.objects() if _deleted(obj)]
+    if going and not replace:
+        raise ClusterError(
+            f"{where} is being deleted ({_some(going)} still there); wait for it "
+            f"(simpletfjob delete {run} --wait) and apply again"
+        )
+    if old.jobs and not replace:
+        # A run that has ended, whose unfinished tasks wait's cleanup removed: applying it
+        # would start those again beside the finished ones, a ps that never ends among them.
+        ended = run_state(run, namespace, old.jobs, (), named_tasks(old.jobs))
+        starting = [m.ref for m in wanted if m.resource is JOBS and m.key not in live]
+        if ended.finished and starting:
+            raise ClusterError(
+                f"{where} has ended ({ended.outcome()}); applying it again would start "
+                f"{_some(starting)} beside what is left of it; give --replace to run it again"
+            )
+    for m in wanted:
+        if m.key not in live:
+            other = get(conn, m.resource, m.name, missing_ok=True)
+            if other is not None:
+                owner = ((other.get("metadata") or {}).get("labels") or {}).get(JOB_LABEL)
+                whose = f"run {owner!r}" if owner else "no run (it lacks the simpletfjob labels)"
+                raise ClusterError(
+                    f"{m.ref} already exists in namespace {namespace} and belongs to {whose}; "
+                    "simpletfjob changes only its own objects: delete it, or rename the "
+                    "template's objects (metadata.name; --name changes only the run's label)"
+                )
+    deleted = False
+    if replace and not old.empty:
+        delete_run(conn, old, "Foreground", report)
+        # The Services too: one that the garbage collector has not let go of yet cannot be
+        # applied again.
+        try:
+            wait_until_gone(conn, run, timeout, (JOBS, SERVICES))
+        except ClusterError as e:
+            raise ClusterError(
+                f"{e}; the old run is being deleted (--replace), and nothing of this render "
+                "was applied"
+            ) from e
+        live, deleted = {}, True
+    try:
+        judged = [(m, _dry_run(conn, m, live)) for m in wanted]
+    except ClusterError as e:
+        if deleted:
+            raise ClusterError(
+                f"{e}; the old {where} was deleted (--replace), and nothing of this render was applied"
+            ) from e
+        raise
+    differences = [f"{m.ref} ({why})" for m, (_, why) in judged if why]
+    rendered = {m.key for m in wanted}
+    differences += [
+        f"{resource.ref(object_name(obj))} (not in this render)"
+        for resource, obj in old.objects()
+        if (resource.plural, object_name(obj)) not in rendered and not deleted
+    ]
+    if differences:
+        raise RunDiffers(
+            f"{where} already exists and differs from this render: {_some(differences)}; "
+            "give --replace to delete it and apply this render"
+        )
+    if dry_run:
+        outcomes = [(m, applied.outcome) for m, (applied, _) in judged if applied is not None]
+        for m, outcome in outcomes:
+            report(f"{m.ref} {outcome} (server dry run)")
+        return outcomes
+    return _apply_all(conn, run, wanted, live, report, replaced=deleted)
+
+
+def _dry_run(
+    conn: Connection, m: Manifest, live: Mapping[tuple[str, str], dict[str, Any]]
+) -> tuple[Applied | None, str]:
+    """The server's dry run of one manifest, and how it differs from the live object ('' if it may be applied)."""
+    before = live.get(m.key)
+    try:
+        applied = apply(
+            conn, m.resource, m.body, namespace=conn.namespace, dry_run=True, live=before
+        )
+    except ApiError as e:
+        if before is not None and e.status == 422 and "field is immutable" in str(e):
+            fields = sorted(set(re.findall(r"\b(spec(?:\.\w+)+): Invalid value", str(e))))
+            return None, _immutable(fields)
+        raise
+    if m.resource is JOBS and before is not None:
+        old, new = _template(before), _template(applied.object)
+        if old != new:  # a server that would take the change; the Job's pods would not follow it
+            return None, "its pod template differs"
+    return applied, ""
+
+
+def _immutable(fields: Sequence[str]) -> str:
+    if not fields:
+        return "an immutable field differs"
+    if fields == ["spec.template"]:
+        return "its pod template differs"
+    return f"immutable {', '.join(fields)} " + ("differ" if len(fields) > 1 else "differs")
+
+
+def _template(job: Mapping[str, Any]) -> Any:
+    return (job.get("spec") or {}).get("template")
+
+
+def _apply_all(
+    conn: Connection,
+    run: str,
+    wanted: Sequence[Manifest],
+    live: Mapping[tuple[str, str], dict[str, Any]],
+    report: Report,
+    *,
+    replaced: bool,
+) -> list[tuple[Manifest, str]]:
+    """Apply each manifest for real; a failure says what was applied, what was not, and how to remove it."""
+    done: list[tuple[Manifest, str]] = []
+    for i, m in enumerate(wanted):
+        try:
+            applied = apply(
+                conn, m.resource, m.body, namespace=conn.namespace, live=live.get(m.key)
+            )
+        except ClusterError as e:
+            if not done and replaced:
+                raise ClusterError(
+                    f"{e}; the old run {run!r} was deleted (--replace), and nothing of this "
+                    "render was applied"
+                ) from e
+            if not done:
+                raise
+            left = [n.ref for n in wanted[i:]]
+            raise ClusterError(
+                f"{e}; applied {len(done)} of {len(wanted)} objects of run {run!r} (listed above), "
+                f"not {_some(left)}; remove the run with simpletfjob delete {run} -n {conn.namespace}"
+            ) from e
+        report(f"{m.ref} {applied.outcome}")
+        done.append((m, applied.outcome))
+    return done
+
+
+def _deleted(obj: Mapping[str, Any]) -> bool:
+    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def _some(items: Sequence[str]) -> str:
+    """'a, b, c' or 'a, b, c and 4 more'."""
+    shown = ", ".join(items[:SHOWN])
+    return shown + (f" and {len(items) - SHOWN} more" if len(items) > SHOWN else "")

@@ -47,11 +47,11 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
 
 def apply_run(options: ApplyOptions) -> None:
     """Plan the run for the namespace it goes to, apply it, and say what was applied."""
-    from simpletfjob.runs.apply import apply_run as apply_manifests
-    from simpletfjob.runs.apply import manifests
     from simpletfjob.cli.render import plan_explained, summary, tell
     from simpletfjob.output import spare_inputs_from_stderr
     from simpletfjob.plan import inputs
+    from simpletfjob.runs.apply import apply_run as apply_manifests
+    from simpletfjob.runs.apply import manifests
     from simpletfjob.runs.objects import connect_for
 
     spare_inputs_from_stderr(inputs(options))

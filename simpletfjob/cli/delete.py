@@ -21,8 +21,8 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     Example:
       simpletfjob delete mnist -n ml --wait
     """
-    from simpletfjob.runs.delete import delete_run, wait_until_gone
     from simpletfjob.options.table import check_values
+    from simpletfjob.runs.delete import delete_run, wait_until_gone
     from simpletfjob.runs.objects import check_run_name, connect_for, find_run
 
     options = DeleteOptions(**values)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from simpletfjob.tasks import Task
 from simpletfjob.hosts.selection import Verdict, breakdown
+from simpletfjob.tasks import Task
 
 
 def explain_table(verdicts: Sequence[Verdict], tasks: Sequence[Task], limited: bool = True) -> str:

@@ -28,8 +28,8 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
       simpletfjob nodes --gpus 8 -o wide
     """
     from simpletfjob.output import write_stdout
-    from simpletfjob.streams import warn
     from simpletfjob.plan.survey import as_json, summary, survey, table
+    from simpletfjob.streams import warn
 
     options = NodesOptions(**values)
     result = survey(options, warn)

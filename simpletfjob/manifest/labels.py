@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, NoReturn
 
+from simpletfjob.errors import RenderCheckError
 from simpletfjob.manifest.documents import (
     NodeEvent,
     is_merge_key,
@@ -22,7 +23,6 @@ from simpletfjob.manifest.documents import (
     merged_mappings,
     node_events,
 )
-from simpletfjob.errors import RenderCheckError
 from simpletfjob.manifest.textedit import Entry, Raw, TextEditor, flow_copy, flow_entry
 
 MANAGED_BY = "app.kubernetes.io/managed-by"

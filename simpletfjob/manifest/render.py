@@ -12,6 +12,8 @@ import functools
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+from simpletfjob.errors import RenderCheckError
+from simpletfjob.frameworks import TASK_VARIABLES, Framework, RunValues
 from simpletfjob.manifest.documents import (
     DocumentId,
     check_directives,
@@ -21,8 +23,6 @@ from simpletfjob.manifest.documents import (
     identify,
     normalize_task_text,
 )
-from simpletfjob.errors import RenderCheckError
-from simpletfjob.frameworks import TASK_VARIABLES, Framework, RunValues
 from simpletfjob.manifest.labels import (
     INDEX_LABEL,
     JOB_LABEL,
@@ -33,9 +33,9 @@ from simpletfjob.manifest.labels import (
     LabelError,
     Labeller,
 )
-from simpletfjob.template.compiled import CompiledTemplate
-from simpletfjob.tasks import Task
 from simpletfjob.manifest.textedit import Edit, TextEditor
+from simpletfjob.tasks import Task
+from simpletfjob.template.compiled import CompiledTemplate
 
 # A host port and its protocol (usage.Port).
 Port = tuple[int, str]

@@ -15,8 +15,8 @@ import re
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from simpletfjob.manifest.documents import is_merge_key, scalar_string
 from simpletfjob.errors import RenderCheckError
+from simpletfjob.manifest.documents import is_merge_key, scalar_string
 
 _PLAIN_SAFE = re.compile(r"[A-Za-z][-A-Za-z0-9_./]*")
 # Where a flow mapping's entries start: after its anchor and tag, if any, and its '{'.

@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from simpletfjob.manifest.documents import DocumentId
 from simpletfjob.errors import SchemaError, UsageError
+from simpletfjob.manifest.documents import DocumentId
 
 INSTALL_HINT = "pip install 'simpletfjob[validate]'"
 _VERSION = re.compile(r"v?(\d+)\.(\d+)(?:\.(\d+))?")

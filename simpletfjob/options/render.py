@@ -23,6 +23,16 @@ from typing import Any, ClassVar
 from simpletfjob.errors import UsageError
 from simpletfjob.frameworks.tensorflow import TensorFlowOptions
 from simpletfjob.hosts.nodes import ADDRESS_CHOICES, GPU_RESOURCE
+from simpletfjob.options.rules import (
+    AUTO_PORT,
+    DEFAULT_PORT,
+    HOST_COUNT,
+    PORT,
+    DnsName,
+    LabelValue,
+    Selector,
+    parse_port,
+)
 from simpletfjob.options.table import (
     Field,
     Must,
@@ -35,16 +45,6 @@ from simpletfjob.options.table import (
     format_duration,
     option,
     parse_duration,
-)
-from simpletfjob.options.rules import (
-    AUTO_PORT,
-    DEFAULT_PORT,
-    HOST_COUNT,
-    PORT,
-    DnsName,
-    LabelValue,
-    Selector,
-    parse_port,
 )
 
 # ---- shared declarations for the commands that act on a run -------------------------------

@@ -16,8 +16,15 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
+from simpletfjob.errors import RenderCheckError, SelectionError, UsageError
+from simpletfjob.frameworks import Framework, Pin, RunValues, framework
 from simpletfjob.hosts import nodes as node_sources
+from simpletfjob.hosts.selection import Verdict, breakdown, eligible_hosts, unknown_exclusions
 from simpletfjob.manifest.documents import DocumentId, check_name, check_unique
+from simpletfjob.manifest.labels import INDEX_LABEL, POLICY_ANNOTATION, check_label_value
+from simpletfjob.manifest.render import Decoration, Rendered, compile_template, render_tasks
+from simpletfjob.options.render import Options, check_options
+from simpletfjob.options.rules import AUTO_PORT
 from simpletfjob.plan.eligibility import (
     Judged,
     check_node_options,
@@ -29,15 +36,8 @@ from simpletfjob.plan.eligibility import (
     read_nodes,
     role_needs_of,
 )
-from simpletfjob.errors import RenderCheckError, SelectionError, UsageError
-from simpletfjob.frameworks import Framework, Pin, RunValues, framework
-from simpletfjob.manifest.labels import INDEX_LABEL, POLICY_ANNOTATION, check_label_value
-from simpletfjob.options.render import Options, check_options
-from simpletfjob.template.compiled import CompiledTemplate
-from simpletfjob.manifest.render import Decoration, Rendered, compile_template, render_tasks
 from simpletfjob.tasks import Host, Task, check_endpoints, tasks_at
-from simpletfjob.hosts.selection import Verdict, breakdown, eligible_hosts, unknown_exclusions
-from simpletfjob.options.rules import AUTO_PORT
+from simpletfjob.template.compiled import CompiledTemplate
 
 # What --address puts in the cluster addresses, as messages name it.
 ADDRESS_NAMES = {"internal-ip": "InternalIP", "hostname": f"{node_sources.HOSTNAME_LABEL} label"}

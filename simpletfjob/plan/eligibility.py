@@ -17,15 +17,22 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
-from simpletfjob.hosts import nodes as node_sources
 from simpletfjob.errors import SelectionError, UsageError
 from simpletfjob.frameworks import Framework, Pin
-from simpletfjob.options.render import Options
-from simpletfjob.template.compiled import CompiledTemplate
+from simpletfjob.hosts import nodes as node_sources
+from simpletfjob.hosts.selection import (
+    Rules,
+    Verdict,
+    judge_node,
+    judge_nodes,
+    parse_selector,
+    port_text,
+)
 from simpletfjob.manifest.render import Port, RoleNeeds, role_needs
-from simpletfjob.tasks import Seating, Task
-from simpletfjob.hosts.selection import Rules, Verdict, judge_node, judge_nodes, parse_selector, port_text
+from simpletfjob.options.render import Options
 from simpletfjob.options.rules import AUTO_PORT, DEFAULT_PORT
+from simpletfjob.tasks import Seating, Task
+from simpletfjob.template.compiled import CompiledTemplate
 
 if TYPE_CHECKING:
     from simpletfjob.hosts.cluster import Cluster

@@ -19,10 +19,10 @@ import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
-from simpletfjob.plan.eligibility import role_needs_of, rules_for
 from simpletfjob.errors import UsageError
-from simpletfjob.options.render import NodesOptions, Options
 from simpletfjob.hosts.selection import Rules, Verdict, judge_nodes
+from simpletfjob.options.render import NodesOptions, Options
+from simpletfjob.plan.eligibility import role_needs_of, rules_for
 
 if TYPE_CHECKING:
     from simpletfjob.hosts.cluster import Cluster
@@ -91,8 +91,8 @@ def read_usage(
 ) -> Tally | None:
     """Every non-terminated pod, summed per node; None, after a warning, when listing pods is
     refused and --gpus does not depend on it."""
-    from simpletfjob.kube.request import ApiError
     from simpletfjob.hosts.usage import NOBODY
+    from simpletfjob.kube.request import ApiError
 
     alternative = "give --no-usage to judge GPUs by allocatable alone" if options.gpus else ""
     try:

@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from simpletfjob.errors import SimpleTFJobError, UsageError
 from simpletfjob.kube.lists import list_objects
 from simpletfjob.kube.resources import JOBS, SERVICES, Resource
-from simpletfjob.manifest.labels import JOB_LABEL, LABEL_VALUE_RULE, MANAGED_BY, MANAGER, is_label_value
+from simpletfjob.manifest.labels import (
+    JOB_LABEL,
+    LABEL_VALUE_RULE,
+    MANAGED_BY,
+    MANAGER,
+    is_label_value,
+)
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from simpletfjob.hosts.cluster import read_cluster_nodes
 from simpletfjob.errors import ClusterError, InputError
+from simpletfjob.hosts.cluster import read_cluster_nodes
 from simpletfjob.kube.connection import Settings
 from tests.conftest import EXAMPLES, assert_one_line_error, write
 from tests.support.kubeapi import (

@@ -11,9 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from simpletfjob.template.catalog import parse_header
-from simpletfjob.cli.render import command as render_command
 from simpletfjob.cli.params import make_command
+from simpletfjob.cli.render import command as render_command
 from simpletfjob.errors import TemplateError, UsageError
 from simpletfjob.frameworks.tensorflow import TensorFlowOptions
 from simpletfjob.options.render import (
@@ -34,6 +33,7 @@ from simpletfjob.options.table import (
     options_of,
     parse_duration,
 )
+from simpletfjob.template.catalog import parse_header
 from tests.conftest import assert_one_line_error, write
 
 BODY = "kind: Job\nmetadata:\n  name: t-<<type>>-<<index>>\n"

@@ -8,11 +8,11 @@ from typing import Any
 
 import yaml
 
-from simpletfjob.kube.lists import without_managed_fields
 from simpletfjob.hosts.nodes import Node
-from simpletfjob.manifest.podspec import pod_host_ports
 from simpletfjob.hosts.selection import Rules, breakdown, judge_node, judge_nodes
 from simpletfjob.hosts.usage import EMPTY, NodeUsage
+from simpletfjob.kube.lists import without_managed_fields
+from simpletfjob.manifest.podspec import pod_host_ports
 from tests.support.kubeapi import make_pod
 
 HELD = NodeUsage(6, 3, {(2222, "TCP"): "ml/other-worker-3", (53, "UDP"): "kube-system/dns"})

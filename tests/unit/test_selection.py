@@ -7,7 +7,6 @@ import pytest
 from simpletfjob.errors import SelectionError
 from simpletfjob.frameworks.tensorflow import place_tasks
 from simpletfjob.hosts.nodes import Node, Taint
-from simpletfjob.tasks import Pin
 from simpletfjob.hosts.selection import (
     Rules,
     Verdict,
@@ -18,6 +17,7 @@ from simpletfjob.hosts.selection import (
     tolerates,
     unknown_exclusions,
 )
+from simpletfjob.tasks import Pin
 
 
 def plain(*names: str) -> list[Node]:

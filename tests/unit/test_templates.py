@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from simpletfjob.errors import TemplateError
 from simpletfjob.template.catalog import (
     Header,
     TemplateSource,
@@ -18,7 +19,6 @@ from simpletfjob.template.catalog import (
     parse_header,
     read_builtin,
 )
-from simpletfjob.errors import TemplateError
 from tests.conftest import ROOT, assert_one_line_error, tf_config_of, write
 
 BUILTINS = [

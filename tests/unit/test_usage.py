@@ -10,7 +10,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from simpletfjob.errors import InputError
-from simpletfjob.quantity import parse_quantity
 from simpletfjob.hosts.usage import (
     EMPTY,
     Own,
@@ -20,6 +19,7 @@ from simpletfjob.hosts.usage import (
     pod_use,
     whole,
 )
+from simpletfjob.quantity import parse_quantity
 
 GPU = "nvidia.com/gpu"
 

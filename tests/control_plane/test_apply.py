@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT, assert_one_line_error, tf_config_of, write
-from tests.integration.runs import TEMPLATE, Apply, jobs, lines, services
+from tests.control_plane.runs import TEMPLATE, Apply, jobs, lines, services
 from tests.support.client import ApiFailure
 from tests.support.cluster import Cluster, LoopbackCluster, wait_for
 from tests.support.kubeapi import KubeAPI, make_node, write_kubeconfig

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import assert_one_line_error
-from tests.integration.runs import Apply, jobs, lines, services
+from tests.control_plane.runs import Apply, jobs, lines, services
 from tests.support.cluster import ADMIN, Cluster
 from tests.support.kubeapi import KubeAPI, write_kubeconfig
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.runs import Apply
+from tests.control_plane.runs import Apply
 from tests.support.cluster import ADMIN, Cluster, LoopbackCluster, loopback_cluster
 from tests.support.control_plane import ControlPlane, find_assets, start
 

@@ -2,7 +2,7 @@
 
 Every test goes through a real kubeconfig and the real `kubernetes` client to the
 loopback API server (tests/support/kubeapi), which is made to fail on cue. The calls
-against both servers are in tests/integration/test_kube_calls.py.
+against both servers are in tests/control_plane/test_kube_calls.py.
 """
 
 from __future__ import annotations

@@ -316,7 +316,8 @@ class TensorFlow:
         path = options.psf
         if path is None:
             return ()
-        from simpletfjob.hosts.nodes import check_host_names, parse_host_lines, read_text
+        from simpletfjob.hosts.nodes import check_host_names, parse_host_lines
+        from simpletfjob.inputs import read_text
 
         entries = parse_host_lines(read_text(path, "--psf file"), path)
         if not entries:

@@ -28,6 +28,7 @@ from typing import Any
 from simpletfjob.errors import ClusterError, InputError
 from simpletfjob.hosts.nodes import GPU_RESOURCE, Node, node_from_object, without_images
 from simpletfjob.hosts.usage import NOT_TERMINATED, NodeUsage, Own, PodUse, Tally, pod_use
+from simpletfjob.identity import JOB_LABEL
 from simpletfjob.kube.connection import Connection, Settings, Target, connect
 from simpletfjob.kube.lists import (
     Page,
@@ -37,7 +38,6 @@ from simpletfjob.kube.lists import (
     without_managed_fields,
 )
 from simpletfjob.kube.resources import NODES, PODS
-from simpletfjob.manifest.labels import JOB_LABEL
 
 # What a user can do instead of reading the cluster, in the messages that refuse it.
 INSTEAD = "give the hosts with --nodes H1,H2,... or --nodes-file FILE"

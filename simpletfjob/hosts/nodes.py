@@ -13,15 +13,8 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from simpletfjob.errors import InputError, number_problem
+from simpletfjob.inputs import NODE_LIST_LIMIT, decode_text, describe_value, read_bytes
 from simpletfjob.quantity import parse_quantity_count
-
-# Reading input files and describing their values, for messages: shared with the kubeconfig
-# reader in kube/, which may import only the YAML module. Other modules find them here too.
-from simpletfjob.yamlload import NODE_LIST_LIMIT
-from simpletfjob.yamlload import decode_text as decode_text
-from simpletfjob.yamlload import describe_value as describe_value
-from simpletfjob.yamlload import read_bytes as read_bytes
-from simpletfjob.yamlload import read_text as read_text
 
 GPU_RESOURCE = "nvidia.com/gpu"
 
@@ -188,12 +181,12 @@ def _json_error(error: ValueError | RecursionError, path: str) -> InputError:
 def _nodes_from_yaml(text: str, path: str, gpu_resource: str) -> list[Node]:
     import yaml  # only this input needs a parser
 
-    from simpletfjob import yamlload as yamlinput
+    from simpletfjob import yamlload
 
     try:
-        document = yamlinput.load(text)
+        document = yamlload.load(text)
     except yaml.YAMLError as e:
-        raise InputError(yamlinput.describe(e, path, "not a valid NodeList")) from e
+        raise InputError(yamlload.describe(e, path, "not a valid NodeList")) from e
     return _nodes_from_document(document, path, gpu_resource)
 
 

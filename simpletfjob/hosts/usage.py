@@ -25,8 +25,8 @@ from fractions import Fraction
 from typing import Any, NamedTuple
 
 from simpletfjob.errors import InputError
+from simpletfjob.inputs import describe_value
 from simpletfjob.quantity import parse_quantity
-from simpletfjob.yamlload import describe_value
 
 # The field selector that leaves out terminated pods, as `kubectl describe node` lists them.
 NOT_TERMINATED = "status.phase!=Succeeded,status.phase!=Failed"

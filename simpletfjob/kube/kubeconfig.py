@@ -21,9 +21,9 @@ from typing import Any, NamedTuple
 
 import yaml
 
-from simpletfjob import yamlload as yamlinput
+from simpletfjob import yamlload
 from simpletfjob.errors import ClusterError, InputError
-from simpletfjob.yamlload import describe_value, read_text
+from simpletfjob.inputs import describe_value, read_text
 
 # Each named list of a kubeconfig, and the key of each entry's body.
 SECTIONS = {"clusters": "cluster", "users": "user", "contexts": "context"}
@@ -91,9 +91,9 @@ def read_kubeconfigs(paths: Sequence[str]) -> Kubeconfig:
     for path in paths:
         text = read_text(path, "kubeconfig")
         try:
-            config = yamlinput.load(text)
+            config = yamlload.load(text)
         except yaml.YAMLError as e:
-            raise InputError(yamlinput.describe(e, f"kubeconfig {path}")) from e
+            raise InputError(yamlload.describe(e, f"kubeconfig {path}")) from e
         if config is None:  # an empty file, as kubectl reads it: nothing set
             continue
         if not isinstance(config, Mapping):

@@ -11,7 +11,6 @@ Anchors, aliases and merge keys make one mapping stand at several places (see
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, NoReturn
 
@@ -24,31 +23,6 @@ from simpletfjob.manifest.documents import (
     node_events,
 )
 from simpletfjob.manifest.textedit import Entry, Raw, TextEditor, flow_copy, flow_entry
-
-MANAGED_BY = "app.kubernetes.io/managed-by"
-MANAGER = "simpletfjob"  # the managed-by label's value
-JOB_LABEL = "simpletfjob/job"
-ROLE_LABEL = "simpletfjob/role"
-INDEX_LABEL = "simpletfjob/index"
-# On every document's metadata (not as a label: nothing selects by it); runs.py reads it.
-POLICY_ANNOTATION = "simpletfjob/success-policy"
-
-_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
-LABEL_VALUE_RULE = (
-    "at most 63 characters: letters, digits, '-', '_' and '.', "
-    "starting and ending with a letter or digit"
-)
-
-
-def is_label_value(value: str) -> bool:
-    return len(value) <= 63 and _LABEL_VALUE.fullmatch(value) is not None
-
-
-def check_label_value(value: str, what: str) -> None:
-    if not is_label_value(value):
-        raise RenderCheckError(
-            f"{what} {value!r} is not a valid label value ({LABEL_VALUE_RULE}); use --name"
-        )
 
 
 class LabelError(RenderCheckError):

@@ -14,6 +14,14 @@ from typing import Any, NamedTuple
 
 from simpletfjob.errors import RenderCheckError
 from simpletfjob.frameworks import TASK_VARIABLES, Framework, RunValues
+from simpletfjob.identity import (
+    INDEX_LABEL,
+    JOB_LABEL,
+    MANAGED_BY,
+    MANAGER,
+    POLICY_ANNOTATION,
+    ROLE_LABEL,
+)
 from simpletfjob.manifest.documents import (
     DocumentId,
     check_directives,
@@ -23,16 +31,7 @@ from simpletfjob.manifest.documents import (
     identify,
     normalize_task_text,
 )
-from simpletfjob.manifest.labels import (
-    INDEX_LABEL,
-    JOB_LABEL,
-    MANAGED_BY,
-    MANAGER,
-    POLICY_ANNOTATION,
-    ROLE_LABEL,
-    LabelError,
-    Labeller,
-)
+from simpletfjob.manifest.labels import LabelError, Labeller
 from simpletfjob.manifest.textedit import Edit, TextEditor
 from simpletfjob.tasks import Task
 from simpletfjob.template.compiled import CompiledTemplate
@@ -307,7 +306,7 @@ def compile_template(options: Any, fw: Framework) -> CompiledTemplate:
 
 def load_template(options: Any) -> tuple[str, str]:
     """The template's text and the name to use for it in messages."""
-    from simpletfjob.hosts.nodes import read_text
+    from simpletfjob.inputs import read_text
 
     if options.template_text is not None:
         return options.template_text, options.template

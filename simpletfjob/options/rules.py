@@ -29,7 +29,7 @@ class LabelValue(Rule):
     """A Kubernetes label value (--name becomes the simpletfjob/job label)."""
 
     def __call__(self, value: Any) -> str | None:
-        from simpletfjob.manifest.labels import LABEL_VALUE_RULE, is_label_value
+        from simpletfjob.identity import LABEL_VALUE_RULE, is_label_value
 
         if value == "":
             return "must not be empty"

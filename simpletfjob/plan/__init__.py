@@ -20,8 +20,8 @@ from simpletfjob.errors import RenderCheckError, SelectionError, UsageError
 from simpletfjob.frameworks import Framework, Pin, RunValues, framework
 from simpletfjob.hosts import nodes as node_sources
 from simpletfjob.hosts.selection import Verdict, breakdown, eligible_hosts, unknown_exclusions
+from simpletfjob.identity import INDEX_LABEL, POLICY_ANNOTATION, check_label_value
 from simpletfjob.manifest.documents import DocumentId, check_name, check_unique
-from simpletfjob.manifest.labels import INDEX_LABEL, POLICY_ANNOTATION, check_label_value
 from simpletfjob.manifest.render import Decoration, Rendered, compile_template, render_tasks
 from simpletfjob.options.render import Options, check_options
 from simpletfjob.options.rules import AUTO_PORT

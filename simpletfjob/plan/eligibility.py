@@ -28,6 +28,7 @@ from simpletfjob.hosts.selection import (
     parse_selector,
     port_text,
 )
+from simpletfjob.inputs import read_text
 from simpletfjob.manifest.render import Port, RoleNeeds, role_needs
 from simpletfjob.options.render import Options
 from simpletfjob.options.rules import AUTO_PORT, DEFAULT_PORT
@@ -98,7 +99,7 @@ def read_exclusions(path: str | None) -> dict[str, None]:
     """The names in the exclusion file, in its order, once each."""
     if path is None:
         return {}
-    text = node_sources.read_text(path, "exclusion file")
+    text = read_text(path, "exclusion file")
     return dict.fromkeys(name for name, _ in node_sources.parse_host_lines(text, path))
 
 

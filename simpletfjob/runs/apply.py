@@ -25,10 +25,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from simpletfjob.errors import ClusterError, RenderCheckError, SimpleTFJobError, UsageError
+from simpletfjob.identity import JOB_LABEL, MANAGED_BY, MANAGER
 from simpletfjob.kube.objects import Applied, apply, get
 from simpletfjob.kube.request import ApiError
 from simpletfjob.kube.resources import JOBS, SERVICES, Resource
-from simpletfjob.manifest.labels import JOB_LABEL, MANAGED_BY, MANAGER
 from simpletfjob.runs.delete import delete_run, wait_until_gone
 from simpletfjob.runs.objects import belongs_to, list_run, named_tasks, object_name
 from simpletfjob.runs.state import run_state

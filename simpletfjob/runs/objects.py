@@ -13,15 +13,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from simpletfjob.errors import SimpleTFJobError, UsageError
+from simpletfjob.identity import JOB_LABEL, LABEL_VALUE_RULE, MANAGED_BY, MANAGER, is_label_value
 from simpletfjob.kube.lists import list_objects
 from simpletfjob.kube.resources import JOBS, SERVICES, Resource
-from simpletfjob.manifest.labels import (
-    JOB_LABEL,
-    LABEL_VALUE_RULE,
-    MANAGED_BY,
-    MANAGER,
-    is_label_value,
-)
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from simpletfjob.manifest.labels import INDEX_LABEL, JOB_LABEL, POLICY_ANNOTATION, ROLE_LABEL
+from simpletfjob.identity import INDEX_LABEL, JOB_LABEL, POLICY_ANNOTATION, ROLE_LABEL
 
 PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
 FINISHED = (SUCCEEDED, FAILED)

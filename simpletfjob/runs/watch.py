@@ -16,12 +16,12 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from simpletfjob.identity import JOB_LABEL
 from simpletfjob.kube.lists import ObjectList, list_objects
 from simpletfjob.kube.objects import delete
 from simpletfjob.kube.request import Deadline
 from simpletfjob.kube.resources import JOBS, PODS, SERVICES, Resource
 from simpletfjob.kube.watch import Event, watch
-from simpletfjob.manifest.labels import JOB_LABEL
 from simpletfjob.runs.objects import NoRunError, named_tasks, run_selector
 from simpletfjob.runs.state import FAILED, Run, group_runs, run_state
 

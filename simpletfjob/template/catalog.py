@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from simpletfjob.errors import InputError, OutputError, TemplateError
 from simpletfjob.frameworks import reserved_variables
-from simpletfjob.hosts.nodes import read_text
+from simpletfjob.inputs import read_text
 from simpletfjob.options.render import header_fields
 from simpletfjob.options.table import problem, type_problem
 from simpletfjob.template.compiled import unix_newlines
@@ -203,14 +203,14 @@ def _load_header_yaml(
     """The header's data, and the template line of each key (by its path) for messages."""
     import yaml
 
-    from simpletfjob import yamlload as yamlinput
+    from simpletfjob import yamlload
     from simpletfjob.template.values import check_reserved_characters
 
     try:
-        node, data = yamlinput.load_node(text, unique=True)
+        node, data = yamlload.load_node(text, unique=True)
     except yaml.YAMLError as e:
         raise TemplateError(
-            yamlinput.describe(e, filename, "the template header is not valid YAML", offset)
+            yamlload.describe(e, filename, "the template header is not valid YAML", offset)
         ) from e
     check_reserved_characters(text, node, filename, offset)
     if node is None:

@@ -76,14 +76,14 @@ def load_values_file(path: str) -> dict[str, Any]:
     """A -f values file: a YAML mapping whose top-level keys are variable names."""
     import yaml
 
-    from simpletfjob import yamlload as yamlinput
-    from simpletfjob.hosts.nodes import read_text
+    from simpletfjob import yamlload
+    from simpletfjob.inputs import read_text
 
     text = read_text(path, "values file")
     try:
-        node, data = yamlinput.load_node(text, unique=True)
+        node, data = yamlload.load_node(text, unique=True)
     except yaml.YAMLError as e:
-        raise InputError(yamlinput.describe(e, path)) from e
+        raise InputError(yamlload.describe(e, path)) from e
     if data is None:
         return {}
     if not isinstance(data, dict):

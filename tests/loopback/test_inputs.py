@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
-from simpletfjob import yamlload as yamlinput
+from simpletfjob import yamlload
 from simpletfjob.hosts.nodes import without_images
 from tests.conftest import (
     EXAMPLES,
@@ -180,9 +180,9 @@ def test_the_limit_is_go_yamls(tmp_path: Path) -> None:
         # Written: the list, the anchored list and its 10 items (12 nodes); each alias adds 11.
         return "- &a [" + ", ".join("x" * 10) + "]\n" + "- *a\n" * aliases
 
-    assert len(yamlinput.load(document(100))) == 101  # 1112 nodes, 1100 from aliases: 98.9%
-    with pytest.raises(yamlinput.LimitError, match="from 12 nodes to 2,212"):
-        yamlinput.load(document(200))  # 99.5%
+    assert len(yamlload.load(document(100))) == 101  # 1112 nodes, 1100 from aliases: 98.9%
+    with pytest.raises(yamlload.LimitError, match="from 12 nodes to 2,212"):
+        yamlload.load(document(200))  # 99.5%
 
 
 def test_aliases_within_the_limit_still_render(cli: Any, tmp_path: Path) -> None:
@@ -206,9 +206,9 @@ def test_aliases_within_the_limit_still_render(cli: Any, tmp_path: Path) -> None
     ],
 )
 def test_every_alias_form_is_seen(text: str) -> None:
-    assert yamlinput.may_alias(text)
-    node = yaml.compose(text, Loader=yamlinput.loader_class())
-    yamlinput.check_aliases(node)  # small: allowed
+    assert yamlload.may_alias(text)
+    node = yaml.compose(text, Loader=yamlload.loader_class())
+    yamlload.check_aliases(node)  # small: allowed
 
 
 # -- saved NodeLists: JSON read as JSON, every field checked ------------------------------

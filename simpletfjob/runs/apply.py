@@ -147,7 +147,7 @@ def _resource_of(body: object, document: str) -> Resource:
     )
 
 
-def apply_run(
+def apply_manifests(
     conn: Connection,
     run: str,
     wanted: Sequence[Manifest],

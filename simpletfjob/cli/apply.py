@@ -50,8 +50,7 @@ def apply_run(options: ApplyOptions) -> None:
     from simpletfjob.cli.render import plan_explained, summary, tell
     from simpletfjob.output import spare_inputs_from_stderr
     from simpletfjob.plan import inputs
-    from simpletfjob.runs.apply import apply_manifests
-    from simpletfjob.runs.apply import manifests
+    from simpletfjob.runs.apply import apply_manifests, manifests
     from simpletfjob.runs.objects import connect_for
 
     spare_inputs_from_stderr(inputs(options))

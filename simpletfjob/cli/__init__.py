@@ -32,7 +32,7 @@ from simpletfjob import streams
 from simpletfjob.cli.params import (
     CONTEXT,
     CommandContext,
-    ShortOptionsFirst,
+    ParseErrorsInContext,
     help_option,
     version_option,
 )
@@ -52,7 +52,7 @@ COMMANDS = {
 DEFAULT = "render"  # what runs when the first word is not a command
 
 
-class CommandGroup(ShortOptionsFirst, click.Group):
+class CommandGroup(ParseErrorsInContext, click.Group):
     """A group that runs DEFAULT when the command line does not start with a command word."""
 
     context_class = CommandContext

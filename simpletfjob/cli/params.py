@@ -33,33 +33,12 @@ class CommandContext(click.Context):
         return super().command_path
 
 
-class ShortOptionsFirst(click.Command):
-    """click's parsing, with short options matched at once and parse errors that name their command.
+class ParseErrorsInContext(click.Command):
+    """click's parsing, with parse errors that name their command.
 
-    click tries every option as a long one first (it allows `-foo`), and for a short
-    one builds an exception that it then catches, with a "did you mean" list that
-    imports difflib and the locale machinery: 1.5% of a cold start for `-o FILE`.
-    Here a single-dash word that is no long option goes straight to the short-option
-    match, as click would send it after the exception; what is parsed, and every
-    message, stays click's. A parse error that click raises without its context
-    ("requires an argument") gets it, for the `(see simpletfjob COMMAND --help)` hint.
+    A parse error that click raises without its context ("requires an argument")
+    gets it, for the `(see simpletfjob COMMAND --help)` hint.
     """
-
-    def make_parser(self, ctx: click.Context) -> Any:
-        parser: Any = super().make_parser(ctx)
-        match_long = getattr(parser, "_match_long_opt", None)
-        long_opts = getattr(parser, "_long_opt", None)
-        prefixes = getattr(parser, "_opt_prefixes", None)
-        if match_long is None or long_opts is None or prefixes is None:
-            return parser  # another click: its own way, only slower
-
-        def match(opt: str, explicit_value: str | None, state: Any) -> None:
-            if opt not in long_opts and opt[:2] not in prefixes:
-                raise click.NoSuchOption(opt, message=opt, ctx=ctx)  # caught by the parser
-            match_long(opt, explicit_value, state)
-
-        parser._match_long_opt = match
-        return parser
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         try:
@@ -70,7 +49,7 @@ class ShortOptionsFirst(click.Command):
             raise
 
 
-class TableCommand(ShortOptionsFirst):
+class TableCommand(ParseErrorsInContext):
     """A command whose options come from option groups; --help lists each group under its heading."""
 
     context_class = CommandContext

@@ -12,9 +12,10 @@ header may set it, and the rule its value must follow. A command's options are
 groups combined by inheritance (`class Options(RenderOptions, TensorFlowOptions)`),
 read as flat, frozen attributes.
 
-Groups are not dataclasses on purpose: `dataclasses` generates and compiles code
-for every class it decorates, which for the render's fields measured 3-4 ms on
-every start, against about 0.2 ms for this whole module and the table.
+Groups are not dataclasses on purpose: `dataclasses` imports `inspect` and compiles
+code for every class it decorates; made so, the groups cost a 3-host render's cold
+start 12-15% more instructions (callgrind, `python -m bench.versus`), against about
+0.2 ms for this whole module and the table.
 `dataclass_transform` tells mypy to treat a group as a dataclass (a typed,
 keyword-only `__init__`; read-only fields); at run time the small base class
 below does that work by hand.

@@ -7,7 +7,7 @@ word is neither a command nor one of the group's own options (--help,
 named like a command is written `./NAME`.
 
 Each command is a module of this package with a `command` (made from the option
-table by table.py), imported only when it runs or for --help, so that one
+table by params.py), imported only when it runs or for --help, so that one
 command's imports never slow down another's start. This package is the only one
 that imports click.
 

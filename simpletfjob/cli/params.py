@@ -1,4 +1,4 @@
-"""click parameters and commands made from the option table (optiontable.py, options.py).
+"""click parameters and commands made from the option table (options/table.py, options/render.py).
 
 A command is a function taking its options' values by field name; `make_command()`
 gives it one click parameter per field of its option group, checks each value

@@ -261,7 +261,7 @@ class ClusterSpec:
 
 
 class TensorFlowValues:
-    """A run's TF_CONFIG and host lists, as render.py and the plan ask for them."""
+    """A run's TF_CONFIG and host lists, as template/compiled.py and the plan ask for them."""
 
     def __init__(self, spec: ClusterSpec, uses_config: bool) -> None:
         self.spec = spec
@@ -389,7 +389,7 @@ class TensorFlow:
 TENSORFLOW = TensorFlow()
 
 
-# ---- options: TensorFlow's group of the option table (see options.py) ------------------------
+# ---- options: TensorFlow's group of the option table (options/) -------------------------------
 
 
 class TensorFlowOptions(OptionGroup):

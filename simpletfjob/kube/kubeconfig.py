@@ -4,7 +4,7 @@ The client reads kubeconfigs with PyYAML's plain loader and trusts their shape:
 an alias bomb takes it minutes, and a `contexts:` list of strings or a context
 naming a missing cluster ends in a TypeError or a message about its own
 internals. So each file is read with simpletfjob's YAML loader (aliases
-bounded, see `yamlinput`), every field that is used is checked for its type,
+bounded, see `yamlload`), every field that is used is checked for its type,
 and a wrong one is one line naming the file and the field. The files are
 merged as kubectl merges them: the first file to define a cluster, user or
 context by name wins, and so does the first to set `current-context`.

@@ -47,7 +47,7 @@ def compose_documents(text: str, first_number: int, where: str, source: str = ""
     Composing (libyaml's C parser, no Python objects built for the values) is
     enough to prove the text is YAML and to read kinds, names and where placed values stand,
     at about half the cost of loading. Aliases are bounded as for every YAML
-    input (see `yamlinput`); `source` is the template, for that message.
+    input (see `yamlload`); `source` is the template, for that message.
     """
     import yaml
 

@@ -1,7 +1,7 @@
 """Rendering a run: each task's text rendered, checked and labelled, before anything is written.
 
 Each task's text is checked with every placed value standing as its marker; the
-scalar it stands in settles how the real value is escaped there (render.py), so
+scalar it stands in settles how the real value is escaped there (template/compiled.py), so
 that value is never parsed. A template that uses a placed value in an
 expression of its own gets the real text in its render, and is checked with it.
 """
@@ -57,7 +57,7 @@ class Decoration:
     def __init__(self, job: str | None, namespace: str | None, policy: str | None = None) -> None:
         self.job = job  # the simpletfjob/job label value; None with --no-labels
         self.namespace = namespace
-        self.policy = policy  # the success policy, recorded with the labels (runs.py reads it)
+        self.policy = policy  # the success policy, with the labels (runs/state.py reads it)
         self.conflicts: dict[str, tuple[str, str]] = {}
 
     def annotations(self) -> dict[str, str]:

@@ -1,6 +1,6 @@
 """The option table: every option of every command, declared once, by group.
 
-A group is a class of fields (see optiontable.py for how one is declared and
+A group is a class of fields (see table.py for how one is declared and
 what the declaration feeds: click's parameters, a template header's `options:`,
 and the rules a value must follow). A command's options are its groups combined:
 `Options`, the render's, is the core groups here plus the framework's

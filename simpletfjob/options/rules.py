@@ -1,6 +1,6 @@
 """Rules of single option values that are not ranges: DNS names, label values, selectors, ports.
 
-options.py declares the options with them; optiontable.py says what a rule is.
+render.py and runs.py declare the options with them; table.py says what a rule is.
 """
 
 from __future__ import annotations

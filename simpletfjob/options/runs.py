@@ -1,6 +1,6 @@
 """The options of the commands that act on a run on the cluster: apply, status, wait, delete.
 
-They build on options.py's groups: apply takes every option of a render (but -o), and
+They build on render.py's groups: apply takes every option of a render (but -o), and
 the others only which cluster and namespace.
 """
 

@@ -2,10 +2,10 @@
 
     nodes (--nodes, --nodes-file, or a cluster) -> what each role's pods need (tolerations,
     host ports; from the template rendered per role) -> what the nodes' pods take (read
-    from the cluster one of two ways, see cluster.py) -> a verdict per node
+    from the cluster one of two ways, see hosts/cluster.py) -> a verdict per node
 
 and, once the tasks are seated, the port `--port auto` chooses. The plan calls these
-in order; selection.py holds the rules themselves, usage.py the counting.
+in order; hosts/selection.py holds the rules themselves, hosts/usage.py the counting.
 
 Pods are read only from a cluster, only with usage on (not --no-usage), and only when
 the run needs them: --gpus (free GPUs), a template whose pods hold host ports, --port

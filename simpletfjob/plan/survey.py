@@ -2,7 +2,7 @@
 
 The nodes are read as a render reads them (sorted by name, `-l` applied by the
 server) and every pod is read in one cluster-wide list: a view shows every node,
-so there is no stopping early. The verdicts come from the same rules (selection.py):
+so there is no stopping early. The verdicts come from the same rules (hosts/selection.py):
 
 - with `--template FILE`, its pods' tolerations and host ports are judged as a render
   of it would judge them (its header's --port and --tasks-per-host included, its

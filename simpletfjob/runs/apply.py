@@ -1,7 +1,7 @@
 """Applying a run to the cluster: server-side apply, after the server has judged every object.
 
     documents -> manifests (one namespace, the run's labels)
-              -> the run as it is (runs.py) -> --replace: delete it, wait for its Jobs
+              -> the run as it is (objects.py) -> --replace: delete it, wait for its Jobs
               -> a server-side dry run of every object: refused, or a different run?
               -> Services, then Jobs, applied for real (or, with --dry-run=server, not)
 

@@ -1,6 +1,6 @@
 """Deleting a run: each of its Jobs and Services, and waiting until its Jobs are gone.
 
-Only objects that carry the run's labels are deleted (runs.py lists them by those
+Only objects that carry the run's labels are deleted (objects.py lists them by those
 labels, and each is checked again here), one request each, Jobs first so that no new
 pod starts meanwhile. The first refusal stops the deletion: what was deleted before it
 has been reported, and the error says how far it got.

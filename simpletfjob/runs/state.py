@@ -1,6 +1,6 @@
 """A run's state, read from its Jobs and their pods as the API server returns them (plain dicts).
 
-Nothing here talks to a cluster: `status` and `wait` (through runwatch.py) hand in what they
+Nothing here talks to a cluster: `status` and `wait` (through watch.py) hand in what they
 listed or watched, and get back each task's state and the run's.
 
 A task is one Job, named by its role and index labels (`worker-1`). Its state:

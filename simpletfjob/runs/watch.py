@@ -5,7 +5,7 @@ tasks. `wait` lists each once, then watches both from the lists' resourceVersion
 watch resumes from where it was; on 410 it re-lists, in kube/watch.py); it never polls. The
 two watches run in threads that hand their events to the caller's thread.
 
-runstate.py judges what is read here.
+state.py judges what is read here.
 """
 
 from __future__ import annotations

@@ -266,7 +266,7 @@ def _check_values(
 def _check_options(
     options: dict[str, Any], filename: str, marks: Mapping[Any, int]
 ) -> dict[str, Any]:
-    """The header's option defaults, each checked by its option's declaration (options.py)."""
+    """The header's option defaults, each checked by its option's declaration (options/table.py)."""
     table = header_fields()
     checked: dict[str, Any] = {}
     for key, value in options.items():

@@ -47,7 +47,7 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
 
 def apply_run(options: ApplyOptions) -> None:
     """Plan the run for the namespace it goes to, apply it, and say what was applied."""
-    from simpletfjob.cli.render import plan_explained, summary, tell
+    from simpletfjob.cli.report import plan_explained, summary, tell
     from simpletfjob.output import spare_inputs_from_stderr
     from simpletfjob.plan import inputs
     from simpletfjob.runs.apply import apply_manifests, manifests

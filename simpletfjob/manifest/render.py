@@ -22,6 +22,7 @@ from simpletfjob.identity import (
     POLICY_ANNOTATION,
     ROLE_LABEL,
 )
+from simpletfjob.inputs import read_text
 from simpletfjob.manifest.documents import (
     DocumentId,
     check_directives,
@@ -294,20 +295,16 @@ def _placeholder_documents(
     return compiled.bounded(documents)
 
 
-def compile_template(options: Any, fw: Framework) -> CompiledTemplate:
-    """The template, read and compiled, its variables checked against the framework's."""
+def compile_template(
+    template: str, text: str | None, values: Mapping[str, Any], fw: Framework
+) -> CompiledTemplate:
+    """The template (its file, or its `text` already read), compiled, its variables checked.
+
+    `values` are the --set and -f values; none may take a name the framework's tasks define.
+    """
     from simpletfjob.template.values import check_reserved
 
-    source, filename = load_template(options)
-    check_reserved(options.values, (*TASK_VARIABLES, *fw.variables))
-    known = [*TASK_VARIABLES, *fw.variables, *options.values]
-    return CompiledTemplate(source, filename, known, fw.placed, fw.legacy)
-
-
-def load_template(options: Any) -> tuple[str, str]:
-    """The template's text and the name to use for it in messages."""
-    from simpletfjob.inputs import read_text
-
-    if options.template_text is not None:
-        return options.template_text, options.template
-    return read_text(options.template, "template"), options.template
+    source = read_text(template, "template") if text is None else text
+    check_reserved(values, (*TASK_VARIABLES, *fw.variables))
+    known = [*TASK_VARIABLES, *fw.variables, *values]
+    return CompiledTemplate(source, template, known, fw.placed, fw.legacy)

@@ -126,7 +126,7 @@ def plan(options: Options) -> Plan:
     """Plan the run the options describe; see the module docstring."""
     check_options(options)
     fw = framework()
-    compiled = compile_template(options, fw)
+    compiled = compile_template(options.template, options.template_text, options.values, fw)
     filename = compiled.filename
     warnings: list[str] = []
 

@@ -53,7 +53,8 @@ def survey(options: NodesOptions, warn: Callable[[str], None]) -> Survey:
         from simpletfjob.manifest.render import compile_template
 
         fw = framework()
-        needs = role_needs_of(render, fw, compile_template(render, fw))
+        compiled = compile_template(render.template, render.template_text, render.values, fw)
+        needs = role_needs_of(render, fw, compiled)
         rules = rules_for(render, needs, nodes, check_ports=tally is not None)
     usage = None if tally is None else tally.node
     return Survey(judge_nodes(nodes, {}, rules, usage), tally is not None)

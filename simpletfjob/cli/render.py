@@ -83,7 +83,7 @@ def write_run(options: Options) -> None:
         write_to(dest, planned.chunks())
     except SimpleTFJobError:
         if options.explain:
-            explain(planned.verdicts, planned.tasks, options)
+            explain(planned.verdicts, planned.tasks, limited=options.num != -1)
         raise
     tell(planned, options)
     checked = f"; valid for Kubernetes {planned.validated}" if planned.validated else ""

@@ -29,7 +29,7 @@ def plan_explained(options: Options) -> Plan:
         return plan(options)
     except SelectionError as e:
         if options.explain and e.verdicts is not None:
-            explain(e.verdicts, [], options)
+            explain(e.verdicts, [], limited=options.num != -1)
         raise
 
 
@@ -41,18 +41,18 @@ def tell(planned: Plan, options: Options) -> None:
     for message in planned.warnings[:early]:
         warn(message)
     if options.explain:
-        explain(planned.verdicts, planned.tasks, options)
+        explain(planned.verdicts, planned.tasks, limited=options.num != -1)
     for message in planned.warnings[early:]:
         warn(message)
     for note in planned.notes:
         say(f"simpletfjob: {note}")
 
 
-def explain(verdicts: Sequence[Verdict], tasks: Sequence[Task], options: Options) -> None:
-    """--explain: the verdicts table, on stderr."""
+def explain(verdicts: Sequence[Verdict], tasks: Sequence[Task], limited: bool) -> None:
+    """--explain: the verdicts table, on stderr; `limited`: -N limited the hosts."""
     from simpletfjob.cli.explain import explain_table
 
-    print(explain_table(verdicts, tasks, limited=options.num != -1), file=sys.stderr)
+    print(explain_table(verdicts, tasks, limited=limited), file=sys.stderr)
 
 
 def summary(tasks: Sequence[Task], destination: str, verb: str = "wrote") -> str:

@@ -17,6 +17,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from simpletfjob.errors import InputError, SelectionError, UsageError
+from simpletfjob.hosts.nodes import check_host_names, parse_host_lines
+from simpletfjob.inputs import read_text
 from simpletfjob.options.table import OptionGroup, at_least, option
 from simpletfjob.tasks import Host, Pin, Seating, Slots, Task, hosts_noun, tasks_at
 
@@ -316,8 +318,6 @@ class TensorFlow:
         path = options.psf
         if path is None:
             return ()
-        from simpletfjob.hosts.nodes import check_host_names, parse_host_lines
-        from simpletfjob.inputs import read_text
 
         entries = parse_host_lines(read_text(path, "--psf file"), path)
         if not entries:

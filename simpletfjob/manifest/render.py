@@ -33,9 +33,11 @@ from simpletfjob.manifest.documents import (
     normalize_task_text,
 )
 from simpletfjob.manifest.labels import LabelError, Labeller
+from simpletfjob.manifest.podspec import pod_host_ports, pod_node_names, pod_tolerations
 from simpletfjob.manifest.textedit import Edit, TextEditor
 from simpletfjob.tasks import Task
 from simpletfjob.template.compiled import CompiledTemplate
+from simpletfjob.template.values import check_reserved
 
 # A host port and its protocol (usage.Port).
 Port = tuple[int, str]
@@ -164,7 +166,6 @@ def check_node_names(
     Templates written for node names say `nodeName: <<host>>`; with --address internal-ip
     or hostname, <<host>> is no node's name and the pod could never start.
     """
-    from simpletfjob.manifest.podspec import pod_node_names  # as role_needs: only some runs need it
 
     for node in pod_node_names(documents):
         if node.value == task.host:
@@ -246,7 +247,6 @@ def role_needs(
     (rendered again one port further) follows <<port>>, as the built-in templates' do;
     one that does not is fixed.
     """
-    from simpletfjob.manifest.podspec import pod_host_ports, pod_tolerations
 
     documents = _placeholder_documents(compiled, fw, options, role, port)
     held = pod_host_ports(documents)
@@ -302,7 +302,6 @@ def compile_template(
 
     `values` are the --set and -f values; none may take a name the framework's tasks define.
     """
-    from simpletfjob.template.values import check_reserved
 
     source = read_text(template, "template") if text is None else text
     check_reserved(values, (*TASK_VARIABLES, *fw.variables))

@@ -8,6 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from simpletfjob.hosts.nodes import is_node_name
+from simpletfjob.hosts.selection import parse_selector
+from simpletfjob.identity import LABEL_VALUE_RULE, is_label_value
 from simpletfjob.options.table import Must, Rule
 
 
@@ -29,7 +31,6 @@ class LabelValue(Rule):
     """A Kubernetes label value (--name becomes the simpletfjob/job label)."""
 
     def __call__(self, value: Any) -> str | None:
-        from simpletfjob.identity import LABEL_VALUE_RULE, is_label_value
 
         if value == "":
             return "must not be empty"
@@ -42,7 +43,6 @@ class Selector(Rule):
     """A label selector in kubectl's syntax; its parser names --selector and the place it stops."""
 
     def __call__(self, value: Any) -> str | None:
-        from simpletfjob.hosts.selection import parse_selector
 
         parse_selector(value)  # raises the usage error itself
         return None

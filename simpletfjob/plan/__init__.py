@@ -21,7 +21,9 @@ from simpletfjob.frameworks import Framework, Pin, RunValues, framework
 from simpletfjob.hosts import nodes as node_sources
 from simpletfjob.hosts.selection import Verdict, breakdown, eligible_hosts, unknown_exclusions
 from simpletfjob.identity import INDEX_LABEL, POLICY_ANNOTATION, check_label_value
+from simpletfjob.kube.paths import kubeconfig_files
 from simpletfjob.manifest.documents import DocumentId, check_name, check_unique
+from simpletfjob.manifest.network import dns_name, service_document
 from simpletfjob.manifest.render import Decoration, Rendered, compile_template, render_tasks
 from simpletfjob.options.render import Options, check_options
 from simpletfjob.options.rules import AUTO_PORT
@@ -201,7 +203,6 @@ def inputs(options: Options) -> Iterator[tuple[str, str | None]]:
     yield from framework().inputs(options)
     yield ("nodes file", options.nodes_file)
     yield from (("values file", f) for f in options.value_files)
-    from simpletfjob.kube.paths import kubeconfig_files
 
     # Every kubeconfig, whether or not this run asks a cluster: job YAML written over
     # credentials is never what anyone meant.
@@ -267,7 +268,6 @@ def use_pod_network(
     decoration: Decoration,
 ) -> tuple[RunValues, list[Rendered], list[Document]]:
     """Address every task by its Service's DNS name, and give each task's Job a Service."""
-    from simpletfjob.manifest.network import dns_name, service_document
 
     jobs = []  # each task's Job and the namespace its Service and DNS name use
     for r in rendered:

@@ -35,7 +35,9 @@ from simpletfjob.frameworks import reserved_variables
 from simpletfjob.inputs import read_text
 from simpletfjob.options.render import header_fields
 from simpletfjob.options.table import problem, type_problem
+from simpletfjob.output import destination, write_to
 from simpletfjob.template.compiled import unix_newlines
+from simpletfjob.template.values import check_reserved_characters, collect_values
 
 if TYPE_CHECKING:
     from simpletfjob.options.render import Options
@@ -204,7 +206,6 @@ def _load_header_yaml(
     import yaml
 
     from simpletfjob import yamlload
-    from simpletfjob.template.values import check_reserved_characters
 
     try:
         node, data = yamlload.load_node(text, unique=True)
@@ -313,7 +314,6 @@ def write_copy(name: str, output: str | None, force: bool) -> str:
     OUTPUT may be a file, '-' (stdout), an open stream such as /dev/stdout, or an
     existing directory, which gets DIR/NAME.yaml as `cp` would give it.
     """
-    from simpletfjob.output import destination, write_to
 
     stem = name[: -len(SUFFIX)] if name.endswith(SUFFIX) else name
     text = read_builtin(stem)
@@ -350,7 +350,6 @@ def prepare_options(
     `options` are the command line's, `given` the fields it set explicitly;
     values layer as header < -f files < --set.
     """
-    from simpletfjob.template.values import collect_values
 
     source = locate(options.template)
     header = source.header.options

@@ -8,6 +8,7 @@ from typing import Any
 
 from simpletfjob.errors import InputError, UsageError
 from simpletfjob.frameworks import reserved_variables
+from simpletfjob.inputs import read_text
 from simpletfjob.template.markers import RESERVED_CHARACTERS
 
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -77,7 +78,6 @@ def load_values_file(path: str) -> dict[str, Any]:
     import yaml
 
     from simpletfjob import yamlload
-    from simpletfjob.inputs import read_text
 
     text = read_text(path, "values file")
     try:

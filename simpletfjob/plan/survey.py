@@ -17,16 +17,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from simpletfjob.errors import UsageError
+from simpletfjob.frameworks import framework
+from simpletfjob.hosts.cluster import Cluster
 from simpletfjob.hosts.selection import Rules, Verdict, judge_nodes
+from simpletfjob.hosts.usage import NOBODY, Tally
+from simpletfjob.kube.connection import Settings
+from simpletfjob.kube.request import ApiError
+from simpletfjob.manifest.render import compile_template
 from simpletfjob.options.render import NodesOptions, Options
 from simpletfjob.plan.eligibility import role_needs_of, rules_for
-
-if TYPE_CHECKING:
-    from simpletfjob.hosts.cluster import Cluster
-    from simpletfjob.hosts.usage import Tally
+from simpletfjob.template.catalog import prepare_options
+from simpletfjob.template.values import parse_set
 
 
 class Survey(NamedTuple):
@@ -38,9 +42,6 @@ class Survey(NamedTuple):
 
 def survey(options: NodesOptions, warn: Callable[[str], None]) -> Survey:
     """The verdicts of the cluster's nodes; see the module docstring."""
-    from simpletfjob.hosts.cluster import Cluster
-    from simpletfjob.kube.connection import Settings
-
     render = render_options(options)
     settings = Settings(kubeconfig=options.kubeconfig, context=options.context)
     with Cluster(settings, warn, alternative="") as cluster:
@@ -49,9 +50,6 @@ def survey(options: NodesOptions, warn: Callable[[str], None]) -> Survey:
     if render is None:
         rules = Rules(min_gpus=options.gpus)
     else:
-        from simpletfjob.frameworks import framework
-        from simpletfjob.manifest.render import compile_template
-
         fw = framework()
         compiled = compile_template(render.template, render.template_text, render.values, fw)
         needs = role_needs_of(render, fw, compiled)
@@ -67,9 +65,6 @@ def render_options(options: NodesOptions) -> Options | None:
             flag = "--set" if options.set_values else "-f/--values"
             raise UsageError(f"{flag} gives a template's variables: it needs --template FILE")
         return None
-    from simpletfjob.template.catalog import prepare_options
-    from simpletfjob.template.values import parse_set
-
     given = Options(
         template=options.template,
         set_values=options.set_values,
@@ -92,9 +87,6 @@ def read_usage(
 ) -> Tally | None:
     """Every non-terminated pod, summed per node; None, after a warning, when listing pods is
     refused and --gpus does not depend on it."""
-    from simpletfjob.hosts.usage import NOBODY
-    from simpletfjob.kube.request import ApiError
-
     alternative = "give --no-usage to judge GPUs by allocatable alone" if options.gpus else ""
     try:
         return cluster.usage(options.gpu_resource, NOBODY, alternative)

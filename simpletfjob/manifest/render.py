@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from simpletfjob.errors import RenderCheckError
 from simpletfjob.frameworks import TASK_VARIABLES, Framework, RunValues
@@ -38,6 +38,9 @@ from simpletfjob.manifest.textedit import Edit, TextEditor
 from simpletfjob.tasks import Task
 from simpletfjob.template.compiled import CompiledTemplate
 from simpletfjob.template.values import check_reserved
+
+if TYPE_CHECKING:
+    from simpletfjob.options.render import Options
 
 # A host port and its protocol (usage.Port).
 Port = tuple[int, str]
@@ -238,7 +241,7 @@ class RoleNeeds(NamedTuple):
 
 
 def role_needs(
-    compiled: CompiledTemplate, fw: Framework, options: Any, role: str, port: int
+    compiled: CompiledTemplate, fw: Framework, options: Options, role: str, port: int
 ) -> RoleNeeds:
     """One role's tolerations, host networking and host ports, from its task 0 rendered at `port`.
 
@@ -280,7 +283,7 @@ def _namespace(document: Any, number: int) -> str:
 
 
 def _placeholder_documents(
-    compiled: CompiledTemplate, fw: Framework, options: Any, role: str, port: int
+    compiled: CompiledTemplate, fw: Framework, options: Options, role: str, port: int
 ) -> list[Any]:
     """One role's documents (YAML node trees), rendered as its task 0 on a placeholder host."""
     task = Task(role, 0, "node-0", "node-0", port)

@@ -27,13 +27,21 @@ def tree(path: Path) -> list[ast.AST]:
 
 
 @functools.cache
-def imports(path: Path) -> frozenset[str]:
-    """Every module this one imports, at its top or inside a function."""
+def imports(path: Path, typing: bool = True) -> frozenset[str]:
+    """Every module this one imports, at its top or inside a function; with `typing=False`,
+    not those under `if TYPE_CHECKING:`, which are never imported when it runs."""
     found: set[str] = set()
     package = (
         module_name(path).rsplit(".", 1)[0] if path.name != "__init__.py" else module_name(path)
     )
+    skipped: set[int] = set()
+    if not typing:
+        for node in tree(path):
+            if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+                skipped.update(id(inner) for child in node.body for inner in ast.walk(child))
     for node in tree(path):
+        if id(node) in skipped:
+            continue
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -48,9 +56,11 @@ def imports(path: Path) -> frozenset[str]:
 
 
 def graph() -> dict[str, set[str]]:
+    """Which module imports which when it runs (type-only imports may go either way)."""
     names = {module_name(p) for p in MODULES}
     return {
-        module_name(p): {i for i in imports(p) if i in names} - {module_name(p)} for p in MODULES
+        module_name(p): {i for i in imports(p, typing=False) if i in names} - {module_name(p)}
+        for p in MODULES
     }
 
 
@@ -93,7 +103,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "frameworks": frozenset({"hosts", "options"}),
     "options": frozenset({"hosts", "frameworks"}),
     "template": frozenset({"frameworks", "options"}),
-    "manifest": frozenset({"frameworks", "template"}),
+    "manifest": frozenset({"frameworks", "options", "template"}),
     "plan": frozenset({"kube", "hosts", "frameworks", "options", "template", "manifest"}),
     "runs": frozenset({"kube", "frameworks", "options"}),
     "cli": frozenset(

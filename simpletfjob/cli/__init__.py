@@ -25,10 +25,12 @@ import os
 import sys
 from collections.abc import Sequence
 from importlib import import_module
+from typing import TYPE_CHECKING
 
 import click
 
 from simpletfjob import streams
+from simpletfjob.cli import complete
 from simpletfjob.cli.params import (
     CONTEXT,
     CommandContext,
@@ -37,6 +39,9 @@ from simpletfjob.cli.params import (
     version_option,
 )
 from simpletfjob.errors import EXIT_ERROR, EXIT_OK, Interrupted, SimpleTFJobError
+
+if TYPE_CHECKING:
+    from click.shell_completion import CompletionItem
 
 # Command word -> its module in this package, in the order --help lists them.
 COMMANDS = {
@@ -58,6 +63,8 @@ class CommandGroup(ParseErrorsInContext, click.Group):
     context_class = CommandContext
 
     def parse_args(self, context: click.Context, args: list[str]) -> list[str]:
+        if not args and context.resilient_parsing:
+            return super().parse_args(context, args)  # completing the first word: shell_complete
         own = {flag for param in self.get_params(context) for flag in param.opts}
         if not args or (args[0] not in COMMANDS and args[0] not in own):
             # An empty command word stands for the default command; it shows no word in its
@@ -74,6 +81,12 @@ class CommandGroup(ParseErrorsInContext, click.Group):
 
     def list_commands(self, context: click.Context) -> list[str]:
         return list(COMMANDS)
+
+    def shell_complete(self, context: click.Context, incomplete: str) -> list[CompletionItem]:
+        """The first word: the command words, and what the default command takes there."""
+        default = self.get_command(context, DEFAULT)
+        assert default is not None
+        return complete.first_word(context, incomplete, list(COMMANDS), default)
 
     def format_usage(self, context: click.Context, formatter: click.HelpFormatter) -> None:
         formatter.write_usage(context.command_path, f"[{DEFAULT}] [OPTIONS] [TEMPLATE]")

@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from simpletfjob import __version__
+from simpletfjob.cli import complete
 from simpletfjob.options.table import Argument, Field, Option, OptionGroup, check_value, fields
 
 CONTEXT = {"max_content_width": 100}
@@ -74,7 +75,11 @@ def parameter(field: Field) -> click.Parameter:
     """The click parameter for one field of the table."""
     declared = field.declaration
     if isinstance(declared, Argument):
-        return click.Argument([field.name], required=declared.required)
+        return click.Argument(
+            [field.name],
+            required=declared.required,
+            shell_complete=complete.for_argument(field.name),
+        )
     assert isinstance(declared, Option), field
     settings: dict[str, Any] = {
         "default": declared.default,
@@ -99,10 +104,13 @@ def parameter(field: Field) -> click.Parameter:
         settings["type"] = int
     if declared.multiple:
         settings["multiple"] = True
-    if settings["metavar"] is None and declared.rule is not None:
-        choices = getattr(declared.rule, "choices", None)
-        if choices:
+    choices = getattr(declared.rule, "choices", None)
+    if choices:
+        settings["shell_complete"] = complete.choices(choices)
+        if settings["metavar"] is None:
             settings["metavar"] = f"[{'|'.join(choices)}]"
+    elif field.name == "template":  # nodes --template
+        settings["shell_complete"] = complete.templates
     return click.Option([*flags, field.name], **settings)
 
 

@@ -144,3 +144,14 @@ def connect_for(
     if conn.target.insecurity:
         warn(conn.target.insecurity)
     return conn
+
+
+def run_names(conn: Connection, *, deadline: Deadline | None = None) -> list[str]:
+    """The names of the runs in the connection's namespace, from their Jobs' labels (one list)."""
+    listed = list_objects(conn, JOBS, label_selector=run_selector(), deadline=deadline)
+    names = set()
+    for job in listed.items:
+        labels = (job.get("metadata") or {}).get("labels") or {}
+        if labels.get(MANAGED_BY) == MANAGER and isinstance(labels.get(JOB_LABEL), str):
+            names.add(labels[JOB_LABEL])
+    return sorted(names)

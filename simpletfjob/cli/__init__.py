@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 import click
 
 from simpletfjob import streams
-from simpletfjob.cli import complete
+from simpletfjob.cli.complete import first_word
 from simpletfjob.cli.params import (
     CONTEXT,
     CommandContext,
@@ -86,7 +86,7 @@ class CommandGroup(ParseErrorsInContext, click.Group):
         """The first word: the command words, and what the default command takes there."""
         default = self.get_command(context, DEFAULT)
         assert default is not None
-        return complete.first_word(context, incomplete, list(COMMANDS), default)
+        return first_word(context, incomplete, list(COMMANDS), default)
 
     def format_usage(self, context: click.Context, formatter: click.HelpFormatter) -> None:
         formatter.write_usage(context.command_path, f"[{DEFAULT}] [OPTIONS] [TEMPLATE]")

@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from simpletfjob import __version__
-from simpletfjob.cli import complete
+from simpletfjob.cli.complete import choices, for_argument, templates
 from simpletfjob.options.table import Argument, Field, Option, OptionGroup, check_value, fields
 
 CONTEXT = {"max_content_width": 100}
@@ -78,7 +78,7 @@ def parameter(field: Field) -> click.Parameter:
         return click.Argument(
             [field.name],
             required=declared.required,
-            shell_complete=complete.for_argument(field.name),
+            shell_complete=for_argument(field.name),
         )
     assert isinstance(declared, Option), field
     settings: dict[str, Any] = {
@@ -104,13 +104,13 @@ def parameter(field: Field) -> click.Parameter:
         settings["type"] = int
     if declared.multiple:
         settings["multiple"] = True
-    choices = getattr(declared.rule, "choices", None)
-    if choices:
-        settings["shell_complete"] = complete.choices(choices)
+    words = getattr(declared.rule, "choices", None)
+    if words:
+        settings["shell_complete"] = choices(words)
         if settings["metavar"] is None:
-            settings["metavar"] = f"[{'|'.join(choices)}]"
+            settings["metavar"] = f"[{'|'.join(words)}]"
     elif field.name == "template":  # nodes --template
-        settings["shell_complete"] = complete.templates
+        settings["shell_complete"] = templates
     return click.Option([*flags, field.name], **settings)
 
 

@@ -25,6 +25,7 @@ import yaml
 from hypothesis import HealthCheck, settings
 
 from simpletfjob.cli import main
+from tests.support.cluster import LoopbackCluster, loopback_cluster
 from tests.support.kubeapi import KubeAPI, serve
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -220,6 +221,14 @@ def kubeapi(kube_env: Path) -> Iterator[KubeAPI]:
     """A plain-http API server on 127.0.0.1 (see open_cluster); set nodes, users, faults."""
     with serve(open_cluster()) as api:
         yield api
+
+
+@pytest.fixture
+def loopback() -> Iterator[LoopbackCluster]:
+    """The loopback server with the admin and test users of the control plane, strict as it
+    (tests/support/cluster.py); the `cluster` fixture of tests/control_plane is it and the real one."""
+    with loopback_cluster() as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.control_plane.runs import Apply
-from tests.support.cluster import ADMIN, Cluster, LoopbackCluster, loopback_cluster
+from tests.support.cluster import ADMIN, Cluster, loopback_cluster
 from tests.support.control_plane import ControlPlane, find_assets, start
 
 _NEEDS_PLANE = {"control_plane", "kube", "namespace"}
@@ -117,13 +117,6 @@ def kube(control_plane: ControlPlane) -> Iterator[ControlPlane]:
 def namespace(kube: ControlPlane) -> str:
     """A fresh namespace on the control plane, for one test."""
     return kube.create_namespace()
-
-
-@pytest.fixture
-def loopback() -> Iterator[LoopbackCluster]:
-    """The loopback server with the admin and test users of the control plane, strict as it."""
-    with loopback_cluster() as cluster:
-        yield cluster
 
 
 @pytest.fixture(params=["loopback", "real"])

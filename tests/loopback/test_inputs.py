@@ -686,9 +686,7 @@ def test_reserved_characters_in_set_and_header(cli: Any, tmp_path: Path, char: s
     write(tmp_path / "h.yaml", header + TEMPLATE.replace("tensorflow/tensorflow", "<<image>>"))
     before = before_run(tmp_path)
     result = cli("h.yaml", "--nodes", "a,b", "-o", "-", cwd=tmp_path)
-    assert_refused(
-        result, 1, f"h.yaml:3: simpletfjob.template.values.image: contains {code}", before=before
-    )
+    assert_refused(result, 1, f"h.yaml:3: simpletfjob.values.image: contains {code}", before=before)
 
 
 @pytest.mark.parametrize(

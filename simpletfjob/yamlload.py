@@ -164,7 +164,7 @@ def _count(n: int) -> str:
 def load(text: str, loader: type[Any] | None = None) -> Any:
     """The one document of a YAML text (None if it is empty), its aliases checked first.
 
-    Raises yaml.YAMLError, LimitError included; `describe` makes it one line.
+    Raises yaml.YAMLError, LimitError included; `describe_error` makes it one line.
     """
     return load_node(text, loader)[1]
 
@@ -272,7 +272,7 @@ def mark_and_problem(error: yaml.YAMLError) -> tuple[Any, str]:
     return mark, str(problem)
 
 
-def describe(
+def describe_error(
     error: yaml.YAMLError, source: str, what: str = "not valid YAML", line_offset: int = 0
 ) -> str:
     """One line for a YAML error: 'SOURCE:LINE: WHAT: PROBLEM' (WHAT is left out for a limit).

@@ -28,7 +28,7 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
       simpletfjob nodes --gpus 8 -o wide
     """
     from simpletfjob.output import write_stdout
-    from simpletfjob.plan.survey import as_json, summary, survey, table
+    from simpletfjob.plan.survey import as_json, survey, survey_summary, table
     from simpletfjob.streams import warn
 
     options = NodesOptions(**values)
@@ -37,4 +37,4 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
         write_stdout([as_json(result.verdicts)])
     else:
         write_stdout([table(result.verdicts, wide=options.output == "wide")])
-    print(summary(result), file=sys.stderr)
+    print(survey_summary(result), file=sys.stderr)

@@ -186,7 +186,7 @@ def _nodes_from_yaml(text: str, path: str, gpu_resource: str) -> list[Node]:
     try:
         document = yamlload.load(text)
     except yaml.YAMLError as e:
-        raise InputError(yamlload.describe(e, path, "not a valid NodeList")) from e
+        raise InputError(yamlload.describe_error(e, path, "not a valid NodeList")) from e
     return _nodes_from_document(document, path, gpu_resource)
 
 

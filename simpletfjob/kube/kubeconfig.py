@@ -93,7 +93,7 @@ def read_kubeconfigs(paths: Sequence[str]) -> Kubeconfig:
         try:
             config = yamlload.load(text)
         except yaml.YAMLError as e:
-            raise InputError(yamlload.describe(e, f"kubeconfig {path}")) from e
+            raise InputError(yamlload.describe_error(e, f"kubeconfig {path}")) from e
         if config is None:  # an empty file, as kubectl reads it: nothing set
             continue
         if not isinstance(config, Mapping):

@@ -46,7 +46,7 @@ def survey(options: NodesOptions, warn: Callable[[str], None]) -> Survey:
     settings = Settings(kubeconfig=options.kubeconfig, context=options.context)
     with Cluster(settings, warn, alternative="") as cluster:
         nodes = cluster.nodes(options.selector, options.gpu_resource)
-        tally = read_usage(options, cluster, warn) if options.usage else None
+        tally = read_tally(options, cluster, warn) if options.usage else None
     if render is None:
         rules = Rules(min_gpus=options.gpus)
     else:
@@ -82,7 +82,7 @@ def render_options(options: NodesOptions) -> Options | None:
     return prepare_options(given, frozenset({"output"}), sets)
 
 
-def read_usage(
+def read_tally(
     options: NodesOptions, cluster: Cluster, warn: Callable[[str], None]
 ) -> Tally | None:
     """Every non-terminated pod, summed per node; None, after a warning, when listing pods is
@@ -162,7 +162,7 @@ def as_json(verdicts: Sequence[Verdict]) -> str:
     return json.dumps(found, indent=2) + "\n"
 
 
-def summary(result: Survey) -> str:
+def survey_summary(result: Survey) -> str:
     """'12 nodes: 7 eligible, 23 GPUs free': the free GPUs of every node listed, eligible or not
     (a GPU node that only a tolerating template may use has them too)."""
     verdicts = result.verdicts

@@ -211,7 +211,7 @@ def _load_header_yaml(
         node, data = yamlload.load_node(text, unique=True)
     except yaml.YAMLError as e:
         raise TemplateError(
-            yamlload.describe(e, filename, "the template header is not valid YAML", offset)
+            yamlload.describe_error(e, filename, "the template header is not valid YAML", offset)
         ) from e
     check_reserved_characters(text, node, filename, offset)
     if node is None:

@@ -83,7 +83,7 @@ def load_values_file(path: str) -> dict[str, Any]:
     try:
         node, data = yamlload.load_node(text, unique=True)
     except yaml.YAMLError as e:
-        raise InputError(yamlload.describe(e, path)) from e
+        raise InputError(yamlload.describe_error(e, path)) from e
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -6,6 +6,8 @@ imports the `kubernetes` client.
 
 from __future__ import annotations
 
+import gc
+import json
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -126,9 +128,6 @@ def _looks_like_node_list(text: str) -> bool:
 
 def _nodes_from_json(held: list[bytes], path: str, gpu_resource: str) -> list[Node]:
     """The nodes of a JSON NodeList; `held` holds its bytes, taken from it to free them early."""
-    import gc
-    import json
-
     # Tens of thousands of small dicts would set off the collector again and again for
     # nothing: JSON makes no reference cycles.
     collecting = gc.isenabled()
@@ -166,8 +165,6 @@ def _nodes_from_json(held: list[bytes], path: str, gpu_resource: str) -> list[No
 
 
 def _json_error(error: ValueError | RecursionError, path: str) -> InputError:
-    import json
-
     if isinstance(error, RecursionError):  # the parser descends one call per level
         return InputError(f"{path}: not a NodeList: nested too deeply")
     if isinstance(error, json.JSONDecodeError):

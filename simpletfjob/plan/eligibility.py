@@ -28,7 +28,6 @@ from simpletfjob.hosts.selection import (
     parse_selector,
     port_text,
 )
-from simpletfjob.hosts.usage import NodeUsage, Own
 from simpletfjob.inputs import read_text
 from simpletfjob.manifest.render import Port, RoleNeeds, role_needs
 from simpletfjob.options.render import Options
@@ -38,6 +37,7 @@ from simpletfjob.template.compiled import CompiledTemplate
 
 if TYPE_CHECKING:
     from simpletfjob.hosts.cluster import Cluster
+    from simpletfjob.hosts.usage import NodeUsage, Own
 
 # -N against the eligible nodes, below which reading each candidate node's pods beats one
 # cluster-wide list: a node's pods are a small share of the cluster's, and a request's
@@ -197,6 +197,8 @@ def judge(
     if not wanted:
         return Judged(judge_nodes(nodes, excluded, rules), rules, needs, "")
     assert cluster is not None
+    from simpletfjob.hosts.usage import Own  # with `fractions`: only a run that reads pods
+
     default = options.namespace or ("default" if options.network == "pod" else cluster.namespace)
     namespaces = {ns or default for need in needs.values() for ns in need.namespaces}
     own = Own(job, frozenset(namespaces))

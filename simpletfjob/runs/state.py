@@ -48,7 +48,7 @@ Object = Mapping[str, Any]
 
 
 @dataclass(frozen=True)
-class TaskStatus:
+class Task:
     """One task of a run, as `status` shows it."""
 
     task: str  # 'worker-1'
@@ -78,7 +78,7 @@ class Run:
     name: str
     namespace: str
     policy: str
-    tasks: tuple[TaskStatus, ...]
+    tasks: tuple[Task, ...]
     state: str
     decided_by: str = ""  # the task that made the run Succeeded or Failed
     reason: str = ""  # why it failed: the task's reason, or 'deleted'
@@ -235,7 +235,7 @@ def _current(pods: Sequence[Object]) -> Object | None:
     return max(pods, key=key, default=None)
 
 
-def task_of(job: Object, pods: Sequence[Object]) -> TaskStatus:
+def task_of(job: Object, pods: Sequence[Object]) -> Task:
     """The task of one Job, given its pods."""
     metadata = _metadata(job)
     labels = _labels(job)
@@ -269,13 +269,13 @@ def task_of(job: Object, pods: Sequence[Object]) -> TaskStatus:
     task = f"{role}-{index}" if role and index >= 0 else name
     created = timestamp(metadata.get("creationTimestamp"))
     from_job = failed is not None and not failure
-    return TaskStatus(task, role, index, name, node, state, restarts, reason, created, from_job)
+    return Task(task, role, index, name, node, state, restarts, reason, created, from_job)
 
 
 # ---- the run -------------------------------------------------------------------------------------
 
 
-def _order(task: TaskStatus) -> tuple[int, str, int, str]:
+def _order(task: Task) -> tuple[int, str, int, str]:
     rank = ROLE_ORDER.index(task.role) if task.role in ROLE_ORDER else len(ROLE_ORDER)
     return rank, task.role, task.index, task.job
 
@@ -395,7 +395,7 @@ def age(created: datetime | None, now: datetime | None = None) -> str:
     return f"{days // 365}y"
 
 
-def describe(task: TaskStatus) -> str:
+def describe(task: Task) -> str:
     """One line for a task's state: 'worker-0 Running on h100', 'worker-1 Failed: Error (exit 1)'."""
     line = f"{task.task} {task.state}"
     if task.state == RUNNING and task.node:

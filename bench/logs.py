@@ -82,7 +82,7 @@ def measure(argv: list[str]) -> tuple[float, float, int]:
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - began
     if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"bench: {' '.join(argv)} failed: {said[-1:] }")
+        sys.exit(f"bench: {' '.join(argv)} failed: {said[-1:]}")
     if lines != TASKS * LINES:
         print(f"  {argv[0]} printed {lines} lines; it said: {said[:3]}", file=sys.stderr)
     return wall, usage.ru_utime + usage.ru_stime, lines

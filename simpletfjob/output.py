@@ -1,6 +1,6 @@
 """Output: where the documents go, and writing them there, atomically or into an open stream.
 
-Nothing is written until every document has passed its checks (documents.py).
+Nothing is written until every document has passed its checks (manifest/documents.py).
 A file is replaced atomically (a temporary file beside it, then a rename); a
 device, a FIFO or a stream that is already open (stdout, /dev/fd/N) is written
 in place. The output may never be one of the run's input files.

@@ -10,7 +10,7 @@ import functools
 import re
 from typing import TYPE_CHECKING
 
-from simpletfjob.yamlinput import describe_value
+from simpletfjob.inputs import describe_value
 
 if TYPE_CHECKING:
     from fractions import Fraction

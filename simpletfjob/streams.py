@@ -38,7 +38,7 @@ except ImportError:  # not CPython
 closed_at_start: frozenset[int] = frozenset()
 
 # The pipes and sockets this run has read, by (device, inode), with the input that read
-# each: a pipe can be read once, so a second input naming it is refused (yamlinput).
+# each: a pipe can be read once, so a second input naming it is refused (inputs.py).
 pipes_read: dict[tuple[int, int], str] = {}
 
 STREAM_NAMES = {0: "stdin", 1: "stdout", 2: "stderr"}

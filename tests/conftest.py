@@ -1,9 +1,10 @@
 """Shared helpers: run the CLI in-process as a user would, read its YAML back, judge refusals.
 
-Tests live in three trees: `unit/` (functions and the command line in-process, no
-server), `acceptance/` (the example directories and the error cases beside them) and
-`integration/` (the loopback API server, the real control plane, the installed console
-script as a process). Hypothesis runs its `fast` profile unless HYPOTHESIS_PROFILE names
+Tests live in five trees, by what they run against: `unit/` (functions and the command
+line in-process, no server), `acceptance/` (the example directories and the error cases
+beside them), `loopback/` (the loopback API server), `control_plane/` (the real control
+plane, and tests run on both servers; its conftest starts the plane) and `process/` (the
+installed console script, or the fork server, as a process). Hypothesis runs its `fast` profile unless HYPOTHESIS_PROFILE names
 another (`thorough` tries many more examples).
 """
 
@@ -24,6 +25,7 @@ import yaml
 from hypothesis import HealthCheck, settings
 
 from simpletfjob.cli import main
+from tests.support.cluster import LoopbackCluster, loopback_cluster
 from tests.support.kubeapi import KubeAPI, serve
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -219,6 +221,14 @@ def kubeapi(kube_env: Path) -> Iterator[KubeAPI]:
     """A plain-http API server on 127.0.0.1 (see open_cluster); set nodes, users, faults."""
     with serve(open_cluster()) as api:
         yield api
+
+
+@pytest.fixture
+def loopback() -> Iterator[LoopbackCluster]:
+    """The loopback server with the admin and test users of the control plane, strict as it
+    (tests/support/cluster.py); the `cluster` fixture of tests/control_plane is it and the real one."""
+    with loopback_cluster() as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ a bare word (letters, digits and `-`) can be one; a path (`nope.yaml`, `./x`) is
 a template, and a word that is close to no command keeps the missing template's message.
 
 Each command is a module of this package with a `command` (made from the option
-table by table.py), imported only when it runs or for --help, so that one
+table by params.py), imported only when it runs or for --help, so that one
 command's imports never slow down another's start. This package is the only one
 that imports click.
 
@@ -32,18 +32,23 @@ import os
 import sys
 from collections.abc import Sequence
 from importlib import import_module
+from typing import TYPE_CHECKING
 
 import click
 
 from simpletfjob import streams
-from simpletfjob.cli.table import (
+from simpletfjob.cli.complete import first_word
+from simpletfjob.cli.params import (
     CONTEXT,
     CommandContext,
-    ShortOptionsFirst,
+    ParseErrorsInContext,
     help_option,
     version_option,
 )
 from simpletfjob.errors import EXIT_ERROR, EXIT_OK, Interrupted, SimpleTFJobError, UsageError
+
+if TYPE_CHECKING:
+    from click.shell_completion import CompletionItem
 
 # Command word -> its module in this package, in the order --help lists them.
 COMMANDS = {
@@ -61,12 +66,14 @@ DEFAULT = "render"  # what runs when the first word is not a command
 CLOSE = 0.7  # how alike a word and a command must be for the word to be a mistyped command
 
 
-class CommandGroup(ShortOptionsFirst, click.Group):
+class CommandGroup(ParseErrorsInContext, click.Group):
     """A group that runs DEFAULT when the command line does not start with a command word."""
 
     context_class = CommandContext
 
     def parse_args(self, context: click.Context, args: list[str]) -> list[str]:
+        if not args and context.resilient_parsing:
+            return super().parse_args(context, args)  # completing the first word: shell_complete
         own = {flag for param in self.get_params(context) for flag in param.opts}
         if not args or (args[0] not in COMMANDS and args[0] not in own):
             if args:
@@ -85,6 +92,12 @@ class CommandGroup(ShortOptionsFirst, click.Group):
 
     def list_commands(self, context: click.Context) -> list[str]:
         return list(COMMANDS)
+
+    def shell_complete(self, context: click.Context, incomplete: str) -> list[CompletionItem]:
+        """The first word: the command words, and what the default command takes there."""
+        default = self.get_command(context, DEFAULT)
+        assert default is not None
+        return first_word(context, incomplete, list(COMMANDS), default)
 
     def format_usage(self, context: click.Context, formatter: click.HelpFormatter) -> None:
         formatter.write_usage(context.command_path, f"[{DEFAULT}] [OPTIONS] [TEMPLATE]")
@@ -111,7 +124,7 @@ def refuse_mistyped_command(word: str) -> None:
     bare = word.replace("-", "")
     if not (bare.isascii() and bare.isalnum() and word[0].isalnum()) or os.path.lexists(word):
         return
-    from simpletfjob.catalog import builtin_names  # the render imports it anyway
+    from simpletfjob.template.catalog import builtin_names  # the render imports it anyway
 
     if word in builtin_names():
         return

@@ -8,9 +8,9 @@ from typing import Any
 
 import click
 
-from simpletfjob.cli.table import make_command
-from simpletfjob.options import check_options
-from simpletfjob.runoptions import ApplyOptions
+from simpletfjob.cli.params import make_command
+from simpletfjob.options.render import check_options
+from simpletfjob.options.runs import ApplyOptions
 
 
 @make_command(
@@ -36,8 +36,8 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
       simpletfjob apply mnist.yaml --nodes-file hosts -N 3 -n ml
       simpletfjob delete mnist -n ml --wait
     """
-    from simpletfjob.catalog import prepare_options
-    from simpletfjob.values import parse_set
+    from simpletfjob.template.catalog import prepare_options
+    from simpletfjob.template.values import parse_set
 
     if values["template"] is None:
         raise click.UsageError("missing the TEMPLATE argument", click.get_current_context())
@@ -49,12 +49,11 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
 
 def apply_run(options: ApplyOptions) -> None:
     """Plan the run for the namespace it goes to, apply it, and say what was applied."""
-    from simpletfjob.applying import apply_run as apply_manifests
-    from simpletfjob.applying import manifests
-    from simpletfjob.cli.render import plan_explained, summary, tell
+    from simpletfjob.cli.report import plan_explained, summary, tell
     from simpletfjob.output import spare_inputs_from_stderr
     from simpletfjob.plan import inputs
-    from simpletfjob.runs import connect_for
+    from simpletfjob.runs.apply import apply_manifests, manifests
+    from simpletfjob.runs.objects import connect_for
 
     spare_inputs_from_stderr(inputs(options))
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from simpletfjob.cli.table import make_command
-from simpletfjob.runoptions import DeleteOptions
+from simpletfjob.cli.params import make_command
+from simpletfjob.options.runs import DeleteOptions
 
 
 @make_command("delete", DeleteOptions, short_help="Delete a run's Jobs and Services.")
@@ -30,10 +30,10 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
       simpletfjob delete mnist -n ml --wait
       simpletfjob delete mnist -n ml --ignore-not-found   # a CI cleanup step
     """
-    from simpletfjob.deleting import delete_run, wait_until_gone
     from simpletfjob.kube.resources import JOBS, SERVICES
-    from simpletfjob.optiontable import check_values
-    from simpletfjob.runs import NoRunError, check_run_name, connect_for, find_run
+    from simpletfjob.options.table import check_values
+    from simpletfjob.runs.delete import delete_run, wait_until_gone
+    from simpletfjob.runs.objects import NoRunError, check_run_name, connect_for, find_run
 
     options = DeleteOptions(**values)
     check_values(options)

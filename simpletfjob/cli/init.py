@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from simpletfjob.cli.table import make_command
-from simpletfjob.options import InitOptions
+from simpletfjob.cli.params import make_command
+from simpletfjob.options.render import InitOptions
 from simpletfjob.streams import say
 
 
@@ -16,7 +16,7 @@ from simpletfjob.streams import say
 )
 def command(values: dict[str, Any], given: frozenset[str]) -> None:
     """Write a copy of the built-in template NAME, to edit and render as your own."""
-    from simpletfjob.catalog import write_copy
+    from simpletfjob.template.catalog import write_copy
 
     options = InitOptions(**values)
     say(write_copy(options.name, options.output, options.force))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from simpletfjob.cli.table import make_command
-from simpletfjob.runoptions import LogsOptions
+from simpletfjob.cli.params import make_command
+from simpletfjob.options.runs import LogsOptions
 
 
 @make_command(
@@ -33,10 +33,10 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
       simpletfjob logs mnist worker-1 --previous # why worker 1 keeps crashing
       simpletfjob logs mnist --role ps -f
     """
-    from simpletfjob.logsources import Selection
-    from simpletfjob.runlogs import LogRequest, Printer, follow_logs, show_logs
-    from simpletfjob.runs import check_run_name, connect_for
-    from simpletfjob.runstate import SUCCEEDED
+    from simpletfjob.runs.logs import LogRequest, Printer, follow_logs, show_logs
+    from simpletfjob.runs.logsources import Selection
+    from simpletfjob.runs.objects import check_run_name, connect_for
+    from simpletfjob.runs.state import SUCCEEDED
 
     options = LogsOptions(**values)
     options.check()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from simpletfjob.cli.table import make_command
-from simpletfjob.options import NodesOptions
+from simpletfjob.cli.params import make_command
+from simpletfjob.options.render import NodesOptions
 
 
 @make_command(
@@ -28,8 +28,8 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
       simpletfjob nodes --gpus 8 -o wide
     """
     from simpletfjob.output import write_stdout
+    from simpletfjob.plan.survey import as_json, survey, survey_summary, table
     from simpletfjob.streams import warn
-    from simpletfjob.survey import as_json, summary, survey, table
 
     options = NodesOptions(**values)
     result = survey(options, warn)
@@ -37,4 +37,4 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
         write_stdout([as_json(result.verdicts)])
     else:
         write_stdout([table(result.verdicts, wide=options.output == "wide")])
-    print(summary(result), file=sys.stderr)
+    print(survey_summary(result), file=sys.stderr)

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import os
-import sys
-from collections.abc import Sequence
 from typing import Any
 
 import click
 
-from simpletfjob.cli.table import make_command, version_option
-from simpletfjob.errors import SelectionError, SimpleTFJobError, UsageError
-from simpletfjob.options import Options
+from simpletfjob.cli.params import make_command, version_option
+from simpletfjob.errors import SimpleTFJobError, UsageError
+from simpletfjob.options.render import Options
 from simpletfjob.streams import say
 
 
@@ -46,8 +44,8 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     Example:
       simpletfjob mnist.yaml -N 3 -E -o - | kubectl apply -f -
     """
-    from simpletfjob.catalog import prepare_options
-    from simpletfjob.values import parse_set
+    from simpletfjob.template.catalog import prepare_options
+    from simpletfjob.template.values import parse_set
 
     if values["template"] is None:
         exc = values["exc"]
@@ -65,6 +63,7 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
 
 def write_run(options: Options) -> None:
     """Plan the run, write its documents where -o says, and say what was written."""
+    from simpletfjob.cli.report import explain, plan_explained, summary, tell
     from simpletfjob.output import destination, refuse_inputs, spare_inputs_from_stderr, write_to
     from simpletfjob.plan import default_output_name, inputs
     from simpletfjob.streams import stream_fd
@@ -93,56 +92,8 @@ def write_run(options: Options) -> None:
         write_to(dest, planned.chunks())
     except SimpleTFJobError:
         if options.explain:
-            explain(planned.verdicts, planned.tasks, options)
+            explain(planned.verdicts, planned.tasks, limited=options.num != -1)
         raise
     tell(planned, options)
     checked = f"; valid for Kubernetes {planned.validated}" if planned.validated else ""
     say(summary(planned.tasks, dest.shown) + checked)
-
-
-def plan_explained(options: Options) -> Any:
-    """The plan; when it fails for want of hosts, --explain's table comes before the error."""
-    from simpletfjob.plan import plan
-
-    try:
-        return plan(options)
-    except SelectionError as e:
-        if options.explain and e.verdicts is not None:
-            explain(e.verdicts, [], options)
-        raise
-
-
-def tell(planned: Any, options: Options) -> None:
-    """Once the run has succeeded: its warnings, with --explain's table where it belongs."""
-    from simpletfjob.streams import warn
-
-    early = planned.warned_before_selection
-    for message in planned.warnings[:early]:
-        warn(message)
-    if options.explain:
-        explain(planned.verdicts, planned.tasks, options)
-    for message in planned.warnings[early:]:
-        warn(message)
-    for note in planned.notes:
-        say(f"simpletfjob: {note}")
-
-
-def explain(verdicts: Sequence[Any], tasks: Sequence[Any], options: Options) -> None:
-    """--explain: the verdicts table, on stderr."""
-    from simpletfjob.explain import explain_table
-
-    print(explain_table(verdicts, tasks, limited=options.num != -1), file=sys.stderr)
-
-
-def summary(tasks: Sequence[Any], destination: str, verb: str = "wrote") -> str:
-    """'wrote 3 tasks to out.yaml: 1 ps (h10), 2 worker (h100, h14)'."""
-    groups: dict[str, list[str]] = {}
-    shared_hosts = len({t.host for t in tasks}) < len(tasks)
-    for t in tasks:
-        groups.setdefault(t.role, []).append(t.endpoint if shared_hosts else t.host)
-    parts = []
-    for role, hosts in groups.items():
-        shown = ", ".join(hosts[:4]) + (f", ... {len(hosts) - 4} more" if len(hosts) > 4 else "")
-        parts.append(f"{len(hosts)} {role} ({shown})")
-    noun = "task" if len(tasks) == 1 else "tasks"
-    return f"simpletfjob: {verb} {len(tasks)} {noun} to {destination}: " + ", ".join(parts)

@@ -7,11 +7,11 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from simpletfjob.cli.table import make_command
-from simpletfjob.runoptions import StatusOptions
+from simpletfjob.cli.params import make_command
+from simpletfjob.options.runs import StatusOptions
 
 if TYPE_CHECKING:
-    from simpletfjob.runstate import Claim, Run, Task
+    from simpletfjob.runs.state import Claim, Run, Task
 
 
 @make_command(
@@ -41,8 +41,8 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     """
     from simpletfjob.kube.resources import JOBS
     from simpletfjob.output import write_stdout
-    from simpletfjob.runs import check_run_name, connect_for
-    from simpletfjob.runwatch import read_run, read_runs
+    from simpletfjob.runs.objects import check_run_name, connect_for
+    from simpletfjob.runs.watch import read_run, read_runs
 
     options = StatusOptions(**values)
     if options.run is not None:
@@ -79,7 +79,7 @@ def _dump(data: Any, form: str) -> str:
 
 
 def _one_run(run: Run) -> list[str]:
-    from simpletfjob.runstate import AMBIGUOUS, DELETING, age
+    from simpletfjob.runs.state import AMBIGUOUS, DELETING, age
 
     count = len(run.tasks)
     head = (
@@ -107,7 +107,7 @@ def _reason(task: Task, claimed: Mapping[str, Claim]) -> str:
 
 
 def _every_run(runs: Sequence[Run]) -> list[str]:
-    from simpletfjob.runstate import FAILED, PENDING, RUNNING, SUCCEEDED, UNKNOWN, age
+    from simpletfjob.runs.state import FAILED, PENDING, RUNNING, SUCCEEDED, UNKNOWN, age
 
     rows = [
         (

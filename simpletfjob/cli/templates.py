@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from simpletfjob.cli.table import make_command
+from simpletfjob.cli.params import make_command
 
 
 @make_command(
@@ -18,8 +18,8 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     Render one with `simpletfjob NAME --nodes H1,H2,...`, or copy it to edit
     with `simpletfjob init NAME`.
     """
-    from simpletfjob.catalog import describe_builtins
     from simpletfjob.output import write_stdout
+    from simpletfjob.template.catalog import describe_builtins
 
     rows = describe_builtins()
     width = max((len(name) for name, _ in rows), default=0)

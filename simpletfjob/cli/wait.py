@@ -5,12 +5,12 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-from simpletfjob.cli.table import make_command
+from simpletfjob.cli.params import make_command
 from simpletfjob.errors import EXIT_TIMEOUT, ClusterError, SimpleTFJobError
-from simpletfjob.runoptions import WaitOptions
+from simpletfjob.options.runs import WaitOptions
 
 if TYPE_CHECKING:
-    from simpletfjob.runstate import Run
+    from simpletfjob.runs.state import Run
 
 
 class RunFailed(SimpleTFJobError):
@@ -55,10 +55,10 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     """
     from simpletfjob.kube.outage import StillAway, riding_out
     from simpletfjob.kube.request import Deadline
-    from simpletfjob.optiontable import format_duration
-    from simpletfjob.runs import check_run_name, connect_for
-    from simpletfjob.runstate import AMBIGUOUS, DELETING, SUCCEEDED, changes
-    from simpletfjob.runwatch import clean_up, follow
+    from simpletfjob.options.table import format_duration
+    from simpletfjob.runs.objects import check_run_name, connect_for
+    from simpletfjob.runs.state import AMBIGUOUS, DELETING, SUCCEEDED, changes
+    from simpletfjob.runs.watch import clean_up, follow
 
     options = WaitOptions(**values)
     check_run_name(options.run)
@@ -116,7 +116,7 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
 
 def _undecided(run: Run, context: str | None) -> str:
     """Why the run has no verdict, and what to do: a task claimed by several Jobs, or a run being deleted."""
-    from simpletfjob.runstate import DELETING
+    from simpletfjob.runs.state import DELETING
 
     where = f"-n {run.namespace}" + (f" --context {context}" if context else "")
     if run.state == DELETING:

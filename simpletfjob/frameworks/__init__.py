@@ -13,9 +13,12 @@ the protocol has no hook for them yet.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from simpletfjob.seating import Pin, Seating, Task
+from simpletfjob.tasks import Pin, Seating, Task
+
+if TYPE_CHECKING:
+    from simpletfjob.options.render import Options
 
 __all__ = [
     "FRAMEWORKS",
@@ -65,19 +68,19 @@ class Framework(Protocol):
     addresses: frozenset[str]  # variables that hold task addresses (pod networking renders again)
     port_name: str  # the name of a task's Service port
 
-    def roles(self, options: Any) -> tuple[str, ...]:
+    def roles(self, options: Options) -> tuple[str, ...]:
         """The roles this run has, in the order they are seated and documented."""
 
-    def pins(self, options: Any) -> tuple[Pin, ...]:
+    def pins(self, options: Options) -> tuple[Pin, ...]:
         """Hosts a role must take, read from the files its options name."""
 
-    def inputs(self, options: Any) -> list[tuple[str, str | None]]:
+    def inputs(self, options: Options) -> list[tuple[str, str | None]]:
         """Files its options name, as (what, path): the output may not be one of them."""
 
     def seat(
         self,
         hosts: Sequence[str],
-        options: Any,
+        options: Options,
         pins: Sequence[Pin],
         may_take: Callable[[str, int], bool] | None,
         note: Callable[[], str],
@@ -88,7 +91,7 @@ class Framework(Protocol):
         self,
         tasks: Sequence[Task],
         endpoints: Mapping[Task, str] | None,
-        options: Any,
+        options: Options,
         referenced: Collection[str],
     ) -> RunValues:
         """The run's values; `endpoints` replaces each task's host:port (pod networking).

@@ -24,7 +24,7 @@ from simpletfjob.frameworks.workers import (
     seat_workers,
     workers_from,
 )
-from simpletfjob.seating import Pin, Seating, Task
+from simpletfjob.tasks import Pin, Seating, Task
 
 JAX_ENV = "JAX_ENV"
 DEFAULT_PORT = 1234

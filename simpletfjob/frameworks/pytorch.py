@@ -24,8 +24,8 @@ from simpletfjob.frameworks.workers import (
     seat_workers,
     workers_from,
 )
-from simpletfjob.optiontable import Must, OptionGroup, option
-from simpletfjob.seating import Pin, Seating, Task
+from simpletfjob.options.table import Must, OptionGroup, option
+from simpletfjob.tasks import Pin, Seating, Task
 
 TORCH_ENV = "TORCH_ENV"
 DEFAULT_PORT = 29500  # torchrun's --master-port

@@ -14,11 +14,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from simpletfjob.errors import InputError, SelectionError, UsageError
-from simpletfjob.optiontable import OptionGroup, at_least, option
-from simpletfjob.seating import Host, Pin, Seating, Slots, Task, hosts_noun, tasks_at
+from simpletfjob.hosts.nodes import check_host_names, parse_host_lines
+from simpletfjob.inputs import read_text
+from simpletfjob.options.table import OptionGroup, at_least, option
+from simpletfjob.tasks import Host, Pin, Seating, Slots, Task, hosts_noun, tasks_at
+
+if TYPE_CHECKING:
+    from simpletfjob.options.render import Options
 
 ROLES = ("chief", "ps", "worker", "evaluator")
 TF_CONFIG = "TF_CONFIG"
@@ -261,7 +266,7 @@ class ClusterSpec:
 
 
 class TensorFlowValues:
-    """A run's TF_CONFIG and host lists, as render.py and the plan ask for them."""
+    """A run's TF_CONFIG and host lists, as template/compiled.py and the plan ask for them."""
 
     def __init__(self, spec: ClusterSpec, uses_config: bool) -> None:
         self.spec = spec
@@ -312,28 +317,26 @@ class TensorFlow:
     default_port: int = 2222
     default_policy: str = "worker0"
 
-    def roles(self, options: Any) -> tuple[str, ...]:
+    def roles(self, options: TensorFlowOptions) -> tuple[str, ...]:
         has_ps = bool(options.psf) or options.psn > 0
         return run_roles(chief=options.chief, ps=has_ps, evaluator=options.evaluator)
 
-    def pins(self, options: Any) -> tuple[Pin, ...]:
+    def pins(self, options: TensorFlowOptions) -> tuple[Pin, ...]:
         path = options.psf
         if path is None:
             return ()
-        from simpletfjob.nodes import check_host_names, parse_host_lines, read_text
-
         entries = parse_host_lines(read_text(path, "--psf file"), path)
         if not entries:
             raise InputError(f"--psf file {path!r} lists no hosts")
         return (Pin("ps", tuple(check_host_names(entries)), "--psf"),)
 
-    def inputs(self, options: Any) -> list[tuple[str, str | None]]:
+    def inputs(self, options: TensorFlowOptions) -> list[tuple[str, str | None]]:
         return [("--psf file", options.psf)]
 
     def seat(
         self,
         hosts: Sequence[str],
-        options: Any,
+        options: Options,
         pins: Sequence[Pin],
         may_take: Callable[[str, int], bool] | None,
         note: Callable[[], str],
@@ -355,7 +358,7 @@ class TensorFlow:
         self,
         tasks: Sequence[Task],
         endpoints: Mapping[Task, str] | None,
-        options: Any,
+        options: TensorFlowOptions,
         referenced: Collection[str],
     ) -> TensorFlowValues:
         spec = ClusterSpec(tasks, endpoints, include_evaluator=options.evaluator_in_cluster)
@@ -392,7 +395,7 @@ class TensorFlow:
 TENSORFLOW = TensorFlow()
 
 
-# ---- options: TensorFlow's group of the option table (see options.py) ------------------------
+# ---- options: TensorFlow's group of the option table (options/) -------------------------------
 
 
 class TensorFlowOptions(OptionGroup):

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from simpletfjob.errors import SelectionError, UsageError
-from simpletfjob.seating import Seating, Slots, Task, hosts_noun
+from simpletfjob.tasks import Seating, Slots, Task, hosts_noun
 
 WORKER = "worker"
 ROLES = (WORKER,)

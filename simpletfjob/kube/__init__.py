@@ -13,6 +13,6 @@
 
 Only connection.py, send.py and watch.py import `kubernetes` or urllib3, and only inside
 the functions that need them, so that an offline render never loads them. Nothing here
-imports the rest of simpletfjob but errors.py, yamlinput.py and the version; this file
-imports nothing, so that importing `simpletfjob.kube.paths` stays cheap.
+imports the rest of simpletfjob but errors.py, inputs.py (with streams.py), yamlload.py and
+the version; this file imports nothing, so that importing `simpletfjob.kube.paths` stays cheap.
 """

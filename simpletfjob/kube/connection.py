@@ -25,9 +25,9 @@ from typing import Any, NamedTuple, Protocol
 
 from simpletfjob import __version__
 from simpletfjob.errors import ClusterError, InputError, UsageError
+from simpletfjob.inputs import describe_value
 from simpletfjob.kube.kubeconfig import Chosen
 from simpletfjob.kube.paths import SERVICE_ACCOUNT_DIR, kubeconfig_paths
-from simpletfjob.yamlinput import describe_value
 
 # A namespace name is a DNS-1123 label, as the API server requires.
 _NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")

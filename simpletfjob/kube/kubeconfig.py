@@ -4,7 +4,7 @@ The client reads kubeconfigs with PyYAML's plain loader and trusts their shape:
 an alias bomb takes it minutes, and a `contexts:` list of strings or a context
 naming a missing cluster ends in a TypeError or a message about its own
 internals. So each file is read with simpletfjob's YAML loader (aliases
-bounded, see `yamlinput`), every field that is used is checked for its type,
+bounded, see `yamlload`), every field that is used is checked for its type,
 and a wrong one is one line naming the file and the field. The files are
 merged as kubectl merges them: the first file to define a cluster, user or
 context by name wins, and so does the first to set `current-context`.
@@ -21,9 +21,9 @@ from typing import Any, NamedTuple
 
 import yaml
 
-from simpletfjob import yamlinput
+from simpletfjob import yamlload
 from simpletfjob.errors import ClusterError, InputError
-from simpletfjob.yamlinput import describe_value, read_text
+from simpletfjob.inputs import describe_value, read_text
 
 # Each named list of a kubeconfig, and the key of each entry's body.
 SECTIONS = {"clusters": "cluster", "users": "user", "contexts": "context"}
@@ -91,9 +91,9 @@ def read_kubeconfigs(paths: Sequence[str]) -> Kubeconfig:
     for path in paths:
         text = read_text(path, "kubeconfig")
         try:
-            config = yamlinput.load(text)
+            config = yamlload.load(text)
         except yaml.YAMLError as e:
-            raise InputError(yamlinput.describe(e, f"kubeconfig {path}")) from e
+            raise InputError(yamlload.describe_error(e, f"kubeconfig {path}")) from e
         if config is None:  # an empty file, as kubectl reads it: nothing set
             continue
         if not isinstance(config, Mapping):

@@ -22,7 +22,7 @@ def test_there_are_cases() -> None:
 
 
 def test_every_built_in_template_has_an_example() -> None:
-    from simpletfjob.catalog import builtin_names
+    from simpletfjob.template.catalog import builtin_names
 
     for name in builtin_names():
         case = EXAMPLES / name

@@ -25,7 +25,7 @@ from tests.support.kubeapi.serving import serve, write_kubeconfig
 T = TypeVar("T")
 
 # The users every test cluster knows, with their tokens; none has any right until granted.
-USERS = {"alice": "alice-token", "bob": "bob-token", "carol": "carol-token"}
+USERS = {"alice": "alice-token", "bob": "bob-token", "carol": "carol-token", "erin": "erin-token"}
 ADMIN = "admin"
 ADMIN_TOKEN = "admin-token-for-tests"
 

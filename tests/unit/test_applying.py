@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from simpletfjob.applying import manifests
 from simpletfjob.errors import RenderCheckError, UsageError
 from simpletfjob.kube.resources import JOBS, SERVICES
-from simpletfjob.runs import NoRunError, belongs_to, run_selector
+from simpletfjob.runs.apply import manifests
+from simpletfjob.runs.objects import NoRunError, belongs_to, run_selector
 
 OURS = "    app.kubernetes.io/managed-by: simpletfjob\n    simpletfjob/job: mnist\n"
 

@@ -165,21 +165,6 @@ def test_short_options_parse_as_click_parses_them(cli: Any, tmp_path: Path) -> N
     )
 
 
-def test_a_render_with_short_options_imports_no_suggestion_machinery() -> None:
-    """click's 'did you mean' list (difflib) is for unknown options only."""
-    code = (
-        "import sys; from simpletfjob.cli import main\n"
-        "try:\n    main(['mnist.yaml', '--nodes', 'a,b,c', '-N', '2', '-o', '-'])\n"
-        "except SystemExit: pass\n"
-        "print('difflib' in sys.modules, file=sys.stderr)\n"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", code], cwd=EXAMPLES, capture_output=True, text=True, timeout=60
-    )
-    assert proc.stderr.strip().splitlines()[-1] == "False"
-    assert proc.stdout.count("kind: Job") == 2
-
-
 @pytest.mark.parametrize(
     ("word", "meant"),
     [("statsu", "status"), ("stat", "status"), ("aply", "apply"), ("Delete", "delete")],

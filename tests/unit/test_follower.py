@@ -13,9 +13,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simpletfjob.follower import ENDS, Follower, verdict
 from simpletfjob.kube.watch import Event
-from simpletfjob.runstate import Run, run_state
+from simpletfjob.runs.follower import ENDS, Follower, verdict
+from simpletfjob.runs.state import Run, run_state
 from tests.support.kubeapi import job_status, make_job, make_pod
 
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from simpletfjob.logsources import framework_container
-from simpletfjob.runs import named_tasks
+from simpletfjob.runs.logsources import framework_container
+from simpletfjob.runs.objects import named_tasks
 from tests.conftest import assert_one_line_error, write
 
 HEADER = "# simpletfjob:\n#   options:\n#     framework: {}\n"

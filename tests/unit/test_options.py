@@ -11,12 +11,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from simpletfjob.catalog import parse_header
+from simpletfjob.cli.params import make_command
 from simpletfjob.cli.render import command as render_command
-from simpletfjob.cli.table import make_command
 from simpletfjob.errors import TemplateError, UsageError
 from simpletfjob.frameworks.tensorflow import TensorFlowOptions
-from simpletfjob.options import (
+from simpletfjob.options.render import (
     ConnectionOptions,
     Options,
     check_options,
@@ -24,7 +23,7 @@ from simpletfjob.options import (
     output_format,
     timeout,
 )
-from simpletfjob.optiontable import (
+from simpletfjob.options.table import (
     OneOf,
     OptionGroup,
     argument,
@@ -34,6 +33,7 @@ from simpletfjob.optiontable import (
     options_of,
     parse_duration,
 )
+from simpletfjob.template.catalog import parse_header
 from tests.conftest import assert_one_line_error, write
 
 BODY = "kind: Job\nmetadata:\n  name: t-<<type>>-<<index>>\n"

@@ -229,6 +229,6 @@ def test_a_plain_scalars_tag_is_the_one_yaml_gives_it(value: str) -> None:
     """The check's quick path for plain scalars (kinds, names) agrees with YAML's resolver."""
     import yaml
 
-    from simpletfjob.documents import _plain_tag, _resolver
+    from simpletfjob.manifest.documents import _plain_tag, _resolver
 
     assert _plain_tag(value) == str(_resolver().resolve(yaml.ScalarNode, value, (True, False)))

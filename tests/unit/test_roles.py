@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from simpletfjob.errors import SelectionError
 from simpletfjob.frameworks.tensorflow import ClusterSpec, assign_roles
-from simpletfjob.seating import Host, Task
+from simpletfjob.tasks import Host, Task
 
 
 def hosts(*names: str) -> list[Host]:

@@ -8,10 +8,8 @@ from typing import Any
 
 import yaml
 
-from simpletfjob.kube.lists import without_managed_fields
-from simpletfjob.nodes import Node
-from simpletfjob.podspec import pod_host_ports
-from simpletfjob.selection import (
+from simpletfjob.hosts.nodes import Node
+from simpletfjob.hosts.selection import (
     Rules,
     breakdown,
     judge_node,
@@ -19,7 +17,9 @@ from simpletfjob.selection import (
     left_out_for_usage,
     left_out_text,
 )
-from simpletfjob.usage import EMPTY, NodeUsage
+from simpletfjob.hosts.usage import EMPTY, NodeUsage
+from simpletfjob.kube.lists import without_managed_fields
+from simpletfjob.manifest.podspec import pod_host_ports
 from tests.support.kubeapi import make_pod
 
 HELD = NodeUsage(6, 3, {(2222, "TCP"): "ml/other-worker-3", (53, "UDP"): "kube-system/dns"})

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from simpletfjob.runstate import (
+from simpletfjob.runs.state import (
     DELETED,
     Run,
     age,
@@ -22,7 +22,7 @@ from simpletfjob.runstate import (
     run_state,
     task_of,
 )
-from simpletfjob.taskstate import node_condition
+from simpletfjob.runs.taskstate import node_condition
 from tests.conftest import EXAMPLES
 from tests.support.kubeapi import job_status, make_job, make_pod
 
@@ -487,7 +487,7 @@ def test_the_run_state_follows_the_rules_for_any_run(run: tuple[str, dict[str, s
 
 def test_a_deleted_chief_is_known_from_the_other_jobs_tf_config(cli: Any) -> None:
     """Once the chief's Job is gone, worker 0 finishing must not pass for the run's success."""
-    from simpletfjob.runs import named_tasks
+    from simpletfjob.runs.objects import named_tasks
 
     rendered = cli(str(EXAMPLES / "mnist.yaml"), "--nodes", "a,b,c,d", "--chief", "-o", "-")
     assert rendered.code == 0, rendered.err
@@ -515,7 +515,7 @@ def test_a_deleted_chief_is_known_from_the_other_jobs_tf_config(cli: Any) -> Non
     ],
 )
 def test_jobs_without_a_readable_cluster_name_no_tasks(env: list[Any]) -> None:
-    from simpletfjob.runs import named_tasks
+    from simpletfjob.runs.objects import named_tasks
 
     document = job("worker", 0)
     document["spec"]["template"]["spec"]["containers"][0]["env"] = env

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from simpletfjob import sandbox
+from simpletfjob.template import sandbox
 from tests.conftest import assert_one_line_error, write
 
 JOB = "kind: Job\nmetadata:\n  name: t-<<type>>-<<index>>\n"
@@ -212,7 +212,7 @@ def test_binop_checks() -> None:
 def test_no_constant_is_folded_at_compile_time(tmp_path: Path) -> None:
     """A constant expression is computed when rendered, within the bounds, not when compiled."""
     from simpletfjob.frameworks import TASK_VARIABLES, framework
-    from simpletfjob.render import CompiledTemplate
+    from simpletfjob.template.compiled import CompiledTemplate
 
     known = [*TASK_VARIABLES, *framework().variables]
     compiled = CompiledTemplate(JOB + "v: << 'x' | center(10**10) >>\n", "t.yaml", known)

@@ -6,9 +6,8 @@ import pytest
 
 from simpletfjob.errors import SelectionError
 from simpletfjob.frameworks.tensorflow import place_tasks
-from simpletfjob.nodes import Node, Taint
-from simpletfjob.seating import Pin
-from simpletfjob.selection import (
+from simpletfjob.hosts.nodes import Node, Taint
+from simpletfjob.hosts.selection import (
     Rules,
     Verdict,
     breakdown,
@@ -18,6 +17,7 @@ from simpletfjob.selection import (
     tolerates,
     unknown_exclusions,
 )
+from simpletfjob.tasks import Pin
 
 
 def plain(*names: str) -> list[Node]:

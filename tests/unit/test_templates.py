@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from simpletfjob.catalog import (
+from simpletfjob.errors import TemplateError
+from simpletfjob.template.catalog import (
     Header,
     TemplateSource,
     apply_option_defaults,
@@ -18,7 +19,6 @@ from simpletfjob.catalog import (
     parse_header,
     read_builtin,
 )
-from simpletfjob.errors import TemplateError
 from tests.conftest import ROOT, assert_one_line_error, tf_config_of, write
 
 TF_BUILTINS = [
@@ -470,7 +470,7 @@ def test_built_ins_are_found_when_installed_without_the_source_tree(tmp_path: Pa
     package = tmp_path / "simpletfjob"
     shutil.copytree(ROOT / "simpletfjob", package, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / "templates", package / "templates")
-    code = "from simpletfjob.catalog import builtin_names, _builtin_dir; print(_builtin_dir(), builtin_names())"
+    code = "from simpletfjob.template.catalog import builtin_names, _builtin_dir; print(_builtin_dir(), builtin_names())"
     proc = subprocess.run(
         [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60
     )

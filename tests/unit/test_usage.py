@@ -10,8 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from simpletfjob.errors import InputError
-from simpletfjob.quantity import parse_quantity
-from simpletfjob.usage import (
+from simpletfjob.hosts.usage import (
     EMPTY,
     NOBODY,
     Own,
@@ -23,6 +22,7 @@ from simpletfjob.usage import (
     pod_use,
     whole,
 )
+from simpletfjob.quantity import parse_quantity
 
 GPU = "nvidia.com/gpu"
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from simpletfjob.errors import SchemaError, UsageError
-from simpletfjob.validate import INSTALL_HINT, Validator, resolve_version
+from simpletfjob.manifest.validate import INSTALL_HINT, Validator, resolve_version
 from tests.conftest import EXAMPLES, PLACEMENTS, assert_one_line_error, job_template, write
 
 JOB = job_template(PLACEMENTS["literal-indented"]).replace("      restartPolicy: Never\n", "")
@@ -219,7 +219,7 @@ def test_a_schema_layout_it_cannot_read(
     """An old kubernetes-validate laid its schemas out differently: say so, and how to fix it."""
     schemas = tmp_path / "schemas"
     write(schemas / "v1.30.0-local-strict" / "job-batch-v1.json", '{"type": "object"}')
-    monkeypatch.setattr("simpletfjob.validate._schemas", lambda: schemas)
+    monkeypatch.setattr("simpletfjob.manifest.validate._schemas", lambda: schemas)
     write(tmp_path / "t.yaml", JOB)
     result = cli("t.yaml", "--nodes", "a,b", "--validate", cwd=tmp_path)
     assert_one_line_error(

@@ -1,0 +1,48 @@
+"""--explain: a table on stderr, one row per node, saying whether it is eligible, why not, and its task."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from simpletfjob.hosts.selection import Verdict, breakdown
+from simpletfjob.tasks import Task
+
+
+def explain_table(verdicts: Sequence[Verdict], tasks: Sequence[Task], limited: bool = True) -> str:
+    """The table, ending with the short breakdown; `tasks` is empty when selection failed.
+
+    A node that only some roles may use says which in ELIGIBLE ('only ps'), and
+    each reason that holds for some roles only names them ('taint k:NoSchedule
+    (worker)'). `limited` is whether -N limited the hosts, for nodes left unused.
+    When the nodes' pods were read, a GPU(FREE/ALLOC) column says how many of
+    each node's GPUs are free: a saved NodeList or a host list has no such column.
+    """
+    given: dict[str, list[str]] = {}
+    for t in tasks:
+        where = f" at {t.host}" if t.host != t.node else ""
+        given.setdefault(t.node, []).append(f"{t.role} {t.index}{where}")
+    gpus = any(v.usage is not None for v in verdicts)
+    rows = [("NODE", "ELIGIBLE", "TASK", *(("GPU(FREE/ALLOC)",) if gpus else ()), "WHY NOT")]
+    for v in verdicts:
+        name = v.node.name
+        why = "; ".join(map(str, v.reasons))
+        free = (f"{v.free_gpus if v.usage else v.node.gpus}/{v.node.gpus}",) if gpus else ()
+        if not v.eligible:
+            rows.append((name, "no", "-", *free, why))
+            continue
+        eligible = f"only {', '.join(v.only_for)}" if v.only_for else "yes"
+        if name in given:
+            rows.append((name, eligible, ", ".join(given[name]), *free, why))
+        else:
+            unused = ("not needed (-N)" if limited else "not needed") if tasks else ""
+            rows.append((name, eligible, "-", *free, "; ".join(filter(None, (unused, why)))))
+    columns = len(rows[0]) - 1  # the last is not padded
+    widths = [max(len(row[i]) for row in rows) for i in range(columns)]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row[:columns], widths, strict=True))
+        + "  "
+        + row[columns]
+        for row in rows
+    ]
+    lines.append(breakdown(verdicts))
+    return "\n".join(line.rstrip() for line in lines)

@@ -1,0 +1,7 @@
+"""Hosts: the nodes a run may use, what their pods already take, and which of them a role may have.
+
+nodes.py      the `Node` value; nodes read from a host list or a saved NodeList
+cluster.py    nodes and their pods read from a live cluster (through kube/)
+usage.py      what a node's pods request and which host ports they hold
+selection.py  the rules a node must pass for a role, a verdict per node, and -N
+"""

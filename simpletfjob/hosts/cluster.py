@@ -1,0 +1,248 @@
+"""Reading nodes, and the pods that use them, from a live cluster, through kube/, as kubectl would.
+
+The cluster is found as kubectl finds it (see kube/paths.py and kube/connection.py).
+Nodes are listed in pages of 500 from the raw JSON, each page cut of its nodes'
+image lists before it is parsed and parsed while the next one comes, keeping
+only what a `Node` needs: 5000 nodes cost neither model objects nor much memory.
+Every wait is bounded, transient failures are retried with backoff, and every
+failure is one `ClusterError` line naming the server and context.
+
+Every Job of the cluster is read first, in one paginated list cut the same way: the
+Jobs that have yet to make their pods hold room for them, and the run's own pods are
+those of its Jobs that live (usage.py). Pods are read the same way, cut of their
+managedFields and reduced at once to what the counting rules need, one of two ways:
+
+- **one list**: the non-terminated pods of every namespace, paginated;
+- **per node**: each candidate node's non-terminated pods, in order
+  (`fieldSelector=spec.nodeName=N,status.phase!=Succeeded,status.phase!=Failed`,
+  `resourceVersion=0` so that the API server's cache answers), several at a time,
+  stopping once enough nodes have room, as kubectl-node-resource reads them.
+
+An offline render never imports this module, nor kube/'s client-facing parts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import closing
+from typing import Any
+
+from simpletfjob.errors import ClusterError, InputError
+from simpletfjob.hosts.nodes import GPU_RESOURCE, Node, node_from_object, without_images
+from simpletfjob.hosts.usage import (
+    NOT_TERMINATED,
+    JobUse,
+    NodeUsage,
+    Own,
+    PodUse,
+    Tally,
+    job_use,
+    pinned_jobs,
+    pod_use,
+)
+from simpletfjob.identity import JOB_LABEL
+from simpletfjob.kube.connection import Connection, Settings, Target, connect
+from simpletfjob.kube.lists import (
+    Page,
+    decode_page,
+    list_each,
+    list_pages,
+    without_managed_fields,
+)
+from simpletfjob.kube.resources import JOBS, NODES, PODS
+
+# What a user can do instead of reading the cluster, in the messages that refuse it.
+INSTEAD = "give the hosts with --nodes H1,H2,... or --nodes-file FILE"
+INSTEAD_OF_RBAC = "give the hosts with --nodes or --nodes-file"
+
+
+def read_cluster_nodes(
+    settings: Settings,
+    selector: str | None = None,
+    warn: Callable[[str], None] | None = None,
+    gpu_resource: str = GPU_RESOURCE,
+) -> list[Node]:
+    """Every node the cluster lists (matching the label selector), sorted by name.
+
+    `warn` is told what the caller should say, such as that TLS is not checked.
+    """
+    with Cluster(settings, warn) as cluster:
+        return cluster.nodes(selector, gpu_resource)
+
+
+class Cluster:
+    """One connection for a run: its nodes, then, when the run needs them, its pods."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        warn: Callable[[str], None] | None = None,
+        alternative: str = INSTEAD,
+    ) -> None:
+        """Connect; `alternative` is what the user can do instead, for a refusal's message."""
+        self.conn: Connection = connect(
+            settings, purpose="read nodes from", alternative=alternative
+        )
+        self.alternative = alternative
+        if self.conn.target.insecurity and warn is not None:
+            warn(self.conn.target.insecurity)
+
+    @property
+    def target(self) -> Target:
+        return self.conn.target
+
+    @property
+    def namespace(self) -> str:
+        """The namespace kubectl would apply to (the context's, or default)."""
+        return self.conn.namespace
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Cluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def nodes(self, selector: str | None = None, gpu_resource: str = GPU_RESOURCE) -> list[Node]:
+        """Every node the cluster lists (matching the label selector), sorted by name."""
+        target = self.target
+        path = NODES.path()
+
+        def parse(data: bytes) -> Page[list[Node]]:
+            page = decode_page(data, target, NODES, path, slim=without_images)
+            return Page(_nodes(page.value, target, gpu_resource), page.token, page.resource_version)
+
+        # The refusal's advice: INSTEAD words it for a message that already named the cluster.
+        instead = INSTEAD_OF_RBAC if self.alternative == INSTEAD else self.alternative
+        listed = list_pages(self.conn, NODES, parse, label_selector=selector, alternative=instead)
+        nodes = [node for page in listed.pages for node in page]
+        first: dict[str, int] = {}
+        for i, node in enumerate(nodes):
+            seen = first.setdefault(node.name, i)
+            if seen != i:
+                # A node name is unique in a cluster: two tasks would share one name:port.
+                raise ClusterError(
+                    f"{target}: the node list names {node.name!r} twice (items {seen} and {i}); "
+                    "a node name is unique, so the list cannot be used"
+                )
+        return sorted(nodes, key=lambda n: n.name)
+
+    def _pod_parser(self, resource: str, path: str) -> Callable[[bytes], Page[list[PodUse]]]:
+        target = self.target
+
+        def parse(data: bytes) -> Page[list[PodUse]]:
+            page = decode_page(data, target, PODS, path, slim=without_managed_fields)
+            origin = f"{target}: the pod list's items"
+            try:
+                uses = [pod_use(item, resource, JOB_LABEL, origin) for item in page.value]
+            except InputError as e:  # the server's answer, not the user's input
+                raise ClusterError(str(e)) from e
+            return Page(uses, page.token, page.resource_version)
+
+        return parse
+
+    def jobs(self, resource: str, alternative: str) -> list[JobUse]:
+        """Every namespace's Jobs, reduced to what the counting rules need."""
+        target, path = self.target, JOBS.path("")
+
+        def parse(data: bytes) -> Page[list[JobUse]]:
+            page = decode_page(data, target, JOBS, path, slim=without_managed_fields)
+            origin = f"{target}: the job list's items"
+            try:
+                uses = [job_use(item, resource, JOB_LABEL, origin) for item in page.value]
+            except InputError as e:  # the server's answer, not the user's input
+                raise ClusterError(str(e)) from e
+            return Page(uses, page.token, page.resource_version)
+
+        listed = list_pages(self.conn, JOBS, parse, namespace="", alternative=alternative)
+        return [job for page in listed.pages for job in page]
+
+    def run_jobs(self, resource: str, own: Own) -> tuple[Own, list[JobUse], str | None]:
+        """The cluster's Jobs, and the run knowing its own among them; or, when listing Jobs is
+        refused, no Jobs, the run as it was, and the refusal, for a warning."""
+        from simpletfjob.kube.request import ApiError
+
+        try:
+            jobs = self.jobs(resource, "")
+        except ApiError as e:
+            if e.status != 403:
+                raise
+            return own, [], self.refusal(e)
+        return own.knowing(jobs), jobs, None
+
+    def refusal(self, error: Exception) -> str:
+        """A 403's first clause, without the server: 'user ... cannot list pods in ... (403 Forbidden)'."""
+        return str(error).split("; ")[0].removeprefix(f"{self.target}: ")
+
+    def usage(
+        self, resource: str, own: Own, alternative: str, jobs: Sequence[JobUse] = ()
+    ) -> Tally:
+        """One paginated list of every namespace's non-terminated pods, summed per node, with
+        the pods that `jobs` have yet to make."""
+        tally = Tally(own, pinned_jobs(jobs, own))
+        parse = self._pod_parser(resource, PODS.path(""))
+        listed = list_pages(
+            self.conn,
+            PODS,
+            parse,
+            namespace="",
+            field_selector=NOT_TERMINATED,
+            alternative=alternative,
+        )
+        for page in listed.pages:
+            tally.add_all(page)
+        return tally
+
+    def usage_per_node(
+        self,
+        names: Sequence[str],
+        resource: str,
+        own: Own,
+        has_room: Callable[[str, NodeUsage], bool],
+        wanted: int,
+        budget: int,
+        alternative: str,
+        jobs: Sequence[JobUse] = (),
+    ) -> dict[str, NodeUsage] | None:
+        """Each node's pods, in order, until `wanted` nodes have room; what was read, by node.
+
+        None when `budget` nodes were read without finding enough: one list is then cheaper.
+        """
+        parse = self._pod_parser(resource, PODS.path(""))
+        pinned = pinned_jobs(jobs, own)
+        selectors = (f"spec.nodeName={name},{NOT_TERMINATED}" for name in names)
+        read: dict[str, NodeUsage] = {}
+        found = 0
+        lists = list_each(
+            self.conn,
+            PODS,
+            parse,
+            selectors,
+            namespace="",
+            in_flight=self.conn.settings.in_flight,
+            alternative=alternative,
+        )
+        with closing(lists):
+            for name, pages in zip(names, lists, strict=False):
+                tally = Tally(own, {name: pinned[name]} if name in pinned else None)
+                for page in pages:
+                    tally.add_all(page)
+                read[name] = tally.node(name)
+                found += has_room(name, read[name])
+                if found >= wanted:
+                    break
+                if len(read) >= budget and len(read) < len(names):
+                    return None
+        return read
+
+
+def _nodes(items: list[Any], target: Target, gpu_resource: str) -> list[Node]:
+    try:
+        return [
+            node_from_object(item, f"{target}: the node list's items[{i}]", gpu_resource)
+            for i, item in enumerate(items)
+        ]
+    except InputError as e:  # the same checks as for a saved NodeList, but the server's fault
+        raise ClusterError(str(e)) from e

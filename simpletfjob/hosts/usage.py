@@ -1,0 +1,419 @@
+"""What a node has in use: its pods' requests and host ports, counted as `kubectl describe node` counts them.
+
+The rules (kubectl's `PodRequestsAndLimits`, which the scheduler's fit check also follows):
+
+- only non-terminated pods count: every phase but Succeeded and Failed, so a
+  scheduled Pending pod and an Unknown one (its node lost) count;
+- a pod asks for the sum of its containers' requests, plus its sidecars'
+  (init containers with `restartPolicy: Always`, which run beside them); but at
+  least as much as its largest regular init container together with the
+  sidecars started before it; plus its `overhead` (a RuntimeClass's cost);
+- a container with a limit and no request asks for its limit, as the API server
+  defaults it;
+- a host port is held by a container's `hostPort`, or on a `hostNetwork` pod by
+  every container port; the pod's sidecars hold theirs too, as they keep running.
+
+Two more rules, for what a node's pod list does not show yet, or no longer shows as
+someone else's:
+
+- a Job that has yet to create its pods holds them already: an active Job (no
+  Complete or Failed condition, not suspended, not being deleted) whose pod
+  template pins a node (`spec.template.spec.nodeName`), and that has fewer live
+  pods (not terminated, not being deleted: those the Job controller counts) than
+  it wants running, holds that template's requests and host ports on that node,
+  once per missing pod. It wants `parallelism` pods (default 1), or, with
+  `completions`, no more than the completions still to come. Two runs applied
+  back to back, before the Job controller has made the first one's pods, so do
+  not both take the same GPUs and port;
+- the pods of the run being placed do not count against it (a re-render sees its
+  own room), but a pod is the run's own only while its Job exists and is not
+  being deleted: a stopping pod of a deleted run holds its port and GPUs until it
+  is gone, as `kubectl describe node` says. When the Jobs cannot be listed, a pod
+  is the run's own while it has a controlling Job and is not being deleted.
+
+Each resource is counted on its own (the rules work per resource name), so only
+the one a run asks about is added up. Pure functions over the JSON of v1 Pods and
+batch/v1 Jobs; the cluster reader (cluster.py) feeds them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from fractions import Fraction
+from typing import Any, NamedTuple
+
+from simpletfjob.errors import InputError
+from simpletfjob.inputs import describe_value
+from simpletfjob.quantity import parse_quantity
+
+# The field selector that leaves out terminated pods, as `kubectl describe node` lists them.
+NOT_TERMINATED = "status.phase!=Succeeded,status.phase!=Failed"
+TERMINATED_PHASES = frozenset({"Succeeded", "Failed"})
+
+# A host port and its protocol; a TCP port and a UDP port of one number do not collide.
+Port = tuple[int, str]
+
+# ---- quantities -----------------------------------------------------------------------------
+
+
+def whole(amount: Fraction) -> int:
+    """A count of devices: extended resources are whole numbers; a fraction rounds up, as it occupies one."""
+    return -((-amount.numerator) // amount.denominator)
+
+
+# ---- one pod --------------------------------------------------------------------------------
+
+
+class PodUse(NamedTuple):
+    """What one pod takes on its node, as the rules count it."""
+
+    namespace: str
+    name: str
+    node: str  # '' when not scheduled
+    phase: str
+    job: str | None  # its simpletfjob/job label, for leaving a run's own pods out
+    requested: Fraction  # of the one resource asked about
+    ports: tuple[Port, ...]  # the host ports it holds
+    owner: str | None = None  # the uid of the Job that controls it
+    deleting: bool = False  # it has a deletionTimestamp: stopping, but not gone
+
+    @property
+    def live(self) -> bool:
+        """Not terminated and not being deleted: a pod its Job controller counts as active."""
+        return self.phase not in TERMINATED_PHASES and not self.deleting
+
+    @property
+    def ref(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def counts(self) -> bool:
+        """Scheduled and not terminated: it takes room on its node."""
+        return bool(self.node) and self.phase not in TERMINATED_PHASES
+
+
+def _mapping(value: Any, where: str, field: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if type(value) is not dict:
+        raise InputError(f"{where}: {field} must be a mapping, not {describe_value(value)}")
+    return value
+
+
+def _list(value: Any, where: str, field: str) -> list[Any]:
+    if value is None:
+        return []
+    if type(value) is not list:
+        raise InputError(f"{where}: {field} must be a list, not {describe_value(value)}")
+    return value
+
+
+# Nothing asked: one shared zero, as most pods ask nothing of a GPU resource, and each
+# Fraction made or added is a Python call (60,000 pods make that a second).
+_ZERO = Fraction(0)
+
+
+def _amount(resources: dict[str, Any], key: str, resource: str, where: str, field: str) -> Fraction:
+    listed = _mapping(resources.get(key), where, f"{field}.{key}")
+    value = listed.get(resource)
+    if value is None:
+        return _ZERO
+    try:
+        return parse_quantity(value)
+    except ValueError as e:
+        raise InputError(f"{where}: {field}.{key}[{resource!r}]: {e}") from e
+
+
+def container_request(container: Any, resource: str, where: str, field: str) -> Fraction:
+    """A container's request of the resource; its limit when it states no request."""
+    if type(container) is not dict:
+        raise InputError(f"{where}: {field} must be a mapping, not {describe_value(container)}")
+    resources = container.get("resources")
+    if not resources:
+        return _ZERO
+    resources = _mapping(resources, where, f"{field}.resources")
+    requests = _mapping(resources.get("requests"), where, f"{field}.resources.requests")
+    key = "requests" if resource in requests else "limits"
+    return _amount(resources, key, resource, where, f"{field}.resources")
+
+
+def pod_request(spec: Mapping[str, Any], resource: str, where: str = "pod") -> Fraction:
+    """How much of one resource a pod spec asks of its node (kubectl's PodRequestsAndLimits)."""
+    total = _ZERO
+    for i, c in enumerate(_list(spec.get("containers"), where, "spec.containers")):
+        amount = container_request(c, resource, where, f"spec.containers[{i}]")
+        if amount:  # (a zero adds nothing, and adding it costs)
+            total += amount
+    sidecars = _ZERO  # of the sidecars started so far
+    init = _ZERO  # the most any step of the start-up needs
+    for i, c in enumerate(_list(spec.get("initContainers"), where, "spec.initContainers")):
+        amount = container_request(c, resource, where, f"spec.initContainers[{i}]")
+        if c.get("restartPolicy") == "Always":
+            total += amount  # a sidecar runs beside the containers
+            sidecars += amount
+            init = max(init, sidecars)
+        elif amount or sidecars:
+            init = max(init, amount + sidecars)
+    if init and init > total:
+        total = init
+    overhead = spec.get("overhead")
+    if overhead:
+        total += _amount({"overhead": overhead}, "overhead", resource, where, "spec")
+    return total
+
+
+def held_ports(spec: Mapping[str, Any], where: str = "pod") -> tuple[Port, ...]:
+    """The host ports a pod spec holds on its node: hostPorts, or every port on the host network."""
+    host_network = spec.get("hostNetwork") is True
+    found: list[Port] = []
+    containers = _list(spec.get("containers"), where, "spec.containers")
+    inits = _list(spec.get("initContainers"), where, "spec.initContainers")
+    running = [
+        *containers,
+        *(c for c in inits if type(c) is dict and c.get("restartPolicy") == "Always"),
+    ]
+    for c in running:
+        if type(c) is not dict or not c.get("ports"):
+            continue
+        for port in _list(c.get("ports"), where, f"container {c.get('name')!r}: ports"):
+            if type(port) is not dict:
+                continue
+            number = port.get("hostPort") or (port.get("containerPort") if host_network else None)
+            if type(number) is int and number > 0:
+                protocol = port.get("protocol") or "TCP"
+                found.append((number, protocol if type(protocol) is str else "TCP"))
+    return tuple(found)
+
+
+def _controller(metadata: dict[str, Any], where: str) -> str | None:
+    """The uid of the Job its ownerReferences name as controller, if any."""
+    for ref in _list(metadata.get("ownerReferences"), where, "metadata.ownerReferences"):
+        if type(ref) is dict and ref.get("controller") is True and ref.get("kind") == "Job":
+            uid = ref.get("uid")
+            return uid if type(uid) is str else None
+    return None
+
+
+def pod_use(obj: Any, resource: str, job_label: str, origin: str) -> PodUse:
+    """One pod of a list, read for what it takes; `origin` names the list item in messages."""
+    if type(obj) is not dict:
+        raise InputError(f"{origin}: a pod must be a mapping, not {describe_value(obj)}")
+    metadata = _mapping(obj.get("metadata"), origin, "metadata")
+    namespace, name = metadata.get("namespace") or "", metadata.get("name")
+    if type(name) is not str or type(namespace) is not str:
+        raise InputError(f"{origin}: metadata.name and metadata.namespace must be strings")
+    where = f"{origin}, pod {namespace}/{name}"
+    spec = _mapping(obj.get("spec"), where, "spec")
+    status = _mapping(obj.get("status"), where, "status")
+    labels = _mapping(metadata.get("labels"), where, "metadata.labels")
+    node, phase, job = spec.get("nodeName") or "", status.get("phase") or "", labels.get(job_label)
+    if type(node) is not str or type(phase) is not str:
+        raise InputError(f"{where}: spec.nodeName and status.phase must be strings")
+    return PodUse(
+        namespace,
+        name,
+        node,
+        phase,
+        job if type(job) is str else None,
+        pod_request(spec, resource, where),
+        held_ports(spec, where),
+        _controller(metadata, where),
+        metadata.get("deletionTimestamp") is not None,
+    )
+
+
+# ---- one Job --------------------------------------------------------------------------------
+
+
+class JobUse(NamedTuple):
+    """A Job, as the counting rules see it: which run it is, and what its pods to come take."""
+
+    namespace: str
+    name: str
+    uid: str
+    job: str | None  # its simpletfjob/job label
+    live: bool  # not being deleted
+    active: bool  # live, not finished and not suspended: it makes pods
+    node: str  # the node its pod template pins ('' when none)
+    wanted: int  # how many pods it wants running at once
+    requested: Fraction  # of the one resource asked about, per pod
+    ports: tuple[Port, ...]  # the host ports each pod holds
+
+    @property
+    def ref(self) -> str:
+        """How a port it holds names it: it has no pod yet to name."""
+        return f"{self.namespace}/{self.name} (Job, pod not created yet)"
+
+
+def _count(value: Any, where: str, field: str, default: int) -> int:
+    if value is None:
+        return default
+    if type(value) is not int or value < 0:
+        raise InputError(f"{where}: {field} must be a whole number, not {describe_value(value)}")
+    return value
+
+
+def job_use(obj: Any, resource: str, job_label: str, origin: str) -> JobUse:
+    """One Job of a list, read for the pods it has yet to make; `origin` names the list item."""
+    if type(obj) is not dict:
+        raise InputError(f"{origin}: a job must be a mapping, not {describe_value(obj)}")
+    metadata = _mapping(obj.get("metadata"), origin, "metadata")
+    namespace, name = metadata.get("namespace") or "", metadata.get("name")
+    uid = metadata.get("uid") or ""
+    if type(name) is not str or type(namespace) is not str or type(uid) is not str:
+        raise InputError(f"{origin}: metadata.name, namespace and uid must be strings")
+    where = f"{origin}, job {namespace}/{name}"
+    labels = _mapping(metadata.get("labels"), where, "metadata.labels")
+    job = labels.get(job_label)
+    spec = _mapping(obj.get("spec"), where, "spec")
+    status = _mapping(obj.get("status"), where, "status")
+    template = _mapping(spec.get("template"), where, "spec.template")
+    pod_spec = _mapping(template.get("spec"), where, "spec.template.spec")
+    node = pod_spec.get("nodeName") or ""
+    if type(node) is not str:
+        raise InputError(f"{where}: spec.template.spec.nodeName must be a string")
+    finished = any(
+        type(c) is dict and c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+        for c in _list(status.get("conditions"), where, "status.conditions")
+    )
+    live = metadata.get("deletionTimestamp") is None
+    active = live and not finished and spec.get("suspend") is not True
+    wanted = _count(spec.get("parallelism"), where, "spec.parallelism", 1)
+    completions = spec.get("completions")
+    if completions is not None:
+        done = _count(status.get("succeeded"), where, "status.succeeded", 0)
+        left = _count(completions, where, "spec.completions", 1) - done
+        wanted = max(0, min(wanted, left))
+    pinned = active and bool(node) and wanted > 0
+    return JobUse(
+        namespace,
+        name,
+        uid,
+        job if type(job) is str else None,
+        live,
+        active,
+        node,
+        wanted,
+        pod_request(pod_spec, resource, where) if pinned else _ZERO,
+        held_ports(pod_spec, where) if pinned else (),
+    )
+
+
+# ---- a node ---------------------------------------------------------------------------------
+
+
+class NodeUsage(NamedTuple):
+    """What a node's counted pods take: the resource asked about, how many pods, and host ports."""
+
+    requested: int
+    pods: int
+    ports: Mapping[Port, str]  # each held port -> the pod holding it ('ns/name'; the first by name)
+
+    def holder(self, port: Port) -> str | None:
+        return self.ports.get(port)
+
+    @property
+    def port_numbers(self) -> list[int]:
+        """The held host ports' numbers, sorted, each once."""
+        return sorted({number for number, _ in self.ports})
+
+
+EMPTY = NodeUsage(0, 0, {})
+
+
+class Own(NamedTuple):
+    """The run being placed: its pods do not count against it (a re-render sees its own room).
+
+    A pod is the run's own while its Job exists and is not being deleted: `jobs` holds the
+    uids of the run's Jobs that do. Without them (None: the Jobs were not listed), while it
+    has a controlling Job and is not being deleted itself.
+    """
+
+    job: str | None  # the simpletfjob/job label; None: every pod counts
+    namespaces: frozenset[str]
+    jobs: frozenset[str] | None = None
+
+    def owns(self, pod: PodUse) -> bool:
+        if self.job is None or pod.job != self.job or pod.namespace not in self.namespaces:
+            return False
+        if self.jobs is None:
+            return pod.owner is not None and not pod.deleting
+        return pod.owner in self.jobs
+
+    def owns_job(self, job: JobUse) -> bool:
+        return self.job is not None and job.job == self.job and job.namespace in self.namespaces
+
+    def knowing(self, jobs: Iterable[JobUse]) -> Own:
+        """This run, knowing the cluster's Jobs: its own are those that live."""
+        return self._replace(jobs=frozenset(j.uid for j in jobs if j.live and self.owns_job(j)))
+
+
+def pinned_jobs(jobs: Iterable[JobUse], own: Own) -> dict[str, list[JobUse]]:
+    """The Jobs that may hold room for pods they have yet to make, by the node they pin."""
+    found: dict[str, list[JobUse]] = {}
+    for job in jobs:
+        if job.active and job.node and job.wanted and not own.owns_job(job):
+            found.setdefault(job.node, []).append(job)
+    return found
+
+
+NOBODY = Own(None, frozenset())
+
+
+class Tally:
+    """Pods added one at a time (a page at a time), summed per node; with the pods that the
+    `pinned` Jobs (by node, from `pinned_jobs`) have yet to make."""
+
+    def __init__(self, own: Own = NOBODY, pinned: Mapping[str, list[JobUse]] | None = None) -> None:
+        self.own = own
+        self.pinned = pinned or {}
+        self._requested: dict[str, Fraction] = {}
+        self._pods: dict[str, int] = {}
+        self._ports: dict[str, dict[Port, str]] = {}
+        self._live: dict[str, int] = {}  # a Job's uid -> its live pods seen
+
+    def add(self, pod: PodUse) -> None:
+        if not pod.counts:
+            return
+        if pod.owner is not None and self.pinned and pod.live:
+            self._live[pod.owner] = self._live.get(pod.owner, 0) + 1
+        if self.own.owns(pod):
+            return
+        node = pod.node
+        self._pods[node] = self._pods.get(node, 0) + 1
+        if pod.requested:
+            self._requested[node] = self._requested.get(node, Fraction(0)) + pod.requested
+        if pod.ports:
+            self._hold(node, pod.ports, pod.ref)
+
+    def _hold(self, node: str, ports: Iterable[Port], ref: str) -> None:
+        self._hold_in(self._ports.setdefault(node, {}), ports, ref)
+
+    def add_all(self, pods: Iterable[PodUse]) -> Tally:
+        for pod in pods:
+            self.add(pod)
+        return self
+
+    def node(self, name: str) -> NodeUsage:
+        """What the counted pods, and the pods to come, take on that node (nothing, if none)."""
+        requested = self._requested.get(name, _ZERO)
+        ports = self._ports.get(name, {})
+        pending = False
+        for job in self.pinned.get(name, ()):
+            missing = job.wanted - self._live.get(job.uid, 0)
+            if missing > 0:
+                pending = True
+                requested += missing * job.requested
+                if job.ports:
+                    ports = dict(ports)
+                    self._hold_in(ports, job.ports, job.ref)
+        if name not in self._pods and not pending:
+            return EMPTY
+        return NodeUsage(whole(requested), self._pods.get(name, 0), ports)
+
+    @staticmethod
+    def _hold_in(held: dict[Port, str], ports: Iterable[Port], ref: str) -> None:
+        for port in ports:
+            other = held.get(port)
+            if other is None or ref < other:  # the same holder whatever the list's order
+                held[port] = ref

@@ -1,0 +1,40 @@
+"""The names a run is known by on the cluster: its labels and annotations, and what a label value may be.
+
+A render puts them on every document (manifest/labels.py); the commands that act on a
+run find its objects by them (runs/), and the cluster's pods by the job label (hosts/).
+"""
+
+from __future__ import annotations
+
+import re
+
+from simpletfjob.errors import RenderCheckError
+
+MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGER = "simpletfjob"  # the managed-by label's value
+JOB_LABEL = "simpletfjob/job"
+ROLE_LABEL = "simpletfjob/role"
+INDEX_LABEL = "simpletfjob/index"
+# On every document's metadata (not as a label: nothing selects by it); runs/state.py reads it.
+POLICY_ANNOTATION = "simpletfjob/success-policy"
+# The object's own name, as rendered: what `wait`'s cleanup checks before it deletes. A copy
+# made under another name (`kubectl get -o json | kubectl create`) keeps the annotation, so its
+# name and the annotation differ: it was not made by apply, and is never deleted as the run's.
+NAME_ANNOTATION = "simpletfjob/name"
+
+_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
+LABEL_VALUE_RULE = (
+    "at most 63 characters: letters, digits, '-', '_' and '.', "
+    "starting and ending with a letter or digit"
+)
+
+
+def is_label_value(value: str) -> bool:
+    return len(value) <= 63 and _LABEL_VALUE.fullmatch(value) is not None
+
+
+def check_label_value(value: str, what: str) -> None:
+    if not is_label_value(value):
+        raise RenderCheckError(
+            f"{what} {value!r} is not a valid label value ({LABEL_VALUE_RULE}); use --name"
+        )

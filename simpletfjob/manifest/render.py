@@ -1,0 +1,379 @@
+"""Rendering a run: each task's text rendered, checked and labelled, before anything is written.
+
+Each task's text is checked with every placed value standing as its marker; the
+scalar it stands in settles how the real value is escaped there (template/compiled.py), so
+that value is never parsed. A template that uses a placed value in an
+expression of its own gets the real text in its render, and is checked with it.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from simpletfjob.errors import RenderCheckError, TemplateError
+from simpletfjob.frameworks import TASK_VARIABLES, Framework, RunValues
+from simpletfjob.identity import (
+    INDEX_LABEL,
+    JOB_LABEL,
+    MANAGED_BY,
+    MANAGER,
+    NAME_ANNOTATION,
+    POLICY_ANNOTATION,
+    ROLE_LABEL,
+)
+from simpletfjob.inputs import read_text
+from simpletfjob.manifest.documents import (
+    DocumentId,
+    check_directives,
+    check_keys,
+    check_unique,
+    compose_documents,
+    identify,
+    normalize_task_text,
+)
+from simpletfjob.manifest.labels import LabelError, Labeller
+from simpletfjob.manifest.podspec import pod_host_ports, pod_node_names, pod_tolerations
+from simpletfjob.manifest.textedit import Edit, TextEditor
+from simpletfjob.tasks import Task
+from simpletfjob.template.compiled import CompiledTemplate
+from simpletfjob.template.values import check_reserved
+
+if TYPE_CHECKING:
+    from simpletfjob.options.render import Options
+
+# A host port and its protocol (usage.Port).
+Port = tuple[int, str]
+
+
+class Rendered:
+    """One task's rendered text (split at the placed values' markers) and its documents' ids."""
+
+    __slots__ = ("ids", "pieces", "task")
+
+    def __init__(self, task: Task, pieces: list[str], ids: list[DocumentId]) -> None:
+        self.task = task
+        self.pieces = pieces
+        self.ids = ids
+
+
+class Decoration:
+    """What is added to every rendered document: labels, the run's annotations, and a namespace where missing."""
+
+    def __init__(self, job: str | None, namespace: str | None, policy: str | None = None) -> None:
+        self.job = job  # the simpletfjob/job label value; None with --no-labels
+        self.namespace = namespace
+        self.policy = policy  # the success policy, with the labels (runs/state.py reads it)
+        self.conflicts: dict[str, tuple[str, str]] = {}
+
+    def annotations(self, name: str = "") -> dict[str, str]:
+        """The run's success policy, and the document's own name (when it has one)."""
+        if self.job is None or self.policy is None:
+            return {}
+        own = {NAME_ANNOTATION: name} if name else {}
+        return {POLICY_ANNOTATION: self.policy, **own}
+
+    def labels(self, task: Task) -> dict[str, str]:
+        if self.job is None:
+            return {}
+        return {
+            MANAGED_BY: MANAGER,
+            JOB_LABEL: self.job,
+            ROLE_LABEL: task.role,
+            INDEX_LABEL: str(task.index),
+        }
+
+    def conflict(self, key: str, theirs: str, ours: str) -> None:
+        self.conflicts.setdefault(key, (theirs, ours))
+
+
+def task_context(task: Task, values: RunValues, num_tasks: int) -> dict[str, Any]:
+    """The variables of one task's render: those every task gets, and the framework's."""
+    return {
+        "host": task.host,
+        "node": task.node,
+        "port": task.port,
+        "num_tasks": num_tasks,
+        **values.variables(task),
+    }
+
+
+def render_tasks(
+    compiled: CompiledTemplate,
+    tasks: Sequence[Task],
+    values: RunValues,
+    given: Mapping[str, Any],
+    decoration: Decoration,
+) -> list[Rendered]:
+    """Render every task, check every document and add labels; nothing is written here."""
+    rendered = []
+    number = 1
+    ids: list[tuple[int, DocumentId]] = []
+    for task in tasks:
+        # Rendering and checking one task is bounded as one piece of work (see `sandbox`).
+        work = functools.partial(
+            render_task, compiled, task, values, given, decoration, number, len(tasks)
+        )
+        pieces, task_ids = compiled.bounded(work)
+        ids += [(number + i, doc_id) for i, doc_id in enumerate(task_ids)]
+        number += len(task_ids)
+        rendered.append(Rendered(task, pieces, task_ids))
+    check_unique(ids)
+    return rendered
+
+
+def render_task(
+    compiled: CompiledTemplate,
+    task: Task,
+    values: RunValues,
+    given: Mapping[str, Any],
+    decoration: Decoration,
+    number: int,
+    count: int,
+) -> tuple[list[str], list[DocumentId]]:
+    """One task's text, checked and labelled, in pieces, and its documents' ids."""
+    context = {**given, **task_context(task, values, count)}
+    text = normalize_task_text(compiled.render(context))
+    pieces = compiled.split(text)
+    checked, starts, lengths = compiled.stand_in(pieces)
+    where = f"{task.role} {task.index} on {task.node}"
+    documents, task_ids, shared = check_documents(compiled, checked, number, where)
+    if task.host != task.node:
+        check_node_names(compiled, task, documents, checked, number, where)
+    editor = TextEditor(checked, f"document {number} ({where})")
+    if len(pieces) > 1:
+        pieces, quotes = compiled.resolve(pieces, checked, starts, documents)
+        editor.edits += [Edit(offset, quote) for offset, quote in quotes]
+    if decoration.job is not None or decoration.namespace is not None:
+        labels = decoration.labels(task)
+        anchors = shared or "<<" in checked  # merge keys need no alias: `<<: {a: b}`
+        labeller = Labeller(editor, documents, anchors, decoration.conflict)
+        try:
+            for document, doc_id in zip(documents, task_ids, strict=True):
+                namespace = None if doc_id.namespace else decoration.namespace
+                annotations = decoration.annotations(doc_id.name)
+                labeller.label(document, doc_id.kind, labels, namespace, annotations)
+        except LabelError as e:
+            raise RenderCheckError(compiled.public(str(e), checked, e.line)) from e
+    return editor.apply_to(pieces, lengths), task_ids
+
+
+def check_node_names(
+    compiled: CompiledTemplate,
+    task: Task,
+    documents: Sequence[Any],
+    text: str,
+    number: int,
+    where: str,
+) -> None:
+    """Refuse a pod pinned to the task's address (--address) rather than to its node's name.
+
+    Templates written for node names say `nodeName: <<host>>`; with --address internal-ip
+    or hostname, <<host>> is no node's name and the pod could never start.
+    """
+
+    for node in pod_node_names(documents):
+        if node.value == task.host:
+            line = node.start_mark.line
+            raise RenderCheckError(
+                compiled.public(
+                    f"document {number} ({where}): nodeName is {task.host!r}, the task's "
+                    f"address (<<host>>), not its node's name {task.node!r}; "
+                    "write nodeName: <<node>>",
+                    text,
+                    line,
+                )
+            )
+
+
+def check_documents(
+    compiled: CompiledTemplate, text: str, number: int, where: str
+) -> tuple[list[Any], list[DocumentId], bool]:
+    """One task's documents, composed, identified and checked; messages name template lines.
+
+    Also returns whether aliases make a mapping or list stand in several places.
+    """
+    try:
+        documents = compose_documents(text, number, where, compiled.filename)
+        check_directives(text, number, where)
+        if not documents:
+            raise RenderCheckError(
+                f"document {number} ({where}) is empty: the template renders no YAML document"
+            )
+        ids = [identify(d, number + i, where) for i, d in enumerate(documents)]
+        shared = check_keys(documents, number, where, "*" in text)
+    except RenderCheckError as e:
+        cause = e.__cause__
+        marks = [getattr(cause, m, None) for m in ("problem_mark", "context_mark")]
+        lines = [m.line for m in marks if m is not None] or [getattr(e, "line", -1)]
+        public = compiled.public(str(e), text, *lines)
+        if public != str(e):
+            raise RenderCheckError(public) from e
+        raise
+    for doc_id in ids:
+        compiled.refuse_marker(" ".join(doc_id), "a document's kind, name or namespace")
+    return documents, ids, shared
+
+
+class RoleNeeds(NamedTuple):
+    """What one role's pods ask of a node, read from the template rendered for that role."""
+
+    tolerations: tuple[dict[str, str], ...]
+    host_network: bool
+    fixed: frozenset[Port]  # host ports whatever --port is
+    # (offset from the task's port, protocol): the ports that follow <<port>>
+    following: frozenset[Port]
+    # The namespaces its documents name ('' for a document that names none).
+    namespaces: frozenset[str]
+
+    @property
+    def uses_host_ports(self) -> bool:
+        return bool(self.fixed or self.following)
+
+    def ports(self, port: int | None, tasks_per_host: int) -> frozenset[Port]:
+        """The host ports a node needs free for this role's tasks on it; None: only the fixed ones."""
+        if port is None:
+            return self.fixed
+        moving = {
+            (port + offset + slot, protocol)
+            for offset, protocol in self.following
+            for slot in range(tasks_per_host)
+        }
+        return self.fixed | moving
+
+
+def role_needs(
+    compiled: CompiledTemplate, fw: Framework, options: Options, role: str, port: int
+) -> RoleNeeds:
+    """One role's tolerations, host networking and host ports, from its task 0 rendered at `port`.
+
+    On the host network a task listens on its own port (the one its cluster address names),
+    whether the template declares it or not. A declared host port that moves with the port
+    (rendered again one port further) follows <<port>>, as the built-in templates' do;
+    one that does not is fixed.
+    """
+
+    documents = _placeholder_documents(compiled, fw, options, role, port)
+    held = pod_host_ports(documents)
+    following: set[Port] = {(0, "TCP")} if held.host_network else set()
+    fixed: set[Port] = set()
+    if held.ports:
+        other = port + 1 if port < 65535 else port - 1
+        again = pod_host_ports(_placeholder_documents(compiled, fw, options, role, other))
+        if len(again.ports) != len(held.ports):
+            again = held  # the port changes the pods' shape: take them as they are
+        for (number, protocol), (moved, _) in zip(held.ports, again.ports, strict=True):
+            if moved - number == other - port:
+                following.add((number - port, protocol))
+            else:
+                fixed.add((number, protocol))
+    return RoleNeeds(
+        pod_tolerations(documents),
+        held.host_network,
+        frozenset(fixed),
+        frozenset(following),
+        frozenset(_namespace(d, i) for i, d in enumerate(documents, start=1)),
+    )
+
+
+def _namespace(document: Any, number: int) -> str:
+    """The namespace a document names; '' for none, or when it is malformed (its real render says so)."""
+    try:
+        return identify(document, number, "placeholder render").namespace
+    except RenderCheckError:
+        return ""
+
+
+def _placeholder_documents(
+    compiled: CompiledTemplate, fw: Framework, options: Options, role: str, port: int
+) -> list[Any]:
+    """One role's documents (YAML node trees), rendered as its task 0 on a placeholder host."""
+    task = Task(role, 0, "node-0", "node-0", port)
+    values = fw.values([task], None, options, compiled.referenced)
+    context = {**options.values, **task_context(task, values, 1)}
+
+    def documents() -> list[Any]:
+        text = normalize_task_text(compiled.render(context))
+        checked, _, _ = compiled.stand_in(compiled.split(text))
+        return compose_documents(checked, 1, f"{role} 0, placeholder render", compiled.filename)
+
+    return compiled.bounded(documents)
+
+
+def compile_template(options: Any, fw: Framework) -> CompiledTemplate:
+    """The template, read and compiled, its variables checked against the framework's.
+
+    Each --set must name a value the template reads (values.check_sets_read).
+    """
+
+    source, filename = load_template(options)
+    check_reserved(options.values, (*TASK_VARIABLES, *fw.variables))
+    known = [*TASK_VARIABLES, *fw.variables, *options.values]
+    try:
+        compiled = CompiledTemplate(source, filename, known, fw.placed, fw.legacy, fw.blocks)
+    except TemplateError as e:
+        raise other_framework(e, fw) from e
+    if options.set_values:  # no walk at all without --set
+        from simpletfjob.options.table import options_of
+        from simpletfjob.template.values import check_sets_read
+
+        flags = {flag for _, declared in options_of(type(options)) for flag in declared.spellings()}
+        reserved = {*TASK_VARIABLES, *fw.variables}
+        check_sets_read(
+            options.set_values,
+            compiled.reads,
+            compiled.referenced,
+            compiled.value_paths,
+            reserved,
+            flags,
+        )
+    return compiled
+
+
+def other_framework(error: TemplateError, fw: Framework) -> TemplateError:
+    """An undefined name that another framework sets says which (`<<TORCH_ENV>>` in a TensorFlow run)."""
+    import re
+
+    from simpletfjob.frameworks import FRAMEWORKS, framework
+
+    found = re.match(r"(.*?'(\w+)' is undefined);", str(error))
+    owner = next(
+        (n for n in FRAMEWORKS if found and n != fw.name and found[2] in framework(n).variables),
+        None,
+    )
+    if found is None or owner is None:
+        return error
+    return TemplateError(
+        f"{found[1]} for framework {fw.name}: it is {owner}'s; give --framework {owner}, "
+        f"or framework: {owner} in the template header's options"
+    )
+
+
+def load_template(options: Any) -> tuple[str, str]:
+    """The template's text and the name to use for it in messages."""
+
+    if options.template_text is not None:
+        return options.template_text, options.template
+    return read_text(options.template, "template"), options.template
+
+
+def gpus_requested(compiled: CompiledTemplate, fw: Framework, options: Any) -> int:
+    """`--nproc-per-node gpu`: the GPUs worker 0's container asks for, from its placeholder render.
+
+    The container is the one whose env carries the framework's variables, else the
+    first; every task is taken to ask as many (torchrun's world size needs one count).
+    """
+    from simpletfjob.manifest.podspec import container_gpus
+    from simpletfjob.options.rules import AUTO_PORT
+
+    role = fw.roles(options)[0]
+    port = fw.default_port if options.port is AUTO_PORT else options.port
+    documents = _placeholder_documents(compiled, fw, options.replace(nproc_per_node=1), role, port)
+    count = container_gpus(documents, options.gpu_resource, fw.env_names)
+    if not count:
+        raise RenderCheckError(
+            f"--nproc-per-node gpu: the task's container asks for no {options.gpu_resource} "
+            "(in resources.limits or requests); give --nproc-per-node N"
+        )
+    return count

@@ -1,0 +1,439 @@
+"""The option table: every option of every command, declared once, by group.
+
+A group is a class of fields (see table.py for how one is declared and
+what the declaration feeds: click's parameters, a template header's `options:`,
+and the rules a value must follow). A command's options are its groups combined:
+`Options`, the render's, is the core groups here plus each framework's
+(`frameworks/tensorflow.py`, `frameworks/pytorch.py`), read flat: `options.num`, `options.psn`. Flat as
+the command line and a header's `options:` are (one `--psn`, one `psn:`), and
+as the pipeline has always read them; the groups stay visible in the types: a
+framework's code can take its own group (`TensorFlowOptions`), and mypy then
+lets it read only that group's fields. `Options` is each of its groups.
+
+Rules that tie two options together are named functions here, checked after
+each option's own rule (`check_options`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any, ClassVar
+
+from simpletfjob.errors import UsageError
+from simpletfjob.frameworks import FRAMEWORKS
+from simpletfjob.frameworks.pytorch import PyTorchOptions
+from simpletfjob.frameworks.tensorflow import TensorFlowOptions
+from simpletfjob.hosts.nodes import ADDRESS_CHOICES, GPU_RESOURCE
+from simpletfjob.options.rules import (
+    AUTO_PORT,
+    DEFAULT_PORT,
+    HOST_COUNT,
+    PORT,
+    DnsName,
+    LabelValue,
+    Selector,
+    parse_port,
+)
+from simpletfjob.options.table import (
+    Field,
+    Must,
+    OneOf,
+    OptionGroup,
+    argument,
+    at_least,
+    check_values,
+    fields,
+    format_duration,
+    option,
+    parse_duration,
+)
+
+# ---- shared declarations for the commands that act on a run -------------------------------
+
+
+def output_format(*choices: str, default: str, help: str) -> str:
+    """An `-o/--output` that chooses how a command prints (table, wide, json, yaml)."""
+    return option(
+        "-o",
+        "--output",
+        default=default,
+        rule=OneOf(*choices),
+        show_default=True,
+        help=help,
+    )
+
+
+def timeout(default: float | None, help: str) -> Any:
+    """A `--timeout` written as kubectl writes durations (30s, 5m, 1h); the value is in seconds."""
+    return option(
+        "--timeout",
+        default=default,
+        type=float,
+        parse=parse_duration,
+        format=format_duration,
+        metavar="DURATION",
+        show_default=default is not None,
+        help=help,
+    )
+
+
+# ---- the groups -------------------------------------------------------------------------------
+
+
+class ClusterOptions(OptionGroup):
+    """Which cluster to ask, as kubectl chooses it."""
+
+    section = "Cluster options"
+
+    kubeconfig: str | None = option(
+        "--kubeconfig",
+        default=None,
+        metavar="FILE",
+        help="The cluster to ask, from this kubeconfig (default: $KUBECONFIG, ~/.kube/config, then in-cluster).",
+    )
+    context: str | None = option(
+        "--context",
+        default=None,
+        metavar="NAME",
+        help="The kubeconfig context to use (default: current).",
+    )
+
+
+class ConnectionOptions(ClusterOptions):
+    """Which cluster to ask, and which namespace, as kubectl chooses them."""
+
+    section = "Cluster options"
+
+    namespace: str | None = option(
+        "-n",
+        "--namespace",
+        default=None,
+        metavar="NS",
+        rule=DnsName(label=True),
+        help="The run's namespace (apply, status, wait, delete: default the context's, else "
+        "default); a render writes it into documents that set none (without it, only --network "
+        "pod does, with default).",
+    )
+
+
+class NodeOptions(OptionGroup):
+    """Where the hosts come from, and which of them may take a task."""
+
+    section = "Host options"
+
+    nodes: str | None = option(
+        "--nodes",
+        default=None,
+        metavar="H1,H2,...",
+        help="Use these hosts instead of asking a cluster.",
+    )
+    nodes_file: str | None = option(
+        "--nodes-file",
+        default=None,
+        metavar="FILE",
+        help="Hosts from a file, one per line, or a saved `kubectl get nodes -o json|yaml`.",
+    )
+    exc: str | None = option(
+        "-E",
+        "--exc",
+        default=None,
+        bare="exc",
+        metavar="[FILE]",
+        help="Exclude the hosts listed in FILE (one per line); given bare, FILE is ./exc.",
+    )
+    address: str = option(
+        "--address",
+        default="name",
+        show_default=True,
+        rule=OneOf(*ADDRESS_CHOICES),
+        help="What TF_CONFIG and <<host>> name: the node name, its InternalIP, or its hostname label.",
+    )
+    explain: bool = option(
+        "--explain",
+        default=False,
+        help="Print to stderr, per node, whether it is eligible, why not, the task it gets, "
+        "and its free GPUs when the pods were read.",
+    )
+
+
+# ---- which nodes have room (free GPUs, host ports), shared by render and nodes ------------
+
+
+class NodeChoiceOptions(OptionGroup):
+    """Which of a cluster's nodes may take a task: labels, free GPUs, and whether pods are read."""
+
+    section = "Host options"
+
+    selector: str | None = option(
+        "-l",
+        "--selector",
+        default=None,
+        metavar="LABELS",
+        rule=Selector(),
+        help="Only nodes with these labels, as kubectl -l: 'pool=gpu,zone in (a,b)'.",
+    )
+    gpus: int = option(
+        "--gpus",
+        default=0,
+        metavar="N",
+        rule=at_least(0),
+        help="Only nodes with at least N free GPUs: allocatable less what their pods request "
+        "(from a saved NodeList, or with --no-usage: allocatable).",
+    )
+    gpu_resource: str = option(
+        "--gpu-resource",
+        default=GPU_RESOURCE,
+        show_default=True,
+        metavar="NAME",
+        rule=Must("a resource name such as amd.com/gpu", lambda v: bool(v) and " " not in v),
+        help="The resource --gpus counts (amd.com/gpu, gpu.intel.com/i915, ...).",
+    )
+    usage: bool = option(
+        "--no-usage",
+        default=True,
+        help="Do not read the cluster's pods: judge GPUs by allocatable alone, and host ports not at all.",
+    )
+
+
+class ValueOptions(OptionGroup):
+    """The template's variables: for a render, and for `nodes --template`, which renders it too."""
+
+    set_values: tuple[str, ...] = option(
+        "--set",
+        default=(),
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="A template variable (repeatable; dotted keys nest, as in helm). A name the "
+        "template never reads is a usage error that offers the closest one it reads.",
+    )
+    value_files: tuple[str, ...] = option(
+        "-f",
+        "--values",
+        default=(),
+        multiple=True,
+        metavar="FILE",
+        help="Template variables from a YAML mapping (repeatable; later files win, --set wins over all).",
+    )
+
+
+class NodesOptions(NodeChoiceOptions, ClusterOptions, ValueOptions):
+    """`simpletfjob nodes`: what the cluster has free, and which nodes a render could use."""
+
+    template: str | None = option(
+        "--template",
+        default=None,
+        metavar="FILE",
+        help="Judge tolerations and host ports as a render of this template (a file or a built-in) would.",
+    )
+    output: str = output_format(
+        "table", "wide", "json", default="table", help="How to print the nodes."
+    )
+
+
+class RenderOptions(OptionGroup):
+    """The core of a render: the template, how many hosts, ports and networking, values, output."""
+
+    template: str = argument(required=False)
+    framework: str = option(
+        "--framework",
+        default=FRAMEWORKS[0],
+        show_default=True,
+        rule=OneOf(*FRAMEWORKS),
+        header=True,
+        help="The run's framework: its roles, variables, default port and success policy.",
+    )
+    num: int = option(
+        "-N",
+        "--num",
+        default=-1,
+        show_default=True,
+        rule=HOST_COUNT,
+        header=True,
+        shown="-N",  # as the original tool named it
+        help="Hosts to use in total; -1 means all eligible hosts.",
+    )
+    port: int = option(
+        "--port",
+        default=DEFAULT_PORT,
+        rule=PORT,
+        parse=parse_port,
+        format=str,
+        metavar="PORT|auto",
+        header=True,
+        help="Task 0's port (TF server, torchrun master, JAX coordinator); default 2222, 29500 or "
+        "1234 by --framework; auto: the lowest from there up that is free on every chosen node.",
+    )
+    tasks_per_host: int = option(
+        "--tasks-per-host",
+        default=1,
+        show_default=True,
+        rule=at_least(1),
+        header=True,
+        help="Tasks on each selected host, on ports port, port+1, ...",
+    )
+    network: str = option(
+        "--network",
+        default="host",
+        show_default=True,
+        rule=OneOf("host", "pod"),
+        header=True,
+        help="host: TF_CONFIG names hosts. pod: one headless Service per task, named by its DNS name.",
+    )
+    cluster_domain: str | None = option(
+        "--cluster-domain",
+        default=None,
+        metavar="DOMAIN",
+        rule=DnsName(),
+        help="With --network pod, use NAME.NAMESPACE.svc.DOMAIN (for example cluster.local).",
+    )
+    output: str | None = option(
+        "-o",
+        "--output",
+        default=None,
+        metavar="FILE|-",
+        help="Where to write; default <template dir>/<template stem>_tfjob.yaml; '-' is stdout.",
+    )
+    name: str | None = option(
+        "--name",
+        default=None,
+        metavar="NAME",
+        rule=LabelValue(),
+        help="Value of the simpletfjob/job label (default: the template's stem).",
+    )
+    labels: bool = option(
+        "--no-labels",
+        default=True,
+        help="Do not add the app.kubernetes.io/managed-by and simpletfjob/* labels.",
+    )
+    validate: bool = option(
+        "--validate",
+        default=False,
+        help="Check every document against the Kubernetes schema before writing (offline).",
+    )
+    kube_version: str | None = option(
+        "--kube-version",
+        default=None,
+        metavar="VERSION",
+        help="Kubernetes version for --validate (implies it); default: the newest kubernetes-validate has.",
+    )
+    # Filled in by the render command, not given on the command line:
+    # the template's text when it has been read already (a built-in, or a file whose header
+    # was taken off); None reads the file named by `template`.
+    template_text: str | None = None
+    # The template's variables: the header's values, then the -f files, then --set.
+    values: Mapping[str, Any] = MappingProxyType({})
+
+
+# ---- a run's success policy (issue 10) ---------------------------------------------------------
+
+SUCCESS_POLICIES = ("worker0", "all-workers")
+
+
+class PolicyOptions(OptionGroup):
+    """When a run has succeeded, recorded on its documents for `status` and `wait`."""
+
+    section = "Run options"
+
+    success_policy: str = option(
+        "--success-policy",
+        default="worker0",
+        rule=OneOf(*SUCCESS_POLICIES),
+        help="When the run has succeeded without a chief: once worker 0 has, or every worker "
+        "(default: worker0 for tensorflow, all-workers for pytorch and jax). "
+        "Recorded as the annotation simpletfjob/success-policy (not with --no-labels).",
+    )
+
+
+class Options(
+    RenderOptions,
+    ValueOptions,
+    PolicyOptions,
+    TensorFlowOptions,
+    PyTorchOptions,
+    NodeChoiceOptions,
+    NodeOptions,
+    ConnectionOptions,
+):
+    """Everything a render needs, as plain values; the render command fills it, tests may too."""
+
+    # The rules between options that `check_options` applies (a command's own Options may
+    # have others: runoptions.ApplyOptions).
+    _rules: ClassVar[tuple[Callable[[Any], None], ...]] = ()
+
+
+# ---- checks -------------------------------------------------------------------------------------
+
+
+def nodes_or_nodes_file(options: Options) -> None:
+    if options.nodes is not None and options.nodes_file is not None:
+        raise UsageError("give --nodes or --nodes-file, not both")
+
+
+def ports_fit(options: Options) -> None:
+    if options.port is not AUTO_PORT and options.port + options.tasks_per_host - 1 > 65535:
+        raise UsageError(
+            f"--port {options.port} with {options.tasks_per_host} tasks per host goes past port 65535"
+        )
+
+
+def cluster_or_host_list(options: Options) -> None:
+    given = options.nodes is not None or options.nodes_file is not None
+    if given and (options.kubeconfig is not None or options.context is not None):
+        flag = "--kubeconfig" if options.kubeconfig is not None else "--context"
+        raise UsageError(
+            f"{flag} reads nodes from a cluster; it cannot go with --nodes or --nodes-file"
+        )
+
+
+def auto_port_reads_pods(options: Options) -> None:
+    """--port auto chooses by the ports the cluster's pods hold: it needs them read."""
+    if options.port is not AUTO_PORT:
+        return
+    if not options.usage:
+        raise UsageError(
+            "--port auto reads the ports the cluster's pods hold; it cannot go with --no-usage"
+        )
+    if options.nodes is not None or options.nodes_file is not None:
+        source = "--nodes" if options.nodes is not None else "--nodes-file"
+        raise UsageError(
+            f"--port auto reads the ports the cluster's pods hold, and {source} gives no pods; "
+            "give --port N"
+        )
+
+
+RENDER_RULES: tuple[Callable[[Options], None], ...] = (
+    nodes_or_nodes_file,
+    ports_fit,
+    cluster_or_host_list,
+    auto_port_reads_pods,
+)
+
+
+Options._rules = RENDER_RULES
+
+
+def check_options(options: Options) -> None:
+    """Each option's rule, then the rules between options; the first broken one is a UsageError."""
+    check_values(options)
+    for rule in options._rules:
+        rule(options)
+
+
+def header_fields() -> dict[str, Field]:
+    """The options a template header may set, by field name (`tasks_per_host`)."""
+    return {f.name: f for f in fields(Options) if f.option is not None and f.option.header}
+
+
+class InitOptions(OptionGroup):
+    """`simpletfjob init NAME`: which built-in to copy, and where."""
+
+    name: str = argument()
+    output: str | None = option(
+        "-o",
+        "--output",
+        default=None,
+        metavar="FILE|DIR|-",
+        help="Where to write; default ./NAME.yaml; a directory gets DIR/NAME.yaml; '-' is stdout.",
+    )
+    force: bool = option("--force", default=False, help="Overwrite FILE if it exists.")

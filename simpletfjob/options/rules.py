@@ -1,0 +1,80 @@
+"""Rules of single option values that are not ranges: DNS names, label values, selectors, ports.
+
+render.py and runs.py declare the options with them; table.py says what a rule is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from simpletfjob.hosts.nodes import is_node_name
+from simpletfjob.hosts.selection import parse_selector
+from simpletfjob.identity import LABEL_VALUE_RULE, is_label_value
+from simpletfjob.options.table import Must, Rule
+
+
+class DnsName(Rule):
+    """A DNS name as Kubernetes names nodes (RFC 1123 subdomain); a namespace is also one label."""
+
+    def __init__(self, label: bool = False) -> None:
+        self.label = label
+
+    def __call__(self, value: Any) -> str | None:
+        if not is_node_name(value):
+            return f"{value!r} is not a valid DNS name"
+        if self.label and (len(value) > 63 or "." in value):
+            return f"{value!r} is not a valid namespace (a DNS label)"
+        return None
+
+
+class LabelValue(Rule):
+    """A Kubernetes label value (--name becomes the simpletfjob/job label)."""
+
+    def __call__(self, value: Any) -> str | None:
+
+        if value == "":
+            return "must not be empty"
+        if not is_label_value(value):
+            return f"{value!r} is not a valid label value ({LABEL_VALUE_RULE})"
+        return None
+
+
+class Selector(Rule):
+    """A label selector in kubectl's syntax; its parser names --selector and the place it stops."""
+
+    def __call__(self, value: Any) -> str | None:
+
+        parse_selector(value)  # raises the usage error itself
+        return None
+
+
+HOST_COUNT = Must("a positive number of hosts or -1 for all", lambda n: n == -1 or n > 0)
+
+
+class _AutoPort(int):
+    """`--port auto`: an int, as the field is, told apart by identity (`port is AUTO_PORT`)."""
+
+    def __repr__(self) -> str:
+        return "'auto'"
+
+    __str__ = __repr__
+
+
+# The plan replaces it with the port it chooses, once the nodes are chosen (see README, Placement).
+AUTO_PORT: int = _AutoPort(0)
+DEFAULT_PORT = 2222
+
+
+def parse_port(text: str) -> int:
+    """--port's text: a port number, or `auto`."""
+    if text == "auto":
+        return AUTO_PORT
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(
+            f"{text!r} is not a port; write a number from 1 to 65535, or auto"
+        ) from None
+
+
+PORT = Must("between 1 and 65535", lambda n: n is AUTO_PORT or 1 <= n <= 65535)

@@ -1,0 +1,183 @@
+"""`simpletfjob nodes`: a cluster's nodes judged as a render judges them, with what their pods take.
+
+The nodes are read as a render reads them (sorted by name, `-l` applied by the
+server) and every pod is read in one cluster-wide list: a view shows every node,
+so there is no stopping early. The verdicts come from the same rules (hosts/selection.py):
+
+- with `--template FILE`, its pods' tolerations and host ports are judged as a render
+  of it would judge them (its header's --port and --tasks-per-host included, its
+  variables from --set and -f as a render takes them);
+- without one, every NoSchedule/NoExecute taint counts as untolerated, and the host
+  ports in use are shown but decide nothing.
+
+Every pod counts, a run's own too: the view has no run to leave out. So do the pods
+that Jobs pinned to a node have yet to make (usage.py); listing Jobs is asked for with
+the pods, and a refusal of it is a warning.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+from simpletfjob.errors import UsageError
+from simpletfjob.frameworks import framework
+from simpletfjob.hosts.cluster import Cluster
+from simpletfjob.hosts.selection import Rules, Verdict, judge_nodes
+from simpletfjob.hosts.usage import NOBODY, Tally
+from simpletfjob.kube.connection import Settings
+from simpletfjob.kube.request import ApiError
+from simpletfjob.manifest.render import compile_template
+from simpletfjob.options.render import NodesOptions, Options
+from simpletfjob.plan.eligibility import role_needs_of, rules_for
+from simpletfjob.template.catalog import prepare_options
+from simpletfjob.template.values import parse_set
+
+
+class Survey(NamedTuple):
+    """Every node's verdict (with its usage when the pods were read), and whether they were."""
+
+    verdicts: list[Verdict]
+    read: bool  # whether the pods were read (not --no-usage, not refused)
+
+
+def survey(options: NodesOptions, warn: Callable[[str], None]) -> Survey:
+    """The verdicts of the cluster's nodes; see the module docstring."""
+    render = render_options(options)
+    settings = Settings(kubeconfig=options.kubeconfig, context=options.context)
+    with Cluster(settings, warn, alternative="") as cluster:
+        nodes = cluster.nodes(options.selector, options.gpu_resource)
+        tally = read_tally(options, cluster, warn) if options.usage else None
+    if render is None:
+        rules = Rules(min_gpus=options.gpus)
+    else:
+        fw = framework(render.framework)
+        compiled = compile_template(render, fw)
+        needs = role_needs_of(render, fw, compiled)
+        rules = rules_for(render, needs, nodes, check_ports=tally is not None)
+    usage = None if tally is None else tally.node
+    return Survey(judge_nodes(nodes, {}, rules, usage), tally is not None)
+
+
+def render_options(options: NodesOptions) -> Options | None:
+    """The options a render of --template would have (its header's defaults included), or None."""
+    if options.template is None:
+        if options.set_values or options.value_files:
+            flag = "--set" if options.set_values else "-f/--values"
+            raise UsageError(f"{flag} gives a template's variables: it needs --template FILE")
+        return None
+    given = Options(
+        template=options.template,
+        set_values=options.set_values,
+        value_files=options.value_files,
+        kubeconfig=options.kubeconfig,
+        context=options.context,
+        selector=options.selector,
+        gpus=options.gpus,
+        gpu_resource=options.gpu_resource,
+        usage=options.usage,
+        nodes=None,
+        output="-",
+    )
+    sets = [parse_set(item) for item in options.set_values]
+    return prepare_options(given, frozenset({"output"}), sets)
+
+
+def read_tally(
+    options: NodesOptions, cluster: Cluster, warn: Callable[[str], None]
+) -> Tally | None:
+    """Every non-terminated pod, summed per node; None, after a warning, when listing pods is
+    refused and --gpus does not depend on it."""
+    alternative = "give --no-usage to judge GPUs by allocatable alone" if options.gpus else ""
+    resource = options.gpu_resource
+    try:
+        _, jobs, refused = cluster.run_jobs(resource, NOBODY)
+        tally = cluster.usage(resource, NOBODY, alternative, jobs)
+    except ApiError as e:
+        if e.status != 403 or options.gpus:
+            raise
+        warn(f"cannot list pods: free GPUs and host ports not checked ({cluster.refusal(e)})")
+        return None
+    if refused is not None:
+        warn(f"cannot list jobs: the pods that Jobs have yet to make are not counted ({refused})")
+    return tally
+
+
+# ---- printing ------------------------------------------------------------------------------------
+
+
+def _eligible(v: Verdict) -> str:
+    if not v.eligible:
+        return "no"
+    return f"only {', '.join(v.only_for)}" if v.only_for else "yes"
+
+
+def _gpus(v: Verdict) -> str:
+    free = v.free_gpus
+    return f"{v.node.gpus if free is None else free}/{v.node.gpus}"
+
+
+def _pods(v: Verdict) -> str:
+    return "-" if v.usage is None else str(v.usage.pods)
+
+
+def table(verdicts: Sequence[Verdict], wide: bool = False) -> str:
+    """NAME ELIGIBLE REASON GPU(FREE/ALLOC) PODS; wide adds ADDRESSES, HOST PORTS and LABELS."""
+    header = ["NAME", "ELIGIBLE", "REASON", "GPU(FREE/ALLOC)", "PODS"]
+    if wide:
+        header += ["ADDRESSES", "HOST PORTS", "LABELS"]
+    rows = [header]
+    for v in verdicts:
+        row = [v.node.name, _eligible(v), "; ".join(map(str, v.reasons)) or "-", _gpus(v), _pods(v)]
+        if wide:
+            addresses = ",".join(
+                f"{kind}={a}" for kind, every in sorted(v.node.addresses.items()) for a in every
+            )
+            ports = "-" if v.usage is None else ",".join(map(str, v.usage.port_numbers))
+            labels = ",".join(f"{k}={value}" for k, value in sorted(v.node.labels.items()))
+            row += [addresses or "<none>", ports or "<none>", labels or "<none>"]
+        rows.append(row)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
+    lines = [
+        "   ".join([*(c.ljust(w) for c, w in zip(row, widths, strict=False)), row[-1]])
+        for row in rows
+    ]
+    return "".join(line.rstrip() + "\n" for line in lines)
+
+
+def as_json(verdicts: Sequence[Verdict]) -> str:
+    """A JSON array, one object per node; `requested` and `pods` are null when the pods were not
+    read. `addresses` maps each type to every address of it, in the node's order."""
+    found = []
+    for v in verdicts:
+        usage = v.usage
+        requested = None if usage is None else usage.requested
+        found.append(
+            {
+                "name": v.node.name,
+                "eligible": v.eligible,
+                "reasons": [str(r) for r in v.reasons],
+                "gpu": {
+                    "allocatable": v.node.gpus,
+                    "requested": requested,
+                    "free": v.node.gpus if v.free_gpus is None else v.free_gpus,
+                },
+                "pods": None if usage is None else usage.pods,
+                "hostPorts": [] if usage is None else usage.port_numbers,
+                "addresses": {kind: list(a) for kind, a in sorted(v.node.addresses.items())},
+            }
+        )
+    return json.dumps(found, indent=2) + "\n"
+
+
+def survey_summary(result: Survey) -> str:
+    """'12 nodes: 7 eligible, 23 GPUs free': the free GPUs of every node listed, eligible or not
+    (a GPU node that only a tolerating template may use has them too)."""
+    verdicts = result.verdicts
+    eligible = sum(v.eligible for v in verdicts)
+    free = sum(v.node.gpus if v.free_gpus is None else v.free_gpus for v in verdicts)
+    noun = "node" if len(verdicts) == 1 else "nodes"
+    gpus = "GPU" if free == 1 else "GPUs"
+    how = "free" if result.read else "allocatable (pods not read)"
+    return f"{len(verdicts)} {noun}: {eligible} eligible, {free} {gpus} {how}"

@@ -1,0 +1,446 @@
+"""Applying a run to the cluster: server-side apply, after the server has judged every object.
+
+    documents -> manifests (one namespace, the run's labels)
+              -> the run as it is (runs.py)
+              -> --replace: dry runs of every delete and every new object (replacing.py),
+                 then delete it (each object by its uid), wait for its Jobs and Services
+              -> else a server-side dry run of every object: refused, or a different run?
+              -> Services, then Jobs, applied for real (or, with --dry-run=server, not)
+
+Nothing is changed until every object has passed the server's dry run, so a refusal
+(RBAC, validation, a conflict with another field manager, named with the ways out
+that `kubectl apply --server-side` gives) or a run that differs from this render
+changes nothing; with --replace, nothing is deleted until both halves have passed. What can still fail half-way (a quota that the next object
+exceeds) is reported with what was applied and what was not.
+
+"Different" is judged as `kubectl diff` judges it: against the server's dry run, so
+that the fields the server fills in do not count. A Job whose pod template (or another
+immutable field) would change, or an object of the run that the render lacks, makes
+the run different: applying over it would fail half-way ("field is immutable") or
+leave tasks of the old run beside the new one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from simpletfjob.errors import (
+    ClusterError,
+    Interrupted,
+    RenderCheckError,
+    SimpleTFJobError,
+    UsageError,
+)
+from simpletfjob.identity import JOB_LABEL, MANAGED_BY, MANAGER
+from simpletfjob.kube.objects import Applied, apply, get
+from simpletfjob.kube.request import ApiError, ApplyConflict
+from simpletfjob.kube.resources import JOBS, SERVICES, Resource
+from simpletfjob.runs.delete import delete_run, wait_until_gone
+from simpletfjob.runs.objects import (
+    RunObjects,
+    belongs_to,
+    list_run,
+    named_tasks,
+    object_name,
+    scope_flags,
+)
+from simpletfjob.runs.replace import check_replace
+from simpletfjob.runs.state import run_state
+
+if TYPE_CHECKING:
+    from simpletfjob.kube.connection import Connection
+
+Report = Callable[[str], None]
+APPLIED_ORDER = (SERVICES, JOBS)  # DNS names exist before the pods that look them up start
+SHOWN = 3  # objects named in a one-line message before "and N more"
+
+
+class Manifest(NamedTuple):
+    """One document to apply: its resource, its body, and how messages name it."""
+
+    resource: Resource
+    body: dict[str, Any]
+    document: str  # "document 2 (Job 'mnist-worker-0')"
+
+    @property
+    def name(self) -> str:
+        return object_name(self.body)
+
+    @property
+    def ref(self) -> str:
+        return self.resource.ref(self.name)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.resource.plural, self.name
+
+
+class RunDiffers(SimpleTFJobError):
+    """The run exists and differs from the render; --replace would replace it."""
+
+
+def manifests(documents: Iterable[tuple[str, str]], run: str, namespace: str) -> list[Manifest]:
+    """The documents (text, how to name it) as manifests, Services first; every check before any request.
+
+    Each must be a Job or a Service carrying the run's labels, in `namespace` or in none.
+    """
+    import yaml
+
+    from simpletfjob.yamlload import load, manifest_loader
+
+    loader = manifest_loader()
+    found = []
+    for text, document in documents:
+        try:
+            body = load(text, loader)
+        except yaml.YAMLError as e:  # the render's checks parsed it; a constructor may object
+            raise RenderCheckError(f"{document} cannot be read: {e}") from e
+        resource = _resource_of(body, document)
+        written = (body.get("metadata") or {}).get("namespace")
+        if written not in (None, "", namespace):
+            # As kubectl refuses a document for another namespace than the one it applies to.
+            raise UsageError(
+                f"{document} names namespace {written!r}, but the run goes to namespace "
+                f"{namespace!r}; give --namespace {written}, or remove the namespace from the template"
+            )
+        if not belongs_to(body, run):
+            labels = (body.get("metadata") or {}).get("labels") or {}
+            raise RenderCheckError(
+                f"{document} carries {JOB_LABEL}={labels.get(JOB_LABEL)!r} and {MANAGED_BY}="
+                f"{labels.get(MANAGED_BY)!r}, not the run's {run!r} and {MANAGER!r}; the labels "
+                "are the run's identity, so the template may not set them otherwise"
+            )
+        if resource is JOBS:
+            _quantities_as_strings(body)
+        try:
+            json.dumps(body, allow_nan=False)
+        except (TypeError, ValueError) as e:
+            raise RenderCheckError(f"{document} holds a value JSON cannot carry: {e}") from e
+        found.append(Manifest(resource, body, document))
+    return sorted(found, key=lambda m: APPLIED_ORDER.index(m.resource))
+
+
+def _quantities_as_strings(job: dict[str, Any]) -> None:
+    """Write the numbers of a Job's resource quantities as strings (`nvidia.com/gpu: 1` -> "1").
+
+    YAML reads `1` as a number, which kubectl's client-side apply sends and the server
+    takes; server-side apply in Kubernetes up to 1.20 types a quantity as a string only
+    and answers 500 ("expected string") for a number. The string is the same quantity.
+    """
+    spec = ((job.get("spec") or {}).get("template") or {}).get("spec")
+    if not isinstance(spec, dict):
+        return
+    maps = [spec.get("overhead")]
+    for key in ("containers", "initContainers", "ephemeralContainers"):
+        for container in spec.get(key) or ():
+            resources = container.get("resources") if isinstance(container, dict) else None
+            if isinstance(resources, dict):
+                maps += [resources.get("limits"), resources.get("requests")]
+    for volume in spec.get("volumes") or ():
+        empty = volume.get("emptyDir") if isinstance(volume, dict) else None
+        if isinstance(empty, dict) and "sizeLimit" in empty:
+            maps.append(empty)  # its other key, medium, is a string already
+    for quantities in maps:
+        if isinstance(quantities, dict):
+            for name, value in quantities.items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    quantities[name] = str(value)
+
+
+def _resource_of(body: object, document: str) -> Resource:
+    if isinstance(body, dict):
+        for resource in APPLIED_ORDER:
+            if (body.get("apiVersion"), body.get("kind")) == (resource.api_version, resource.kind):
+                return resource
+        what = f"a {body.get('kind') or 'document without a kind'} of {body.get('apiVersion')!r}"
+    else:
+        what = "not a mapping"
+    raise RenderCheckError(
+        f"{document} is {what}; a run is batch/v1 Jobs and v1 Services, so apply sends nothing "
+        "else (render it with simpletfjob render and apply the rest with kubectl)"
+    )
+
+
+def apply_manifests(
+    conn: Connection,
+    run: str,
+    wanted: Sequence[Manifest],
+    *,
+    replace: bool,
+    dry_run: bool,
+    timeout: float,
+    report: Report,
+    force: bool = False,
+) -> list[tuple[Manifest, str]]:
+    """Apply the run's manifests in order; each object's outcome ('created', ...), as reported.
+
+    With `replace`, an existing run is checked (replacing.py), deleted (propagation
+    Foreground) and waited for until its Jobs and Services are gone, up to `timeout`
+    seconds. With `dry_run`, the server judges every object and nothing is changed.
+    With `force`, fields that another field manager owns are taken over
+    (`--force-conflicts`), as `kubectl apply --server-side --force-conflicts` does.
+
+    An object of the run that the list did not have, but that is there when its name
+    is checked, was applied meanwhile by another apply of the run: it counts as the
+    run's, as it would for an apply made after the other.
+    """
+    namespace = conn.namespace
+    scope = scope_flags(conn)
+    old = list_run(conn, run)
+    live = {(resource.plural, object_name(obj)): obj for resource, obj in old.objects()}
+    where = f"run {run!r} in namespace {namespace}"
+    going = [r.ref(object_name(obj)) for r, obj in old.objects() if _deleted(obj)]
+    if going and not replace:
+        raise ClusterError(
+            f"{where} is being deleted ({_some(going)} still there); wait for it "
+            f"(simpletfjob delete {run} {scope} --wait) and apply again"
+        )
+    if old.jobs and not replace:
+        # A run that has ended, whose unfinished tasks wait's cleanup removed: applying it
+        # would start those again beside the finished ones, a ps that never ends among them.
+        ended = run_state(run, namespace, old.jobs, (), named_tasks(old.jobs))
+        starting = [m.ref for m in wanted if m.resource is JOBS and m.key not in live]
+        if ended.finished and starting:
+            raise ClusterError(
+                f"{where} has ended ({ended.outcome()}); applying it again would start "
+                f"{_some(starting)} beside what is left of it; give --replace to run it again"
+            )
+    for m in wanted:
+        if m.key not in live:
+            other = get(conn, m.resource, m.name, missing_ok=True)
+            if other is not None and belongs_to(other, run):
+                if not replace:  # (--replace applies over it, after the rest is gone)
+                    live[m.key] = other  # another apply of this run made it since the list
+            elif other is not None:
+                raise ClusterError(_not_ours(m, other, namespace))
+    if replace and not old.empty:
+        made = check_replace(conn, old, wanted, force=force)
+        _replace(conn, old, timeout, report, scope)
+        return _apply_all(conn, run, wanted, {}, made, report, scope, force=force, replaced=True)
+    judged = _judge_all(conn, wanted, live, force=force)
+    differences = [f"{m.ref} ({why})" for m, (_, why) in judged if why]
+    rendered = {m.key for m in wanted}
+    differences += [
+        f"{resource.ref(object_name(obj))} (not in this render)"
+        for resource, obj in old.objects()
+        if (resource.plural, object_name(obj)) not in rendered
+    ]
+    if differences:
+        raise RunDiffers(
+            f"{where} already exists and differs from this render: {_some(differences)}; "
+            "give --replace to delete it and apply this render"
+        )
+    if dry_run:
+        outcomes = [(m, applied.outcome) for m, (applied, _) in judged if applied is not None]
+        for m, outcome in outcomes:
+            report(f"{m.ref} {outcome} (server dry run)")
+        return outcomes
+    expected = {m.key: applied.object for m, (applied, _) in judged if applied is not None}
+    return _apply_all(conn, run, wanted, live, expected, report, scope, force=force)
+
+
+def _not_ours(m: Manifest, other: Mapping[str, Any], namespace: str) -> str:
+    owner = ((other.get("metadata") or {}).get("labels") or {}).get(JOB_LABEL)
+    whose = f"run {owner!r}" if owner else "no run (it lacks the simpletfjob labels)"
+    return (
+        f"{m.ref} already exists in namespace {namespace} and belongs to {whose}; "
+        "simpletfjob changes only its own objects: delete it, or rename the "
+        "template's objects (metadata.name; --name changes only the run's label)"
+    )
+
+
+def _replace(conn: Connection, old: RunObjects, timeout: float, report: Report, scope: str) -> None:
+    """Delete the old run, every check passed, and wait until its Jobs and Services are gone."""
+    run = old.name
+    try:
+        done = delete_run(conn, old, "Foreground", report)
+    except Interrupted as e:
+        e.detail = (
+            f"{e.detail.split(';')[0]}; nothing of this render was applied: apply again with "
+            f"--replace, or remove the run with simpletfjob delete {run} {scope}"
+        )
+        raise
+    if done.replaced:
+        raise ClusterError(
+            f"{_some(done.replaced)} replaced since listed, left alone; the old run {run!r} "
+            "was deleted (--replace), and nothing of this render was applied, so as not to "
+            "apply over what took the name"
+        )
+    # The Services too: one that the garbage collector has not let go of yet cannot be
+    # applied again.
+    try:
+        wait_until_gone(conn, run, timeout, (JOBS, SERVICES), report)
+    except Interrupted as e:
+        e.detail = (
+            f"the old run {run!r} was deleted (--replace), and nothing of this render was "
+            "applied; apply again (a plain apply, once it is gone)"
+        )
+        raise
+    except ClusterError as e:
+        raise ClusterError(
+            f"{e}; the old run is being deleted (--replace), and nothing of this render was applied"
+        ) from e
+
+
+def _judge_all(
+    conn: Connection,
+    wanted: Sequence[Manifest],
+    live: Mapping[tuple[str, str], dict[str, Any]],
+    *,
+    force: bool,
+) -> list[tuple[Manifest, tuple[Applied | None, str]]]:
+    """The server's dry run of every manifest; conflicts with other field managers in one line."""
+    judged = []
+    conflicts: list[tuple[Manifest, ApplyConflict]] = []
+    for m in wanted:
+        try:
+            judged.append((m, _dry_run(conn, m, live, force=force)))
+        except ApplyConflict as e:
+            conflicts.append((m, e))
+    if conflicts:
+        raise ClusterError(_conflicts_line(conflicts))
+    return judged
+
+
+def _conflicts_line(
+    conflicts: Sequence[tuple[Manifest, ApplyConflict]], *, halfway: bool = False
+) -> str:
+    """The first conflict as the server said it, how many objects met one, and the ways out
+    that `kubectl apply --server-side` gives."""
+    first = str(conflicts[0][1])
+    if len(conflicts) > 1:
+        first += f"; and {len(conflicts) - 1} more: {_some([m.ref for m, _ in conflicts[1:]])}"
+    managers = list(dict.fromkeys(name for _, e in conflicts for name in e.managers))
+    others = " and ".join(repr(name) for name in managers)
+    return (
+        f"{first}; {'' if halfway else 'nothing was applied: '}to take the fields over, apply again with "
+        f"--force-conflicts; to leave them to {others}, remove them from the template "
+        "(or write the value they have now, to share them)"
+    )
+
+
+def _dry_run(
+    conn: Connection,
+    m: Manifest,
+    live: Mapping[tuple[str, str], dict[str, Any]],
+    *,
+    force: bool = False,
+) -> tuple[Applied | None, str]:
+    """The server's dry run of one manifest, and how it differs from the live object ('' if it may be applied)."""
+    before = live.get(m.key)
+    try:
+        applied = apply(
+            conn, m.resource, m.body, namespace=conn.namespace, dry_run=True, live=before,
+            force=force,
+        )  # fmt: skip
+    except ApiError as e:
+        if before is not None and e.status == 422 and "field is immutable" in str(e):
+            fields = sorted(set(re.findall(r"\b(spec(?:\.\w+)+): Invalid value", str(e))))
+            return None, _immutable(fields)
+        raise
+    if m.resource is JOBS and before is not None:
+        old, new = _template(before), _template(applied.object)
+        if old != new:  # a server that would take the change; the Job's pods would not follow it
+            return None, "its pod template differs"
+    return applied, ""
+
+
+def _immutable(fields: Sequence[str]) -> str:
+    if not fields:
+        return "an immutable field differs"
+    if fields == ["spec.template"]:
+        return "its pod template differs"
+    return f"immutable {', '.join(fields)} " + ("differ" if len(fields) > 1 else "differs")
+
+
+def _template(job: Mapping[str, Any]) -> Any:
+    return (job.get("spec") or {}).get("template")
+
+
+def _apply_all(
+    conn: Connection,
+    run: str,
+    wanted: Sequence[Manifest],
+    live: Mapping[tuple[str, str], dict[str, Any]],
+    expected: Mapping[tuple[str, str], dict[str, Any]],
+    report: Report,
+    scope: str,
+    *,
+    force: bool,
+    replaced: bool = False,
+) -> list[tuple[Manifest, str]]:
+    """Apply each manifest for real; a failure says what was applied, what was not, and how to remove it.
+
+    An object the run did not have is read again just before it is applied: one that
+    another apply of the run made meanwhile is judged against what it is, and one that
+    is not the run's stops the apply rather than be taken over. An interruption (SIGINT)
+    says on its way out how many objects were applied, and the two ways on.
+    """
+    done: list[tuple[Manifest, str]] = []
+    sending: Manifest | None = None  # the object whose request is out, if any
+    try:
+        for m in wanted:
+            sending = m
+            applied = _apply_one(conn, run, m, live, expected, force=force)
+            sending = None
+            done.append((m, applied.outcome))
+            report(f"{m.ref} {applied.outcome}")
+    except ClusterError as e:
+        said = str(e)
+        if isinstance(e, ApplyConflict):  # a manager that wrote after the dry run
+            said = _conflicts_line([(wanted[len(done)], e)], halfway=bool(done))
+        if not done and replaced:
+            said = f"{said}; the old run {run!r} was deleted (--replace), and nothing of this render was applied"
+        raise ClusterError(_halfway(said, run, wanted, len(done), scope)) from e
+    except Interrupted as e:
+        being = f" ({sending.ref} was being applied)" if sending is not None else ""
+        e.detail = (
+            f"applied {len(done)} of {len(wanted)} objects of run {run!r} in namespace "
+            f"{conn.namespace}{being}; apply again to finish it, or remove it with "
+            f"simpletfjob delete {run} {scope}"
+        )
+        raise
+    return done
+
+
+def _apply_one(
+    conn: Connection,
+    run: str,
+    m: Manifest,
+    live: Mapping[tuple[str, str], dict[str, Any]],
+    expected: Mapping[tuple[str, str], dict[str, Any]],
+    *,
+    force: bool,
+) -> Applied:
+    before = live.get(m.key)
+    if m.key not in live:
+        before = get(conn, m.resource, m.name, missing_ok=True)
+        if before is not None and not belongs_to(before, run):
+            raise ClusterError(_not_ours(m, before, conn.namespace))
+    return apply(
+        conn, m.resource, m.body, namespace=conn.namespace, live=before, force=force,
+        expected=expected.get(m.key),
+    )  # fmt: skip
+
+
+def _halfway(error: str, run: str, wanted: Sequence[Manifest], done: int, scope: str) -> str:
+    if not done:
+        return error
+    left = [n.ref for n in wanted[done:]]
+    return (
+        f"{error}; applied {done} of {len(wanted)} objects of run {run!r} (listed above), "
+        f"not {_some(left)}; remove the run with simpletfjob delete {run} {scope}"
+    )
+
+
+def _deleted(obj: Mapping[str, Any]) -> bool:
+    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def _some(items: Sequence[str]) -> str:
+    """'a, b, c' or 'a, b, c and 4 more'."""
+    shown = ", ".join(items[:SHOWN])
+    return shown + (f" and {len(items) - SHOWN} more" if len(items) > SHOWN else "")

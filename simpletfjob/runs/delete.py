@@ -1,0 +1,172 @@
+"""Deleting a run: each of its Jobs and Services, and waiting until its Jobs are gone.
+
+Only objects that carry the run's labels are deleted (objects.py lists them by those
+labels, and each is checked again here), one request each, Jobs first so that no new
+pod starts meanwhile, and each only if it is still the object that was listed (its uid,
+as a precondition). The first refusal stops the deletion: what was deleted before it
+has been reported, and the error says how far it got.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, NamedTuple
+
+from simpletfjob.errors import ClusterError, Interrupted
+from simpletfjob.kube.objects import Propagation, delete
+from simpletfjob.kube.request import Deadline
+from simpletfjob.kube.resources import JOBS, Resource
+from simpletfjob.options.table import format_duration
+from simpletfjob.runs.objects import (
+    RunObjects,
+    belongs_to,
+    list_run,
+    object_name,
+    run_selector,
+    scope_flags,
+)
+
+if TYPE_CHECKING:
+    from simpletfjob.kube.connection import Connection
+
+
+class JobsRemain(ClusterError):
+    """The run's Jobs (or Services) were still there when the time to wait for them ran out."""
+
+
+class Deletion(NamedTuple):
+    """What a deletion did: the objects it deleted, and those left alone as replaced."""
+
+    deleted: list[tuple[Resource, str]]
+    replaced: list[str]  # 'job.batch/x': another object took the name after the list
+
+    def count(self, resource: Resource) -> int:
+        return sum(r is resource for r, _ in self.deleted)
+
+
+def replaced_line(ref: str) -> str:
+    return f"{ref} was replaced since it was listed; left alone"
+
+
+def delete_run(
+    conn: Connection,
+    run: RunObjects,
+    propagation: Propagation,
+    report: Callable[[str], None],
+) -> Deletion:
+    """Delete every object of the run, reporting each as kubectl does.
+
+    Each delete carries the listed object's uid as a precondition: an object that has
+    taken a listed name since (deleted and made again, by hand or by another tool) is
+    left alone and reported, never deleted by name. An object already gone (deleted
+    meanwhile) is not reported. The first failure raises, naming how many objects were
+    deleted before it; an interruption (SIGINT) says the same on its way out.
+    """
+    total = len(run.jobs) + len(run.services)
+    done = Deletion([], [])
+    sending = ""  # the object whose request is out, if any
+    try:
+        for resource, obj in run.objects():
+            name = object_name(obj)
+            if not belongs_to(obj, run.name):  # the server's selector is not trusted to delete
+                raise ClusterError(
+                    f"{resource.ref(name)} was listed as part of run {run.name!r} but lacks its "
+                    "labels; nothing more was deleted"
+                )
+            uid = str((obj.get("metadata") or {}).get("uid") or "") or None
+            sending = resource.ref(name)
+            gone = delete(
+                conn, resource, name, namespace=run.namespace, propagation=propagation, uid=uid
+            )
+            sending = ""
+            if gone.replaced:
+                done.replaced.append(resource.ref(name))
+                report(replaced_line(resource.ref(name)))
+                continue
+            done.deleted.append((resource, name))
+            if not gone.already_gone:
+                report(f'{resource.qualified} "{name}" deleted')
+    except ClusterError as e:
+        if not done.deleted:
+            raise
+        raise ClusterError(
+            f"{e}; {len(done.deleted)} of {total} objects of run {run.name!r} were deleted "
+            "before it (listed above)"
+        ) from e
+    except Interrupted as e:
+        being = f" ({sending} was being deleted)" if sending else ""
+        e.detail = (
+            f"deleted {len(done.deleted)} of {total} objects of run {run.name!r} in namespace "
+            f"{run.namespace}{being}; delete the rest with simpletfjob delete {run.name} "
+            f"{scope_flags(conn)}"
+        )
+        raise
+    return done
+
+
+def wait_until_gone(
+    conn: Connection,
+    run: str,
+    timeout: float,
+    resources: Sequence[Resource] = (JOBS,),
+    report: Callable[[str], None] = lambda line: None,
+) -> None:
+    """Return once no object of the run's `resources` is left in the namespace; watched, not polled.
+
+    A Job deleted in the foreground stays (with a deletionTimestamp) until the garbage
+    collector has deleted its pods; a pod on a node stays until its kubelet has stopped it.
+    An API server that goes away meanwhile is waited for until `timeout` (kube/outage.py),
+    with one line to `report` when it goes and one when it is back.
+    """
+    from simpletfjob.kube.outage import riding_out
+
+    deadline = Deadline.after(timeout)
+    until = f"the --timeout ({format_duration(timeout)})"
+    with riding_out(conn, deadline, report, until) as ride:
+        for resource in resources:
+            left = _wait_for_none(conn, resource, run, deadline)
+            if ride.away:
+                raise JobsRemain(
+                    f"run {run!r} in namespace {conn.namespace}: its {resource.plural} were not "
+                    f"seen gone within {format_duration(timeout)}: {ride.note()}"
+                )
+            if left:
+                shown = ", ".join(left[:3]) + (
+                    f" and {len(left) - 3} more" if len(left) > 3 else ""
+                )
+                one = len(left) == 1
+                why = (
+                    f"; their pods may still be stopping, see kubectl get pods -l {run_selector(run)} "
+                    f"{scope_flags(conn)}"
+                    if resource is JOBS
+                    else ""
+                )
+                raise JobsRemain(
+                    f"run {run!r} in namespace {conn.namespace}: {len(left)} "
+                    f"{resource.singular if one else resource.plural} {'is' if one else 'are'} "
+                    f"still there after {format_duration(timeout)} ({shown}){why}"
+                )
+
+
+def _wait_for_none(conn: Connection, resource: Resource, run: str, deadline: Deadline) -> list[str]:
+    """Watch the run's objects of one resource until none is left; those left at the deadline."""
+    from simpletfjob.kube.watch import watch
+
+    present: set[str] | None = None
+    for event in watch(conn, resource, label_selector=run_selector(run), deadline=deadline):
+        if event.type == "RELIST":
+            present = {object_name(obj) for obj in event.objects}
+        elif present is not None and event.object is not None and event.type != "BOOKMARK":
+            name = object_name(event.object)
+            if event.type == "DELETED":
+                present.discard(name)
+            else:
+                present.add(name)
+        if present is not None and not present:
+            return []
+    if conn.ride is not None and conn.ride.away:
+        return []  # the caller says what is unknown
+    if present is None:  # the time was up before the first list: look once more
+        listed = list_run(conn, run)
+        present = {object_name(o) for o in (listed.jobs if resource is JOBS else listed.services)}
+    return sorted(resource.ref(name) for name in present)

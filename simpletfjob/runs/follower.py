@@ -1,0 +1,113 @@
+"""`wait`'s judgement of a run as its events come: pure, with no server and no clock.
+
+`Follower` keeps the run's Jobs and pods as the lists and then the watches told of them,
+and judges the run with runstate.run_state, as `status` judges what it lists: both say the
+same of the same objects. `verdict` says whether `wait` may end on that judgement:
+
+- **Succeeded**, **Ambiguous** (a task that several Jobs claim) and **Deleting** end it at
+  once; so does **Failed** when a deciding task is gone (reason `deleted`).
+- **Failed** otherwise ends it only once the failure's second has passed on the server
+  (`settled`), which also gives the failed pod's news time to come through its watch (the
+  Job's condition alone says only BackoffLimitExceeded): a deciding task that completes in the same second wins the tie, and a failure
+  in the same second that comes first in role order is the one named. The Job controller
+  stamps each Job status it writes with the time of the write, and the Jobs watch brings
+  the writes in the order they were made, so a success stamped with an earlier second than
+  a failure always comes first, and once the failure's second has passed every write
+  stamped with it has been made. runwatch.follow waits TIE seconds after it first sees the
+  failure (the server's clock was at least at that second then), taking events meanwhile.
+
+`status` needs none of this: what it lists is the final word on what has happened so far.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from simpletfjob.runs.state import AMBIGUOUS, DELETED, DELETING, FAILED, SUCCEEDED, Run, run_state
+
+if TYPE_CHECKING:
+    from simpletfjob.kube.watch import Event
+
+# Seconds a failure waits for its second to pass on the server: one second, and half a
+# second for the writes stamped with it to come through the watch.
+TIE = 1.5
+ENDS = (SUCCEEDED, FAILED, AMBIGUOUS, DELETING)  # the states `wait` ends in
+
+
+class Store:
+    """The objects of one resource as the list and the watch have told of them, by name."""
+
+    def __init__(self, listed: Iterable[Mapping[str, Any]]) -> None:
+        self.objects = {_name(o): o for o in listed}
+
+    def apply(self, event: Event) -> None:
+        if event.type == "RELIST":
+            self.objects = {_name(o): o for o in event.objects}
+        elif event.type == "DELETED" and event.object is not None:
+            self.objects.pop(_name(event.object), None)
+        elif event.type in ("ADDED", "MODIFIED") and event.object is not None:
+            self.objects[_name(event.object)] = event.object
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name"))
+
+
+class Follower:
+    """A run's Jobs and pods, brought up to date event by event, and judged."""
+
+    def __init__(
+        self,
+        name: str,
+        namespace: str,
+        jobs: Iterable[Mapping[str, Any]],
+        pods: Iterable[Mapping[str, Any]],
+        expected: Iterable[str] = (),
+    ) -> None:
+        self.name = name
+        self.namespace = namespace
+        self.stores = {"jobs": Store(jobs), "pods": Store(pods)}
+        self.expected = list(expected)
+
+    def take(self, plural: str, event: Event) -> None:
+        """One event of the Jobs' watch ('jobs') or the pods' ('pods')."""
+        self.stores[plural].apply(event)
+
+    def judge(self, nodes: Mapping[str, str] | None = None) -> Run:
+        """The run as `status` would judge these objects."""
+        jobs, pods = self.stores["jobs"].objects, self.stores["pods"].objects
+        return run_state(
+            self.name, self.namespace, jobs.values(), pods.values(), self.expected, nodes
+        )
+
+    def remember(self, run: Run) -> None:
+        """The tasks seen: one whose Job is deleted later is known to have existed."""
+        self.expected += [task.task for task in run.tasks if task.task not in self.expected]
+
+    def unknown_nodes(self) -> set[str]:
+        return unknown_nodes(self.stores["pods"].objects.values())
+
+
+def unknown_nodes(pods: Iterable[Mapping[str, Any]]) -> set[str]:
+    """The nodes of pods in phase Unknown, whose condition says why."""
+    return {
+        str((pod.get("spec") or {}).get("nodeName"))
+        for pod in pods
+        if (pod.get("status") or {}).get("phase") == "Unknown"
+        and (pod.get("spec") or {}).get("nodeName")
+    }
+
+
+def verdict(run: Run, settled: bool) -> Run | None:
+    """The run's end as `wait` tells it, or None while it may still change (see the module)."""
+    if run.state in (SUCCEEDED, AMBIGUOUS, DELETING):
+        return run
+    if run.state != FAILED:
+        return None
+    if settled or run.reason == DELETED:
+        return run
+    # No time to wait for, and the pod's own failure known (the Job's condition, which can
+    # come first through the other watch, says only BackoffLimitExceeded).
+    task = next((t for t in run.tasks if t.task == run.decided_by), None)
+    return run if run.decided_at is None and task is not None and not task.reason_from_job else None

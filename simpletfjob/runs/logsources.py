@@ -1,0 +1,187 @@
+"""Which containers a run's logs come from: its tasks, their current pods, and the container to read.
+
+A task's pod is the newest that has not finished, else the newest (a new attempt after a
+failure replaces the one before). Its container is the one named, every one, or by
+default the one that carries the framework's variables in its env, else the first.
+Whether a container has output yet is read from its status: a container waiting to start
+(`ContainerCreating`, `ErrImagePull`) has none, one waiting to be started again after a
+crash (`CrashLoopBackOff`) still shows the run that crashed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from simpletfjob.errors import UsageError
+from simpletfjob.runs.state import ROLE_ORDER
+from simpletfjob.runs.taskstate import pods_by_job, task_of
+
+Object = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Source:
+    """One container log to read: whose it is, and the label its lines are prefixed with."""
+
+    task: str
+    pod: str
+    container: str
+    label: str
+    instance: int = 0  # the container's restartCount when its stream was opened
+
+
+def tasks_of(jobs: Iterable[Object], pods: Iterable[Object]) -> dict[str, list[Object]]:
+    """Every task of the run ('worker-0') and its pods, newest last, tasks in role order."""
+    by_job = pods_by_job(pods)
+    found: list[tuple[tuple[int, str, int, str], str, list[Object]]] = []
+    for job in jobs:
+        metadata = job.get("metadata") or {}
+        if metadata.get("deletionTimestamp"):
+            continue
+        mine = by_job.get(str(metadata.get("uid")), []) or by_job.get(
+            f"name:{metadata.get('name')}", []
+        )
+        task = task_of(job, mine)
+        order = (_rank(task.role), task.role, task.index, task.job)
+        found.append((order, task.task, sorted(mine, key=_created)))
+    return {task: pods for _, task, pods in sorted(found, key=lambda item: item[0])}
+
+
+def _rank(role: str) -> int:
+    return ROLE_ORDER.index(role) if role in ROLE_ORDER else len(ROLE_ORDER)
+
+
+def _created(pod: Object) -> str:
+    return str((pod.get("metadata") or {}).get("creationTimestamp") or "")
+
+
+def choose(known: Sequence[str], tasks: Sequence[str], roles: Sequence[str], run: str) -> list[str]:
+    """The tasks asked for, in the run's order; every task when none is named."""
+    unknown = [t for t in tasks if t not in known]
+    if unknown:
+        raise UsageError(
+            f"run {run!r} has no task {unknown[0]!r}; its tasks are {', '.join(known)}"
+        )
+    if not tasks and not roles:
+        return list(known)
+    wanted = set(tasks)
+    return [t for t in known if t in wanted or t.rsplit("-", 1)[0] in roles]
+
+
+def current_pod(pods: Sequence[Object]) -> Object | None:
+    """The pod that stands for the task now: the newest that has not finished, else the newest."""
+    running = [p for p in pods if _phase(p) not in ("Succeeded", "Failed") and not _deleting(p)]
+    candidates = running or list(pods)
+    return candidates[-1] if candidates else None
+
+
+def _phase(pod: Object) -> str:
+    return str((pod.get("status") or {}).get("phase") or "")
+
+
+def _deleting(pod: Object) -> bool:
+    return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def framework_container(pod: Object) -> str:
+    """The container whose env carries a framework's variables (its `env_names`), else the first.
+
+    A pod carries one framework's, so the names of every framework are looked for.
+    """
+    from simpletfjob.frameworks import FRAMEWORKS, framework
+
+    placed = {name for fw in FRAMEWORKS for name in framework(fw).env_names}
+    containers = ((pod.get("spec") or {}).get("containers")) or []
+    for container in containers:
+        if any(
+            isinstance(e, Mapping) and e.get("name") in placed for e in container.get("env") or ()
+        ):
+            return str(container.get("name"))
+    return str(containers[0].get("name")) if containers else ""
+
+
+def containers_of(pod: Object, container: str | None, every: bool) -> list[str]:
+    names = [str(c.get("name")) for c in ((pod.get("spec") or {}).get("containers")) or []]
+    if every:
+        return names
+    if container is not None:
+        return [container] if container in names else []
+    return [framework_container(pod)]
+
+
+def container_state(pod: Object, container: str) -> tuple[str, int, str]:
+    """('running'|'terminated'|'waiting'|'', restartCount, reason) of a container of the pod."""
+    for status in (pod.get("status") or {}).get("containerStatuses") or ():
+        if isinstance(status, Mapping) and status.get("name") == container:
+            state = status.get("state") or {}
+            restarts = int(status.get("restartCount") or 0)
+            if "running" in state:
+                return "running", restarts, ""
+            if "terminated" in state:
+                return "terminated", restarts, str(state["terminated"].get("reason") or "")
+            waiting = state.get("waiting") or {}
+            reason = str(waiting.get("reason") or "waiting")
+            # CrashLoopBackOff: the container that just ended still has its output to show
+            return ("waiting", restarts, reason)
+    phase = _phase(pod)
+    if phase == "Failed":
+        return "failed", 0, str((pod.get("status") or {}).get("reason") or "Failed")
+    return "", 0, "ContainerCreating" if (pod.get("spec") or {}).get("nodeName") else "Pending"
+
+
+def has_output(pod: Object, container: str, previous: bool) -> tuple[bool, str]:
+    """Whether the container's log can be read now, and if not, why."""
+    state, restarts, reason = container_state(pod, container)
+    if previous:
+        return (
+            restarts > 0,
+            "" if restarts > 0 else "no previous container (it has not restarted)",
+        )
+    if state in ("running", "terminated"):
+        return True, ""
+    if state == "waiting" and restarts > 0:
+        return True, ""  # between restarts: the last instance's output
+    if state == "failed":
+        return False, f"its pod failed ({reason}) before the container started"
+    return False, f"waiting to start: {reason}"
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which of the run's tasks and containers to show."""
+
+    tasks: tuple[str, ...] = ()
+    roles: tuple[str, ...] = ()
+    container: str | None = None
+    all_containers: bool = False
+
+
+def sources_now(
+    tasks: Mapping[str, Sequence[Object]],
+    chosen: Sequence[str],
+    selection: Selection,
+    previous: bool,
+    note: Callable[[str], None],
+) -> list[tuple[Source, bool]]:
+    """Each chosen task's containers that have output now, as (source, readable); notes the others."""
+    found: list[tuple[Source, bool]] = []
+    for task in chosen:
+        pod = current_pod(tasks.get(task, []))
+        if pod is None:
+            note(f"{task}: no pod yet")
+            continue
+        name = str((pod.get("metadata") or {}).get("name"))
+        names = containers_of(pod, selection.container, selection.all_containers)
+        if not names:
+            note(f"{task}: pod {name} has no container {selection.container!r}")
+            continue
+        for container in names:
+            label = f"{task}/{container}" if selection.all_containers else task
+            readable, why = has_output(pod, container, previous)
+            _, restarts, _ = container_state(pod, container)
+            if not readable:
+                note(f"{task}: {why}" if not selection.all_containers else f"{label}: {why}")
+            found.append((Source(task, name, container, label, restarts), readable))
+    return found

@@ -1,0 +1,171 @@
+"""What a run is on the server: the Jobs and Services that carry its labels, in one namespace.
+
+A run named NAME is every Job and Service of a namespace labelled
+`simpletfjob/job=NAME` and `app.kubernetes.io/managed-by=simpletfjob`, the labels a
+render adds. It is read with one list call per resource, whatever the number of
+tasks; an object that lacks either label is never part of a run, so no command that
+acts on runs ever changes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from simpletfjob.errors import SimpleTFJobError, UsageError
+from simpletfjob.identity import JOB_LABEL, LABEL_VALUE_RULE, MANAGED_BY, MANAGER, is_label_value
+from simpletfjob.kube.lists import list_objects
+from simpletfjob.kube.resources import JOBS, SERVICES, Resource
+
+if TYPE_CHECKING:
+    from simpletfjob.kube.connection import Connection
+    from simpletfjob.kube.request import Deadline
+
+RUN_RESOURCES = (JOBS, SERVICES)  # what a run is made of, in the order it is deleted
+
+
+class NoRunError(SimpleTFJobError):
+    """The namespace has no Job or Service with the run's labels."""
+
+    def __init__(self, name: str, namespace: str) -> None:
+        super().__init__(f"no run {name!r} in namespace {namespace!r}")
+        self.name = name
+        self.namespace = namespace
+
+
+def check_run_name(name: str) -> None:
+    """A run's name is its label's value: anything else could name no run (or break the selector)."""
+    if not is_label_value(name) or not name:
+        raise UsageError(
+            f"RUN {name!r} is not a valid run name, a label value ({LABEL_VALUE_RULE})"
+        )
+
+
+def run_selector(name: str | None = None) -> str:
+    """The label selector of run NAME: 'app.kubernetes.io/managed-by=simpletfjob,simpletfjob/job=NAME'.
+
+    Without a name, every run's objects: the simpletfjob labels, never others'.
+    """
+    run = f"{JOB_LABEL}={name}" if name is not None else JOB_LABEL
+    return f"{MANAGED_BY}={MANAGER},{run}"
+
+
+def belongs_to(obj: Mapping[str, Any], name: str) -> bool:
+    """Whether an object carries run NAME's labels (the server's selector said so; this checks it)."""
+    metadata = obj.get("metadata")
+    labels = metadata.get("labels") if isinstance(metadata, Mapping) else None
+    return (
+        isinstance(labels, Mapping)
+        and labels.get(MANAGED_BY) == MANAGER
+        and labels.get(JOB_LABEL) == name
+    )
+
+
+def object_name(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name") or "")
+
+
+class RunObjects(NamedTuple):
+    """A run's objects as listed: its Jobs and its Services (either may be empty)."""
+
+    name: str
+    namespace: str
+    jobs: list[dict[str, Any]]
+    services: list[dict[str, Any]]
+
+    @property
+    def empty(self) -> bool:
+        return not self.jobs and not self.services
+
+    def objects(self) -> Iterator[tuple[Resource, dict[str, Any]]]:
+        """Every object with its resource: the Jobs first, then the Services."""
+        for obj in self.jobs:
+            yield JOBS, obj
+        for obj in self.services:
+            yield SERVICES, obj
+
+    def refs(self) -> list[str]:
+        """'job.batch/mnist-ps-0', ... for every object, as kubectl names them."""
+        return [resource.ref(object_name(obj)) for resource, obj in self.objects()]
+
+
+def named_tasks(jobs: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The run's tasks as its Jobs' pod templates name them (the framework reads them).
+
+    A Job that decides success (the chief's) may be gone; the others still say it was there.
+    Each framework is asked in turn: a Job carries one framework's variables in its env,
+    so the first that reads any is the run's.
+    """
+    from simpletfjob.frameworks import FRAMEWORKS, framework
+
+    readers = [framework(name) for name in FRAMEWORKS]
+    for job in jobs:
+        for fw in readers:
+            tasks = fw.run_tasks(job)
+            if tasks:
+                return tasks
+    return []
+
+
+def list_run(conn: Connection, name: str, *, deadline: Deadline | None = None) -> RunObjects:
+    """Run NAME in the connection's namespace as it is now: two list calls; it may be empty."""
+    selector = run_selector(name)
+    found = {
+        resource: sorted(
+            (
+                obj
+                for obj in list_objects(
+                    conn, resource, label_selector=selector, deadline=deadline
+                ).items
+                if belongs_to(obj, name)
+            ),
+            key=object_name,
+        )
+        for resource in RUN_RESOURCES
+    }
+    return RunObjects(name, conn.namespace, found[JOBS], found[SERVICES])
+
+
+def find_run(conn: Connection, name: str, *, deadline: Deadline | None = None) -> RunObjects:
+    """Run NAME in the connection's namespace; `NoRunError` when it has no object there."""
+    run = list_run(conn, name, deadline=deadline)
+    if run.empty:
+        raise NoRunError(name, run.namespace)
+    return run
+
+
+def scope_flags(conn: Connection) -> str:
+    """'-n ml', or '-n ml --context prod' when --context was given: what a command in a hint needs
+    to act where this one did, pasted as it is."""
+    import shlex
+
+    flags = f"-n {conn.namespace}"
+    if conn.settings.context:
+        flags += f" --context {shlex.quote(conn.settings.context)}"
+    return flags
+
+
+def connect_for(
+    kubeconfig: str | None, context: str | None, namespace: str | None, purpose: str
+) -> Connection:
+    """A connection for the commands on runs, as kubectl's; the warning that TLS is not checked is given once, here."""
+    from simpletfjob.kube.connection import Settings, connect
+    from simpletfjob.streams import warn
+
+    conn = connect(
+        Settings(kubeconfig=kubeconfig, context=context, namespace=namespace), purpose=purpose
+    )
+    if conn.target.insecurity:
+        warn(conn.target.insecurity)
+    return conn
+
+
+def run_names(conn: Connection, *, deadline: Deadline | None = None) -> list[str]:
+    """The names of the runs in the connection's namespace, from their Jobs' labels (one list)."""
+    listed = list_objects(conn, JOBS, label_selector=run_selector(), deadline=deadline)
+    names = set()
+    for job in listed.items:
+        labels = (job.get("metadata") or {}).get("labels") or {}
+        if labels.get(MANAGED_BY) == MANAGER and isinstance(labels.get(JOB_LABEL), str):
+            names.add(labels[JOB_LABEL])
+    return sorted(names)

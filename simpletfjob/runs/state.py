@@ -1,0 +1,359 @@
+"""A run's state, read from its Jobs and their pods as the API server returns them (plain dicts).
+
+Nothing here talks to a cluster: `status` and `wait` (through runwatch.py and follower.py)
+hand in what they listed or watched, and get back each task's state and the run's. A task is
+one Job, named by its role and index labels (`worker-1`); its state is taskstate.py's.
+
+The run's state follows the success policy recorded on its documents:
+
+- **Deleting** when every one of its Jobs is being deleted (a Foreground delete waiting for
+  the pods, or a finalizer); `holds` counts the finalizers that keep them;
+- **Ambiguous** when more than one Job claims one task (a copy of `mnist-worker-0` under
+  another name, with its labels): nothing is decided on a guess. `claims` names the Jobs,
+  and which of them are copies (their `simpletfjob/name` annotation names another Job);
+- **Failed** when a task's Job has failed, unless the run had already succeeded: a failure
+  after the success, or at the same time, does not undo it (success wins a tie). Times are
+  the Jobs' own (`completionTime`, the `Failed` condition's `lastTransitionTime`), which the
+  API server keeps to the second: "the same time" is the same second. A failure with no
+  time counts;
+- **Succeeded** when the chief's Job is complete; with no chief, worker 0's (`worker0`) or
+  every worker's (`all-workers`). A ps or evaluator never decides success;
+- **Failed** with reason `deleted` when a Job that decides success is gone (or being
+  deleted) and its end was not seen: deleted by hand, or removed by `ttlSecondsAfterFinished`
+  once it ended, which leaves nothing to tell how. `expected` names the tasks known to have
+  existed: those the run's Jobs name (as the framework reads them) and what
+  `wait` saw first. Without them, a deciding task is missing when no chief is listed and
+  worker 0 (or, for `all-workers`, a worker below the highest index listed) is not;
+- else **Running** when any pod runs, else **Unknown** when a task's pod is in phase
+  Unknown, else **Pending**.
+
+Jobs that are gone (or, while others are not, being deleted) are not listed and count only
+as above: `wait`'s cleanup deletes the tasks that had not finished when the run ended, and
+the run keeps the state it ended in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from simpletfjob.identity import JOB_LABEL, POLICY_ANNOTATION
+from simpletfjob.runs.taskstate import (
+    DELETING,
+    FAILED,
+    FINISHED,
+    PENDING,
+    RUNNING,
+    SUCCEEDED,
+    UNKNOWN,
+    Object,
+    Task,
+    condition,
+    finalizers,
+    job_pods,
+    labels_of,
+    metadata_of,
+    pods_by_job,
+    task_of,
+    timestamp,
+)
+
+AMBIGUOUS = "Ambiguous"
+__all__ = [  # what the commands read from here; the task's part lives in taskstate.py
+    "AMBIGUOUS", "DELETING", "FAILED", "PENDING", "RUNNING", "SUCCEEDED", "UNKNOWN",
+    "Claim", "Run", "Task", "age", "changes", "deciding", "describe", "group_runs",
+    "run_state", "task_of",
+]  # fmt: skip
+ROLE_ORDER = ("chief", "ps", "worker", "evaluator")  # the order render writes the tasks in
+DEFAULT_POLICY = "worker0"
+DELETED = "deleted"
+NEVER = datetime.min.replace(tzinfo=timezone.utc)  # a time the server did not write
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A task that more than one Job claims: the Jobs, and those of them that are copies."""
+
+    task: str
+    jobs: tuple[str, ...]
+    copies: tuple[str, ...]  # Jobs whose simpletfjob/name annotation names another Job
+
+    def describe(self) -> str:
+        """'worker-0 is claimed by 2 Jobs: mnist-worker-0, mnist-worker-0-copy (a copy)'."""
+        names = ", ".join(j + (" (a copy)" if j in self.copies else "") for j in self.jobs)
+        return f"{self.task} is claimed by {len(self.jobs)} Jobs: {names}"
+
+
+@dataclass(frozen=True)
+class Run:
+    """A run's tasks in role order, its state, and which task decided it and why."""
+
+    name: str
+    namespace: str
+    policy: str
+    tasks: tuple[Task, ...]
+    state: str
+    decided_by: str = ""  # the task that made the run Succeeded or Failed
+    reason: str = ""  # why it failed: the task's reason, or 'deleted'
+    created: datetime | None = None  # the oldest Job's creationTimestamp
+    claims: tuple[Claim, ...] = ()  # tasks that several Jobs claim (the run is Ambiguous)
+    holds: tuple[tuple[str, int], ...] = ()  # Deleting: each finalizer, and how many Jobs it holds
+    decided_at: datetime | None = None  # when the task that decided it succeeded or failed
+
+    @property
+    def finished(self) -> bool:
+        return self.state in FINISHED
+
+    def count(self, *states: str) -> int:
+        return sum(task.state in states for task in self.tasks)
+
+    def outcome(self) -> str:
+        """One line for the end of a run: 'worker-1 Failed: Error (exit 1)', 'worker-0 Succeeded'."""
+        if self.state == AMBIGUOUS:
+            return "; ".join(claim.describe() for claim in self.claims)
+        if self.state == DELETING:
+            return self.deleting()
+        if self.reason == DELETED:
+            # Gone before its end was seen: by hand, or by ttlSecondsAfterFinished after it ended.
+            return (
+                f"{self.decided_by}'s Job is gone and its end was not seen "
+                "(deleted, or removed by ttlSecondsAfterFinished)"
+            )
+        if self.state == FAILED:
+            return f"{self.decided_by} Failed" + (f": {self.reason}" if self.reason else "")
+        if self.state == SUCCEEDED:
+            return f"{self.decided_by} Succeeded"
+        return self.state
+
+    def deleting(self) -> str:
+        """'3 Jobs being deleted, held by foregroundDeletion (3 Jobs)'."""
+        count = len(self.tasks)
+        line = f"{count} Job{'s' if count != 1 else ''} being deleted"
+        held = [f"{name} ({n} Job{'s' if n != 1 else ''})" for name, n in self.holds]
+        return line + (f", held by {', '.join(held)}" if held else ", held by no finalizer")
+
+    def as_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "name": self.name,
+            "namespace": self.namespace,
+            "state": self.state,
+            "successPolicy": self.policy,
+            "tasks": [task.as_dict() for task in self.tasks],
+        }
+        if self.claims:
+            data["claims"] = [
+                {"task": c.task, "jobs": list(c.jobs), "copies": list(c.copies)}
+                for c in self.claims
+            ]
+        if self.state == DELETING:
+            data["deleting"] = {"jobs": len(self.tasks), "finalizers": dict(self.holds)}
+        return data
+
+
+# ---- the run -------------------------------------------------------------------------------------
+
+
+def _order(task: Task) -> tuple[int, str, int, str]:
+    rank = ROLE_ORDER.index(task.role) if task.role in ROLE_ORDER else len(ROLE_ORDER)
+    return rank, task.role, task.index, task.job
+
+
+def policy_of(jobs: Iterable[Object]) -> str:
+    """The success policy the run's documents record; worker0 when none does (as `render` defaults)."""
+    for job in jobs:
+        annotations = metadata_of(job).get("annotations")
+        if isinstance(annotations, Mapping) and annotations.get(POLICY_ANNOTATION):
+            return str(annotations[POLICY_ANNOTATION])
+    return DEFAULT_POLICY
+
+
+def is_gone(obj: Object) -> bool:
+    """Being deleted counts as gone: a Foreground delete keeps the Job until its pods are gone."""
+    return bool(metadata_of(obj).get("deletionTimestamp"))
+
+
+def deciding(policy: str, names: Iterable[str]) -> list[str]:
+    """The tasks, of those named, whose success is the run's: the chief, else worker 0 or every worker."""
+    known = set(names)
+    if "chief-0" in known:
+        return ["chief-0"]
+    if policy == "all-workers":
+        indices = [n.removeprefix("worker-") for n in known if n.startswith("worker-")]
+        last = max((int(i) for i in indices if i.isdigit()), default=0)
+        # Workers are numbered from 0 without a gap: one missing below the last was there too.
+        return [f"worker-{i}" for i in range(last + 1)]
+    return ["worker-0"]
+
+
+def run_state(
+    name: str,
+    namespace: str,
+    jobs: Iterable[Object],
+    pods: Iterable[Object],
+    expected: Iterable[str] = (),
+    nodes: Mapping[str, str] | None = None,
+) -> Run:
+    """The run's tasks and state from its Jobs and pods; `expected` names tasks known to have existed.
+
+    `nodes` says how the nodes of pods in phase Unknown are (taskstate.task_of).
+    """
+    listed = list(jobs)
+    present = [job for job in listed if not is_gone(job)]
+    by_job = pods_by_job(pods)
+    if listed and not present:
+        return _deleting(name, namespace, listed, by_job, nodes)
+    tasks = tuple(sorted((task_of(j, job_pods(j, by_job), nodes) for j in present), key=_order))
+    policy = policy_of(present)
+    created = min((t.created for t in tasks if t.created is not None), default=None)
+    claims = _claims(tasks)
+    by_name = {task.task: task for task in tasks}
+
+    def run(state: str, decided_by: str = "", reason: str = "", at: datetime | None = None) -> Run:
+        return Run(
+            name, namespace, policy, tasks, state, decided_by, reason, created, claims, (), at
+        )
+
+    if claims:
+        return run(AMBIGUOUS)
+    deciders = deciding(policy, [*by_name, *expected])
+    finished_at = {d: _finish(present, by_name[d].job) or NEVER for d in deciders if d in by_name}
+    succeeded = all(d in by_name and by_name[d].state == SUCCEEDED for d in deciders)
+    success_time = max(finished_at.values(), default=NEVER)
+    # A failure counts unless the run had succeeded by then: success wins a tie (the same
+    # second). A failure with no time counts.
+    failures = sorted(
+        (_failure_time(present, t.job) or NEVER, _order(t), t) for t in tasks if t.state == FAILED
+    )
+    before = [
+        (when, t)
+        for when, _, t in failures
+        if not succeeded or when == NEVER or when < success_time
+    ]
+    if before:
+        when, first = before[0]
+        return run(FAILED, first.task, first.reason, None if when == NEVER else when)
+    if succeeded:
+        # the last to finish; in the same second (the API's resolution), the last in order
+        last = max(enumerate(deciders), key=lambda d: (finished_at[d[1]], d[0]))[1]
+        return run(SUCCEEDED, last, at=None if success_time == NEVER else success_time)
+    missing = [d for d in deciders if d not in by_name]
+    if missing:
+        return run(FAILED, missing[0], DELETED)
+    for state in (RUNNING, UNKNOWN):
+        if any(t.state == state for t in tasks):
+            return run(state)
+    return run(PENDING)
+
+
+def _claims(tasks: Sequence[Task]) -> tuple[Claim, ...]:
+    jobs: dict[str, list[Task]] = {}
+    for task in tasks:
+        jobs.setdefault(task.task, []).append(task)
+    return tuple(
+        Claim(name, tuple(t.job for t in claiming), tuple(t.job for t in claiming if not t.applied))
+        for name, claiming in jobs.items()
+        if len(claiming) > 1
+    )
+
+
+def _deleting(
+    name: str,
+    namespace: str,
+    jobs: Sequence[Object],
+    by_job: Mapping[str, list[Object]],
+    nodes: Mapping[str, str] | None,
+) -> Run:
+    """Every Job of the run is being deleted: the run is Deleting, and what holds it is told."""
+    tasks = tuple(sorted((task_of(j, job_pods(j, by_job), nodes) for j in jobs), key=_order))
+    holds: dict[str, int] = {}
+    for job in jobs:
+        for finalizer in finalizers(job):
+            holds[finalizer] = holds.get(finalizer, 0) + 1
+    created = min((t.created for t in tasks if t.created is not None), default=None)
+    policy = policy_of(jobs)
+    return Run(
+        name,
+        namespace,
+        policy,
+        tasks,
+        DELETING,
+        created=created,
+        holds=tuple(sorted(holds.items())),
+    )
+
+
+def _second(when: datetime | None) -> datetime | None:
+    """A time to the second: the API server writes no finer, and the same second is a tie."""
+    return None if when is None else when.replace(microsecond=0)
+
+
+def _finish(jobs: Sequence[Object], name: str) -> datetime | None:
+    for job in jobs:
+        if metadata_of(job).get("name") == name:
+            return _second(timestamp((job.get("status") or {}).get("completionTime")))
+    return None
+
+
+def _failure_time(jobs: Sequence[Object], name: str) -> datetime | None:
+    for job in jobs:
+        if metadata_of(job).get("name") == name:
+            failed = condition(job, "Failed")
+            return _second(timestamp(failed.get("lastTransitionTime"))) if failed else None
+    return None
+
+
+def group_runs(jobs: Iterable[Object]) -> dict[str, list[Object]]:
+    """The Jobs of each run (by the simpletfjob/job label), runs in name order; those being
+    deleted too (a run whose Jobs all are is Deleting)."""
+    runs: dict[str, list[Object]] = {}
+    for job in jobs:
+        runs.setdefault(str(labels_of(job).get(JOB_LABEL, "")), []).append(job)
+    return dict(sorted(runs.items()))
+
+
+def age(created: datetime | None, now: datetime | None = None) -> str:
+    """An age as kubectl prints it: 45s, 3m20s, 45m, 3h20m, 20h, 3d4h, 30d, 2y; '<unknown>' without one."""
+    if created is None:
+        return "<unknown>"
+    seconds = int(((now or datetime.now(timezone.utc)) - created).total_seconds())
+    if seconds < 0:
+        return "0s"
+    minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
+    if seconds < 120:
+        return f"{seconds}s"
+    if minutes < 10:
+        return f"{minutes}m{seconds % 60}s" if seconds % 60 else f"{minutes}m"
+    if hours < 3:
+        return f"{minutes}m"
+    if hours < 8:
+        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    if days < 8:
+        return f"{days}d{hours % 24}h" if hours % 24 else f"{days}d"
+    if days < 365 * 2:
+        return f"{days}d"
+    return f"{days // 365}y"
+
+
+def describe(task: Task) -> str:
+    """One line for a task's state: 'worker-0 Running on h100', 'worker-1 Failed: Error (exit 1)'."""
+    line = f"{task.task} {task.state}"
+    if task.state == RUNNING and task.node:
+        line += f" on {task.node}"
+    if task.state == RUNNING and task.restarts:
+        plural = "s" if task.restarts > 1 else ""
+        line += f" after {task.restarts} restart{plural}"
+        return line + (f" (last: {task.reason})" if task.reason else "")
+    return line + (f": {task.reason}" if task.reason and task.state != SUCCEEDED else "")
+
+
+def changes(before: Run | None, after: Run) -> list[str]:
+    """A line for each task whose line differs from before (all of them at first), in role order."""
+    seen = {t.task: describe(t) for t in before.tasks} if before is not None else {}
+    lines = [line for t in after.tasks if seen.get(t.task) != (line := describe(t))]
+    now = {t.task for t in after.tasks}
+    lines += [f"{task} deleted" for task in seen if task not in now]
+    return lines

@@ -1,0 +1,271 @@
+"""One task of a run: a Job and its pods, as the API server returns them (plain dicts).
+
+A task's state:
+
+- **Deleting** when its Job is being deleted (a deletionTimestamp: a Foreground delete
+  waits for its pods, or a finalizer holds it); the reason names the finalizers;
+- **Failed** when its Job has the `Failed` condition (backoffLimit or a deadline reached);
+- **Succeeded** when its Job has the `Complete` condition;
+- else **Unknown** when its pod is in phase Unknown (its node stopped reporting); the
+  reason is the node's Ready condition (`node h3 NotReady since 12:03`), or
+  `node h3 unreachable` when the node could not be read;
+- else **Running** when one of its pods runs (or has succeeded, until the Job controller
+  counts it), else **Pending**.
+
+A Job records its own name, as rendered, in the `simpletfjob/name` annotation. A Job whose
+annotation names another Job is a copy (`kubectl get -o json | kubectl create` under another
+name): `copied_from` says of what. It was not made by apply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from simpletfjob.identity import INDEX_LABEL, NAME_ANNOTATION, ROLE_LABEL
+
+PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
+UNKNOWN, DELETING = "Unknown", "Deleting"
+FINISHED = (SUCCEEDED, FAILED)
+
+Object = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task of a run, as `status` shows it."""
+
+    task: str  # 'worker-1'
+    role: str
+    index: int
+    job: str  # the Job's name
+    node: str  # where its pod runs (or is pinned by nodeName); '' when not known
+    state: str  # Pending, Running, Unknown, Succeeded, Failed or Deleting
+    restarts: int  # container restarts plus failed pods
+    reason: str  # the last failure ('Error (exit 1)'), or why the pod is not running; '' if none
+    created: datetime | None  # the Job's creationTimestamp
+    reason_from_job: bool = False  # failed, and only the Job's condition says why (no pod did)
+    copied_from: str = ""  # the name its simpletfjob/name annotation gives, when not its own
+    uid: str = ""  # the Job's, as read: a delete of it carries it as a precondition
+
+    @property
+    def finished(self) -> bool:
+        return self.state in FINISHED
+
+    @property
+    def applied(self) -> bool:
+        """Made by apply, as far as can be told: not a copy (a Job without the annotation is)."""
+        return not self.copied_from
+
+    def as_dict(self) -> dict[str, Any]:
+        keys = ("task", "role", "index", "job", "node", "state", "restarts", "reason")
+        return {key: getattr(self, key) for key in keys}
+
+
+def timestamp(value: Any) -> datetime | None:
+    """An RFC 3339 time as the API server writes it ('2026-11-26T08:00:00Z'); None if absent or odd."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def metadata_of(obj: Object) -> Mapping[str, Any]:
+    metadata = obj.get("metadata")
+    return metadata if isinstance(metadata, Mapping) else {}
+
+
+def labels_of(obj: Object) -> Mapping[str, Any]:
+    labels = metadata_of(obj).get("labels")
+    return labels if isinstance(labels, Mapping) else {}
+
+
+def condition(job: Object, kind: str) -> Mapping[str, Any] | None:
+    status = job.get("status") or {}
+    for condition in status.get("conditions") or ():
+        if (
+            isinstance(condition, Mapping)
+            and condition.get("type") == kind
+            and condition.get("status") == "True"
+        ):
+            return condition
+    return None
+
+
+def _owner_uid(pod: Object) -> str | None:
+    for ref in metadata_of(pod).get("ownerReferences") or ():
+        if isinstance(ref, Mapping) and ref.get("kind") == "Job" and ref.get("controller"):
+            return str(ref.get("uid"))
+    return None
+
+
+def pods_by_job(pods: Iterable[Object]) -> dict[str, list[Object]]:
+    """The pods of each Job, by the Job's uid (its controller reference), else by name (job-name label)."""
+    found: dict[str, list[Object]] = {}
+    for pod in pods:
+        key = _owner_uid(pod) or f"name:{labels_of(pod).get('job-name', '')}"
+        found.setdefault(key, []).append(pod)
+    return found
+
+
+def job_pods(job: Object, by_job: Mapping[str, list[Object]]) -> list[Object]:
+    metadata = metadata_of(job)
+    return by_job.get(str(metadata.get("uid")), []) or by_job.get(
+        f"name:{metadata.get('name')}", []
+    )
+
+
+def _containers(pod: Object) -> list[Mapping[str, Any]]:
+    status = pod.get("status") or {}
+    return [
+        c
+        for key in ("initContainerStatuses", "containerStatuses")
+        for c in status.get(key) or ()
+        if isinstance(c, Mapping)
+    ]
+
+
+def _termination(term: Mapping[str, Any]) -> str:
+    """'Error (exit 1)', 'OOMKilled' (its exit code, 137, says nothing more), 'Completed' is no failure."""
+    reason = str(term.get("reason") or "Error")
+    code = term.get("exitCode")
+    if reason == "OOMKilled" or code is None:
+        return reason
+    return f"{reason} (exit {code})"
+
+
+def _last_failure(pods: Sequence[Object]) -> tuple[datetime | None, str]:
+    """The latest container or pod failure among the pods: when, and its reason."""
+    latest: tuple[datetime | None, str] = (None, "")
+    for pod in pods:
+        for container in _containers(pod):
+            for where in ("state", "lastState"):
+                term = (container.get(where) or {}).get("terminated")
+                if isinstance(term, Mapping) and term.get("exitCode") not in (0, None):
+                    when = timestamp(term.get("finishedAt"))
+                    if latest[0] is None or (when is not None and when >= latest[0]):
+                        latest = (when, _termination(term))
+        status = pod.get("status") or {}
+        if status.get("phase") == "Failed" and not latest[1]:  # evicted, deadline: no container
+            latest = (None, str(status.get("reason") or "Failed"))
+    return latest
+
+
+def _waiting(pod: Object) -> str:
+    """Why a pod that does not run is not running: a container's waiting reason, or unscheduled."""
+    for container in _containers(pod):
+        waiting = (container.get("state") or {}).get("waiting")
+        if isinstance(waiting, Mapping) and waiting.get("reason"):
+            return str(waiting["reason"])
+    for condition in (pod.get("status") or {}).get("conditions") or ():
+        if (
+            isinstance(condition, Mapping)
+            and condition.get("type") == "PodScheduled"
+            and condition.get("status") == "False"
+        ):
+            return str(condition.get("reason") or "Unschedulable")
+    return ""
+
+
+def _current(pods: Sequence[Object]) -> Object | None:
+    """The pod that stands for the task now: the newest that has not finished, else the newest."""
+
+    def key(pod: Object) -> tuple[bool, str]:
+        phase = (pod.get("status") or {}).get("phase")
+        return phase not in FINISHED, str(metadata_of(pod).get("creationTimestamp") or "")
+
+    return max(pods, key=key, default=None)
+
+
+def task_of(job: Object, pods: Sequence[Object], nodes: Mapping[str, str] | None = None) -> Task:
+    """The task of one Job, given its pods; `nodes` says how the nodes of pods in phase Unknown are.
+
+    `nodes` maps a node's name to its condition, as `node_condition` words it; a node not
+    in it (not read, or reading nodes is not allowed) is `unreachable`.
+    """
+    metadata = metadata_of(job)
+    labels = labels_of(job)
+    name = str(metadata.get("name") or "")
+    role = str(labels.get(ROLE_LABEL) or "")
+    try:
+        index = int(labels.get(INDEX_LABEL, ""))
+    except ValueError:
+        index = -1
+    live = [p for p in pods if not metadata_of(p).get("deletionTimestamp")] or list(pods)
+    pod = _current(live)
+    spec = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
+    node = str(((pod or {}).get("spec") or {}).get("nodeName") or spec.get("nodeName") or "")
+    restarts = sum(int(c.get("restartCount") or 0) for p in pods for c in _containers(p))
+    failed_pods = sum((p.get("status") or {}).get("phase") == "Failed" for p in pods)
+    restarts += max(failed_pods, int((job.get("status") or {}).get("failed") or 0))
+    _, failure = _last_failure(pods)
+    failed = condition(job, "Failed")
+    phase = ((pod or {}).get("status") or {}).get("phase")
+    if failed is not None:
+        state, reason = FAILED, failure or str(failed.get("reason") or "Failed")
+    elif condition(job, "Complete") is not None:
+        state, reason = SUCCEEDED, ""
+    elif phase == "Unknown":
+        # Its node stopped reporting: the pod may run or not; the node's condition says why.
+        state, reason = UNKNOWN, f"node {node} {(nodes or {}).get(node, 'unreachable')}"
+    elif phase in ("Running", "Succeeded"):
+        # A pod that has succeeded leaves its Job active until the Job controller counts it.
+        state, reason = RUNNING, failure
+    else:
+        state, reason = PENDING, (_waiting(pod) if pod is not None else "") or failure
+        if pod is None and not reason:
+            reason = "no pod yet"
+    if metadata.get("deletionTimestamp"):
+        state, reason = DELETING, held_by(job)
+    task = f"{role}-{index}" if role and index >= 0 else name
+    created = timestamp(metadata.get("creationTimestamp"))
+    from_job = failed is not None and not failure
+    own = (metadata.get("annotations") or {}).get(NAME_ANNOTATION)
+    copied = str(own) if isinstance(own, str) and own != name else ""
+    uid = str(metadata.get("uid") or "")
+    return Task(
+        task, role, index, name, node, state, restarts, reason, created, from_job, copied, uid
+    )
+
+
+def finalizers(job: Object) -> list[str]:
+    found = metadata_of(job).get("finalizers")
+    return [str(f) for f in found] if isinstance(found, list) else []
+
+
+def held_by(job: Object) -> str:
+    """What keeps a Job that is being deleted: 'held by foregroundDeletion', or 'being deleted'."""
+    found = finalizers(job)
+    return f"held by {', '.join(found)}" if found else "being deleted"
+
+
+def node_condition(node: Object | None, now: datetime | None = None) -> str:
+    """How a node is, for a pod in phase Unknown on it: 'NotReady since 12:03' (UTC).
+
+    From its Ready condition, as `kubectl get nodes` words it (False or Unknown: NotReady);
+    the date is added when the change is more than a day old. None: 'unreachable'.
+    """
+    if node is None:
+        return "unreachable"
+    ready = next(
+        (
+            c
+            for c in (node.get("status") or {}).get("conditions") or ()
+            if isinstance(c, Mapping) and c.get("type") == "Ready"
+        ),
+        None,
+    )
+    if ready is None:
+        return "has no Ready condition"
+    word = "Ready" if ready.get("status") == "True" else "NotReady"
+    since = timestamp(ready.get("lastTransitionTime"))
+    if since is None:
+        return word
+    since = since.astimezone(timezone.utc)
+    now = now or datetime.now(timezone.utc)
+    when = since.strftime("%H:%M" if now - since < timedelta(days=1) else "%Y-%m-%d %H:%M")
+    return f"{word} since {when}"

@@ -1,0 +1,309 @@
+"""A run on the cluster: its Jobs and pods read by label, followed through watches, cleaned up.
+
+`status` reads with two lists (Jobs, pods), made at the same time, whatever the number of
+tasks. `wait` lists each once, then watches both from the lists' resourceVersions (a dropped
+watch resumes from where it was; on 410 it re-lists, in kube/watch.py); it never polls. The
+two watches run in threads that hand their events to the caller's thread.
+
+state.py judges what is read here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import queue
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from simpletfjob.identity import JOB_LABEL, NAME_ANNOTATION
+from simpletfjob.kube.lists import ObjectList, list_objects
+from simpletfjob.kube.objects import delete
+from simpletfjob.kube.request import Action, Deadline, request
+from simpletfjob.kube.resources import JOBS, NODES, PODS, SERVICES, Resource
+from simpletfjob.kube.watch import Event, watch
+from simpletfjob.runs.delete import replaced_line
+from simpletfjob.runs.follower import TIE, Follower, unknown_nodes, verdict
+from simpletfjob.runs.objects import NoRunError, named_tasks, run_selector
+from simpletfjob.runs.state import FAILED, Run, changes, group_runs, run_state
+from simpletfjob.runs.taskstate import Object
+
+if TYPE_CHECKING:
+    from simpletfjob.kube.connection import Connection
+
+MANAGER = "simpletfjob"
+
+
+def _both(
+    conn: Connection, name: str | None, deadline: Deadline | None = None
+) -> tuple[ObjectList, ObjectList]:
+    """The Jobs and the pods of the run (or of every run), listed at the same time."""
+    found: dict[str, ObjectList] = {}
+    failed: list[BaseException] = []
+    within = None if deadline is None else deadline.sooner(conn.settings.deadline)
+
+    def read(resource: Resource) -> None:
+        try:
+            found[resource.plural] = list_objects(
+                conn, resource, label_selector=run_selector(name), deadline=within
+            )
+        except BaseException as e:  # handed to the caller, in its thread
+            failed.append(e)
+
+    pods = threading.Thread(target=read, args=(PODS,), daemon=True)
+    pods.start()
+    read(JOBS)
+    pods.join()
+    if failed:
+        raise failed[0]
+    return found[JOBS.plural], found[PODS.plural]
+
+
+def list_jobs_and_pods(conn: Connection, name: str) -> tuple[Sequence[Object], Sequence[Object]]:
+    """The run's Jobs and pods as they are now (two lists, made at the same time)."""
+    jobs, pods = _both(conn, name)
+    return jobs.items, pods.items
+
+
+def read_run(conn: Connection, name: str) -> Run:
+    """The run as it is now; `NoRunError` when none of its Jobs is there."""
+    jobs, pods = _both(conn, name)
+    nodes = NodeReader(conn).read(unknown_nodes(pods.items))
+    run = run_state(name, conn.namespace, jobs.items, pods.items, named_tasks(jobs.items), nodes)
+    if not run.tasks:
+        raise NoRunError(name, conn.namespace)
+    return run
+
+
+def read_runs(conn: Connection) -> list[Run]:
+    """Every run in the connection's namespace, by name."""
+    jobs, pods = _both(conn, None)
+    nodes = NodeReader(conn).read(unknown_nodes(pods.items))
+    pods_of: dict[str, list[dict[str, Any]]] = {}
+    for pod in pods.items:
+        label = ((pod.get("metadata") or {}).get("labels") or {}).get(JOB_LABEL, "")
+        pods_of.setdefault(str(label), []).append(pod)
+    return [
+        run_state(
+            name, conn.namespace, run_jobs, pods_of.get(name, []), named_tasks(run_jobs), nodes
+        )
+        for name, run_jobs in group_runs(jobs.items).items()
+    ]
+
+
+class _Until(Deadline):
+    """The caller's deadline, which also passes once the caller stops: the watches then end."""
+
+    stopped: threading.Event
+
+    def remaining(self) -> float:
+        return 0.0 if self.stopped.is_set() else super().remaining()
+
+
+def _until(deadline: Deadline | None) -> _Until:
+    until = _Until(math.inf, math.inf) if deadline is None else _Until(*deadline)
+    until.stopped = threading.Event()
+    return until
+
+
+def follow(
+    conn: Connection,
+    name: str,
+    deadline: Deadline | None,
+    seen: Callable[[Sequence[Object], Sequence[Object]], None] | None = None,
+) -> Iterator[Run]:
+    """The run now, then again after each change, until it has ended or the deadline has passed.
+
+    One list of Jobs and one of pods, then a watch of each from where its list was read;
+    follower.py judges. A failure is told once its second has passed (follower.TIE), the
+    events of that time taken. A deadline of 0 s checks once, as `kubectl wait --timeout 0s`
+    does: the lists are not cut short by it, so that a run that has ended is told as ended.
+    `seen` is given the Jobs and pods each run was judged from, before it is yielded
+    (`logs -f` reads the pods).
+    """
+
+    def tell() -> None:
+        if seen is not None:
+            seen(
+                list(follower.stores["jobs"].objects.values()),
+                list(follower.stores["pods"].objects.values()),
+            )
+
+    once = deadline is not None and deadline.seconds <= 0
+    jobs, pods = _both(conn, name, None if once else deadline)
+    follower = Follower(name, conn.namespace, jobs.items, pods.items, named_tasks(jobs.items))
+    nodes = NodeReader(conn)
+    run = follower.judge(nodes.read(follower.unknown_nodes()))
+    if not run.tasks:
+        raise NoRunError(name, conn.namespace)
+    follower.remember(run)
+    tell()
+    yield run
+    if once or verdict(run, settled=False) is not None:
+        return
+    events: queue.Queue[tuple[str, Event] | BaseException] = queue.Queue()
+    until = _until(deadline)
+
+    def follow_one(resource: Resource, listed: ObjectList) -> None:
+        try:
+            for event in watch(
+                conn,
+                resource,
+                label_selector=run_selector(name),
+                resource_version=listed.resource_version,
+                deadline=until,
+            ):
+                if until.stopped.is_set():
+                    return
+                events.put((resource.plural, event))
+        except BaseException as e:  # handed to the caller, in its thread
+            events.put(e)
+
+    for resource, listed in ((JOBS, jobs), (PODS, pods)):
+        threading.Thread(target=follow_one, args=(resource, listed), daemon=True).start()
+
+    def take(item: tuple[str, Event] | BaseException) -> None:
+        if isinstance(item, BaseException):
+            raise item
+        follower.take(*item)
+
+    settle: Deadline | None = Deadline.after(TIE) if run.state == FAILED else None
+    shown = run  # what the caller was last given
+    try:
+        while True:
+            wait_until = deadline if settle is None else settle
+            if settle is not None and deadline is not None:
+                wait_until = deadline.sooner(settle.remaining())
+            item = _next(events, wait_until)
+            if item is not None:
+                take(item)
+                while not events.empty():  # every event that has come, then judge the run once
+                    take(events.get_nowait())
+            elif deadline is not None and deadline.remaining() <= 0:
+                if run.state == FAILED:
+                    tell()
+                    yield run  # the deadline cut the wait for its second short: it failed
+                return
+            settled = settle is not None and settle.remaining() <= 0
+            now = follower.judge(nodes.read(follower.unknown_nodes()))
+            follower.remember(now)
+            if now.state == FAILED and settle is None:
+                settle = Deadline.after(TIE)  # its second passes on the server meanwhile
+            elif now.state != FAILED:
+                settle = None
+            ended = verdict(now, settled)
+            if ended is not None:
+                tell()
+                yield ended
+                return
+            if now.state != FAILED and changes(shown, now):
+                tell()
+                yield now
+                shown = now
+            run = now
+    finally:
+        until.stopped.set()
+
+
+class NodeReader:
+    """How the nodes of pods in phase Unknown are: each node read once (a get), when first asked.
+
+    Reading nodes needs `get` on nodes, cluster-wide; a user without it (403) gets
+    `unreachable` for the node, and the command goes on.
+    """
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.known: dict[str, str] = {}
+
+    def read(self, names: Iterable[str]) -> dict[str, str]:
+        from simpletfjob.runs.taskstate import node_condition
+
+        for name in sorted(set(names) - set(self.known)):
+            answer = request(self.conn, Action("get", NODES, None, name), passthrough=(403, 404))
+            if answer.status == 404:
+                self.known[name] = "is gone"
+            elif answer.status == 403:
+                self.known[name] = "unreachable"
+            else:
+                self.known[name] = node_condition(json.loads(answer.data))
+        return self.known
+
+
+def _next(
+    events: queue.Queue[tuple[str, Event] | BaseException], deadline: Deadline | None
+) -> tuple[str, Event] | BaseException | None:
+    """The next event, waiting at most until the deadline; None when it has passed."""
+    if deadline is None:
+        return events.get()
+    remaining = deadline.remaining()
+    if remaining <= 0:
+        return None
+    try:
+        return events.get(timeout=remaining)
+    except queue.Empty:
+        return None
+
+
+def clean_up(conn: Connection, run: Run, cleanup: str, report: Callable[[str], None]) -> None:
+    """Delete what `cleanup` says (running: the tasks not finished; all: the run), Background.
+
+    Background propagation: the Job goes at once and the garbage collector removes its pods;
+    the pods of finished tasks stay, with their Jobs, for `kubectl logs`. Each delete names
+    the uid of the object as it was read: one that took the name since is left alone, and
+    reported.
+
+    Only what the run's apply made is deleted: an object whose `simpletfjob/name`
+    annotation names another object is a copy (made under another name with the run's
+    labels), and is left, with a line that says so. An object without the annotation (a
+    run applied by an older version) is taken as made by apply: a copy of it cannot be told
+    apart, but a copy that claims a task of the run makes it Ambiguous, and then nothing is
+    cleaned up at all.
+    """
+    if cleanup == "none":
+        return
+    chosen = [task for task in run.tasks if cleanup == "all" or not task.finished]
+    if not chosen and cleanup != "all":
+        return
+    jobs = [task.job for task in chosen if task.applied]
+    for task in chosen:
+        if not task.applied:
+            report(_left("job.batch", task.job, task.copied_from))
+    services = list_objects(conn, SERVICES, label_selector=run_selector(run.name)).items
+    names = set(jobs)
+    uids = {task.job: task.uid for task in run.tasks}
+    doomed: list[Mapping[str, Any]] = []
+    for s in services:
+        if not (
+            cleanup == "all"
+            or _name(s) in names
+            or ((s.get("spec") or {}).get("selector") or {}).get("job-name") in names
+        ):
+            continue
+        own = ((s.get("metadata") or {}).get("annotations") or {}).get(NAME_ANNOTATION)
+        if isinstance(own, str) and own != _name(s):
+            report(_left("service", _name(s), own))
+        else:
+            doomed.append(s)
+    targets = [(JOBS, name, uids.get(name, "")) for name in jobs] + [
+        (SERVICES, _name(s), str((s.get("metadata") or {}).get("uid") or "")) for s in doomed
+    ]
+    for resource, object_name, uid in targets:
+        # Only the object that was read: one that took its name since is not the run's.
+        gone = delete(conn, resource, object_name, propagation="Background", uid=uid or None)
+        if gone.replaced:
+            report(replaced_line(resource.ref(object_name)))
+        elif not gone.already_gone:
+            report(f"{resource.ref(object_name)} deleted")
+
+
+def _left(kind: str, name: str, copied_from: str) -> str:
+    return (
+        f"{kind}/{name} left: not made by apply (its {NAME_ANNOTATION} annotation "
+        f"names {copied_from!r}, a copy)"
+    )
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name"))

@@ -1,0 +1,8 @@
+"""Templates: finding and reading one, its values, and rendering its text for one task.
+
+catalog.py   a template file or built-in, its header, and the header's defaults
+values.py    --set and -f values, merged as helm merges them
+sandbox.py   the jinja environment: sandboxed, strict, bounded
+compiled.py  the compiled template: the legacy syntax, and rendering one task's text
+markers.py   where a placed value stands in the text, and how it is written there
+"""

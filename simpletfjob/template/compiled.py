@@ -1,0 +1,422 @@
+"""Render: the legacy `{{.x}}` syntax, where placed values land, and per-task rendering.
+
+Templates use jinja2 with `<< >>` for variables (so Helm and Argo `{{ }}` pass
+through untouched), `{% %}` for statements and `<# #>` for comments (so shell
+text such as `${#ARRAY[@]}` is not taken for a comment). The environment
+(`sandbox`) is sandboxed, strict and bounded: an undefined name is an error
+naming it and its line, and a runaway loop or allocation stops in one line.
+
+A framework names large values that it places itself (see frameworks/): a bare
+`<<NAME>>` of one of them becomes a marker in the rendered text. Each task's
+text is checked with the markers standing as themselves, and the YAML scalar a
+marker stands in (quoted, plain or block; in flow or block context) settles how
+the value's JSON is escaped there (see `CompiledTemplate.resolve`), so that
+every document is valid YAML and the JSON reads back with `json.loads` as the
+task's value. The template is compiled once and the markers are filled in at
+the end, so a large value is built once per run and never parsed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from simpletfjob.errors import TemplateError, number_problem
+from simpletfjob.template.markers import (
+    MARK_CLOSE,
+    MARK_OPEN,
+    MARKER,
+    Placement,
+    classify_placement,
+    place_parts,
+    settle,
+)
+from simpletfjob.template.sandbox import Bounds, RenderLimit, check_tags, make_environment
+
+if TYPE_CHECKING:
+    from simpletfjob.frameworks import RunValues
+    from simpletfjob.tasks import Task
+
+T = TypeVar("T")
+
+# A YAML merge key `<<: *anchor` is never a jinja expression: keep it literal.
+_MERGE_KEY = re.compile(r"<<(?=[ \t]*:(?:[ \t]|$))", re.MULTILINE)
+
+# Patterns for rare paths (messages, comments) are compiled on first use, through re's
+# cache, so that the cold start does not pay for them.
+# Jinja expressions and statements, in a template line.
+_EXPRESSION = r"(<<.*?>>|\{\{\s*\.\w+\s*\}\})"
+_STATEMENT = r"\{%|<#|#>"
+# A marker in a message, as itself or as repr() shows it.
+_SHOWN_MARKER = r"(?:\ue000|\\ue000)(\d+)(?:\ue001|\\ue001)"
+
+
+def translate_source(
+    source: str,
+    placed: Sequence[str] = (),
+    legacy: Sequence[str] = (),
+    blocks: Sequence[str] = (),
+    filename: str = "<template>",
+) -> tuple[str, list[Placement]]:
+    """Rewrite legacy syntax and merge keys, and turn each bare placed value into a marker.
+
+    `legacy` are the names the original tool wrote as `{{.name}}`. `blocks` are placed
+    values that are lines of YAML (a framework's env entries): one must stand alone on
+    its line, and the lines it becomes take that line's indentation (mode "lines"; it
+    stands in the checks as one sequence entry). Anywhere else it would break the YAML
+    around it, so it is refused, naming its line.
+    """
+    if legacy:
+        names = "|".join(map(re.escape, legacy))
+        source = re.sub(r"\{\{\s*\.(" + names + r")\s*\}\}", r"<<\1>>", source)
+    source = _MERGE_KEY.sub("<< '<<' >>", source)
+    lines = source.split("\n")
+    placements: list[Placement] = []
+    if not placed and not blocks:
+        return "\n".join(lines), placements
+    every = (*placed, *blocks)
+    bare = re.compile(r"<<\s*(" + "|".join(map(re.escape, every)) + r")\s*>>")
+    for number, line in enumerate(lines):
+        if not any(name in line for name in every):
+            continue
+        pieces: list[str] = []
+        pos = 0
+        matched = False
+        for match in bare.finditer(line):
+            matched = True
+            if match[1] in blocks:
+                lead = line[: match.start()]
+                if lead.strip() or line[match.end() :].strip() or "\t" in lead:
+                    raise TemplateError(
+                        f"{filename}:{number + 1}: <<{match[1]}>> must stand alone on its line, "
+                        "indented as the env entries it becomes (under env:)"
+                    )
+                placements.append(Placement("lines", lead, number + 1, f"{lead}- ", name=match[1]))
+                pieces = [f"{MARK_OPEN}{len(placements) - 1}{MARK_CLOSE}"]
+                pos = len(line)
+                break
+            guess = classify_placement(lines, number, match.start(), match.end())
+            placement = guess._replace(name=match[1])
+            marker = f"{MARK_OPEN}{len(placements)}{MARK_CLOSE}"
+            placements.append(placement)
+            if placement.mode in ("block", "line"):
+                pieces = [marker]  # the marker stands for the whole line, indentation included
+                pos = len(line)
+                break
+            pieces += [line[pos : match.start()], marker]
+            pos = match.end()
+        if matched:
+            lines[number] = "".join(pieces) + line[pos:]
+    return "\n".join(lines), placements
+
+
+class CompiledTemplate:
+    """A template compiled once, rendered per task into text with markers for placed values."""
+
+    def __init__(
+        self,
+        source: str,
+        filename: str,
+        known: Sequence[str],
+        placed: Sequence[str] = (),
+        legacy: Sequence[str] = (),
+        blocks: Sequence[str] = (),
+    ) -> None:
+        for char in (MARK_OPEN, MARK_CLOSE):
+            if char in source:
+                raise TemplateError(
+                    f"{filename}: contains U+{ord(char):04X}, which simpletfjob reserves"
+                )
+        self.filename = filename
+        source = unix_newlines(source)
+        text, self.placements = translate_source(source, placed, legacy, blocks, filename)
+        env = make_environment()
+        self._environment = env
+        self._bounds = Bounds(filename)
+        try:
+            check_tags(text, filename)
+            ast = self._bounds.run(lambda: env.parse(text, filename=filename), "to compile")
+            code = self._bounds.run(
+                lambda: env.compile(ast, name=filename, filename=filename), "to compile"
+            )
+        except RenderLimit as e:
+            raise TemplateError(_limit_message(e, filename)) from e
+        except RecursionError as e:  # jinja's parser and code generator recurse per level
+            raise TemplateError(
+                f"{filename}: the template nests too deeply to compile (brackets, operators "
+                "or blocks inside one another, thousands deep)"
+            ) from e
+        except Exception as e:  # jinja2.TemplateSyntaxError, named without importing jinja2 early
+            raise _template_error(e, filename) from e
+        # The names the template uses in expressions of its own (a placed value too).
+        self.referenced = _check_names(ast, filename, set(known))
+        self._ast = ast  # walked again only to judge a nested --set (`value_paths`)
+        self._paths: frozenset[tuple[str, ...]] | None = None
+        # The globals as a plain dict, not jinja's ChainMap over the environment's: each
+        # render copies them into its context, and a ChainMap is copied key by key in Python.
+        globals_ = dict(env.make_globals(None))
+        self._template = env.template_class.from_code(env, code, globals_, None)
+        self._index = {p: i for i, p in enumerate(self.placements)}
+        self._source = source
+        self._line_patterns: list[tuple[int, re.Pattern[str]]] | None = None
+        # A header left out of the output is a jinja comment of as many lines.
+        header = re.match(r"<#[^#]*?#>\n", self._source)
+        self._header_lines = header[0].count("\n") if header else 0
+
+    def reads(self, path: Sequence[str]) -> bool:
+        """Whether the template may read value `path` (`['gpus']`, or `['a', 'b']` for a.b).
+
+        A top-level name is read when the template uses it at all (`referenced`, as jinja's
+        meta finds it: a template reaches its values only by name). A nested one is read
+        when the template reads it, a value inside it, or the value around it as a whole
+        (`a`, `a | tojson`, `a[key]` with a key it computes, `a.items()`): see `value_paths`.
+        """
+        if not path or path[0] not in self.referenced:
+            return False
+        wanted = tuple(path)
+        return len(wanted) == 1 or any(
+            read[: len(wanted)] == wanted or wanted[: len(read)] == read
+            for read in self.value_paths()
+        )
+
+    def value_paths(self) -> frozenset[tuple[str, ...]]:
+        """Every value path the template reads: ('a',) for a whole, ('a', 'b') for `a.b` or `a['b']`.
+
+        A step the template computes (`a[key]`) ends the path: all below may be read.
+        """
+        if self._paths is None:
+            self._paths = frozenset(_value_paths(self._ast))
+        return self._paths
+
+    def render(self, context: Mapping[str, Any]) -> str:
+        """One task's text; its work is bounded (see `sandbox`)."""
+        try:
+            return self._bounds.render(self._environment, lambda: self._template.render(context))
+        except MemoryError:  # within `bounded`: it says so, for the whole task
+            raise
+        except Exception as e:
+            raise _template_error(e, self.filename) from e
+
+    def bounded(self, work: Callable[[], T]) -> T:
+        """`work()` (a task's render and checks) within the run's memory cap and CPU time."""
+        try:
+            return self._bounds.run(work)
+        except RenderLimit as e:
+            raise TemplateError(_limit_message(e, self.filename)) from e
+
+    def split(self, text: str) -> list[str]:
+        """Text and marker numbers, alternating: [text, '0', text, '1', text]."""
+        return MARKER.split(text)
+
+    def fill(self, pieces: Sequence[str], values: RunValues, task: Task) -> Iterator[str]:
+        yield pieces[0]
+        for i in range(1, len(pieces), 2):
+            yield from place_parts(self.placements[int(pieces[i])], values, task)
+            yield pieces[i + 1]
+
+    def stand_in(self, pieces: Sequence[str]) -> tuple[str, list[int], list[int]]:
+        """The text to check, and where each marker's stand-in starts in it and its length.
+
+        A marker stands as itself (indented, where it stands for a whole line): a
+        word of private-use characters is valid inside any YAML scalar, quoted or
+        plain, flow or block, so the check sees the template's own structure.
+        """
+        out = [pieces[0]]
+        starts = []
+        lengths = []
+        position = len(pieces[0])
+        for i in range(1, len(pieces), 2):
+            placement = self.placements[int(pieces[i])]
+            text = f"{placement.stand}{MARK_OPEN}{pieces[i]}{MARK_CLOSE}"
+            starts.append(position)
+            lengths.append(len(text))
+            out += [text, pieces[i + 1]]
+            position += len(text) + len(pieces[i + 1])
+        return "".join(out), starts, lengths
+
+    def resolve(
+        self, pieces: Sequence[str], text: str, starts: Sequence[int], documents: Sequence[Any]
+    ) -> tuple[list[str], list[tuple[int, str]]]:
+        """Settle each marker's placement from the YAML scalar it stands in.
+
+        `text` is stand_in(pieces) and `documents` its composed node trees. Returns
+        the pieces with each marker naming its settled placement, and the quotes to
+        insert into the text (offsets in `text`) where a plain scalar must be quoted.
+        """
+        resolved = list(pieces)
+        inserts: list[tuple[int, str]] = []
+        quoted: set[int] = set()
+        for i in range(1, len(pieces), 2):
+            guess = self.placements[int(pieces[i])]
+            if guess.mode == "lines":
+                continue  # whole lines of YAML, written as they are
+            at = starts[i // 2] + len(guess.stand)
+            marker = f"{MARK_OPEN}{pieces[i]}{MARK_CLOSE}"
+            placement = settle(guess, text, at, marker, documents, inserts, quoted, self.filename)
+            number = self._index.get(placement)
+            if number is None:
+                number = self._index[placement] = len(self.placements)
+                self.placements.append(placement)
+            resolved[i] = str(number)
+        return resolved, inserts
+
+    def refuse_marker(self, text: str, what: str) -> None:
+        """A placed value may not stand in `what`; the error names the template line."""
+        match = MARKER.search(text)
+        if match is not None:
+            placement = self.placements[int(match[1])]
+            raise TemplateError(
+                f"{self.filename}:{placement.line}: <<{placement.name}>> cannot stand in {what}"
+            )
+
+    def template_line(self, rendered: str, near: int) -> int | None:
+        """The number of the template line that renders as `rendered`, the nearest to `near`."""
+        if self._line_patterns is None:
+            self._line_patterns = []
+            for number, line in enumerate(self._source.split("\n"), start=1):
+                parts = re.split(_EXPRESSION, line.rstrip())
+                if re.search(_STATEMENT, line) or not "".join(parts[::2]).strip():
+                    continue
+                pattern = ".*?".join(re.escape(part) for part in parts[::2])
+                self._line_patterns.append((number, re.compile(pattern)))
+        rendered = MARKER.sub(self._as_written, rendered).rstrip()
+        found = [n for n, p in self._line_patterns if p.fullmatch(rendered)]
+        return min(found, key=lambda n: abs(n - near)) if found else None
+
+    def public(self, message: str, text: str = "", *lines: int) -> str:
+        """A check's message with each marker shown as the template wrote it, naming the template line.
+
+        `lines` (from 0) are where in `text`, the task's text, the message points:
+        the first that a template line renders as is named.
+        """
+        match = re.search(_SHOWN_MARKER, message)
+        if match is None:
+            rendered = text.split("\n")
+            for line in lines:
+                if 0 <= line < len(rendered) and rendered[line].strip():
+                    found = self.template_line(rendered[line], line + 1 + self._header_lines)
+                    if found is not None:
+                        return f"{message} ({self.filename}:{found})"
+            return message
+        placement = self.placements[int(match[1])]
+        shown = re.sub(_SHOWN_MARKER, self._as_written, message)
+        return f"{shown} (<<{placement.name}>> at {self.filename}:{placement.line})"
+
+    def _as_written(self, marker: re.Match[str]) -> str:
+        """A marker as the template wrote it: `<<NAME>>`."""
+        return f"<<{self.placements[int(marker[1])].name}>>"
+
+
+def unix_newlines(text: str) -> str:
+    """The text with its Windows ('\\r\\n') and old Mac ('\\r') line endings as '\\n'.
+
+    YAML reads all three as line breaks, but the placement rules and the header
+    see lines by '\\n': so a template's lines end the same however it was saved,
+    and the output uses '\\n' throughout.
+    """
+    if "\r" not in text:
+        return text
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+# The jinja filters (False) and tests (True) that ask whether a value is there.
+_ASKING = {False: ("default", "d"), True: ("defined", "undefined")}
+
+
+def _check_names(ast: Any, filename: str, known: set[str]) -> set[str]:
+    """Fail on the first name the template uses that no task will define, naming its line.
+
+    A name the template asks about, as jinja and helm users do for an optional value
+    (`x is defined`, `x is undefined`, `x | default(...)`), is left to the render: a use
+    of it that no such test guards is still an error there, naming its line.
+    """
+    from jinja2 import meta, nodes
+
+    referenced: set[str] = meta.find_undeclared_variables(ast)
+    unknown = referenced - known
+    if unknown:  # asked about, they may be left out
+        unknown -= {
+            node.node.name
+            for node in ast.find_all((nodes.Test, nodes.Filter))
+            if node.name in _ASKING[type(node) is nodes.Test] and isinstance(node.node, nodes.Name)
+        }
+    if unknown:
+        first = min(
+            (n.lineno, n.name)
+            for n in ast.find_all(nodes.Name)
+            if n.name in unknown and n.ctx == "load"
+        )
+        raise TemplateError(
+            f"{filename}:{first[0]}: {first[1]!r} is undefined; "
+            f"give it with --set {first[1]}=VALUE or -f values.yaml, "
+            f"or use one of: {', '.join(sorted(known, key=str.lower))}"
+        )
+    return referenced
+
+
+def _value_paths(ast: Any) -> Iterator[tuple[str, ...]]:
+    """The paths of the values read in a jinja tree (see `CompiledTemplate.value_paths`)."""
+    from jinja2 import nodes
+
+    stack = [ast]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, nodes.Call) and isinstance(node.node, nodes.Getattr):
+            # A method called on a value (`a.items()`, `a.b.get(k)`) reads it whole.
+            stack += [node.node.node, *node.iter_child_nodes(exclude=("node",))]
+            continue
+        if not isinstance(node, (nodes.Name, nodes.Getattr, nodes.Getitem)):
+            stack += node.iter_child_nodes()
+            continue
+        keys: list[str] = []
+        while isinstance(node, (nodes.Getattr, nodes.Getitem)):
+            if isinstance(node, nodes.Getattr):
+                keys.append(node.attr)
+            elif isinstance(node.arg, nodes.Const) and isinstance(node.arg.value, (str, int)):
+                keys.append(str(node.arg.value))
+            else:  # a key the template computes: anything below this step may be read
+                keys.clear()
+                stack.append(node.arg)
+            node = node.node
+        if isinstance(node, nodes.Name):
+            if node.ctx == "load":
+                yield (node.name, *reversed(keys))
+        else:
+            stack.append(node)
+
+
+def _limit_message(e: RenderLimit, filename: str) -> str:
+    if e.message.startswith(f"{filename}:"):
+        return e.message
+    return f"{filename}:{e.lineno}: {e.message}" if e.lineno else f"{filename}: {e.message}"
+
+
+def _template_error(e: Exception, filename: str) -> TemplateError:
+    lineno = getattr(e, "lineno", None)
+    if lineno is None:
+        import traceback
+
+        frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename == filename]
+        lineno = frames[-1].lineno if frames else None
+    where = f"{filename}:{lineno}" if lineno else filename
+    number = number_problem(e)
+    if number is not None:
+        return TemplateError(f"{where}: {number}")
+    kind = type(e).__name__
+    message = getattr(e, "message", None) or str(e)
+    if kind == "UndefinedError":
+        name = re.fullmatch(r"'(\w+)' is undefined", message)
+        hint = f"; give it with --set {name[1]}=VALUE or -f values.yaml" if name else ""
+        return TemplateError(f"{where}: {message}{hint}")
+    if kind in ("RenderLimit", "TemplateNotFound"):
+        return TemplateError(f"{where}: {message}")
+    if kind == "RecursionError":
+        return TemplateError(
+            f"{where}: the template recurses too deeply "
+            "(a macro or a recursive loop that calls itself without end?)"
+        )
+    if kind == "TemplateSyntaxError":
+        return TemplateError(f"{where}: template syntax error: {message}")
+    first_line = message.splitlines()[0] if message else kind
+    return TemplateError(f"{where}: {kind}: {first_line}")

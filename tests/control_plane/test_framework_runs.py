@@ -1,0 +1,105 @@
+"""PyTorch and JAX runs on the real control plane: the built-ins pass a server dry run, and
+with the kubelet stand-in one run of each goes from its built-in through `apply` and `wait`
+to success, its processes really meeting (torchrun's static rendezvous, JAX's coordinator).
+
+The stand-in runs every pod on this machine's network, so the run's three tasks share one
+node at 127.0.0.2 (--tasks-per-host 3, --address internal-ip): each gets its own port, and
+all meet at worker 0's.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import write
+from tests.process.test_frameworks import JAX_SCRIPT, TORCH_SCRIPT, free_port
+from tests.support.control_plane import ControlPlane
+from tests.support.kubelet import Kubelet, Node
+
+_names = itertools.count()
+BUILTINS = {"pytorch-ddp": "torch", "jax-multiprocess": "jax"}
+
+
+@pytest.mark.parametrize("builtin", sorted(BUILTINS))
+def test_a_built_in_passes_validation_and_a_server_dry_run(
+    cli: Any, kube: ControlPlane, namespace: str, tmp_path: Path, builtin: str
+) -> None:
+    kubeconfig = str(kube.kubeconfig(tmp_path / "kc", namespace=namespace))
+    result = cli(
+        "apply", builtin, "--nodes", "a,b,c", "--kubeconfig", kubeconfig,
+        "--dry-run", "server", "--validate",
+    )  # fmt: skip
+    assert result.code == 0, result.err
+    assert "3 created; server dry run, nothing changed" in result.err
+    jobs = kube.admin.get(f"/apis/batch/v1/namespaces/{namespace}/jobs")["items"]
+    assert jobs == []
+
+
+@pytest.fixture
+def node(kube: ControlPlane, tmp_path: Path) -> Iterator[str]:
+    """One node on 127.0.0.2, run by the kubelet stand-in; its name."""
+    name = f"fw-{next(_names)}"
+    with Kubelet(kube, [Node(name, "127.0.0.2")], tmp_path / "kubelet"):
+        yield name
+
+
+@pytest.mark.parametrize(
+    ("builtin", "script", "printed"),
+    [
+        ("pytorch-ddp", TORCH_SCRIPT, [f"rank={r} world=3 node={r} sum=6" for r in range(3)]),
+        ("jax-multiprocess", JAX_SCRIPT, [f"process={p} of=3 devices=3 sum=6" for p in range(3)]),
+    ],
+)
+def test_a_run_of_each_framework_applies_and_waits_to_success(
+    cli: Any,
+    kube: ControlPlane,
+    namespace: str,
+    node: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    builtin: str,
+    script: str,
+    printed: list[str],
+) -> None:
+    module = BUILTINS[builtin]
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"{module} is not installed (the test extra installs it)")
+    monkeypatch.setenv("JAX_PLATFORMS", "cpu")  # the stand-in's pods inherit this process's env
+    path = write(tmp_path / "train.py", script)
+    kubeconfig = str(kube.kubeconfig(tmp_path / "kc", namespace=namespace))
+    run = f"fw{next(_names)}"
+    shm = ("--set", "shm=64Mi") if builtin == "pytorch-ddp" else ()  # only torchrun's reads it
+    result = cli(
+        "apply", builtin, "--kubeconfig", kubeconfig, "--name", run,
+        "--tasks-per-host", "3", "--address", "internal-ip", "--port", str(free_port()),
+        "--set", "gpus=0", "--set", "cpu=100m", "--set", "memory=256Mi", *shm,
+        "--set", f"script={path}", "--set", "backoff_limit=0",
+    )  # fmt: skip
+    assert result.code == 0, result.err
+    assert "3 worker (127.0.0.2:" in result.err
+
+    status = cli("status", run, "--kubeconfig", kubeconfig, "-o", "json")
+    assert status.code == 0, status.err
+    tasks = json.loads(status.out)
+    assert tasks["successPolicy"] == "all-workers"
+    assert sorted(t["task"] for t in tasks["tasks"]) == ["worker-0", "worker-1", "worker-2"]
+
+    waited = cli("wait", run, "--kubeconfig", kubeconfig, "--timeout", "5m")
+    assert waited.code == 0, waited.err
+    assert waited.err.splitlines()[-1].startswith(f"run {run} succeeded")
+    for i in range(3):  # all-workers: every rank ran to its end
+        assert f"worker-{i} Succeeded" in waited.err
+
+    # Every line (the frameworks' own warnings may follow the program's), from the container
+    # that carries the framework's variables.
+    logs = cli("logs", run, "--kubeconfig", kubeconfig, "--tail", "-1")
+    assert logs.code == 0, logs.err
+    lines = {line.partition(" | ")[2] for line in logs.out.splitlines()}
+    assert set(printed) <= lines, logs.out

@@ -6,6 +6,7 @@ import sys
 from typing import Any
 
 from simpletfjob.cli.params import make_command
+from simpletfjob.errors import Interrupted
 from simpletfjob.options.runs import LogsOptions
 
 
@@ -25,7 +26,7 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     With -f it follows every task at once, with no limit on streams, picks up pods
     made later (a new attempt after a failure) and containers started again in place,
     and ends when the run ends by its success policy, with wait's exit status: 0 when
-    it succeeded, 1 when it failed.
+    it succeeded, 1 when it failed; an interrupt (Ctrl-C) ends it quietly, with 130.
 
     \b
     Examples:
@@ -53,7 +54,11 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
         if not options.follow:
             show_logs(conn, options.run, selection, request, printer, _note)
             return
-        run = follow_logs(conn, options.run, selection, request, printer, _note)
+        try:
+            run = follow_logs(conn, options.run, selection, request, printer, _note)
+        except Interrupted as e:
+            # Ctrl-C is how a follow ends, as for kubectl logs -f: no message, the signal's code.
+            raise SystemExit(e.exit_code) from None
     if run.state != SUCCEEDED:
         from simpletfjob.cli.wait import RunFailed
 

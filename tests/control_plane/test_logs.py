@@ -7,6 +7,8 @@ lines, so what `logs` shows is what the pods really wrote, through pods/log.
 from __future__ import annotations
 
 import itertools
+import signal
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import ROOT, Result, assert_one_line_error, write
+from tests.conftest import ROOT, Result, assert_one_line_error, console_script, write
 from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
 from tests.support.kubelet import Kubelet, Node
@@ -220,3 +222,22 @@ def test_the_docs_role_is_enough_for_logs_and_logs_f(
     followed = cli("logs", "lg", "--role", "worker", "-f", "--kubeconfig", kubeconfig)
     assert followed.code == 0, followed.err
     assert prefixed(followed.out)["worker-0"] == ["worker-0 line 0", "worker-0 line 1"]
+
+
+def test_an_interrupt_ends_logs_f_quietly_with_130(run: LogsRun) -> None:
+    for node in run.kubelet.nodes.values():
+        node.beating = False  # no pod starts: the run goes on until interrupted
+    run.apply(lines=1)
+    proc = subprocess.Popen(
+        [console_script(), "logs", "lg", "-f", "--kubeconfig", run.kubeconfig],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    first = proc.stderr.readline()  # a task with nothing to show yet: following has begun
+    assert "waiting to start" in first or "no pod yet" in first, first
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert "interrupted" not in err and "Traceback" not in err, err

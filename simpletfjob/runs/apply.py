@@ -1,8 +1,8 @@
 """Applying a run to the cluster: server-side apply, after the server has judged every object.
 
     documents -> manifests (one namespace, the run's labels)
-              -> the run as it is (runs.py)
-              -> --replace: dry runs of every delete and every new object (replacing.py),
+              -> the run as it is (objects.py)
+              -> --replace: dry runs of every delete and every new object (replace.py),
                  then delete it (each object by its uid), wait for its Jobs and Services
               -> else a server-side dry run of every object: refused, or a different run?
               -> Services, then Jobs, applied for real (or, with --dry-run=server, not)
@@ -177,7 +177,7 @@ def apply_manifests(
 ) -> list[tuple[Manifest, str]]:
     """Apply the run's manifests in order; each object's outcome ('created', ...), as reported.
 
-    With `replace`, an existing run is checked (replacing.py), deleted (propagation
+    With `replace`, an existing run is checked (replace.py), deleted (propagation
     Foreground) and waited for until its Jobs and Services are gone, up to `timeout`
     seconds. With `dry_run`, the server judges every object and nothing is changed.
     With `force`, fields that another field manager owns are taken over

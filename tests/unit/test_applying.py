@@ -1,4 +1,4 @@
-"""What a run is (runs.py), and the documents apply will send (applying.manifests), without a server."""
+"""What a run is (runs/objects.py), and the documents apply will send (runs/apply.py's manifests), without a server."""
 
 from __future__ import annotations
 

@@ -43,8 +43,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import EXAMPLES, load_all
-from tests.support.kubeapi import closed_port
+import yaml
+
+from tests.conftest import EXAMPLES, job_template, load_all
+from tests.support.kubeapi import closed_port, make_node
 
 TIMEOUT = 120  # seconds: generous, for a loaded machine; a row that takes it has hung
 
@@ -1775,3 +1777,224 @@ CASES: dict[str, Case] = {
         check=no_temporary_file,
     ),
 }
+
+
+# -- rows made by rule: the same refusal for each field, each form, each reserved name ------------
+
+
+def holding(*fragments: str) -> str:
+    """The pattern of a line that holds each fragment, in any order."""
+    return "^" + "".join(f"(?=.*{re.escape(f)})" for f in fragments)
+
+
+TEMPLATE = job_template("              value: '<<TF_CONFIG>>'")
+IMAGE_TEMPLATE = TEMPLATE.replace("tensorflow/tensorflow", "<<image>>")
+
+
+def saved_list(nodes: list[dict[str, Any]]) -> dict[str, Any]:
+    items = [{"apiVersion": "v1", "kind": "Node", **n} for n in nodes]
+    return {"apiVersion": "v1", "items": items, "kind": "List", "metadata": {}}
+
+
+def two_nodes() -> list[dict[str, Any]]:
+    return [make_node("a", images=2), make_node("b", images=2, gpu_taint=True)]
+
+
+def changed(path: str, value: Any) -> Callable[[list[dict[str, Any]]], None]:
+    """Set one field of node b ('.'-separated, list indexes as numbers); None deletes it."""
+
+    def change(nodes: list[dict[str, Any]]) -> None:
+        *parents, last = [int(p) if p.isdigit() else p for p in path.split(".")]
+        target: Any = nodes[1]
+        for part in parents:
+            target = target[part]
+        if value is None:
+            del target[last]
+        else:
+            target[last] = value
+
+    return change
+
+
+MALFORMED_NODES = [
+    ("metadata.labels", ["pool=a"], "metadata.labels must be a mapping, not a list"),
+    ("metadata.labels", "pool=a", "metadata.labels must be a mapping, not the string 'pool=a'"),
+    ("metadata.labels.pool", 4, "metadata.labels['pool'] must be a string, not the integer 4"),
+    ("metadata", "b", "items[1]: metadata must be a mapping, not the string 'b'"),
+    ("metadata", None, "items[1]: metadata is missing"),
+    ("metadata.name", 5, "items[1]: metadata.name must be a non-empty string, not the integer 5"),
+    ("metadata.name", None, "items[1]: metadata.name is missing"),
+    ("spec", ["x"], "node 'b': spec must be a mapping, not a list"),
+    ("spec.taints", {"key": "a"}, "spec.taints must be a list, not a mapping"),
+    ("spec.taints.0", "gpu:NoSchedule", "spec.taints[0] must be a mapping, not the string"),
+    ("spec.taints.0.key", None, "spec.taints[0].key is missing"),
+    ("spec.taints.0.effect", 1, "spec.taints[0].effect must be a string, not the integer 1"),
+    ("spec.unschedulable", "true", "spec.unschedulable must be true or false, not the string"),
+    ("status", "Ready", "node 'b': status must be a mapping, not the string 'Ready'"),
+    ("status.conditions", ["Ready"], "status.conditions[0] must be a mapping, not the string"),
+    ("status.conditions", {"Ready": "True"}, "status.conditions must be a list, not a mapping"),
+    ("status.conditions.3.status", True, "status.conditions[3].status must be a string, not the boolean true"),
+    ("status.conditions.3.type", None, "status.conditions[3].type is missing"),
+    ("status.addresses", "10.0.0.1", "status.addresses must be a list, not the string"),
+    ("status.addresses.0.address", 10, "status.addresses[0].address must be a string, not the integer 10"),
+    ("status.allocatable", "8", "status.allocatable must be a mapping, not the string '8'"),
+    ("status.allocatable.nvidia.com/gpu", [8], "['nvidia.com/gpu'] must be a quantity"),
+]  # fmt: skip
+
+
+def _set_gpu(value: Any) -> Callable[[list[dict[str, Any]]], None]:
+    def change(nodes: list[dict[str, Any]]) -> None:
+        nodes[1]["status"]["allocatable"]["nvidia.com/gpu"] = value
+
+    return change
+
+
+def mutation(path: str, value: Any) -> Callable[[list[dict[str, Any]]], None]:
+    return _set_gpu(value) if path.endswith("nvidia.com/gpu") else changed(path, value)
+
+
+def _node_list_rows() -> dict[str, Case]:
+    """A saved NodeList with one field of node b malformed, in JSON and in YAML; documents
+    that are no NodeList; and files that start with a brace, read as JSON."""
+    rows: dict[str, Case] = {}
+    for i, (path, value, message) in enumerate(MALFORMED_NODES):
+        for form in ("json", "yaml"):
+            nodes = two_nodes()
+            mutation(path, value)(nodes)
+            document = saved_list(nodes)
+            text = json.dumps(document, indent=4) if form == "json" else yaml.safe_dump(document)
+            rows[f"nodelist/node-b-{path}-{i}-in-{form}"] = Case(
+                ["t.yaml", "--nodes-file", f"nodes.{form}", "-o", "-"],
+                1,
+                holding(f"nodes.{form}: items[1]", message),
+                files={f"nodes.{form}": text, "t.yaml": TEMPLATE},
+            )
+    documents = {
+        "items-a-mapping": ({"kind": "List", "items": {"a": 1}}, "nodes.json: items must be a list of nodes, not a mapping"),
+        "an-item-a-string": ({"kind": "List", "items": ["a"]}, "nodes.json: items[0]: a node must be a mapping, not the string 'a'"),
+        "a-node-twice": ({"kind": "List", "items": [make_node("a"), make_node("a")]}, "nodes.json: items[1]: host 'a' is listed twice (first at nodes.json: items[0])"),
+        "an-uppercase-name": ({"kind": "List", "items": [make_node("A")]}, "nodes.json: items[0]: 'A' is not a valid Kubernetes node name"),
+        "one-node-with-labels-a-list": ({"kind": "Node", "metadata": {"name": "a", "labels": []}}, "nodes.json, node 'a': metadata.labels must be a mapping"),
+        "a-secret": ({"kind": "Secret"}, "nodes.json: expected a NodeList"),
+    }  # fmt: skip
+    brace = {
+        "json-cut-short": ('{"kind": "List", "items": [\n  {"metadata": {"name": "a"}},\n', "nodes.json:3: not valid JSON"),
+        "json-with-a-trailing-comma": ('{"kind": "List",\n "items": [], }\n', "nodes.json:2: not valid JSON"),
+        "yaml-flow-mapping-read-as-json": ("{kind: List, items: []}\n", "nodes.json:1: not valid JSON"),
+        "json-nested-too-deeply": ('{"items": ' + "[" * 100_000 + "]" * 100_000 + "}", "nodes.json: not a NodeList: nested too deeply"),
+    }  # fmt: skip
+    texts = {n: (json.dumps(d), m) for n, (d, m) in documents.items()} | brace
+    for name, (text, message) in texts.items():
+        rows[f"nodelist/{name}"] = Case(
+            ["t.yaml", "--nodes-file", "nodes.json", "-o", "-"],
+            1,
+            holding(message),
+            files={"nodes.json": text, "t.yaml": TEMPLATE},
+        )
+    return rows
+
+
+def _value_rows() -> dict[str, Case]:
+    """Values that take a name simpletfjob sets, or a character it reserves."""
+    rows: dict[str, Case] = {}
+    for name in ("type", "index", "host", "port", "TF_CONFIG", "num_tasks"):
+        rows[f"values/file-sets-{name}"] = Case(
+            ["t.yaml", "--nodes", "a,b", "-f", "v.yaml", "-o", "-"],
+            2,
+            holding(f"v.yaml:2: {name!r} is set by simpletfjob for each task"),
+            files={"t.yaml": TEMPLATE, "v.yaml": f"image: x\n{name}: 1\n"},
+        )
+        rows[f"values/set-{name}-to-1"] = Case(
+            ["t.yaml", "--nodes", "a,b", "--set", f"{name}=1", "-o", "-"],
+            2,
+            holding(f"--set '{name}=1': {name!r} is set by simpletfjob"),
+            files={"t.yaml": TEMPLATE},
+        )
+    reserved = {
+        "escaped-u-e000": ('image: "tf\\ue000"\n', "v.yaml:1: image: contains U+E000"),
+        "u-e001": ("image: tf\ue001\n", "v.yaml:1: image: contains U+E001"),
+        "u-e000-in-a-list": ("res:\n  args: [a, 'b\ue0000\ue001']\n", "v.yaml:2: res.args[1]: contains U+E000"),
+        "u-e001-in-a-key": ('res:\n  "k\\U0000e001": 1\n', "v.yaml:2: res.k\ue001 (its key): contains U+E001"),
+    }  # fmt: skip
+    for name, (values, message) in reserved.items():
+        rows[f"values/file-reserved-{name}"] = Case(
+            ["t.yaml", "--nodes", "a,b", "-f", "v.yaml", "-o", "-"],
+            1,
+            holding(message, "a character simpletfjob reserves"),
+            files={"t.yaml": IMAGE_TEMPLATE, "v.yaml": values},
+        )
+    for char in ("\ue000", "\ue001"):
+        code = f"U+{ord(char):04X}"
+        rows[f"values/set-reserved-{code}"] = Case(
+            ["t.yaml", "--nodes", "a,b", "--set", f"image=x{char}0", "-o", "-"],
+            2,
+            holding(f"--set 'image=x\\u{ord(char):04x}0': the value contains {code}"),
+            files={"t.yaml": IMAGE_TEMPLATE},
+        )
+        header = f"# simpletfjob:\n#   values:\n#     image: 'x{char}'\n"
+        rows[f"values/header-reserved-{code}"] = Case(
+            ["h.yaml", "--nodes", "a,b", "-o", "-"],
+            1,
+            holding(f"h.yaml:3: simpletfjob.values.image: contains {code}"),
+            files={"h.yaml": header + IMAGE_TEMPLATE},
+        )
+    return rows
+
+
+def _document_rows() -> dict[str, Case]:
+    """Documents whose fields have the wrong type: with --validate, kind, namespace; nesting."""
+    rows: dict[str, Case] = {}
+    wrong = {
+        "1": "apiVersion: must be a string, not an integer 1",
+        "1.0": "apiVersion: must be a string, not a number 1.0",
+        "true": "apiVersion: must be a string, not a boolean true",
+        "[batch/v1]": 'apiVersion: must be a string, not a list ["batch/v1"]',
+        "{group: batch}": "apiVersion: must be a string, not a mapping",
+        "null": "apiVersion: required field is missing",
+    }
+    for value, message in wrong.items():
+        rows[f"templates/validate-api-version-{value}"] = Case(
+            ["t.yaml", "--nodes", "a,b", "--validate", "-o", "-"],
+            1,
+            holding(f"document 1 (Job 't-ps-0'): {message}"),
+            files={"t.yaml": TEMPLATE.replace("apiVersion: batch/v1", f"apiVersion: {value}")},
+        )
+    for value in ("1", "true", "1.5"):
+        for validate in ((), ("--validate",)):
+            rows[f"templates/kind-{value}{'-validated' if validate else ''}"] = Case(
+                ["t.yaml", "--nodes", "a,b", *validate, "-o", "-"],
+                1,
+                holding(f"document 1 (ps 0 on a): kind {value} is not a string; quote it"),
+                files={"t.yaml": TEMPLATE.replace("kind: Job", f"kind: {value}")},
+            )
+    named = "  name: t-<<type>>-<<index>>\n"
+    for value in ("1", "true", "2.5"):
+        rows[f"templates/namespace-{value}"] = Case(
+            ["t.yaml", "--nodes", "a,b", "--network", "pod", "-o", "-"],
+            1,
+            holding(
+                f"document 1 (ps 0 on a, Job): metadata.namespace {value} is not a string; quote it"
+            ),
+            files={"t.yaml": TEMPLATE.replace(named, f"{named}  namespace: {value}\n", 1)},
+        )
+    deep = "[" * 990 + "]" * 990
+    rows["templates/annotation-nested-990-deep-validated"] = Case(
+        ["t.yaml", "--nodes", "a,b", "--validate", "-o", "-"],
+        1,
+        holding("document 1 (Job 'mnist-ps-0'): nested too deeply"),
+        files={
+            "t.yaml": MNIST.replace("metadata:\n", f"metadata:\n  annotations:\n    x: {deep}\n", 1)
+        },
+    )
+    rows["values/nested-1001-deep"] = Case(
+        ["mnist.yaml", "--nodes", "a,b", "-f", "v.yaml", "-o", "-"],
+        1,
+        holding("v.yaml:1: not valid YAML"),
+        files={"v.yaml": "x: " + "[" * 1001 + "]" * 1001 + "\n"},
+    )
+    return rows
+
+
+_MADE = _node_list_rows() | _value_rows() | _document_rows()
+assert not _MADE.keys() & CASES.keys(), "a row made by rule has the name of a row above"
+CASES.update(_MADE)

@@ -68,5 +68,5 @@ def test_every_kind_of_input_is_attacked() -> None:
         "signals",
     }
     assert all(count >= 4 for count in kinds.values()), kinds
-    assert len(CASES) >= 190
+    assert len(CASES) >= 290
     assert len(IN_PROCESS) >= 100 and len(CASES) - len(IN_PROCESS) >= 40

@@ -1,10 +1,11 @@
 """Shared helpers: run the CLI in-process as a user would, read its YAML back, judge refusals.
 
 Tests live in five trees, by what they run against: `unit/` (functions and the command
-line in-process, no server), `acceptance/` (the example directories and the error cases
-beside them), `loopback/` (the loopback API server), `control_plane/` (the real control
-plane, and tests run on both servers; its conftest starts the plane) and `process/` (the
-installed console script, or the fork server, as a process). Hypothesis runs its `fast` profile unless HYPOTHESIS_PROFILE names
+line in-process, no server), `acceptance/` (the example directories, and the rows of
+tests/error_table.py that run in-process), `loopback/` (the loopback API server),
+`control_plane/` (the real control plane, and tests run on both servers; its conftest
+starts the plane) and `process/` (the installed console script, or the fork server, as a
+process). Hypothesis runs its `fast` profile unless HYPOTHESIS_PROFILE names
 another (`thorough` tries many more examples).
 """
 

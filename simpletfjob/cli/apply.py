@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import sys
-from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from simpletfjob.cli.params import make_command
 from simpletfjob.options.render import check_options
 from simpletfjob.options.runs import ApplyOptions
+
+if TYPE_CHECKING:
+    from simpletfjob.plan import Plan
+    from simpletfjob.runs.apply import AppliedRun
 
 
 @make_command(
@@ -44,49 +47,45 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     options = ApplyOptions(**values)
     check_options(options)  # --no-labels and the like, before the template or a cluster is read
     sets = [parse_set(item) for item in options.set_values]
-    apply_run(prepare_options(options, given, sets))
+    options = prepare_options(options, given, sets)
+    say_applied(options, run(options))
 
 
-def apply_run(options: ApplyOptions) -> None:
-    """Plan the run for the namespace it goes to, apply it, and say what was applied."""
-    from simpletfjob.cli.report import plan_explained, summary, tell
+def run(options: ApplyOptions) -> AppliedRun[Plan]:
+    """The run applied (runs/apply.py), planned for the namespace it goes to."""
+    from simpletfjob.cli.report import plan_explained
+    from simpletfjob.kube.connection import Settings
     from simpletfjob.output import spare_inputs_from_stderr
     from simpletfjob.plan import inputs
-    from simpletfjob.runs.apply import apply_manifests, manifests
-    from simpletfjob.runs.objects import connect_for
+    from simpletfjob.runs.apply import Choices, apply_run
 
     spare_inputs_from_stderr(inputs(options))
-
-    connection = (options.kubeconfig, options.context, options.namespace)
-    with connect_for(*connection, purpose="apply the run to") as conn:
-        namespace = conn.namespace
-        # The namespace is written into every document, as the run's DNS names need it.
-        options = options.replace(namespace=namespace)
-        planned = plan_explained(options)
-        assert planned.job is not None  # labels are on: check_options refused --no-labels
-        documents = (
-            (d.text, f"document {i} ({d.id})") for i, d in enumerate(planned.documents, start=1)
-        )
-        wanted = manifests(documents, planned.job, namespace)  # refused in one line, if at all
-        done = apply_manifests(
-            conn,
-            planned.job,
-            wanted,
+    # The namespace is written into every document, as the run's DNS names need it.
+    return apply_run(
+        Settings(
+            kubeconfig=options.kubeconfig, context=options.context, namespace=options.namespace
+        ),
+        lambda namespace: plan_explained(options.replace(namespace=namespace)),
+        Choices(
             replace=options.replace_run,
             dry_run=options.dry_run == "server",
             timeout=options.timeout,
-            report=lambda line: print(line, file=sys.stderr),
             force=options.force_conflicts,
-        )
-    # As a render's: warnings once the run has been applied, so that a failure is its lines alone.
-    tell(planned, options)
-    counts = Counter(outcome for _, outcome in done)
-    outcomes = ", ".join(
-        f"{counts[word]} {word}" for word in ("created", "configured", "unchanged") if counts[word]
+        ),
+        report=lambda line: print(line, file=sys.stderr),
     )
-    where = f"run {planned.job} in namespace {namespace}"
+
+
+def say_applied(options: ApplyOptions, applied: AppliedRun[Plan]) -> None:
+    """As a render's: warnings once the run has been applied, then the summary line."""
+    from simpletfjob.cli.report import summary, tell
+
+    planned = applied.planned
+    tell(planned, options.replace(namespace=applied.namespace))
+    where = f"run {planned.job} in namespace {applied.namespace}"
     if options.dry_run == "server":
         line = summary(planned.tasks, where, verb="would apply")
-        print(f"{line} ({outcomes}; server dry run, nothing changed)", file=sys.stderr)
+        print(f"{line} ({applied.counts()}; server dry run, nothing changed)", file=sys.stderr)
     else:
-        print(f"{summary(planned.tasks, where, verb='applied')} ({outcomes})", file=sys.stderr)
+        line = summary(planned.tasks, where, verb="applied")
+        print(f"{line} ({applied.counts()})", file=sys.stderr)

@@ -124,7 +124,7 @@ def parameter(field: Field) -> click.Parameter:
 def _reader(declared: Option) -> Callable[[click.Context, click.Parameter, Any], Any]:
     # The option's own parse (a duration) turns the text into its value; then the rule is
     # checked as click reads the value, so that a bad value is reported before any file is
-    # read, in the same words as in a template header (optiontable.Rule).
+    # read, in the same words as in a template header (options/table.py's Rule).
     def read(context: click.Context, param: click.Parameter, value: Any) -> Any:
         if context.resilient_parsing:
             return value

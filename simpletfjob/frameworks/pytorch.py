@@ -40,7 +40,7 @@ class _GpuCount(int):
     __str__ = __repr__
 
 
-# The plan replaces it with the GPUs worker 0's container requests (rendering.gpus_requested).
+# The plan replaces it with the GPUs worker 0's container requests (manifest/render.py's gpus_requested).
 GPU_COUNT: int = _GpuCount(0)
 
 
@@ -164,7 +164,7 @@ class PyTorch:
 PYTORCH = PyTorch()
 
 
-# ---- options: PyTorch's group of the option table (see options.py) -----------------------------
+# ---- options: PyTorch's group of the option table (see options/table.py) ----------------------
 
 
 class PyTorchOptions(OptionGroup):

@@ -6,7 +6,7 @@ host takes a worker, in the order of the hosts and each host's ports, as TensorF
 workers do. A framework's variables reach the container as one placeholder that
 stands alone on a line (`<<TORCH_ENV>>`, `<<JAX_ENV>>`) and expands there to a list
 of `env` entries at the placeholder's indentation. It is placed as TensorFlow's
-config is (render.py, placement.py): the entries every task shares are built once
+config is (template/compiled.py, template/markers.py): the entries every task shares are built once
 per run and shared, each task's own follow them, and the whole is filled in as the
 run is written; each task's checks see it as one sequence entry.
 """
@@ -118,7 +118,7 @@ class EnvValues:
         return shared, _indented(env_entries(self.own(task)), indent)
 
     def compact_parts(self, name: str, task: Task) -> tuple[str, str]:
-        # Never asked: the value stands alone on its line (render.translate_source).
+        # Never asked: the value stands alone on its line (template/compiled.py's translate_source).
         raise ValueError(f"<<{name}>> is lines of YAML, not one value")
 
     def value(self, name: str, task: Task) -> Any:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
-_MARK = "\ue000"  # what starts a placed value's marker (placement.MARK_OPEN)
+_MARK = "\ue000"  # what starts a placed value's marker (template/markers.py's MARK_OPEN)
 # Toleration fields that take part in matching a taint (tolerationSeconds does not).
 _MATCHED_FIELDS = ("key", "operator", "value", "effect")
 

@@ -358,7 +358,7 @@ class Options(
     """Everything a render needs, as plain values; the render command fills it, tests may too."""
 
     # The rules between options that `check_options` applies (a command's own Options may
-    # have others: runoptions.ApplyOptions).
+    # have others: runs.ApplyOptions).
     _rules: ClassVar[tuple[Callable[[Any], None], ...]] = ()
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator, Sequence
+from functools import partial
 from typing import NamedTuple
 
 from simpletfjob.errors import RenderCheckError, SelectionError, UsageError
@@ -42,6 +43,8 @@ from simpletfjob.manifest.render import (
 from simpletfjob.options.render import Options, check_options
 from simpletfjob.options.rules import AUTO_PORT
 from simpletfjob.plan.eligibility import (
+    Asked,
+    Hosts,
     Judged,
     check_node_options,
     check_shared_ports,
@@ -157,7 +160,9 @@ def plan(options: Options) -> Plan:
             for n in unknown_exclusions(nodes, excluded)
         ]
         pins = fw.pins(options)
-        judged = judge(options, fw, compiled, nodes, excluded, pins, cluster, job, warnings.append)
+        hosts = Hosts(nodes, excluded, pins, cluster)
+        needs_of = partial(role_needs_of, options, fw, compiled)
+        judged = judge(Asked.of(options), hosts, needs_of, job, warnings.append)
     finally:
         if cluster is not None:
             cluster.close()

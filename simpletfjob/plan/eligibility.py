@@ -15,6 +15,7 @@ auto, or --explain on nodes with GPUs (its free-GPU column).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 from simpletfjob.errors import SelectionError, UsageError
@@ -43,6 +44,53 @@ if TYPE_CHECKING:
 # cluster-wide list: a node's pods are a small share of the cluster's, and a request's
 # own cost is a few dozen pods' worth.
 PER_NODE_SHARE = 8
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What judging the nodes reads of the options: what the run asks of them, and how to look."""
+
+    gpus: int  # --gpus: free GPUs a node must have
+    num: int  # -N: how many hosts the run takes; -1 for every eligible one
+    port: int  # --port: the tasks' first port, or AUTO_PORT
+    tasks_per_host: int
+    selector: str | None  # --selector: applied here to a saved NodeList only
+    from_file: bool  # the nodes came from --nodes-file
+    gpu_resource: str
+    usage: bool  # read the pods (not --no-usage), where the run needs them
+    explain: bool  # --explain: every node's verdict is shown, free GPUs included
+    namespace: str  # where the run's pods go: --namespace, else '' (see `pods_namespace`)
+    pod_network: bool  # --network pod: without --namespace, the pods go to 'default'
+
+    @classmethod
+    def of(cls, options: Options) -> Asked:
+        return cls(
+            gpus=options.gpus,
+            num=options.num,
+            port=options.port,
+            tasks_per_host=options.tasks_per_host,
+            selector=options.selector,
+            from_file=options.nodes_file is not None,
+            gpu_resource=options.gpu_resource,
+            usage=options.usage,
+            explain=options.explain,
+            namespace=options.namespace or "",
+            pod_network=options.network == "pod",
+        )
+
+    def pods_namespace(self, cluster: Cluster) -> str:
+        """The namespace of the run's pods that name none: --namespace, else as the run goes."""
+        return self.namespace or ("default" if self.pod_network else cluster.namespace)
+
+
+@dataclass(frozen=True)
+class Hosts:
+    """The hosts a run may use, as the plan read them."""
+
+    nodes: Sequence[node_sources.Node]
+    excluded: Mapping[str, None]  # -E's names
+    pins: Sequence[Pin]  # hosts the framework pins a role to (--psf)
+    cluster: Cluster | None  # where the nodes came from; None for --nodes or --nodes-file
 
 
 class Judged(NamedTuple):
@@ -138,7 +186,7 @@ def check_shared_ports(
 
 
 def rules_for(
-    options: Options,
+    asked: Asked,
     needs: Mapping[str, RoleNeeds],
     nodes: Sequence[node_sources.Node],
     check_ports: bool,
@@ -154,19 +202,18 @@ def rules_for(
     role_ports: tuple[tuple[str, frozenset[tuple[int, str]]], ...] = ()
     if check_ports:
         # --port auto: only the ports that stay put decide; the port comes after the nodes.
-        port = None if options.port is AUTO_PORT else options.port
+        port = None if asked.port is AUTO_PORT else asked.port
         role_ports = tuple(
-            (role, need.ports(port, options.tasks_per_host)) for role, need in needs.items()
+            (role, need.ports(port, asked.tasks_per_host)) for role, need in needs.items()
         )
         if all(p == role_ports[0][1] for _, p in role_ports):
             ports, role_ports = role_ports[0][1], ()
     # The server applies the selector to a live list; a saved list is filtered here.
-    from_file = options.nodes_file is not None
-    selector = parse_selector(options.selector) if from_file and options.selector else ()
+    selector = parse_selector(asked.selector) if asked.from_file and asked.selector else ()
     return Rules(
         tolerations=tolerations,
         selector=selector,
-        min_gpus=options.gpus,
+        min_gpus=asked.gpus,
         role_tolerations=by_role,
         ports=ports,
         role_ports=role_ports,
@@ -174,39 +221,40 @@ def rules_for(
 
 
 def judge(
-    options: Options,
-    fw: Framework,
-    compiled: CompiledTemplate,
-    nodes: Sequence[node_sources.Node],
-    excluded: Mapping[str, None],
-    pins: Sequence[Pin],
-    cluster: Cluster | None,
+    asked: Asked,
+    hosts: Hosts,
+    needs_of: Callable[[], dict[str, RoleNeeds]],
     job: str | None,
     warn: Callable[[str], None],
 ) -> Judged:
-    """Every node's verdict, its pods read when the run needs them; see the module docstring."""
-    reads_pods = cluster is not None and options.usage
+    """Every node's verdict, its pods read when the run needs them; see the module docstring.
+
+    `needs_of()` gives each role's needs (the template rendered once per role, see
+    `role_needs_of`); it is called only when a node has taints or the pods are read.
+    """
+    nodes, excluded, cluster = hosts.nodes, hosts.excluded, hosts.cluster
+    reads_pods = cluster is not None and asked.usage
     needs: dict[str, RoleNeeds] = {}
     if any(n.taints for n in nodes) or reads_pods:
-        needs = role_needs_of(options, fw, compiled)
+        needs = needs_of()
     uses_ports = any(need.uses_host_ports for need in needs.values())
-    rules = rules_for(options, needs, nodes, check_ports=reads_pods and uses_ports)
+    rules = rules_for(asked, needs, nodes, check_ports=reads_pods and uses_ports)
     wanted = reads_pods and (
-        options.gpus > 0 or uses_ports or (options.explain and any(n.gpus for n in nodes))
+        asked.gpus > 0 or uses_ports or (asked.explain and any(n.gpus for n in nodes))
     )
     if not wanted:
         return Judged(judge_nodes(nodes, excluded, rules), rules, needs, "")
     assert cluster is not None
     from simpletfjob.hosts.usage import Own  # with `fractions`: only a run that reads pods
 
-    default = options.namespace or ("default" if options.network == "pod" else cluster.namespace)
+    default = asked.pods_namespace(cluster)
     namespaces = {ns or default for need in needs.values() for ns in need.namespaces}
     own = Own(job, frozenset(namespaces))
     from simpletfjob.kube.request import ApiError  # loaded already: the nodes came through it
 
-    required = options.gpus > 0 or options.port is AUTO_PORT
+    required = asked.gpus > 0 or asked.port is AUTO_PORT
     try:
-        usage, read = read_usage(options, nodes, excluded, rules, pins, cluster, own, warn)
+        usage, read = read_usage(asked, hosts, cluster, rules, own, warn)
     except ApiError as e:
         if required or e.status != 403:
             raise
@@ -217,12 +265,10 @@ def judge(
 
 
 def read_usage(
-    options: Options,
-    nodes: Sequence[node_sources.Node],
-    excluded: Mapping[str, None],
-    rules: Rules,
-    pins: Sequence[Pin],
+    asked: Asked,
+    hosts: Hosts,
     cluster: Cluster,
+    rules: Rules,
     own: Own,
     warn: Callable[[str], None],
 ) -> tuple[Callable[[str], NodeUsage | None], str]:
@@ -232,13 +278,14 @@ def read_usage(
     pods are the run's own). A refusal to list them is a warning, once the pods are read:
     the pods still say most of what is held.
     """
+    nodes, excluded = hosts.nodes, hosts.excluded
     alternatives = []
-    if options.gpus > 0:
+    if asked.gpus > 0:
         alternatives.append("give --no-usage to judge GPUs by allocatable alone")
-    if options.port is AUTO_PORT:
+    if asked.port is AUTO_PORT:
         alternatives.append("give --port N")
     alternative = " or ".join(alternatives)
-    resource = options.gpu_resource
+    resource = asked.gpu_resource
     own, jobs, refused = cluster.run_jobs(resource, own)
     # Said only once the pods are read: a refusal of those is the one error.
     later = refused and (
@@ -249,11 +296,11 @@ def read_usage(
     # Per node only where the first -N eligible nodes are exactly what the seating takes:
     # every role judged alike, no pinned hosts, and no --explain (it shows every node).
     if (
-        options.num != -1
-        and not options.explain
-        and not pins
+        asked.num != -1
+        and not asked.explain
+        and not hosts.pins
         and not rules.roles
-        and options.num * PER_NODE_SHARE <= len(eligible)
+        and asked.num * PER_NODE_SHARE <= len(eligible)
     ):
         by_name = {n.name: n for n in eligible}
 
@@ -265,8 +312,8 @@ def read_usage(
             resource,
             own,
             has_room,
-            wanted=options.num,
-            budget=max(4 * options.num, len(nodes) // 4),
+            wanted=asked.num,
+            budget=max(4 * asked.num, len(nodes) // 4),
             alternative=alternative,
             jobs=jobs,
         )

@@ -30,7 +30,7 @@ from simpletfjob.kube.connection import Settings
 from simpletfjob.kube.request import ApiError
 from simpletfjob.manifest.render import compile_template
 from simpletfjob.options.render import NodesOptions, Options
-from simpletfjob.plan.eligibility import role_needs_of, rules_for
+from simpletfjob.plan.eligibility import Asked, role_needs_of, rules_for
 from simpletfjob.template.catalog import prepare_options
 from simpletfjob.template.values import parse_set
 
@@ -55,7 +55,7 @@ def survey(options: NodesOptions, warn: Callable[[str], None]) -> Survey:
         fw = framework(render.framework)
         compiled = compile_template(render, fw)
         needs = role_needs_of(render, fw, compiled)
-        rules = rules_for(render, needs, nodes, check_ports=tally is not None)
+        rules = rules_for(Asked.of(render), needs, nodes, check_ports=tally is not None)
     usage = None if tally is None else tally.node
     return Survey(judge_nodes(nodes, {}, rules, usage), tally is not None)
 

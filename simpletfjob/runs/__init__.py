@@ -1,8 +1,14 @@
 """Runs on the cluster: what a run is there, its state, and the operations on it.
 
-objects.py  a run's Jobs and Services, found by its labels
-state.py    a run's state, from its Jobs and pods as plain dicts (no cluster)
-watch.py    reading a run, following it through watches, cleaning it up
-apply.py    applying a run: server-side apply after a dry run of every object
-delete.py   deleting a run, and waiting until its Jobs are gone
+objects.py     a run's Jobs and Services, found by its labels
+taskstate.py   one task's state, from its Job and pods as plain dicts (no cluster)
+state.py       a run's state, from its tasks and its success policy (no cluster)
+follower.py    `wait`'s verdict, folded from the watches' events (no cluster, no clock)
+watch.py       reading a run, following it through watches, cleaning it up
+manifests.py   what apply sends: the documents as manifests, checked before any request
+apply.py       applying a run: connect, plan, server-side apply after a dry run of every object
+replace.py     what `apply --replace` checks before it deletes anything
+delete.py      deleting a run, and waiting until its Jobs are gone
+logsources.py  which containers a run's logs come from
+logs.py        a run's logs, every task's at once, merged line by line
 """

@@ -1,8 +1,9 @@
 """Applying a run to the cluster: server-side apply, after the server has judged every object.
 
-    documents -> manifests (one namespace, the run's labels)
-              -> the run as it is (runs.py)
-              -> --replace: dry runs of every delete and every new object (replacing.py),
+    `apply_run`: connect -> the plan, for the namespace the run goes to
+              -> manifests (manifests.py: one namespace, the run's labels)
+              -> the run as it is (objects.py)
+              -> --replace: dry runs of every delete and every new object (replace.py),
                  then delete it (each object by its uid), wait for its Jobs and Services
               -> else a server-side dry run of every object: refused, or a different run?
               -> Services, then Jobs, applied for real (or, with --dry-run=server, not)
@@ -22,26 +23,23 @@ leave tasks of the old run beside the new one.
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from simpletfjob.errors import (
-    ClusterError,
-    Interrupted,
-    RenderCheckError,
-    SimpleTFJobError,
-    UsageError,
-)
-from simpletfjob.identity import JOB_LABEL, MANAGED_BY, MANAGER
+from simpletfjob.errors import ClusterError, Interrupted, SimpleTFJobError
+from simpletfjob.identity import JOB_LABEL
 from simpletfjob.kube.objects import Applied, apply, get
 from simpletfjob.kube.request import ApiError, ApplyConflict
-from simpletfjob.kube.resources import JOBS, SERVICES, Resource
+from simpletfjob.kube.resources import JOBS, SERVICES
 from simpletfjob.runs.delete import delete_run, wait_until_gone
+from simpletfjob.runs.manifests import Manifest, manifests
 from simpletfjob.runs.objects import (
     RunObjects,
     belongs_to,
+    connect_for,
     list_run,
     named_tasks,
     object_name,
@@ -51,117 +49,91 @@ from simpletfjob.runs.replace import check_replace
 from simpletfjob.runs.state import run_state
 
 if TYPE_CHECKING:
-    from simpletfjob.kube.connection import Connection
+    from simpletfjob.kube.connection import Connection, Settings
 
 Report = Callable[[str], None]
-APPLIED_ORDER = (SERVICES, JOBS)  # DNS names exist before the pods that look them up start
 SHOWN = 3  # objects named in a one-line message before "and N more"
-
-
-class Manifest(NamedTuple):
-    """One document to apply: its resource, its body, and how messages name it."""
-
-    resource: Resource
-    body: dict[str, Any]
-    document: str  # "document 2 (Job 'mnist-worker-0')"
-
-    @property
-    def name(self) -> str:
-        return object_name(self.body)
-
-    @property
-    def ref(self) -> str:
-        return self.resource.ref(self.name)
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return self.resource.plural, self.name
 
 
 class RunDiffers(SimpleTFJobError):
     """The run exists and differs from the render; --replace would replace it."""
 
 
-def manifests(documents: Iterable[tuple[str, str]], run: str, namespace: str) -> list[Manifest]:
-    """The documents (text, how to name it) as manifests, Services first; every check before any request.
+class PlannedDocument(Protocol):
+    """What apply reads of a planned document: its text, and what messages call it."""
 
-    Each must be a Job or a Service carrying the run's labels, in `namespace` or in none.
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def id(self) -> object: ...
+
+
+class PlannedRun(Protocol):
+    """What apply reads of a plan: the run's name (its label) and its documents."""
+
+    @property
+    def job(self) -> str | None: ...
+
+    @property
+    def documents(self) -> Sequence[PlannedDocument]: ...
+
+
+P = TypeVar("P", bound=PlannedRun)
+
+
+@dataclass(frozen=True)
+class Choices:
+    """How apply goes: --replace, --dry-run=server, --timeout (for --replace), --force-conflicts."""
+
+    replace: bool = False
+    dry_run: bool = False
+    timeout: float = 0.0
+    force: bool = False
+
+
+@dataclass(frozen=True)
+class AppliedRun(Generic[P]):
+    """A run applied: its plan, the namespace it went to, and how many objects had each outcome."""
+
+    planned: P
+    namespace: str
+    outcomes: Counter[str]  # 'created', 'configured', 'unchanged'
+
+    def counts(self) -> str:
+        """'2 created, 1 unchanged'."""
+        words = ("created", "configured", "unchanged")
+        return ", ".join(f"{self.outcomes[w]} {w}" for w in words if self.outcomes[w])
+
+
+def apply_run(
+    cluster: Settings, plan: Callable[[str], P], choices: Choices, report: Report
+) -> AppliedRun[P]:
+    """Connect as kubectl would, plan the run for the namespace it goes to, and apply it.
+
+    The connection comes first: it says the namespace when -n does not, and `plan(namespace)`
+    writes it into every document, as the run's DNS names need it. Nothing is changed
+    unless every object passes the checks (`manifests`) and the server's dry run.
     """
-    import yaml
-
-    from simpletfjob.yamlload import load, manifest_loader
-
-    loader = manifest_loader()
-    found = []
-    for text, document in documents:
-        try:
-            body = load(text, loader)
-        except yaml.YAMLError as e:  # the render's checks parsed it; a constructor may object
-            raise RenderCheckError(f"{document} cannot be read: {e}") from e
-        resource = _resource_of(body, document)
-        written = (body.get("metadata") or {}).get("namespace")
-        if written not in (None, "", namespace):
-            # As kubectl refuses a document for another namespace than the one it applies to.
-            raise UsageError(
-                f"{document} names namespace {written!r}, but the run goes to namespace "
-                f"{namespace!r}; give --namespace {written}, or remove the namespace from the template"
-            )
-        if not belongs_to(body, run):
-            labels = (body.get("metadata") or {}).get("labels") or {}
-            raise RenderCheckError(
-                f"{document} carries {JOB_LABEL}={labels.get(JOB_LABEL)!r} and {MANAGED_BY}="
-                f"{labels.get(MANAGED_BY)!r}, not the run's {run!r} and {MANAGER!r}; the labels "
-                "are the run's identity, so the template may not set them otherwise"
-            )
-        if resource is JOBS:
-            _quantities_as_strings(body)
-        try:
-            json.dumps(body, allow_nan=False)
-        except (TypeError, ValueError) as e:
-            raise RenderCheckError(f"{document} holds a value JSON cannot carry: {e}") from e
-        found.append(Manifest(resource, body, document))
-    return sorted(found, key=lambda m: APPLIED_ORDER.index(m.resource))
-
-
-def _quantities_as_strings(job: dict[str, Any]) -> None:
-    """Write the numbers of a Job's resource quantities as strings (`nvidia.com/gpu: 1` -> "1").
-
-    YAML reads `1` as a number, which kubectl's client-side apply sends and the server
-    takes; server-side apply in Kubernetes up to 1.20 types a quantity as a string only
-    and answers 500 ("expected string") for a number. The string is the same quantity.
-    """
-    spec = ((job.get("spec") or {}).get("template") or {}).get("spec")
-    if not isinstance(spec, dict):
-        return
-    maps = [spec.get("overhead")]
-    for key in ("containers", "initContainers", "ephemeralContainers"):
-        for container in spec.get(key) or ():
-            resources = container.get("resources") if isinstance(container, dict) else None
-            if isinstance(resources, dict):
-                maps += [resources.get("limits"), resources.get("requests")]
-    for volume in spec.get("volumes") or ():
-        empty = volume.get("emptyDir") if isinstance(volume, dict) else None
-        if isinstance(empty, dict) and "sizeLimit" in empty:
-            maps.append(empty)  # its other key, medium, is a string already
-    for quantities in maps:
-        if isinstance(quantities, dict):
-            for name, value in quantities.items():
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    quantities[name] = str(value)
-
-
-def _resource_of(body: object, document: str) -> Resource:
-    if isinstance(body, dict):
-        for resource in APPLIED_ORDER:
-            if (body.get("apiVersion"), body.get("kind")) == (resource.api_version, resource.kind):
-                return resource
-        what = f"a {body.get('kind') or 'document without a kind'} of {body.get('apiVersion')!r}"
-    else:
-        what = "not a mapping"
-    raise RenderCheckError(
-        f"{document} is {what}; a run is batch/v1 Jobs and v1 Services, so apply sends nothing "
-        "else (render it with simpletfjob render and apply the rest with kubectl)"
-    )
+    where = (cluster.kubeconfig, cluster.context, cluster.namespace)
+    with connect_for(*where, purpose="apply the run to") as conn:
+        planned = plan(conn.namespace)
+        assert planned.job is not None  # a plan to apply has its labels (the options say so)
+        documents = (
+            (d.text, f"document {i} ({d.id})") for i, d in enumerate(planned.documents, start=1)
+        )
+        wanted = manifests(documents, planned.job, conn.namespace)  # refused in one line, if at all
+        done = apply_manifests(
+            conn,
+            planned.job,
+            wanted,
+            replace=choices.replace,
+            dry_run=choices.dry_run,
+            timeout=choices.timeout,
+            report=report,
+            force=choices.force,
+        )
+    return AppliedRun(planned, conn.namespace, Counter(outcome for _, outcome in done))
 
 
 def apply_manifests(
@@ -177,7 +149,7 @@ def apply_manifests(
 ) -> list[tuple[Manifest, str]]:
     """Apply the run's manifests in order; each object's outcome ('created', ...), as reported.
 
-    With `replace`, an existing run is checked (replacing.py), deleted (propagation
+    With `replace`, an existing run is checked (replace.py), deleted (propagation
     Foreground) and waited for until its Jobs and Services are gone, up to `timeout`
     seconds. With `dry_run`, the server judges every object and nothing is changed.
     With `force`, fields that another field manager owns are taken over

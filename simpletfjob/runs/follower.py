@@ -1,7 +1,7 @@
 """`wait`'s judgement of a run as its events come: pure, with no server and no clock.
 
 `Follower` keeps the run's Jobs and pods as the lists and then the watches told of them,
-and judges the run with runstate.run_state, as `status` judges what it lists: both say the
+and judges the run with state.run_state, as `status` judges what it lists: both say the
 same of the same objects. `verdict` says whether `wait` may end on that judgement:
 
 - **Succeeded**, **Ambiguous** (a task that several Jobs claim) and **Deleting** end it at
@@ -13,7 +13,7 @@ same of the same objects. `verdict` says whether `wait` may end on that judgemen
   stamps each Job status it writes with the time of the write, and the Jobs watch brings
   the writes in the order they were made, so a success stamped with an earlier second than
   a failure always comes first, and once the failure's second has passed every write
-  stamped with it has been made. runwatch.follow waits TIE seconds after it first sees the
+  stamped with it has been made. watch.follow waits TIE seconds after it first sees the
   failure (the server's clock was at least at that second then), taking events meanwhile.
 
 `status` needs none of this: what it lists is the final word on what has happened so far.

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
 
 class Manifest(Protocol):
-    """An object to apply, as applying.Manifest has it."""
+    """An object to apply, as manifests.Manifest has it."""
 
     @property
     def resource(self) -> Resource: ...

@@ -1,4 +1,4 @@
-"""Render: the legacy `{{.x}}` syntax, where placed values land, and per-task rendering.
+"""The compiled template: the legacy `{{.x}}` syntax, where placed values land, each task's text.
 
 Templates use jinja2 with `<< >>` for variables (so Helm and Argo `{{ }}` pass
 through untouched), `{% %}` for statements and `<# #>` for comments (so shell

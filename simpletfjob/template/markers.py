@@ -1,4 +1,4 @@
-"""Placement: where a placed value stands in a template, and how its text is written there.
+"""Markers: where a placed value stands in a template, and how its text is written there.
 
 The template's lines give a first guess (`classify_placement`); each task's
 rendered YAML then settles it (`settle`), from the scalar the value's marker

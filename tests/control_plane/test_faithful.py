@@ -3,7 +3,7 @@ assertions on both (the `cluster` fixture), so the model is checked against the 
 
 What the real control plane cannot be made to do quickly (an expired continue token, a
 watch from a compacted resourceVersion, 5xx) is tested on the loopback server alone, in
-test_loopback.py.
+tests/loopback/test_server.py.
 """
 
 from __future__ import annotations

@@ -1,5 +1,9 @@
-"""Hostile and malformed inputs: YAML alias bombs of every kind, malformed NodeLists and
-kubeconfigs, credential plugins that fail, and values that take what simpletfjob reserves.
+"""Hostile and malformed inputs that need more than one command line: YAML alias bombs of
+every kind (with a kubeconfig among them), NodeLists read back as kubectl writes them, a
+live cluster's malformed nodes, malformed kubeconfigs against a server, and credential
+plugins. The refusals that one command line shows without a server (a saved NodeList's
+malformed fields, values that take what simpletfjob reserves, fields of the wrong type)
+are rows of tests/error_table.py.
 
 Every refusal is held to the same standard (`assert_refused`): its exit code, exactly one
 line on stderr that starts `simpletfjob: error:` and names the file and the field, no
@@ -18,7 +22,6 @@ import os
 import re
 import stat
 import subprocess
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +31,6 @@ import yaml
 from simpletfjob import yamlload
 from simpletfjob.hosts.nodes import without_images
 from tests.conftest import (
-    EXAMPLES,
     Result,
     assert_one_line_error,
     console_script,
@@ -37,6 +39,7 @@ from tests.conftest import (
     snapshot,
     write,
 )
+from tests.error_table import MALFORMED_NODES, mutation, saved_list, two_nodes
 from tests.support import forkserver
 from tests.support.kubeapi import KubeAPI, make_node, write_kubeconfig
 
@@ -212,124 +215,6 @@ def test_every_alias_form_is_seen(text: str) -> None:
 
 
 # -- saved NodeLists: JSON read as JSON, every field checked ------------------------------
-
-
-def saved_list(nodes: list[dict[str, Any]]) -> dict[str, Any]:
-    items = [{"apiVersion": "v1", "kind": "Node", **n} for n in nodes]
-    return {"apiVersion": "v1", "items": items, "kind": "List", "metadata": {}}
-
-
-def two_nodes() -> list[dict[str, Any]]:
-    return [make_node("a", images=2), make_node("b", images=2, gpu_taint=True)]
-
-
-def changed(path: str, value: Any) -> Callable[[list[dict[str, Any]]], None]:
-    """Set one field of node b ('.'-separated, list indexes as numbers); None deletes it."""
-
-    def change(nodes: list[dict[str, Any]]) -> None:
-        *parents, last = [int(p) if p.isdigit() else p for p in path.split(".")]
-        target: Any = nodes[1]
-        for part in parents:
-            target = target[part]
-        if value is None:
-            del target[last]
-        else:
-            target[last] = value
-
-    return change
-
-
-MALFORMED_NODES = [
-    ("metadata.labels", ["pool=a"], "metadata.labels must be a mapping, not a list"),
-    ("metadata.labels", "pool=a", "metadata.labels must be a mapping, not the string 'pool=a'"),
-    ("metadata.labels.pool", 4, "metadata.labels['pool'] must be a string, not the integer 4"),
-    ("metadata", "b", "items[1]: metadata must be a mapping, not the string 'b'"),
-    ("metadata", None, "items[1]: metadata is missing"),
-    ("metadata.name", 5, "items[1]: metadata.name must be a non-empty string, not the integer 5"),
-    ("metadata.name", None, "items[1]: metadata.name is missing"),
-    ("spec", ["x"], "node 'b': spec must be a mapping, not a list"),
-    ("spec.taints", {"key": "a"}, "spec.taints must be a list, not a mapping"),
-    ("spec.taints.0", "gpu:NoSchedule", "spec.taints[0] must be a mapping, not the string"),
-    ("spec.taints.0.key", None, "spec.taints[0].key is missing"),
-    ("spec.taints.0.effect", 1, "spec.taints[0].effect must be a string, not the integer 1"),
-    ("spec.unschedulable", "true", "spec.unschedulable must be true or false, not the string"),
-    ("status", "Ready", "node 'b': status must be a mapping, not the string 'Ready'"),
-    ("status.conditions", ["Ready"], "status.conditions[0] must be a mapping, not the string"),
-    ("status.conditions", {"Ready": "True"}, "status.conditions must be a list, not a mapping"),
-    ("status.conditions.3.status", True, "status.conditions[3].status must be a string, not the boolean true"),
-    ("status.conditions.3.type", None, "status.conditions[3].type is missing"),
-    ("status.addresses", "10.0.0.1", "status.addresses must be a list, not the string"),
-    ("status.addresses.0.address", 10, "status.addresses[0].address must be a string, not the integer 10"),
-    ("status.allocatable", "8", "status.allocatable must be a mapping, not the string '8'"),
-    ("status.allocatable.nvidia.com/gpu", [8], "['nvidia.com/gpu'] must be a quantity"),
-]  # fmt: skip
-
-
-def _set_gpu(value: Any) -> Callable[[list[dict[str, Any]]], None]:
-    def change(nodes: list[dict[str, Any]]) -> None:
-        nodes[1]["status"]["allocatable"]["nvidia.com/gpu"] = value
-
-    return change
-
-
-def mutation(path: str, value: Any) -> Callable[[list[dict[str, Any]]], None]:
-    return _set_gpu(value) if path.endswith("nvidia.com/gpu") else changed(path, value)
-
-
-@pytest.mark.parametrize("form", ["json", "yaml"])
-@pytest.mark.parametrize(("path", "value", "message"), MALFORMED_NODES)
-def test_malformed_node_lists(
-    cli: Any, tmp_path: Path, form: str, path: str, value: Any, message: str
-) -> None:
-    nodes = two_nodes()
-    mutation(path, value)(nodes)
-    document = saved_list(nodes)
-    text = json.dumps(document, indent=4) if form == "json" else yaml.safe_dump(document)
-    write(tmp_path / f"nodes.{form}", text)
-    write(tmp_path / "t.yaml", TEMPLATE)
-    before = before_run(tmp_path)
-    result = cli("t.yaml", "--nodes-file", f"nodes.{form}", "-o", "-", cwd=tmp_path)
-    assert_refused(result, 1, f"nodes.{form}: items[1]", message, before=before)
-
-
-@pytest.mark.parametrize(
-    ("document", "message"),
-    [
-        ({"kind": "List", "items": {"a": 1}}, "nodes.json: items must be a list of nodes, not a mapping"),
-        ({"kind": "List", "items": ["a"]}, "nodes.json: items[0]: a node must be a mapping, not the string 'a'"),
-        ({"kind": "List", "items": [make_node("a"), make_node("a")]}, "nodes.json: items[1]: host 'a' is listed twice (first at nodes.json: items[0])"),
-        ({"kind": "List", "items": [make_node("A")]}, "nodes.json: items[0]: 'A' is not a valid Kubernetes node name"),
-        ({"kind": "Node", "metadata": {"name": "a", "labels": []}}, "nodes.json, node 'a': metadata.labels must be a mapping"),
-        ({"kind": "Secret"}, "nodes.json: expected a NodeList"),
-    ],
-)  # fmt: skip
-def test_malformed_node_list_documents(
-    cli: Any, tmp_path: Path, document: dict[str, Any], message: str
-) -> None:
-    write(tmp_path / "nodes.json", json.dumps(document))
-    write(tmp_path / "t.yaml", TEMPLATE)
-    before = before_run(tmp_path)
-    result = cli("t.yaml", "--nodes-file", "nodes.json", "-o", "-", cwd=tmp_path)
-    assert_refused(result, 1, message, before=before)
-
-
-@pytest.mark.parametrize(
-    ("text", "message"),
-    [
-        ('{"kind": "List", "items": [\n  {"metadata": {"name": "a"}},\n', "nodes.json:3: not valid JSON"),
-        ('{"kind": "List",\n "items": [], }\n', "nodes.json:2: not valid JSON"),
-        ("{kind: List, items: []}\n", "nodes.json:1: not valid JSON"),
-        ('{"items": ' + "[" * 100_000 + "]" * 100_000 + "}", "nodes.json: not a NodeList: nested too deeply"),
-    ],
-)  # fmt: skip
-def test_a_file_that_starts_with_a_brace_is_json(
-    cli: Any, tmp_path: Path, text: str, message: str
-) -> None:
-    write(tmp_path / "nodes.json", text)
-    write(tmp_path / "t.yaml", TEMPLATE)
-    before = before_run(tmp_path)
-    result = cli("t.yaml", "--nodes-file", "nodes.json", "-o", "-", cwd=tmp_path)
-    assert_refused(result, 1, message, before=before)
 
 
 def test_json_as_kubectl_writes_it_reads_as_yaml_does(cli: Any, tmp_path: Path) -> None:
@@ -636,118 +521,3 @@ def test_a_working_plugin_gives_the_token(secured: KubeAPI, tmp_path: Path) -> N
     assert result.err.splitlines() == [
         "simpletfjob: wrote 2 tasks to stdout: 1 ps (a), 1 worker (b)"
     ]
-
-
-# -- values that take what simpletfjob reserves, and --validate's types --------------------
-
-
-@pytest.mark.parametrize("name", ["type", "index", "host", "port", "TF_CONFIG", "num_tasks"])
-def test_a_values_file_that_sets_a_built_in_is_named(cli: Any, tmp_path: Path, name: str) -> None:
-    write(tmp_path / "t.yaml", TEMPLATE)
-    write(tmp_path / "v.yaml", f"image: x\n{name}: 1\n")
-    before = before_run(tmp_path)
-    result = cli("t.yaml", "--nodes", "a,b", "-f", "v.yaml", "-o", "-", cwd=tmp_path)
-    assert_refused(
-        result, 2, f"v.yaml:2: {name!r} is set by simpletfjob for each task", before=before
-    )
-    result = cli("t.yaml", "--nodes", "a,b", "--set", f"{name}=1", "-o", "-", cwd=tmp_path)
-    assert_refused(result, 2, f"--set '{name}=1': {name!r} is set by simpletfjob", before=before)
-
-
-@pytest.mark.parametrize(
-    ("values", "message"),
-    [
-        ('image: "tf\\ue000"\n', "v.yaml:1: image: contains U+E000"),
-        ("image: tf\ue001\n", "v.yaml:1: image: contains U+E001"),
-        ("res:\n  args: [a, 'b\ue0000\ue001']\n", "v.yaml:2: res.args[1]: contains U+E000"),
-        ('res:\n  "k\\U0000e001": 1\n', "v.yaml:2: res.k\ue001 (its key): contains U+E001"),
-    ],
-)
-def test_reserved_characters_in_a_values_file(
-    cli: Any, tmp_path: Path, values: str, message: str
-) -> None:
-    write(tmp_path / "t.yaml", TEMPLATE.replace("tensorflow/tensorflow", "<<image>>"))
-    write(tmp_path / "v.yaml", values)
-    before = before_run(tmp_path)
-    result = cli("t.yaml", "--nodes", "a,b", "-f", "v.yaml", "-o", "-", cwd=tmp_path)
-    assert_refused(result, 1, message, "a character simpletfjob reserves", before=before)
-
-
-@pytest.mark.parametrize("char", ["\ue000", "\ue001"])
-def test_reserved_characters_in_set_and_header(cli: Any, tmp_path: Path, char: str) -> None:
-    write(tmp_path / "t.yaml", TEMPLATE.replace("tensorflow/tensorflow", "<<image>>"))
-    before = before_run(tmp_path)
-    result = cli("t.yaml", "--nodes", "a,b", "--set", f"image=x{char}0", "-o", "-", cwd=tmp_path)
-    code = f"U+{ord(char):04X}"
-    assert_refused(
-        result, 2, f"--set 'image=x\\u{ord(char):04x}0': the value contains {code}", before=before
-    )
-    header = f"# simpletfjob:\n#   values:\n#     image: 'x{char}'\n"
-    write(tmp_path / "h.yaml", header + TEMPLATE.replace("tensorflow/tensorflow", "<<image>>"))
-    before = before_run(tmp_path)
-    result = cli("h.yaml", "--nodes", "a,b", "-o", "-", cwd=tmp_path)
-    assert_refused(result, 1, f"h.yaml:3: simpletfjob.values.image: contains {code}", before=before)
-
-
-@pytest.mark.parametrize(
-    ("field", "value", "message"),
-    [
-        ("apiVersion", "1", "apiVersion: must be a string, not an integer 1"),
-        ("apiVersion", "1.0", "apiVersion: must be a string, not a number 1.0"),
-        ("apiVersion", "true", "apiVersion: must be a string, not a boolean true"),
-        ("apiVersion", "[batch/v1]", 'apiVersion: must be a string, not a list ["batch/v1"]'),
-        ("apiVersion", "{group: batch}", "apiVersion: must be a string, not a mapping"),
-        ("apiVersion", "null", "apiVersion: required field is missing"),
-    ],
-)
-def test_validate_names_a_wrong_type(
-    cli: Any, tmp_path: Path, field: str, value: str, message: str
-) -> None:
-    write(tmp_path / "t.yaml", TEMPLATE.replace(f"{field}: batch/v1", f"{field}: {value}"))
-    before = before_run(tmp_path)
-    result = cli("t.yaml", "--nodes", "a,b", "--validate", "-o", "-", cwd=tmp_path)
-    assert_refused(result, 1, f"document 1 (Job 't-ps-0'): {message}", before=before)
-
-
-@pytest.mark.parametrize("value", ["1", "true", "1.5"])
-@pytest.mark.parametrize("validate", [(), ("--validate",)])
-def test_a_kind_that_is_not_a_string(
-    cli: Any, tmp_path: Path, value: str, validate: tuple[str, ...]
-) -> None:
-    write(tmp_path / "t.yaml", TEMPLATE.replace("kind: Job", f"kind: {value}"))
-    before = before_run(tmp_path)
-    result = cli("t.yaml", "--nodes", "a,b", *validate, "-o", "-", cwd=tmp_path)
-    assert_refused(
-        result, 1, f"document 1 (ps 0 on a): kind {value} is not a string; quote it", before=before
-    )
-
-
-@pytest.mark.parametrize("value", ["1", "true", "2.5"])
-def test_a_namespace_that_is_not_a_string(cli: Any, tmp_path: Path, value: str) -> None:
-    text = TEMPLATE.replace(
-        "  name: t-<<type>>-<<index>>\n", f"  name: t-<<type>>-<<index>>\n  namespace: {value}\n", 1
-    )
-    write(tmp_path / "t.yaml", text)
-    before = before_run(tmp_path)
-    result = cli("t.yaml", "--nodes", "a,b", "--network", "pod", "-o", "-", cwd=tmp_path)
-    assert_refused(
-        result,
-        1,
-        f"document 1 (ps 0 on a, Job): metadata.namespace {value} is not a string; quote it",
-        before=before,
-    )
-
-
-def test_deep_nesting_is_refused_not_a_crash(cli: Any, tmp_path: Path) -> None:
-    deep = "[" * 990 + "]" * 990
-    text = (EXAMPLES / "mnist.yaml").read_text()
-    write(
-        tmp_path / "t.yaml",
-        text.replace("metadata:\n", f"metadata:\n  annotations:\n    x: {deep}\n", 1),
-    )
-    before = before_run(tmp_path)
-    result = cli("t.yaml", "--nodes", "a,b", "--validate", "-o", "-", cwd=tmp_path)
-    assert_refused(result, 1, "document 1 (Job 'mnist-ps-0'): nested too deeply", before=before)
-    write(tmp_path / "v.yaml", "x: " + "[" * 1001 + "]" * 1001 + "\n")
-    result = cli("t.yaml", "--nodes", "a,b", "-f", "v.yaml", "-o", "-", cwd=tmp_path)
-    assert_refused(result, 1, "v.yaml:1: not valid YAML")

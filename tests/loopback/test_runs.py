@@ -2,7 +2,7 @@
 
 The loopback server has no Job controller: these tests write the Jobs' status as it
 would, and the pods' as a kubelet would. What the real controller does is in
-test_run_control_plane.py.
+tests/control_plane/test_runs.py.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ harness failed, and no exit code is made up for the run.
 The tests that use the server are about the process, and stay processes: the
 console script's entry point (its stream guards, signal handlers and exit), standard
 streams and their descriptors, signals, what a user's shell does to it, and the
-hostile-input table, which judges each refusal as a user meets it, bounded by a
+rows of the error table (tests/error_table.py) that need a process, bounded by a
 timeout. A test of one error line that needs none of that runs main() in-process
 (the `cli` fixture), cheaper still.
 

@@ -1,4 +1,4 @@
-"""What a run is (runs.py), and the documents apply will send (applying.manifests), without a server."""
+"""What a run is (runs/objects.py), and the documents apply will send (runs/apply.py's manifests), without a server."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from simpletfjob.errors import RenderCheckError, UsageError
 from simpletfjob.kube.resources import JOBS, SERVICES
-from simpletfjob.runs.apply import manifests
+from simpletfjob.runs.manifests import manifests
 from simpletfjob.runs.objects import NoRunError, belongs_to, run_selector
 
 OURS = "    app.kubernetes.io/managed-by: simpletfjob\n    simpletfjob/job: mnist\n"

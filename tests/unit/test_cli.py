@@ -1,4 +1,4 @@
-"""The command line as a user meets it: defaults, output files, the summary and every error."""
+"""Defaults, output files and the summary line, as a user meets them (errors: tests/error_table.py)."""
 
 from __future__ import annotations
 
@@ -108,113 +108,6 @@ def test_help_and_version(cli: Any) -> None:
     assert __version__ in cli("--version").out
 
 
-@pytest.mark.parametrize(
-    ("args", "code", "pattern"),
-    [
-        (["-N", "5"], 1, r"-N 5 asks for more hosts than are eligible \(4 nodes: 4 eligible\)"),
-        (["-N", "0"], 2, r"-N must be a positive number"),
-        (["-N", "-2"], 2, r"-N must be a positive number"),
-        (["-N", "x"], 2, r"'x' is not a valid integer"),
-        (["--psn", "4"], 1, r"no task is left for a worker"),
-        (["--psn", "-1"], 2, r"--psn must be 0 or more"),
-        (["--port", "70000"], 2, r"--port must be between 1 and 65535"),
-        (["-E", "missing-exc"], 1, r"exclusion file 'missing-exc' does not exist"),
-        (["-E"], 1, r"exclusion file 'exc' does not exist"),
-        (["--psf", "nope"], 1, r"--psf file 'nope' does not exist"),
-        (["--bogus"], 2, r"No such option.*--bogus"),
-        (["--set", "novalue"], 2, r"expected KEY=VALUE"),
-        (["--set", "type=x"], 2, r"'type' is set by simpletfjob"),
-        (["-o", "mnist.yaml"], 1, r"output 'mnist.yaml' is the template"),
-        (["-o", "hosts"], 1, r"output 'hosts' is the nodes file"),
-        (["-o", "no/such/dir/out.yaml"], 1, r"directory 'no/such/dir' does not exist"),
-        (["-o", "."], 1, r"is a directory"),
-    ],
-)
-def test_errors(cli: Any, workdir: Path, args: list[str], code: int, pattern: str) -> None:
-    before = {p.name: p.read_bytes() for p in workdir.iterdir()}
-    result = cli("mnist.yaml", "--nodes-file", "hosts", *args, cwd=workdir)
-    assert_one_line_error(result, code, pattern)
-    assert {p.name: p.read_bytes() for p in workdir.iterdir()} == before
-
-
-@pytest.mark.parametrize(
-    ("hosts", "pattern"),
-    [
-        ("h10\nH11\n", r"hosts:2: 'H11' is not a valid Kubernetes node name"),
-        ("h10\nh11\nh10\n", r"hosts:3: host 'h10' is listed twice \(first at hosts:1\)"),
-        ("node_1\n", r"'node_1' is not a valid Kubernetes node name"),
-        ("# nothing\n\n", r"lists no hosts"),
-    ],
-)
-def test_bad_host_lists(cli: Any, workdir: Path, hosts: str, pattern: str) -> None:
-    write(workdir / "hosts", hosts)
-    assert_one_line_error(cli("mnist.yaml", "--nodes-file", "hosts", cwd=workdir), 1, pattern)
-
-
-def test_bad_nodes_option(cli: Any, workdir: Path) -> None:
-    result = cli("mnist.yaml", "--nodes", "a,b,a", cwd=workdir)
-    assert_one_line_error(result, 1, r"host 'a' is listed twice")
-    result = cli("mnist.yaml", "--nodes", "a", "--nodes-file", "hosts", cwd=workdir)
-    assert_one_line_error(result, 2, r"--nodes or --nodes-file, not both")
-
-
-def test_missing_and_binary_templates(cli: Any, workdir: Path) -> None:
-    assert_one_line_error(
-        cli("nope.yaml", "--nodes", "a,b", cwd=workdir), 1, r"template 'nope.yaml' does not exist"
-    )
-    (workdir / "bin.yaml").write_bytes(b"kind: Job\n\xff\xfe\x00")
-    assert_one_line_error(
-        cli("bin.yaml", "--nodes", "a,b", cwd=workdir), 1, r"template 'bin.yaml' is not UTF-8 text"
-    )
-    assert_one_line_error(cli("--nodes", "a,b", cwd=workdir), 2, r"missing the TEMPLATE argument")
-    assert_one_line_error(
-        cli("-E", "mnist.yaml", "--nodes", "a,b", cwd=workdir),
-        2,
-        r"-E took 'mnist.yaml' as the exclusion file",
-    )
-
-
-@pytest.mark.parametrize(
-    ("text", "pattern"),
-    [
-        ("kind: Job\nmetadata:\n  name: j\n", r"documents 1 and 2 are both Job 'j'"),
-        ("kind: Job\nmetadata:\n  name: j-<<index>>\n", r"documents 1 and 2 are both Job 'j-0'"),
-        (
-            "kind: Job\nmetadata:\n  name: j-<<type>>-<<index>>\nbad: [\n",
-            r"document 1 \(ps 0 on a\) is not valid YAML at line 5",
-        ),
-        (
-            "kind: Job\nmetadata:\n  name: j-<<type>>-<<index>>\n  x: y: z\n",
-            r"document 1 \(ps 0 on a\) is not valid YAML at line 4, column 7: .*'x: y: z'",
-        ),
-        ("- just\n- a list\n", r"document 1 \(ps 0 on a\) is a YAML list, not a mapping"),
-        ("metadata:\n  name: x\n", r"document 1 \(ps 0 on a\) has no 'kind'"),
-        ("", r"document 1 \(ps 0 on a\) is empty: the template renders no YAML document"),
-        ("# just a comment\n", r"document 1 \(ps 0 on a\) is empty"),
-        ("{% if type == 'worker' %}kind: Job\n{% endif %}", r"document 1 \(ps 0 on a\) is empty"),
-        ("kind: Job\nmetadata: {}\n", r"has no metadata.name"),
-        (
-            "kind: Job\nmetadata:\n  name: J-<<type>>-<<index>>\n",
-            r"Job name 'J-ps-0' is not a valid DNS label",
-        ),
-        (
-            "kind: Job\nmetadata:\n  name: <<type>>" + "x" * 70 + "\n",
-            r"is 72 characters; the limit is 63",
-        ),
-        (
-            "kind: Job\nmetadata:\n  name: j-<<type>>-<<index>>\nvalue:\n  a: 1\n  <<TF_CONFIG>>: 2\n",
-            r"t\.yaml:6: <<TF_CONFIG>> stands in a mapping key",
-        ),
-    ],
-)
-def test_render_checks(cli: Any, tmp_path: Path, text: str, pattern: str) -> None:
-    template = write(tmp_path / "t.yaml", text)
-    out = write(tmp_path / "out.yaml", "old: content\n")
-    result = cli(str(template), "--nodes", "a,b", "-o", str(out))
-    assert_one_line_error(result, 1, pattern)
-    assert out.read_text() == "old: content\n"
-
-
 def test_a_failed_write_leaves_the_old_file(cli: Any, tmp_path: Path) -> None:
     if os.geteuid() == 0:
         # root ignores directory permissions; use a path the kernel refuses for everyone
@@ -264,13 +157,3 @@ def test_output_through_a_symlink_keeps_the_link(cli: Any, workdir: Path) -> Non
     assert result.code == 0, result.err
     assert (workdir / "link.yaml").is_symlink()
     assert target.read_text().startswith("apiVersion: batch/v1")
-
-
-def test_output_may_not_be_a_values_file_or_the_kubeconfig(cli: Any, workdir: Path) -> None:
-    write(workdir / "v.yaml", "a: 1\n")
-    result = cli("mnist.yaml", "--nodes-file", "hosts", "-f", "v.yaml", "-o", "v.yaml", cwd=workdir)
-    assert_one_line_error(result, 1, r"output 'v.yaml' is the values file")
-    assert (workdir / "v.yaml").read_text() == "a: 1\n"
-    write(workdir / "kc", "apiVersion: v1\nkind: Config\n")
-    result = cli("mnist.yaml", "--kubeconfig", "kc", "-o", "kc", cwd=workdir)
-    assert_one_line_error(result, 1, r"output 'kc' is the kubeconfig")

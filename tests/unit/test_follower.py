@@ -91,7 +91,7 @@ def start(policy: str, ends: dict[str, End]) -> tuple[list[Any], list[Any]]:
 
 
 def replay(policy: str, ends: dict[str, End], events: list[tuple[str, Event]]) -> Run | None:
-    """What `wait` ends with: runwatch.follow's loop without a server.
+    """What `wait` ends with: runs/watch.py's follow loop without a server.
 
     A failure waits until its second has passed on the server: here, until every Job event
     stamped with that second or before has come (the Jobs watch brings them in that order).

@@ -310,7 +310,7 @@ def nested_aliases(shape: str, levels: int) -> str:
     )
 
 
-# 8 levels stay under the alias limit (see yamlinput); 30 levels name 2**30 paths, past it.
+# 8 levels stay under the alias limit (see yamlload.py); 30 levels name 2**30 paths, past it.
 @pytest.mark.parametrize("levels", [8, 30])
 @pytest.mark.parametrize("labels", [True, False])
 @pytest.mark.parametrize("shape", ["lists", "merges"])

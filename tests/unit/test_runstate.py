@@ -1,4 +1,4 @@
-"""runstate: each task's state and the run's, from Jobs and pods as the API server returns them."""
+"""runs/state.py and runs/taskstate.py: each task's state and the run's, from Jobs and pods as the API server returns them."""
 
 from __future__ import annotations
 

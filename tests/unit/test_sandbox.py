@@ -1,7 +1,7 @@
 """A template's render is bounded: loops, calls, big numbers and strings, text, memory, CPU time.
 
 The bounds that a single hostile template hits within a second are in the
-adversarial table (tests/test_adversarial.py), run as the console script. Here:
+error table (tests/error_table.py, the jinja rows), run as the console script. Here:
 the CPU-time backstop, with a budget made small for the test; that the memory cap
 and the CPU alarm never outlive a render; and templates near the bounds that
 must still render.

@@ -34,29 +34,16 @@ from __future__ import annotations
 import copy
 import random
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from simpletfjob.errors import ClusterError
 from simpletfjob.kube.objects import apply, delete
 from simpletfjob.kube.request import ApiError
+from simpletfjob.runs.manifests import Manifest
 from simpletfjob.runs.objects import RunObjects, object_name
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
-    from simpletfjob.kube.resources import Resource
-
-
-class Manifest(Protocol):
-    """An object to apply, as manifests.Manifest has it."""
-
-    @property
-    def resource(self) -> Resource: ...
-    @property
-    def body(self) -> dict[str, Any]: ...
-    @property
-    def name(self) -> str: ...
-    @property
-    def key(self) -> tuple[str, str]: ...
 
 
 # kube-apiserver's name generator: lowercase consonants and digits, no vowels.

@@ -24,7 +24,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from simpletfjob.kube.request import Action, request
@@ -58,14 +58,17 @@ class LogRequest:
     previous: bool = False
     follow: bool = False
 
-    def query(self, container: str, *, whole: bool = False) -> list[tuple[str, str | int]]:
-        """The pods/log query; `whole` reads a container's output from its start (a new instance)."""
+    def query(
+        self, container: str, *, whole: bool = False, earlier: bool = False
+    ) -> list[tuple[str, str | int]]:
+        """The pods/log query; `whole` reads a container's output from its start (a new instance),
+        `earlier` the run of the container before the current one."""
         query: list[tuple[str, str | int]] = [("container", container)]
-        if self.follow:
+        if self.follow and not earlier:  # a run that has ended has no more to follow
             query.append(("follow", "true"))
         if self.timestamps:
             query.append(("timestamps", "true"))
-        if self.previous:
+        if self.previous or earlier:
             query.append(("previous", "true"))
         if not whole:
             if self.tail is not None and self.tail >= 0:
@@ -132,7 +135,7 @@ class Merger:
         self.failed: list[str] = []  # what broke the streams that failed, one line each
 
     def start(self, source: Source, *, whole: bool = False) -> None:
-        query = self.request.query(source.container, whole=whole)
+        query = self.request.query(source.container, whole=whole, earlier=source.earlier)
         thread = threading.Thread(target=self._read, args=(source, query), daemon=True)
         self.open[source] = thread
         thread.start()
@@ -348,10 +351,23 @@ def follow_logs(
                 printer.know(s.label for s, _ in found)
                 for source, readable in found:
                     key = (source.pod, source.container, source.instance)
-                    if readable and key not in opened:
-                        opened.add(key)
-                        # a pod or instance that came later is read from its start
-                        merger.start(source, whole=not first and not request_.previous)
+                    if not readable or key in opened:
+                        continue
+                    before = (source.pod, source.container, source.instance - 1)
+                    if (
+                        not first
+                        and source.instance
+                        and not source.earlier
+                        and before not in opened
+                    ):
+                        # A run that crashed and was started again between two looks: read it
+                        # whole first, as the run before the current one.
+                        opened.add(before)
+                        gone = replace(source, instance=source.instance - 1, earlier=True)
+                        merger.start(gone, whole=True)
+                    opened.add(key)
+                    # a pod or instance that came later is read from its start
+                    merger.start(source, whole=not first and not request_.previous)
                 first = False
                 by_name = {str((p.get("metadata") or {}).get("name")): p for p in pods}
                 for source in merger.open:

@@ -29,7 +29,8 @@ class Source:
     pod: str
     container: str
     label: str
-    instance: int = 0  # the container's restartCount when its stream was opened
+    instance: int = 0  # which run of the container: its restartCount while that run is current
+    earlier: bool = False  # the run before the current one (pods/log's `previous`)
 
 
 def tasks_of(jobs: Iterable[Object], pods: Iterable[Object]) -> dict[str, list[Object]]:
@@ -180,8 +181,14 @@ def sources_now(
         for container in names:
             label = f"{task}/{container}" if selection.all_containers else task
             readable, why = has_output(pod, container, previous)
-            _, restarts, _ = container_state(pod, container)
+            state, restarts, _ = container_state(pod, container)
             if not readable:
                 note(f"{task}: {why}" if not selection.all_containers else f"{label}: {why}")
-            found.append((Source(task, name, container, label, restarts), readable))
+            if state == "waiting" and restarts and not previous:
+                # Waiting to start again after a crash: what there is to read is the run that
+                # crashed, the one before the current (restartCount counts the ended runs).
+                source = Source(task, name, container, label, restarts - 1, earlier=True)
+            else:
+                source = Source(task, name, container, label, restarts)
+            found.append((source, readable))
     return found

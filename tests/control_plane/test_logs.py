@@ -10,6 +10,7 @@ import itertools
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -158,11 +159,23 @@ def test_previous_shows_the_crashed_container_of_a_task_that_restarted(run: Logs
 def test_follow_streams_every_task_across_a_restart_and_exits_as_wait_does(
     run: LogsRun, cli: Any
 ) -> None:
+    nodes = list(run.kubelet.nodes.values())
+    for node in nodes:
+        node.beating = False  # nothing starts until the follower is following
     run.apply(lines=3, crash=("worker-0",), restart="OnFailure")
-    result = run.logs("-f", "--role", "worker")
+    done: list[Result] = []
+    follower = threading.Thread(target=lambda: done.append(run.logs("-f", "--role", "worker")))
+    follower.start()
+    time.sleep(1.0)
+    for node in nodes:
+        node.beating = True
+    follower.join(timeout=90)
+    assert done, "logs -f did not end"
+    result = done[0]
     assert result.code == 0, result.err
     by_task = prefixed(result.out)
-    # both instances of worker 0: the one that crashed, then the one that finished
+    # both instances of worker 0: the one that crashed, then the one that finished, whether
+    # the follower saw the first one run, or only once it had been started again
     assert by_task["worker-0"] == [
         *(f"worker-0 line {i}" for i in range(3)),
         "worker-0 crashing",

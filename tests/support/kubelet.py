@@ -479,6 +479,8 @@ class Kubelet:
                 delay = BACKOFF[min(run.restarts, len(BACKOFF) - 1)]
                 run.restart_at = time.monotonic() + delay
                 run.waiting = "CrashLoopBackOff"
+                # As the kubelet counts them: each ended instance, from when it has ended.
+                run.restarts += 1
                 self._event(
                     run,
                     "Warning",
@@ -486,7 +488,6 @@ class Kubelet:
                     f"Back-off restarting failed container {run.container}",
                 )
             elif time.monotonic() >= run.restart_at:
-                run.restarts += 1
                 self._start(run)
         else:
             run.phase = "Failed"

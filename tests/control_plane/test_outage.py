@@ -136,7 +136,9 @@ def running_run(plane: ControlPlane, cli: Any, tmp_path: Path) -> tuple[str, Pat
     namespace = plane.create_namespace()
     kubeconfig = create_run(cli, plane, namespace, tmp_path, "-N", "3")
     selector = "simpletfjob/job=tfrun"
-    wait_for(lambda: len(plane.pods(namespace, selector)) >= 3, 30, "3 pods")
+    # The Job controller makes them; after an earlier test's restart of the API server its
+    # informers list everything again first, which on a loaded machine takes a while.
+    wait_for(lambda: len(plane.pods(namespace, selector)) >= 3, 120, "3 pods")
     plane.run_pods(namespace, selector, NODES[0])
     return namespace, kubeconfig
 

@@ -258,12 +258,14 @@ def _log_lines(
 
     kept = keeper.kept_for(task.job) if keeper is not None else None
     pod = _failing_pod(pods)
-    if pod is None:
+    going = pod is not None and bool(metadata_of(pod).get("deletionTimestamp"))
+    if pod is None or (going and kept is not None):
+        # gone, or being deleted (the Job controller deletes it at the backoff limit)
+        word = "is being deleted" if going else "is gone"
         if kept is None:
-            return [f"{task.task}: its pod is gone; its logs went with it"]
+            return [f"{task.task}: its pod {word}; its logs went with it"]
         return [
-            f"{task.task}: its pod is gone; the last {len(kept.lines)} lines of its container "
-            f"when it crashed (pod {kept.pod}, container {kept.container}):",
+            f"{task.task}: its pod {word}; {_kept_head(kept)}",
             *_prefixed(task.task, kept.lines),
         ]
     name = str(metadata_of(pod).get("name"))
@@ -274,15 +276,15 @@ def _log_lines(
     ):
         why = reason or str((pod.get("status") or {}).get("reason") or "")
         return [f"{task.task}: no log: its container never started (pod {name}: {why})"]
-    previous = state == "waiting"  # waiting to start again: the instance that crashed
+    # waiting to start again, or started again after a crash: the instance that crashed
+    previous = state == "waiting" or (
+        state == "running" and _crash(_status(pod, container)) is not None
+    )
     lines, why = read_tail(conn, name, container, tail, previous)
+    if (why or not lines) and kept is not None:
+        said = f"its log could not be read ({why})" if why else "its log is empty"
+        return [f"{task.task}: {said}; {_kept_head(kept)}", *_prefixed(task.task, kept.lines)]
     if why:
-        if kept is not None:
-            return [
-                f"{task.task}: its log could not be read ({why}); the last lines kept when "
-                f"it crashed (pod {kept.pod}, container {kept.container}):",
-                *_prefixed(task.task, kept.lines),
-            ]
         return [f"{task.task}: its log could not be read: {why}"]
     if not lines:
         return [f"{task.task}: its log is empty (pod {name}, container {container})"]
@@ -290,6 +292,20 @@ def _log_lines(
         f"{task.task}: the last {len(lines)} lines of its log (pod {name}, container {container}):",
         *_prefixed(task.task, lines),
     ]
+
+
+def _kept_head(kept: Kept) -> str:
+    return (
+        f"the last {len(kept.lines)} lines of its container when it crashed, kept by wait "
+        f"(pod {kept.pod}, container {kept.container}):"
+    )
+
+
+def _status(pod: Object, container: str) -> Mapping[str, Any]:
+    for status in (pod.get("status") or {}).get("containerStatuses") or ():
+        if isinstance(status, Mapping) and status.get("name") == container:
+            return status
+    return {}
 
 
 def _failing_pod(pods: Sequence[Object]) -> Object | None:

@@ -11,6 +11,7 @@ from simpletfjob.cli.params import make_command
 from simpletfjob.options.runs import StatusOptions
 
 if TYPE_CHECKING:
+    from simpletfjob.kube.connection import Connection
     from simpletfjob.runs.state import Claim, Run, Task
 
 
@@ -27,8 +28,19 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     has failed, unless the run had succeeded by then (success wins a tie: the same
     second); else Running when a pod runs, else Unknown when a pod's node is lost, else
     Pending. Ambiguous when several Jobs claim one task (they are named), Deleting when
-    every Job of the run is being deleted. Exits 0 whatever the state; 1 when there is no
-    such run.
+    every Job of the run is being deleted. Exits 0 whatever the state (but with --watch);
+    1 when there is no such run.
+
+    With RUN, the head line says when the run started and, once it has, ended; -o
+    json|yaml gives each task's and the run's startTime and completionTime. A Pending
+    task whose pod says nothing better gives its latest Warning event's reason
+    (FailedMount). A run that has failed is explained on stderr after the table: the
+    failing task's last log lines (--tail-on-failure) and the Warning events of its Job
+    and pods.
+
+    -w/--watch prints a task's row again whenever it changes, as kubectl get -w does,
+    until the run ends, and exits as wait does: 0 when it succeeded, 1 when it failed
+    (then explained as above, the error line last). It rides out an API server outage.
 
     -o name prints one job.batch/NAME line per task's Job, as kubectl get -o name does,
     in the table's order (runs by name, then tasks by role and index): the Jobs only,
@@ -41,16 +53,29 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     """
     from simpletfjob.kube.resources import JOBS
     from simpletfjob.output import write_stdout
+    from simpletfjob.runs.failure import explain, stuck_reasons
     from simpletfjob.runs.objects import check_run_name, connect_for
+    from simpletfjob.runs.state import FAILED
     from simpletfjob.runs.watch import read_run, read_runs
 
     options = StatusOptions(**values)
+    options.check()
     if options.run is not None:
         check_run_name(options.run)
     connection = (options.kubeconfig, options.context, options.namespace)
+    notes: list[str] = []
     with connect_for(*connection, purpose="read runs from") as conn:
         namespace = conn.namespace
+        if options.watch:
+            assert options.run is not None  # options.check
+            _watch(conn, options.run, options.tail_on_failure)
+            return
         runs = read_runs(conn) if options.run is None else [read_run(conn, options.run)]
+        if options.run is not None:
+            runs[0], note = stuck_reasons(conn, runs[0])
+            notes += [note] if note else []
+            if options.output == "table" and runs[0].state == FAILED:
+                notes += explain(conn, runs[0], options.tail_on_failure)
     if options.output == "name":
         write_stdout([f"{JOBS.ref(task.job)}\n" for run in runs for task in run.tasks])
         if not runs:
@@ -64,10 +89,52 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
         write_stdout([_dump(data, options.output)])
     elif options.run is not None:
         write_stdout(_one_run(runs[0]))
+        sys.stdout.flush()  # the table, then what stderr adds to it
     elif runs:
         write_stdout(_every_run(runs))
     else:
         print(f"No runs found in {namespace} namespace.", file=sys.stderr)  # as kubectl says it
+    for line in notes:
+        print(line, file=sys.stderr, flush=True)
+
+
+def _watch(conn: Connection, name: str, tail: int) -> None:
+    """The table, then a task's row again whenever it changes, until the run ends (as wait exits)."""
+    from simpletfjob.cli.wait import RunFailed, _say, _undecided
+    from simpletfjob.kube.outage import riding_out
+    from simpletfjob.output import write_stdout
+    from simpletfjob.runs.failure import explain
+    from simpletfjob.runs.state import AMBIGUOUS, DELETING, SUCCEEDED
+    from simpletfjob.runs.watch import follow
+
+    shown: dict[str, tuple[str, ...]] = {}
+    widths: list[int] = []
+    last: Run | None = None
+    with riding_out(conn, None, _say, "it is back (no --timeout)"):
+        for run in follow(conn, name, None):
+            claimed = {job: claim for claim in run.claims for job in claim.jobs}
+            rows = {t.task: _row(t, claimed) for t in run.tasks}
+            if last is None:
+                widths = _widths([HEADER, *rows.values()])
+                write_stdout(_one_run(run))
+            else:  # AGE aside: it changes every second, as kubectl get -w does not print
+                changed = [
+                    r
+                    for t, r in rows.items()
+                    if shown.get(t, ())[:4] + shown.get(t, ())[5:] != r[:4] + r[5:]
+                ]
+                write_stdout([_line(r, widths) for r in changed])
+            sys.stdout.flush()
+            shown, last = rows, run
+        if last is not None and last.state in (AMBIGUOUS, DELETING):
+            raise RunFailed(_undecided(last, None))
+        if last is not None and last.state != SUCCEEDED:
+            for line in explain(conn, last, tail):
+                _say(line)
+    assert last is not None
+    if last.state != SUCCEEDED:
+        raise RunFailed(f"run {last.name!r} failed: {last.outcome()}")
+    _say(f"run {last.name} succeeded: {last.outcome()}")
 
 
 def _dump(data: Any, form: str) -> str:
@@ -79,7 +146,9 @@ def _dump(data: Any, form: str) -> str:
 
 
 def _one_run(run: Run) -> list[str]:
-    from simpletfjob.runs.state import AMBIGUOUS, DELETING, age
+    from simpletfjob.kube.outage import duration
+    from simpletfjob.runs.state import AMBIGUOUS, DELETING
+    from simpletfjob.runs.taskstate import rfc3339
 
     count = len(run.tasks)
     head = (
@@ -87,12 +156,45 @@ def _one_run(run: Run) -> list[str]:
     )
     if (run.finished and run.decided_by) or run.state in (AMBIGUOUS, DELETING):
         head += f" ({run.outcome()})"
+    if run.started is not None:
+        head += f"; started {rfc3339(run.started)}"
+    if run.ended is not None:
+        took = (
+            ""
+            if run.started is None
+            else f" ({duration((run.ended - run.started).total_seconds())})"
+        )
+        head += f", ended {rfc3339(run.ended)}{took}"
     claimed = {job: claim for claim in run.claims for job in claim.jobs}
-    rows = [
-        (t.task, t.node or "<none>", t.state, str(t.restarts), age(t.created), _reason(t, claimed))
-        for t in run.tasks
-    ]
-    return [head + "\n", *columns(("TASK", "NODE", "STATE", "RESTARTS", "AGE", "REASON"), rows)]
+    rows = [_row(t, claimed) for t in run.tasks]
+    return [head + "\n", *columns(HEADER, rows)]
+
+
+HEADER = ("TASK", "NODE", "STATE", "RESTARTS", "AGE", "REASON")
+
+
+def _row(t: Task, claimed: Mapping[str, Claim]) -> tuple[str, ...]:
+    from simpletfjob.runs.state import age
+
+    return (
+        t.task,
+        t.node or "<none>",
+        t.state,
+        str(t.restarts),
+        age(t.created),
+        _reason(t, claimed),
+    )
+
+
+def _widths(rows: Sequence[Sequence[str]]) -> list[int]:
+    return [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+
+
+def _line(row: Sequence[str], widths: Sequence[int]) -> str:
+    return (
+        "   ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        + "\n"
+    )
 
 
 def _reason(task: Task, claimed: Mapping[str, Claim]) -> str:
@@ -126,9 +228,5 @@ def _every_run(runs: Sequence[Run]) -> list[str]:
 
 def columns(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     """Rows in columns three spaces apart, as kubectl prints them; no trailing blanks."""
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    return [
-        "   ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        + "\n"
-        for row in [header, *rows]
-    ]
+    widths = _widths([header, *rows])
+    return [_line(row, widths) for row in [header, *rows]]

@@ -32,7 +32,7 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     """Wait for RUN to succeed or fail, printing each task's changes to stderr, then clean up.
 
     It watches the run's Jobs and pods (no polling). Exit status: 0 when the run
-    succeeds, 1 when it fails (one line names the task and why), the cluster
+    succeeds, 1 when it fails (the last line names the task and why), the cluster
     fails, or the cleanup is refused (the line still says how the run ended),
     3 when --timeout passes first (the run is left as it is, or its cleanup is
     unfinished), 2 for a usage error. A run that has already ended returns at
@@ -49,6 +49,10 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     several Jobs claim (the line names them and what to delete), or a run
     whose Jobs are being deleted.
 
+    When the run fails, the failing task's last log lines (--tail-on-failure, kept
+    when its crashed container's pod is deleted) and the Warning events of its Job
+    and pods come before the last line; what cannot be read is said in one line.
+
     \b
     Example, in CI:
       simpletfjob apply mnist.yaml -N 3 && simpletfjob wait mnist --timeout 1h
@@ -56,6 +60,7 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     from simpletfjob.kube.outage import StillAway, riding_out
     from simpletfjob.kube.request import Deadline
     from simpletfjob.options.table import format_duration
+    from simpletfjob.runs.failure import Keeper, explain
     from simpletfjob.runs.objects import check_run_name, connect_for
     from simpletfjob.runs.state import AMBIGUOUS, DELETING, SUCCEEDED, changes
     from simpletfjob.runs.watch import clean_up, follow
@@ -75,8 +80,9 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     ):
         last: Run | None = None
         problem: ClusterError | None = None
+        keeper = Keeper(conn, options.tail_on_failure)
         try:
-            for run in follow(conn, options.run, deadline):
+            for run in follow(conn, options.run, deadline, keeper.seen):
                 for line in changes(last, run):
                     _say(line)
                 last = run
@@ -95,6 +101,9 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
                 f"{state}{away}; it is left as it is"
             ) from problem
         ended = "succeeded" if last.state == SUCCEEDED else "failed"
+        if last.state != SUCCEEDED:  # read before the cleanup, which takes pods with it
+            for line in explain(conn, last, options.tail_on_failure, keeper):
+                _say(line)
         try:
             clean_up(conn, last, options.cleanup, _say)
         except StillAway as e:

@@ -49,6 +49,7 @@ NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 PODS = Resource("", "v1", "pods", "Pod", namespaced=True)
 SERVICES = Resource("", "v1", "services", "Service", namespaced=True)
 JOBS = Resource("batch", "v1", "jobs", "Job", namespaced=True)
+EVENTS = Resource("", "v1", "events", "Event", namespaced=True)
 
 KNOWN = (NODES, NAMESPACES, PODS, SERVICES, JOBS)
 

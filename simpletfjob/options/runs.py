@@ -100,6 +100,20 @@ class DeleteOptions(ConnectionOptions):
 CLEANUP_CHOICES = ("running", "all", "none")
 
 
+def failure_tail() -> Any:
+    """--tail-on-failure N, for wait and status: how much of the failing task's log to show."""
+    return option(
+        "--tail-on-failure",
+        default=20,
+        type=int,
+        show_default=True,
+        metavar="N",
+        rule=Must("0 or more", lambda value: value >= 0),
+        help="When the run has failed, show the failing task's last N log lines on stderr, "
+        "with the Warning events of its Job and pods; 0 shows no lines.",
+    )
+
+
 class StatusOptions(ConnectionOptions):
     """`simpletfjob status [RUN]`: one run's tasks, or every run in the namespace."""
 
@@ -113,6 +127,21 @@ class StatusOptions(ConnectionOptions):
         help="How to print: a table, JSON or YAML; name: one job.batch/NAME line per Job of "
         "the run (of every run, without RUN), as kubectl get -o name prints them.",
     )
+    watch: bool = option(
+        "-w",
+        "--watch",
+        default=False,
+        help="After the table, print a task's row again whenever it changes, as kubectl get "
+        "-w does, until the run ends; exit as wait does (0 succeeded, 1 failed). Needs RUN.",
+    )
+    tail_on_failure: int = failure_tail()
+
+    def check(self) -> None:
+        """What the options cannot say together."""
+        if self.watch and self.run is None:
+            raise UsageError("-w/--watch needs RUN: it follows one run")
+        if self.watch and self.output != "table":
+            raise UsageError("-w/--watch prints a table: it cannot go with -o " + self.output)
 
 
 class WaitOptions(ConnectionOptions):
@@ -130,6 +159,7 @@ class WaitOptions(ConnectionOptions):
         help="When the run ends: delete the Jobs and Services of the tasks still not finished "
         "(running), the whole run (all), or nothing (none).",
     )
+    tail_on_failure: int = failure_tail()
 
 
 class LogsOptions(ConnectionOptions):

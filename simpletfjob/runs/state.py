@@ -56,6 +56,7 @@ from simpletfjob.runs.taskstate import (
     labels_of,
     metadata_of,
     pods_by_job,
+    rfc3339,
     task_of,
     timestamp,
 )
@@ -106,6 +107,19 @@ class Run:
     def finished(self) -> bool:
         return self.state in FINISHED
 
+    @property
+    def started(self) -> datetime | None:
+        """When its first task started (the earliest Job startTime)."""
+        return min((t.started for t in self.tasks if t.started is not None), default=None)
+
+    @property
+    def ended(self) -> datetime | None:
+        """When it ended: when the task that decided it succeeded or failed; None until then."""
+        if not self.finished:
+            return None
+        task = next((t for t in self.tasks if t.task == self.decided_by), None)
+        return self.decided_at or (task.ended if task is not None else None)
+
     def count(self, *states: str) -> int:
         return sum(task.state in states for task in self.tasks)
 
@@ -140,6 +154,8 @@ class Run:
             "namespace": self.namespace,
             "state": self.state,
             "successPolicy": self.policy,
+            "startTime": rfc3339(self.started),
+            "completionTime": rfc3339(self.ended),
             "tasks": [task.as_dict() for task in self.tasks],
         }
         if self.claims:

@@ -49,6 +49,8 @@ class Task:
     reason_from_job: bool = False  # failed, and only the Job's condition says why (no pod did)
     copied_from: str = ""  # the name its simpletfjob/name annotation gives, when not its own
     uid: str = ""  # the Job's, as read: a delete of it carries it as a precondition
+    started: datetime | None = None  # the Job's status.startTime
+    ended: datetime | None = None  # its completionTime, or when its Failed condition came
 
     @property
     def finished(self) -> bool:
@@ -61,7 +63,17 @@ class Task:
 
     def as_dict(self) -> dict[str, Any]:
         keys = ("task", "role", "index", "job", "node", "state", "restarts", "reason")
-        return {key: getattr(self, key) for key in keys}
+        data = {key: getattr(self, key) for key in keys}
+        data["startTime"] = rfc3339(self.started)
+        data["completionTime"] = rfc3339(self.ended)
+        return data
+
+
+def rfc3339(when: datetime | None) -> str | None:
+    """A time as the API server writes it ('2026-11-26T08:00:00Z'), in UTC; None stays None."""
+    if when is None:
+        return None
+    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def timestamp(value: Any) -> datetime | None:
@@ -227,9 +239,15 @@ def task_of(job: Object, pods: Sequence[Object], nodes: Mapping[str, str] | None
     own = (metadata.get("annotations") or {}).get(NAME_ANNOTATION)
     copied = str(own) if isinstance(own, str) and own != name else ""
     uid = str(metadata.get("uid") or "")
+    status = job.get("status") or {}
+    started = timestamp(status.get("startTime"))
+    ended = timestamp(status.get("completionTime"))
+    if ended is None and failed is not None:
+        ended = timestamp(failed.get("lastTransitionTime"))
     return Task(
-        task, role, index, name, node, state, restarts, reason, created, from_job, copied, uid
-    )
+        task, role, index, name, node, state, restarts, reason, created, from_job, copied, uid,
+        started, ended,
+    )  # fmt: skip
 
 
 def finalizers(job: Object) -> list[str]:

@@ -174,6 +174,32 @@ def test_wait_rides_out_an_api_server_restart_then_decides_and_cleans_up(
     assert set(jobs(outage, namespace)) == {"tfrun-worker-0"}
 
 
+def test_status_watch_rides_out_an_api_server_restart_then_prints_the_end(
+    outage: ControlPlane, cli: Any, tmp_path: Path
+) -> None:
+    namespace, kubeconfig = running_run(outage, cli, tmp_path)
+    watching = Process("status", "tfrun", "-w", "--kubeconfig", str(kubeconfig), home=tmp_path)
+    time.sleep(2)  # the table printed and both watches open
+    outage.kill_apiserver()
+    time.sleep(10)
+    outage.start_apiserver()
+    outage.set_pod_status(namespace, pod_of(outage, namespace, "tfrun-worker-0"), "Succeeded")
+    code, out, err = watching.finish()
+    assert code == 0, err
+    (lost,), (back,) = outage_lines(err)
+    assert (lost[2], lost[3]) == ("connection refused", "retrying until it is back (no --timeout)")
+    assert 10 <= int(back[1]) <= 60
+    assert err.splitlines()[-1] == "run tfrun succeeded: worker-0 Succeeded"
+    rows = [line.split() for line in out.splitlines()[2:]]
+    assert [(row[0], row[2]) for row in rows[:3]] == [
+        ("ps-0", "Running"),
+        ("worker-0", "Running"),
+        ("worker-1", "Running"),
+    ]
+    assert (rows[-1][0], rows[-1][2]) == ("worker-0", "Succeeded")  # the change, once it is back
+    assert set(jobs(outage, namespace)) == {"tfrun-ps-0", "tfrun-worker-0", "tfrun-worker-1"}
+
+
 def test_wait_whose_timeout_passes_in_the_outage_exits_3_saying_since_when(
     outage: ControlPlane, cli: Any, tmp_path: Path
 ) -> None:

@@ -129,7 +129,7 @@ def test_status_of_a_run_shows_a_line_and_one_row_per_task(
     result = cli("status", "mnist", "--kubeconfig", kubeconfig)
     assert result.code == 0, result.err
     lines = result.out.splitlines()
-    assert lines[0] == "run mnist in ml: Running, 3 tasks"
+    assert lines[0] == "run mnist in ml: Running, 3 tasks; started 2024-05-01T10:00:00Z"
     assert lines[1].split() == ["TASK", "NODE", "STATE", "RESTARTS", "AGE", "REASON"]
     rows = [line.split() for line in lines[2:]]
     assert [r[:4] for r in rows] == [
@@ -167,6 +167,8 @@ def test_status_json_and_yaml_carry_the_documented_fields(
         "state": "Failed",
         "restarts": 1,
         "reason": "Error (exit 1)",
+        "startTime": "2024-05-01T10:00:00Z",
+        "completionTime": "2024-05-01T10:00:00Z",
     }
 
 

@@ -166,9 +166,12 @@ def test_tasks_come_in_role_order_and_the_json_has_the_documented_keys() -> None
         "evaluator-0",
     ]
     data = run.as_dict()
-    assert list(data) == ["name", "namespace", "state", "successPolicy", "tasks"]
+    assert list(data) == [
+        "name", "namespace", "state", "successPolicy", "startTime", "completionTime", "tasks",
+    ]  # fmt: skip
     assert list(data["tasks"][0]) == [
-        "task", "role", "index", "job", "node", "state", "restarts", "reason",
+        "task", "role", "index", "job", "node", "state", "restarts", "reason", "startTime",
+        "completionTime",
     ]  # fmt: skip
 
 

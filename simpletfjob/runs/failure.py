@@ -1,0 +1,358 @@
+"""Why a run failed, said where the user is looking: the failing task's last log lines and the
+Warning events of its Job and pods, after `wait`'s and `status`'s verdict.
+
+    worker-1: the last 20 lines of its log (pod mnist-worker-1-x7k2p, container tensorflow):
+    worker-1 | Traceback (most recent call last):
+    worker-1 | ValueError: bad shape
+    worker-1: Warning events of its Job and pods:
+      BackoffLimitExceeded (x1) job/mnist-worker-1: Job has reached the specified backoff limit
+
+- **Logs.** The task's newest pod that ran: its container's output, or with the container
+  waiting to start again (`CrashLoopBackOff`) the instance that crashed (`previous`). A pod
+  refused before its container started (`OutOfnvidia.com/gpu`) has no log: a line says so.
+- **Kept lines.** With `restartPolicy: OnFailure` the Job controller deletes the pod once
+  the backoff limit is reached, and its logs go with it. `Keeper`, fed every state `wait`
+  judges, reads the last lines of each container it sees crash (`previous`) while the pod is
+  still there, and they are shown when the pod is gone. A `wait` that starts after the pod
+  is gone says so: `worker-1: its pod is gone; its logs went with it`.
+- **Events.** One list of the namespace's Warning events (`fieldSelector type=Warning`),
+  matched to the task's Job (by name and uid) and to its pods (by uid, or by the name the Job
+  controller gives them, `JOB-xxxxx`, so that a pod that is gone is still matched).
+
+Nothing here turns a verdict into an error: a refusal (RBAC on `pods/log` or `events`), a
+pod gone meanwhile or a node that does not answer is one line that says what could not be
+read and why. `stuck_reasons` gives `status` a Pending task's latest Warning event as its
+reason when its pod says nothing better (`FailedMount` behind `ContainerCreating`).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from simpletfjob.kube.request import Action, Deadline, request
+from simpletfjob.kube.resources import EVENTS, PODS
+from simpletfjob.runs.state import DELETED, PENDING, Run
+from simpletfjob.runs.taskstate import Object, Task, labels_of, metadata_of
+
+if TYPE_CHECKING:
+    from simpletfjob.kube.connection import Connection
+
+DEFAULT_TAIL = 20
+READ_WITHIN = 10.0  # seconds for each read of an explanation: it must not hold the verdict long
+GENERIC = ("", "ContainerCreating", "PodInitializing", "Pending", "no pod yet")
+
+
+@dataclass(frozen=True)
+class Kept:
+    """The last lines of a container that crashed, read while its pod was there."""
+
+    pod: str
+    container: str
+    lines: tuple[bytes, ...]
+
+
+# ---- reading ------------------------------------------------------------------------------------
+
+
+def _failure(conn: Connection, action: Action, status: int, data: bytes, reason: str) -> str:
+    from simpletfjob.kube.refusals import refusal, status_of
+
+    why, message, details = status_of(data, reason)
+    return refusal(conn.target, action, status, why, message, details)
+
+
+def read_tail(
+    conn: Connection, pod: str, container: str, tail: int, previous: bool
+) -> tuple[list[bytes], str]:
+    """The container's last `tail` lines, or ([], why they could not be read)."""
+    from simpletfjob.errors import ClusterError
+
+    action = Action("get", PODS, conn.namespace, pod, subresource="log")
+    query: list[tuple[str, str | int]] = [("container", container), ("tailLines", tail)]
+    if previous:
+        query.append(("previous", "true"))
+    try:
+        answer = request(
+            conn,
+            action,
+            query=query,
+            deadline=Deadline.after(READ_WITHIN),
+            passthrough=range(400, 600),
+        )
+    except ClusterError as e:
+        return [], str(e)
+    if answer.status >= 400:
+        return [], _failure(conn, action, answer.status, answer.data, answer.reason)
+    return [line + b"\n" for line in answer.data.splitlines()], ""
+
+
+def warning_events(conn: Connection) -> tuple[list[Object], str]:
+    """The namespace's Warning events, oldest first, or ([], why they could not be read)."""
+    import json
+
+    from simpletfjob.errors import ClusterError
+
+    action = Action("list", EVENTS, conn.namespace)
+    try:
+        answer = request(
+            conn,
+            action,
+            query=[("fieldSelector", "type=Warning")],
+            deadline=Deadline.after(READ_WITHIN),
+            passthrough=range(400, 600),
+        )
+    except ClusterError as e:
+        return [], str(e)
+    if answer.status >= 400:
+        return [], _failure(conn, action, answer.status, answer.data, answer.reason)
+    try:
+        items = json.loads(answer.data).get("items") or []
+    except (ValueError, AttributeError):
+        return [], f"{conn.target}: the event list is not JSON"
+    events = [e for e in items if isinstance(e, Mapping) and e.get("type") == "Warning"]
+    return sorted(events, key=_when), ""
+
+
+def _when(event: Object) -> str:
+    for key in ("lastTimestamp", "eventTime", "firstTimestamp"):
+        value = event.get(key)
+        if isinstance(value, str) and value:
+            return value[:19]  # to the second, as all three are comparable
+    return str(metadata_of(event).get("creationTimestamp") or "")
+
+
+def list_task_pods(conn: Connection, task: Task) -> list[Object]:
+    """The pods the Job controller made for the task's Job (its job-name label), oldest first."""
+    from simpletfjob.kube.lists import list_objects
+
+    pods = list_objects(conn, PODS, label_selector=f"job-name={task.job}").items
+    return sorted(pods, key=lambda p: str(metadata_of(p).get("creationTimestamp") or ""))
+
+
+def _pod_name(job: str) -> re.Pattern[str]:
+    return re.compile(re.escape(job) + r"-[a-z0-9]{5}")
+
+
+def task_events(events: Iterable[Object], task: Task, pods: Iterable[Object] = ()) -> list[Object]:
+    """The events of the task's Job and of its pods, those that are gone too."""
+    uids = {str(metadata_of(p).get("uid")) for p in pods}
+    named = _pod_name(task.job)
+    found = []
+    for event in events:
+        about = event.get("involvedObject") or {}
+        kind, name, uid = about.get("kind"), str(about.get("name") or ""), about.get("uid")
+        job = kind == "Job" and name == task.job and (not task.uid or not uid or uid == task.uid)
+        if job or (kind == "Pod" and (uid in uids or named.fullmatch(name))):
+            found.append(event)
+    return found
+
+
+def event_line(event: Object) -> str:
+    """'  BackoffLimitExceeded (x1) job/mnist-worker-1: Job has reached the specified backoff limit'."""
+    about = event.get("involvedObject") or {}
+    count = event.get("count") or (event.get("series") or {}).get("count") or 1
+    ref = f"{str(about.get('kind') or '').lower()}/{about.get('name')}"
+    message = " ".join(str(event.get("message") or "").split())
+    return f"  {event.get('reason')} (x{count}) {ref}: {message}"
+
+
+# ---- kept lines ---------------------------------------------------------------------------------
+
+
+class Keeper:
+    """The last lines of each container seen crashing while `wait` follows the run, by Job.
+
+    `seen(jobs, pods)` is given each state `wait` judges: a container that has restarted
+    (its restartCount grew) or waits to start again after a crash has its crashed instance
+    read (`previous`) at once, in a thread, while its pod is still there.
+    """
+
+    def __init__(self, conn: Connection, tail: int) -> None:
+        self.conn = conn
+        self.tail = tail
+        self.kept: dict[str, Kept] = {}  # by Job
+        self.read: set[tuple[str, str, str]] = set()  # (pod uid, container, crash)
+        self.threads: list[threading.Thread] = []
+        self.lock = threading.Lock()
+
+    def seen(self, jobs: Sequence[Object], pods: Sequence[Object]) -> None:
+        if self.tail <= 0:
+            return
+        for pod in pods:
+            job = str(labels_of(pod).get("job-name") or "")
+            metadata = metadata_of(pod)
+            for status in (pod.get("status") or {}).get("containerStatuses") or ():
+                crash = _crash(status)
+                if not job or crash is None:
+                    continue
+                key = (str(metadata.get("uid")), str(status.get("name")), crash)
+                if key in self.read:
+                    continue
+                self.read.add(key)
+                args = (job, str(metadata.get("name")), str(status.get("name")))
+                thread = threading.Thread(target=self._keep, args=args, daemon=True)
+                self.threads.append(thread)
+                thread.start()
+
+    def _keep(self, job: str, pod: str, container: str) -> None:
+        lines, _ = read_tail(self.conn, pod, container, self.tail, previous=True)
+        if lines:
+            with self.lock:
+                self.kept[job] = Kept(pod, container, tuple(lines))
+
+    def kept_for(self, job: str) -> Kept | None:
+        for thread in self.threads:
+            thread.join(READ_WITHIN)
+        with self.lock:
+            return self.kept.get(job)
+
+
+def _crash(status: Mapping[str, Any]) -> str | None:
+    """What tells a crash of this container apart from the next ('restart 2'), or None."""
+    last = (status.get("lastState") or {}).get("terminated")
+    if not isinstance(last, Mapping) or last.get("exitCode") in (0, None):
+        return None
+    state = status.get("state") or {}
+    if int(status.get("restartCount") or 0) > 0 or "waiting" in state:
+        return str(last.get("finishedAt") or last.get("containerID") or status.get("restartCount"))
+    return None
+
+
+# ---- the explanation ----------------------------------------------------------------------------
+
+
+def explain(conn: Connection, run: Run, tail: int, keeper: Keeper | None = None) -> list[str]:
+    """The lines that say why the run failed (see the module); [] for a run that has not."""
+    task = next((t for t in run.tasks if t.task == run.decided_by), None)
+    if task is None or run.reason == DELETED:
+        return []
+    from simpletfjob.errors import ClusterError
+
+    try:
+        pods = list_task_pods(conn, task)
+        pods_note = ""
+    except ClusterError as e:
+        pods, pods_note = [], f"{task.task}: its pods could not be read: {e}"
+    lines: list[str] = []
+    if tail > 0:
+        lines += [pods_note] if pods_note else _log_lines(conn, task, pods, tail, keeper)
+    events, why = warning_events(conn)
+    if why:
+        lines.append(f"{task.task}: the events could not be read: {why}")
+    else:
+        mine = task_events(events, task, pods)
+        if mine:
+            lines.append(f"{task.task}: Warning events of its Job and pods:")
+            lines += [event_line(e) for e in mine]
+    return lines
+
+
+def _log_lines(
+    conn: Connection, task: Task, pods: Sequence[Object], tail: int, keeper: Keeper | None
+) -> list[str]:
+    from simpletfjob.runs.logsources import container_state, framework_container
+
+    kept = keeper.kept_for(task.job) if keeper is not None else None
+    pod = _failing_pod(pods)
+    going = pod is not None and bool(metadata_of(pod).get("deletionTimestamp"))
+    if pod is None or (going and kept is not None):
+        # gone, or being deleted (the Job controller deletes it at the backoff limit)
+        word = "is being deleted" if going else "is gone"
+        if kept is None:
+            return [f"{task.task}: its pod {word}; its logs went with it"]
+        return [
+            f"{task.task}: its pod {word}; {_kept_head(kept)}",
+            *_prefixed(task.task, kept.lines),
+        ]
+    name = str(metadata_of(pod).get("name"))
+    container = framework_container(pod)
+    state, restarts, reason = container_state(pod, container)
+    if state in ("", "failed") or (
+        state == "waiting" and not restarts and reason != "CrashLoopBackOff"
+    ):
+        why = reason or str((pod.get("status") or {}).get("reason") or "")
+        return [f"{task.task}: no log: its container never started (pod {name}: {why})"]
+    # waiting to start again, or started again after a crash: the instance that crashed
+    previous = state == "waiting" or (
+        state == "running" and _crash(_status(pod, container)) is not None
+    )
+    lines, why = read_tail(conn, name, container, tail, previous)
+    if (why or not lines) and kept is not None:
+        said = f"its log could not be read ({why})" if why else "its log is empty"
+        return [f"{task.task}: {said}; {_kept_head(kept)}", *_prefixed(task.task, kept.lines)]
+    if why:
+        return [f"{task.task}: its log could not be read: {why}"]
+    if not lines:
+        return [f"{task.task}: its log is empty (pod {name}, container {container})"]
+    return [
+        f"{task.task}: the last {len(lines)} lines of its log (pod {name}, container {container}):",
+        *_prefixed(task.task, lines),
+    ]
+
+
+def _kept_head(kept: Kept) -> str:
+    return (
+        f"the last {len(kept.lines)} lines of its container when it crashed, kept by wait "
+        f"(pod {kept.pod}, container {kept.container}):"
+    )
+
+
+def _status(pod: Object, container: str) -> Mapping[str, Any]:
+    for status in (pod.get("status") or {}).get("containerStatuses") or ():
+        if isinstance(status, Mapping) and status.get("name") == container:
+            return status
+    return {}
+
+
+def _failing_pod(pods: Sequence[Object]) -> Object | None:
+    """The newest pod that failed (phase Failed, or a container that exited non-zero), else the newest."""
+    live = [p for p in pods if not metadata_of(p).get("deletionTimestamp")] or list(pods)
+
+    def failed(pod: Object) -> bool:
+        status = pod.get("status") or {}
+        if status.get("phase") == "Failed":
+            return True
+        for c in status.get("containerStatuses") or ():
+            for where in ("state", "lastState"):
+                term = (c.get(where) or {}).get("terminated") or {}
+                if term.get("exitCode") not in (0, None):
+                    return True
+        return False
+
+    failing = [p for p in live if failed(p)]
+    chosen = failing or live
+    return chosen[-1] if chosen else None
+
+
+def _prefixed(task: str, lines: Iterable[bytes]) -> list[str]:
+    return [f"{task} | {line.decode('utf-8', 'replace').rstrip()}" for line in lines]
+
+
+# ---- a task that is stuck -----------------------------------------------------------------------
+
+
+def stuck_reasons(conn: Connection, run: Run) -> tuple[Run, str]:
+    """The run with each Pending task whose pod says nothing better given its latest Warning
+    event's reason (`FailedMount` behind `ContainerCreating`), and a note if events could not be read.
+
+    No request is made unless a task is Pending with such a reason.
+    """
+    stuck = [t for t in run.tasks if t.state == PENDING and t.reason in GENERIC]
+    if not stuck:
+        return run, ""
+    events, why = warning_events(conn)
+    if why:
+        return run, f"the events could not be read: {why}"
+    better: dict[str, Task] = {}
+    for task in stuck:
+        mine = task_events(events, task)
+        if mine:
+            better[task.task] = replace(task, reason=str(mine[-1].get("reason") or task.reason))
+    if not better:
+        return run, ""
+    tasks = tuple(better.get(t.task, t) for t in run.tasks)
+    return replace(run, tasks=tasks), ""

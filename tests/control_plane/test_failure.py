@@ -1,0 +1,342 @@
+"""Why a run failed, said by `wait` and `status` (the failing task's last log lines and the
+Warning events of its Job and pods), a stuck task's reason, the times of tasks and runs, and
+`status --watch`: on the real control plane, with the kubelet stand-in running the pods."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import threading
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import Result, write
+from tests.support.cluster import wait_for
+from tests.support.control_plane import ControlPlane
+from tests.support.kubelet import Kubelet, Node
+
+TEMPLATE = """\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: fl-<<type>>-<<index>>
+spec:
+  backoffLimit: <<backoff>>
+  template:
+    spec:
+      nodeName: <<node>>
+      restartPolicy: <<restart>>
+      containers:
+        - name: tf
+          image: python
+          command:
+            - python
+            - -c
+            - |
+              import json, os, sys, time
+              task = json.loads(os.environ["TF_CONFIG"])["task"]
+              name = f"{task['type']}-{task['index']}"
+              time.sleep(<<sleep>>)
+              for i in range(<<lines>>):
+                  print(name, "line", i, flush=True)
+              if name in <<fail>>:
+                  print(name, "giving up", flush=True)
+                  sys.exit(1)
+              if task["type"] == "ps":
+                  time.sleep(3600)
+          env:
+            - name: TF_CONFIG
+              value: '<<TF_CONFIG>>'
+          resources:
+            limits:
+              example.com/widget: <<widgets>>
+"""
+
+_names = itertools.count()
+# the Job controller may say it more than once
+BACKOFF = r"  BackoffLimitExceeded \(x\d+\) job/fl-worker-1: Job has reached the specified backoff"
+
+
+class FailRun:
+    """A run of the template on the kubelet's three nodes, and the commands a user runs on it."""
+
+    def __init__(self, cli: Any, kube: ControlPlane, kubelet: Kubelet, ns: str, tmp: Path) -> None:
+        self.cli, self.kube, self.kubelet, self.ns, self.tmp = cli, kube, kubelet, ns, tmp
+        self.template = write(tmp / "fl.yaml", TEMPLATE)
+        self.kubeconfig = str(kube.kubeconfig(tmp / "kc", namespace=ns))
+
+    def apply(
+        self,
+        *,
+        lines: int = 30,
+        fail: tuple[str, ...] = (),
+        restart: str = "Never",
+        backoff: int = 0,
+        widgets: int = 0,
+        sleep: float = 0,
+    ) -> None:
+        result = self.cli(
+            "apply", str(self.template), "--nodes", ",".join(self.kubelet.nodes),
+            "--kubeconfig", self.kubeconfig,
+            "--set", f"lines={lines}", "--set", f"fail={list(fail)!r}",
+            "--set", f"restart={restart}", "--set", f"backoff={backoff}",
+            "--set", f"widgets={widgets}", "--set", f"sleep={sleep}",
+            "--success-policy", "all-workers",
+        )  # fmt: skip
+        assert result.code == 0, result.err
+
+    def run(self, command: str, *args: str) -> Result:
+        return self.cli(command, "fl", "--kubeconfig", self.kubeconfig, *args)  # type: ignore[no-any-return]
+
+    def pods(self, job: str) -> list[dict[str, Any]]:
+        return self.kube.pods(self.ns, f"job-name={job}")
+
+
+@pytest.fixture
+def run(cli: Any, kube: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[FailRun]:
+    n = next(_names)
+    nodes = [Node(f"fl-{n}-{i}", f"127.0.0.{i + 2}") for i in range(3)]
+    with Kubelet(kube, nodes, tmp_path / "kubelet") as kubelet:
+        yield FailRun(cli, kube, kubelet, namespace, tmp_path)
+
+
+def after_verdict(err: str) -> list[str]:
+    """The lines wait prints once the failed task's change line is out, the error line last."""
+    lines = err.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("worker-1 Failed"))
+    return lines[start + 1 :]
+
+
+def test_wait_on_failure_shows_the_last_lines_and_the_events_then_the_verdict_last(
+    run: FailRun,
+) -> None:
+    run.apply(fail=("worker-1",))
+    result = run.run("wait", "--timeout", "90s")
+    assert result.code == 1, result.err
+    assert not result.out
+    lines = result.err.splitlines()
+    assert lines[-1] == "simpletfjob: error: run 'fl' failed: worker-1 Failed: Error (exit 1)"
+    shown = [line for line in lines if line.startswith("worker-1 | ")]
+    # the last 20 of 30 lines, and the line it gave up with
+    assert shown == [
+        *(f"worker-1 | worker-1 line {i}" for i in range(11, 30)),
+        "worker-1 | worker-1 giving up",
+    ]
+    told = after_verdict(result.err)
+    assert told[0].startswith("worker-1: the last 20 lines of its log (pod fl-worker-1-")
+    events = told.index("worker-1: Warning events of its Job and pods:")
+    assert re.match(BACKOFF, told[events + 1]), told
+    # fewer lines when asked, none with 0
+    again = run.run("wait", "--tail-on-failure", "2")
+    assert [line for line in again.err.splitlines() if " | " in line] == [
+        "worker-1 | worker-1 line 29",
+        "worker-1 | worker-1 giving up",
+    ]
+    quiet = run.run("wait", "--tail-on-failure", "0")
+    assert not [line for line in quiet.err.splitlines() if " | " in line]
+    assert "BackoffLimitExceeded" in quiet.err
+    assert quiet.code == 1
+
+
+def test_status_of_a_failed_run_explains_it_on_stderr(run: FailRun) -> None:
+    run.apply(lines=3, fail=("worker-1",))
+    wait_for(lambda: run.run("status", "-o", "json").out.count('"Failed"') >= 2, 60, "the fail")
+    result = run.run("status")
+    assert result.code == 0, result.err
+    assert result.out.startswith("run fl in ")
+    assert [line for line in result.err.splitlines() if " | " in line] == [
+        *(f"worker-1 | worker-1 line {i}" for i in range(3)),
+        "worker-1 | worker-1 giving up",
+    ]
+    assert re.search(BACKOFF, result.err), result.err
+    # -o json keeps stderr for errors only
+    assert not run.run("status", "-o", "json").err
+
+
+def test_a_task_refused_by_its_node_shows_the_refusal(run: FailRun) -> None:
+    run.apply(widgets=1)  # no node has any example.com/widget
+    result = run.run("wait", "--timeout", "60s")
+    assert result.code == 1, result.err
+    last = result.err.splitlines()[-1]
+    assert last.startswith("simpletfjob: error: run 'fl' failed: "), last
+    task = last.split("failed: ", 1)[1].split()[0]
+    assert f"{task}: no log: its container never started" in result.err
+    refusals = [
+        line for line in result.err.splitlines() if "OutOfexample.com/widget (x1) pod/" in line
+    ]
+    assert refusals, result.err
+
+
+def test_an_on_failure_task_whose_pod_is_deleted_shows_the_lines_wait_kept(
+    run: FailRun, cli: Any
+) -> None:
+    run.apply(lines=25, fail=("worker-1",), restart="OnFailure", backoff=2, sleep=2)
+    result = run.run("wait", "--timeout", "90s")
+    assert result.code == 1, result.err
+    # the Job controller deleted the pod once the backoff limit was reached
+    wait_for(lambda: not run.pods("fl-worker-1"), 30, "worker 1's pod to go")
+    told = after_verdict(result.err)
+    # the Job controller deletes the pod before it marks the Job failed: gone, or going
+    assert any(
+        re.match(
+            r"worker-1: its pod is (gone|being deleted); the last 20 lines of its container "
+            r"when it crashed, kept by wait \(pod fl-worker-1-",
+            line,
+        )
+        for line in told
+    ), result.err
+    assert [line for line in told if line.startswith("worker-1 | ")] == [
+        *(f"worker-1 | worker-1 line {i}" for i in range(6, 25)),
+        "worker-1 | worker-1 giving up",
+    ]
+    assert result.err.splitlines()[-1].startswith("simpletfjob: error: run 'fl' failed: worker-1")
+    # a wait that starts after the pod is gone says so, and shows the events
+    later = run.run("wait")
+    assert later.code == 1
+    assert "worker-1: its pod is gone; its logs went with it" in later.err.splitlines()
+    assert re.search(BACKOFF, later.err), later.err
+
+
+def test_events_that_may_not_be_read_leave_the_verdict_as_it_is(
+    run: FailRun, kube: ControlPlane, cli: Any
+) -> None:
+    run.apply(lines=2, fail=("worker-1",))
+    kube.grant("alice", ["list", "watch", "get", "delete"], ["jobs"], run.ns, api_group="batch")
+    kube.grant("alice", ["list", "watch", "get"], ["pods"], run.ns)
+    kube.grant("alice", ["list", "delete"], ["services"], run.ns)
+    kubeconfig = kube.kubeconfig(run.tmp / "alice", "alice", run.ns)
+    result = cli("wait", "fl", "--kubeconfig", str(kubeconfig), "--timeout", "60s")
+    assert result.code == 1, result.err
+    lines = result.err.splitlines()
+    assert lines[-1] == "simpletfjob: error: run 'fl' failed: worker-1 Failed: Error (exit 1)"
+    assert any(
+        line.startswith("worker-1: its log could not be read: ") and "pods/log" in line
+        for line in lines
+    ), result.err
+    assert any(
+        line.startswith("worker-1: the events could not be read: ") and "events" in line
+        for line in lines
+    ), result.err
+
+
+def test_a_stuck_task_gives_its_latest_warning_event_as_reason(
+    kube: ControlPlane, namespace: str, tmp_path: Path, cli: Any
+) -> None:
+    """No kubelet: the pods stay Pending on their nodes, and an event says why one is stuck."""
+    template = write(tmp_path / "st.yaml", TEMPLATE.replace("fl-", "st-"))
+    kubeconfig = str(kube.kubeconfig(tmp_path / "kc", namespace=namespace))
+    applied = cli(
+        "apply", str(template), "--nodes", "h1,h2,h3", "--kubeconfig", kubeconfig,
+        "--set", "lines=1", "--set", "fail=[]", "--set", "restart=Never", "--set", "backoff=0",
+        "--set", "widgets=0", "--set", "sleep=0",
+    )  # fmt: skip
+    assert applied.code == 0, applied.err
+    pods = wait_for(lambda: len(kube.pods(namespace, "job-name=st-worker-0")) == 1 and
+                    kube.pods(namespace, "job-name=st-worker-0"), 30, "worker 0's pod")  # fmt: skip
+    pod = pods[0]
+    kube.admin.post(
+        f"/api/v1/namespaces/{namespace}/events",
+        {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{pod['metadata']['name']}.mount"},
+            "involvedObject": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "name": pod["metadata"]["name"],
+                "namespace": namespace,
+                "uid": pod["metadata"]["uid"],
+            },
+            "reason": "FailedMount",
+            "message": 'MountVolume.SetUp failed for volume "data": not found',
+            "type": "Warning",
+            "count": 3,
+            "firstTimestamp": "2026-01-01T00:00:00Z",
+            "lastTimestamp": "2026-01-01T00:01:00Z",
+            "source": {"component": "kubelet", "host": "h1"},
+        },
+    )
+    # a container that cannot pull its image says so itself
+    wait_for(lambda: kube.pods(namespace, "job-name=st-worker-1"), 30, "worker 1's pod")
+    worker1 = kube.pods(namespace, "job-name=st-worker-1")[0]["metadata"]["name"]
+    kube.admin.merge_patch(
+        f"/api/v1/namespaces/{namespace}/pods/{worker1}/status",
+        {"status": {"containerStatuses": [{
+            "name": "tf", "image": "python", "imageID": "", "ready": False, "restartCount": 0,
+            "state": {"waiting": {"reason": "ErrImagePull", "message": "not found"}},
+        }]}},
+    )  # fmt: skip
+    status = cli("status", "st", "--kubeconfig", kubeconfig, "-o", "json")
+    assert status.code == 0, status.err
+    reasons = {t["task"]: (t["state"], t["reason"]) for t in json.loads(status.out)["tasks"]}
+    assert reasons["worker-0"] == ("Pending", "FailedMount")
+    assert reasons["worker-1"] == ("Pending", "ErrImagePull")
+
+
+def rfc3339(value: Any) -> datetime:
+    assert isinstance(value, str) and value.endswith("Z"), value
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def test_status_json_gives_the_start_and_end_of_each_task_and_of_the_run(run: FailRun) -> None:
+    run.apply(lines=1, sleep=1)
+    waited = run.run("wait", "--timeout", "60s", "--cleanup", "none")
+    assert waited.code == 0, waited.err
+    data = json.loads(run.run("status", "-o", "json").out)
+    workers = [t for t in data["tasks"] if t["role"] == "worker"]
+    for task in workers:
+        assert rfc3339(task["startTime"]) < rfc3339(task["completionTime"])
+    ps = next(t for t in data["tasks"] if t["role"] == "ps")
+    rfc3339(ps["startTime"])
+    assert ps["completionTime"] is None  # it still runs
+    assert rfc3339(data["startTime"]) == min(rfc3339(t["startTime"]) for t in data["tasks"])
+    # all-workers: the run ended when its last worker did
+    assert rfc3339(data["completionTime"]) == max(rfc3339(t["completionTime"]) for t in workers)
+    head = run.run("status").out.splitlines()[0]
+    assert f"; started {data['startTime']}, ended {data['completionTime']} (" in head
+
+
+def test_status_watch_prints_a_row_whenever_a_task_changes_until_the_run_ends(
+    run: FailRun,
+) -> None:
+    run.apply(lines=1, sleep=3)
+    result = run.run("status", "-w")
+    assert result.code == 0, result.err
+    lines = result.out.splitlines()
+    assert lines[0].startswith("run fl in ")
+    assert lines[1].split() == ["TASK", "NODE", "STATE", "RESTARTS", "AGE", "REASON"]
+    later = [line.split() for line in lines[2 + 3 :]]
+    # each change a row of its own, in the first table's columns, and no header again
+    assert any(row[0] == "worker-0" and row[2] == "Succeeded" for row in later), result.out
+    assert any(row[0] == "worker-1" and row[2] == "Running" for row in later), result.out
+    assert "TASK" not in " ".join(lines[2:])
+    assert result.err.splitlines()[-1] in {
+        "run fl succeeded: worker-0 Succeeded",  # all-workers: the last to finish
+        "run fl succeeded: worker-1 Succeeded",
+    }
+
+
+def test_status_watch_exits_1_when_the_run_fails_and_says_why(run: FailRun) -> None:
+    run.apply(lines=1, fail=("worker-1",), sleep=1)
+    done: list[Result] = []
+    watcher = threading.Thread(target=lambda: done.append(run.run("status", "--watch")))
+    watcher.start()
+    watcher.join(timeout=90)
+    assert done, "status --watch did not end"
+    result = done[0]
+    assert result.code == 1, result.err
+    assert any(line.split()[:3:2] == ["worker-1", "Failed"] for line in result.out.splitlines()[2:])
+    assert "worker-1 | worker-1 giving up" in result.err.splitlines()
+    assert result.err.splitlines()[-1] == (
+        "simpletfjob: error: run 'fl' failed: worker-1 Failed: Error (exit 1)"
+    )
+
+
+def test_status_watch_needs_a_run(run: FailRun) -> None:
+    result = run.cli("status", "-w", "--kubeconfig", run.kubeconfig)
+    assert result.code == 2 and "-w/--watch needs RUN" in result.err

@@ -43,8 +43,13 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
         raise click.UsageError("missing the TEMPLATE argument", click.get_current_context())
     options = ApplyOptions(**values)
     check_options(options)  # --no-labels and the like, before the template or a cluster is read
+    from simpletfjob.options.runs import LIMIT_RULES
+
     sets = [parse_set(item) for item in options.set_values]
-    apply_run(prepare_options(options, given, sets))
+    options = prepare_options(options, given, sets)
+    for rule in LIMIT_RULES:  # once the header and the framework have given the policy
+        rule(options)
+    apply_run(options)
 
 
 def apply_run(options: ApplyOptions) -> None:
@@ -53,6 +58,7 @@ def apply_run(options: ApplyOptions) -> None:
     from simpletfjob.output import spare_inputs_from_stderr
     from simpletfjob.plan import inputs
     from simpletfjob.runs.apply import apply_manifests, manifests
+    from simpletfjob.runs.limits import add_limits
     from simpletfjob.runs.objects import connect_for
 
     spare_inputs_from_stderr(inputs(options))
@@ -68,6 +74,9 @@ def apply_run(options: ApplyOptions) -> None:
             (d.text, f"document {i} ({d.id})") for i, d in enumerate(planned.documents, start=1)
         )
         wanted = manifests(documents, planned.job, namespace)  # refused in one line, if at all
+        owner = add_limits(wanted, deadline=options.deadline, cleanup_after=options.cleanup_after)
+        if owner is not None:
+            owner.known(conn)
         done = apply_manifests(
             conn,
             planned.job,
@@ -77,6 +86,7 @@ def apply_run(options: ApplyOptions) -> None:
             timeout=options.timeout,
             report=lambda line: print(line, file=sys.stderr),
             force=options.force_conflicts,
+            applied=owner.applied if owner is not None else lambda m, obj: None,
         )
     # As a render's: warnings once the run has been applied, so that a failure is its lines alone.
     tell(planned, options)

@@ -12,7 +12,6 @@ Nothing is changed until every object has passed the server's dry run, so a refu
 that `kubectl apply --server-side` gives) or a run that differs from this render
 changes nothing; with --replace, nothing is deleted until both halves have passed. What can still fail half-way (a quota that the next object
 exceeds) is reported with what was applied and what was not.
-
 "Different" is judged as `kubectl diff` judges it: against the server's dry run, so
 that the fields the server fills in do not count. A Job whose pod template (or another
 immutable field) would change, or an object of the run that the render lacks, makes
@@ -174,13 +173,13 @@ def apply_manifests(
     timeout: float,
     report: Report,
     force: bool = False,
+    applied: Callable[[Manifest, Mapping[str, Any]], None] = lambda m, obj: None,
 ) -> list[tuple[Manifest, str]]:
     """Apply the run's manifests in order; each object's outcome ('created', ...), as reported.
 
-    With `replace`, an existing run is checked (replacing.py), deleted (propagation
+    `applied` is given each object as the server returned it (limits.Owner takes a uid). With `replace`, an existing run is checked (replacing.py), deleted (propagation
     Foreground) and waited for until its Jobs and Services are gone, up to `timeout`
-    seconds. With `dry_run`, the server judges every object and nothing is changed.
-    With `force`, fields that another field manager owns are taken over
+    seconds. With `dry_run`, the server judges every object and nothing is changed. With `force`, fields that another field manager owns are taken over
     (`--force-conflicts`), as `kubectl apply --server-side --force-conflicts` does.
 
     An object of the run that the list did not have, but that is there when its name
@@ -219,7 +218,9 @@ def apply_manifests(
     if replace and not old.empty:
         made = check_replace(conn, old, wanted, force=force)
         _replace(conn, old, timeout, report, scope)
-        return _apply_all(conn, run, wanted, {}, made, report, scope, force=force, replaced=True)
+        return _apply_all(
+            conn, run, wanted, {}, made, report, scope, applied, force=force, replaced=True
+        )
     judged = _judge_all(conn, wanted, live, force=force)
     differences = [f"{m.ref} ({why})" for m, (_, why) in judged if why]
     rendered = {m.key for m in wanted}
@@ -239,7 +240,7 @@ def apply_manifests(
             report(f"{m.ref} {outcome} (server dry run)")
         return outcomes
     expected = {m.key: applied.object for m, (applied, _) in judged if applied is not None}
-    return _apply_all(conn, run, wanted, live, expected, report, scope, force=force)
+    return _apply_all(conn, run, wanted, live, expected, report, scope, applied, force=force)
 
 
 def _not_ours(m: Manifest, other: Mapping[str, Any], namespace: str) -> str:
@@ -368,6 +369,7 @@ def _apply_all(
     expected: Mapping[tuple[str, str], dict[str, Any]],
     report: Report,
     scope: str,
+    hook: Callable[[Manifest, Mapping[str, Any]], None],
     *,
     force: bool,
     replaced: bool = False,
@@ -386,6 +388,7 @@ def _apply_all(
             sending = m
             applied = _apply_one(conn, run, m, live, expected, force=force)
             sending = None
+            hook(m, applied.object)
             done.append((m, applied.outcome))
             report(f"{m.ref} {applied.outcome}")
     except ClusterError as e:

@@ -103,6 +103,8 @@ HEADER_VALUES: dict[str, Any] = {
     "evaluator_in_cluster": True,
     "framework": "pytorch",
     "nproc_per_node": 2,
+    "deadline": 300.0,
+    "cleanup_after": 600.0,
 }
 
 

@@ -166,7 +166,10 @@ def test_tasks_come_in_role_order_and_the_json_has_the_documented_keys() -> None
         "evaluator-0",
     ]
     data = run.as_dict()
-    assert list(data) == ["name", "namespace", "state", "successPolicy", "tasks"]
+    assert list(data) == [
+        "name", "namespace", "state", "successPolicy", "restarts", "maxRestarts", "tasks"
+    ]  # fmt: skip
+    assert (data["restarts"], data["maxRestarts"]) == (0, 0)  # not applied by `run`
     assert list(data["tasks"][0]) == [
         "task", "role", "index", "job", "node", "state", "restarts", "reason",
     ]  # fmt: skip

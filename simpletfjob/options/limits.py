@@ -17,7 +17,7 @@ class LimitOptions(OptionGroup):
     the run is applied: the owner's uid exists only then).
     """
 
-    section = "Run limits"
+    section = "Limit options"
 
     deadline: float | None = option(
         "--deadline",

@@ -335,8 +335,9 @@ def follow_logs(
                 update = None
             if isinstance(update, BaseException):
                 raise update
-            if update is _END and ended is None:
-                ended, ended_at = last, time.monotonic()
+            if update is _END:
+                if ended is None:  # deleted before its verdict: nothing more will come
+                    ended, ended_at = last, time.monotonic()
             elif update is not None:
                 run, jobs, pods = update
                 last = run

@@ -231,6 +231,27 @@ def test_a_node_that_stops_its_heartbeat_restarts_the_run_on_the_other_nodes(run
     assert len(nodes) == 2 and lost[0] not in nodes
 
 
+def test_a_restart_that_cannot_be_placed_exits_1_with_the_placement_error(runs: Runs) -> None:
+    def lose_worker_1() -> None:
+        pod = wait_for(lambda: runs.running("worker-1"), timeout=60, what="worker-1 running")
+        runs.kubelet.lose(pod["spec"]["nodeName"])
+
+    thread = threading.Thread(target=lose_worker_1, daemon=True)
+    thread.start()
+    result = runs.run(
+        "-N", "3", "--max-restarts", "2", "--node-grace", "1s", "--logs", "none", seconds=3600
+    )
+    thread.join()
+    assert result.code == 1, result.err
+    assert "restarting" not in result.err  # the line comes once the new plan has its hosts
+    last = result.err.splitlines()[-1]
+    assert last == (
+        "simpletfjob: error: -N 3 asks for more hosts than are eligible "
+        "(3 nodes: 2 eligible, 1 NotReady)"
+    ), result.err
+    assert runs.jobs() == {}  # the old run was deleted before the plan
+
+
 def start_run(runs: Runs, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [console_script(), "run", *runs.args(seconds=3600), *args],

@@ -44,6 +44,9 @@ spec:
         - name: tf
           image: python
           command: [python, <<script>>, <<markers>>, <<mode>>, "<<seconds>>"]
+          resources:
+            requests:
+              cpu: 100m
           env:
             - name: TF_CONFIG
               value: '<<TF_CONFIG>>'
@@ -250,6 +253,36 @@ def test_a_restart_that_cannot_be_placed_exits_1_with_the_placement_error(runs: 
         "(3 nodes: 2 eligible, 1 NotReady)"
     ), result.err
     assert runs.jobs() == {}  # the old run was deleted before the plan
+
+
+def test_a_pod_that_a_node_refuses_fails_the_run_naming_the_node_and_why(
+    runs: Runs, kube: ControlPlane
+) -> None:
+    full = sorted(runs.kubelet.nodes)[1]  # a pod there takes its 8 CPUs
+    body = {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "hog"},
+        "spec": {"nodeName": full, "restartPolicy": "Never", "containers": [{
+            "name": "main", "image": "python", "command": ["python", "-c", "import time; time.sleep(600)"],
+            "resources": {"requests": {"cpu": "8"}},
+        }]},
+    }  # fmt: skip
+    kube.create(f"/api/v1/namespaces/{runs.ns}/pods", body)
+    wait_for(
+        lambda: (
+            kube.admin.get(f"/api/v1/namespaces/{runs.ns}/pods/hog").get("status", {}).get("phase")
+            == "Running"
+        ),
+        timeout=30,
+        what="the hog running",
+    )
+    result = runs.run("--logs", "none", seconds=3600)
+    assert result.code == 1, result.err
+    last = result.err.splitlines()[-1]
+    assert re.fullmatch(
+        rf"simpletfjob: error: run 'rt' failed: (ps|worker)-\d "
+        rf"refused by node {full}: OutOfcpu",
+        last,
+    ), result.err
 
 
 def start_run(runs: Runs, *args: str) -> subprocess.Popen[str]:

@@ -21,6 +21,10 @@ POLICY_ANNOTATION = "simpletfjob/success-policy"
 # made under another name (`kubectl get -o json | kubectl create`) keeps the annotation, so its
 # name and the annotation differ: it was not made by apply, and is never deleted as the run's.
 NAME_ANNOTATION = "simpletfjob/name"
+# On every Job of a run that `run` applied: its restart limit, and how many whole-run restarts
+# came before this one (status shows `restarts 1/3`).
+MAX_RESTARTS_ANNOTATION = "simpletfjob/max-restarts"
+RESTARTS_ANNOTATION = "simpletfjob/restarts"
 
 _LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 LABEL_VALUE_RULE = (

@@ -57,6 +57,7 @@ COMMANDS = {
     "init": "simpletfjob.cli.init",
     "nodes": "simpletfjob.cli.nodes",
     "apply": "simpletfjob.cli.apply",
+    "run": "simpletfjob.cli.run",
     "status": "simpletfjob.cli.status",
     "wait": "simpletfjob.cli.wait",
     "logs": "simpletfjob.cli.logs",

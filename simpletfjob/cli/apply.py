@@ -46,8 +46,12 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
         raise click.UsageError("missing the TEMPLATE argument", click.get_current_context())
     options = ApplyOptions(**values)
     check_options(options)  # --no-labels and the like, before the template or a cluster is read
+    from simpletfjob.options.runs import LIMIT_RULES
+
     sets = [parse_set(item) for item in options.set_values]
     options = prepare_options(options, given, sets)
+    for rule in LIMIT_RULES:  # once the header and the framework have given the policy
+        rule(options)
     say_applied(options, run(options))
 
 
@@ -71,6 +75,8 @@ def run(options: ApplyOptions) -> AppliedRun[Plan]:
             dry_run=options.dry_run == "server",
             timeout=options.timeout,
             force=options.force_conflicts,
+            deadline=options.deadline,
+            cleanup_after=options.cleanup_after,
         ),
         report=lambda line: print(line, file=sys.stderr),
     )

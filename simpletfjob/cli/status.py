@@ -46,6 +46,9 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     in the table's order (runs by name, then tasks by role and index): the Jobs only,
     since the tasks are Jobs (a run's Services, if any, carry the same names).
 
+    A run that `run --max-restarts` applied shows its whole-run restarts on its line
+    (restarts 1/3; in -o json, restarts and maxRestarts).
+
     \b
     Example:
       simpletfjob status mnist -n ml
@@ -156,6 +159,8 @@ def _one_run(run: Run) -> list[str]:
     )
     if (run.finished and run.decided_by) or run.state in (AMBIGUOUS, DELETING):
         head += f" ({run.outcome()})"
+    if run.restarts[1]:  # a run that `run --max-restarts` applied
+        head += f", restarts {run.restarts[0]}/{run.restarts[1]}"
     if run.started is not None:
         head += f"; started {rfc3339(run.started)}"
     if run.ended is not None:

@@ -119,7 +119,16 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
                 f"(--cleanup {options.cleanup}) failed: {e}"
             ) from e
     if last.state != SUCCEEDED:
-        raise RunFailed(f"run {last.name!r} failed: {last.outcome()}")
+        from simpletfjob.runs.run import UNRESTARTABLE
+
+        done, limit = last.restarts
+        left = (
+            f"; {limit - done} of its {limit} restarts are left, which only simpletfjob run "
+            "restarts (wait has no template to plan again from)"
+            if done < limit and last.reason not in UNRESTARTABLE
+            else ""
+        )
+        raise RunFailed(f"run {last.name!r} failed: {last.outcome()}{left}")
     _say(f"run {last.name} succeeded: {last.outcome()}")
 
 

@@ -172,6 +172,7 @@ def delete(
     dry_run: bool = False,
     uid: str | None = None,
     deadline: Deadline | None = None,
+    grace: int | None = None,
 ) -> Deleted:
     """Delete one object, its dependents as `propagation` says; one that is not there is already gone.
 
@@ -181,7 +182,9 @@ def delete(
 
     With `uid` (the object's as it was listed), the server deletes only that object
     (`preconditions.uid`): a name that another object has taken since answers 409,
-    which comes back as `replaced`, never as a delete of the newcomer.
+    which comes back as `replaced`, never as a delete of the newcomer. `grace` 0 is
+    kubectl's --force --grace-period=0: for a pod whose node is lost, which no kubelet
+    will ever confirm stopped.
     """
     action = Action("delete", resource, namespace_for(conn, resource, namespace), name)
     options: dict[str, Any] = {
@@ -193,6 +196,8 @@ def delete(
         options["dryRun"] = ["All"]
     if uid:
         options["preconditions"] = {"uid": uid}
+    if grace is not None:
+        options["gracePeriodSeconds"] = grace
     try:
         answer = request(conn, action, body=options, deadline=deadline, passthrough=(404,))
     except ApiError as e:

@@ -25,6 +25,7 @@ from simpletfjob.frameworks import FRAMEWORKS
 from simpletfjob.frameworks.pytorch import PyTorchOptions
 from simpletfjob.frameworks.tensorflow import TensorFlowOptions
 from simpletfjob.hosts.nodes import ADDRESS_CHOICES, GPU_RESOURCE
+from simpletfjob.options.limits import LimitOptions
 from simpletfjob.options.rules import (
     AUTO_PORT,
     DEFAULT_PORT,
@@ -422,7 +423,8 @@ def check_options(options: Options) -> None:
 
 def header_fields() -> dict[str, Field]:
     """The options a template header may set, by field name (`tasks_per_host`)."""
-    return {f.name: f for f in fields(Options) if f.option is not None and f.option.header}
+    found = [*fields(Options), *fields(LimitOptions)]
+    return {f.name: f for f in found if f.option is not None and f.option.header}
 
 
 class InitOptions(OptionGroup):

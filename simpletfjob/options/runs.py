@@ -1,14 +1,16 @@
-"""The options of the commands that act on a run on the cluster: apply, status, wait, delete.
+"""The options of the commands that act on a run on the cluster: apply, run, status, wait, delete.
 
-They build on render.py's groups: apply takes every option of a render (but -o), and
-the others only which cluster and namespace.
+They build on render.py's groups: apply and run take every option of a render (but -o)
+and its limits (LimitOptions), and the others only which cluster and namespace.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from simpletfjob.errors import UsageError
+from simpletfjob.options.limits import LimitOptions
 from simpletfjob.options.render import (
     ConnectionOptions,
     Options,
@@ -17,7 +19,15 @@ from simpletfjob.options.render import (
     ports_fit,
     timeout,
 )
-from simpletfjob.options.table import Must, OneOf, argument, format_duration, option, parse_duration
+from simpletfjob.options.table import (
+    Must,
+    OneOf,
+    argument,
+    at_least,
+    format_duration,
+    option,
+    parse_duration,
+)
 
 
 class DryRun(OneOf):
@@ -31,7 +41,7 @@ class DryRun(OneOf):
         return super().__call__(value)
 
 
-class ApplyOptions(Options):
+class ApplyOptions(Options, LimitOptions):
     """`simpletfjob apply TEMPLATE`: a render's options, and how to apply the run."""
 
     section = "Apply options"
@@ -76,9 +86,23 @@ def replace_is_real(options: Options) -> None:
         )
 
 
+def cleanup_has_an_owner(options: Options) -> None:
+    if (
+        isinstance(options, LimitOptions)
+        and options.cleanup_after is not None
+        and options.success_policy == "all-workers"
+    ):
+        raise UsageError(
+            "--cleanup-after needs one task that decides the run (the chief, or worker 0); "
+            "under --success-policy all-workers no single task does"
+        )
+
+
 # An apply reads nodes from the cluster it applies to, or takes them from a host list:
 # --kubeconfig and --context choose the cluster either way.
 ApplyOptions._rules = (nodes_or_nodes_file, ports_fit, labels_on, replace_is_real)
+# Checked once the framework's default policy is known (after the template's header).
+LIMIT_RULES = (cleanup_has_an_owner,)
 
 
 class DeleteOptions(ConnectionOptions):
@@ -238,3 +262,78 @@ class LogsOptions(ConnectionOptions):
         """What the options cannot say together."""
         if self.container and self.all_containers:
             raise UsageError("-c/--container cannot go with --all-containers")
+
+
+class RunOptions(Options, LimitOptions):
+    """`simpletfjob run TEMPLATE`: a render's options, how to follow the run, and its restarts."""
+
+    section = "Run options"
+
+    max_restarts: int = option(
+        "--max-restarts",
+        default=0,
+        show_default=True,
+        metavar="N",
+        rule=at_least(0),
+        help="Restart the whole run (delete it, plan again against the cluster as it is, "
+        "apply) up to N times when a task's Job fails, a node refuses a task's pod, or a "
+        "task's node is NotReady or gone for longer than --node-grace.",
+    )
+    node_grace: float = option(
+        "--node-grace",
+        default=60.0,
+        type=float,
+        parse=parse_duration,
+        format=format_duration,
+        metavar="DURATION",
+        show_default=True,
+        help="How long a task's node may be NotReady or gone before the run counts as failed.",
+    )
+    logs: str = option(
+        "--logs",
+        default="",
+        metavar="all|none|TASK,...",
+        rule=Must(
+            "all, none or tasks such as chief-0,worker-1",
+            lambda value: (
+                bool(re.fullmatch(r"all|none|[a-z]+-\d+(,[a-z]+-\d+)*", value)) or value == ""
+            ),
+        ),
+        help="Whose logs to stream to stdout, prefixed by task (default: the task that "
+        "decides success, the chief or worker 0).",
+    )
+    on_interrupt: str = option(
+        "--on-interrupt",
+        default="leave",
+        show_default=True,
+        rule=OneOf("leave", "delete"),
+        help="On SIGINT, SIGTERM or SIGHUP: leave the run running (and say how to wait for "
+        "it or delete it), or delete it.",
+    )
+    cleanup: str = option(
+        "--cleanup",
+        default="running",
+        show_default=True,
+        rule=OneOf(*CLEANUP_CHOICES),
+        help="When the run ends, as wait does: delete the Jobs and Services of the tasks "
+        "still not finished (running), the whole run (all), or nothing (none).",
+    )
+    replace_run: bool = option(
+        "--replace",
+        default=False,
+        help="Delete the run if it exists (propagation Foreground) and wait until it is "
+        "gone before the first apply, as apply --replace does.",
+    )
+    force_conflicts: bool = option(
+        "--force-conflicts",
+        default=False,
+        help="Take over fields that another field manager owns, as apply does.",
+    )
+    timeout: float | None = timeout(
+        None,
+        "Give up after this long (30s, 5m, 1h), restarts included: exit 3 and leave the run "
+        "as it is.",
+    )
+
+
+RunOptions._rules = (nodes_or_nodes_file, ports_fit, labels_on)

@@ -13,7 +13,6 @@ Nothing is changed until every object has passed the server's dry run, so a refu
 that `kubectl apply --server-side` gives) or a run that differs from this render
 changes nothing; with --replace, nothing is deleted until both halves have passed. What can still fail half-way (a quota that the next object
 exceeds) is reported with what was applied and what was not.
-
 "Different" is judged as `kubectl diff` judges it: against the server's dry run, so
 that the fields the server fills in do not count. A Job whose pod template (or another
 immutable field) would change, or an object of the run that the render lacks, makes
@@ -35,6 +34,7 @@ from simpletfjob.kube.objects import Applied, apply, get
 from simpletfjob.kube.request import ApiError, ApplyConflict
 from simpletfjob.kube.resources import JOBS, SERVICES
 from simpletfjob.runs.delete import delete_run, wait_until_gone
+from simpletfjob.runs.limits import add_limits
 from simpletfjob.runs.manifests import Manifest, manifests
 from simpletfjob.runs.objects import (
     RunObjects,
@@ -90,6 +90,8 @@ class Choices:
     dry_run: bool = False
     timeout: float = 0.0
     force: bool = False
+    deadline: float | None = None  # --deadline: every Job's activeDeadlineSeconds (limits.py)
+    cleanup_after: float | None = None  # --cleanup-after: the deciding Job owns the rest
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,9 @@ def apply_run(
             (d.text, f"document {i} ({d.id})") for i, d in enumerate(planned.documents, start=1)
         )
         wanted = manifests(documents, planned.job, conn.namespace)  # refused in one line, if at all
+        owner = add_limits(wanted, deadline=choices.deadline, cleanup_after=choices.cleanup_after)
+        if owner is not None:
+            owner.known(conn)
         done = apply_manifests(
             conn,
             planned.job,
@@ -132,6 +137,7 @@ def apply_run(
             timeout=choices.timeout,
             report=report,
             force=choices.force,
+            **({"applied": owner.applied} if owner is not None else {}),
         )
     return AppliedRun(planned, conn.namespace, Counter(outcome for _, outcome in done))
 
@@ -146,13 +152,14 @@ def apply_manifests(
     timeout: float,
     report: Report,
     force: bool = False,
+    applied: Callable[[Manifest, Mapping[str, Any]], None] = lambda m, obj: None,
 ) -> list[tuple[Manifest, str]]:
     """Apply the run's manifests in order; each object's outcome ('created', ...), as reported.
 
-    With `replace`, an existing run is checked (replace.py), deleted (propagation
+    `applied` is given each object as the server returned it (limits.Owner takes a uid). With
+    `replace`, an existing run is checked (replace.py), deleted (propagation
     Foreground) and waited for until its Jobs and Services are gone, up to `timeout`
-    seconds. With `dry_run`, the server judges every object and nothing is changed.
-    With `force`, fields that another field manager owns are taken over
+    seconds. With `dry_run`, the server judges every object and nothing is changed. With `force`, fields that another field manager owns are taken over
     (`--force-conflicts`), as `kubectl apply --server-side --force-conflicts` does.
 
     An object of the run that the list did not have, but that is there when its name
@@ -191,7 +198,9 @@ def apply_manifests(
     if replace and not old.empty:
         made = check_replace(conn, old, wanted, force=force)
         _replace(conn, old, timeout, report, scope)
-        return _apply_all(conn, run, wanted, {}, made, report, scope, force=force, replaced=True)
+        return _apply_all(
+            conn, run, wanted, {}, made, report, scope, applied, force=force, replaced=True
+        )
     judged = _judge_all(conn, wanted, live, force=force)
     differences = [f"{m.ref} ({why})" for m, (_, why) in judged if why]
     rendered = {m.key for m in wanted}
@@ -211,7 +220,7 @@ def apply_manifests(
             report(f"{m.ref} {outcome} (server dry run)")
         return outcomes
     expected = {m.key: applied.object for m, (applied, _) in judged if applied is not None}
-    return _apply_all(conn, run, wanted, live, expected, report, scope, force=force)
+    return _apply_all(conn, run, wanted, live, expected, report, scope, applied, force=force)
 
 
 def _not_ours(m: Manifest, other: Mapping[str, Any], namespace: str) -> str:
@@ -340,6 +349,7 @@ def _apply_all(
     expected: Mapping[tuple[str, str], dict[str, Any]],
     report: Report,
     scope: str,
+    hook: Callable[[Manifest, Mapping[str, Any]], None],
     *,
     force: bool,
     replaced: bool = False,
@@ -358,6 +368,7 @@ def _apply_all(
             sending = m
             applied = _apply_one(conn, run, m, live, expected, force=force)
             sending = None
+            hook(m, applied.object)
             done.append((m, applied.outcome))
             report(f"{m.ref} {applied.outcome}")
     except ClusterError as e:

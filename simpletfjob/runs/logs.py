@@ -310,6 +310,7 @@ def follow_logs(
     chosen: list[str] | None = None
     first = True
     ended: Run | None = None
+    last: Run | None = None
     ended_at = 0.0
     stop = threading.Event()
     changes: queue.Queue[Any] = queue.Queue()
@@ -324,6 +325,7 @@ def follow_logs(
                 changes.put((run, *latest))
                 if stop.is_set():
                     return
+            changes.put(_END)  # ended without a verdict: the run is being deleted
         except BaseException as e:  # handed to the caller's thread
             changes.put(e)
 
@@ -336,8 +338,12 @@ def follow_logs(
                 update = None
             if isinstance(update, BaseException):
                 raise update
-            if update is not None:
+            if update is _END:
+                if ended is None:  # deleted before its verdict: nothing more will come
+                    ended, ended_at = last, time.monotonic()
+            elif update is not None:
                 run, jobs, pods = update
+                last = run
                 tasks = tasks_of(jobs, pods)
                 if chosen is None:
                     chosen = choose(list(tasks), selection.tasks, selection.roles, name)

@@ -39,7 +39,12 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from simpletfjob.identity import JOB_LABEL, POLICY_ANNOTATION
+from simpletfjob.identity import (
+    JOB_LABEL,
+    MAX_RESTARTS_ANNOTATION,
+    POLICY_ANNOTATION,
+    RESTARTS_ANNOTATION,
+)
 from simpletfjob.runs.taskstate import (
     DELETING,
     FAILED,
@@ -102,6 +107,7 @@ class Run:
     claims: tuple[Claim, ...] = ()  # tasks that several Jobs claim (the run is Ambiguous)
     holds: tuple[tuple[str, int], ...] = ()  # Deleting: each finalizer, and how many Jobs it holds
     decided_at: datetime | None = None  # when the task that decided it succeeded or failed
+    restarts: tuple[int, int] = (0, 0)  # whole-run restarts so far and the limit (`run`)
 
     @property
     def finished(self) -> bool:
@@ -154,6 +160,8 @@ class Run:
             "namespace": self.namespace,
             "state": self.state,
             "successPolicy": self.policy,
+            "restarts": self.restarts[0],
+            "maxRestarts": self.restarts[1],
             "startTime": rfc3339(self.started),
             "completionTime": rfc3339(self.ended),
             "tasks": [task.as_dict() for task in self.tasks],
@@ -183,6 +191,19 @@ def policy_of(jobs: Iterable[Object]) -> str:
         if isinstance(annotations, Mapping) and annotations.get(POLICY_ANNOTATION):
             return str(annotations[POLICY_ANNOTATION])
     return DEFAULT_POLICY
+
+
+def restarts_of(jobs: Iterable[Object]) -> tuple[int, int]:
+    """The whole-run restarts so far and their limit, as `run` records them; (0, 0) without."""
+    for job in jobs:
+        annotations = metadata_of(job).get("annotations")
+        if not isinstance(annotations, Mapping):
+            continue
+        limit = str(annotations.get(MAX_RESTARTS_ANNOTATION) or "")
+        if limit.isdigit():
+            done = str(annotations.get(RESTARTS_ANNOTATION) or "0")
+            return (int(done) if done.isdigit() else 0), int(limit)
+    return 0, 0
 
 
 def is_gone(obj: Object) -> bool:
@@ -228,8 +249,9 @@ def run_state(
 
     def run(state: str, decided_by: str = "", reason: str = "", at: datetime | None = None) -> Run:
         return Run(
-            name, namespace, policy, tasks, state, decided_by, reason, created, claims, (), at
-        )
+            name, namespace, policy, tasks, state, decided_by, reason, created, claims, (), at,
+            restarts_of(present),
+        )  # fmt: skip
 
     if claims:
         return run(AMBIGUOUS)

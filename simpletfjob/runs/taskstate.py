@@ -4,7 +4,8 @@ A task's state:
 
 - **Deleting** when its Job is being deleted (a deletionTimestamp: a Foreground delete
   waits for its pods, or a finalizer holds it); the reason names the finalizers;
-- **Failed** when its Job has the `Failed` condition (backoffLimit or a deadline reached);
+- **Failed** when its Job has the `Failed` condition (backoffLimit or a deadline reached;
+  for the deadline, the reason is `DeadlineExceeded`, whatever its stopped pod said);
 - **Succeeded** when its Job has the `Complete` condition;
 - else **Unknown** when its pod is in phase Unknown (its node stopped reporting); the
   reason is the node's Ready condition (`node h3 NotReady since 12:03`), or
@@ -219,6 +220,8 @@ def task_of(job: Object, pods: Sequence[Object], nodes: Mapping[str, str] | None
     phase = ((pod or {}).get("status") or {}).get("phase")
     if failed is not None:
         state, reason = FAILED, failure or str(failed.get("reason") or "Failed")
+        if failed.get("reason") == "DeadlineExceeded":  # its pods were stopped: not their fault
+            reason = "DeadlineExceeded"
     elif condition(job, "Complete") is not None:
         state, reason = SUCCEEDED, ""
     elif phase == "Unknown":

@@ -112,6 +112,7 @@ def follow(
     name: str,
     deadline: Deadline | None,
     seen: Callable[[Sequence[Object], Sequence[Object]], None] | None = None,
+    tick: float | None = None,
 ) -> Iterator[Run]:
     """The run now, then again after each change, until it has ended or the deadline has passed.
 
@@ -120,7 +121,8 @@ def follow(
     events of that time taken. A deadline of 0 s checks once, as `kubectl wait --timeout 0s`
     does: the lists are not cut short by it, so that a run that has ended is told as ended.
     `seen` is given the Jobs and pods each run was judged from, before it is yielded
-    (`logs -f` reads the pods).
+    (`logs -f` reads the pods). With `tick`, the run is yielded again (changed or not) when
+    no event has come for that many seconds: `run` checks the nodes then.
     """
 
     def tell() -> None:
@@ -175,7 +177,10 @@ def follow(
             wait_until = deadline if settle is None else settle
             if settle is not None and deadline is not None:
                 wait_until = deadline.sooner(settle.remaining())
+            if tick is not None:
+                wait_until = Deadline.after(tick) if wait_until is None else wait_until.sooner(tick)
             item = _next(events, wait_until)
+            ticked = item is None and tick is not None
             if item is not None:
                 take(item)
                 while not events.empty():  # every event that has come, then judge the run once
@@ -197,7 +202,7 @@ def follow(
                 tell()
                 yield ended
                 return
-            if now.state != FAILED and changes(shown, now):
+            if now.state != FAILED and (changes(shown, now) or ticked):
                 tell()
                 yield now
                 shown = now

@@ -411,7 +411,8 @@ def prepare_options(
     """
 
     source = locate(options.template)
-    header = source.header.options
+    # The limits a header sets are apply's and run's; a render has no field for them.
+    header = {k: v for k, v in source.header.options.items() if hasattr(options, k)}
     settings = apply_option_defaults(
         {name: getattr(options, name) for name in header}, header, given
     )

@@ -24,7 +24,9 @@ import pytest
 from tests.conftest import ROOT, console_script
 
 DOCS = sorted([ROOT / "README.md", ROOT / "CONTRIBUTING.md", *(ROOT / "docs").rglob("*.md")])
-COMMANDS = ["render", "templates", "init", "nodes", "apply", "status", "wait", "logs", "delete"]
+COMMANDS = [
+    "render", "templates", "init", "nodes", "apply", "run", "status", "wait", "logs", "delete"
+]  # fmt: skip
 FLAG = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)")
 
 

@@ -1,7 +1,7 @@
 """Real TensorFlow reads what simpletfjob renders: a distributed run from a built-in template,
 through `apply` and `wait` on the real control plane, its pods run by the kubelet stand-in.
 
-The run is `tf2-parameter-server` with a chief, a ps and two workers, all on one node
+The first run is `tf2-parameter-server` with a chief, a ps and two workers, all on one node
 (127.0.0.2) with `--tasks-per-host 4`: every task of the stand-in runs on this machine's
 network, so tasks on different nodes could not share a port. The chief trains a small
 linear model through a ClusterCoordinator; the ps and workers serve until `wait`'s cleanup
@@ -126,3 +126,75 @@ def test_a_parameter_server_run_trains_through_apply_and_wait(
     assert abs(float(w) - 3.0) < 0.5 and abs(float(b) - 1.0) < 0.5, logs.out
     epochs = [line for line in logs.out.splitlines() if line.startswith("epoch")]
     assert len(epochs) == 4, logs.out
+
+
+MULTIWORKER = """\
+import json, os, pathlib, sys
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import tensorflow as tf
+
+task = json.loads(os.environ["TF_CONFIG"])["task"]
+marker = pathlib.Path(sys.argv[1])
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+with strategy.scope():
+    # MEAN: each replica's update is all-reduced across the three workers.
+    w = tf.Variable(0.0, aggregation=tf.VariableAggregation.MEAN)
+    b = tf.Variable(0.0, aggregation=tf.VariableAggregation.MEAN)
+
+
+@tf.function
+def step():
+    def replica():
+        x = tf.random.uniform([32])
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((w * x + b - (3.0 * x + 1.0)) ** 2)
+        gw, gb = tape.gradient(loss, [w, b])
+        w.assign_sub(0.3 * gw)
+        b.assign_sub(0.3 * gb)
+        return loss
+
+    return strategy.reduce("MEAN", strategy.run(replica), axis=None)
+
+
+for epoch in range(4):
+    for _ in range(50):
+        loss = step()
+    print("epoch", epoch, "loss", round(float(loss), 4), flush=True)
+    if task["index"] == 1 and epoch == 1 and not marker.exists():
+        marker.write_text("killed")  # the next attempt trains to its end
+        print("killed mid-training", flush=True)
+        os.kill(os.getpid(), 9)
+print("trained w", round(float(w.numpy()), 2), "b", round(float(b.numpy()), 2), flush=True)
+"""
+
+
+def test_a_multiworker_run_whose_worker_is_killed_completes_after_one_whole_run_restart(
+    cli: Any, kube: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    script = write(tmp_path / "train.py", MULTIWORKER)
+    marker = tmp_path / "killed"
+    values = write(
+        tmp_path / "values.yaml",
+        f"command: [python, {script}, {marker}]\ncpu: '100m'\nmemory: 1Gi\ngpus: 0\n"
+        "backoff_limit: 0\n",
+    )
+    kubeconfig = str(kube.kubeconfig(tmp_path / "kc", namespace=namespace))
+    node = Node("tfmw-node", "127.0.0.2", cpu="8", memory="32Gi", labels={"tfmw": "yes"})
+    with Kubelet(kube, [node], tmp_path / "kubelet"):
+        result = cli(
+            "run", "tf2-multiworker", "-l", "tfmw=yes", "-N", "1", "--tasks-per-host", "3",
+            "--address", "internal-ip", "--port", str(free_ports(3)), "-f", str(values),
+            "--name", "tfmw", "--max-restarts", "1", "--logs", "all", "--timeout", "8m",
+            "--kubeconfig", kubeconfig,
+        )  # fmt: skip
+    assert result.code == 0, result.err + result.out
+    restarts = [line for line in result.err.splitlines() if line.startswith("restarting")]
+    assert len(restarts) == 1, result.err
+    assert restarts[0].startswith("restarting run tfmw (1/1): worker-1 Failed"), restarts[0]
+    assert result.err.splitlines()[-1] == "run tfmw succeeded: worker-0 Succeeded"
+    lines = result.out.splitlines()
+    assert lines.count("worker-1 | killed mid-training") == 1, result.out
+    trained = [line.split() for line in lines if line.startswith("worker-0 | trained")]
+    assert len(trained) == 1, result.out
+    *_, w, _, b = trained[0]
+    assert abs(float(w) - 3.0) < 0.5 and abs(float(b) - 1.0) < 0.5, result.out

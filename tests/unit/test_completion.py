@@ -42,7 +42,18 @@ def test_the_first_word_offers_the_commands_and_the_templates(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     found = complete(monkeypatch, capsys, "simpletfjob ")
-    commands = ["render", "templates", "init", "nodes", "apply", "status", "wait", "logs", "delete"]
+    commands = [
+        "render",
+        "templates",
+        "init",
+        "nodes",
+        "apply",
+        "run",
+        "status",
+        "wait",
+        "logs",
+        "delete",
+    ]
     assert plain(found) == [*commands, *BUILT_INS]
     assert ("file", "") in found  # and the shell's file names, for a template file
     assert plain(complete(monkeypatch, capsys, "simpletfjob st")) == ["status"]

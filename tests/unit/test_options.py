@@ -103,6 +103,8 @@ HEADER_VALUES: dict[str, Any] = {
     "evaluator_in_cluster": True,
     "framework": "pytorch",
     "nproc_per_node": 2,
+    "deadline": 300.0,
+    "cleanup_after": 600.0,
 }
 
 
@@ -133,6 +135,24 @@ def test_a_header_default_reaches_the_options_field(cli: Any, tmp_path: Path) ->
     # The command line wins, even when it gives the option's own default.
     docs = cli("t.yaml", "--nodes", "a,b,c", "--psn", "1", "-o", "-", cwd=tmp_path).docs
     assert [d["metadata"]["name"] for d in docs] == ["t-chief-0", "t-ps-0", "t-worker-0"]
+
+
+def test_a_header_gives_apply_and_run_their_limits_and_a_render_leaves_them_out(
+    cli: Any, tmp_path: Path
+) -> None:
+    from simpletfjob.options.runs import ApplyOptions, RunOptions
+    from simpletfjob.template.catalog import prepare_options
+
+    header = "# simpletfjob:\n#   options:\n#     deadline: 5m\n#     cleanup-after: 1h\n"
+    template = write(tmp_path / "t.yaml", header + BODY)
+    for group in (ApplyOptions, RunOptions):
+        options = prepare_options(group(template=str(template)), frozenset(), [])
+        assert (options.deadline, options.cleanup_after) == (300.0, 3600.0)
+        # The command line wins.
+        given = group(template=str(template), deadline=60.0)
+        assert prepare_options(given, frozenset({"deadline"}), []).deadline == 60.0
+    docs = cli("t.yaml", "--nodes", "a,b", "-o", "-", cwd=tmp_path).docs
+    assert docs and all("activeDeadlineSeconds" not in d.get("spec", {}) for d in docs)
 
 
 # ---- one rule, one wording --------------------------------------------------------------------

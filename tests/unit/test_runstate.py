@@ -167,8 +167,10 @@ def test_tasks_come_in_role_order_and_the_json_has_the_documented_keys() -> None
     ]
     data = run.as_dict()
     assert list(data) == [
-        "name", "namespace", "state", "successPolicy", "startTime", "completionTime", "tasks",
+        "name", "namespace", "state", "successPolicy", "restarts", "maxRestarts",
+        "startTime", "completionTime", "tasks",
     ]  # fmt: skip
+    assert (data["restarts"], data["maxRestarts"]) == (0, 0)  # not applied by `run`
     assert list(data["tasks"][0]) == [
         "task", "role", "index", "job", "node", "state", "restarts", "reason", "startTime",
         "completionTime",

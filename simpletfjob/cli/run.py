@@ -1,0 +1,111 @@
+"""`simpletfjob run TEMPLATE ...`: plan, apply and follow a run to its end, restarting it on failure."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from simpletfjob.cli.params import make_command
+from simpletfjob.options.render import check_options
+from simpletfjob.options.runs import RunOptions
+
+if TYPE_CHECKING:
+    from simpletfjob.plan import Plan
+    from simpletfjob.runs.manifests import Manifest
+
+
+@make_command(
+    "run",
+    RunOptions,
+    short_help="Apply TEMPLATE's run and follow it to its end, restarting it on failure.",
+    omit=("output",),
+)
+def command(values: dict[str, Any], given: frozenset[str]) -> None:
+    """Render TEMPLATE as `apply` does, apply the run, and follow it as `wait` does.
+
+    Each task's changes go to stderr; the logs of the task that decides success (the
+    chief, or worker 0) stream to stdout, prefixed (--logs all|none|TASK,...). When the
+    run ends, wait's cleanup (--cleanup). Exit status: 0 when it succeeds, 1 when it
+    fails, 2 for a usage error, 3 when --timeout passes first (the run is left as it is).
+
+    With --max-restarts N the whole run is restarted, up to N times, when a task's Job
+    fails, a node refuses a task's pod (OutOf..., NodeAffinity), or a task's node is
+    NotReady or gone for longer than --node-grace: the run is deleted (Foreground, until
+    its Jobs and Services are gone), planned again against the cluster as it is now (a
+    lost or busy node is left out), applied and followed again, with one line on stderr.
+    The limit and the count are annotations on the run's Jobs (status: restarts 1/3).
+    A run that --deadline stopped is not restarted.
+
+    An interrupt (SIGINT, SIGTERM, SIGHUP) leaves the run running and says how to wait
+    for it or delete it (exit 130, 143, 129); --on-interrupt delete deletes it instead.
+
+    \b
+    Example:
+      simpletfjob run mnist.yaml -N 3 -n ml --max-restarts 3 --timeout 24h
+    """
+    from simpletfjob.options.runs import LIMIT_RULES
+    from simpletfjob.template.catalog import prepare_options
+    from simpletfjob.template.values import parse_set
+
+    if values["template"] is None:
+        raise click.UsageError("missing the TEMPLATE argument", click.get_current_context())
+    options = RunOptions(**values)
+    check_options(options)
+    sets = [parse_set(item) for item in options.set_values]
+    options = prepare_options(options, given, sets)
+    for rule in LIMIT_RULES:
+        rule(options)
+    run_command(options)
+
+
+def run_command(options: RunOptions) -> None:
+    from simpletfjob.cli.report import plan_explained, summary, tell
+    from simpletfjob.output import spare_inputs_from_stderr
+    from simpletfjob.plan import inputs
+    from simpletfjob.runs.logs import Printer
+    from simpletfjob.runs.objects import connect_for
+    from simpletfjob.runs.run import run_to_end
+
+    spare_inputs_from_stderr(inputs(options))
+    connection = (options.kubeconfig, options.context, options.namespace)
+    printer = Printer(_write, prefix=True, color=sys.stdout.isatty())
+    with connect_for(*connection, purpose="run the run on") as conn:
+        namespace = conn.namespace
+        planning = options.replace(namespace=namespace)
+
+        def applied(planned: Plan, done: Sequence[tuple[Manifest, str]]) -> None:
+            tell(planned, planning)
+            counts = Counter(outcome for _, outcome in done)
+            outcomes = ", ".join(
+                f"{counts[w]} {w}" for w in ("created", "configured", "unchanged") if counts[w]
+            )
+            where = f"run {planned.job} in namespace {namespace}"
+            _say(f"{summary(planned.tasks, where, verb='applied')} ({outcomes})")
+
+        run = run_to_end(
+            conn,
+            lambda: plan_explained(planning),
+            planning,
+            say=_say,
+            applied=applied,
+            printer=None if options.logs == "none" else printer,
+        )
+    _say(f"run {run.name} succeeded: {run.outcome()}")
+
+
+def _write(line: bytes) -> None:
+    from simpletfjob.output import write_stdout_bytes
+
+    write_stdout_bytes((line,))
+
+
+def _say(line: str) -> None:
+    """One line on stderr, written whole: the watches' and logs' threads write meanwhile."""
+    if sys.stderr is None:
+        return
+    sys.stderr.write(f"{line}\n")
+    sys.stderr.flush()

@@ -1,0 +1,45 @@
+"""The limits of a run that the cluster's own controllers carry out, with no client running.
+
+`apply` and `run` take them, and a template header may set them (render.header_fields);
+a render leaves them out: they are written when the run is applied (runs/limits.py),
+since the owner's uid exists only then.
+"""
+
+from __future__ import annotations
+
+from simpletfjob.options.table import OptionGroup, format_duration, option, parse_duration
+
+
+class LimitOptions(OptionGroup):
+    """Limits the cluster's own controllers carry out with no client running (apply and run).
+
+    A template header may set them; a render leaves them out (they are carried out when
+    the run is applied: the owner's uid exists only then).
+    """
+
+    section = "Limit options"
+
+    deadline: float | None = option(
+        "--deadline",
+        default=None,
+        type=float,
+        parse=parse_duration,
+        format=format_duration,
+        metavar="DURATION",
+        header=True,
+        help="A wall-clock limit for the run: activeDeadlineSeconds on every Job, so the "
+        "parameter servers stop too; status and wait then say DeadlineExceeded.",
+    )
+    cleanup_after: float | None = option(
+        "--cleanup-after",
+        default=None,
+        type=float,
+        parse=parse_duration,
+        format=format_duration,
+        metavar="DURATION",
+        header=True,
+        help="Once the task that decides success (the chief, or worker 0) has finished and "
+        "this long has passed, the cluster deletes the run: that task's Job owns the run's "
+        "other Jobs and Services, and has ttlSecondsAfterFinished. Not under --success-policy "
+        "all-workers.",
+    )

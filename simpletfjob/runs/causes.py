@@ -1,0 +1,96 @@
+"""Why `run` restarts a run that `wait` would still be waiting on: a refused pod, a lost node.
+
+A run fails, for `run`, when (besides a task's Job failing, which state.py judges):
+
+- **a node refused a task's pod**: the kubelet admits a pod or fails it at once, with
+  phase Failed and a reason such as `OutOfnvidia.com/gpu`, `OutOfcpu`, `NodeAffinity`,
+  `NodePorts` or `NodeName`. The Job controller would only make another pod for the same
+  node, which refuses it again;
+- **a task's node has been NotReady, or gone, for longer than the grace**: the node as
+  its Ready condition says (a node lifecycle controller sets it Unknown once the kubelet
+  stops posting), or a 404. The time is counted from when this client first saw it so,
+  on its own clock: the node's lastTransitionTime is the server's, and clocks differ.
+  Tasks that have finished do not count: their node is no longer needed.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from simpletfjob.runs.state import Run
+
+if TYPE_CHECKING:
+    from simpletfjob.kube.connection import Connection
+
+REFUSALS = ("NodeAffinity", "NodePorts", "NodeName", "UnexpectedAdmissionError")
+
+
+def refusal(run: Run, pods: Iterable[Mapping[str, Any]]) -> str | None:
+    """'worker-1 refused by node h3: OutOfnvidia.com/gpu', for the first refused pod in role order."""
+    tasks = {task.job: task.task for task in run.tasks if not task.finished}
+    found: dict[str, str] = {}
+    for pod in pods:
+        status = pod.get("status") or {}
+        reason = str(status.get("reason") or "")
+        if status.get("phase") != "Failed" or not (
+            reason.startswith("OutOf") or reason in REFUSALS
+        ):
+            continue
+        job = str(((pod.get("metadata") or {}).get("labels") or {}).get("job-name") or "")
+        if job in tasks:
+            node = (pod.get("spec") or {}).get("nodeName") or "?"
+            found.setdefault(tasks[job], f"{tasks[job]} refused by node {node}: {reason}")
+    order = [task.task for task in run.tasks]
+    return found[min(found, key=order.index)] if found else None
+
+
+class NodeWatch:
+    """The nodes of a run's unfinished tasks, read on each tick; a cause once one is lost too long."""
+
+    def __init__(self, conn: Connection, grace: float) -> None:
+        self.conn = conn
+        self.grace = grace
+        self.since: dict[str, float] = {}  # node -> when it was first seen NotReady or gone
+
+    def check(self, run: Run) -> str | None:
+        """The cause, 'worker-1 on node h3: NotReady for more than 1m', or None."""
+        from simpletfjob.kube.outage import duration
+
+        on: dict[str, list[str]] = {}
+        for task in run.tasks:
+            if task.node and not task.finished:
+                on.setdefault(task.node, []).append(task.task)
+        now = time.monotonic()
+        for node in sorted(on):
+            how = self._how(node)
+            if how is None:
+                self.since.pop(node, None)
+                continue
+            first = self.since.setdefault(node, now)
+            if now - first >= self.grace:
+                tasks = ", ".join(on[node])
+                return f"{tasks} on node {node}: {how} for more than {duration(self.grace)}"
+        return None
+
+    def _how(self, node: str) -> str | None:
+        """'NotReady' or 'gone', or None when the node is Ready (or cannot be read: 403)."""
+        from simpletfjob.kube.request import Action, request
+        from simpletfjob.kube.resources import NODES
+
+        answer = request(self.conn, Action("get", NODES, None, node), passthrough=(403, 404))
+        if answer.status == 404:
+            return "gone"
+        if answer.status == 403:
+            return None  # reading nodes is not allowed: only the pods can tell
+        return None if _ready(json.loads(answer.data)) else "NotReady"
+
+
+def _ready(node: Mapping[str, Any]) -> bool:
+    conditions: Sequence[Any] = (node.get("status") or {}).get("conditions") or ()
+    return any(
+        isinstance(c, Mapping) and c.get("type") == "Ready" and c.get("status") == "True"
+        for c in conditions
+    )

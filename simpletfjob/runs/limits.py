@@ -1,0 +1,110 @@
+"""What `apply` and `run` add to a run's manifests for the cluster to carry out with no client.
+
+- **--deadline D**: `activeDeadlineSeconds: D` on every Job, the parameter servers' too, so
+  that the whole run stops once D has passed (the Job controller fails each Job with
+  reason `DeadlineExceeded`).
+- **--cleanup-after D**: the Job of the task that decides success (the chief, else worker
+  0) owns the run's other Jobs and its Services (`ownerReferences` with that Job's uid),
+  and gets `ttlSecondsAfterFinished: D`. Once it has finished and D has passed, the TTL
+  controller deletes it, and the garbage collector the rest. Its uid exists only once it
+  has been created, so it is applied first (`order`), and the others are given the
+  reference as soon as it is known (`Owner.applied`).
+- **Restarts** (`run --max-restarts N`): the limit and the count so far, as annotations on
+  every Job (`status` shows `restarts 1/3`; state.restarts_of reads them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from simpletfjob.identity import (
+    INDEX_LABEL,
+    MAX_RESTARTS_ANNOTATION,
+    RESTARTS_ANNOTATION,
+    ROLE_LABEL,
+)
+from simpletfjob.kube.resources import JOBS
+
+if TYPE_CHECKING:
+    from simpletfjob.kube.connection import Connection
+    from simpletfjob.runs.manifests import Manifest
+
+
+def deciding_job(wanted: Sequence[Manifest]) -> Manifest | None:
+    """The Job of the chief, else of worker 0: the task whose success is the run's."""
+    jobs = {_task(m.body): m for m in wanted if m.resource is JOBS}
+    return jobs.get("chief-0") or jobs.get("worker-0")
+
+
+def _task(body: Mapping[str, Any]) -> str:
+    labels = (body.get("metadata") or {}).get("labels") or {}
+    return f"{labels.get(ROLE_LABEL)}-{labels.get(INDEX_LABEL)}"
+
+
+def add_limits(
+    wanted: list[Manifest],
+    *,
+    deadline: float | None,
+    cleanup_after: float | None,
+    restarts: tuple[int, int] | None = None,
+) -> Owner | None:
+    """Write the limits into the manifests (in place); with cleanup_after, the owner to apply first.
+
+    The returned `Owner` has reordered `wanted` (its Job first); give its `applied` to
+    apply_manifests, which calls it for each object applied.
+    """
+    for m in wanted:
+        if m.resource is not JOBS:
+            continue
+        if deadline is not None:
+            m.body.setdefault("spec", {})["activeDeadlineSeconds"] = max(1, int(-(-deadline // 1)))
+        if restarts is not None:
+            annotations = m.body.setdefault("metadata", {}).setdefault("annotations", {})
+            annotations[RESTARTS_ANNOTATION] = str(restarts[0])
+            annotations[MAX_RESTARTS_ANNOTATION] = str(restarts[1])
+    if cleanup_after is None:
+        return None
+    owner = deciding_job(wanted)
+    if owner is None:
+        return None
+    owner.body.setdefault("spec", {})["ttlSecondsAfterFinished"] = int(-(-cleanup_after // 1))
+    wanted.remove(owner)
+    wanted.insert(0, owner)
+    return Owner(owner, wanted[1:])
+
+
+class Owner:
+    """The deciding Job, and the objects that get its ownerReference once its uid is known."""
+
+    def __init__(self, owner: Manifest, owned: Sequence[Manifest]) -> None:
+        self.owner = owner
+        self.owned = owned
+
+    def known(self, conn: Connection) -> None:
+        """An owner that exists already (the same run applied again) gives its uid at once."""
+        from simpletfjob.kube.objects import get
+
+        live = get(conn, JOBS, self.owner.name, missing_ok=True)
+        if live is not None:
+            self._refer(live)
+
+    def applied(self, m: Manifest, obj: Mapping[str, Any]) -> None:
+        if m is self.owner:
+            self._refer(obj)
+
+    def _refer(self, obj: Mapping[str, Any]) -> None:
+        uid = (obj.get("metadata") or {}).get("uid")
+        if not uid:
+            return
+        reference = {
+            "apiVersion": JOBS.api_version,
+            "kind": JOBS.kind,
+            "name": self.owner.name,
+            "uid": uid,
+            # Not a controller: the Job controller adopts by controllerRef, and the Jobs it
+            # owns are the GC's to delete, not its own.
+            "blockOwnerDeletion": False,
+        }
+        for m in self.owned:
+            m.body.setdefault("metadata", {})["ownerReferences"] = [reference]

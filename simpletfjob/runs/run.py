@@ -1,0 +1,355 @@
+"""`run`: from a template to a finished run, through failures, with one command that stays with it.
+
+    plan -> apply -> follow as `wait` does (task changes on stderr, the deciding task's logs
+    on stdout) -> succeeded: wait's cleanup, done
+                -> failed (causes.py): restarts left? delete the whole run (Foreground,
+                   until its Jobs and Services are gone), plan again against the cluster as
+                   it is now, apply, follow again; else exit 1 with the cause
+
+The whole run restarts, never one task: with the host's network every task's cluster spec
+lists every task's address, so when one host changes, every task changes. A restart plans again from
+the same options, so a lost or busy node is left out and GPUs and ports are counted
+again; one that cannot be placed now ends the run with the placement error.
+
+A failure that restarting cannot help ends it at once: the run's --deadline
+(DeadlineExceeded), a deciding Job deleted meanwhile, a task claimed by several Jobs.
+
+An interruption (SIGINT, SIGTERM, SIGHUP) leaves the run running, as it is, and says how to
+wait for it or delete it; --on-interrupt delete deletes it (Background, as kubectl delete
+does) and says so.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from simpletfjob.errors import EXIT_TIMEOUT, ClusterError, Interrupted, SimpleTFJobError
+from simpletfjob.kube.request import Deadline
+from simpletfjob.kube.resources import JOBS, PODS, SERVICES
+from simpletfjob.runs.causes import NodeWatch, refusal
+from simpletfjob.runs.state import AMBIGUOUS, DELETED, DELETING, FAILED, SUCCEEDED, Run, changes
+
+if TYPE_CHECKING:
+    from simpletfjob.kube.connection import Connection
+    from simpletfjob.options.runs import RunOptions
+    from simpletfjob.runs.logs import Printer
+    from simpletfjob.runs.manifests import Manifest
+    from simpletfjob.runs.taskstate import Object
+
+Say = Callable[[str], None]
+
+
+class PlannedTask(Protocol):
+    @property
+    def role(self) -> str: ...
+    @property
+    def index(self) -> int: ...
+    @property
+    def host(self) -> str: ...
+
+
+class PlannedDocument(Protocol):
+    @property
+    def text(self) -> str: ...
+    @property
+    def id(self) -> object: ...
+
+
+class Plan(Protocol):
+    """What `run` reads of a plan (plan.Plan, which only the commands import)."""
+
+    @property
+    def job(self) -> str | None: ...
+    @property
+    def tasks(self) -> Sequence[PlannedTask]: ...
+    @property
+    def documents(self) -> Sequence[PlannedDocument]: ...
+
+
+P = TypeVar("P", bound=Plan)
+
+
+UNRESTARTABLE = (DELETED, "DeadlineExceeded")  # reasons a new attempt would not change
+LOG_DRAIN = 10.0  # seconds the logs are given to be read out once the run has ended
+
+
+class RunFailed(SimpleTFJobError):
+    """The run failed and no restart is left (exit 1), naming the last cause."""
+
+
+class TimedOut(SimpleTFJobError):
+    """--timeout passed before the run ended (exit 3); the run is left as it is."""
+
+    exit_code = EXIT_TIMEOUT
+
+
+def run_to_end(
+    conn: Connection,
+    make_plan: Callable[[], P],
+    options: RunOptions,
+    *,
+    say: Say,
+    applied: Callable[[P, Sequence[tuple[Manifest, str]]], None],
+    printer: Printer | None,
+) -> Run:
+    """Plan, apply and follow until the run succeeds (returned), restarting it as the options allow.
+
+    Raises RunFailed (exit 1), TimedOut (exit 3), or the placement's SelectionError.
+    """
+    from simpletfjob.kube.outage import riding_out
+    from simpletfjob.options.table import format_duration
+    from simpletfjob.runs.objects import scope_flags
+
+    deadline = None if options.timeout is None else Deadline.after(options.timeout)
+    until = (
+        "it is back (no --timeout)"
+        if options.timeout is None
+        else f"the --timeout ({format_duration(options.timeout)})"
+    )
+    planned = make_plan()
+    assert planned.job is not None  # labels are on: the options' rules refused --no-labels
+    check_log_tasks(options.logs, planned)
+    name = planned.job
+    restarts = 0
+    try:
+        with riding_out(conn, deadline, say, until):
+            while True:
+                _apply(conn, planned, options, restarts, first=restarts == 0, applied=applied)
+                logs = _stream_logs(conn, name, planned, options, printer, say)
+                last, cause = _follow(conn, name, options, deadline, say)
+                if last is None or (cause is None and last.state != SUCCEEDED):
+                    state = f" ({last.state})" if last is not None else ""
+                    assert options.timeout is not None
+                    raise TimedOut(
+                        f"run {name!r} did not end within {format_duration(options.timeout)}"
+                        f"{state}; it is left as it is"
+                    )
+                if cause is None:
+                    _finish(conn, last, options, say, logs)
+                    return last
+                if not _restartable(last, cause) or restarts >= options.max_restarts:
+                    _finish(conn, last, options, say, logs)
+                    left = (
+                        f"; no restart left ({restarts} of {options.max_restarts} made)"
+                        if options.max_restarts and _restartable(last, cause)
+                        else ""
+                    )
+                    raise RunFailed(f"run {name!r} failed: {cause}{left}")
+                restarts += 1
+                _delete(conn, name, deadline, set(_lost(cause, last)))
+                planned = make_plan()  # against the cluster as it is now
+                hosts = ", ".join(dict.fromkeys(task.host for task in planned.tasks))
+                say(
+                    f"restarting run {name} ({restarts}/{options.max_restarts}): {cause}; "
+                    f"hosts now: {hosts}"
+                )
+    except Interrupted as e:
+        scope = scope_flags(conn)
+        if options.on_interrupt == "delete":
+            e.detail = _delete_on_interrupt(conn, name)
+        elif not e.detail:  # (an apply cut short says what it had applied)
+            e.detail = (
+                f"run {name!r} is left running in namespace {conn.namespace}; follow it with "
+                f"simpletfjob wait {name} {scope}, or remove it with simpletfjob delete "
+                f"{name} {scope}"
+            )
+        raise
+
+
+def _restartable(run: Run, cause: str) -> bool:
+    if run.state in (AMBIGUOUS, DELETING):
+        return False
+    return not (run.state == FAILED and cause == run.outcome() and run.reason in UNRESTARTABLE)
+
+
+def _apply(
+    conn: Connection,
+    planned: P,
+    options: RunOptions,
+    restarts: int,
+    *,
+    first: bool,
+    applied: Callable[[P, Sequence[tuple[Manifest, str]]], None],
+) -> None:
+    from simpletfjob.runs.apply import apply_manifests
+    from simpletfjob.runs.limits import add_limits
+    from simpletfjob.runs.manifests import manifests
+
+    assert planned.job is not None
+    documents = (
+        (d.text, f"document {i} ({d.id})") for i, d in enumerate(planned.documents, start=1)
+    )
+    wanted = manifests(documents, planned.job, conn.namespace)
+    owner = add_limits(
+        wanted,
+        deadline=options.deadline,
+        cleanup_after=options.cleanup_after,
+        restarts=(restarts, options.max_restarts),
+    )
+    if owner is not None:
+        owner.known(conn)
+    done = apply_manifests(
+        conn,
+        planned.job,
+        wanted,
+        replace=options.replace_run and first,
+        dry_run=False,
+        timeout=options.timeout if options.timeout is not None else 300.0,
+        report=lambda line: None,  # the summary says it all; a restart says it in its line
+        force=options.force_conflicts,
+        applied=owner.applied if owner is not None else lambda m, obj: None,
+    )
+    if first:
+        applied(planned, done)
+
+
+def _follow(
+    conn: Connection, name: str, options: RunOptions, deadline: Deadline | None, say: Say
+) -> tuple[Run | None, str | None]:
+    """Follow the run to its end: (the run, None) when it succeeded, (the run, the cause) when
+    it failed; the cause None and the run not succeeded (or None) when the deadline passed."""
+    from simpletfjob.runs.watch import follow
+
+    nodes = NodeWatch(conn, options.node_grace)
+    tick = max(0.5, min(options.node_grace / 2, 10.0))
+    pods: list[Object] = []
+    next_check = 0.0
+
+    def seen(_: Sequence[Object], now: Sequence[Object]) -> None:
+        pods[:] = now
+
+    last: Run | None = None
+    try:
+        for run in follow(conn, name, deadline, seen, tick=tick):
+            for line in changes(last, run):
+                say(line)
+            last = run
+            if run.state == SUCCEEDED:
+                return run, None
+            if run.state in (FAILED, AMBIGUOUS, DELETING):
+                return run, run.outcome()
+            cause = refusal(run, pods)
+            if cause is None and time.monotonic() >= next_check:
+                next_check = time.monotonic() + tick
+                cause = nodes.check(run)
+            if cause is not None:
+                return run, cause
+    except ClusterError:
+        if deadline is None or deadline.remaining() > 0:
+            raise
+    return last, None
+
+
+def _lost(cause: str, run: Run) -> list[str]:
+    """The nodes a node cause names (`... on node h3: NotReady ...`), whose pods no kubelet stops."""
+    return [t.node for t in run.tasks if t.node and f" on node {t.node}: " in cause]
+
+
+def _delete(conn: Connection, name: str, deadline: Deadline | None, lost: set[str]) -> None:
+    """Delete the whole run (Foreground) and wait until its Jobs and Services are gone.
+
+    The pods on a lost node are deleted at once (grace 0, as kubectl delete --force): no
+    kubelet there will confirm that they stopped, and the Jobs would wait for them forever.
+    """
+    from simpletfjob.kube.lists import list_objects
+    from simpletfjob.kube.objects import delete
+    from simpletfjob.runs.delete import delete_run, wait_until_gone
+    from simpletfjob.runs.objects import list_run, run_selector
+
+    delete_run(conn, list_run(conn, name), "Foreground", lambda line: None)
+    if lost:
+        for pod in list_objects(conn, PODS, label_selector=run_selector(name)).items:
+            if (pod.get("spec") or {}).get("nodeName") in lost:
+                pod_name = str((pod.get("metadata") or {}).get("name"))
+                delete(conn, PODS, pod_name, grace=0)
+    timeout = deadline.remaining() if deadline is not None else 3600.0
+    try:
+        wait_until_gone(conn, name, max(timeout, 1.0), (JOBS, SERVICES))
+    except ClusterError as e:
+        if deadline is not None and deadline.remaining() <= 0:
+            raise TimedOut(f"restarting run {name!r}: {e}") from e
+        raise
+
+
+def _finish(conn: Connection, run: Run, options: RunOptions, say: Say, logs: Any) -> None:
+    """wait's cleanup, then the logs read out (a finished task's stream ends by itself)."""
+    from simpletfjob.runs.watch import clean_up
+
+    ended = "succeeded" if run.state == SUCCEEDED else "failed"
+    try:
+        clean_up(conn, run, options.cleanup, say)
+    except ClusterError as e:
+        raise ClusterError(
+            f"run {run.name!r} {ended}: {run.outcome()}; but its cleanup "
+            f"(--cleanup {options.cleanup}) failed: {e}"
+        ) from e
+    finally:
+        if isinstance(logs, threading.Thread):
+            logs.join(LOG_DRAIN)
+
+
+def _stream_logs(
+    conn: Connection,
+    name: str,
+    planned: Plan,
+    options: RunOptions,
+    printer: Printer | None,
+    say: Say,
+) -> threading.Thread | None:
+    """Stream the chosen tasks' logs to the printer, in a thread, until the run ends or goes."""
+    if printer is None or options.logs == "none":
+        return None
+    from simpletfjob.runs.logs import LogRequest, follow_logs
+    from simpletfjob.runs.logsources import Selection
+
+    selection = Selection(tasks=tuple(log_tasks(options.logs, planned)))
+
+    def stream() -> None:
+        try:
+            follow_logs(conn, name, selection, LogRequest(follow=True), printer, say)
+        except Exception as e:  # the run goes on without its logs
+            say(f"logs: {e}")
+
+    thread = threading.Thread(target=stream, daemon=True)
+    thread.start()
+    return thread
+
+
+def log_tasks(chosen: str, planned: Plan) -> list[str]:
+    """The tasks whose logs --logs names: [] for all; by default the one that decides success."""
+    names = [f"{t.role}-{t.index}" for t in planned.tasks]
+    if chosen in ("all", "none"):
+        return []
+    if not chosen:
+        return ["chief-0" if "chief-0" in names else "worker-0"]
+    return chosen.split(",")
+
+
+def check_log_tasks(chosen: str, planned: Plan) -> None:
+    """A task --logs names that the plan lacks is a usage error, before anything is applied."""
+    from simpletfjob.errors import UsageError
+
+    names = [f"{t.role}-{t.index}" for t in planned.tasks]
+    unknown = [task for task in log_tasks(chosen, planned) if task not in names]
+    if chosen and unknown:  # (the default, worker-0, is there: the plan's checks saw to it)
+        raise UsageError(
+            f"--logs names {unknown[0]!r}, which the run does not have; its tasks are "
+            f"{', '.join(names)}"
+        )
+
+
+def _delete_on_interrupt(conn: Connection, name: str) -> str:
+    from simpletfjob.runs.delete import delete_run
+    from simpletfjob.runs.objects import list_run
+
+    try:
+        done = delete_run(conn, list_run(conn, name), "Background", lambda line: None)
+    except ClusterError as e:
+        return f"run {name!r} could not be deleted (--on-interrupt delete): {e}"
+    return (
+        f"run {name!r} deleted (--on-interrupt delete): {len(done.deleted)} objects in "
+        f"namespace {conn.namespace}"
+    )

@@ -1,0 +1,388 @@
+"""`simpletfjob run` on the real control plane, its pods run by the kubelet stand-in: a run
+followed to its end, restarted whole on a failure (a failed Job, a lost node) up to its limit,
+left running (or deleted) on an interrupt; and the limits the cluster carries out with no
+client: --deadline (activeDeadlineSeconds) and --cleanup-after (ownerReferences and
+ttlSecondsAfterFinished, carried out by the TTL controller and the garbage collector).
+
+The tasks of these runs bind no port, so they may share this machine's network whatever
+nodes they are on. Each test's nodes carry a label of their own, and `run` plans from the
+cluster with -l: a restart plans again against the nodes as they are then.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import assert_one_line_error, console_script, write
+from tests.support.cluster import wait_for
+from tests.support.control_plane import ControlPlane
+from tests.support.kubelet import Kubelet, Node
+
+TEMPLATE = """\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: rt-<<type>>-<<index>>
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      nodeName: <<node>>
+      restartPolicy: Never
+      containers:
+        - name: tf
+          image: python
+          command: [python, <<script>>, <<markers>>, <<mode>>, "<<seconds>>"]
+          resources:
+            requests:
+              cpu: 100m
+          env:
+            - name: TF_CONFIG
+              value: '<<TF_CONFIG>>'
+"""
+
+SCRIPT = """\
+import json, os, pathlib, sys, time
+task = json.loads(os.environ["TF_CONFIG"])["task"]
+name = f"{task['type']}-{task['index']}"
+markers, mode, seconds = pathlib.Path(sys.argv[1]), sys.argv[2], float(sys.argv[3])
+print(name, "started", flush=True)
+if task["type"] == "ps":
+    time.sleep(3600)
+if name == "worker-1" and mode in ("fail-once", "fail-always"):
+    marker = markers / "failed"
+    if mode == "fail-always" or not marker.exists():
+        marker.write_text("x")
+        time.sleep(1)
+        print(name, "failing", flush=True)
+        sys.exit(1)
+time.sleep(seconds)
+print(name, "done", flush=True)
+"""
+
+_names = itertools.count()
+
+
+class Runs:
+    """The test's nodes (labelled rt=N), its template, and the commands as a user types them."""
+
+    def __init__(
+        self, cli: Any, kube: ControlPlane, kubelet: Kubelet, ns: str, tmp: Path, label: str
+    ) -> None:
+        self.cli, self.kube, self.kubelet, self.ns, self.label = cli, kube, kubelet, ns, label
+        self.template = write(tmp / "rt.yaml", TEMPLATE)
+        self.script = write(tmp / "task.py", SCRIPT)
+        self.markers = tmp / "markers"
+        self.markers.mkdir()
+        self.kubeconfig = str(kube.kubeconfig(tmp / "kc", namespace=ns))
+
+    def args(self, mode: str = "ok", seconds: float = 3) -> list[str]:
+        return [
+            str(self.template), "-l", f"rt={self.label}", "--address", "internal-ip",
+            "--kubeconfig", self.kubeconfig, "--set", f"script={self.script}",
+            "--set", f"markers={self.markers}", "--set", f"mode={mode}",
+            "--set", f"seconds={seconds}",
+        ]  # fmt: skip
+
+    def run(self, *args: str, mode: str = "ok", seconds: float = 3) -> Any:
+        return self.cli("run", *self.args(mode, seconds), *args)
+
+    def jobs(self) -> dict[str, dict[str, Any]]:
+        answer = self.kube.admin.get(
+            f"/apis/batch/v1/namespaces/{self.ns}/jobs", labelSelector="simpletfjob/job=rt"
+        )
+        return {job["metadata"]["name"]: job for job in answer["items"]}
+
+    def pods(self) -> list[dict[str, Any]]:
+        answer = self.kube.admin.get(
+            f"/api/v1/namespaces/{self.ns}/pods", labelSelector="simpletfjob/job=rt"
+        )
+        return list(answer["items"])
+
+    def running(self, task: str) -> dict[str, Any] | None:
+        return next(
+            (
+                p
+                for p in self.pods()
+                if p["metadata"]["labels"].get("job-name") == f"rt-{task}"
+                and p.get("status", {}).get("phase") == "Running"
+                and not p["metadata"].get("deletionTimestamp")
+            ),
+            None,
+        )
+
+
+@pytest.fixture
+def runs(cli: Any, kube: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[Runs]:
+    n = next(_names)
+    label = f"{os.getpid()}-{n}"
+    nodes = [Node(f"rt-{n}-{i}", f"127.0.0.{i + 2}", labels={"rt": label}) for i in range(3)]
+    with Kubelet(kube, nodes, tmp_path / "kubelet") as kubelet:
+        yield Runs(cli, kube, kubelet, namespace, tmp_path, label)
+
+
+def test_a_worker_that_fails_restarts_the_whole_run_once_and_it_then_succeeds(runs: Runs) -> None:
+    result = runs.run("--max-restarts", "1", mode="fail-once")
+    assert result.code == 0, result.err
+    restarts = [line for line in result.err.splitlines() if line.startswith("restarting")]
+    assert len(restarts) == 1, result.err
+    assert re.fullmatch(
+        r"restarting run rt \(1/1\): worker-1 Failed: Error \(exit 1\); "
+        r"hosts now: 127\.0\.0\.\d, 127\.0\.0\.\d, 127\.0\.0\.\d",
+        restarts[0],
+    ), restarts[0]
+    assert result.err.splitlines()[-1] == "run rt succeeded: worker-0 Succeeded"
+    # The deciding task's logs, prefixed, from both attempts; no other task's.
+    lines = result.out.splitlines()
+    assert lines.count("worker-0 | worker-0 started") == 2, result.out
+    assert "worker-0 | worker-0 done" in lines
+    assert all(line.startswith("worker-0 | ") for line in lines), result.out
+    # The run as it is now: the second attempt, which records the restart.
+    jobs = runs.jobs()
+    annotations = jobs["rt-worker-0"]["metadata"]["annotations"]
+    assert annotations["simpletfjob/restarts"] == "1"
+    assert annotations["simpletfjob/max-restarts"] == "1"
+    status = runs.cli("status", "rt", "--kubeconfig", runs.kubeconfig, "-o", "json")
+    data = json.loads(status.out)
+    assert (data["restarts"], data["maxRestarts"]) == (1, 1)
+    table = runs.cli("status", "rt", "--kubeconfig", runs.kubeconfig)
+    assert table.out.splitlines()[0].split(";")[0].endswith(", restarts 1/1"), table.out
+
+
+def test_restarts_that_run_out_exit_1_with_the_last_cause(runs: Runs) -> None:
+    result = runs.run("--max-restarts", "1", "--logs", "none", mode="fail-always")
+    assert result.code == 1, result.err
+    assert result.out == ""
+    lines = result.err.splitlines()
+    assert sum(line.startswith("restarting run rt (1/1)") for line in lines) == 1, result.err
+    assert lines[-1] == (
+        "simpletfjob: error: run 'rt' failed: worker-1 Failed: Error (exit 1); "
+        "no restart left (1 of 1 made)"
+    )
+
+
+def test_without_restarts_a_failure_is_exit_1_and_wait_then_says_nothing_of_run(
+    runs: Runs,
+) -> None:
+    result = runs.run("--logs", "none", mode="fail-always")
+    assert result.code == 1, result.err
+    assert result.err.splitlines()[-1] == (
+        "simpletfjob: error: run 'rt' failed: worker-1 Failed: Error (exit 1)"
+    )
+    assert "restarting" not in result.err
+
+
+def test_wait_on_a_run_with_restarts_left_says_that_run_restarts_it(runs: Runs) -> None:
+    # The run's annotations as `run` writes them, on a run that `apply` made and `wait` follows.
+    applied = runs.cli("apply", *runs.args("fail-always"))
+    assert applied.code == 0, applied.err
+    for name in runs.jobs():
+        runs.kube.admin.merge_patch(
+            f"/apis/batch/v1/namespaces/{runs.ns}/jobs/{name}",
+            {
+                "metadata": {
+                    "annotations": {"simpletfjob/max-restarts": "3", "simpletfjob/restarts": "1"}
+                }
+            },
+        )
+    waited = runs.cli("wait", "rt", "--kubeconfig", runs.kubeconfig, "--timeout", "2m")
+    assert waited.code == 1, waited.err
+    assert waited.err.splitlines()[-1] == (
+        "simpletfjob: error: run 'rt' failed: worker-1 Failed: Error (exit 1); 2 of its 3 "
+        "restarts are left, which only simpletfjob run restarts (wait has no template to plan "
+        "again from)"
+    )
+
+
+def test_a_node_that_stops_its_heartbeat_restarts_the_run_on_the_other_nodes(runs: Runs) -> None:
+    lost: list[str] = []
+
+    def lose_worker_1() -> None:
+        pod = wait_for(lambda: runs.running("worker-1"), timeout=60, what="worker-1 running")
+        lost.append(pod["spec"]["nodeName"])
+        runs.kubelet.lose(lost[0])
+
+    thread = threading.Thread(target=lose_worker_1, daemon=True)
+    thread.start()
+    result = runs.run(
+        "-N", "2", "--psn", "0", "--max-restarts", "1", "--node-grace", "2s",
+        "--cleanup", "none", seconds=10,
+    )  # fmt: skip
+    thread.join()
+    assert result.code == 0, result.err
+    address = runs.kubelet.nodes[lost[0]].address
+    restart = [line for line in result.err.splitlines() if line.startswith("restarting")]
+    assert len(restart) == 1, result.err
+    assert restart[0].startswith(
+        f"restarting run rt (1/1): worker-1 on node {lost[0]}: NotReady for more than 2s; "
+        "hosts now: "
+    ), restart[0]
+    hosts = restart[0].split("hosts now: ")[1].split(", ")
+    assert len(hosts) == 2 and address not in hosts, restart[0]
+    nodes = {j["spec"]["template"]["spec"]["nodeName"] for j in runs.jobs().values()}
+    assert len(nodes) == 2 and lost[0] not in nodes
+
+
+def test_a_restart_that_cannot_be_placed_exits_1_with_the_placement_error(runs: Runs) -> None:
+    def lose_worker_1() -> None:
+        pod = wait_for(lambda: runs.running("worker-1"), timeout=60, what="worker-1 running")
+        runs.kubelet.lose(pod["spec"]["nodeName"])
+
+    thread = threading.Thread(target=lose_worker_1, daemon=True)
+    thread.start()
+    result = runs.run(
+        "-N", "3", "--max-restarts", "2", "--node-grace", "1s", "--logs", "none", seconds=3600
+    )
+    thread.join()
+    assert result.code == 1, result.err
+    assert "restarting" not in result.err  # the line comes once the new plan has its hosts
+    last = result.err.splitlines()[-1]
+    assert last == (
+        "simpletfjob: error: -N 3 asks for more hosts than are eligible "
+        "(3 nodes: 2 eligible, 1 NotReady)"
+    ), result.err
+    assert runs.jobs() == {}  # the old run was deleted before the plan
+
+
+def test_a_pod_that_a_node_refuses_fails_the_run_naming_the_node_and_why(
+    runs: Runs, kube: ControlPlane
+) -> None:
+    full = sorted(runs.kubelet.nodes)[1]  # a pod there takes its 8 CPUs
+    body = {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "hog"},
+        "spec": {"nodeName": full, "restartPolicy": "Never", "containers": [{
+            "name": "main", "image": "python", "command": ["python", "-c", "import time; time.sleep(600)"],
+            "resources": {"requests": {"cpu": "8"}},
+        }]},
+    }  # fmt: skip
+    kube.create(f"/api/v1/namespaces/{runs.ns}/pods", body)
+    wait_for(
+        lambda: (
+            kube.admin.get(f"/api/v1/namespaces/{runs.ns}/pods/hog").get("status", {}).get("phase")
+            == "Running"
+        ),
+        timeout=30,
+        what="the hog running",
+    )
+    result = runs.run("--logs", "none", seconds=3600)
+    assert result.code == 1, result.err
+    last = result.err.splitlines()[-1]
+    assert re.fullmatch(
+        rf"simpletfjob: error: run 'rt' failed: (ps|worker)-\d "
+        rf"refused by node {full}: OutOfcpu",
+        last,
+    ), result.err
+
+
+def start_run(runs: Runs, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [console_script(), "run", *runs.args(seconds=3600), *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def test_an_interrupt_leaves_the_run_running_and_says_how_to_wait_or_delete(runs: Runs) -> None:
+    proc = start_run(runs, "-N", "2", "--psn", "0")
+    try:
+        wait_for(lambda: runs.running("worker-0"), timeout=60, what="worker-0 running")
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert err.splitlines()[-1] == (
+        f"simpletfjob: interrupted: run 'rt' is left running in namespace {runs.ns}; follow "
+        f"it with simpletfjob wait rt -n {runs.ns}, or remove it with simpletfjob delete rt "
+        f"-n {runs.ns}"
+    )
+    jobs = runs.jobs()
+    assert set(jobs) == {"rt-worker-0", "rt-worker-1"}
+    assert not any(j["metadata"].get("deletionTimestamp") for j in jobs.values())
+    assert runs.running("worker-0") is not None
+
+
+def test_on_interrupt_delete_deletes_the_run(runs: Runs) -> None:
+    proc = start_run(runs, "-N", "2", "--psn", "0", "--on-interrupt", "delete")
+    try:
+        wait_for(lambda: runs.running("worker-0"), timeout=60, what="worker-0 running")
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, err
+    assert err.splitlines()[-1] == (
+        f"simpletfjob: interrupted: run 'rt' deleted (--on-interrupt delete): 2 objects in "
+        f"namespace {runs.ns}"
+    )
+    wait_for(lambda: not runs.jobs() or None, timeout=60, what="the run's Jobs gone")
+
+
+def test_deadline_stops_every_task_and_status_wait_and_run_say_deadline_exceeded(
+    runs: Runs,
+) -> None:
+    result = runs.run("--deadline", "3s", "--max-restarts", "2", "--logs", "none", seconds=3600)
+    assert result.code == 1, result.err
+    assert "restarting" not in result.err  # a deadline is not a failure a restart can help
+    assert re.fullmatch(
+        r"simpletfjob: error: run 'rt' failed: \w+-\d Failed: DeadlineExceeded",
+        result.err.splitlines()[-1],
+    ), result.err
+    jobs = runs.jobs()
+    assert {j["spec"]["activeDeadlineSeconds"] for j in jobs.values()} == {3}
+    # The ps too: every Job stops, none is left running for the cleanup to delete.
+    wait_for(
+        lambda: all(
+            any(c["type"] == "Failed" for c in j.get("status", {}).get("conditions") or [])
+            for j in runs.jobs().values()
+        ),
+        timeout=30,
+        what="every Job failed",
+    )
+    status = runs.cli("status", "rt", "--kubeconfig", runs.kubeconfig, "-o", "json")
+    reasons = {t["task"]: t["reason"] for t in json.loads(status.out)["tasks"]}
+    assert set(reasons.values()) == {"DeadlineExceeded"}, reasons
+    waited = runs.cli("wait", "rt", "--kubeconfig", runs.kubeconfig, "--timeout", "30s")
+    assert waited.code == 1
+    assert waited.err.splitlines()[-1].endswith("Failed: DeadlineExceeded"), waited.err
+
+
+def test_cleanup_after_removes_the_parameter_servers_once_the_chief_is_done(runs: Runs) -> None:
+    applied = runs.cli(
+        "apply", *runs.args(seconds=1), "-N", "3", "--chief", "--cleanup-after", "2s"
+    )
+    assert applied.code == 0, applied.err
+    jobs = runs.jobs()
+    chief = jobs["rt-chief-0"]
+    assert chief["spec"]["ttlSecondsAfterFinished"] == 2
+    for name, job in jobs.items():
+        if name != "rt-chief-0":
+            [owner] = job["metadata"]["ownerReferences"]
+            assert (owner["kind"], owner["name"], owner["uid"]) == (
+                "Job", "rt-chief-0", chief["metadata"]["uid"],
+            )  # fmt: skip
+    assert any(n.startswith("rt-ps-") for n in jobs)
+    # No client runs: the chief finishes, the TTL controller deletes it after 2s, and the
+    # garbage collector its dependents, the parameter server that would never end among them.
+    wait_for(lambda: not runs.jobs() or None, timeout=90, what="the whole run gone")
+    status = runs.cli("status", "rt", "--kubeconfig", runs.kubeconfig)
+    assert status.code == 1
+    assert "no run" in status.err.lower(), status.err
+
+
+def test_cleanup_after_is_refused_under_all_workers(runs: Runs) -> None:
+    result = runs.cli(
+        "run", *runs.args(), "--cleanup-after", "1h", "--success-policy", "all-workers"
+    )
+    assert_one_line_error(result, 2, contains=["--cleanup-after", "all-workers"])
+    assert runs.jobs() == {}

@@ -103,3 +103,43 @@ def test_a_run_of_each_framework_applies_and_waits_to_success(
     assert logs.code == 0, logs.err
     lines = {line.partition(" | ")[2] for line in logs.out.splitlines()}
     assert set(printed) <= lines, logs.out
+
+
+FLAKY_TORCH_SCRIPT = """\
+import os, pathlib, sys
+
+marker = pathlib.Path(sys.argv[1])
+if os.environ["PET_NODE_RANK"] == "1" and not marker.exists():
+    marker.write_text("failed once")
+    print("node 1 fails on its first attempt", flush=True)
+    sys.exit(3)
+""" + TORCH_SCRIPT.replace("import os\n", "")
+
+
+def test_run_restarts_a_pytorch_run_whole_and_it_then_succeeds(
+    cli: Any,
+    kube: ControlPlane,
+    namespace: str,
+    node: str,
+    tmp_path: Path,
+) -> None:
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed (the test extra installs it)")
+    path = write(tmp_path / "flaky.py", FLAKY_TORCH_SCRIPT)
+    values = write(tmp_path / "values.yaml", f"script_args: [{str(tmp_path / 'marker')!r}]\n")
+    kubeconfig = str(kube.kubeconfig(tmp_path / "kc", namespace=namespace))
+    run = f"fw{next(_names)}"
+    result = cli(
+        "run", "pytorch-ddp", "--kubeconfig", kubeconfig, "--name", run, "--max-restarts", "1",
+        "--tasks-per-host", "3", "--address", "internal-ip", "--port", str(free_port()),
+        "--set", "gpus=0", "--set", "cpu=100m", "--set", "memory=256Mi", "--set", "shm=64Mi",
+        "--set", f"script={path}", "-f", str(values),
+        "--set", "backoff_limit=0", "--logs", "all", "--timeout", "5m",
+    )  # fmt: skip
+    assert result.code == 0, result.err
+    restarts = [
+        line for line in result.err.splitlines() if line.startswith(f"restarting run {run}")
+    ]
+    assert len(restarts) == 1 and "(1/1): worker-1 Failed" in restarts[0], result.err
+    lines = {line.partition(" | ")[2] for line in result.out.splitlines()}
+    assert {f"rank={r} world=3 node={r} sum=6" for r in range(3)} <= lines, result.out

@@ -60,10 +60,12 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
             # Ctrl-C is how a follow ends, as for kubectl logs -f: no message, the signal's code.
             raise SystemExit(e.exit_code) from None
     if run.state != SUCCEEDED:
-        from simpletfjob.cli.wait import RunFailed
+        from simpletfjob.runs.wait import RunFailed, failed_line
 
-        raise RunFailed(f"run {run.name!r} failed: {run.outcome()}")
-    _note(f"run {run.name} succeeded: {run.outcome()}")
+        raise RunFailed(failed_line(run))
+    from simpletfjob.runs.wait import succeeded_line
+
+    _note(succeeded_line(run))
 
 
 def _write(line: bytes) -> None:

@@ -94,7 +94,9 @@ def run_command(options: RunOptions) -> None:
             applied=applied,
             printer=None if options.logs == "none" else printer,
         )
-    _say(f"run {run.name} succeeded: {run.outcome()}")
+    from simpletfjob.runs.wait import succeeded_line
+
+    _say(succeeded_line(run))
 
 
 def _write(line: bytes) -> None:

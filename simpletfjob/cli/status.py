@@ -12,7 +12,7 @@ from simpletfjob.options.runs import StatusOptions
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
-    from simpletfjob.runs.state import Claim, Run, Task
+    from simpletfjob.runs.state import Claim, Run, TaskStatus
 
 
 @make_command(
@@ -103,11 +103,12 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
 
 def _watch(conn: Connection, name: str, tail: int) -> None:
     """The table, then a task's row again whenever it changes, until the run ends (as wait exits)."""
-    from simpletfjob.cli.wait import RunFailed, _say, _undecided
+    from simpletfjob.cli.wait import _say
     from simpletfjob.kube.outage import riding_out
     from simpletfjob.output import write_stdout
     from simpletfjob.runs.failure import explain
     from simpletfjob.runs.state import AMBIGUOUS, DELETING, SUCCEEDED
+    from simpletfjob.runs.wait import RunFailed, failed_line, succeeded_line, undecided
     from simpletfjob.runs.watch import follow
 
     shown: dict[str, tuple[str, ...]] = {}
@@ -130,14 +131,14 @@ def _watch(conn: Connection, name: str, tail: int) -> None:
             sys.stdout.flush()
             shown, last = rows, run
         if last is not None and last.state in (AMBIGUOUS, DELETING):
-            raise RunFailed(_undecided(last, None))
+            raise RunFailed(undecided(last, None))
         if last is not None and last.state != SUCCEEDED:
             for line in explain(conn, last, tail):
                 _say(line)
     assert last is not None
     if last.state != SUCCEEDED:
-        raise RunFailed(f"run {last.name!r} failed: {last.outcome()}")
-    _say(f"run {last.name} succeeded: {last.outcome()}")
+        raise RunFailed(failed_line(last))
+    _say(succeeded_line(last))
 
 
 def _dump(data: Any, form: str) -> str:
@@ -178,7 +179,7 @@ def _one_run(run: Run) -> list[str]:
 HEADER = ("TASK", "NODE", "STATE", "RESTARTS", "AGE", "REASON")
 
 
-def _row(t: Task, claimed: Mapping[str, Claim]) -> tuple[str, ...]:
+def _row(t: TaskStatus, claimed: Mapping[str, Claim]) -> tuple[str, ...]:
     from simpletfjob.runs.state import age
 
     return (
@@ -202,7 +203,7 @@ def _line(row: Sequence[str], widths: Sequence[int]) -> str:
     )
 
 
-def _reason(task: Task, claimed: Mapping[str, Claim]) -> str:
+def _reason(task: TaskStatus, claimed: Mapping[str, Claim]) -> str:
     """The task's reason; for a task that several Jobs claim, which Job this row is first."""
     claim = claimed.get(task.job)
     if claim is None:

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from simpletfjob.kube.request import Action, Deadline, request
 from simpletfjob.kube.resources import EVENTS, PODS
 from simpletfjob.runs.state import DELETED, PENDING, Run
-from simpletfjob.runs.taskstate import Object, Task, labels_of, metadata_of
+from simpletfjob.runs.taskstate import Object, TaskStatus, labels_of, metadata_of
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
@@ -125,7 +125,7 @@ def _when(event: Object) -> str:
     return str(metadata_of(event).get("creationTimestamp") or "")
 
 
-def list_task_pods(conn: Connection, task: Task) -> list[Object]:
+def list_task_pods(conn: Connection, task: TaskStatus) -> list[Object]:
     """The pods the Job controller made for the task's Job (its job-name label), oldest first."""
     from simpletfjob.kube.lists import list_objects
 
@@ -137,7 +137,9 @@ def _pod_name(job: str) -> re.Pattern[str]:
     return re.compile(re.escape(job) + r"-[a-z0-9]{5}")
 
 
-def task_events(events: Iterable[Object], task: Task, pods: Iterable[Object] = ()) -> list[Object]:
+def task_events(
+    events: Iterable[Object], task: TaskStatus, pods: Iterable[Object] = ()
+) -> list[Object]:
     """The events of the task's Job and of its pods, those that are gone too."""
     uids = {str(metadata_of(p).get("uid")) for p in pods}
     named = _pod_name(task.job)
@@ -252,7 +254,7 @@ def explain(conn: Connection, run: Run, tail: int, keeper: Keeper | None = None)
 
 
 def _log_lines(
-    conn: Connection, task: Task, pods: Sequence[Object], tail: int, keeper: Keeper | None
+    conn: Connection, task: TaskStatus, pods: Sequence[Object], tail: int, keeper: Keeper | None
 ) -> list[str]:
     from simpletfjob.runs.logsources import container_state, framework_container
 
@@ -347,7 +349,7 @@ def stuck_reasons(conn: Connection, run: Run) -> tuple[Run, str]:
     events, why = warning_events(conn)
     if why:
         return run, f"the events could not be read: {why}"
-    better: dict[str, Task] = {}
+    better: dict[str, TaskStatus] = {}
     for task in stuck:
         mine = task_events(events, task)
         if mine:

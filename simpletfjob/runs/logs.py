@@ -33,9 +33,9 @@ from simpletfjob.runs.logsources import (
     Object,
     Selection,
     Source,
-    choose,
     container_state,
     sources_now,
+    tasks_asked,
     tasks_of,
 )
 from simpletfjob.runs.objects import NoRunError
@@ -218,7 +218,7 @@ def show_logs(
     """Print the logs of the run's chosen tasks once (no follow)."""
     jobs, pods = read_jobs_and_pods(conn, name)
     tasks = tasks_of(jobs, pods)
-    chosen = choose(list(tasks), selection.tasks, selection.roles, name)
+    chosen = tasks_asked(list(tasks), selection.tasks, selection.roles, name)
     found = sources_now(tasks, chosen, selection, request_.previous, note)
     printer.know(s.label for s, _ in found)
     merger = Merger(conn, request_, note)
@@ -346,7 +346,7 @@ def follow_logs(
                 last = run
                 tasks = tasks_of(jobs, pods)
                 if chosen is None:
-                    chosen = choose(list(tasks), selection.tasks, selection.roles, name)
+                    chosen = tasks_asked(list(tasks), selection.tasks, selection.roles, name)
                 said: list[str] = []
                 found = sources_now(tasks, chosen, selection, request_.previous, said.append)
                 for line in said:

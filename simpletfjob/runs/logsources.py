@@ -58,7 +58,9 @@ def _created(pod: Object) -> str:
     return str((pod.get("metadata") or {}).get("creationTimestamp") or "")
 
 
-def choose(known: Sequence[str], tasks: Sequence[str], roles: Sequence[str], run: str) -> list[str]:
+def tasks_asked(
+    known: Sequence[str], tasks: Sequence[str], roles: Sequence[str], run: str
+) -> list[str]:
     """The tasks asked for, in the run's order; every task when none is named."""
     unknown = [t for t in tasks if t not in known]
     if unknown:

@@ -26,11 +26,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from simpletfjob.errors import EXIT_TIMEOUT, ClusterError, Interrupted, SimpleTFJobError
+from simpletfjob.errors import ClusterError, Interrupted
 from simpletfjob.kube.request import Deadline
 from simpletfjob.kube.resources import JOBS, PODS, SERVICES
 from simpletfjob.runs.causes import NodeWatch, refusal
-from simpletfjob.runs.state import AMBIGUOUS, DELETED, DELETING, FAILED, SUCCEEDED, Run, changes
+from simpletfjob.runs.state import AMBIGUOUS, DELETING, FAILED, SUCCEEDED, Run, changes
+from simpletfjob.runs.wait import UNRESTARTABLE, RunFailed, TimedOut
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
@@ -72,18 +73,7 @@ class Plan(Protocol):
 P = TypeVar("P", bound=Plan)
 
 
-UNRESTARTABLE = (DELETED, "DeadlineExceeded")  # reasons a new attempt would not change
 LOG_DRAIN = 10.0  # seconds the logs are given to be read out once the run has ended
-
-
-class RunFailed(SimpleTFJobError):
-    """The run failed and no restart is left (exit 1), naming the last cause."""
-
-
-class TimedOut(SimpleTFJobError):
-    """--timeout passed before the run ended (exit 3); the run is left as it is."""
-
-    exit_code = EXIT_TIMEOUT
 
 
 def run_to_end(

@@ -54,7 +54,7 @@ from simpletfjob.runs.taskstate import (
     SUCCEEDED,
     UNKNOWN,
     Object,
-    Task,
+    TaskStatus,
     condition,
     finalizers,
     job_pods,
@@ -69,7 +69,7 @@ from simpletfjob.runs.taskstate import (
 AMBIGUOUS = "Ambiguous"
 __all__ = [  # what the commands read from here; the task's part lives in taskstate.py
     "AMBIGUOUS", "DELETING", "FAILED", "PENDING", "RUNNING", "SUCCEEDED", "UNKNOWN",
-    "Claim", "Run", "Task", "age", "changes", "deciding", "describe", "group_runs",
+    "Claim", "Run", "TaskStatus", "age", "changes", "deciding", "describe", "group_runs",
     "run_state", "task_of",
 ]  # fmt: skip
 ROLE_ORDER = ("chief", "ps", "worker", "evaluator")  # the order render writes the tasks in
@@ -99,7 +99,7 @@ class Run:
     name: str
     namespace: str
     policy: str
-    tasks: tuple[Task, ...]
+    tasks: tuple[TaskStatus, ...]
     state: str
     decided_by: str = ""  # the task that made the run Succeeded or Failed
     reason: str = ""  # why it failed: the task's reason, or 'deleted'
@@ -179,7 +179,7 @@ class Run:
 # ---- the run -------------------------------------------------------------------------------------
 
 
-def _order(task: Task) -> tuple[int, str, int, str]:
+def _order(task: TaskStatus) -> tuple[int, str, int, str]:
     rank = ROLE_ORDER.index(task.role) if task.role in ROLE_ORDER else len(ROLE_ORDER)
     return rank, task.role, task.index, task.job
 
@@ -285,8 +285,8 @@ def run_state(
     return run(PENDING)
 
 
-def _claims(tasks: Sequence[Task]) -> tuple[Claim, ...]:
-    jobs: dict[str, list[Task]] = {}
+def _claims(tasks: Sequence[TaskStatus]) -> tuple[Claim, ...]:
+    jobs: dict[str, list[TaskStatus]] = {}
     for task in tasks:
         jobs.setdefault(task.task, []).append(task)
     return tuple(
@@ -376,7 +376,7 @@ def age(created: datetime | None, now: datetime | None = None) -> str:
     return f"{days // 365}y"
 
 
-def describe(task: Task) -> str:
+def describe(task: TaskStatus) -> str:
     """One line for a task's state: 'worker-0 Running on h100', 'worker-1 Failed: Error (exit 1)'."""
     line = f"{task.task} {task.state}"
     if task.state == RUNNING and task.node:

@@ -35,7 +35,7 @@ Object = Mapping[str, Any]
 
 
 @dataclass(frozen=True)
-class Task:
+class TaskStatus:
     """One task of a run, as `status` shows it."""
 
     task: str  # 'worker-1'
@@ -194,7 +194,9 @@ def _current(pods: Sequence[Object]) -> Object | None:
     return max(pods, key=key, default=None)
 
 
-def task_of(job: Object, pods: Sequence[Object], nodes: Mapping[str, str] | None = None) -> Task:
+def task_of(
+    job: Object, pods: Sequence[Object], nodes: Mapping[str, str] | None = None
+) -> TaskStatus:
     """The task of one Job, given its pods; `nodes` says how the nodes of pods in phase Unknown are.
 
     `nodes` maps a node's name to its condition, as `node_condition` words it; a node not
@@ -247,7 +249,7 @@ def task_of(job: Object, pods: Sequence[Object], nodes: Mapping[str, str] | None
     ended = timestamp(status.get("completionTime"))
     if ended is None and failed is not None:
         ended = timestamp(failed.get("lastTransitionTime"))
-    return Task(
+    return TaskStatus(
         task, role, index, name, node, state, restarts, reason, created, from_job, copied, uid,
         started, ended,
     )  # fmt: skip

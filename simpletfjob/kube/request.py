@@ -167,8 +167,11 @@ def request(
         else:
             conn.answered = True
             status = answer.status
-            if ride is not None and status != 429 and status < 500:
-                ride.back()  # an answer, good or not: the server is there
+            if riding and ride is not None and status != 429 and status < 500:
+                # An answer, good or not, to a call that waited out the outage: the server is
+                # back. Another call's answer is not enough: while one call is throttled or
+                # failing, the others may be answered, and the outage would flap.
+                ride.back()
             if 200 <= status < 300 or status in passthrough:
                 return answer
             reason, message, details = status_of(answer.data, answer.reason)

@@ -125,6 +125,8 @@ def watch(
                 events = _events(answer.stream, conn, action, deadline, read_timeout)
                 for event in events:
                     seen += 1
+                    if failures >= settings.attempts and conn.ride is not None:
+                        conn.ride.back()  # this watch said the server was away: it is back
                     failures = 0
                     version = _version_of(event) or version
                     yield event

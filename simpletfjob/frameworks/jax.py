@@ -14,17 +14,16 @@ indexed Job, which a run is not), so the program passes the other two itself::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from simpletfjob.frameworks.workers import (
-    ROLES,
     EnvValues,
+    WorkersOnly,
     address_of,
-    seat_workers,
     workers_from,
 )
-from simpletfjob.tasks import Pin, Seating, Task
+from simpletfjob.tasks import Task
 
 JAX_ENV = "JAX_ENV"
 DEFAULT_PORT = 1234
@@ -62,7 +61,7 @@ class JaxValues(EnvValues):
         return found
 
 
-class Jax:
+class Jax(WorkersOnly):
     """The JAX framework: worker processes, process 0 coordinates."""
 
     name: str = "jax"
@@ -83,25 +82,6 @@ class Jax:
     port_name: str = "jaxjob-port"  # as the JAXJob operator names it
     default_port: int = DEFAULT_PORT
     default_policy: str = "all-workers"
-
-    def roles(self, options: Any) -> tuple[str, ...]:
-        return ROLES
-
-    def pins(self, options: Any) -> tuple[Pin, ...]:
-        return ()
-
-    def inputs(self, options: Any) -> list[tuple[str, str | None]]:
-        return []
-
-    def seat(
-        self,
-        hosts: Sequence[str],
-        options: Any,
-        pins: Sequence[Pin],
-        may_take: Callable[[str, int], bool] | None,
-        note: Callable[[], str],
-    ) -> Seating:
-        return seat_workers(hosts, options.num, options.tasks_per_host, may_take, note)
 
     def values(
         self,

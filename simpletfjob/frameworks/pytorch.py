@@ -14,18 +14,17 @@ rank: node_rank x nproc_per_node).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from simpletfjob.frameworks.workers import (
-    ROLES,
     EnvValues,
+    WorkersOnly,
     address_of,
-    seat_workers,
     workers_from,
 )
 from simpletfjob.options.table import Must, OptionGroup, option
-from simpletfjob.tasks import Pin, Seating, Task
+from simpletfjob.tasks import Task
 
 TORCH_ENV = "TORCH_ENV"
 DEFAULT_PORT = 29500  # torchrun's --master-port
@@ -103,7 +102,7 @@ class PyTorchValues(EnvValues):
         return found
 
 
-class PyTorch:
+class PyTorch(WorkersOnly):
     """The PyTorch framework: torchrun workers, static rendezvous at worker 0."""
 
     name: str = "pytorch"
@@ -127,25 +126,6 @@ class PyTorch:
     port_name: str = "pytorchjob-port"  # as the PyTorchJob operator names it
     default_port: int = DEFAULT_PORT
     default_policy: str = "all-workers"
-
-    def roles(self, options: Any) -> tuple[str, ...]:
-        return ROLES
-
-    def pins(self, options: Any) -> tuple[Pin, ...]:
-        return ()
-
-    def inputs(self, options: Any) -> list[tuple[str, str | None]]:
-        return []
-
-    def seat(
-        self,
-        hosts: Sequence[str],
-        options: Any,
-        pins: Sequence[Pin],
-        may_take: Callable[[str, int], bool] | None,
-        note: Callable[[], str],
-    ) -> Seating:
-        return seat_workers(hosts, options.num, options.tasks_per_host, may_take, note)
 
     def values(
         self,

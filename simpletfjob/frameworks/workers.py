@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from simpletfjob.errors import SelectionError, UsageError
-from simpletfjob.tasks import Seating, Slots, Task, hosts_noun
+from simpletfjob.tasks import Pin, Seating, Slots, Task, hosts_noun
 
 WORKER = "worker"
 ROLES = (WORKER,)
@@ -127,3 +127,27 @@ class EnvValues:
 
 def _indented(text: str, indent: str) -> str:
     return indent + text.replace("\n", "\n" + indent)
+
+
+class WorkersOnly:
+    """What a framework whose tasks are all workers has in common (PyTorch, JAX): one role,
+    no pinned hosts and no files of its own, every task seated as a worker."""
+
+    def roles(self, options: Any) -> tuple[str, ...]:
+        return ROLES
+
+    def pins(self, options: Any) -> tuple[Pin, ...]:
+        return ()
+
+    def inputs(self, options: Any) -> list[tuple[str, str | None]]:
+        return []
+
+    def seat(
+        self,
+        hosts: Sequence[str],
+        options: Any,
+        pins: Sequence[Pin],
+        may_take: Callable[[str, int], bool] | None,
+        note: Callable[[], str],
+    ) -> Seating:
+        return seat_workers(hosts, options.num, options.tasks_per_host, may_take, note)

@@ -120,26 +120,42 @@ def apply_run(
     where = (cluster.kubeconfig, cluster.context, cluster.namespace)
     with connect_for(*where, purpose="apply the run to") as conn:
         planned = plan(conn.namespace)
-        assert planned.job is not None  # a plan to apply has its labels (the options say so)
-        documents = (
-            (d.text, f"document {i} ({d.id})") for i, d in enumerate(planned.documents, start=1)
-        )
-        wanted = manifests(documents, planned.job, conn.namespace)  # refused in one line, if at all
-        owner = add_limits(wanted, deadline=choices.deadline, cleanup_after=choices.cleanup_after)
-        if owner is not None:
-            owner.known(conn)
-        done = apply_manifests(
-            conn,
-            planned.job,
-            wanted,
-            replace=choices.replace,
-            dry_run=choices.dry_run,
-            timeout=choices.timeout,
-            report=report,
-            force=choices.force,
-            **({"applied": owner.applied} if owner is not None else {}),
-        )
+        done = apply_planned(conn, planned, choices, report)
     return AppliedRun(planned, conn.namespace, Counter(outcome for _, outcome in done))
+
+
+def apply_planned(
+    conn: Connection,
+    planned: PlannedRun,
+    choices: Choices,
+    report: Report,
+    restarts: tuple[int, int] | None = None,
+) -> list[tuple[Manifest, str]]:
+    """A plan's documents checked (`manifests`), with the run's limits (limits.py), applied.
+
+    `restarts` (done, most) are recorded on the run for `run --max-restarts`.
+    """
+    assert planned.job is not None  # a plan to apply has its labels (the options say so)
+    documents = (
+        (d.text, f"document {i} ({d.id})") for i, d in enumerate(planned.documents, start=1)
+    )
+    wanted = manifests(documents, planned.job, conn.namespace)  # refused in one line, if at all
+    owner = add_limits(
+        wanted, deadline=choices.deadline, cleanup_after=choices.cleanup_after, restarts=restarts
+    )
+    if owner is not None:
+        owner.known(conn)
+    return apply_manifests(
+        conn,
+        planned.job,
+        wanted,
+        replace=choices.replace,
+        dry_run=choices.dry_run,
+        timeout=choices.timeout,
+        report=report,
+        force=choices.force,
+        **({"applied": owner.applied} if owner is not None else {}),
+    )
 
 
 def apply_manifests(

@@ -164,33 +164,18 @@ def _apply(
     first: bool,
     applied: Callable[[P, Sequence[tuple[Manifest, str]]], None],
 ) -> None:
-    from simpletfjob.runs.apply import apply_manifests
-    from simpletfjob.runs.limits import add_limits
-    from simpletfjob.runs.manifests import manifests
+    from simpletfjob.runs.apply import Choices, apply_planned
 
-    assert planned.job is not None
-    documents = (
-        (d.text, f"document {i} ({d.id})") for i, d in enumerate(planned.documents, start=1)
-    )
-    wanted = manifests(documents, planned.job, conn.namespace)
-    owner = add_limits(
-        wanted,
+    choices = Choices(
+        replace=options.replace_run and first,
+        timeout=options.timeout if options.timeout is not None else 300.0,
+        force=options.force_conflicts,
         deadline=options.deadline,
         cleanup_after=options.cleanup_after,
-        restarts=(restarts, options.max_restarts),
     )
-    if owner is not None:
-        owner.known(conn)
-    done = apply_manifests(
-        conn,
-        planned.job,
-        wanted,
-        replace=options.replace_run and first,
-        dry_run=False,
-        timeout=options.timeout if options.timeout is not None else 300.0,
-        report=lambda line: None,  # the summary says it all; a restart says it in its line
-        force=options.force_conflicts,
-        applied=owner.applied if owner is not None else lambda m, obj: None,
+    # the summary says it all; a restart says it in its one line
+    done = apply_planned(
+        conn, planned, choices, lambda line: None, restarts=(restarts, options.max_restarts)
     )
     if first:
         applied(planned, done)

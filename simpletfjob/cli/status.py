@@ -163,6 +163,8 @@ def _one_run(run: Run) -> list[str]:
         head += f" ({run.outcome()})"
     if run.restarts[1]:  # a run that `run --max-restarts` applied
         head += f", restarts {run.restarts[0]}/{run.restarts[1]}"
+    elif run.wrong_restarts:  # its annotations tampered with
+        head += f", restarts not known ({run.wrong_restarts})"
     if run.started is not None:
         head += f"; started {rfc3339(run.started)}"
     if run.ended is not None:
@@ -187,7 +189,7 @@ def _row(t: TaskStatus, claimed: Mapping[str, Claim]) -> tuple[str, ...]:
         t.task,
         _shown(t.node or "<none>"),
         t.state,
-        str(t.restarts),
+        "-" if t.restarts is None else str(t.restarts),  # not known: its pod is gone
         age(t.created),
         _shown(_reason(t, claimed)),
     )
@@ -213,25 +215,33 @@ def _line(row: Sequence[str], widths: Sequence[int]) -> str:
 
 def _reason(task: TaskStatus, claimed: Mapping[str, Claim]) -> str:
     """The task's reason; for a task that several Jobs claim, which Job this row is first."""
+    from simpletfjob.runs.state import FAILED, SUCCEEDED
+
     claim = claimed.get(task.job)
+    reason = task.reason
+    if task.state in (SUCCEEDED, FAILED) and not task.finished:  # what its pod says
+        reason = "; ".join(filter(None, [reason, "its Job has yet to count it"]))
     if claim is None:
-        return task.reason
+        return reason
     which = f"one of {len(claim.jobs)} Jobs: {task.job}"
     if task.copied_from:
         which += f", a copy of {task.copied_from}"
-    return which + (f"; {task.reason}" if task.reason else "")
+    return which + (f"; {reason}" if reason else "")
 
 
 def _every_run(runs: Sequence[Run]) -> list[str]:
-    from simpletfjob.runs.state import FAILED, PENDING, RUNNING, SUCCEEDED, UNKNOWN, age
+    from simpletfjob.runs.state import DELETING, FAILED, SUCCEEDED, age
+
+    def ended(run: Run, state: str) -> str:  # by its Job's condition
+        return str(sum(t.finished and t.state == state for t in run.tasks))
 
     rows = [
         (
             r.name,
             str(len(r.tasks)),
-            str(r.count(PENDING, RUNNING, UNKNOWN)),
-            str(r.count(SUCCEEDED)),
-            str(r.count(FAILED)),
+            str(sum(not t.finished and t.state != DELETING for t in r.tasks)),
+            ended(r, SUCCEEDED),
+            ended(r, FAILED),
             r.state,
             age(r.created),
         )

@@ -175,8 +175,10 @@ def visible_lines(lines: bytes) -> bytes:
     (its prefix) or set the terminal's modes. Valid UTF-8 text that is printable stays
     as it is; see `shown` for what is escaped.
     """
-    if lines.isascii() and _ascii_control().search(lines) is None:
-        return lines  # the common case, at the cost of two scans in C
+    if lines.isascii():
+        if _ascii_control().search(lines) is None:
+            return lines  # the common case, at the cost of two scans in C
+        return lines.decode("ascii").translate(_carets()).encode()  # colours, say
     text = lines.decode("utf-8", "surrogateescape")
     return "\n".join(shown(line, True) for line in text.split("\n")).encode()
 
@@ -222,6 +224,12 @@ def _escapable() -> re.Pattern[str]:
     import re
 
     return re.compile("[^\t -~]")
+
+
+@functools.cache
+def _carets() -> dict[int, str]:
+    """The ASCII control characters but the tab and the newline, as cat -v shows them."""
+    return {byte: cat_v(byte) for byte in (*range(0x20), 0x7F) if byte not in (0x09, 0x0A)}
 
 
 @functools.cache

@@ -197,7 +197,8 @@ class Printer:
         if self.visible:
             from simpletfjob.streams import visible_lines
 
-            lines = [visible_lines(line) for line in lines]
+            # the batch at once (each line ends with a newline, which stays as it is)
+            lines = visible_lines(b"".join(lines)).splitlines(keepends=True)
         if not self.prefix:
             return b"".join(lines)
         head = self.heads.get(source.label)

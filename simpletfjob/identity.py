@@ -17,6 +17,7 @@ ROLE_LABEL = "simpletfjob/role"
 INDEX_LABEL = "simpletfjob/index"
 # On every document's metadata (not as a label: nothing selects by it); runs/state.py reads it.
 POLICY_ANNOTATION = "simpletfjob/success-policy"
+SUCCESS_POLICIES = ("worker0", "all-workers")  # its values
 # The object's own name, as rendered: what `wait`'s cleanup checks before it deletes. A copy
 # made under another name (`kubectl get -o json | kubectl create`) keeps the annotation, so its
 # name and the annotation differ: it was not made by apply, and is never deleted as the run's.
@@ -25,6 +26,9 @@ NAME_ANNOTATION = "simpletfjob/name"
 # came before this one (status shows `restarts 1/3`).
 MAX_RESTARTS_ANNOTATION = "simpletfjob/max-restarts"
 RESTARTS_ANNOTATION = "simpletfjob/restarts"
+# The most --max-restarts may be: a run restarted more often than that has something wrong
+# with it that restarting does not mend. Read back, a larger count cannot be right.
+MOST_RESTARTS = 1000
 
 _LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 LABEL_VALUE_RULE = (

@@ -18,14 +18,20 @@
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import errno
+import functools
 import io
 import os
 import sys
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from simpletfjob.errors import Interrupted
+
+if TYPE_CHECKING:
+    import re
 
 try:
     # The C module that `signal` wraps: importing `signal` builds three enums, a
@@ -118,22 +124,120 @@ def warn(message: str) -> None:
 
 
 def say(line: str) -> None:
-    """One line on stderr, whatever it quotes.
+    """One line on stderr, written whole, whatever it quotes: the one writer of the commands' lines.
 
-    A path or value quoted as it was given can hold a newline, which would make
-    two lines, a terminal escape, or a character that reorders the text: control
-    and format characters, line and paragraph separators and bytes that are not
-    UTF-8 are shown escaped, as repr() shows them. Other characters stay as they are.
+    A path or value quoted as it was given, or text from the server (an event, a reason)
+    can hold a newline, which would make two lines, a terminal escape, or a character
+    that reorders the text: these are shown as `shown` shows them for stderr. The line
+    is written in one call under a lock, so that the watches' and the logs' threads,
+    which report meanwhile, never cut into it.
     """
-    if not line.isprintable():
-        import unicodedata
+    # None: closed at start, in a main() run in-process, without guard_standard_streams.
+    stream = sys.stderr
+    if stream is None:
+        return
+    text = shown(line, _is_terminal(stream)) + "\n"
+    with _WRITING:
+        stream.write(text)
+        stream.flush()
 
-        line = "".join(repr(c)[1:-1] if unicodedata.category(c) in _ESCAPED else c for c in line)
-    print(line, file=sys.stderr)
+
+# Held while a line is written to stderr (see say). `_thread`, not `threading`: it is
+# imported before anything else runs, and costs nothing.
+_WRITING = _thread.allocate_lock()
+
+
+def _is_terminal(stream: object) -> bool:
+    try:
+        return bool(stream.isatty())  # type: ignore[attr-defined]
+    except (AttributeError, ValueError, OSError):  # closed, or not a file
+        return False
+
+
+def shown(text: str, terminal: bool) -> str:
+    """`text` as one line, safe to print: what could act on a terminal or break the line is escaped.
+
+    Control characters (but the tab), format characters (those that reorder text among
+    them), line and paragraph separators and undecodable bytes (surrogates) are shown:
+    on a terminal as `cat -v` shows their bytes (`^[`, `^M`, `M-BM-^[`), elsewhere as
+    Python escapes them (`\\x1b`, `\\n`), as messages always have. Other characters
+    stay as they are.
+    """
+    if text.isprintable():
+        return text
+    return _escapable().sub(_cat_v if terminal else _python_escape, text)
+
+
+def visible_lines(lines: bytes) -> bytes:
+    """Lines of a task's output (each ending with a newline) as `cat -v` shows them, tabs kept.
+
+    For a terminal: a task's line then cannot move the cursor, erase what came before it
+    (its prefix) or set the terminal's modes. Valid UTF-8 text that is printable stays
+    as it is; see `shown` for what is escaped.
+    """
+    if lines.isascii():
+        if _ascii_control().search(lines) is None:
+            return lines  # the common case, at the cost of two scans in C
+        return lines.decode("ascii").translate(_carets()).encode()  # colours, say
+    text = lines.decode("utf-8", "surrogateescape")
+    return "\n".join(shown(line, True) for line in text.split("\n")).encode()
+
+
+def cat_v(byte: int) -> str:
+    """One byte as `cat -v` shows it: ^@ .. ^_, ^?, M-a, M-^[; tab and printable ASCII as they are."""
+    meta = "M-" if byte >= 0x80 else ""
+    low = byte & 0x7F
+    if low == 0x7F:
+        return f"{meta}^?"
+    if low < 0x20 and (meta or low != 0x09):
+        return f"{meta}^{chr(low + 0x40)}"
+    return meta + chr(low)
+
+
+def _cat_v(match: re.Match[str]) -> str:
+    char = match[0]
+    if not _escaped(char):
+        return char
+    if 0xDC80 <= ord(char) <= 0xDCFF:  # an undecodable byte, as surrogateescape keeps it
+        return cat_v(ord(char) - 0xDC00)
+    return "".join(cat_v(b) for b in char.encode("utf-8", "surrogatepass"))
+
+
+def _python_escape(match: re.Match[str]) -> str:
+    char = match[0]
+    return repr(char)[1:-1] if _escaped(char) else char
+
+
+def _escaped(char: str) -> bool:
+    import unicodedata
+
+    return char != "\t" and unicodedata.category(char) in _ESCAPED
 
 
 # Control, format, line and paragraph separator, and surrogate (undecodable byte) characters.
 _ESCAPED = frozenset(["Cc", "Cf", "Zl", "Zp", "Cs"])
+
+
+@functools.cache
+def _escapable() -> re.Pattern[str]:
+    """The characters to look at: every one but printable ASCII and the tab (compiled once)."""
+    import re
+
+    return re.compile("[^\t -~]")
+
+
+@functools.cache
+def _carets() -> dict[int, str]:
+    """The ASCII control characters but the tab and the newline, as cat -v shows them."""
+    return {byte: cat_v(byte) for byte in (*range(0x20), 0x7F) if byte not in (0x09, 0x0A)}
+
+
+@functools.cache
+def _ascii_control() -> re.Pattern[bytes]:
+    """The ASCII control bytes but the tab and the newline (compiled once)."""
+    import re
+
+    return re.compile(b"[\\x00-\\x08\\x0b-\\x1f\\x7f]")
 
 
 def guard_standard_streams() -> None:

@@ -14,6 +14,14 @@ from typing import NamedTuple
 
 from simpletfjob.errors import SelectionError
 
+# Every task's cluster spec lists every task, so the output grows as the square of the
+# tasks: 1000 tasks make about 50 MB, 10,000 about 5 GB. Past that a run would take
+# minutes and fill a disk (`--port 1 --tasks-per-host 65535` on two hosts asks for
+# 131,070 tasks and 200 GB), so it is refused before any work; Kubernetes itself
+# supports clusters of at most 5000 nodes. Read back from a cluster, a task index at
+# or past it cannot be right (runs/taskstate.py).
+MAX_TASKS = 10_000
+
 
 class Host(NamedTuple):
     node: str  # the node name, for nodeName: and the exclusion file

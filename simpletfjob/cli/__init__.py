@@ -201,7 +201,7 @@ def _interrupted(code: int, detail: str = "") -> None:
     if detail:
         streams.say(f"simpletfjob: interrupted: {detail}")
     else:
-        print("simpletfjob: interrupted", file=sys.stderr)
+        streams.say("simpletfjob: interrupted")
     sys.exit(code)
 
 
@@ -231,7 +231,7 @@ def console_main(prog_name: str = PROGRAM) -> None:
     except Interrupted as e:  # arrived outside main()'s handlers, while it was reporting
         code = e.exit_code
         with contextlib.suppress(Interrupted):
-            print("simpletfjob: interrupted", file=sys.stderr)
+            streams.say("simpletfjob: interrupted")
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(
             OSError, ValueError, AttributeError

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -10,6 +9,7 @@ import click
 from simpletfjob.cli.params import make_command
 from simpletfjob.options.render import check_options
 from simpletfjob.options.runs import ApplyOptions
+from simpletfjob.streams import say
 
 if TYPE_CHECKING:
     from simpletfjob.plan import Plan
@@ -78,7 +78,7 @@ def run(options: ApplyOptions) -> AppliedRun[Plan]:
             deadline=options.deadline,
             cleanup_after=options.cleanup_after,
         ),
-        report=lambda line: print(line, file=sys.stderr),
+        report=say,
     )
 
 
@@ -91,7 +91,7 @@ def say_applied(options: ApplyOptions, applied: AppliedRun[Plan]) -> None:
     where = f"run {planned.job} in namespace {applied.namespace}"
     if options.dry_run == "server":
         line = summary(planned.tasks, where, verb="would apply")
-        print(f"{line} ({applied.counts()}; server dry run, nothing changed)", file=sys.stderr)
+        say(f"{line} ({applied.counts()}; server dry run, nothing changed)")
     else:
         line = summary(planned.tasks, where, verb="applied")
-        print(f"{line} ({applied.counts()})", file=sys.stderr)
+        say(f"{line} ({applied.counts()})")

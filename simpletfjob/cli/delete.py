@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from simpletfjob.cli.params import make_command
@@ -34,6 +33,7 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     from simpletfjob.options.table import check_values
     from simpletfjob.runs.delete import delete_run, wait_until_gone
     from simpletfjob.runs.objects import NoRunError, check_run_name, connect_for, find_run
+    from simpletfjob.streams import say
 
     options = DeleteOptions(**values)
     check_values(options)
@@ -46,26 +46,17 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
             if options.ignore_not_found:
                 return  # as kubectl: nothing to delete, nothing said
             raise
-        done = delete_run(conn, run, "Background", _say)
+        done = delete_run(conn, run, "Background", say)
         if options.wait:
-            wait_until_gone(conn, run.name, options.timeout, report=_say)
+            wait_until_gone(conn, run.name, options.timeout, report=say)
     deleted = len(done.deleted)
     jobs, services = done.count(JOBS), done.count(SERVICES)
     waited = " and its Jobs are gone" if options.wait else ""
     left = len(done.replaced)
     alone = f"; {left} left alone, replaced since listed" if left else ""
-    print(
+    say(
         f"simpletfjob: deleted run {run.name} in namespace {run.namespace} ({deleted} "
         f"{'object' if deleted == 1 else 'objects'}: "
         f"{jobs} {'job' if jobs == 1 else 'jobs'}, {services} "
-        f"{'service' if services == 1 else 'services'}{alone}){waited}",
-        file=sys.stderr,
+        f"{'service' if services == 1 else 'services'}{alone}){waited}"
     )
-
-
-def _say(line: str) -> None:
-    """One line on stderr, written whole."""
-    if sys.stderr is None:  # closed at start, in a run without guard_standard_streams
-        return
-    sys.stderr.write(f"{line}\n")
-    sys.stderr.flush()

@@ -38,6 +38,7 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     from simpletfjob.runs.logsources import Selection
     from simpletfjob.runs.objects import check_run_name, connect_for
     from simpletfjob.runs.state import SUCCEEDED
+    from simpletfjob.streams import say
 
     options = LogsOptions(**values)
     options.check()
@@ -47,15 +48,17 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     tail = options.tail if options.tail is not None else (10 if several else -1)
     request = LogRequest(tail, options.since, options.timestamps, options.previous, options.follow)
     prefix = several if options.prefix is None else options.prefix
-    color = options.color == "always" or (options.color == "auto" and sys.stdout.isatty())
-    printer = Printer(_write, prefix, color)
+    terminal = sys.stdout.isatty()
+    color = options.color == "always" or (options.color == "auto" and terminal)
+    # On a terminal, a task's control characters are shown, as cat -v shows them (runs/logs.py).
+    printer = Printer(_write, prefix, color, visible=terminal)
     connection = (options.kubeconfig, options.context, options.namespace)
     with connect_for(*connection, purpose="read the logs of a run on") as conn:
         if not options.follow:
-            show_logs(conn, options.run, selection, request, printer, _note)
+            show_logs(conn, options.run, selection, request, printer, say)
             return
         try:
-            run = follow_logs(conn, options.run, selection, request, printer, _note)
+            run = follow_logs(conn, options.run, selection, request, printer, say)
         except Interrupted as e:
             # Ctrl-C is how a follow ends, as for kubectl logs -f: no message, the signal's code.
             raise SystemExit(e.exit_code) from None
@@ -65,14 +68,10 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
         raise RunFailed(failed_line(run))
     from simpletfjob.runs.wait import succeeded_line
 
-    _note(succeeded_line(run))
+    say(succeeded_line(run))
 
 
 def _write(line: bytes) -> None:
     from simpletfjob.output import write_stdout_bytes
 
     write_stdout_bytes((line,))
-
-
-def _note(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)

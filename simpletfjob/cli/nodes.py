@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from simpletfjob.cli.params import make_command
@@ -29,7 +28,7 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     """
     from simpletfjob.output import write_stdout
     from simpletfjob.plan.survey import as_json, survey, survey_summary, table
-    from simpletfjob.streams import warn
+    from simpletfjob.streams import say, warn
 
     options = NodesOptions(**values)
     result = survey(options, warn)
@@ -37,4 +36,4 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
         write_stdout([as_json(result.verdicts)])
     else:
         write_stdout([table(result.verdicts, wide=options.output == "wide")])
-    print(survey_summary(result), file=sys.stderr)
+    say(survey_summary(result))

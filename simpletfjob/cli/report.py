@@ -7,7 +7,6 @@ either.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -52,7 +51,8 @@ def explain(verdicts: Sequence[Verdict], tasks: Sequence[Task], limited: bool) -
     """--explain: the verdicts table, on stderr; `limited`: -N limited the hosts."""
     from simpletfjob.cli.explain import explain_table
 
-    print(explain_table(verdicts, tasks, limited=limited), file=sys.stderr)
+    for line in explain_table(verdicts, tasks, limited=limited).splitlines():
+        say(line)
 
 
 def summary(tasks: Sequence[Task], destination: str, verb: str = "wrote") -> str:

@@ -69,10 +69,12 @@ def run_command(options: RunOptions) -> None:
     from simpletfjob.runs.logs import Printer
     from simpletfjob.runs.objects import connect_for
     from simpletfjob.runs.run import run_to_end
+    from simpletfjob.streams import say
 
     spare_inputs_from_stderr(inputs(options))
     connection = (options.kubeconfig, options.context, options.namespace)
-    printer = Printer(_write, prefix=True, color=sys.stdout.isatty())
+    terminal = sys.stdout.isatty()
+    printer = Printer(_write, prefix=True, color=terminal, visible=terminal)
     with connect_for(*connection, purpose="run the run on") as conn:
         namespace = conn.namespace
         planning = options.replace(namespace=namespace)
@@ -84,30 +86,22 @@ def run_command(options: RunOptions) -> None:
                 f"{counts[w]} {w}" for w in ("created", "configured", "unchanged") if counts[w]
             )
             where = f"run {planned.job} in namespace {namespace}"
-            _say(f"{summary(planned.tasks, where, verb='applied')} ({outcomes})")
+            say(f"{summary(planned.tasks, where, verb='applied')} ({outcomes})")
 
         run = run_to_end(
             conn,
             lambda: plan_explained(planning),
             planning,
-            say=_say,
+            say=say,
             applied=applied,
             printer=None if options.logs == "none" else printer,
         )
     from simpletfjob.runs.wait import succeeded_line
 
-    _say(succeeded_line(run))
+    say(succeeded_line(run))
 
 
 def _write(line: bytes) -> None:
     from simpletfjob.output import write_stdout_bytes
 
     write_stdout_bytes((line,))
-
-
-def _say(line: str) -> None:
-    """One line on stderr, written whole: the watches' and logs' threads write meanwhile."""
-    if sys.stderr is None:
-        return
-    sys.stderr.write(f"{line}\n")
-    sys.stderr.flush()

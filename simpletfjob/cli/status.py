@@ -60,6 +60,7 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     from simpletfjob.runs.objects import check_run_name, connect_for
     from simpletfjob.runs.state import FAILED
     from simpletfjob.runs.watch import read_run, read_runs
+    from simpletfjob.streams import say
 
     options = StatusOptions(**values)
     options.check()
@@ -82,7 +83,7 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     if options.output == "name":
         write_stdout([f"{JOBS.ref(task.job)}\n" for run in runs for task in run.tasks])
         if not runs:
-            print(f"No runs found in {namespace} namespace.", file=sys.stderr)
+            say(f"No runs found in {namespace} namespace.")
     elif options.output != "table":
         data: Any = (
             runs[0].as_dict()
@@ -96,25 +97,25 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     elif runs:
         write_stdout(_every_run(runs))
     else:
-        print(f"No runs found in {namespace} namespace.", file=sys.stderr)  # as kubectl says it
+        say(f"No runs found in {namespace} namespace.")  # as kubectl says it
     for line in notes:
-        print(line, file=sys.stderr, flush=True)
+        say(line)
 
 
 def _watch(conn: Connection, name: str, tail: int) -> None:
     """The table, then a task's row again whenever it changes, until the run ends (as wait exits)."""
-    from simpletfjob.cli.wait import _say
     from simpletfjob.kube.outage import riding_out
     from simpletfjob.output import write_stdout
     from simpletfjob.runs.failure import explain
     from simpletfjob.runs.state import AMBIGUOUS, DELETING, SUCCEEDED
     from simpletfjob.runs.wait import RunFailed, failed_line, succeeded_line, undecided
     from simpletfjob.runs.watch import follow
+    from simpletfjob.streams import say
 
     shown: dict[str, tuple[str, ...]] = {}
     widths: list[int] = []
     last: Run | None = None
-    with riding_out(conn, None, _say, "it is back (no --timeout)"):
+    with riding_out(conn, None, say, "it is back (no --timeout)"):
         for run in follow(conn, name, None):
             claimed = {job: claim for claim in run.claims for job in claim.jobs}
             rows = {t.task: _row(t, claimed) for t in run.tasks}
@@ -134,11 +135,11 @@ def _watch(conn: Connection, name: str, tail: int) -> None:
             raise RunFailed(undecided(last, None))
         if last is not None and last.state != SUCCEEDED:
             for line in explain(conn, last, tail):
-                _say(line)
+                say(line)
     assert last is not None
     if last.state != SUCCEEDED:
         raise RunFailed(failed_line(last))
-    _say(succeeded_line(last))
+    say(succeeded_line(last))
 
 
 def _dump(data: Any, form: str) -> str:
@@ -162,6 +163,8 @@ def _one_run(run: Run) -> list[str]:
         head += f" ({run.outcome()})"
     if run.restarts[1]:  # a run that `run --max-restarts` applied
         head += f", restarts {run.restarts[0]}/{run.restarts[1]}"
+    elif run.wrong_restarts:  # its annotations tampered with
+        head += f", restarts not known ({run.wrong_restarts})"
     if run.started is not None:
         head += f"; started {rfc3339(run.started)}"
     if run.ended is not None:
@@ -173,7 +176,7 @@ def _one_run(run: Run) -> list[str]:
         head += f", ended {rfc3339(run.ended)}{took}"
     claimed = {job: claim for claim in run.claims for job in claim.jobs}
     rows = [_row(t, claimed) for t in run.tasks]
-    return [head + "\n", *columns(HEADER, rows)]
+    return [_shown(head) + "\n", *columns(HEADER, rows)]
 
 
 HEADER = ("TASK", "NODE", "STATE", "RESTARTS", "AGE", "REASON")
@@ -184,12 +187,19 @@ def _row(t: TaskStatus, claimed: Mapping[str, Claim]) -> tuple[str, ...]:
 
     return (
         t.task,
-        t.node or "<none>",
+        _shown(t.node or "<none>"),
         t.state,
-        str(t.restarts),
+        "-" if t.restarts is None else str(t.restarts),  # not known: its pod is gone
         age(t.created),
-        _reason(t, claimed),
+        _shown(_reason(t, claimed)),
     )
+
+
+def _shown(text: str) -> str:
+    """Server text (a node, a reason) as one line, its control characters shown (streams.shown)."""
+    from simpletfjob.streams import shown
+
+    return shown(text, sys.stdout.isatty())
 
 
 def _widths(rows: Sequence[Sequence[str]]) -> list[int]:
@@ -205,25 +215,33 @@ def _line(row: Sequence[str], widths: Sequence[int]) -> str:
 
 def _reason(task: TaskStatus, claimed: Mapping[str, Claim]) -> str:
     """The task's reason; for a task that several Jobs claim, which Job this row is first."""
+    from simpletfjob.runs.state import FAILED, SUCCEEDED
+
     claim = claimed.get(task.job)
+    reason = task.reason
+    if task.state in (SUCCEEDED, FAILED) and not task.finished:  # what its pod says
+        reason = "; ".join(filter(None, [reason, "its Job has yet to count it"]))
     if claim is None:
-        return task.reason
+        return reason
     which = f"one of {len(claim.jobs)} Jobs: {task.job}"
     if task.copied_from:
         which += f", a copy of {task.copied_from}"
-    return which + (f"; {task.reason}" if task.reason else "")
+    return which + (f"; {reason}" if reason else "")
 
 
 def _every_run(runs: Sequence[Run]) -> list[str]:
-    from simpletfjob.runs.state import FAILED, PENDING, RUNNING, SUCCEEDED, UNKNOWN, age
+    from simpletfjob.runs.state import DELETING, FAILED, SUCCEEDED, age
+
+    def ended(run: Run, state: str) -> str:  # by its Job's condition
+        return str(sum(t.finished and t.state == state for t in run.tasks))
 
     rows = [
         (
             r.name,
             str(len(r.tasks)),
-            str(r.count(PENDING, RUNNING, UNKNOWN)),
-            str(r.count(SUCCEEDED)),
-            str(r.count(FAILED)),
+            str(sum(not t.finished and t.state != DELETING for t in r.tasks)),
+            ended(r, SUCCEEDED),
+            ended(r, FAILED),
             r.state,
             age(r.created),
         )

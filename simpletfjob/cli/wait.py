@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from simpletfjob.cli.params import make_command
@@ -45,6 +44,7 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     """
     from simpletfjob.runs.objects import check_run_name, connect_for
     from simpletfjob.runs.wait import succeeded_line, wait_for_run
+    from simpletfjob.streams import say
 
     options = WaitOptions(**values)
     check_run_name(options.run)
@@ -57,14 +57,6 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
             cleanup=options.cleanup,
             tail=options.tail_on_failure,
             context=options.context,
-            say=_say,
+            say=say,
         )
-    _say(succeeded_line(run))
-
-
-def _say(line: str) -> None:
-    """One line on stderr, written whole: the watches' threads report an outage meanwhile."""
-    if sys.stderr is None:  # closed at start, in a run without guard_standard_streams
-        return
-    sys.stderr.write(f"{line}\n")
-    sys.stderr.flush()
+    say(succeeded_line(run))

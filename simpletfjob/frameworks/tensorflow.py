@@ -20,7 +20,7 @@ from simpletfjob.errors import InputError, SelectionError, UsageError
 from simpletfjob.hosts.nodes import check_host_names, parse_host_lines
 from simpletfjob.inputs import read_text
 from simpletfjob.options.table import OptionGroup, at_least, option
-from simpletfjob.tasks import Host, Pin, Seating, Slots, Task, hosts_noun, tasks_at
+from simpletfjob.tasks import MAX_TASKS, Host, Pin, Seating, Slots, Task, hosts_noun, tasks_at
 
 if TYPE_CHECKING:
     from simpletfjob.options.render import Options
@@ -120,14 +120,6 @@ def place_tasks(
     if limited and slots.used < slots.limit:
         raise _too_few_used(slots, psn if not psf else 0)
     return slots.placed
-
-
-# Every task's TF_CONFIG lists every task, so the output grows as the square of the
-# tasks: 1000 tasks make about 50 MB, 10,000 about 5 GB. Past that a run would take
-# minutes and fill a disk (`--port 1 --tasks-per-host 65535` on two hosts asks for
-# 131,070 tasks and 200 GB), so it is refused before any work; Kubernetes itself
-# supports clusters of at most 5000 nodes.
-MAX_TASKS = 10_000
 
 
 def _check_size(hosts: int, tasks_per_host: int) -> None:

@@ -133,12 +133,23 @@ def _scalars(node: Any) -> dict[str, str]:
     }
 
 
-def container_gpus(documents: Sequence[Any], resource: str, env_names: Sequence[str]) -> int | None:
+class GpuAsk(NamedTuple):
+    """What the task's container asks of a GPU resource, where, and the count that is."""
+
+    kind: str  # 'limits' or 'requests'
+    text: str  # the value as written ('2', '2.5'), or what it is instead of one ('a list')
+    gpus: int | None  # the whole number of GPUs it is; None when it cannot be one
+
+
+def container_gpus(
+    documents: Sequence[Any], resource: str, env_names: Sequence[str]
+) -> GpuAsk | None:
     """The GPUs (`resource`) the task's container asks for: its limit, else its request.
 
     The task's container is the first that carries one of `env_names` (or a placed
     value's marker, which stands for them in a check), else the first container of
-    the first pod spec; None when it asks for none.
+    the first pod spec; None when it asks for none. A value that is not a whole number
+    of at least 1 (`2.5`, `0`, `500m`, `two`) has no count: the caller names it.
     """
     wanted = set(env_names)
     first = None
@@ -156,10 +167,28 @@ def container_gpus(documents: Sequence[Any], resource: str, env_names: Sequence[
     return None if first is None else _gpus_of(first, resource)
 
 
-def _gpus_of(container: dict[str, Any], resource: str) -> int | None:
+def _gpus_of(container: dict[str, Any], resource: str) -> GpuAsk | None:
     resources = {k.value: v for k, v in _mapping_items(container.get("resources"))}
     for kind in ("limits", "requests"):
-        text = _scalars(resources.get(kind)).get(resource)
-        if text is not None and text.isdigit():
-            return int(text)
+        found = {k.value: v for k, v in _mapping_items(resources.get(kind))}
+        if resource not in found:
+            continue
+        text = _scalar(found[resource])
+        if text is None:
+            what = "a list" if type(found[resource]).__name__ == "SequenceNode" else "a mapping"
+            return GpuAsk(kind, what, None)
+        return GpuAsk(kind, text, _whole_count(text))
     return None
+
+
+def _whole_count(text: str) -> int | None:
+    """A quantity that is a whole number of devices, at least 1 ('2', '2000m', '1e1'); else None."""
+    from simpletfjob.quantity import parse_quantity
+
+    try:
+        amount = parse_quantity(text)
+    except ValueError:
+        return None
+    if amount.denominator != 1 or amount < 1:
+        return None
+    return int(amount)

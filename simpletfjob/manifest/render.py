@@ -370,10 +370,17 @@ def gpus_requested(compiled: CompiledTemplate, fw: Framework, options: Any) -> i
     role = fw.roles(options)[0]
     port = fw.default_port if options.port is AUTO_PORT else options.port
     documents = _placeholder_documents(compiled, fw, options.replace(nproc_per_node=1), role, port)
-    count = container_gpus(documents, options.gpu_resource, fw.env_names)
-    if not count:
+    asked = container_gpus(documents, options.gpu_resource, fw.env_names)
+    if asked is None:
         raise RenderCheckError(
             f"--nproc-per-node gpu: the task's container asks for no {options.gpu_resource} "
             "(in resources.limits or requests); give --nproc-per-node N"
         )
-    return count
+    if asked.gpus is None:
+        value = asked.text if asked.text in ("a list", "a mapping") else repr(asked.text)
+        raise RenderCheckError(
+            f"--nproc-per-node gpu: the task's container asks for {options.gpu_resource} "
+            f"{value} (in resources.{asked.kind}), which is not a number of GPUs (a whole "
+            "number, at least 1); give --nproc-per-node N, or a whole number of GPUs"
+        )
+    return asked.gpus

@@ -25,6 +25,7 @@ from simpletfjob.frameworks import FRAMEWORKS
 from simpletfjob.frameworks.pytorch import PyTorchOptions
 from simpletfjob.frameworks.tensorflow import TensorFlowOptions
 from simpletfjob.hosts.nodes import ADDRESS_CHOICES, GPU_RESOURCE
+from simpletfjob.identity import SUCCESS_POLICIES
 from simpletfjob.options.limits import LimitOptions
 from simpletfjob.options.rules import (
     AUTO_PORT,
@@ -327,8 +328,6 @@ class RenderOptions(OptionGroup):
 
 
 # ---- a run's success policy (issue 10) ---------------------------------------------------------
-
-SUCCESS_POLICIES = ("worker0", "all-workers")
 
 
 class PolicyOptions(OptionGroup):

@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 from simpletfjob.errors import UsageError
+from simpletfjob.identity import MOST_RESTARTS
 from simpletfjob.options.limits import LimitOptions
 from simpletfjob.options.render import (
     ConnectionOptions,
@@ -23,7 +24,7 @@ from simpletfjob.options.table import (
     Must,
     OneOf,
     argument,
-    at_least,
+    between,
     format_duration,
     option,
     parse_duration,
@@ -274,9 +275,9 @@ class RunOptions(Options, LimitOptions):
         default=0,
         show_default=True,
         metavar="N",
-        rule=at_least(0),
+        rule=between(0, MOST_RESTARTS),  # status reads a larger count back as wrong
         help="Restart the whole run (delete it, plan again against the cluster as it is, "
-        "apply) up to N times when a task's Job fails, a node refuses a task's pod, or a "
+        "apply) up to N times (at most 1000) when a task's Job fails, a node refuses a task's pod, or a "
         "task's node is NotReady or gone for longer than --node-grace.",
     )
     node_grace: float = option(

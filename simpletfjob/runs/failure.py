@@ -87,7 +87,11 @@ def read_tail(
         return [], str(e)
     if answer.status >= 400:
         return [], _failure(conn, action, answer.status, answer.data, answer.reason)
-    return [line + b"\n" for line in answer.data.splitlines()], ""
+    # Split at newlines only, as `kubectl logs` shows lines: a carriage return stays in its line.
+    lines = answer.data.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    return [line + b"\n" for line in lines], ""
 
 
 def warning_events(conn: Connection) -> tuple[list[Object], str]:
@@ -331,7 +335,7 @@ def _failing_pod(pods: Sequence[Object]) -> Object | None:
 
 
 def _prefixed(task: str, lines: Iterable[bytes]) -> list[str]:
-    return [f"{task} | {line.decode('utf-8', 'replace').rstrip()}" for line in lines]
+    return [f"{task} | {line.decode('utf-8', 'surrogateescape').rstrip()}" for line in lines]
 
 
 # ---- a task that is stuck -----------------------------------------------------------------------

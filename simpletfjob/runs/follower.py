@@ -16,12 +16,16 @@ same of the same objects. `verdict` says whether `wait` may end on that judgemen
   stamped with it has been made. watch.follow waits TIE seconds after it first sees the
   failure (the server's clock was at least at that second then), taking events meanwhile.
 
+A task's restarts that can no longer be counted (its pod gone: taskstate.py) are the count
+last seen while following, so `wait`, `run` and `status -w` keep what they saw.
+
 `status` needs none of this: what it lists is the final word on what has happened so far.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from simpletfjob.runs.state import AMBIGUOUS, DELETED, DELETING, FAILED, SUCCEEDED, Run, run_state
@@ -69,6 +73,7 @@ class Follower:
         self.namespace = namespace
         self.stores = {"jobs": Store(jobs), "pods": Store(pods)}
         self.expected = list(expected)
+        self.restarts: dict[str, int] = {}  # the last count seen of each Job's task, by uid
 
     def take(self, plural: str, event: Event) -> None:
         """One event of the Jobs' watch ('jobs') or the pods' ('pods')."""
@@ -77,9 +82,18 @@ class Follower:
     def judge(self, nodes: Mapping[str, str] | None = None) -> Run:
         """The run as `status` would judge these objects."""
         jobs, pods = self.stores["jobs"].objects, self.stores["pods"].objects
-        return run_state(
+        run = run_state(
             self.name, self.namespace, jobs.values(), pods.values(), self.expected, nodes
         )
+        tasks = []
+        for task in run.tasks:
+            key = task.uid or task.job
+            if task.restarts is not None:
+                self.restarts[key] = task.restarts
+            elif key in self.restarts:  # its pod is gone: the count seen while it was there
+                task = replace(task, restarts=self.restarts[key])
+            tasks.append(task)
+        return replace(run, tasks=tuple(tasks))
 
     def remember(self, run: Run) -> None:
         """The tasks seen: one whose Job is deleted later is known to have existed."""

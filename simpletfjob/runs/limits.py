@@ -10,7 +10,7 @@
   has been created, so it is applied first (`order`), and the others are given the
   reference as soon as it is known (`Owner.applied`).
 - **Restarts** (`run --max-restarts N`): the limit and the count so far, as annotations on
-  every Job (`status` shows `restarts 1/3`; state.restarts_of reads them).
+  every Job (`status` shows `restarts 1/3`; annotations.read_restarts reads them).
 """
 
 from __future__ import annotations

@@ -164,12 +164,21 @@ class Merger:
 
 
 class Printer:
-    """Writes lines with their source's prefix (`worker-0 | `), coloured if asked, a batch a write."""
+    """Writes lines with their source's prefix (`worker-0 | `), coloured if asked, a batch a write.
 
-    def __init__(self, write: Callable[[bytes], None], prefix: bool, color: bool) -> None:
+    With `visible` (stdout is a terminal), each line is shown as `cat -v` shows it, tabs
+    kept (streams.visible_lines): a task's output cannot erase its prefix, move the
+    cursor over earlier lines or colour itself, so it cannot pass itself off as another
+    task's or as the verdict. Elsewhere (a pipe, a file) the lines are written byte for byte.
+    """
+
+    def __init__(
+        self, write: Callable[[bytes], None], prefix: bool, color: bool, visible: bool = False
+    ) -> None:
         self.write = write
         self.prefix = prefix
         self.color = color
+        self.visible = visible
         self.width = 0
         self.colors: dict[str, int] = {}
         self.heads: dict[str, bytes] = {}
@@ -183,6 +192,13 @@ class Printer:
 
     def render(self, source: Source, lines: Sequence[bytes]) -> bytes:
         """The lines as they are printed."""
+        if not all(line.endswith(b"\n") for line in lines):
+            lines = _whole(lines)
+        if self.visible:
+            from simpletfjob.streams import visible_lines
+
+            # the batch at once (each line ends with a newline, which stays as it is)
+            lines = visible_lines(b"".join(lines)).splitlines(keepends=True)
         if not self.prefix:
             return b"".join(lines)
         head = self.heads.get(source.label)
@@ -193,6 +209,22 @@ class Printer:
                 text = f"\x1b[{self.colors[source.label]}m{text}\x1b[0m"
             head = self.heads[source.label] = text.encode() + b" "
         return head + head.join(lines)
+
+
+def _whole(lines: Sequence[bytes]) -> list[bytes]:
+    """Lines that end with a newline: a piece that ends with a lone carriage return (which
+    `bytes.splitlines` also splits at) is joined to the rest of its line, as `kubectl logs`
+    shows it, so that the prefix comes once, at the start of the line."""
+    whole: list[bytes] = []
+    piece = b""
+    for line in lines:
+        piece += line
+        if line.endswith(b"\n"):
+            whole.append(piece)
+            piece = b""
+    if piece:
+        whole.append(piece)
+    return whole
 
 
 # ---- the command's work ---------------------------------------------------------------------------

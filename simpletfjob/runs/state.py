@@ -10,7 +10,9 @@ The run's state follows the success policy recorded on its documents:
   the pods, or a finalizer); `holds` counts the finalizers that keep them;
 - **Ambiguous** when more than one Job claims one task (a copy of `mnist-worker-0` under
   another name, with its labels): nothing is decided on a guess. `claims` names the Jobs,
-  and which of them are copies (their `simpletfjob/name` annotation names another Job);
+  and which of them are copies (their `simpletfjob/name` annotation names another Job).
+  Likewise when the success policy the Jobs record cannot be right (an unknown one, or
+  Jobs that disagree: annotations.py); `wrong_policy` says why;
 - **Failed** when a task's Job has failed, unless the run had already succeeded: a failure
   after the success, or at the same time, does not undo it (success wins a tie). Times are
   the Jobs' own (`completionTime`, the `Failed` condition's `lastTransitionTime`), which the
@@ -39,12 +41,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from simpletfjob.identity import (
-    JOB_LABEL,
-    MAX_RESTARTS_ANNOTATION,
-    POLICY_ANNOTATION,
-    RESTARTS_ANNOTATION,
-)
+from simpletfjob.identity import JOB_LABEL
+from simpletfjob.runs.annotations import read_policy, read_restarts
 from simpletfjob.runs.taskstate import (
     DELETING,
     FAILED,
@@ -73,7 +71,6 @@ __all__ = [  # what the commands read from here; the task's part lives in taskst
     "run_state", "task_of",
 ]  # fmt: skip
 ROLE_ORDER = ("chief", "ps", "worker", "evaluator")  # the order render writes the tasks in
-DEFAULT_POLICY = "worker0"
 DELETED = "deleted"
 NEVER = datetime.min.replace(tzinfo=timezone.utc)  # a time the server did not write
 
@@ -108,6 +105,10 @@ class Run:
     holds: tuple[tuple[str, int], ...] = ()  # Deleting: each finalizer, and how many Jobs it holds
     decided_at: datetime | None = None  # when the task that decided it succeeded or failed
     restarts: tuple[int, int] = (0, 0)  # whole-run restarts so far and the limit (`run`)
+    # Why the annotations read back cannot be right (annotations.py): the success policy
+    # (the run is then Ambiguous), the restarts (then not known: restarts is (0, 0)).
+    wrong_policy: str = ""
+    wrong_restarts: str = ""
 
     @property
     def finished(self) -> bool:
@@ -132,7 +133,8 @@ class Run:
     def outcome(self) -> str:
         """One line for the end of a run: 'worker-1 Failed: Error (exit 1)', 'worker-0 Succeeded'."""
         if self.state == AMBIGUOUS:
-            return "; ".join(claim.describe() for claim in self.claims)
+            wrong = [self.wrong_policy] if self.wrong_policy else []
+            return "; ".join([*(claim.describe() for claim in self.claims), *wrong])
         if self.state == DELETING:
             return self.deleting()
         if self.reason == DELETED:
@@ -159,9 +161,9 @@ class Run:
             "name": self.name,
             "namespace": self.namespace,
             "state": self.state,
-            "successPolicy": self.policy,
-            "restarts": self.restarts[0],
-            "maxRestarts": self.restarts[1],
+            "successPolicy": None if self.wrong_policy else self.policy,
+            "restarts": None if self.wrong_restarts else self.restarts[0],
+            "maxRestarts": None if self.wrong_restarts else self.restarts[1],
             "startTime": rfc3339(self.started),
             "completionTime": rfc3339(self.ended),
             "tasks": [task.as_dict() for task in self.tasks],
@@ -173,6 +175,9 @@ class Run:
             ]
         if self.state == DELETING:
             data["deleting"] = {"jobs": len(self.tasks), "finalizers": dict(self.holds)}
+        wrong = [w for w in (self.wrong_policy, self.wrong_restarts) if w]
+        if wrong:  # annotations that cannot be right, instead of their values
+            data["annotationErrors"] = wrong
         return data
 
 
@@ -182,28 +187,6 @@ class Run:
 def _order(task: TaskStatus) -> tuple[int, str, int, str]:
     rank = ROLE_ORDER.index(task.role) if task.role in ROLE_ORDER else len(ROLE_ORDER)
     return rank, task.role, task.index, task.job
-
-
-def policy_of(jobs: Iterable[Object]) -> str:
-    """The success policy the run's documents record; worker0 when none does (as `render` defaults)."""
-    for job in jobs:
-        annotations = metadata_of(job).get("annotations")
-        if isinstance(annotations, Mapping) and annotations.get(POLICY_ANNOTATION):
-            return str(annotations[POLICY_ANNOTATION])
-    return DEFAULT_POLICY
-
-
-def restarts_of(jobs: Iterable[Object]) -> tuple[int, int]:
-    """The whole-run restarts so far and their limit, as `run` records them; (0, 0) without."""
-    for job in jobs:
-        annotations = metadata_of(job).get("annotations")
-        if not isinstance(annotations, Mapping):
-            continue
-        limit = str(annotations.get(MAX_RESTARTS_ANNOTATION) or "")
-        if limit.isdigit():
-            done = str(annotations.get(RESTARTS_ANNOTATION) or "0")
-            return (int(done) if done.isdigit() else 0), int(limit)
-    return 0, 0
 
 
 def is_gone(obj: Object) -> bool:
@@ -242,7 +225,8 @@ def run_state(
     if listed and not present:
         return _deleting(name, namespace, listed, by_job, nodes)
     tasks = tuple(sorted((task_of(j, job_pods(j, by_job), nodes) for j in present), key=_order))
-    policy = policy_of(present)
+    policy, wrong_policy = read_policy(present)
+    restarts = read_restarts(present)
     created = min((t.created for t in tasks if t.created is not None), default=None)
     claims = _claims(tasks)
     by_name = {task.task: task for task in tasks}
@@ -250,19 +234,24 @@ def run_state(
     def run(state: str, decided_by: str = "", reason: str = "", at: datetime | None = None) -> Run:
         return Run(
             name, namespace, policy, tasks, state, decided_by, reason, created, claims, (), at,
-            restarts_of(present),
+            (restarts.done, restarts.limit), wrong_policy, restarts.wrong,
         )  # fmt: skip
 
-    if claims:
+    if claims or wrong_policy:  # nothing is decided on a guess
         return run(AMBIGUOUS)
     deciders = deciding(policy, [*by_name, *expected])
     finished_at = {d: _finish(present, by_name[d].job) or NEVER for d in deciders if d in by_name}
-    succeeded = all(d in by_name and by_name[d].state == SUCCEEDED for d in deciders)
+    # Only a Job's condition ends a task: a pod that has ended, not yet counted, decides nothing.
+    succeeded = all(
+        d in by_name and by_name[d].finished and by_name[d].state == SUCCEEDED for d in deciders
+    )
     success_time = max(finished_at.values(), default=NEVER)
     # A failure counts unless the run had succeeded by then: success wins a tie (the same
     # second). A failure with no time counts.
     failures = sorted(
-        (_failure_time(present, t.job) or NEVER, _order(t), t) for t in tasks if t.state == FAILED
+        (_failure_time(present, t.job) or NEVER, _order(t), t)
+        for t in tasks
+        if t.finished and t.state == FAILED
     )
     before = [
         (when, t)
@@ -279,9 +268,11 @@ def run_state(
     missing = [d for d in deciders if d not in by_name]
     if missing:
         return run(FAILED, missing[0], DELETED)
-    for state in (RUNNING, UNKNOWN):
-        if any(t.state == state for t in tasks):
-            return run(state)
+    # A pod that has succeeded, until its Job counts it, still keeps the run Running.
+    if any(t.state == RUNNING or (t.state == SUCCEEDED and not t.finished) for t in tasks):
+        return run(RUNNING)
+    if any(t.state == UNKNOWN for t in tasks):
+        return run(UNKNOWN)
     return run(PENDING)
 
 
@@ -310,7 +301,7 @@ def _deleting(
         for finalizer in finalizers(job):
             holds[finalizer] = holds.get(finalizer, 0) + 1
     created = min((t.created for t in tasks if t.created is not None), default=None)
-    policy = policy_of(jobs)
+    policy, _ = read_policy(jobs)
     return Run(
         name,
         namespace,
@@ -377,15 +368,35 @@ def age(created: datetime | None, now: datetime | None = None) -> str:
 
 
 def describe(task: TaskStatus) -> str:
-    """One line for a task's state: 'worker-0 Running on h100', 'worker-1 Failed: Error (exit 1)'."""
+    """One line for a task's state: 'worker-0 Running on h100', 'worker-1 Failed: Error (exit 1)'.
+
+    A task whose pod has failed, before its Job has counted it (the Job then retries, or
+    fails), says what the pod says: 'worker-1 Failed (exit 1)'. One whose pod waits again
+    after a failure says it as a running one does: 'worker-1 Pending after 1 restart (last:
+    Error (exit 1))'. A count that is not known is not given.
+    """
     line = f"{task.task} {task.state}"
+    if task.state == FAILED and not task.finished:
+        return line + (f" ({pod_words(task.reason)})" if task.reason not in ("", FAILED) else "")
     if task.state == RUNNING and task.node:
         line += f" on {task.node}"
-    if task.state == RUNNING and task.restarts:
+    again = task.state == RUNNING or (task.state == PENDING and task.reason == task.failure)
+    if again and task.reason and task.restarts is None:
+        return line + f" (last: {task.reason})"
+    if again and task.restarts:
         plural = "s" if task.restarts > 1 else ""
         line += f" after {task.restarts} restart{plural}"
         return line + (f" (last: {task.reason})" if task.reason else "")
     return line + (f": {task.reason}" if task.reason and task.state != SUCCEEDED else "")
+
+
+def pod_words(reason: str) -> str:
+    """A pod's failure as its phase goes with it: 'exit 1' for 'Error (exit 1)', 'OOMKilled',
+    'ContainerCannotRun, exit 128', 'OutOfcpu'."""
+    cause, _, code = reason.partition(" (exit ")
+    if not code:
+        return reason
+    return f"exit {code[:-1]}" if cause == "Error" else f"{cause}, exit {code[:-1]}"
 
 
 def changes(before: Run | None, after: Run) -> list[str]:

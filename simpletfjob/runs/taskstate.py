@@ -10,12 +10,24 @@ A task's state:
 - else **Unknown** when its pod is in phase Unknown (its node stopped reporting); the
   reason is the node's Ready condition (`node h3 NotReady since 12:03`), or
   `node h3 unreachable` when the node could not be read;
-- else **Running** when one of its pods runs (or has succeeded, until the Job controller
-  counts it), else **Pending**.
+- else **Running** when its pod runs;
+- else, when its pod has ended and the Job controller has yet to count it, what the pod
+  says: **Failed** (`worker-1 Failed (exit 1)`: the Job then retries or fails) or
+  **Succeeded**. Such a task is not `finished`: only its Job's condition ends a task
+  (`job_condition`), and only that decides the run;
+- else **Pending**: its pod waits (its reason: `ContainerCreating`, `ImagePullBackOff`),
+  or it has none yet (`no pod yet`).
+
+Its restarts (container restarts plus failed pods) are counted only when they are known:
+under `restartPolicy: Never` a container never restarts in place, and the Job counts its
+failed pods, those that are gone too; under `OnFailure` the restarts are counted on the
+pods, so once a pod the Job counted is gone (the Job controller deletes the pod of a Job
+that reached its backoffLimit), they are not known: None (`-` in `status`, null in JSON).
 
 A Job records its own name, as rendered, in the `simpletfjob/name` annotation. A Job whose
 annotation names another Job is a copy (`kubectl get -o json | kubectl create` under another
-name): `copied_from` says of what. It was not made by apply.
+name): `copied_from` says of what. It was not made by apply. An annotation that cannot
+be a Job's name (edited by hand) is not repeated: `copied_from` is then `NOT_A_NAME`.
 """
 
 from __future__ import annotations
@@ -26,6 +38,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from simpletfjob.identity import INDEX_LABEL, NAME_ANNOTATION, ROLE_LABEL
+from simpletfjob.tasks import MAX_TASKS
 
 PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
 UNKNOWN, DELETING = "Unknown", "Deleting"
@@ -44,7 +57,7 @@ class TaskStatus:
     job: str  # the Job's name
     node: str  # where its pod runs (or is pinned by nodeName); '' when not known
     state: str  # Pending, Running, Unknown, Succeeded, Failed or Deleting
-    restarts: int  # container restarts plus failed pods
+    restarts: int | None  # container restarts plus failed pods; None when not known
     reason: str  # the last failure ('Error (exit 1)'), or why the pod is not running; '' if none
     created: datetime | None  # the Job's creationTimestamp
     reason_from_job: bool = False  # failed, and only the Job's condition says why (no pod did)
@@ -52,10 +65,13 @@ class TaskStatus:
     uid: str = ""  # the Job's, as read: a delete of it carries it as a precondition
     started: datetime | None = None  # the Job's status.startTime
     ended: datetime | None = None  # its completionTime, or when its Failed condition came
+    job_condition: str = ""  # 'Complete' or 'Failed' once its Job has one (the task has ended)
+    failure: str = ""  # its pods' last failure ('Error (exit 1)'), whatever its state
 
     @property
     def finished(self) -> bool:
-        return self.state in FINISHED
+        """Ended by its Job's condition: a pod that has ended, not yet counted, is not the end."""
+        return self.state in FINISHED and bool(self.job_condition)
 
     @property
     def applied(self) -> bool:
@@ -65,6 +81,7 @@ class TaskStatus:
     def as_dict(self) -> dict[str, Any]:
         keys = ("task", "role", "index", "job", "node", "state", "restarts", "reason")
         data = {key: getattr(self, key) for key in keys}
+        data["jobCondition"] = self.job_condition or None
         data["startTime"] = rfc3339(self.started)
         data["completionTime"] = rfc3339(self.ended)
         return data
@@ -206,32 +223,31 @@ def task_of(
     labels = labels_of(job)
     name = str(metadata.get("name") or "")
     role = str(labels.get(ROLE_LABEL) or "")
-    try:
-        index = int(labels.get(INDEX_LABEL, ""))
-    except ValueError:
-        index = -1
+    index = _index(labels.get(INDEX_LABEL))
     live = [p for p in pods if not metadata_of(p).get("deletionTimestamp")] or list(pods)
     pod = _current(live)
     spec = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
     node = str(((pod or {}).get("spec") or {}).get("nodeName") or spec.get("nodeName") or "")
-    restarts = sum(int(c.get("restartCount") or 0) for p in pods for c in _containers(p))
-    failed_pods = sum((p.get("status") or {}).get("phase") == "Failed" for p in pods)
-    restarts += max(failed_pods, int((job.get("status") or {}).get("failed") or 0))
+    restarts = _restarts(job, pods, spec)
     _, failure = _last_failure(pods)
     failed = condition(job, "Failed")
+    complete = condition(job, "Complete")
     phase = ((pod or {}).get("status") or {}).get("phase")
     if failed is not None:
         state, reason = FAILED, failure or str(failed.get("reason") or "Failed")
         if failed.get("reason") == "DeadlineExceeded":  # its pods were stopped: not their fault
             reason = "DeadlineExceeded"
-    elif condition(job, "Complete") is not None:
+    elif complete is not None:
         state, reason = SUCCEEDED, ""
     elif phase == "Unknown":
         # Its node stopped reporting: the pod may run or not; the node's condition says why.
         state, reason = UNKNOWN, f"node {node} {(nodes or {}).get(node, 'unreachable')}"
-    elif phase in ("Running", "Succeeded"):
-        # A pod that has succeeded leaves its Job active until the Job controller counts it.
+    elif phase == "Running":
         state, reason = RUNNING, failure
+    elif phase == "Succeeded":  # its Job active until the Job controller counts the pod
+        state, reason = SUCCEEDED, ""
+    elif phase == "Failed" and pod is not None:  # the Job then retries, or fails
+        state, reason = FAILED, _last_failure([pod])[1]
     else:
         state, reason = PENDING, (_waiting(pod) if pod is not None else "") or failure
         if pod is None and not reason:
@@ -242,17 +258,55 @@ def task_of(
     created = timestamp(metadata.get("creationTimestamp"))
     from_job = failed is not None and not failure
     own = (metadata.get("annotations") or {}).get(NAME_ANNOTATION)
-    copied = str(own) if isinstance(own, str) and own != name else ""
+    copied = "" if not own or own == name else name_or_invalid(own)
     uid = str(metadata.get("uid") or "")
     status = job.get("status") or {}
     started = timestamp(status.get("startTime"))
     ended = timestamp(status.get("completionTime"))
     if ended is None and failed is not None:
         ended = timestamp(failed.get("lastTransitionTime"))
+    ended_by = "Failed" if failed is not None else "Complete" if complete is not None else ""
     return TaskStatus(
         task, role, index, name, node, state, restarts, reason, created, from_job, copied, uid,
-        started, ended,
+        started, ended, ended_by, failure,
     )  # fmt: skip
+
+
+def _restarts(job: Object, pods: Sequence[Object], spec: Mapping[str, Any]) -> int | None:
+    """Container restarts plus failed pods; None when a pod that held some of them is gone."""
+    status = job.get("status") or {}
+    in_place = sum(_count(c.get("restartCount")) for p in pods for c in _containers(p))
+    failed_pods: int = sum((p.get("status") or {}).get("phase") == "Failed" for p in pods)
+    restarts = in_place + max(failed_pods, _count(status.get("failed")))
+    if spec.get("restartPolicy") == "Never":
+        return restarts  # no restart in place: the Job's count of failed pods is all of them
+    counted = sum(_count(status.get(key)) for key in ("active", "succeeded", "failed"))
+    return restarts if len(pods) >= counted else None
+
+
+def _count(value: Any) -> int:
+    """A count the server wrote; anything else (a string, a negative, a float) as 0."""
+    return int(value) if type(value) is int and 0 <= value < 1 << 31 else 0
+
+
+NOT_A_NAME = "<invalid>"  # as kubectl shows a value it cannot use
+
+
+def name_or_invalid(value: Any) -> str:
+    """An object's name read back from an annotation, if it can be one (a DNS subdomain), else NOT_A_NAME."""
+    import re
+
+    name = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
+    if isinstance(value, str) and len(value) <= 253 and name.fullmatch(value) is not None:
+        return value
+    return NOT_A_NAME
+
+
+def _index(label: Any) -> int:
+    """A task's index label; -1 (the task is then named by its Job) when it cannot be one."""
+    if not (isinstance(label, str) and label.isascii() and label.isdigit()):
+        return -1
+    return int(label) if len(label) <= len(str(MAX_TASKS)) and int(label) < MAX_TASKS else -1
 
 
 def finalizers(job: Object) -> list[str]:

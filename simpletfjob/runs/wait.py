@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from simpletfjob.errors import EXIT_TIMEOUT, ClusterError, SimpleTFJobError
+from simpletfjob.identity import JOB_LABEL, POLICY_ANNOTATION
 from simpletfjob.runs.state import AMBIGUOUS, DELETED, DELETING, SUCCEEDED, Run, changes
 
 if TYPE_CHECKING:
@@ -119,6 +120,8 @@ def failed_line(run: Run) -> str:
         if done < limit and run.reason not in UNRESTARTABLE
         else ""
     )
+    if run.wrong_restarts:  # tampered with: no count to tell
+        left = f"; the restarts it has left are not known: {run.wrong_restarts}"
     return f"run {run.name!r} failed: {run.outcome()}{left}"
 
 
@@ -135,6 +138,11 @@ def undecided(run: Run, context: str | None) -> str:
             f"for (simpletfjob delete {run.name} {where} --wait waits until it is gone)"
         )
     hints = []
+    if run.wrong_policy:
+        hints.append(
+            f"kubectl annotate job -l {JOB_LABEL}={run.name} {POLICY_ANNOTATION}=POLICY "
+            f"--overwrite {where}, with the policy the run was rendered with"
+        )
     for claim in run.claims:
         copies = [j for j in claim.jobs if j in claim.copies]
         if copies and len(copies) < len(claim.jobs):
@@ -143,7 +151,10 @@ def undecided(run: Run, context: str | None) -> str:
             hints.append(
                 f"kubectl delete job NAME {where}, for all of {', '.join(claim.jobs)} but one"
             )
+    mend = "delete what is not the run's" if run.claims else "set it right"
+    if run.claims and run.wrong_policy:
+        mend += " and set its annotation right"
     return (
-        f"run {run.name!r} cannot be decided: {run.outcome()}; delete what is not the run's "
+        f"run {run.name!r} cannot be decided: {run.outcome()}; {mend} "
         f"({'; '.join(hints)}) and wait again; nothing was cleaned up"
     )

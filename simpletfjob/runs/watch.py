@@ -27,7 +27,7 @@ from simpletfjob.runs.delete import replaced_line
 from simpletfjob.runs.follower import TIE, Follower, unknown_nodes, verdict
 from simpletfjob.runs.objects import NoRunError, named_tasks, run_selector
 from simpletfjob.runs.state import FAILED, Run, changes, group_runs, run_state
-from simpletfjob.runs.taskstate import Object
+from simpletfjob.runs.taskstate import Object, name_or_invalid
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
@@ -306,7 +306,7 @@ def clean_up(conn: Connection, run: Run, cleanup: str, report: Callable[[str], N
 def _left(kind: str, name: str, copied_from: str) -> str:
     return (
         f"{kind}/{name} left: not made by apply (its {NAME_ANNOTATION} annotation "
-        f"names {copied_from!r}, a copy)"
+        f"names {name_or_invalid(copied_from)!r}, a copy)"
     )
 
 

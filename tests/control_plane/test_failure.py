@@ -106,9 +106,12 @@ def run(cli: Any, kube: ControlPlane, namespace: str, tmp_path: Path) -> Iterato
 
 
 def after_verdict(err: str) -> list[str]:
-    """The lines wait prints once the failed task's change line is out, the error line last."""
+    """The lines wait prints once the failed task's change line is out, the error line last.
+
+    (Its pod's failure comes first, `worker-1 Failed (exit 1)`, then its Job's.)
+    """
     lines = err.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("worker-1 Failed"))
+    start = next(i for i, line in enumerate(lines) if line.startswith("worker-1 Failed: "))
     return lines[start + 1 :]
 
 
@@ -200,6 +203,11 @@ def test_an_on_failure_task_whose_pod_is_deleted_shows_the_lines_wait_kept(
     assert later.code == 1
     assert "worker-1: its pod is gone; its logs went with it" in later.err.splitlines()
     assert re.search(BACKOFF, later.err), later.err
+    # its restarts in place went with its pod too: status shows no count rather than a wrong one
+    row = next(x for x in run.run("status").out.splitlines() if x.startswith("worker-1 "))
+    assert row.split()[2:4] == ["Failed", "-"]
+    tasks = json.loads(run.run("status", "-o", "json").out)["tasks"]
+    assert next(t for t in tasks if t["task"] == "worker-1")["restarts"] is None
 
 
 def test_events_that_may_not_be_read_leave_the_verdict_as_it_is(

@@ -167,9 +167,48 @@ def test_status_json_and_yaml_carry_the_documented_fields(
         "state": "Failed",
         "restarts": 1,
         "reason": "Error (exit 1)",
+        "jobCondition": "Failed",
         "startTime": "2024-05-01T10:00:00Z",
         "completionTime": "2024-05-01T10:00:00Z",
     }
+
+
+def test_status_says_what_a_pod_says_before_its_job_and_a_restart_count_only_when_known(
+    cli: Any, kubeapi: KubeAPI, kubeconfig: str
+) -> None:
+    load_run(kubeapi, tasks=(("chief", 0), ("worker", 0), ("worker", 1)))
+    run_pod(kubeapi, "mnist-worker-0", "h1", "Succeeded")
+    run_pod(kubeapi, "mnist-worker-1", "h2", "Failed", exit_code=1)  # the Job yet to count it
+    # The chief restarted in place (OnFailure) past its backoffLimit: the Job controller
+    # failed its Job and deleted its pod, and its restarts with it.
+    chief = kubeapi.get("jobs", "mnist-chief-0", NS)
+    chief["spec"]["template"]["spec"]["restartPolicy"] = "OnFailure"
+    kubeapi.load("jobs", [chief])
+    finish_job(kubeapi, "mnist-chief-0", ok=False)
+    kubeapi.force_delete("mnist-chief-0-x", NS)
+    result = cli("status", "mnist", "--kubeconfig", kubeconfig)
+    assert result.code == 0, result.err
+    lines = result.out.splitlines()
+    assert lines[0].startswith(
+        "run mnist in ml: Failed, 3 tasks (chief-0 Failed: BackoffLimitExceeded)"
+    )
+    header = lines[1]
+    rows = {line.split()[0]: line for line in lines[2:]}
+    cells = {task: row.split(maxsplit=4) for task, row in rows.items()}
+    assert cells["chief-0"][2:4] == ["Failed", "-"]
+    assert cells["worker-0"][2:4] == ["Succeeded", "0"]
+    assert cells["worker-1"][2:4] == ["Failed", "1"]
+    reason = header.index("REASON")
+    assert rows["worker-1"][reason:] == "Error (exit 1); its Job has yet to count it"
+    assert rows["worker-0"][reason:] == "its Job has yet to count it"
+    assert rows["chief-0"][reason:] == "BackoffLimitExceeded"
+    data = json.loads(cli("status", "mnist", "-o", "json", "--kubeconfig", kubeconfig).out)
+    tasks = {t["task"]: t for t in data["tasks"]}
+    assert (tasks["chief-0"]["restarts"], tasks["chief-0"]["jobCondition"]) == (None, "Failed")
+    assert (tasks["worker-1"]["state"], tasks["worker-1"]["jobCondition"]) == ("Failed", None)
+    every = cli("status", "--kubeconfig", kubeconfig).out.splitlines()
+    # ACTIVE, SUCCEEDED and FAILED count the Jobs: worker-0's and worker-1's are still active
+    assert every[1].split()[:6] == ["mnist", "3", "2", "0", "1", "Failed"]
 
 
 def test_status_without_a_run_lists_every_run(cli: Any, kubeapi: KubeAPI, kubeconfig: str) -> None:

@@ -169,3 +169,20 @@ def test_an_unsettled_failure_is_no_verdict_yet() -> None:
     assert run.state == "Failed" and run.decided_at is not None
     assert verdict(run, settled=False) is None
     assert verdict(run, settled=True) == run
+
+
+def test_a_restart_count_seen_while_following_outlives_the_pod_that_held_it() -> None:
+    chief = job("chief-0", "worker0", active=1)
+    chief["spec"]["template"]["spec"]["restartPolicy"] = "OnFailure"
+    crashing = pod(chief, "Running", restarts=3)
+    follower = Follower("mnist", "default", [chief], [crashing])
+    assert follower.judge().tasks[0].restarts == 3
+    # backoffLimit reached: the Job controller fails the Job and deletes the pod
+    ended = copy.deepcopy(chief)
+    ended["status"] = job_status(failed=1, failed_reason="BackoffLimitExceeded")
+    follower.take("jobs", Event("MODIFIED", ended))
+    follower.take("pods", Event("DELETED", crashing))
+    run = follower.judge()
+    assert (run.state, run.tasks[0].restarts) == ("Failed", 3)
+    # status, which never saw the pod, does not know it
+    assert run_state("mnist", "default", [ended], []).tasks[0].restarts is None

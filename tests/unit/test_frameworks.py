@@ -112,6 +112,45 @@ def test_pytorch_nproc_gpu_without_a_gpu_request_is_refused(cli: Any, tmp_path: 
     assert_one_line_error(result, 2, contains=["'two' is not a number of processes"])
 
 
+@pytest.mark.parametrize("gpus", ["2.5", "0", "500m", "two", "-1", "25e-1"])
+def test_pytorch_nproc_gpu_names_a_value_that_cannot_be_a_gpu_count(
+    cli: Any, tmp_path: Path, gpus: str
+) -> None:
+    name = template(tmp_path, "pytorch")
+    result = cli(
+        name, "--nodes", "a", "--nproc-per-node", "gpu", "--set", f"gpus={gpus}", cwd=tmp_path
+    )
+    assert_one_line_error(
+        result,
+        1,
+        contains=[
+            f"--nproc-per-node gpu: the task's container asks for nvidia.com/gpu '{gpus}' "
+            "(in resources.limits), which is not a number of GPUs (a whole number, at least 1)"
+        ],
+    )
+
+
+@pytest.mark.parametrize(("gpus", "nproc"), [("3", "3"), ("2000m", "2"), ("1e1", "10")])
+def test_pytorch_nproc_gpu_takes_any_quantity_that_is_a_whole_count(
+    cli: Any, tmp_path: Path, gpus: str, nproc: str
+) -> None:
+    name = template(tmp_path, "pytorch")
+    result = cli(
+        name,
+        "--nodes",
+        "a",
+        "--nproc-per-node",
+        "gpu",
+        "--set",
+        f"gpus={gpus}",
+        "-o",
+        "-",
+        cwd=tmp_path,
+    )
+    assert result.code == 0, result.err
+    assert env_of(result.docs[0])["PET_NPROC_PER_NODE"] == nproc
+
+
 def test_the_variables_stand_alone_too_and_port_sets_the_master_port(
     cli: Any, tmp_path: Path
 ) -> None:

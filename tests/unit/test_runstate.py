@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -38,6 +39,7 @@ def job(
     run: str = "mnist",
     policy: str | None = None,
     node: str | None = None,
+    restart: str = "Never",
     **status: Any,
 ) -> dict[str, Any]:
     labels = {
@@ -47,7 +49,7 @@ def job(
         "simpletfjob/index": str(index),
     }
     template: dict[str, Any] = {
-        "spec": {"restartPolicy": "Never", "containers": [{"name": "tf", "image": "tf"}]}
+        "spec": {"restartPolicy": restart, "containers": [{"name": "tf", "image": "tf"}]}
     }
     if node:
         template["spec"]["nodeName"] = node
@@ -131,10 +133,83 @@ def test_a_failed_job_is_failed_with_its_last_pod_failure_else_its_condition() -
     assert alone.reason_from_job and not failed.reason_from_job
 
 
-def test_a_succeeded_pod_keeps_its_task_running_until_the_job_is_complete() -> None:
+def test_a_succeeded_pod_says_so_but_only_its_complete_job_ends_the_task() -> None:
     worker = job("worker", 0, active=1)
     task = task_of(worker, [pod(worker, node="h1", phase="Succeeded")])
-    assert (task.state, task.node) == ("Running", "h1")
+    assert (task.state, task.node, task.finished, task.job_condition) == (
+        "Succeeded", "h1", False, "",
+    )  # fmt: skip
+    assert describe(task) == "worker-0 Succeeded"
+    jobs = [job("ps", 0, active=1), worker]
+    running = state(jobs, [pod(jobs[0], node="h1"), pod(worker, node="h1", phase="Succeeded")])
+    assert (running.state, running.decided_by) == ("Running", "")  # not yet decided
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "line"),
+    [
+        ({"exit_code": 1}, "worker-1 Failed (exit 1)"),
+        ({"exit_code": 137, "reason": "OOMKilled"}, "worker-1 Failed (OOMKilled)"),
+        ({"exit_code": 128, "reason": "ContainerCannotRun"}, "worker-1 Failed (ContainerCannotRun, exit 128)"),
+    ],
+)  # fmt: skip
+def test_a_pod_that_failed_before_its_job_did_says_what_the_pod_says(
+    kwargs: dict[str, Any], line: str
+) -> None:
+    worker = job("worker", 1, active=1)
+    failed = pod(worker, node="h1", phase="Failed", **kwargs)
+    task = task_of(worker, [failed])
+    assert (task.state, task.finished, task.restarts) == ("Failed", False, 1)
+    assert describe(task) == line
+    # it decides nothing: the Job may still retry
+    run = state([job("worker", 0, active=1), worker], [failed])
+    assert (run.state, run.decided_by) == ("Pending", "")
+    # then the Job fails: the task has ended, and the run with it
+    ended = job("worker", 1, failed=1, failed_reason="BackoffLimitExceeded")
+    task = task_of(ended, [failed])
+    assert (task.state, task.finished, task.job_condition) == ("Failed", True, "Failed")
+    assert state([job("worker", 0, active=1), ended], [failed]).state == "Failed"
+
+
+def test_a_pod_the_node_refused_before_the_job_counted_it_says_why() -> None:
+    worker = job("worker", 1, active=1)
+    refused = pod(worker, node="h1", phase="Failed", reason="OutOfcpu")
+    refused["status"] = {"phase": "Failed", "reason": "OutOfcpu", "message": "no cpu"}
+    assert describe(task_of(worker, [refused])) == "worker-1 Failed (OutOfcpu)"
+
+
+def test_a_new_attempt_waiting_after_a_failure_says_so_as_a_running_one_does() -> None:
+    worker = job("worker", 1, active=1, failed=1)
+    failed = pod(worker, "a", node="h1", phase="Failed", exit_code=1)
+    again = pod(worker, "b", node="h1", phase="Pending")
+    again["status"] = {"phase": "Pending"}  # made, not yet scheduled: no reason of its own
+    task = task_of(worker, [failed, again])
+    assert (task.state, task.reason, task.restarts) == ("Pending", "Error (exit 1)", 1)
+    assert describe(task) == "worker-1 Pending after 1 restart (last: Error (exit 1))"
+    waiting = pod(worker, "b", node="h1", phase="Pending", waiting="ContainerCreating")
+    assert describe(task_of(worker, [failed, waiting])) == "worker-1 Pending: ContainerCreating"
+
+
+def test_restarts_in_place_are_not_known_once_the_pod_that_held_them_is_gone() -> None:
+    chief = job("chief", 0, restart="OnFailure", active=1)
+    crashing = pod(chief, node="h1", phase="Running", restarts=3)
+    assert task_of(chief, [crashing]).restarts == 3
+    # backoffLimit reached: the Job controller deletes the pod and counts it failed
+    ended = job("chief", 0, restart="OnFailure", failed=1, failed_reason="BackoffLimitExceeded")
+    assert task_of(ended, [crashing]).restarts == 4  # the pod still there, being deleted
+    gone = task_of(ended, [])
+    assert (gone.restarts, gone.state, gone.reason) == (None, "Failed", "BackoffLimitExceeded")
+    assert gone.as_dict()["restarts"] is None
+    assert state([ended]).as_dict()["tasks"][0]["restarts"] is None
+    # under Never the Job counts every failed pod: the count is known without them
+    assert (
+        task_of(job("chief", 0, failed=3, failed_reason="BackoffLimitExceeded"), []).restarts == 3
+    )
+    running = task_of(job("chief", 0, restart="OnFailure", active=1), [])
+    assert running.restarts is None  # counted active, but not listed (deleted by hand)
+    assert describe(replace(gone, state="Running", reason="Error (exit 1)")) == (
+        "chief-0 Running (last: Error (exit 1))"
+    )
 
 
 def test_a_complete_job_is_succeeded() -> None:
@@ -172,8 +247,8 @@ def test_tasks_come_in_role_order_and_the_json_has_the_documented_keys() -> None
     ]  # fmt: skip
     assert (data["restarts"], data["maxRestarts"]) == (0, 0)  # not applied by `run`
     assert list(data["tasks"][0]) == [
-        "task", "role", "index", "job", "node", "state", "restarts", "reason", "startTime",
-        "completionTime",
+        "task", "role", "index", "job", "node", "state", "restarts", "reason", "jobCondition",
+        "startTime", "completionTime",
     ]  # fmt: skip
 
 
@@ -311,6 +386,114 @@ def test_a_task_that_two_jobs_claim_makes_the_run_ambiguous_and_names_them() -> 
     plain = state([job("worker", 0), a_copy(job("worker", 0), "other")])
     assert plain.state == "Ambiguous" and plain.claims[0].copies == ()
     assert "claims" not in state([job("worker", 0)]).as_dict()
+
+
+def annotated(jobs: list[dict[str, Any]], **values: str) -> list[dict[str, Any]]:
+    """The Jobs with these annotations (restarts=..., max_restarts=..., policy=...)."""
+    keys = {"restarts": "restarts", "max_restarts": "max-restarts", "policy": "success-policy"}
+    for one in jobs:
+        found = one["metadata"].setdefault("annotations", {})
+        found.update({f"simpletfjob/{keys[k]}": v for k, v in values.items()})
+    return jobs
+
+
+def test_restart_annotations_are_read_as_bounded_counts() -> None:
+    run = state(annotated(ps_worker_run(), restarts="1", max_restarts="3"))
+    assert (run.restarts, run.wrong_restarts) == ((1, 3), "")
+    assert "annotationErrors" not in run.as_dict()
+    assert state(ps_worker_run()).restarts == (0, 0)  # not applied by `run`
+
+
+@pytest.mark.parametrize(
+    ("restarts", "limit", "wrong"),
+    [
+        ("5", "2", "simpletfjob/restarts (5) is more than simpletfjob/max-restarts (2)"),
+        ("0", "9" * 23, "simpletfjob/max-restarts on job mnist-ps-0 is more than 1,000"),
+        ("0", "1001", "simpletfjob/max-restarts on job mnist-ps-0 is more than 1,000"),
+        ("0", "9" * 5000, "simpletfjob/max-restarts on job mnist-ps-0 is more than 1,000"),
+        ("1", "\u00b2", "simpletfjob/max-restarts on job mnist-ps-0 is '\u00b2', not a count"),
+        ("-1", "3", "simpletfjob/restarts on job mnist-ps-0 is '-1', not a count"),
+        (" 1", "3", "simpletfjob/restarts on job mnist-ps-0 is ' 1', not a count"),
+        ("x" * 30, "3", "simpletfjob/restarts on job mnist-ps-0 is a value too long to show, not a count"),
+    ],
+)  # fmt: skip
+def test_restart_annotations_that_cannot_be_right_are_flagged_not_printed(
+    restarts: str, limit: str, wrong: str
+) -> None:
+    run = state(annotated(ps_worker_run(), restarts=restarts, max_restarts=limit))
+    assert (run.restarts, run.wrong_restarts) == ((0, 0), wrong)
+    data = run.as_dict()
+    assert (data["restarts"], data["maxRestarts"], data["annotationErrors"]) == (
+        None,
+        None,
+        [wrong],
+    )
+
+
+def test_jobs_that_disagree_on_their_restarts_are_flagged() -> None:
+    jobs = annotated(ps_worker_run(), restarts="1", max_restarts="3")
+    annotated(jobs[2:], restarts="2")
+    assert state(jobs).wrong_restarts == (
+        "the Jobs disagree on simpletfjob/restarts: '1' on job mnist-ps-0, '2' on job mnist-worker-1"
+    )
+    jobs = annotated(ps_worker_run(), restarts="0", max_restarts="3")
+    annotated(jobs[1:2], max_restarts="9" * 23)
+    failed = annotated(jobs[1:2], max_restarts="9" * 23)[0]
+    failed["status"] = job_status(failed=1, failed_reason="BackoffLimitExceeded")
+    run = state(jobs)
+    assert run.wrong_restarts == "simpletfjob/max-restarts on job mnist-worker-0 is more than 1,000"
+    from simpletfjob.runs.wait import failed_line
+
+    assert failed_line(run) == (
+        "run 'mnist' failed: worker-0 Failed: BackoffLimitExceeded; the restarts it has left are "
+        "not known: simpletfjob/max-restarts on job mnist-worker-0 is more than 1,000"
+    )
+
+
+@pytest.mark.parametrize(
+    ("policies", "wrong"),
+    [
+        (["any", "any", "any"], "simpletfjob/success-policy on job mnist-ps-0 is 'any', not a success policy (worker0 or all-workers)"),
+        (["worker0", "all-workers", "worker0"], "the Jobs disagree on simpletfjob/success-policy: 'worker0' on job mnist-ps-0, 'all-workers' on job mnist-worker-0"),
+    ],
+)  # fmt: skip
+def test_a_success_policy_that_cannot_be_right_leaves_the_run_undecided(
+    policies: list[str], wrong: str
+) -> None:
+    jobs = ps_worker_run(succeeded=1, complete=True)
+    for one, policy in zip(jobs, policies, strict=True):
+        annotated([one], policy=policy)
+    run = state(jobs)
+    assert (run.state, run.wrong_policy, run.outcome()) == ("Ambiguous", wrong, wrong)
+    data = run.as_dict()
+    assert (data["successPolicy"], data["annotationErrors"]) == (None, [wrong])
+    from simpletfjob.runs.wait import undecided
+
+    assert undecided(run, None) == (
+        f"run 'mnist' cannot be decided: {wrong}; set it right (kubectl annotate job -l "
+        "simpletfjob/job=mnist simpletfjob/success-policy=POLICY --overwrite -n default, with "
+        "the policy the run was rendered with) and wait again; nothing was cleaned up"
+    )
+
+
+def test_an_index_label_that_cannot_be_a_task_index_names_the_task_by_its_job() -> None:
+    huge = job("worker", 0, policy="all-workers")
+    huge["metadata"]["name"] = "mnist-worker-x"
+    huge["metadata"]["labels"]["simpletfjob/index"] = "9" * 63
+    # judged at once: all-workers does not wait for 10**63 workers to be listed
+    run = state([job("worker", 0, policy="all-workers", active=1), huge])
+    assert sorted(t.task for t in run.tasks) == ["mnist-worker-x", "worker-0"]
+    assert run.state == "Pending"
+
+
+def test_a_name_annotation_that_cannot_be_a_name_is_not_repeated() -> None:
+    worker0 = job("worker", 0)
+    copied = a_copy(worker0, "mnist-worker-0-copy")
+    copied["metadata"]["annotations"] = {"simpletfjob/name": "x" * 300 + "\x1b[2J"}
+    run = state([worker0, copied])
+    by_job = {t.job: t for t in run.tasks}
+    assert by_job["mnist-worker-0-copy"].copied_from == "<invalid>"
+    assert not by_job["mnist-worker-0-copy"].applied
 
 
 def test_a_run_whose_jobs_are_all_being_deleted_is_deleting_with_what_holds_it() -> None:

@@ -1,0 +1,121 @@
+"""What `status` and `wait` read back from the annotations on a run's Jobs: values that can be right.
+
+render writes the success policy on every document, and `run` its restart limit and count
+on every Job (identity.py names them); whoever may edit a Job can change them (`kubectl
+annotate`). Each is read as what it can be:
+
+- the success policy: one of identity.SUCCESS_POLICIES, the same on every Job that has it
+  (none at all: worker0, as render defaults);
+- the restarts: whole counts, the limit at most MOST_RESTARTS (as `--max-restarts`), the
+  count at most the limit, each the same on every Job (none at all: not applied by `run`).
+
+A value that cannot be right is not printed as if it were, nor acted on: it is flagged in
+words that name the annotation, the Job and what is wrong (a number too long to be a count
+is not repeated). Plain dicts in, pure: state.py asks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from simpletfjob.identity import (
+    MAX_RESTARTS_ANNOTATION,
+    MOST_RESTARTS,
+    POLICY_ANNOTATION,
+    RESTARTS_ANNOTATION,
+    SUCCESS_POLICIES,
+)
+
+DEFAULT_POLICY = "worker0"
+
+
+@dataclass(frozen=True)
+class Restarts:
+    """The whole-run restarts so far and their limit; `wrong` says why they cannot be known."""
+
+    done: int = 0
+    limit: int = 0
+    wrong: str = ""  # then done and limit are 0: nothing is known of them
+
+
+def _annotations(job: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
+    metadata = job.get("metadata")
+    metadata = metadata if isinstance(metadata, Mapping) else {}
+    found = metadata.get("annotations")
+    return str(metadata.get("name") or ""), found if isinstance(found, Mapping) else {}
+
+
+def _values(jobs: Iterable[Mapping[str, Any]], key: str) -> dict[str, list[str]]:
+    """Each value the Jobs give `key`, with the Jobs that give it, in the Jobs' order."""
+    found: dict[str, list[str]] = {}
+    for job in jobs:
+        name, annotations = _annotations(job)
+        if key in annotations:
+            found.setdefault(str(annotations[key]), []).append(name)
+    return found
+
+
+def _disagree(key: str, found: Mapping[str, list[str]]) -> str:
+    each = ", ".join(f"{_said(value)} on job {jobs[0]}" for value, jobs in found.items())
+    return f"the Jobs disagree on {key}: {each}"
+
+
+def _said(value: str) -> str:
+    """A value as a message may quote it: short and on one line, else not at all."""
+    return repr(value) if len(value) <= 24 and value.isprintable() else "a value too long to show"
+
+
+def read_policy(jobs: Iterable[Mapping[str, Any]]) -> tuple[str, str]:
+    """The run's success policy and '', or the default and why what the Jobs say cannot be right."""
+    found = {value: names for value, names in _values(jobs, POLICY_ANNOTATION).items() if value}
+    if not found:
+        return DEFAULT_POLICY, ""  # a run applied without one
+    for value, names in found.items():
+        if value not in SUCCESS_POLICIES:
+            return DEFAULT_POLICY, (
+                f"{POLICY_ANNOTATION} on job {names[0]} is {_said(value)}, not a success "
+                f"policy ({' or '.join(SUCCESS_POLICIES)})"
+            )
+    if len(found) > 1:
+        return DEFAULT_POLICY, _disagree(POLICY_ANNOTATION, found)
+    return next(iter(found)), ""
+
+
+def _count(value: str, most: int) -> int | str:
+    """A count written as `run` writes it ('3'), or what is wrong with it."""
+    if not (value.isascii() and value.isdigit()):
+        return f"is {_said(value)}, not a count"
+    if len(value) > len(str(most)) or int(value) > most:  # no int() of 4300 digits
+        return f"is more than {most:,}"
+    return int(value)
+
+
+def read_restarts(jobs: Iterable[Mapping[str, Any]]) -> Restarts:
+    """The restarts `run` recorded on the Jobs (see the module); Restarts() for a run it did not apply."""
+    jobs = list(jobs)
+    limits = _values(jobs, MAX_RESTARTS_ANNOTATION)
+    if not limits:
+        return Restarts()
+    counts = _values(jobs, RESTARTS_ANNOTATION)
+    read: dict[str, int] = {}
+    for key, found, most in (
+        (MAX_RESTARTS_ANNOTATION, limits, MOST_RESTARTS),
+        (RESTARTS_ANNOTATION, counts, MOST_RESTARTS),
+    ):
+        if not found:
+            return Restarts(wrong=f"the Jobs have {MAX_RESTARTS_ANNOTATION} but no {key}")
+        for value, names in found.items():
+            count = _count(value, most)
+            if isinstance(count, str):
+                return Restarts(wrong=f"{key} on job {names[0]} {count}")
+        if len({_count(value, most) for value in found}) > 1:
+            return Restarts(wrong=_disagree(key, found))
+        read[key] = int(next(iter(found)))
+    done, limit = read[RESTARTS_ANNOTATION], read[MAX_RESTARTS_ANNOTATION]
+    if done > limit:
+        return Restarts(
+            wrong=f"{RESTARTS_ANNOTATION} ({done}) is more than {MAX_RESTARTS_ANNOTATION} ({limit})"
+        )
+    return Restarts(done, limit)

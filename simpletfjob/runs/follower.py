@@ -16,6 +16,11 @@ same of the same objects. `verdict` says whether `wait` may end on that judgemen
   stamped with it has been made. watch.follow waits TIE seconds after it first sees the
   failure (the server's clock was at least at that second then), taking events meanwhile.
 
+A Job's end, once seen, is kept (`Follower.ended`): a Job seen Complete or Failed that is
+then deleted (by ttlSecondsAfterFinished, which may come within the failure's second, or
+by hand) is judged as it ended, with the pods seen with it, not as a task whose end was
+not seen. `run` restarts on that failure as on any other.
+
 `status` needs none of this: what it lists is the final word on what has happened so far.
 """
 
@@ -24,7 +29,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from simpletfjob.runs.state import AMBIGUOUS, DELETED, DELETING, FAILED, SUCCEEDED, Run, run_state
+from simpletfjob.runs.state import (
+    AMBIGUOUS,
+    DELETED,
+    DELETING,
+    FAILED,
+    SUCCEEDED,
+    Run,
+    is_gone,
+    run_state,
+)
+from simpletfjob.runs.taskstate import condition, metadata_of, pods_by_job
 
 if TYPE_CHECKING:
     from simpletfjob.kube.watch import Event
@@ -36,22 +51,30 @@ ENDS = (SUCCEEDED, FAILED, AMBIGUOUS, DELETING)  # the states `wait` ends in
 
 
 class Store:
-    """The objects of one resource as the list and the watch have told of them, by name."""
+    """The objects of one resource as the list and the watch have told of them, by name;
+    `last`, each object's last state, kept once it is gone."""
 
     def __init__(self, listed: Iterable[Mapping[str, Any]]) -> None:
         self.objects = {_name(o): o for o in listed}
+        self.last = dict(self.objects)
 
     def apply(self, event: Event) -> None:
         if event.type == "RELIST":
             self.objects = {_name(o): o for o in event.objects}
+            self.last.update(self.objects)
         elif event.type == "DELETED" and event.object is not None:
             self.objects.pop(_name(event.object), None)
         elif event.type in ("ADDED", "MODIFIED") and event.object is not None:
             self.objects[_name(event.object)] = event.object
+            self.last[_name(event.object)] = event.object
 
 
 def _name(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("name"))
+
+
+def _uid(obj: Mapping[str, Any]) -> str:
+    return str(metadata_of(obj).get("uid") or "")
 
 
 class Follower:
@@ -69,17 +92,39 @@ class Follower:
         self.namespace = namespace
         self.stores = {"jobs": Store(jobs), "pods": Store(pods)}
         self.expected = list(expected)
+        self.ended: dict[str, Mapping[str, Any]] = {}  # Job name -> the Job as seen ended
+        self._keep_ends()
 
     def take(self, plural: str, event: Event) -> None:
         """One event of the Jobs' watch ('jobs') or the pods' ('pods')."""
         self.stores[plural].apply(event)
+        if plural == "jobs":
+            self._keep_ends()
+
+    def _keep_ends(self) -> None:
+        for name, job in self.stores["jobs"].objects.items():
+            if not is_gone(job) and (condition(job, "Complete") or condition(job, "Failed")):
+                self.ended[name] = job
 
     def judge(self, nodes: Mapping[str, str] | None = None) -> Run:
-        """The run as `status` would judge these objects."""
-        jobs, pods = self.stores["jobs"].objects, self.stores["pods"].objects
+        """The run as `status` would judge these objects, each Job seen ended judged so."""
+        jobs = dict(self.stores["jobs"].objects)
+        pods = self.stores["pods"].objects
+        kept: dict[str, Mapping[str, Any]] = {}
+        for name, job in self.ended.items():
+            now = jobs.get(name)
+            if now is None or (is_gone(now) and _uid(now) == _uid(job)):
+                jobs[name] = job  # deleted since its end was seen: it ended so
+                kept.update(self._pods_of(job))
+        every = {**kept, **pods} if kept else pods
         return run_state(
-            self.name, self.namespace, jobs.values(), pods.values(), self.expected, nodes
+            self.name, self.namespace, jobs.values(), every.values(), self.expected, nodes
         )
+
+    def _pods_of(self, job: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+        """The pods last seen of a Job that is gone, gone with it or not."""
+        mine = pods_by_job(self.stores["pods"].last.values()).get(_uid(job), [])
+        return {_name(pod): pod for pod in mine}
 
     def remember(self, run: Run) -> None:
         """The tasks seen: one whose Job is deleted later is known to have existed."""

@@ -93,18 +93,20 @@ class Follower:
         self.stores = {"jobs": Store(jobs), "pods": Store(pods)}
         self.expected = list(expected)
         self.ended: dict[str, Mapping[str, Any]] = {}  # Job name -> the Job as seen ended
-        self._keep_ends()
+        self._keep_ends(self.stores["jobs"].objects.values())
 
     def take(self, plural: str, event: Event) -> None:
         """One event of the Jobs' watch ('jobs') or the pods' ('pods')."""
         self.stores[plural].apply(event)
         if plural == "jobs":
-            self._keep_ends()
+            self._keep_ends(event.objects if event.type == "RELIST" else [event.object])
 
-    def _keep_ends(self) -> None:
-        for name, job in self.stores["jobs"].objects.items():
-            if not is_gone(job) and (condition(job, "Complete") or condition(job, "Failed")):
-                self.ended[name] = job
+    def _keep_ends(self, jobs: Iterable[Mapping[str, Any] | None]) -> None:
+        for job in jobs:
+            if job is None or is_gone(job):
+                continue
+            if condition(job, "Complete") or condition(job, "Failed"):
+                self.ended[_name(job)] = job
 
     def judge(self, nodes: Mapping[str, str] | None = None) -> Run:
         """The run as `status` would judge these objects, each Job seen ended judged so."""

@@ -10,6 +10,7 @@
     lists.py       a paginated list: the next page fetched while this one is parsed; 410 restarts it
     objects.py     one object: get, server-side apply (created/configured/unchanged), delete
     watch.py       a watch that resumes from its resourceVersion and re-lists on 410
+    access.py      what the user may do, asked with SelfSubjectAccessReviews; who the server says it is
 
 Only connection.py, send.py and watch.py import `kubernetes` or urllib3, and only inside
 the functions that need them, so that an offline render never loads them. Nothing here

@@ -68,6 +68,7 @@ _METHODS = {
     "watch": "GET",
     "get": "GET",
     "apply": "PATCH",
+    "patch": "PATCH",
     "delete": "DELETE",
     "create": "POST",
 }
@@ -76,7 +77,7 @@ _METHODS = {
 class Action(NamedTuple):
     """What a request is about, as its messages say it: 'list pods in namespace ml'."""
 
-    verb: str  # list, watch, get, apply or delete
+    verb: str  # list, watch, get, apply, delete, create or patch
     resource: Resource
     namespace: str | None = None  # None for a cluster-scoped resource; '' for all namespaces
     name: str | None = None  # None for the collection

@@ -146,16 +146,15 @@ def apply_planned(
     if owner is not None:
         owner.known(conn)
     return apply_manifests(
-        conn,
-        planned.job,
-        wanted,
-        replace=choices.replace,
-        dry_run=choices.dry_run,
-        timeout=choices.timeout,
-        report=report,
-        force=choices.force,
-        **({"applied": owner.applied} if owner is not None else {}),
-    )
+        conn, planned.job, wanted, replace=choices.replace, dry_run=choices.dry_run,
+        timeout=choices.timeout, report=report, force=choices.force,
+        applied=owner.applied if owner is not None else _ignore,
+        check=owner.check if owner is not None else _ignore,
+    )  # fmt: skip
+
+
+def _ignore(*_: object) -> None:
+    """No hook: a run without --cleanup-after has no owner."""
 
 
 def apply_manifests(
@@ -169,9 +168,12 @@ def apply_manifests(
     report: Report,
     force: bool = False,
     applied: Callable[[Manifest, Mapping[str, Any]], None] = lambda m, obj: None,
+    check: Callable[[Mapping[tuple[str, str], Mapping[str, Any]]], None] = lambda found: None,
 ) -> list[tuple[Manifest, str]]:
     """Apply the run's manifests in order; each object's outcome ('created', ...), as reported.
 
+    `check` is given the server's dry run of each object, by key, before anything is
+    changed, and may refuse it (limits.Owner checks that its TTL was kept).
     `applied` is given each object as the server returned it (limits.Owner takes a uid). With
     `replace`, an existing run is checked (replace.py), deleted (propagation
     Foreground) and waited for until its Jobs and Services are gone, up to `timeout`
@@ -213,6 +215,7 @@ def apply_manifests(
                 raise ClusterError(_not_ours(m, other, namespace))
     if replace and not old.empty:
         made = check_replace(conn, old, wanted, force=force)
+        check(made)
         _replace(conn, old, timeout, report, scope)
         return _apply_all(
             conn, run, wanted, {}, made, report, scope, applied, force=force, replaced=True
@@ -230,12 +233,13 @@ def apply_manifests(
             f"{where} already exists and differs from this render: {_some(differences)}; "
             "give --replace to delete it and apply this render"
         )
+    expected = {m.key: applied.object for m, (applied, _) in judged if applied is not None}
+    check(expected)
     if dry_run:
         outcomes = [(m, applied.outcome) for m, (applied, _) in judged if applied is not None]
         for m, outcome in outcomes:
             report(f"{m.ref} {outcome} (server dry run)")
         return outcomes
-    expected = {m.key: applied.object for m, (applied, _) in judged if applied is not None}
     return _apply_all(conn, run, wanted, live, expected, report, scope, applied, force=force)
 
 

@@ -11,13 +11,18 @@ A run fails, for `run`, when (besides a task's Job failing, which state.py judge
   stops posting), or a 404. The time is counted from when this client first saw it so,
   on its own clock: the node's lastTransitionTime is the server's, and clocks differ.
   Tasks that have finished do not count: their node is no longer needed.
+
+Reading a node needs `get` on nodes, cluster-wide. `run` asks before it starts
+(permissions.py) and warns once when it may not; a refusal met all the same (no review
+could be asked, or the right was taken away meanwhile) is said once, in the same words as
+every refusal, and the nodes are not read again: node loss is then not watched.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from simpletfjob.runs.state import Run
@@ -50,15 +55,25 @@ def refusal(run: Run, pods: Iterable[Mapping[str, Any]]) -> str | None:
 class NodeWatch:
     """The nodes of a run's unfinished tasks, read on each tick; a cause once one is lost too long."""
 
-    def __init__(self, conn: Connection, grace: float) -> None:
+    def __init__(
+        self,
+        conn: Connection,
+        grace: float,
+        say: Callable[[str], None] = lambda line: None,
+        watching: bool = True,
+    ) -> None:
         self.conn = conn
         self.grace = grace
+        self.say = say
+        self.watching = watching  # False once reading nodes is known to be refused
         self.since: dict[str, float] = {}  # node -> when it was first seen NotReady or gone
 
     def check(self, run: Run) -> str | None:
         """The cause, 'worker-1 on node h3: NotReady for more than 1m', or None."""
         from simpletfjob.kube.outage import duration
 
+        if not self.watching:
+            return None
         on: dict[str, list[str]] = {}
         for task in run.tasks:
             if task.node and not task.finished:
@@ -66,6 +81,8 @@ class NodeWatch:
         now = time.monotonic()
         for node in sorted(on):
             how = self._how(node)
+            if not self.watching:
+                return None
             if how is None:
                 self.since.pop(node, None)
                 continue
@@ -76,15 +93,21 @@ class NodeWatch:
         return None
 
     def _how(self, node: str) -> str | None:
-        """'NotReady' or 'gone', or None when the node is Ready (or cannot be read: 403)."""
+        """'NotReady' or 'gone', or None when the node is Ready (or cannot be read: 403, said once)."""
+        from simpletfjob.kube.refusals import refusal, status_of
         from simpletfjob.kube.request import Action, request
         from simpletfjob.kube.resources import NODES
 
-        answer = request(self.conn, Action("get", NODES, None, node), passthrough=(403, 404))
+        action = Action("get", NODES, None, node)
+        answer = request(self.conn, action, passthrough=(403, 404))
         if answer.status == 404:
             return "gone"
         if answer.status == 403:
-            return None  # reading nodes is not allowed: only the pods can tell
+            self.watching = False  # only the pods can tell from now on
+            reason, message, details = status_of(answer.data, answer.reason)
+            line = refusal(self.conn.target, action, 403, reason, message, details)
+            self.say(f"simpletfjob: warning: node loss not watched: {line}")
+            return None
         return None if _ready(json.loads(answer.data)) else "NotReady"
 
 

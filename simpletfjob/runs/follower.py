@@ -19,6 +19,11 @@ same of the same objects. `verdict` says whether `wait` may end on that judgemen
 A task's restarts that can no longer be counted (its pod gone: taskstate.py) are the count
 last seen while following, so `wait`, `run` and `status -w` keep what they saw.
 
+A Job's end, once seen, is kept (`Follower.ended`): a Job seen Complete or Failed that is
+then deleted (by ttlSecondsAfterFinished, which may come within the failure's second, or
+by hand) is judged as it ended, with the pods seen with it, not as a task whose end was
+not seen. `run` restarts on that failure as on any other.
+
 `status` needs none of this: what it lists is the final word on what has happened so far.
 """
 
@@ -28,7 +33,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from simpletfjob.runs.state import AMBIGUOUS, DELETED, DELETING, FAILED, SUCCEEDED, Run, run_state
+from simpletfjob.runs.state import (
+    AMBIGUOUS,
+    DELETED,
+    DELETING,
+    FAILED,
+    SUCCEEDED,
+    Run,
+    is_gone,
+    run_state,
+)
+from simpletfjob.runs.taskstate import condition, metadata_of, pods_by_job
 
 if TYPE_CHECKING:
     from simpletfjob.kube.watch import Event
@@ -40,22 +55,30 @@ ENDS = (SUCCEEDED, FAILED, AMBIGUOUS, DELETING)  # the states `wait` ends in
 
 
 class Store:
-    """The objects of one resource as the list and the watch have told of them, by name."""
+    """The objects of one resource as the list and the watch have told of them, by name;
+    `last`, each object's last state, kept once it is gone."""
 
     def __init__(self, listed: Iterable[Mapping[str, Any]]) -> None:
         self.objects = {_name(o): o for o in listed}
+        self.last = dict(self.objects)
 
     def apply(self, event: Event) -> None:
         if event.type == "RELIST":
             self.objects = {_name(o): o for o in event.objects}
+            self.last.update(self.objects)
         elif event.type == "DELETED" and event.object is not None:
             self.objects.pop(_name(event.object), None)
         elif event.type in ("ADDED", "MODIFIED") and event.object is not None:
             self.objects[_name(event.object)] = event.object
+            self.last[_name(event.object)] = event.object
 
 
 def _name(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("name"))
+
+
+def _uid(obj: Mapping[str, Any]) -> str:
+    return str(metadata_of(obj).get("uid") or "")
 
 
 class Follower:
@@ -74,16 +97,35 @@ class Follower:
         self.stores = {"jobs": Store(jobs), "pods": Store(pods)}
         self.expected = list(expected)
         self.restarts: dict[str, int] = {}  # the last count seen of each Job's task, by uid
+        self.ended: dict[str, Mapping[str, Any]] = {}  # Job name -> the Job as seen ended
+        self._keep_ends(self.stores["jobs"].objects.values())
 
     def take(self, plural: str, event: Event) -> None:
         """One event of the Jobs' watch ('jobs') or the pods' ('pods')."""
         self.stores[plural].apply(event)
+        if plural == "jobs":
+            self._keep_ends(event.objects if event.type == "RELIST" else [event.object])
+
+    def _keep_ends(self, jobs: Iterable[Mapping[str, Any] | None]) -> None:
+        for job in jobs:
+            if job is None or is_gone(job):
+                continue
+            if condition(job, "Complete") or condition(job, "Failed"):
+                self.ended[_name(job)] = job
 
     def judge(self, nodes: Mapping[str, str] | None = None) -> Run:
-        """The run as `status` would judge these objects."""
-        jobs, pods = self.stores["jobs"].objects, self.stores["pods"].objects
+        """The run as `status` would judge these objects, each Job seen ended judged so."""
+        jobs = dict(self.stores["jobs"].objects)
+        pods = self.stores["pods"].objects
+        kept: dict[str, Mapping[str, Any]] = {}
+        for name, job in self.ended.items():
+            now = jobs.get(name)
+            if now is None or (is_gone(now) and _uid(now) == _uid(job)):
+                jobs[name] = job  # deleted since its end was seen: it ended so
+                kept.update(self._pods_of(job))
+        every = {**kept, **pods} if kept else pods
         run = run_state(
-            self.name, self.namespace, jobs.values(), pods.values(), self.expected, nodes
+            self.name, self.namespace, jobs.values(), every.values(), self.expected, nodes
         )
         tasks = []
         for task in run.tasks:
@@ -94,6 +136,11 @@ class Follower:
                 task = replace(task, restarts=self.restarts[key])
             tasks.append(task)
         return replace(run, tasks=tuple(tasks))
+
+    def _pods_of(self, job: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+        """The pods last seen of a Job that is gone, gone with it or not."""
+        mine = pods_by_job(self.stores["pods"].last.values()).get(_uid(job), [])
+        return {_name(pod): pod for pod in mine}
 
     def remember(self, run: Run) -> None:
         """The tasks seen: one whose Job is deleted later is known to have existed."""

@@ -8,7 +8,12 @@
   and gets `ttlSecondsAfterFinished: D`. Once it has finished and D has passed, the TTL
   controller deletes it, and the garbage collector the rest. Its uid exists only once it
   has been created, so it is applied first (`order`), and the others are given the
-  reference as soon as it is known (`Owner.applied`).
+  reference as soon as it is known (`Owner.applied`). The TTL-after-finished controller
+  is beta from 1.21 and GA from 1.23; from 1.12 to 1.20 it is alpha, off unless the
+  TTLAfterFinished feature gate is on, and an API server without the gate drops
+  `ttlSecondsAfterFinished` silently. So the server's dry run of the owner, made before
+  anything is applied, must keep the field (`Owner.check`): else the run is refused, as
+  a cleanup that would never happen.
 - **Restarts** (`run --max-restarts N`): the limit and the count so far, as annotations on
   every Job (`status` shows `restarts 1/3`; annotations.read_restarts reads them).
 """
@@ -18,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from simpletfjob.errors import ClusterError
 from simpletfjob.identity import (
     INDEX_LABEL,
     MAX_RESTARTS_ANNOTATION,
@@ -80,14 +86,30 @@ class Owner:
     def __init__(self, owner: Manifest, owned: Sequence[Manifest]) -> None:
         self.owner = owner
         self.owned = owned
+        self.server = "the API server"  # as messages name it, once `known` has asked it
 
     def known(self, conn: Connection) -> None:
         """An owner that exists already (the same run applied again) gives its uid at once."""
         from simpletfjob.kube.objects import get
 
+        self.server = str(conn.target)
         live = get(conn, JOBS, self.owner.name, missing_ok=True)
         if live is not None:
             self._refer(live)
+
+    def check(self, judged: Mapping[tuple[str, str], Mapping[str, Any]]) -> None:
+        """Refuse a server that drops ttlSecondsAfterFinished: `judged` holds its dry run of
+        each object, by key (an object it could not judge yet is not there)."""
+        answer = judged.get(self.owner.key)
+        if answer is None or "ttlSecondsAfterFinished" in (answer.get("spec") or {}):
+            return
+        raise ClusterError(
+            f"{self.server}: the API server drops ttlSecondsAfterFinished from "
+            f"{self.owner.ref} (its dry run), so --cleanup-after would never be carried out: "
+            "its TTLAfterFinished feature gate is off (Kubernetes 1.12 to 1.20 need it on); "
+            "nothing was applied; leave --cleanup-after out, and delete the run with "
+            "simpletfjob delete once it has ended"
+        )
 
     def applied(self, m: Manifest, obj: Mapping[str, Any]) -> None:
         if m is self.owner:

@@ -1,10 +1,13 @@
 """`run`: from a template to a finished run, through failures, with one command that stays with it.
 
-    plan -> apply -> follow as `wait` does (task changes on stderr, the deciding task's logs
-    on stdout) -> succeeded: wait's cleanup, done
-                -> failed (causes.py): restarts left? delete the whole run (Foreground,
-                   until its Jobs and Services are gone), plan again against the cluster as
-                   it is now, apply, follow again; else exit 1 with the cause
+    plan -> what the run will need, asked of the server (permissions.py): refused in one
+            line, or a warning for each thing it can do without (node loss not watched)
+         -> apply -> follow as `wait` does (task changes on stderr, the deciding task's
+            logs on stdout)
+         -> succeeded: wait's cleanup, done
+         -> failed (causes.py): restarts left? delete the whole run (Foreground, until its
+            Jobs and Services are gone), plan again against the cluster as it is now, apply,
+            follow again; else exit 1 with the cause
 
 The whole run restarts, never one task: with the host's network every task's cluster spec
 lists every task's address, so when one host changes, every task changes. A restart plans again from
@@ -12,7 +15,8 @@ the same options, so a lost or busy node is left out and GPUs and ports are coun
 again; one that cannot be placed now ends the run with the placement error.
 
 A failure that restarting cannot help ends it at once: the run's --deadline
-(DeadlineExceeded), a deciding Job deleted meanwhile, a task claimed by several Jobs.
+(DeadlineExceeded), a deciding Job deleted meanwhile, a task claimed by several Jobs; and a
+lost node when the user may not delete pods (its pods there must go before the run can).
 
 An interruption (SIGINT, SIGTERM, SIGHUP) leaves the run running, as it is, and says how to
 wait for it or delete it; --on-interrupt delete deletes it (Background, as kubectl delete
@@ -38,6 +42,7 @@ if TYPE_CHECKING:
     from simpletfjob.options.runs import RunOptions
     from simpletfjob.runs.logs import Printer
     from simpletfjob.runs.manifests import Manifest
+    from simpletfjob.runs.permissions import Access
     from simpletfjob.runs.taskstate import Object
 
 Say = Callable[[str], None]
@@ -57,6 +62,8 @@ class PlannedDocument(Protocol):
     def text(self) -> str: ...
     @property
     def id(self) -> object: ...
+    @property
+    def kind(self) -> str: ...
 
 
 class Plan(Protocol):
@@ -103,13 +110,17 @@ def run_to_end(
     assert planned.job is not None  # labels are on: the options' rules refused --no-labels
     check_log_tasks(options.logs, planned)
     name = planned.job
+    access = _check_access(conn, planned, options, say)
+    if not access.logs:
+        printer = None
+    nodes = NodeWatch(conn, options.node_grace, say, watching=access.nodes)
     restarts = 0
     try:
         with riding_out(conn, deadline, say, until):
             while True:
                 _apply(conn, planned, options, restarts, first=restarts == 0, applied=applied)
                 logs = _stream_logs(conn, name, planned, options, printer, say)
-                last, cause = _follow(conn, name, options, deadline, say)
+                last, cause = _follow(conn, name, nodes, deadline, say)
                 if last is None or (cause is None and last.state != SUCCEEDED):
                     state = f" ({last.state})" if last is not None else ""
                     assert options.timeout is not None
@@ -120,13 +131,20 @@ def run_to_end(
                 if cause is None:
                     _finish(conn, last, options, say, logs)
                     return last
-                if not _restartable(last, cause) or restarts >= options.max_restarts:
+                # A lost node's pods must be deleted before the run can be (see _delete).
+                stuck = bool(_lost(cause, last)) and not access.pod_deletes
+                if stuck or not _restartable(last, cause) or restarts >= options.max_restarts:
                     _finish(conn, last, options, say, logs)
                     left = (
                         f"; no restart left ({restarts} of {options.max_restarts} made)"
                         if options.max_restarts and _restartable(last, cause)
                         else ""
                     )
+                    if stuck and restarts < options.max_restarts and _restartable(last, cause):
+                        left = (
+                            f"; not restarted: its pods on that node cannot be deleted (cannot "
+                            f"delete pods in namespace {conn.namespace})"
+                        )
                     raise RunFailed(f"run {name!r} failed: {cause}{left}")
                 restarts += 1
                 _delete(conn, name, deadline, set(_lost(cause, last)))
@@ -146,6 +164,18 @@ def run_to_end(
                 f"simpletfjob wait {name} {scope}, or remove it with simpletfjob delete "
                 f"{name} {scope}"
             )
+        raise
+
+
+def _check_access(conn: Connection, planned: Plan, options: RunOptions, say: Say) -> Access:
+    """What the run will need, asked before anything is applied (permissions.py)."""
+    from simpletfjob.runs.permissions import check_run
+
+    services = any(d.kind == "Service" for d in planned.documents)
+    try:
+        return check_run(conn, options, services, say)
+    except Interrupted as e:
+        e.detail = e.detail or f"nothing of run {planned.job!r} was applied"
         raise
 
 
@@ -182,14 +212,14 @@ def _apply(
 
 
 def _follow(
-    conn: Connection, name: str, options: RunOptions, deadline: Deadline | None, say: Say
+    conn: Connection, name: str, nodes: NodeWatch, deadline: Deadline | None, say: Say
 ) -> tuple[Run | None, str | None]:
     """Follow the run to its end: (the run, None) when it succeeded, (the run, the cause) when
     it failed; the cause None and the run not succeeded (or None) when the deadline passed."""
     from simpletfjob.runs.watch import follow
 
-    nodes = NodeWatch(conn, options.node_grace)
-    tick = max(0.5, min(options.node_grace / 2, 10.0))
+    nodes.since.clear()  # a new attempt: its nodes are counted from now
+    tick = max(0.5, min(nodes.grace / 2, 10.0))
     pods: list[Object] = []
     next_check = 0.0
 

@@ -1,6 +1,7 @@
 """Waiting for a run: follow it to its end through watches, say why it failed, then clean up.
 
-    follow (watch.py, riding out an outage: kube/outage.py)
+    follow (watch.py, riding out an outage: kube/outage.py); a run found going on: what
+    following it and cleaning up need, asked before it is followed (permissions.py)
       -> Ambiguous or Deleting: no verdict, nothing cleaned up (RunFailed, with what to do)
       -> --timeout first: TimedOut (exit 3), the run left as it is
       -> failed: why (failure.py: its last lines, its Warning events), before the cleanup
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from simpletfjob.errors import EXIT_TIMEOUT, ClusterError, SimpleTFJobError
 from simpletfjob.identity import JOB_LABEL, POLICY_ANNOTATION
+from simpletfjob.runs.follower import ENDS
 from simpletfjob.runs.state import AMBIGUOUS, DELETED, DELETING, SUCCEEDED, Run, changes
 
 if TYPE_CHECKING:
@@ -51,12 +53,17 @@ def wait_for_run(
 ) -> Run:
     """Follow run NAME to its end, saying each task's changes, then clean up; the run, succeeded.
 
+    What the following and the cleanup need is asked once the run is found going on
+    (permissions.py): a cleanup that would be refused once the run has ended is refused
+    before it is followed. A run that has already ended is cleaned up at once, and a
+    refusal then says how it ended first.
     Raises RunFailed (failed, or no verdict), TimedOut, or the cluster's error.
     """
     from simpletfjob.kube.outage import StillAway, riding_out
     from simpletfjob.kube.request import Deadline
     from simpletfjob.options.table import format_duration
     from simpletfjob.runs.failure import Keeper, explain
+    from simpletfjob.runs.permissions import check_wait
     from simpletfjob.runs.watch import clean_up, follow
 
     deadline = None if timeout is None else Deadline.after(timeout)
@@ -71,6 +78,8 @@ def wait_for_run(
         keeper = Keeper(conn, tail)
         try:
             for run in follow(conn, name, deadline, keeper.seen):
+                if last is None and run.state not in ENDS:
+                    check_wait(conn, cleanup)  # it goes on: what it will rely on, asked now
                 for line in changes(last, run):
                     say(line)
                 last = run

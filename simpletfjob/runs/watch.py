@@ -215,22 +215,30 @@ class NodeReader:
     """How the nodes of pods in phase Unknown are: each node read once (a get), when first asked.
 
     Reading nodes needs `get` on nodes, cluster-wide; a user without it (403) gets
-    `unreachable` for the node, and the command goes on.
+    `unreachable (cannot get nodes: 403 Forbidden)` for the node, so that the task's reason
+    says why no more is known, and the command goes on. No node is asked for again.
     """
+
+    REFUSED = "unreachable (cannot get nodes: 403 Forbidden)"
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
         self.known: dict[str, str] = {}
+        self.refused = False
 
     def read(self, names: Iterable[str]) -> dict[str, str]:
         from simpletfjob.runs.taskstate import node_condition
 
         for name in sorted(set(names) - set(self.known)):
+            if self.refused:
+                self.known[name] = self.REFUSED
+                continue
             answer = request(self.conn, Action("get", NODES, None, name), passthrough=(403, 404))
             if answer.status == 404:
                 self.known[name] = "is gone"
             elif answer.status == 403:
-                self.known[name] = "unreachable"
+                self.refused = True
+                self.known[name] = self.REFUSED
             else:
                 self.known[name] = node_condition(json.loads(answer.data))
         return self.known

@@ -222,13 +222,17 @@ def test_a_pod_whose_node_is_lost_shows_unknown_with_the_nodes_condition(
     assert followed.code == 3
     assert f"worker-0 Unknown: {reason}" in followed.err.splitlines()
 
-    # A user who may not read nodes still gets the task's state, without the node's condition.
+    # A user who may not read nodes still gets the task's state, and why the node's condition
+    # is not there.
     carol = kube.kubeconfig(tmp_path / "carol", "carol", namespace)
     kube.grant("carol", ["list", "watch"], ["jobs"], namespace, api_group="batch")
     kube.grant("carol", ["list", "watch"], ["pods"], namespace)
     data = status_json(cli, carol, "tfrun")
     (task,) = [t for t in data["tasks"] if t["task"] == "worker-0"]
-    assert (task["state"], task["reason"]) == ("Unknown", f"node {node} unreachable")
+    assert (task["state"], task["reason"]) == (
+        "Unknown",
+        f"node {node} unreachable (cannot get nodes: 403 Forbidden)",
+    )
 
 
 def test_a_run_whose_jobs_are_being_deleted_shows_deleting_and_what_holds_it(

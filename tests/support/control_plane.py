@@ -153,9 +153,19 @@ class ControlPlane(Cluster):
 
 
 def start(
-    assets: Path, directory: Path, *, users: Mapping[str, str] = USERS, timeout: float = 60.0
+    assets: Path,
+    directory: Path,
+    *,
+    users: Mapping[str, str] = USERS,
+    timeout: float = 60.0,
+    feature_gates: str = "TTLAfterFinished=true",
 ) -> ControlPlane:
-    """Start the control plane under `directory`; stop what was started if it does not come up."""
+    """Start the control plane under `directory`; stop what was started if it does not come up.
+
+    `feature_gates` go to kube-apiserver and kube-controller-manager ('' for v1.20's defaults,
+    under which the TTL-after-finished controller is off and its field dropped).
+    """
+    gates = [f"--feature-gates={feature_gates}"] if feature_gates else []
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "certs").mkdir(exist_ok=True)
     etcd_port, peer_port, api_port = _free_ports(3)
@@ -197,7 +207,7 @@ def start(
             f"--token-auth-file={directory / 'tokens.csv'}", "--authorization-mode=RBAC",
             "--service-cluster-ip-range=10.0.0.0/24",
             "--disable-admission-plugins=ServiceAccount",
-            "--feature-gates=TTLAfterFinished=true",
+            *gates,
         )  # fmt: skip
         _wait_ready(plane, began + timeout)
         plane.kubeconfig(plane.admin_kubeconfig, ADMIN)
@@ -207,7 +217,7 @@ def start(
             "--controllers=job,garbagecollector,ttl-after-finished",
             "--leader-elect=false", "--port=0", "--secure-port=0",
             "--use-service-account-credentials=false",
-            "--feature-gates=TTLAfterFinished=true",
+            *gates,
         )  # fmt: skip
     except BaseException:
         plane.stop()

@@ -186,3 +186,52 @@ def test_a_restart_count_seen_while_following_outlives_the_pod_that_held_it() ->
     assert (run.state, run.tasks[0].restarts) == ("Failed", 3)
     # status, which never saw the pod, does not know it
     assert run_state("mnist", "default", [ended], []).tasks[0].restarts is None
+
+
+def deleted(obj: dict[str, Any]) -> list[Event]:
+    """What a watch brings of an object deleted in the foreground: its deletionTimestamp, then
+    its DELETED."""
+    going = copy.deepcopy(obj)
+    going["metadata"]["deletionTimestamp"] = stamp(2)
+    going["metadata"]["finalizers"] = ["foregroundDeletion"]
+    return [Event("MODIFIED", going), Event("DELETED", going)]
+
+
+def test_a_job_seen_failed_then_deleted_stays_failed_with_its_pods_reason() -> None:
+    """ttlSecondsAfterFinished 0: the TTL controller deletes the deciding Job (and the garbage
+    collector its pod and the other Jobs) within the failure's second."""
+    jobs, pods = start("worker0", {"worker-0": None, "worker-1": None})
+    follower = Follower("mnist", "default", jobs, pods)
+    failed = job("worker-0", "worker0", failed=1, failed_reason="BackoffLimitExceeded")
+    crashed = pod(failed, "Failed", exit_code=1, reason="Error")
+    follower.take("pods", Event("MODIFIED", crashed))
+    follower.take("jobs", Event("MODIFIED", failed))
+    for plural, obj in (("jobs", failed), ("pods", crashed), ("jobs", jobs[1]), ("pods", pods[1])):
+        for event in deleted(obj):
+            follower.take(plural, event)
+    run = follower.judge()
+    assert (run.state, run.decided_by, run.reason) == ("Failed", "worker-0", "Error (exit 1)")
+    assert verdict(run, settled=True) == run
+    assert run.outcome() == "worker-0 Failed: Error (exit 1)"
+
+
+def test_a_job_deleted_before_its_end_was_seen_is_still_deleted() -> None:
+    jobs, pods = start("worker0", {"worker-0": None, "worker-1": None})
+    follower = Follower("mnist", "default", jobs, pods, ["worker-0", "worker-1"])
+    for event in deleted(jobs[0]):
+        follower.take("jobs", event)
+    run = follower.judge()
+    assert (run.state, run.decided_by, run.reason) == ("Failed", "worker-0", "deleted")
+
+
+def test_a_job_made_again_under_the_name_of_one_seen_ended_is_judged_as_it_is_now() -> None:
+    jobs, pods = start("worker0", {"worker-0": None})
+    follower = Follower("mnist", "default", jobs, pods)
+    failed = job("worker-0", "worker0", failed=1, failed_reason="BackoffLimitExceeded")
+    follower.take("jobs", Event("MODIFIED", failed))
+    for event in deleted(failed):
+        follower.take("jobs", event)
+    again = job("worker-0", "worker0", active=1)
+    again["metadata"]["uid"] = "another-uid"
+    follower.take("jobs", Event("ADDED", again))
+    assert follower.judge().state != "Failed"

@@ -12,11 +12,14 @@ from tests.support.kubeapi import defaults
 from tests.support.kubeapi.resources import Resource, invalid
 
 
-def prepare_for_create(resource: Resource, obj: dict[str, Any]) -> None:
+def prepare_for_create(
+    resource: Resource, obj: dict[str, Any], gates: Mapping[str, bool] | None = None
+) -> None:
     if resource.name == "pods":
         defaults.default_pod(obj)
         obj["status"] = defaults.pod_status_on_create(obj)
     elif resource.name == "jobs":
+        _drop_disabled_fields(obj, None, gates or {})
         defaults.default_job(obj)
         obj["metadata"]["generation"] = 1
         obj["status"] = {}
@@ -27,10 +30,16 @@ def prepare_for_create(resource: Resource, obj: dict[str, Any]) -> None:
         defaults.default_namespace(obj)
 
 
-def prepare_for_update(resource: Resource, new: dict[str, Any], old: Mapping[str, Any]) -> None:
+def prepare_for_update(
+    resource: Resource,
+    new: dict[str, Any],
+    old: Mapping[str, Any],
+    gates: Mapping[str, bool] | None = None,
+) -> None:
     if resource.name == "pods":
         defaults.default_pod(new)
     elif resource.name == "jobs":
+        _drop_disabled_fields(new, old, gates or {})
         defaults.default_job(new)
     elif resource.name == "services":
         spec = new.setdefault("spec", {})
@@ -39,6 +48,19 @@ def prepare_for_update(resource: Resource, new: dict[str, Any], old: Mapping[str
             if kept in old_spec and kept not in spec:
                 spec[kept] = old_spec[kept]
         defaults.default_service(new)
+
+
+def _drop_disabled_fields(
+    job: dict[str, Any], old: Mapping[str, Any] | None, gates: Mapping[str, bool]
+) -> None:
+    """v1.20's dropDisabledFields for a Job: without the TTLAfterFinished gate,
+    `ttlSecondsAfterFinished` is dropped silently, unless the old object already uses it."""
+    if gates.get("TTLAfterFinished", True):
+        return
+    in_use = old is not None and "ttlSecondsAfterFinished" in (old.get("spec") or {})
+    spec = job.get("spec")
+    if isinstance(spec, dict) and not in_use:
+        spec.pop("ttlSecondsAfterFinished", None)
 
 
 _DNS_SUBDOMAIN_MESSAGE = (

@@ -305,6 +305,9 @@ class Store:
     # the garbage collector's graph: owner uid -> its dependents, and owners being deleted
     dependents: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
     finalizing: set[tuple[str, str]] = field(default_factory=set)
+    # Feature gates of the fields they guard (admission.py): on, as the tests' control plane
+    # has them; off, the field is dropped on its way in, as a server without the gate does.
+    gates: dict[str, bool] = field(default_factory=lambda: {"TTLAfterFinished": True})
 
     def __post_init__(self) -> None:
         for name in ("default", "kube-system", "kube-public", "kube-node-lease"):
@@ -685,7 +688,7 @@ class Store:
                 meta["managedFields"] = applied
             meta["uid"] = defaults.new_uid()
             meta["creationTimestamp"] = defaults.timestamp(self.clock())
-            prepare_for_create(resource, obj)
+            prepare_for_create(resource, obj, self.gates)
             validate(resource, obj, None)
             if operation == "Update":
                 record_update(
@@ -926,7 +929,7 @@ class Store:
                 new["status"] = old["status"]
             else:
                 new.pop("status", None)
-        prepare_for_update(resource, new, old)
+        prepare_for_update(resource, new, old, self.gates)
         validate(resource, new, old)
         if manager is not None:
             record_update(

@@ -18,12 +18,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from simpletfjob.errors import SelectionError, UsageError
-from simpletfjob.tasks import Pin, Seating, Slots, Task, hosts_noun
+from simpletfjob.tasks import MAX_TASKS, Pin, Seating, Slots, Task, hosts_noun
 
 WORKER = "worker"
 ROLES = (WORKER,)
-# As TensorFlow's: past this a render would take minutes; Kubernetes has at most 5000 nodes.
-MAX_TASKS = 10_000
 
 
 def seat_workers(

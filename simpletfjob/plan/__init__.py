@@ -263,7 +263,7 @@ def choose_tasks(
     the options returned carry it, and `notes` says which it is.
     """
     verdicts = judged.verdicts
-    eligible = eligible_hosts(verdicts, options.num, pins)
+    eligible = eligible_hosts(verdicts, options.num, pins, options.tasks_per_host)
     names = [v.node.name for v in eligible]
     per_role = bool(judged.rules.roles)
     seats = fw.seat(

@@ -45,7 +45,8 @@ def test_python_dash_m_reports_errors_in_one_line() -> None:
     assert proc.returncode == 1
     assert proc.stdout == ""
     assert proc.stderr.strip().splitlines() == [
-        "simpletfjob: error: -N 2 asks for more hosts than are eligible (1 node: 1 eligible)"
+        "simpletfjob: error: -N 2 asks for more hosts than are eligible (1 node: 1 eligible); "
+        "1 eligible host fits 1 task at 1 per host; for 2 tasks, give -N 1 --tasks-per-host 2"
     ]
 
 

@@ -26,6 +26,10 @@ NAME_ANNOTATION = "simpletfjob/name"
 MAX_RESTARTS_ANNOTATION = "simpletfjob/max-restarts"
 RESTARTS_ANNOTATION = "simpletfjob/restarts"
 
+# The template value that names a run's objects, as a helm chart's names follow the release
+# name: a template that reads it and is given none gets the run's name (plan.name_run).
+NAME_VALUE = "name"
+
 _LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 LABEL_VALUE_RULE = (
     "at most 63 characters: letters, digits, '-', '_' and '.', "

@@ -1023,7 +1023,7 @@ CASES: dict[str, Case] = {
         ["job.yaml", "--nodes", "a,b", "-o", "-"],
         1,
         line(
-            "simpletfjob: error: job.yaml:5: 'imge' is undefined; give it with --set imge=VALUE or -f values.yaml, or use one of: chief_hosts, host, index, node, num_tasks, port, ps_hosts, TF_CONFIG, type, worker_hosts"
+            "simpletfjob: error: job.yaml:5: 'imge' is undefined; give it with --set imge=VALUE or -f values.yaml, or use one of: chief_hosts, host, index, name, node, num_tasks, port, ps_hosts, TF_CONFIG, type, worker_hosts"
         ),
         files={
             "job.yaml": "kind: Job\nmetadata:\n  name: t-<<type>>-<<index>>\nspec:\n  image: <<imge>>\n"

@@ -324,6 +324,10 @@ class RenderOptions(OptionGroup):
     template_text: str | None = None
     # The template's variables: the header's values, then the -f files, then --set.
     values: Mapping[str, Any] = MappingProxyType({})
+    # The top-level names of `values` that -f or --set gave (a value `name` names the run).
+    given_values: frozenset[str] = frozenset()
+    # The built-in's name when the template is one (the run's default name).
+    builtin: str | None = None
 
 
 # ---- a run's success policy (issue 10) ---------------------------------------------------------

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from simpletfjob.errors import ClusterError, Interrupted, SimpleTFJobError
-from simpletfjob.identity import JOB_LABEL
 from simpletfjob.kube.objects import Applied, apply, get
 from simpletfjob.kube.request import ApiError, ApplyConflict
 from simpletfjob.kube.resources import JOBS, SERVICES
@@ -42,6 +41,7 @@ from simpletfjob.runs.objects import (
     connect_for,
     list_run,
     named_tasks,
+    not_ours,
     object_name,
     scope_flags,
 )
@@ -53,6 +53,12 @@ if TYPE_CHECKING:
 
 Report = Callable[[str], None]
 SHOWN = 3  # objects named in a one-line message before "and N more"
+
+
+# When the template spells its objects' names out, --name does not rename them.
+_RENAME_OBJECTS = (
+    "rename the template's objects (metadata.name; --name changes only the run's label)"
+)
 
 
 class RunDiffers(SimpleTFJobError):
@@ -70,10 +76,13 @@ class PlannedDocument(Protocol):
 
 
 class PlannedRun(Protocol):
-    """What apply reads of a plan: the run's name (its label) and its documents."""
+    """What apply reads of a plan: the run's name (its label), its documents, and `rename`."""
 
     @property
     def job(self) -> str | None: ...
+
+    @property
+    def rename(self) -> str | None: ...
 
     @property
     def documents(self) -> Sequence[PlannedDocument]: ...
@@ -154,6 +163,7 @@ def apply_planned(
         timeout=choices.timeout,
         report=report,
         force=choices.force,
+        rename=planned.rename,
         **({"applied": owner.applied} if owner is not None else {}),
     )
 
@@ -169,6 +179,7 @@ def apply_manifests(
     report: Report,
     force: bool = False,
     applied: Callable[[Manifest, Mapping[str, Any]], None] = lambda m, obj: None,
+    rename: str | None = None,
 ) -> list[tuple[Manifest, str]]:
     """Apply the run's manifests in order; each object's outcome ('created', ...), as reported.
 
@@ -180,8 +191,9 @@ def apply_manifests(
 
     An object of the run that the list did not have, but that is there when its name
     is checked, was applied meanwhile by another apply of the run: it counts as the
-    run's, as it would for an apply made after the other.
+    run's, as it would for an apply made after the other. A name taken offers `rename`.
     """
+    beside = f", or {rename} to start another run beside it" if rename else ""
     namespace = conn.namespace
     scope = scope_flags(conn)
     old = list_run(conn, run)
@@ -201,7 +213,8 @@ def apply_manifests(
         if ended.finished and starting:
             raise ClusterError(
                 f"{where} has ended ({ended.outcome()}); applying it again would start "
-                f"{_some(starting)} beside what is left of it; give --replace to run it again"
+                f"{_some(starting)} beside what is left of it; give --replace to run it "
+                f"again{beside}"
             )
     for m in wanted:
         if m.key not in live:
@@ -210,12 +223,12 @@ def apply_manifests(
                 if not replace:  # (--replace applies over it, after the rest is gone)
                     live[m.key] = other  # another apply of this run made it since the list
             elif other is not None:
-                raise ClusterError(_not_ours(m, other, namespace))
+                raise ClusterError(not_ours(m.ref, other, namespace, rename))
     if replace and not old.empty:
         made = check_replace(conn, old, wanted, force=force)
         _replace(conn, old, timeout, report, scope)
         return _apply_all(
-            conn, run, wanted, {}, made, report, scope, applied, force=force, replaced=True
+            conn, run, wanted, {}, made, report, scope, applied, force, rename, replaced=True
         )
     judged = _judge_all(conn, wanted, live, force=force)
     differences = [f"{m.ref} ({why})" for m, (_, why) in judged if why]
@@ -228,7 +241,7 @@ def apply_manifests(
     if differences:
         raise RunDiffers(
             f"{where} already exists and differs from this render: {_some(differences)}; "
-            "give --replace to delete it and apply this render"
+            f"give --replace to delete it and apply this render{beside}"
         )
     if dry_run:
         outcomes = [(m, applied.outcome) for m, (applied, _) in judged if applied is not None]
@@ -236,17 +249,7 @@ def apply_manifests(
             report(f"{m.ref} {outcome} (server dry run)")
         return outcomes
     expected = {m.key: applied.object for m, (applied, _) in judged if applied is not None}
-    return _apply_all(conn, run, wanted, live, expected, report, scope, applied, force=force)
-
-
-def _not_ours(m: Manifest, other: Mapping[str, Any], namespace: str) -> str:
-    owner = ((other.get("metadata") or {}).get("labels") or {}).get(JOB_LABEL)
-    whose = f"run {owner!r}" if owner else "no run (it lacks the simpletfjob labels)"
-    return (
-        f"{m.ref} already exists in namespace {namespace} and belongs to {whose}; "
-        "simpletfjob changes only its own objects: delete it, or rename the "
-        "template's objects (metadata.name; --name changes only the run's label)"
-    )
+    return _apply_all(conn, run, wanted, live, expected, report, scope, applied, force, rename)
 
 
 def _replace(conn: Connection, old: RunObjects, timeout: float, report: Report, scope: str) -> None:
@@ -366,8 +369,9 @@ def _apply_all(
     report: Report,
     scope: str,
     hook: Callable[[Manifest, Mapping[str, Any]], None],
-    *,
     force: bool,
+    rename: str | None,
+    *,
     replaced: bool = False,
 ) -> list[tuple[Manifest, str]]:
     """Apply each manifest for real; a failure says what was applied, what was not, and how to remove it.
@@ -382,7 +386,7 @@ def _apply_all(
     try:
         for m in wanted:
             sending = m
-            applied = _apply_one(conn, run, m, live, expected, force=force)
+            applied = _apply_one(conn, run, m, live, expected, force=force, rename=rename)
             sending = None
             hook(m, applied.object)
             done.append((m, applied.outcome))
@@ -413,12 +417,13 @@ def _apply_one(
     expected: Mapping[tuple[str, str], dict[str, Any]],
     *,
     force: bool,
+    rename: str | None,
 ) -> Applied:
     before = live.get(m.key)
     if m.key not in live:
         before = get(conn, m.resource, m.name, missing_ok=True)
         if before is not None and not belongs_to(before, run):
-            raise ClusterError(_not_ours(m, before, conn.namespace))
+            raise ClusterError(not_ours(m.ref, before, conn.namespace, rename))
     return apply(
         conn, m.resource, m.body, namespace=conn.namespace, live=before, force=force,
         expected=expected.get(m.key),

@@ -300,7 +300,8 @@ class RenderOptions(OptionGroup):
         default=None,
         metavar="NAME",
         rule=LabelValue(),
-        help="Value of the simpletfjob/job label (default: the template's stem).",
+        help="The run's name: the simpletfjob/job label, and the value `name` of a template "
+        "that reads it, as the built-ins name their objects (default: the template's stem).",
     )
     labels: bool = option(
         "--no-labels",

@@ -19,12 +19,12 @@ def test_console_script_renders_mnist() -> None:
             "-N",
             "3",
             "--nodes-file",
-            "hosts",
+            "../hosts",
             "--no-labels",
             "-o",
             "-",
         ],
-        cwd=EXAMPLES,
+        cwd=EXAMPLES / "mnist",  # the original tool's template, beside its output
         capture_output=True,
         text=True,
         timeout=60,
@@ -88,8 +88,8 @@ def test_an_offline_render_imports_nothing_heavy(template: str) -> None:
 def test_kubectl_plugin_script_is_installed_and_named_as_kubectl_runs_it() -> None:
     plugin = str(Path(console_script()).with_name("kubectl-simpletfjob"))
     rendered = subprocess.run(
-        [plugin, "mnist.yaml", "-N", "3", "--nodes-file", "hosts", "--no-labels", "-o", "-"],
-        cwd=EXAMPLES,
+        [plugin, "mnist.yaml", "-N", "3", "--nodes-file", "../hosts", "--no-labels", "-o", "-"],
+        cwd=EXAMPLES / "mnist",
         capture_output=True,
         text=True,
         timeout=60,

@@ -10,5 +10,6 @@ apply.py       applying a run: connect, plan, server-side apply after a dry run 
 replace.py     what `apply --replace` checks before it deletes anything
 delete.py      deleting a run, and waiting until its Jobs are gone
 logsources.py  which containers a run's logs come from
+logstreams.py  what to read of each container, each stream read in a thread, read on after a break
 logs.py        a run's logs, every task's at once, merged line by line
 """

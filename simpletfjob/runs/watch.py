@@ -113,6 +113,7 @@ def follow(
     deadline: Deadline | None,
     seen: Callable[[Sequence[Object], Sequence[Object]], None] | None = None,
     tick: float | None = None,
+    every: bool = False,
 ) -> Iterator[Run]:
     """The run now, then again after each change, until it has ended or the deadline has passed.
 
@@ -122,7 +123,8 @@ def follow(
     does: the lists are not cut short by it, so that a run that has ended is told as ended.
     `seen` is given the Jobs and pods each run was judged from, before it is yielded
     (`logs -f` reads the pods). With `tick`, the run is yielded again (changed or not) when
-    no event has come for that many seconds: `run` checks the nodes then.
+    no event has come for that many seconds: `run` checks the nodes then. With `every`, it is
+    yielded after each batch of events, changed or not (`logs -f` reads every pod's change).
     """
 
     def tell() -> None:
@@ -202,7 +204,7 @@ def follow(
                 tell()
                 yield ended
                 return
-            if now.state != FAILED and (changes(shown, now) or ticked):
+            if now.state != FAILED and (changes(shown, now) or ticked or every):
                 tell()
                 yield now
                 shown = now

@@ -23,7 +23,7 @@ from simpletfjob.kube.outage import StillAway
 from simpletfjob.kube.refusals import first_line
 from simpletfjob.kube.request import OUTAGE_CAP, Action, Deadline, KeptFailing, OutOfTime, request
 from simpletfjob.kube.resources import Resource
-from simpletfjob.kube.send import Unreachable
+from simpletfjob.kube.send import Unreachable, broken
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
@@ -230,13 +230,14 @@ def _events(
                 )
             yield Event(kind, obj)
     except HTTPError as e:  # reset, broken chunk, timed out: the server or network let go
-        raise _Dropped(f"connection dropped: {first_line(e)}") from e
+        raise _Dropped(f"connection dropped: {broken(e)}") from e
     finally:
         response.close()  # a watch is never read to its end: the connection cannot be reused
 
 
 def _lines(response: Any, deadline: Deadline | None, read_timeout: float) -> Iterator[bytes]:
-    """Each newline-ended line of a streamed body, as soon as it has come, until the deadline."""
+    """Each newline-ended line of a streamed body, as soon as it has come, until the deadline;
+    `_Dropped` when the stream ends in the middle of a line."""
     if response.chunked and response.supports_chunked_reads():
         chunks: Iterator[bytes] = response.read_chunked(decode_content=True)
     else:
@@ -261,7 +262,9 @@ def _lines(response: Any, deadline: Deadline | None, read_timeout: float) -> Ite
             if line.strip():
                 yield line
     if pending.strip():
-        yield pending
+        # Every event ends with a newline: this one was cut off on its way (a proxy, the
+        # network). The watch goes on from the last whole event, which loses nothing.
+        raise _Dropped("connection dropped: the stream broke off in the middle of an event")
 
 
 def _version_of(event: Event) -> str | None:

@@ -38,26 +38,30 @@ MANAGER = "simpletfjob"
 def _both(
     conn: Connection, name: str | None, deadline: Deadline | None = None
 ) -> tuple[ObjectList, ObjectList]:
-    """The Jobs and the pods of the run (or of every run), listed at the same time."""
-    found: dict[str, ObjectList] = {}
+    """The Jobs and the pods of the run (or of every run), listed at the same time.
+
+    The pods in a thread, the Jobs in the caller's: an interrupt goes up from there at
+    once, never into the other thread's errors while the pods' list rides out an outage.
+    """
+    found: list[ObjectList] = []
     failed: list[BaseException] = []
     within = None if deadline is None else deadline.sooner(conn.settings.deadline)
 
-    def read(resource: Resource) -> None:
+    def read_pods() -> None:
         try:
-            found[resource.plural] = list_objects(
-                conn, resource, label_selector=run_selector(name), deadline=within
+            found.append(
+                list_objects(conn, PODS, label_selector=run_selector(name), deadline=within)
             )
         except BaseException as e:  # handed to the caller, in its thread
             failed.append(e)
 
-    pods = threading.Thread(target=read, args=(PODS,), daemon=True)
+    pods = threading.Thread(target=read_pods, daemon=True)
     pods.start()
-    read(JOBS)
+    jobs = list_objects(conn, JOBS, label_selector=run_selector(name), deadline=within)
     pods.join()
     if failed:
         raise failed[0]
-    return found[JOBS.plural], found[PODS.plural]
+    return jobs, found[0]
 
 
 def list_jobs_and_pods(conn: Connection, name: str) -> tuple[Sequence[Object], Sequence[Object]]:

@@ -1,0 +1,141 @@
+"""SIGINT, SIGTERM and SIGHUP end every command that talks to a cluster, in every phase, outage or
+not: promptly, with 130, 143 or 129 and one last line that says what is true.
+
+Each command runs as the installed console script (forked by tests/support/forkserver.py)
+against the loopback API server behind the fault proxy (tests/support/faultproxy.py), which
+fails the requests from the start, or once the command's watches are up. What a signal does
+to a run on a real cluster, phase by phase (applying, following, deleting for a restart,
+applying again), is in tests/control_plane/test_run_signals.py.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import EXAMPLES, console_script, open_cluster
+from tests.loopback.test_runs import NS, load_run
+from tests.support import forkserver
+from tests.support.faultproxy import FaultProxy
+from tests.support.kubeapi import KubeAPI, serve
+
+SCRIPT = console_script()
+PROMPT = 30.0  # seconds: an end well within it is prompt, even on a loaded machine
+SIGNALS = [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)]
+TRAIN = "train"  # the namespace `run` applies to
+
+
+class Proxied:
+    """The loopback server with a run loaded in NS, behind the fault proxy, and a kubeconfig."""
+
+    def __init__(self, api: KubeAPI, proxy: FaultProxy, kubeconfig: Path) -> None:
+        self.api, self.proxy, self.kubeconfig = api, proxy, kubeconfig
+
+    def start(self, *args: str) -> subprocess.Popen[str]:
+        return forkserver.Popen(
+            [SCRIPT, *args, "--kubeconfig", str(self.kubeconfig)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+
+@pytest.fixture
+def proxied(kube_env: Path, tmp_path: Path) -> Iterator[Proxied]:
+    with serve(open_cluster()) as api, FaultProxy(api.url) as proxy:
+        load_run(api)
+        api.load(
+            "namespaces", [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": TRAIN}}]
+        )
+        kubeconfig = proxy.kubeconfig(tmp_path / "kubeconfig", namespace=NS)
+        yield Proxied(api, proxy, kubeconfig)
+
+
+COMMANDS = {
+    "status -w": ["status", "mnist", "-w"],
+    "wait": ["wait", "mnist"],
+    "wait --timeout": ["wait", "mnist", "--timeout", "1h"],
+    "run": ["run", str(EXAMPLES / "mnist.yaml"), "--nodes", "h1,h2,h3", "-n", TRAIN],
+}
+
+
+def failing_requests(proxy: FaultProxy, since: int) -> int:
+    return len([r for r in proxy.requests[since:] if r.done == "500"])
+
+
+def ended(proc: subprocess.Popen[str], signum: int) -> tuple[int, str, str, float]:
+    """Send the signal; the exit status, stdout and stderr, and how long the end took."""
+    sent = time.monotonic()
+    proc.send_signal(signum)
+    try:
+        out, err = proc.communicate(timeout=PROMPT * 4)
+    finally:
+        proc.kill()
+    return proc.returncode, out, err, time.monotonic() - sent
+
+
+@pytest.mark.parametrize(("signum", "code"), SIGNALS, ids=["INT", "TERM", "HUP"])
+@pytest.mark.parametrize("phase", ["from the start", "once watching"])
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_every_signal_ends_a_command_whose_server_answers_500(
+    proxied: Proxied, command: str, phase: str, signum: int, code: int
+) -> None:
+    """The issue's case: `status -w` with the server failing from the start swallowed the first
+    SIGTERM (the Jobs' list, in the caller's thread, took it for the pods' thread's error) and
+    then ignored every signal; the process went on for minutes."""
+    proxy = proxied.proxy
+    if phase == "from the start":
+        proxy.fail(500)
+        proc = proxied.start(*COMMANDS[command])
+    else:
+        proc = proxied.start(*COMMANDS[command])
+        proxy.wait_for("watch", "jobs")
+        proxy.wait_for("watch", "pods")
+    since = len(proxy.requests)
+    if phase == "once watching":
+        proxy.fail(500)
+        proxy.cut_streams()
+    deadline = time.monotonic() + PROMPT
+    while failing_requests(proxy, since) < 2:  # the command is retrying: inside the outage
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the command made no request that failed"
+        time.sleep(0.05)
+    status, out, err, took = ended(proc, signum)
+    assert status == code, err
+    assert took < PROMPT, (took, err)
+    last = err.splitlines()[-1]
+    assert last.startswith("simpletfjob: interrupted"), err
+    assert "Traceback" not in err and "internal error" not in err, err
+    if command != "status -w":
+        assert out == "", out
+
+
+@pytest.mark.parametrize(("signum", "code"), SIGNALS, ids=["INT", "TERM", "HUP"])
+def test_a_second_signal_ends_a_cleanup_that_waits_on_a_server_that_stopped_answering(
+    proxied: Proxied, signum: int, code: int
+) -> None:
+    """Once the first signal had come, every later one was ignored: a cleanup that waited on the
+    server (`--on-interrupt delete`) could only be ended by SIGKILL."""
+    proxy = proxied.proxy
+    proc = proxied.start(*COMMANDS["run"], "--on-interrupt", "delete")
+    proxy.wait_for("watch", "jobs")
+    proxy.delay(3600)  # from now on, nothing is answered
+    since = len(proxy.requests)
+    proc.send_signal(signum)
+    deadline = time.monotonic() + PROMPT
+    while len(proxy.requests) == since:  # the cleanup has asked, and waits
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the cleanup made no request"
+        time.sleep(0.05)
+    status, out, err, took = ended(proc, signum)
+    assert status == code, err
+    assert took < PROMPT, (took, err)
+    assert err.splitlines()[-1].startswith("simpletfjob: interrupted"), err
+    assert "Traceback" not in err and "internal error" not in err, err
+    assert out == ""

@@ -9,6 +9,7 @@
     resources.py   `Resource` and the resources simpletfjob uses (nodes, pods, services, jobs, ...)
     lists.py       a paginated list: the next page fetched while this one is parsed; 410 restarts it
     objects.py     one object: get, server-side apply (created/configured/unchanged), delete
+    inflight.py    a write sent from its own thread, whose answer an interrupt does not lose
     watch.py       a watch that resumes from its resourceVersion and re-lists on 410
 
 Only connection.py, send.py and watch.py import `kubernetes` or urllib3, and only inside

@@ -9,6 +9,7 @@ manifests.py   what apply sends: the documents as manifests, checked before any 
 apply.py       applying a run: connect, plan, server-side apply after a dry run of every object
 replace.py     what `apply --replace` checks before it deletes anything
 delete.py      deleting a run, and waiting until its Jobs are gone
+interrupt.py   what an interrupt leaves of a run that `run` follows, phase by phase; --on-interrupt delete
 logsources.py  which containers a run's logs come from
 logs.py        a run's logs, every task's at once, merged line by line
 """

@@ -14,9 +14,11 @@ again; one that cannot be placed now ends the run with the placement error.
 A failure that restarting cannot help ends it at once: the run's --deadline
 (DeadlineExceeded), a deciding Job deleted meanwhile, a task claimed by several Jobs.
 
-An interruption (SIGINT, SIGTERM, SIGHUP) leaves the run running, as it is, and says how to
-wait for it or delete it; --on-interrupt delete deletes it (Background, as kubectl delete
-does) and says so.
+An interruption (SIGINT, SIGTERM, SIGHUP) leaves the run as it is and says what is true in the
+phase it came in (interrupt.py): applied how far, running, being deleted for a restart, or
+ended (the verdict, and what of the cleanup was left undone). --on-interrupt delete deletes it
+once the writes in flight are settled, and says so once nothing of it is left; after the
+verdict, it deletes only what the cleanup would.
 """
 
 from __future__ import annotations
@@ -30,8 +32,18 @@ from simpletfjob.errors import ClusterError, Interrupted
 from simpletfjob.kube.request import Deadline
 from simpletfjob.kube.resources import JOBS, PODS, SERVICES
 from simpletfjob.runs.causes import NodeWatch, refusal
+from simpletfjob.runs.interrupt import (
+    APPLYING,
+    DRAINING,
+    ENDED,
+    FOLLOWING,
+    REPLANNING,
+    RESTARTING,
+    Where,
+    interrupted,
+)
 from simpletfjob.runs.state import AMBIGUOUS, DELETING, FAILED, SUCCEEDED, Run, changes
-from simpletfjob.runs.wait import UNRESTARTABLE, RunFailed, TimedOut
+from simpletfjob.runs.wait import UNRESTARTABLE, RunFailed, TimedOut, succeeded_line
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
@@ -91,7 +103,6 @@ def run_to_end(
     """
     from simpletfjob.kube.outage import riding_out
     from simpletfjob.options.table import format_duration
-    from simpletfjob.runs.objects import scope_flags
 
     deadline = None if options.timeout is None else Deadline.after(options.timeout)
     until = (
@@ -104,10 +115,13 @@ def run_to_end(
     check_log_tasks(options.logs, planned)
     name = planned.job
     restarts = 0
+    where = Where(most=options.max_restarts)
     try:
         with riding_out(conn, deadline, say, until):
             while True:
+                where.phase = APPLYING
                 _apply(conn, planned, options, restarts, first=restarts == 0, applied=applied)
+                where.phase = FOLLOWING
                 logs = _stream_logs(conn, name, planned, options, printer, say)
                 last, cause = _follow(conn, name, options, deadline, say)
                 if last is None or (cause is None and last.state != SUCCEEDED):
@@ -118,18 +132,23 @@ def run_to_end(
                         f"{state}; it is left as it is"
                     )
                 if cause is None:
-                    _finish(conn, last, options, say, logs)
+                    where.phase, where.run, where.verdict = ENDED, last, succeeded_line(last)
+                    _finish(conn, last, options, say, logs, where)
                     return last
                 if not _restartable(last, cause) or restarts >= options.max_restarts:
-                    _finish(conn, last, options, say, logs)
                     left = (
                         f"; no restart left ({restarts} of {options.max_restarts} made)"
                         if options.max_restarts and _restartable(last, cause)
                         else ""
                     )
-                    raise RunFailed(f"run {name!r} failed: {cause}{left}")
+                    where.phase, where.run = ENDED, last
+                    where.verdict = f"run {name!r} failed: {cause}{left}"
+                    _finish(conn, last, options, say, logs, where)
+                    raise RunFailed(where.verdict)
                 restarts += 1
+                where.phase, where.restart, where.cause = RESTARTING, restarts, cause
                 _delete(conn, name, deadline, set(_lost(cause, last)))
+                where.phase = REPLANNING
                 planned = make_plan()  # against the cluster as it is now
                 hosts = ", ".join(dict.fromkeys(task.host for task in planned.tasks))
                 say(
@@ -137,15 +156,8 @@ def run_to_end(
                     f"hosts now: {hosts}"
                 )
     except Interrupted as e:
-        scope = scope_flags(conn)
-        if options.on_interrupt == "delete":
-            e.detail = _delete_on_interrupt(conn, name)
-        elif not e.detail:  # (an apply cut short says what it had applied)
-            e.detail = (
-                f"run {name!r} is left running in namespace {conn.namespace}; follow it with "
-                f"simpletfjob wait {name} {scope}, or remove it with simpletfjob delete "
-                f"{name} {scope}"
-            )
+        delete = options.on_interrupt == "delete"
+        interrupted(conn, name, where, options.cleanup, delete, say, e)
         raise
 
 
@@ -249,20 +261,23 @@ def _delete(conn: Connection, name: str, deadline: Deadline | None, lost: set[st
         raise
 
 
-def _finish(conn: Connection, run: Run, options: RunOptions, say: Say, logs: Any) -> None:
+def _finish(
+    conn: Connection, run: Run, options: RunOptions, say: Say, logs: Any, where: Where
+) -> None:
     """wait's cleanup, then the logs read out (a finished task's stream ends by itself)."""
     from simpletfjob.runs.watch import clean_up
 
     ended = "succeeded" if run.state == SUCCEEDED else "failed"
     try:
         clean_up(conn, run, options.cleanup, say)
+        where.phase = DRAINING
     except ClusterError as e:
         raise ClusterError(
             f"run {run.name!r} {ended}: {run.outcome()}; but its cleanup "
             f"(--cleanup {options.cleanup}) failed: {e}"
         ) from e
     finally:
-        if isinstance(logs, threading.Thread):
+        if isinstance(logs, threading.Thread) and where.phase == DRAINING:
             logs.join(LOG_DRAIN)
 
 
@@ -314,17 +329,3 @@ def check_log_tasks(chosen: str, planned: Plan) -> None:
             f"--logs names {unknown[0]!r}, which the run does not have; its tasks are "
             f"{', '.join(names)}"
         )
-
-
-def _delete_on_interrupt(conn: Connection, name: str) -> str:
-    from simpletfjob.runs.delete import delete_run
-    from simpletfjob.runs.objects import list_run
-
-    try:
-        done = delete_run(conn, list_run(conn, name), "Background", lambda line: None)
-    except ClusterError as e:
-        return f"run {name!r} could not be deleted (--on-interrupt delete): {e}"
-    return (
-        f"run {name!r} deleted (--on-interrupt delete): {len(done.deleted)} objects in "
-        f"namespace {conn.namespace}"
-    )

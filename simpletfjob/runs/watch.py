@@ -15,11 +15,14 @@ import math
 import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from simpletfjob.errors import Interrupted
 from simpletfjob.identity import JOB_LABEL, NAME_ANNOTATION
+from simpletfjob.kube.inflight import Write, cut_short
 from simpletfjob.kube.lists import ObjectList, list_objects
-from simpletfjob.kube.objects import delete
+from simpletfjob.kube.objects import Deleted, delete
 from simpletfjob.kube.request import Action, Deadline, request
 from simpletfjob.kube.resources import JOBS, NODES, PODS, SERVICES, Resource
 from simpletfjob.kube.watch import Event, watch
@@ -298,13 +301,32 @@ def clean_up(conn: Connection, run: Run, cleanup: str, report: Callable[[str], N
     targets = [(JOBS, name, uids.get(name, "")) for name in jobs] + [
         (SERVICES, _name(s), str((s.get("metadata") or {}).get("uid") or "")) for s in doomed
     ]
-    for resource, object_name, uid in targets:
-        # Only the object that was read: one that took its name since is not the run's.
-        gone = delete(conn, resource, object_name, propagation="Background", uid=uid or None)
-        if gone.replaced:
-            report(replaced_line(resource.ref(object_name)))
-        elif not gone.already_gone:
-            report(f"{resource.ref(object_name)} deleted")
+    sending: Write[Deleted] | None = None
+    finished = 0
+    try:
+        for resource, object_name, uid in targets:
+            # Only the object that was read: one that took its name since is not the run's.
+            one = partial(
+                delete, conn, resource, object_name, propagation="Background", uid=uid or None
+            )
+            sending = Write(resource.ref(object_name), one)
+            gone = sending.start().result()
+            sending = None
+            finished += 1
+            if gone.replaced:
+                report(replaced_line(resource.ref(object_name)))
+            elif not gone.already_gone:
+                report(f"{resource.ref(object_name)} deleted")
+    except Interrupted as e:
+        e.progress = "it " + cut_short("deleted", finished, len(targets), "", sending, e)
+        rest = targets[finished:]
+        if sending is not None and (sending.landed or not sending.answered):
+            rest = rest[1:]  # deleted, or said to be on its way
+        left = [resource.ref(name) for resource, name, _ in rest]
+        if left:
+            shown = ", ".join(left[:3]) + (f" and {len(left) - 3} more" if len(left) > 3 else "")
+            e.progress += f"; {shown} {'is' if len(left) == 1 else 'are'} left"
+        raise
 
 
 def _left(kind: str, name: str, copied_from: str) -> str:

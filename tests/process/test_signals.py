@@ -136,6 +136,100 @@ def test_a_second_signal_ends_a_cleanup_that_waits_on_a_server_that_stopped_answ
     status, out, err, took = ended(proc, signum)
     assert status == code, err
     assert took < PROMPT, (took, err)
-    assert err.splitlines()[-1].startswith("simpletfjob: interrupted"), err
+    assert err.splitlines()[-1] == (
+        "simpletfjob: interrupted: a second signal stopped the deleting of run 'mnist' "
+        f"(--on-interrupt delete); see what is left with simpletfjob status mnist -n {TRAIN}, "
+        f"and remove it with simpletfjob delete mnist -n {TRAIN}"
+    ), err
     assert "Traceback" not in err and "internal error" not in err, err
     assert out == ""
+
+
+# -- apply, phase by phase --------------------------------------------------------------------
+
+APPLY = ["apply", str(EXAMPLES / "mnist.yaml"), "--nodes", "h1,h2,h3", "-n", TRAIN]
+HELD = 3.0  # seconds the proxy holds a write
+
+
+def out_now(
+    proxy: FaultProxy, verb: str, resource: str | None, dry_run: bool, count: int = 1
+) -> None:
+    """Wait until the `count`th such request has been sent and is held (not yet answered)."""
+    deadline = time.monotonic() + PROMPT
+    while True:
+        seen = [
+            r
+            for r in proxy.requests
+            if r.verb == verb and resource in (None, r.resource) and r.dry_run == dry_run
+        ]
+        if len(seen) >= count and not seen[count - 1].done:
+            return
+        assert time.monotonic() < deadline, f"no {verb} held"
+        time.sleep(0.02)
+
+
+def names(api: KubeAPI) -> set[str]:
+    return {job["metadata"]["name"] for job in api.objects("jobs", TRAIN)}
+
+
+@pytest.mark.parametrize(("signum", "code"), SIGNALS, ids=["INT", "TERM", "HUP"])
+def test_apply_interrupted_in_its_server_dry_runs_has_applied_nothing(
+    proxied: Proxied, signum: int, code: int
+) -> None:
+    proxied.proxy.delay(HELD, verb="apply", dry_run=True)
+    proc = proxied.start(*APPLY)
+    out_now(proxied.proxy, "apply", None, dry_run=True, count=2)
+    status, out, err, took = ended(proc, signum)
+    assert (status, out, err) == (code, "", "simpletfjob: interrupted\n")
+    assert took < PROMPT
+    time.sleep(HELD + 0.5)
+    assert names(proxied.api) == set()  # a dry run changes nothing
+
+
+@pytest.mark.parametrize(("signum", "code"), SIGNALS, ids=["INT", "TERM", "HUP"])
+def test_apply_interrupted_with_a_write_out_names_it_as_maybe_carried_out(
+    proxied: Proxied, signum: int, code: int
+) -> None:
+    proxied.proxy.delay(HELD, verb="apply", dry_run=False)
+    proc = proxied.start(*APPLY)
+    out_now(proxied.proxy, "apply", "jobs", dry_run=False, count=2)
+    status, _out, err, took = ended(proc, signum)
+    assert status == code and took < PROMPT, err
+    assert err.splitlines()[-1] == (
+        f"simpletfjob: interrupted: applied 1 of 3 objects of run 'mnist' in namespace {TRAIN} "
+        "(job.batch/mnist-worker-0 was being applied, with no answer yet: it may still be "
+        f"carried out); apply again to finish it, or remove it with simpletfjob delete mnist "
+        f"-n {TRAIN}"
+    )
+    deadline = time.monotonic() + PROMPT  # the held write is carried out: the line said it may
+    while names(proxied.api) != {"mnist-ps-0", "mnist-worker-0"}:
+        assert time.monotonic() < deadline, names(proxied.api)
+        time.sleep(0.05)
+
+
+def apply_first(proxied: Proxied) -> None:
+    done = forkserver.run(
+        [SCRIPT, *APPLY, "--kubeconfig", str(proxied.kubeconfig)],
+        capture_output=True,
+        timeout=PROMPT * 4,
+    )
+    assert done.returncode == 0, done.stderr
+    assert len(names(proxied.api)) == 3
+
+
+@pytest.mark.parametrize(("signum", "code"), SIGNALS, ids=["INT", "TERM", "HUP"])
+def test_apply_replace_interrupted_while_deleting_the_old_run(
+    proxied: Proxied, signum: int, code: int
+) -> None:
+    apply_first(proxied)
+    proxied.proxy.delay(HELD, verb="delete", dry_run=False)
+    proc = proxied.start(*APPLY, "--replace")
+    out_now(proxied.proxy, "delete", "jobs", dry_run=False)
+    status, _out, err, took = ended(proc, signum)
+    assert status == code and took < PROMPT, err
+    assert err.splitlines()[-1] == (
+        f"simpletfjob: interrupted: deleted 0 of 3 objects of run 'mnist' in namespace {TRAIN} "
+        "(job.batch/mnist-ps-0 was being deleted, with no answer yet: it may still be carried "
+        "out); nothing of this render was applied: apply again with --replace, or remove the "
+        f"run with simpletfjob delete mnist -n {TRAIN}"
+    )

@@ -14,8 +14,8 @@ command runs.
         proxy.wait_for("watch", "jobs")         # until a command's watch of Jobs is open
 
 Each fault matches requests by `verb` (kube-apiserver's: get, list, watch, create, apply,
-patch, update, delete), `resource` (the plural) and `count` (None: until cleared), in the
-order added; the first that matches a request takes it. A fault added while a watch is open
+patch, update, delete), `resource` (the plural), `dry_run` (server dry runs, or real writes)
+and `count` (None: until cleared), in the order added; the first that matches a request takes it. A fault added while a watch is open
 acts on the next request: `cut_streams()` ends the open ones, so that a fault can start
 both before and after a command's watch is up.
 
@@ -59,6 +59,7 @@ class Seen:
     verb: str
     resource: str
     done: str = ""
+    dry_run: bool = False  # dryRun in the query, or in a delete's DeleteOptions
 
 
 @dataclass
@@ -68,6 +69,7 @@ class Fault:
     kind: str  # 'delay', 'cut', 'status'
     verb: str | None = None
     resource: str | None = None
+    dry_run: bool | None = None  # True: only server dry runs (dryRun=All); False: only real ones
     count: int | None = None  # None: every match, until cleared
     seconds: float = 0.0  # delay: before the request goes to the server
     after: int = 0  # cut: the body's bytes that get through
@@ -78,8 +80,10 @@ class Fault:
     reason: str = ""
 
     def matches(self, seen: Seen) -> bool:
-        return (self.verb is None or self.verb == seen.verb) and (
-            self.resource is None or self.resource == seen.resource
+        return (
+            (self.verb is None or self.verb == seen.verb)
+            and (self.resource is None or self.resource == seen.resource)
+            and (self.dry_run is None or self.dry_run == seen.dry_run)
         )
 
 
@@ -346,7 +350,8 @@ class FaultProxy:
         url = urlsplit(target)
         query = dict(parse_qsl(url.query))
         verb, resource = verb_of(method, url.path, query, lower.get("content-type", ""))
-        seen = Seen(method, url.path, query, verb, resource)
+        dry_run = "dryRun" in query or b'"dryRun"' in body
+        seen = Seen(method, url.path, query, verb, resource, dry_run=dry_run)
         with self._lock:
             self.requests.append(seen)
         fault = self._fault_for(seen)

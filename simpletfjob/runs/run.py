@@ -159,6 +159,21 @@ def run_to_end(
         delete = options.on_interrupt == "delete"
         interrupted(conn, name, where, options.cleanup, delete, say, e)
         raise
+    except ClusterError as e:
+        # --timeout passed while the server was away, before the run had ended (applying,
+        # deleting for a restart): as for a timeout while following, exit 3.
+        if not _still_away(e) or options.timeout is None:
+            raise
+        raise TimedOut(
+            f"run {name!r} did not end within {format_duration(options.timeout)}: {e}"
+        ) from e
+
+
+def _still_away(error: BaseException) -> bool:
+    """The error is the ride's deadline passing with the server away, or carries it."""
+    from simpletfjob.kube.outage import StillAway
+
+    return isinstance(error, StillAway) or isinstance(error.__cause__, StillAway)
 
 
 def _restartable(run: Run, cause: str) -> bool:
@@ -265,6 +280,7 @@ def _finish(
     conn: Connection, run: Run, options: RunOptions, say: Say, logs: Any, where: Where
 ) -> None:
     """wait's cleanup, then the logs read out (a finished task's stream ends by itself)."""
+    from simpletfjob.options.table import format_duration
     from simpletfjob.runs.watch import clean_up
 
     ended = "succeeded" if run.state == SUCCEEDED else "failed"
@@ -272,6 +288,11 @@ def _finish(
         clean_up(conn, run, options.cleanup, say)
         where.phase = DRAINING
     except ClusterError as e:
+        if _still_away(e) and options.timeout is not None:  # as wait says it, exit 3
+            raise TimedOut(
+                f"run {run.name!r} {ended}: {run.outcome()}; but its cleanup (--cleanup "
+                f"{options.cleanup}) did not finish within {format_duration(options.timeout)}: {e}"
+            ) from e
         raise ClusterError(
             f"run {run.name!r} {ended}: {run.outcome()}; but its cleanup "
             f"(--cleanup {options.cleanup}) failed: {e}"

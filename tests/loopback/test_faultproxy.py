@@ -20,10 +20,10 @@ import pytest
 import trustme
 
 from tests.conftest import open_cluster
-from tests.loopback.test_runs import NS, finish_job, load_run
+from tests.loopback.test_runs import NS, finish_job, load_run, run_pod
 from tests.support.client import Client
 from tests.support.faultproxy import FaultProxy, verb_of
-from tests.support.kubeapi import KubeAPI, serve
+from tests.support.kubeapi import KubeAPI, make_node, serve
 
 PODS = f"/api/v1/namespaces/{NS}/pods"
 JOBS = f"/apis/batch/v1/namespaces/{NS}/jobs"
@@ -245,3 +245,78 @@ def test_wait_says_an_answer_cut_mid_body_in_its_own_words(
     )
     assert re.fullmatch(expected, cause), lost[0]
     assert done.err.splitlines()[-1] == "run mnist succeeded: worker-0 Succeeded"
+
+
+def test_a_watch_answered_gone_again_and_again_is_tried_again_after_a_delay_not_at_once(
+    cli: Any, behind: tuple[KubeAPI, FaultProxy], tmp_path: Path
+) -> None:
+    """Each 410 listed the run again and watched again at once: 1700 requests in 10 s."""
+    _, proxy = behind
+    kubeconfig = str(proxy.kubeconfig(tmp_path / "kc", namespace=NS))
+    proxy.gone()
+    result = cli("wait", "mnist", "--timeout", "4s", "--kubeconfig", kubeconfig)
+    assert result.code == 3, result.err
+    watches = proxy.seen("watch")
+    assert 2 <= len(watches) <= 20, len(watches)
+    lost = [line for line in result.err.splitlines() if "lost the API server" in line]
+    assert all("410 Gone right after a fresh list" in line for line in lost), result.err
+
+
+def start_watching(cli: Any, kubeconfig: str, *args: str) -> tuple[threading.Thread, list[Any]]:
+    result: list[Any] = []
+    thread = threading.Thread(
+        target=lambda: result.append(cli(*args, "--kubeconfig", kubeconfig)), daemon=True
+    )
+    thread.start()
+    return thread, result
+
+
+def test_status_watch_behind_a_slow_server_prints_each_change_and_the_end(
+    cli: Any, behind: tuple[KubeAPI, FaultProxy], tmp_path: Path
+) -> None:
+    api, proxy = behind
+    api.set_nodes([make_node("n1")])
+    kubeconfig = str(proxy.kubeconfig(tmp_path / "kc", namespace=NS))
+    proxy.delay(0.5)  # every request
+    thread, result = start_watching(cli, kubeconfig, "status", "mnist", "-w")
+    proxy.wait_for("watch", "jobs")
+    proxy.wait_for("watch", "pods")
+    run_pod(api, "mnist-worker-0", "n1")
+    run_pod(api, "mnist-ps-0", "n1")
+    time.sleep(1.5)
+    api.set_pod_status("mnist-worker-0-x", NS, "Succeeded", exit_code=0)
+    finish_job(api, "mnist-worker-0")
+    thread.join(60)
+    (done,) = result
+    assert done.code == 0, done.err
+    head, header, *rows = done.out.splitlines()
+    assert head.startswith("run mnist in ml: Pending, 3 tasks") and header.split()[0] == "TASK"
+    table, changes = rows[:3], rows[3:]
+    assert [r.split()[0] for r in table] == ["ps-0", "worker-0", "worker-1"]
+    seen = [(r.split()[0], r.split()[2]) for r in changes]
+    assert ("worker-0", "Running") in seen and ("ps-0", "Running") in seen, done.out
+    assert seen[-1] == ("worker-0", "Succeeded"), done.out  # the end of the run is a row too
+    assert ("worker-1", "Pending") not in seen  # unchanged rows are not printed again
+    assert done.err.splitlines()[-1] == "run mnist succeeded: worker-0 Succeeded"
+
+
+def test_status_watch_of_a_run_deleted_meanwhile_ends_in_one_line(
+    cli: Any, behind: tuple[KubeAPI, FaultProxy], tmp_path: Path
+) -> None:
+    api, proxy = behind
+    kubeconfig = str(proxy.kubeconfig(tmp_path / "kc", namespace=NS))
+    thread, result = start_watching(cli, kubeconfig, "status", "mnist", "-w")
+    proxy.wait_for("watch", "jobs")
+    proxy.wait_for("watch", "pods")
+    for job in ("mnist-ps-0", "mnist-worker-0", "mnist-worker-1"):
+        api.delete("jobs", job, namespace=NS, propagation="Background")
+    thread.join(60)
+    (done,) = result
+    assert done.code == 1, done.err
+    errors = [line for line in done.err.splitlines() if line.startswith("simpletfjob: error:")]
+    assert errors == [done.err.splitlines()[-1]], done.err
+    assert re.fullmatch(
+        r"simpletfjob: error: run 'mnist' failed: worker-0's Job is gone and its end was not "
+        r"seen \(.*\)",
+        errors[0],
+    ), done.err

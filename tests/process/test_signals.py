@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import EXAMPLES, console_script, open_cluster
-from tests.loopback.test_runs import NS, load_run
+from tests.loopback.test_runs import NS, finish_job, load_run
 from tests.support import forkserver
 from tests.support.faultproxy import FaultProxy
 from tests.support.kubeapi import KubeAPI, serve
@@ -62,6 +62,20 @@ COMMANDS = {
     "wait": ["wait", "mnist"],
     "wait --timeout": ["wait", "mnist", "--timeout", "1h"],
     "run": ["run", str(EXAMPLES / "mnist.yaml"), "--nodes", "h1,h2,h3", "-n", TRAIN],
+    # These watch nothing: only from the start.
+    "status": ["status", "mnist"],
+    "status (every run)": ["status"],
+    "nodes": ["nodes"],
+    "delete --wait": ["delete", "mnist", "--wait"],
+}
+WATCHING = ("status -w", "wait", "wait --timeout", "run")
+# The last line, where it says more than `simpletfjob: interrupted`.
+SAID = {
+    ("run", "from the start"): f"nothing of run 'mnist' was applied to namespace {TRAIN}",
+    ("run", "once watching"): (
+        f"run 'mnist' is left running in namespace {TRAIN}; follow it with simpletfjob wait "
+        f"mnist -n {TRAIN}, or remove it with simpletfjob delete mnist -n {TRAIN}"
+    ),
 }
 
 
@@ -80,9 +94,11 @@ def ended(proc: subprocess.Popen[str], signum: int) -> tuple[int, str, str, floa
     return proc.returncode, out, err, time.monotonic() - sent
 
 
+PHASES = [(c, "from the start") for c in COMMANDS] + [(c, "once watching") for c in WATCHING]
+
+
 @pytest.mark.parametrize(("signum", "code"), SIGNALS, ids=["INT", "TERM", "HUP"])
-@pytest.mark.parametrize("phase", ["from the start", "once watching"])
-@pytest.mark.parametrize("command", list(COMMANDS))
+@pytest.mark.parametrize(("command", "phase"), PHASES, ids=[f"{c}-{p}" for c, p in PHASES])
 def test_every_signal_ends_a_command_whose_server_answers_500(
     proxied: Proxied, command: str, phase: str, signum: int, code: int
 ) -> None:
@@ -109,8 +125,8 @@ def test_every_signal_ends_a_command_whose_server_answers_500(
     status, out, err, took = ended(proc, signum)
     assert status == code, err
     assert took < PROMPT, (took, err)
-    last = err.splitlines()[-1]
-    assert last.startswith("simpletfjob: interrupted"), err
+    said = SAID.get((command, phase))
+    assert err.splitlines()[-1] == "simpletfjob: interrupted" + (f": {said}" if said else ""), err
     assert "Traceback" not in err and "internal error" not in err, err
     if command != "status -w":
         assert out == "", out
@@ -233,3 +249,37 @@ def test_apply_replace_interrupted_while_deleting_the_old_run(
         "out); nothing of this render was applied: apply again with --replace, or remove the "
         f"run with simpletfjob delete mnist -n {TRAIN}"
     )
+
+
+# -- wait, once the verdict is known ----------------------------------------------------------
+
+
+def test_wait_interrupted_in_its_cleanup_says_the_verdict_and_what_is_left(
+    proxied: Proxied,
+) -> None:
+    proxy, api = proxied.proxy, proxied.api
+    proxy.delay(HELD, verb="delete")
+    proc = proxied.start("wait", "mnist")
+    proxy.wait_for("watch", "jobs")
+    proxy.wait_for("watch", "pods")
+    finish_job(api, "mnist-worker-0")
+    out_now(proxy, "delete", "jobs", dry_run=False)
+    status, out, err, took = ended(proc, signal.SIGTERM)
+    assert (status, out) == (143, "") and took < PROMPT, err
+    assert err.splitlines()[-1] == (
+        "simpletfjob: interrupted: run mnist succeeded: worker-0 Succeeded; its cleanup "
+        "(--cleanup running) was cut short: it deleted 0 of 4 objects (job.batch/mnist-ps-0 "
+        "was being deleted, with no answer yet: it may still be carried out); "
+        "job.batch/mnist-worker-1, service/mnist-ps-0, service/mnist-worker-1 are left; "
+        "finish it with "
+        f"simpletfjob wait mnist -n {NS}"
+    )
+    proxy.clear()  # and the way on it gives does finish it
+    again = forkserver.run(
+        [SCRIPT, "wait", "mnist", "--kubeconfig", str(proxied.kubeconfig)],
+        capture_output=True,
+        text=True,
+        timeout=PROMPT * 4,
+    )
+    assert again.returncode == 0, again.stderr
+    assert {job["metadata"]["name"] for job in api.objects("jobs", NS)} == {"mnist-worker-0"}

@@ -289,6 +289,26 @@ def test_an_interrupt_while_the_restarts_deletes_are_out_says_how_far_they_got(
     assert not s.jobs()[other]["metadata"].get("deletionTimestamp")
 
 
+def test_on_interrupt_delete_while_the_restarts_deletes_are_out_finishes_the_delete(
+    signalled: Signalled,
+) -> None:
+    s = signalled
+    s.proxy.delay(HELD, verb="delete", resource="jobs")
+    proc = s.start(
+        "-N", "2", "--psn", "0", "--max-restarts", "1", "--on-interrupt", "delete",
+        mode="fail-once",
+    )  # fmt: skip
+    s.out_now("delete", "jobs")
+    status, err, took = ended(proc, signal.SIGHUP)
+    assert status == 129 and took < PROMPT, (took, err)
+    assert re.fullmatch(
+        rf"run 'rs' deleted \(--on-interrupt delete\): (1 Job|2 Jobs) in namespace {s.ns}; "
+        r"none of its Jobs and Services is left \(the garbage collector stops their pods\)",
+        last_line(err),
+    ), err
+    assert s.jobs() == {}
+
+
 @pytest.mark.parametrize("on_interrupt", ["leave", "delete"])
 def test_an_interrupt_while_waiting_for_the_run_to_go_for_a_restart(
     signalled: Signalled, on_interrupt: str

@@ -320,3 +320,20 @@ def test_status_watch_of_a_run_deleted_meanwhile_ends_in_one_line(
         r"seen \(.*\)",
         errors[0],
     ), done.err
+
+
+def test_a_list_left_behind_by_its_command_stops_when_the_command_ends(
+    cli: Any, behind: tuple[KubeAPI, FaultProxy], tmp_path: Path
+) -> None:
+    """The pods' list (in its own thread) rode out the outage for ever once the Jobs' list had
+    ended the command: in a library user's process it went on asking, every few seconds."""
+    _, proxy = behind
+    kubeconfig = str(proxy.kubeconfig(tmp_path / "kc", namespace=NS))
+    proxy.fail(500, resource="pods")
+    proxy.refuse(403, resource="jobs", count=None)
+    result = cli("status", "mnist", "-w", "--kubeconfig", kubeconfig)
+    assert result.code == 1 and "(403 Forbidden)" in result.err, result.err
+    time.sleep(1.5)  # a try of the pods' list that had begun ends
+    asked = len(proxy.seen("list", "pods"))
+    time.sleep(6)  # longer than the longest wait between two tries (5 s)
+    assert len(proxy.seen("list", "pods")) == asked

@@ -22,7 +22,7 @@ from tests.conftest import EXAMPLES, console_script, open_cluster
 from tests.loopback.test_runs import NS, finish_job, load_run
 from tests.support import forkserver
 from tests.support.faultproxy import FaultProxy
-from tests.support.kubeapi import KubeAPI, serve
+from tests.support.kubeapi import KubeAPI, make_pod, serve
 
 SCRIPT = console_script()
 PROMPT = 30.0  # seconds: an end well within it is prompt, even on a loaded machine
@@ -168,14 +168,20 @@ HELD = 3.0  # seconds the proxy holds a write
 
 
 def out_now(
-    proxy: FaultProxy, verb: str, resource: str | None, dry_run: bool, count: int = 1
+    proxy: FaultProxy,
+    verb: str,
+    resource: str | None,
+    dry_run: bool,
+    count: int = 1,
+    since: int = 0,
 ) -> None:
-    """Wait until the `count`th such request has been sent and is held (not yet answered)."""
+    """Wait until the `count`th such request (since the `since`th) is sent and held (not yet
+    answered)."""
     deadline = time.monotonic() + PROMPT
     while True:
         seen = [
             r
-            for r in proxy.requests
+            for r in proxy.requests[since:]
             if r.verb == verb and resource in (None, r.resource) and r.dry_run == dry_run
         ]
         if len(seen) >= count and not seen[count - 1].done:
@@ -283,3 +289,56 @@ def test_wait_interrupted_in_its_cleanup_says_the_verdict_and_what_is_left(
     )
     assert again.returncode == 0, again.stderr
     assert {job["metadata"]["name"] for job in api.objects("jobs", NS)} == {"mnist-worker-0"}
+
+
+def pods_on_a_node(proxied: Proxied) -> list[str]:
+    """A Running pod on node n1 for each Job of the run: a Foreground delete waits for them."""
+    api = proxied.api
+    names = []
+    for job in api.objects("jobs", TRAIN):
+        name = f"{job['metadata']['name']}-x"
+        labels = dict(job["metadata"]["labels"])
+        api.load("pods", [make_pod(name, TRAIN, node="n1", owner=job, labels=labels)])
+        names.append(name)
+    return names
+
+
+def test_apply_replace_interrupted_while_the_old_run_goes(proxied: Proxied) -> None:
+    apply_first(proxied)
+    pods = pods_on_a_node(proxied)
+    proc = proxied.start(*APPLY, "--replace")
+    # Every delete answered; the Jobs stay, being deleted, while their pods terminate.
+    deadline = time.monotonic() + PROMPT
+    while not (
+        len(deletes := [r for r in proxied.proxy.seen("delete", "jobs") if not r.dry_run]) == 3
+        and all(r.done for r in deletes)
+        and proxied.proxy.seen("watch", "jobs")
+    ):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    status, out, err, took = ended(proc, signal.SIGTERM)
+    assert (status, out) == (143, "") and took < PROMPT, err
+    assert err.splitlines()[-1] == (
+        "simpletfjob: interrupted: the old run 'mnist' was deleted (--replace), and nothing of "
+        "this render was applied; apply again (a plain apply, once it is gone)"
+    )
+    assert all(j["metadata"].get("deletionTimestamp") for j in proxied.api.objects("jobs", TRAIN))
+    for pod in pods:  # the kubelet: the pods have stopped; the old run goes, as the line said
+        proxied.api.force_delete(pod, TRAIN)
+    assert names(proxied.api) == set()
+
+
+def test_apply_replace_interrupted_while_applying_again(proxied: Proxied) -> None:
+    apply_first(proxied)
+    since = len(proxied.proxy.requests)
+    proxied.proxy.delay(HELD, verb="apply", dry_run=False)
+    proc = proxied.start(*APPLY, "--replace")
+    out_now(proxied.proxy, "apply", "jobs", dry_run=False, count=2, since=since)
+    status, out, err, took = ended(proc, signal.SIGHUP)
+    assert (status, out) == (129, "") and took < PROMPT, err
+    assert err.splitlines()[-1] == (
+        f"simpletfjob: interrupted: applied 1 of 3 objects of run 'mnist' in namespace {TRAIN} "
+        "(job.batch/mnist-worker-0 was being applied, with no answer yet: it may still be "
+        f"carried out); apply again to finish it, or remove it with simpletfjob delete mnist "
+        f"-n {TRAIN}"
+    )

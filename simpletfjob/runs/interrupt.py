@@ -6,6 +6,7 @@ the process leaves (`Interrupted.detail`), each phase saying what is true then:
     applying   nothing applied yet, or how much of this attempt was (and what was in flight)
     following  the run is left running: follow it with wait, or delete it
     deleting   the run is being deleted for restart N: how far it got, and how to go on
+    going      every delete was answered: the run goes once its pods have stopped
     planning   the run was deleted for restart N, and nothing of the next attempt was applied
     ended      the verdict, and what of the cleanup was left undone
     draining   the verdict; the cleanup was done; the logs were cut short
@@ -43,10 +44,11 @@ if TYPE_CHECKING:
 
 Say = Callable[[str], None]
 
-APPLYING, FOLLOWING, RESTARTING, REPLANNING, ENDED, DRAINING = (
+APPLYING, FOLLOWING, RESTARTING, GOING, REPLANNING, ENDED, DRAINING = (
     "applying",
     "following",
     "deleting for a restart",
+    "waiting for the run to go, for a restart",
     "planning the restart",
     "ended",
     "draining the logs",
@@ -117,7 +119,13 @@ def _left(
             f"next attempt was applied; remove the rest with simpletfjob delete {name} {scope} "
             "--wait, then run it again"
         )
-    if where.phase == RESTARTING:
+    if where.phase == RESTARTING:  # (listing it, before any delete)
+        return (
+            f"run {name!r} was to be deleted for {restart}, and nothing of it was deleted: it "
+            f"is left as it is; remove it with simpletfjob delete {name} {scope} --wait, then "
+            "run it again"
+        )
+    if where.phase == GOING:
         return (
             f"run {name!r} is being deleted for {restart}: each of its Jobs and Services was "
             "deleted, and they go once their pods have stopped; nothing of its next attempt "

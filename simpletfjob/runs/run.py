@@ -37,6 +37,7 @@ from simpletfjob.runs.interrupt import (
     DRAINING,
     ENDED,
     FOLLOWING,
+    GOING,
     REPLANNING,
     RESTARTING,
     Where,
@@ -147,7 +148,7 @@ def run_to_end(
                     raise RunFailed(where.verdict)
                 restarts += 1
                 where.phase, where.restart, where.cause = RESTARTING, restarts, cause
-                _delete(conn, name, deadline, set(_lost(cause, last)))
+                _delete(conn, name, deadline, set(_lost(cause, last)), where)
                 where.phase = REPLANNING
                 planned = make_plan()  # against the cluster as it is now
                 hosts = ", ".join(dict.fromkeys(task.host for task in planned.tasks))
@@ -250,7 +251,9 @@ def _lost(cause: str, run: Run) -> list[str]:
     return [t.node for t in run.tasks if t.node and f" on node {t.node}: " in cause]
 
 
-def _delete(conn: Connection, name: str, deadline: Deadline | None, lost: set[str]) -> None:
+def _delete(
+    conn: Connection, name: str, deadline: Deadline | None, lost: set[str], where: Where
+) -> None:
     """Delete the whole run (Foreground) and wait until its Jobs and Services are gone.
 
     The pods on a lost node are deleted at once (grace 0, as kubectl delete --force): no
@@ -262,6 +265,7 @@ def _delete(conn: Connection, name: str, deadline: Deadline | None, lost: set[st
     from simpletfjob.runs.objects import list_run, run_selector
 
     delete_run(conn, list_run(conn, name), "Foreground", lambda line: None)
+    where.phase = GOING
     if lost:
         for pod in list_objects(conn, PODS, label_selector=run_selector(name)).items:
             if (pod.get("spec") or {}).get("nodeName") in lost:

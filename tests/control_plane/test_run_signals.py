@@ -289,6 +289,33 @@ def test_an_interrupt_while_the_restarts_deletes_are_out_says_how_far_they_got(
     assert not s.jobs()[other]["metadata"].get("deletionTimestamp")
 
 
+def test_an_interrupt_before_the_restarts_first_delete_says_nothing_was_deleted(
+    signalled: Signalled,
+) -> None:
+    s = signalled
+    proc = s.start("-N", "2", "--psn", "0", "--max-restarts", "1", mode="fail-once")
+    s.proxy.wait_for("watch", "pods")  # applied; the next list of Services is the restart's
+    since = len(s.proxy.requests)
+    s.proxy.delay(HELD, verb="list", resource="services")
+    wait_for(
+        lambda: [r for r in s.proxy.requests[since:] if r.verb == "list" and not r.done],
+        timeout=120,
+        what="the restart's list held",
+    )
+    status, err, _ = ended(proc, signal.SIGINT)
+    assert status == 130, err
+    found = re.fullmatch(
+        r"run 'rs' was to be deleted for restart 1/1 \((.+)\), and nothing of it was deleted: "
+        rf"it is left as it is; remove it with simpletfjob delete rs -n {s.ns} --wait, then "
+        "run it again",
+        last_line(err),
+    )
+    assert found, err
+    jobs = s.jobs()
+    assert set(jobs) == {"rs-worker-0", "rs-worker-1"}
+    assert not any(job["metadata"].get("deletionTimestamp") for job in jobs.values())
+
+
 def test_on_interrupt_delete_while_the_restarts_deletes_are_out_finishes_the_delete(
     signalled: Signalled,
 ) -> None:

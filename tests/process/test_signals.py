@@ -342,3 +342,25 @@ def test_apply_replace_interrupted_while_applying_again(proxied: Proxied) -> Non
         f"carried out); apply again to finish it, or remove it with simpletfjob delete mnist "
         f"-n {TRAIN}"
     )
+
+
+def test_signals_one_after_another_end_it_with_the_first_ones_status(proxied: Proxied) -> None:
+    proxied.proxy.delay(3600)  # nothing is answered: each signal lands in a wait
+    proc = proxied.start(*COMMANDS["run"], "--on-interrupt", "delete")
+    deadline = time.monotonic() + PROMPT
+    while not proxied.proxy.requests:
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    sent = time.monotonic()
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        if proc.poll() is None:
+            proc.send_signal(signum)
+            time.sleep(0.2)
+    try:
+        out, err = proc.communicate(timeout=PROMPT * 4)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, err
+    assert time.monotonic() - sent < PROMPT
+    assert out == "" and err.splitlines()[-1].startswith("simpletfjob: interrupted"), err
+    assert "Traceback" not in err, err

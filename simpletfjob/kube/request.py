@@ -202,7 +202,8 @@ def request(
             delay = retry_after
         if failures >= settings.attempts:
             if ride is None or ride.remaining() <= 0:
-                if riding and ride is not None:
+                if ride is not None and (riding or ride.away):
+                    # the ride's deadline passed with the server away: its error, not a retry count
                     raise ride.still_away()
                 raise KeptFailing(
                     f"{target}: the server kept failing after {settings.attempts} attempts"

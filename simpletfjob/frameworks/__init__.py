@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from simpletfjob.tasks import Pin, Seating, Task
+from simpletfjob.tasks import Capacity, Pin, Seating, Task
 
 if TYPE_CHECKING:
     from simpletfjob.options.render import Options
@@ -84,8 +84,10 @@ class Framework(Protocol):
         pins: Sequence[Pin],
         may_take: Callable[[str, int], bool] | None,
         note: Callable[[], str],
+        capacity: Capacity | None = None,
     ) -> Seating:
-        """Seat every task of the run on the hosts (node names, in order)."""
+        """Seat every task of the run on the hosts (node names, in order); `capacity`: each
+        task only where it fits beside those seated before it (tasks.py's Slots)."""
 
     def values(
         self,

@@ -127,7 +127,7 @@ class Rules(NamedTuple):
     ports: frozenset[Port] = frozenset()
     role_ports: tuple[tuple[str, frozenset[Port]], ...] = ()
     asks: tuple[tuple[str, Ask], ...] = ()
-    fits: tuple[tuple[Ask, str, tuple[str, ...]], ...] = ()  # fit_groups(asks)
+    fits: tuple[tuple[Ask, tuple[str, ...]], ...] = ()  # fit_groups(asks)
 
     @property
     def roles(self) -> tuple[str, ...]:
@@ -232,10 +232,7 @@ def judge_node(
     if usage is not None and usage.ports:
         reasons += _port_reasons(usage, rules)
     if rules.fits and node.allocatable:
-        for ask, label, roles in rules.fits:
-            short = shortfall(node, usage, ask)
-            if short is not None:
-                reasons.append(Reason("fit", f"{label}: {short}", roles))
+        reasons += _fit_reasons(node, usage, rules)
     verdict = Verdict(node, tuple(reasons), usage=usage)
     return _with_roles(verdict, rules) if reasons else verdict
 
@@ -249,17 +246,31 @@ def _with_roles(verdict: Verdict, rules: Rules) -> Verdict:
     return verdict._replace(only_for=only_for)
 
 
-def fit_groups(asks: Sequence[tuple[str, Ask]]) -> tuple[tuple[Ask, str, tuple[str, ...]], ...]:
-    """Rules.fits: each distinct ask, the roles that ask it as a reason names them ('ps,
-    worker'), and those roles, or () when they are every role of the run."""
+def fit_groups(asks: Sequence[tuple[str, Ask]]) -> tuple[tuple[Ask, tuple[str, ...]], ...]:
+    """Rules.fits: each distinct ask that asks for something, and the roles that ask it."""
     by_ask: dict[Ask, list[str]] = {}
     for role, ask in asks:
         by_ask.setdefault(ask, []).append(role)
-    return tuple(
-        (ask, ", ".join(roles), () if len(roles) == len(asks) else tuple(roles))
-        for ask, roles in by_ask.items()
-        if ask
-    )
+    return tuple((ask, tuple(roles)) for ask, roles in by_ask.items() if ask)
+
+
+def _fit_reasons(node: Node, usage: NodeUsage | None, rules: Rules) -> list[Reason]:
+    """'worker: nvidia.com/gpu 2 > 1 free': what the roles whose task does not fit are short
+    of; roles short of the same share one reason ('ps, worker: cpu 2 > 1 free')."""
+    found: dict[str, list[str]] = {}
+    for ask, roles in rules.fits:
+        short = shortfall(node, usage, ask)
+        if short is not None:
+            found.setdefault(str(short), []).extend(roles)
+    reasons = []
+    order = [role for role, _ in rules.asks]
+    for detail, named in found.items():
+        named.sort(key=order.index)
+        every = len(named) == len(order)
+        reasons.append(
+            Reason("fit", f"{', '.join(named)}: {detail}", () if every else tuple(named))
+        )
+    return reasons
 
 
 def without_fit(verdicts: Sequence[Verdict], rules: Rules) -> list[Verdict]:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from simpletfjob.errors import InputError, SelectionError
 from simpletfjob.frameworks import Framework, Pin
-from simpletfjob.hosts.fit import Ask, Fit, ask_text, free, ordered
+from simpletfjob.hosts.fit import Ask, Fit, ask_text, free, ordered, tasks_that_fit
 from simpletfjob.hosts.requested import pod_units
 from simpletfjob.hosts.selection import (
     Rules,
@@ -215,39 +215,44 @@ def refusal(
 def _short_role(
     role: str, count: int, ask: Ask, plain: Sequence[Verdict], per_host: int, num: int
 ) -> SelectionError | None:
-    """`count` tasks of the role, each asking `ask`, against the nodes it may use: the resource
-    that seats the fewest of them, when fewer than `count`."""
+    """`count` tasks of the role, each asking `ask`, against the nodes it may use, when fewer
+    fit: the resource that seats the fewest, and the nodes where a task fits whole."""
     candidates = [v for v in plain if v.eligible and v.may_take(role)]
-    worst: tuple[int, str, int, list[tuple[str, int, int]]] | None = None
-    for resource, each in ask:
-        rooms = []  # (node, tasks it has room for, its free amount)
-        for v in candidates:
-            left = free(v.node, v.usage, resource)
-            room = per_host if left is None else min(per_host, max(left, 0) // each)
-            rooms.append((v.node.name, room, max(left, 0) if left is not None else -1))
-        seats = sorted((room for _, room, _ in rooms), reverse=True)
-        capacity = sum(seats if num == -1 else seats[:num])
-        if capacity < count and (worst is None or capacity < worst[0]):
-            worst = (capacity, resource, each, rooms)
-    if worst is None:
+
+    def seats(rooms: Sequence[int]) -> int:
+        ordered_rooms = sorted(rooms, reverse=True)
+        return sum(ordered_rooms if num == -1 else ordered_rooms[:num])
+
+    whole = [tasks_that_fit(v.node, v.usage, ask, per_host) for v in candidates]
+    capacity = seats(whole)
+    if capacity >= count:
         return None
-    capacity, resource, each, found = worst
+    by_resource = {
+        resource: [
+            tasks_that_fit(v.node, v.usage, ((resource, each),), per_host) for v in candidates
+        ]
+        for resource, each in ask
+    }
+    resource, each = min(ask, key=lambda item: seats(by_resource[item[0]]))
     asks = f"{_roles(role, count)} {'asks' if count == 1 else 'ask'} {ask_text(resource, each)}"
     asks += " each" if count > 1 else ""
-    with_room = [(name, n, left) for name, n, left in found if n > 0]
     amount = units_text(each, resource)
-    if not with_room:
-        return SelectionError(f"{asks}; no node has {amount} free")
-    if all(n == 1 for _, n, _ in with_room):
-        has = "node has" if len(with_room) == 1 else "nodes have"
-        names = _names(name for name, _, _ in with_room)
-        return SelectionError(f"{asks}; only {len(with_room)} {has} {amount} free ({names})")
-    shown = _names(
-        f"{name}: {units_text(left, resource) if left >= 0 else 'room'}" + " free" * (left >= 0)
-        for name, _, left in with_room
-    )
+    fitting = [v for v, n in zip(candidates, whole, strict=True) if n > 0]
+    rest = ""
+    if [n > 0 for n in whole] != [n > 0 for n in by_resource[resource]]:
+        rest = f" beside the rest of what {'an' if role[0] in 'aeiou' else 'a'} {role} asks"
+    if not fitting:
+        return SelectionError(f"{asks}; no node has {amount} free{rest}")
+    if per_host == 1:
+        has = "node has" if len(fitting) == 1 else "nodes have"
+        names = _names(v.node.name for v in fitting)
+        return SelectionError(f"{asks}; only {len(fitting)} {has} {amount} free{rest} ({names})")
+    shown = []
+    for v in fitting:
+        left = free(v.node, v.usage, resource)
+        shown.append(f"{v.node.name}: {'room' if left is None else units_text(left, resource)}")
     on = "" if num == -1 else f" on -N {num} {'host' if num == 1 else 'hosts'}"
-    return SelectionError(f"{asks}; only {capacity} fit{on} ({shown})")
+    return SelectionError(f"{asks}; only {capacity} fit{on} ({_names(s + ' free' for s in shown)})")
 
 
 def _short_together(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from itertools import chain
-from typing import NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple
 
 from simpletfjob.errors import SelectionError
 
@@ -104,17 +104,20 @@ def _any_role(role: str, host: int) -> bool:
     return True
 
 
-class Capacity(Protocol):
-    """What each host has room for as the tasks are seated (hosts/fit.py's `Fit`)."""
+if TYPE_CHECKING:  # (a Protocol class costs a cold start more than its use is worth)
+    from typing import Protocol
 
-    def allows(self, role: str, host: int) -> bool:
-        """A task of the role fits on the host beside the tasks seated there so far."""
+    class Capacity(Protocol):
+        """What each host has room for as the tasks are seated (hosts/fit.py's `Fit`)."""
 
-    def take(self, role: str, host: int) -> None:
-        """A task of the role is seated on the host."""
+        def allows(self, role: str, host: int) -> bool:
+            """A task of the role fits on the host beside the tasks seated there so far."""
 
-    def order(self, role: str) -> tuple[list[int], list[int]] | None:
-        """The hosts the role looks at first and those it looks at then; None: in order."""
+        def take(self, role: str, host: int) -> None:
+            """A task of the role is seated on the host."""
+
+        def order(self, role: str) -> tuple[list[int], list[int]] | None:
+            """The hosts the role looks at first and those it looks at then; None: in order."""
 
 
 class Slots:

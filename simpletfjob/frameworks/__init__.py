@@ -15,10 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from simpletfjob.tasks import Capacity, Pin, Seating, Task
+from simpletfjob.tasks import Pin, Seating, Task
 
 if TYPE_CHECKING:
     from simpletfjob.options.render import Options
+    from simpletfjob.tasks import Capacity
 
 __all__ = [
     "FRAMEWORKS",

@@ -22,7 +22,6 @@ from simpletfjob.inputs import read_text
 from simpletfjob.options.table import OptionGroup, at_least, option
 from simpletfjob.tasks import (
     MAX_TASKS,
-    Capacity,
     Host,
     Pin,
     Seating,
@@ -35,6 +34,7 @@ from simpletfjob.tasks import (
 
 if TYPE_CHECKING:
     from simpletfjob.options.render import Options
+    from simpletfjob.tasks import Capacity
 
 ROLES = ("chief", "ps", "worker", "evaluator")
 TF_CONFIG = "TF_CONFIG"

@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from simpletfjob.errors import SelectionError, UsageError
-from simpletfjob.tasks import MAX_TASKS, Capacity, Pin, Seating, Slots, Task, hosts_noun
+from simpletfjob.tasks import MAX_TASKS, Pin, Seating, Slots, Task, hosts_noun
+
+if TYPE_CHECKING:
+    from simpletfjob.tasks import Capacity
 
 WORKER = "worker"
 ROLES = (WORKER,)

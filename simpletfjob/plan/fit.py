@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from simpletfjob.errors import InputError, SelectionError
 from simpletfjob.frameworks import Framework, Pin
 from simpletfjob.hosts.fit import Ask, Fit, ask_text, free, ordered, tasks_that_fit
-from simpletfjob.hosts.requested import pod_units
 from simpletfjob.hosts.selection import (
     Rules,
     Verdict,
@@ -45,6 +44,8 @@ def role_asks(needs: Mapping[str, RoleNeeds], template: str) -> dict[str, Ask]:
     containers summed, at least the largest init container, a limit standing for a
     missing request, the overhead. A quantity that is no quantity is an error here.
     """
+    from simpletfjob.hosts.requested import pod_units  # with `fractions`: only when fitting
+
     asks: dict[str, Ask] = {}
     for role, need in needs.items():
         names = ordered(

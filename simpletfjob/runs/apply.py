@@ -26,9 +26,11 @@ import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from simpletfjob.errors import ClusterError, Interrupted, SimpleTFJobError
+from simpletfjob.kube.inflight import Write, cut_short
 from simpletfjob.kube.objects import Applied, apply, get
 from simpletfjob.kube.request import ApiError, ApplyConflict
 from simpletfjob.kube.resources import JOBS, SERVICES
@@ -385,11 +387,13 @@ def _apply_all(
     says on its way out how many objects were applied, and the two ways on.
     """
     done: list[tuple[Manifest, str]] = []
-    sending: Manifest | None = None  # the object whose request is out, if any
+    sending: Write[Applied] | None = None  # the object whose request is out, if any
     try:
         for m in wanted:
-            sending = m
-            applied = _apply_one(conn, run, m, live, expected, force=force, rename=rename)
+            sending = Write(
+                m.ref, partial(_apply_one, conn, run, m, live, expected, force=force, rename=rename)
+            )
+            applied = sending.start().result()
             sending = None
             hook(m, applied.object)
             done.append((m, applied.outcome))
@@ -402,10 +406,10 @@ def _apply_all(
             said = f"{said}; the old run {run!r} was deleted (--replace), and nothing of this render was applied"
         raise ClusterError(_halfway(said, run, wanted, len(done), scope)) from e
     except Interrupted as e:
-        being = f" ({sending.ref} was being applied)" if sending is not None else ""
+        of = f" of run {run!r} in namespace {conn.namespace}"
+        e.progress = cut_short("applied", len(done), len(wanted), of, sending, e)
         e.detail = (
-            f"applied {len(done)} of {len(wanted)} objects of run {run!r} in namespace "
-            f"{conn.namespace}{being}; apply again to finish it, or remove it with "
+            f"{e.progress}; apply again to finish it, or remove it with "
             f"simpletfjob delete {run} {scope}"
         )
         raise

@@ -233,6 +233,25 @@ def test_the_gpu_nodes_go_to_the_workers_even_when_they_come_first(
     ]
 
 
+def test_a_chief_and_an_evaluator_that_ask_no_gpu_take_cpu_nodes_too(
+    cli: Any, tmp_path: Path
+) -> None:
+    """Every role that asks for no GPU looks first at the nodes without one, in host order;
+    the workers, in between, keep the GPU nodes that come first by name."""
+    items = [node_object(n, g) for n, g in (("a-gpu", 1), ("b-gpu", 1), ("c-cpu", 0))]
+    items += [node_object(n) for n in ("d-cpu", "e-cpu")]
+    write(tmp_path / "nodes.json", json.dumps({"kind": "List", "items": items}))
+    write(tmp_path / "t.yaml", TEMPLATE)
+    result = render(cli, tmp_path, "--chief", "--evaluator", "--set", "gpus=1")
+    assert seated(result) == [
+        ("chief", "c-cpu"),
+        ("ps", "d-cpu"),
+        ("worker", "a-gpu"),
+        ("worker", "b-gpu"),
+        ("evaluator", "e-cpu"),
+    ]
+
+
 def test_tasks_on_one_node_add_up(cli: Any, saved: Path) -> None:
     args = ("--psn", "0", "--set", "gpus=1", "-l", "kubernetes.io/hostname=gpu-a")
     result = render(cli, saved, "-N", "1", "--tasks-per-host", "3", *args)

@@ -42,14 +42,14 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     Example, in CI:
       simpletfjob apply mnist.yaml -N 3 && simpletfjob wait mnist --timeout 1h
     """
-    from simpletfjob.runs.objects import check_run_name, connect_for
+    from simpletfjob.runs.objects import check_run_name, connect_for, pointing_elsewhere
     from simpletfjob.runs.wait import succeeded_line, wait_for_run
     from simpletfjob.streams import say
 
     options = WaitOptions(**values)
     check_run_name(options.run)
     connection = (options.kubeconfig, options.context, options.namespace)
-    with connect_for(*connection, purpose="wait for a run on") as conn:
+    with connect_for(*connection, purpose="wait for a run on") as conn, pointing_elsewhere(conn):
         run = wait_for_run(
             conn,
             options.run,

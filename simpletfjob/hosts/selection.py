@@ -32,7 +32,12 @@ _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 # The order in which `breakdown` reports the reasons a node was passed over.
 REASON_ORDER = ("excluded", "NotReady", "cordoned", "tainted", "selector", "gpus", "ports")
 # How `breakdown` names a category, where not by its name: (one node, several).
-_SHOWN = {"gpus": ("gpu", "gpus"), "ports": ("port held", "ports held")}
+# How the breakdown counts the nodes of a category: '3 without enough free GPUs' (free:
+# what their pods leave, or allocatable when pods are not read), '1 port held'.
+_SHOWN = {
+    "gpus": ("without enough free GPUs", "without enough free GPUs"),
+    "ports": ("port held", "ports held"),
+}
 
 
 def counted(n: int, one: str, several: str) -> str:

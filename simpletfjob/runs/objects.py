@@ -10,27 +10,37 @@ acts on runs ever changes it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from simpletfjob.errors import SimpleTFJobError, UsageError
 from simpletfjob.identity import JOB_LABEL, LABEL_VALUE_RULE, MANAGED_BY, MANAGER, is_label_value
 from simpletfjob.kube.lists import list_objects
+from simpletfjob.kube.request import Deadline
 from simpletfjob.kube.resources import JOBS, SERVICES, Resource
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
-    from simpletfjob.kube.request import Deadline
 
 RUN_RESOURCES = (JOBS, SERVICES)  # what a run is made of, in the order it is deleted
 
 
 class NoRunError(SimpleTFJobError):
-    """The namespace has no Job or Service with the run's labels."""
+    """The namespace has no Job or Service with the run's labels; `elsewhere`, the namespaces
+    that have its Jobs (None: not looked for)."""
 
-    def __init__(self, name: str, namespace: str) -> None:
-        super().__init__(f"no run {name!r} in namespace {namespace!r}")
+    def __init__(self, name: str, namespace: str, elsewhere: Sequence[str] | None = None) -> None:
+        message = f"no run {name!r} in namespace {namespace!r}"
+        if elsewhere:
+            where = " and ".join(repr(ns) for ns in elsewhere[:SHOWN])
+            more = f" and {len(elsewhere) - SHOWN} more" if len(elsewhere) > SHOWN else ""
+            flags = " or ".join(f"-n {ns}" for ns in elsewhere[:SHOWN])
+            plural = "s" if len(elsewhere) > 1 else ""
+            message += f"; it is in namespace{plural} {where}{more} (use {flags})"
+        super().__init__(message)
         self.name = name
         self.namespace = namespace
+        self.elsewhere = elsewhere
 
 
 def check_run_name(name: str) -> None:
@@ -152,6 +162,40 @@ def find_run(conn: Connection, name: str, *, deadline: Deadline | None = None) -
     if run.empty:
         raise NoRunError(name, run.namespace)
     return run
+
+
+ELSEWHERE_TIMEOUT = 5.0  # seconds for the list across namespaces, after "no run" is known
+
+
+def namespaces_of(conn: Connection, name: str) -> list[str]:
+    """The namespaces other than the connection's that hold a Job of run NAME: one list of Jobs
+    by label across the cluster. [] when that list fails or is refused (a user who may list
+    only their own namespace is told nothing more than before)."""
+    deadline = Deadline.after(min(ELSEWHERE_TIMEOUT, conn.settings.deadline))
+    try:
+        listed = list_objects(
+            conn, JOBS, namespace="", label_selector=run_selector(name), deadline=deadline
+        )
+    except SimpleTFJobError:
+        return []
+    found = {
+        str((job.get("metadata") or {}).get("namespace") or "")
+        for job in listed.items
+        if belongs_to(job, name)
+    }
+    return sorted(found - {"", conn.namespace})
+
+
+@contextmanager
+def pointing_elsewhere(conn: Connection) -> Iterator[None]:
+    """A `NoRunError` about the connection's namespace says which other namespaces hold the run
+    (kubectl users often forget -n); the error is otherwise unchanged."""
+    try:
+        yield
+    except NoRunError as e:
+        if e.elsewhere is not None or e.namespace != conn.namespace:
+            raise
+        raise NoRunError(e.name, e.namespace, namespaces_of(conn, e.name)) from None
 
 
 def scope_flags(conn: Connection) -> str:

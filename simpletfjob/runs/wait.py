@@ -50,8 +50,11 @@ def wait_for_run(
     tail: int,
     context: str | None,
     say: Say,
+    progress: Callable[[Run], None] | None = None,
 ) -> Run:
     """Follow run NAME to its end, saying each task's changes, then clean up; the run, succeeded.
+
+    `progress` is given the run each time it is judged (the command's status line).
 
     What the following and the cleanup need is asked once the run is found going on
     (permissions.py): a cleanup that would be refused once the run has ended is refused
@@ -84,6 +87,8 @@ def wait_for_run(
                 for line in changes(last, run):
                     say(line)
                 last = run
+                if progress is not None:
+                    progress(run)
         except ClusterError as e:
             if deadline is None or deadline.remaining() > 0:
                 raise

@@ -1,16 +1,24 @@
-"""Say why, and what next: a stuck task's reason and message in status, logs and wait."""
+"""Say why, and what next: a stuck task's reason and message in status, logs and wait; what
+logs -p says of a pod that is gone; the status line that wait keeps on a terminal."""
 
 from __future__ import annotations
 
 import json
+import os
+import pty
 import re
+import subprocess
+import threading
+import time
+import tty
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import assert_one_line_error
+from tests.conftest import assert_one_line_error, console_script
 from tests.loopback.test_runs import NS, finish_job, load_run, run_pod
+from tests.support.cluster import wait_for
 from tests.support.kubeapi import KubeAPI, write_kubeconfig
 
 
@@ -102,3 +110,88 @@ def test_logs_previous_of_a_task_whose_pod_is_gone_says_so_and_exits_1(
     kubeapi.force_delete("mnist-worker-0-x", NS)
     fresh = cli("logs", "mnist", "worker-0", "--previous", "--kubeconfig", kubeconfig)
     assert (fresh.code, fresh.out, fresh.err) == (0, "", "worker-0: no pod yet\n")
+
+
+# -- the status line --------------------------------------------------------------------------
+
+ERASE = b"\r\x1b[K"
+STATUS = re.compile(rb"\r\x1b\[K(run mnist: [^\r\n]*?)(?=\r\x1b\[K)")
+
+
+def wait_on(kubeapi: KubeAPI, kubeconfig: str, terminal: bool) -> tuple[int, bytes]:
+    """`wait mnist` as a process, stderr on a pty (raw) or a pipe; the run played to its end
+    once the process watches, after 2.5 s (the status line redraws every second meanwhile)."""
+    main, secondary = pty.openpty()
+    tty.setraw(secondary)
+    process = subprocess.Popen(
+        [console_script(), "wait", "mnist", "--kubeconfig", kubeconfig],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=secondary if terminal else subprocess.PIPE,
+    )
+    os.close(secondary)
+    received: list[bytes] = []
+
+    def read() -> None:
+        if not terminal:
+            assert process.stderr is not None
+            received.append(process.stderr.read())
+            return
+        while True:
+            try:
+                data = os.read(main, 65536)
+            except OSError:  # EIO: the terminal's last writer has gone
+                return
+            if not data:
+                return
+            received.append(data)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        wait_for(
+            lambda: kubeapi.requests_for("jobs", "watch") and kubeapi.requests_for("pods", "watch"),
+            60,
+            "wait to watch",
+        )
+        run_pod(kubeapi, "mnist-worker-0", "h1")
+        time.sleep(2.5)
+        finish_job(kubeapi, "mnist-worker-0")
+        code = process.wait(timeout=60)
+        reader.join(60)
+    finally:
+        os.close(main)
+    return code, b"".join(received)
+
+
+def test_wait_on_a_terminal_keeps_one_status_line_redrawn_in_place(
+    kubeapi: KubeAPI, kubeconfig: str
+) -> None:
+    load_run(kubeapi)
+    code, shown = wait_on(kubeapi, kubeconfig, terminal=True)
+    assert code == 0, shown
+    drawn = [m.decode() for m in STATUS.findall(shown)]
+    assert drawn, shown
+    pattern = r"run mnist: (starting|(\d+ \w+)(, \d+ \w+)*; restarts \d+); \d+s"
+    assert all(re.fullmatch(pattern, text) for text in drawn), drawn
+    assert any("3 Pending" in text for text in drawn), drawn
+    assert any("1 Running" in text for text in drawn), drawn
+    # redrawn as the seconds pass, with nothing else to say meanwhile
+    assert len({text.rsplit("; ", 1)[1] for text in drawn}) >= 2, drawn
+    # Without the status lines, every line is whole; the last is the verdict, on a clean line.
+    plain = STATUS.sub(b"", shown).replace(ERASE, b"")
+    assert b"\x1b" not in plain and b"\r" not in plain
+    lines = plain.decode().splitlines()
+    assert lines[-1] == "run mnist succeeded: worker-0 Succeeded"
+    assert "worker-0 Running on h1" in lines
+    assert shown.endswith(ERASE + b"run mnist succeeded: worker-0 Succeeded\n") or shown.endswith(
+        b"\nrun mnist succeeded: worker-0 Succeeded\n"
+    )
+
+
+def test_wait_through_a_pipe_writes_no_status_line(kubeapi: KubeAPI, kubeconfig: str) -> None:
+    load_run(kubeapi)
+    code, err = wait_on(kubeapi, kubeconfig, terminal=False)
+    assert code == 0, err
+    assert b"\x1b" not in err and b"\r" not in err and b"run mnist:" not in err
+    assert err.decode().splitlines()[-1] == "run mnist succeeded: worker-0 Succeeded"

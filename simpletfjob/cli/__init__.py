@@ -84,7 +84,7 @@ class CommandGroup(ParseErrorsInContext, click.Group):
 
             write_stdout([context.get_help() + "\n"])
             context.exit()
-        if args[0] in KUBECTL_VERBS:
+        if args[0] in KUBECTL_VERBS and not context.resilient_parsing:
             refuse_kubectl_verb(context.command_path, args)
         if args[0] not in COMMANDS and args[0] not in own:
             if args:
@@ -276,3 +276,21 @@ def kubectl_main() -> None:
     lines and `--help` hints reads as the user typed it.
     """
     console_main(KUBECTL_PLUGIN)
+
+
+def kubectl_complete_main() -> None:
+    """`kubectl_complete-simpletfjob`: what kubectl runs for `kubectl simpletfjob ...<TAB>`.
+
+    kubectl passes the words after `kubectl simpletfjob`, the last one being completed
+    (possibly empty); the candidates come one a line, then `:DIRECTIVE` (cobra's).
+    """
+    from simpletfjob.cli.complete import kubectl_complete
+    from simpletfjob.output import write_stdout
+
+    lines = kubectl_complete(group, sys.argv[1:], KUBECTL_PLUGIN, COMPLETE_VAR)
+    with contextlib.suppress(SimpleTFJobError):
+        write_stdout([line + "\n" for line in lines])
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            stream.flush()
+    os._exit(EXIT_OK)

@@ -14,7 +14,15 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from simpletfjob.errors import SimpleTFJobError, UsageError
-from simpletfjob.identity import JOB_LABEL, LABEL_VALUE_RULE, MANAGED_BY, MANAGER, is_label_value
+from simpletfjob.identity import (
+    INDEX_LABEL,
+    JOB_LABEL,
+    LABEL_VALUE_RULE,
+    MANAGED_BY,
+    MANAGER,
+    ROLE_LABEL,
+    is_label_value,
+)
 from simpletfjob.kube.lists import list_objects
 from simpletfjob.kube.request import Deadline
 from simpletfjob.kube.resources import JOBS, SERVICES, Resource
@@ -233,6 +241,26 @@ def run_names(conn: Connection, *, deadline: Deadline | None = None) -> list[str
         if labels.get(MANAGED_BY) == MANAGER and isinstance(labels.get(JOB_LABEL), str):
             names.add(labels[JOB_LABEL])
     return sorted(names)
+
+
+def task_names(conn: Connection, name: str, *, deadline: Deadline | None = None) -> list[str]:
+    """The tasks of run NAME ('worker-0'), from its Jobs' labels (one list), by role and index."""
+    listed = list_objects(conn, JOBS, label_selector=run_selector(name), deadline=deadline)
+    found = set()
+    for job in listed.items:
+        labels = (job.get("metadata") or {}).get("labels") or {}
+        role, index = labels.get(ROLE_LABEL), labels.get(INDEX_LABEL)
+        if belongs_to(job, name) and isinstance(role, str) and str(index).isdigit():
+            found.add((role, int(str(index))))
+    return [f"{role}-{index}" for role, index in sorted(found)]
+
+
+def namespace_names(conn: Connection, *, deadline: Deadline | None = None) -> list[str]:
+    """The cluster's namespaces, by name (one list)."""
+    from simpletfjob.kube.resources import NAMESPACES
+
+    listed = list_objects(conn, NAMESPACES, deadline=deadline)
+    return sorted(object_name(ns) for ns in listed.items if object_name(ns))
 
 
 SHOWN = 3  # objects named in a one-line message before "and N more"

@@ -34,8 +34,10 @@ _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 # The order in which `breakdown` reports the reasons a node was passed over.
 REASON_ORDER = ("excluded", "NotReady", "cordoned", "tainted", "selector", "gpus", "ports", "fit")
 # How `breakdown` names a category, where not by its name: (one node, several).
+# How the breakdown counts the nodes of a category: '3 without enough free GPUs' (free:
+# what their pods leave, or allocatable when pods are not read), '1 port held'.
 _SHOWN = {
-    "gpus": ("gpu", "gpus"),
+    "gpus": ("without enough free GPUs", "without enough free GPUs"),
     "ports": ("port held", "ports held"),
     "fit": ("without room", "without room"),
 }

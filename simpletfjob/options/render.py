@@ -113,7 +113,7 @@ class ConnectionOptions(ClusterOptions):
         default=None,
         metavar="NS",
         rule=DnsName(label=True),
-        help="The run's namespace (apply, status, wait, delete: default the context's, else "
+        help="The run's namespace (apply, run, status, wait, logs, delete: default the context's, else "
         "default); a render writes it into documents that set none (without it, only --network "
         "pod does, with default).",
     )

@@ -181,11 +181,12 @@ def as_json(verdicts: Sequence[Verdict]) -> str:
 
 
 def survey_summary(result: Survey) -> str:
-    """'12 nodes: 7 eligible, 23 GPUs free': the free GPUs of every node listed, eligible or not
-    (a GPU node that only a tolerating template may use has them too)."""
+    """'12 nodes: 7 eligible, 23 GPUs free': the free GPUs of the eligible nodes only, those a
+    run may have (a GPU node that only a tolerating template may use counts once it is
+    eligible: with --tolerate)."""
     verdicts = result.verdicts
     eligible = sum(v.eligible for v in verdicts)
-    free = sum(v.node.gpus if v.free_gpus is None else v.free_gpus for v in verdicts)
+    free = sum(v.node.gpus if v.free_gpus is None else v.free_gpus for v in verdicts if v.eligible)
     noun = "node" if len(verdicts) == 1 else "nodes"
     gpus = "GPU" if free == 1 else "GPUs"
     how = "free" if result.read else "allocatable (pods not read)"

@@ -33,8 +33,7 @@ _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
 # The order in which `breakdown` reports the reasons a node was passed over.
 REASON_ORDER = ("excluded", "NotReady", "cordoned", "tainted", "selector", "gpus", "ports", "fit")
-# How `breakdown` names a category, where not by its name: (one node, several).
-# How the breakdown counts the nodes of a category: '3 without enough free GPUs' (free:
+# How the breakdown counts the nodes of a category, (one node, several): '3 without enough free GPUs' (free:
 # what their pods leave, or allocatable when pods are not read), '1 port held'.
 _SHOWN = {
     "gpus": ("without enough free GPUs", "without enough free GPUs"),

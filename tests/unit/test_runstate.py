@@ -247,8 +247,8 @@ def test_tasks_come_in_role_order_and_the_json_has_the_documented_keys() -> None
     ]  # fmt: skip
     assert (data["restarts"], data["maxRestarts"]) == (0, 0)  # not applied by `run`
     assert list(data["tasks"][0]) == [
-        "task", "role", "index", "job", "node", "state", "restarts", "reason", "jobCondition",
-        "startTime", "completionTime",
+        "task", "role", "index", "job", "node", "state", "restarts", "reason", "exitCode",
+        "jobCondition", "startTime", "completionTime",
     ]  # fmt: skip
 
 

@@ -160,8 +160,11 @@ def run_to_end(
                 where.phase = FOLLOWING
                 logs = _stream_logs(conn, name, planned, options, printer, say, quiet)
                 keeper = Keeper(conn, options.tail_on_failure)
+                last: Run | None = None
                 while True:  # until the run ends; a task it does not depend on, alone
-                    last, cause = _follow(conn, name, nodes, deadline, say, policy, keeper, aside)
+                    last, cause = _follow(
+                        conn, name, nodes, deadline, say, policy, keeper, aside, last
+                    )
                     if last is None or cause is None or not cause.alone:
                         break
                     decision = decide(cause, restarts + aside.made, policy)
@@ -287,9 +290,13 @@ def _follow(
     policy: Policy,
     keeper: Keeper | None = None,
     aside: Aside | None = None,
+    before: Run | None = None,
 ) -> tuple[Run | None, Cause | None]:
     """Follow the run to its end: (the run, None) when it succeeded, (the run, the cause) when
-    it failed; the cause None and the run not succeeded (or None) when the deadline passed."""
+    it failed; the cause None and the run not succeeded (or None) when the deadline passed.
+
+    `before` is the run as last said (a task restarted alone): only what changed since is said.
+    """
     from simpletfjob.runs.watch import follow
 
     nodes.since.clear()  # a new attempt: its nodes are counted from now
@@ -302,7 +309,7 @@ def _follow(
         if keeper is not None:
             keeper.seen(jobs, now)
 
-    last: Run | None = None
+    last: Run | None = before
     try:
         for run in follow(conn, name, deadline, seen, tick=tick):
             for line in changes(last, run):

@@ -649,8 +649,8 @@ def test_the_run_state_follows_the_rules_for_any_run(run: tuple[str, dict[str, s
         deciders = ["worker-0"] if policy == "worker0" else workers
     if all(outcomes[d] == "complete" for d in deciders):
         expected = "Succeeded"  # every Job here ends at the same second: success wins the tie
-    elif "failed" in outcomes.values():
-        expected = "Failed"
+    elif any(o == "failed" for t, o in outcomes.items() if not t.startswith("evaluator-")):
+        expected = "Failed"  # an evaluator's failure fails nothing: the training does not need it
     elif "running" in outcomes.values():
         expected = "Running"
     else:

@@ -204,3 +204,22 @@ def test_wait_does_not_fail_a_run_whose_evaluator_failed(restarts: Restarts) -> 
     lines = waited.err.splitlines()
     assert "evaluator-0 Failed: Error (exit 1)" in lines, waited.err
     assert lines[-1] == "run rr succeeded: worker-0 Succeeded", waited.err
+
+
+def test_an_evaluator_not_restarted_is_said_and_the_run_goes_on(restarts: Restarts) -> None:
+    result = restarts.run(
+        1, "--evaluator", "--tasks-per-host", "2", "--max-restarts", "1",
+        "--restart-on", "disruption", who="evaluator-0", seconds=12,
+    )  # fmt: skip
+    assert result.code == 0, result.err
+    lines = result.err.splitlines()
+    assert not [line for line in lines if line.startswith("restarting")], result.err
+    assert (
+        "evaluator-0 exited 1 (a program error); --restart-on disruption restarts only "
+        "disruptions; run rr goes on without evaluator-0"
+    ) in lines, result.err
+    assert lines[-1] == "run rr succeeded: worker-0 Succeeded", result.err
+    data = restarts.status()
+    assert data["restarts"] == 0
+    codes = {task["task"]: task["exitCode"] for task in data["tasks"]}
+    assert codes["evaluator-0"] == 1, data

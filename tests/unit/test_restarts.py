@@ -3,6 +3,7 @@ restart decision, a pure function of the cause, the restarts made and the option
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,6 +31,7 @@ from simpletfjob.runs.classify import (
     side_failure,
 )
 from simpletfjob.runs.state import run_state
+from tests.conftest import assert_one_line_error, write
 from tests.unit.test_runstate import job, pod
 
 T0 = "2024-05-01T10:00:00Z"
@@ -276,3 +278,17 @@ def test_only_tensorflow_names_a_role_the_training_does_not_depend_on() -> None:
     assert framework("tensorflow").independent == ("evaluator",)
     assert framework("pytorch").independent == framework("jax").independent == ()
     assert independent_roles() == {"evaluator"}
+
+
+# -- <<restart>> -------------------------------------------------------------------------------
+
+
+def test_restart_is_0_in_a_render_and_may_not_be_given_as_a_value(cli: Any, tmp_path: Path) -> None:
+    write(
+        tmp_path / "t.yaml",
+        "kind: Job\nmetadata:\n  name: t-<<type>>-<<index>>\nattempt: <<restart>>\n",
+    )
+    docs = cli("t.yaml", "--nodes", "a,b", "-o", "-", cwd=tmp_path).docs
+    assert [d["attempt"] for d in docs] == [0, 0]
+    given = cli("t.yaml", "--nodes", "a,b", "-o", "-", "--set", "restart=3", cwd=tmp_path)
+    assert_one_line_error(given, 2, contains=["'restart' is set by simpletfjob"])

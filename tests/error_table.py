@@ -612,6 +612,52 @@ CASES: dict[str, Case] = {
             "simpletfjob: error: --no-labels cannot go with apply: the labels are what make the Jobs one run; render with --no-labels and apply with kubectl instead"
         ),
     ),
+    "commands/run-restart-exit-codes-zero": Case(
+        ["run", "mnist.yaml", "--nodes", "a,b", "--restart-exit-codes", "0,3"],
+        2,
+        line(
+            "simpletfjob: error: Invalid value for '--restart-exit-codes': must be exit codes from 1 to 255, as 3,42 or 3-5, not '0,3' (see simpletfjob run --help)"
+        ),
+    ),
+    "commands/run-restart-exit-codes-backwards": Case(
+        ["run", "mnist.yaml", "--nodes", "a,b", "--restart-exit-codes", "5-3"],
+        2,
+        line(
+            "simpletfjob: error: Invalid value for '--restart-exit-codes': must be exit codes from 1 to 255, as 3,42 or 3-5 (a range from low to high), not '5-3' (see simpletfjob run --help)"
+        ),
+    ),
+    "commands/run-restart-exit-codes-words": Case(
+        ["run", "mnist.yaml", "--nodes", "a,b", "--restart-exit-codes", "three"],
+        2,
+        line(
+            "simpletfjob: error: Invalid value for '--restart-exit-codes': must be exit codes from 1 to 255, as 3,42 or 3-5, not 'three' (see simpletfjob run --help)"
+        ),
+    ),
+    "commands/run-restart-on-other": Case(
+        ["run", "mnist.yaml", "--nodes", "a,b", "--restart-on", "always"],
+        2,
+        line("simpletfjob: error: --restart-on must be failure or disruption, not 'always'"),
+    ),
+    "templates/restart-exit-codes-in-a-header": Case(
+        ["run", "job.yaml", "--nodes", "a,b"],
+        1,
+        line(
+            "simpletfjob: error: job.yaml:4: option 'restart-exit-codes' in the template header: must be exit codes from 1 to 255, as 3,42 or 3-5, not '300'"
+        ),
+        files={
+            "job.yaml": "# A job.\n# simpletfjob:\n#   options:\n#     restart-exit-codes: '300'\nkind: Job\nmetadata:\n  name: t-<<type>>-<<index>>\n"
+        },
+    ),
+    "templates/restart-on-in-a-header": Case(
+        ["run", "job.yaml", "--nodes", "a,b"],
+        1,
+        line(
+            "simpletfjob: error: job.yaml:4: option 'restart-on' in the template header must be failure or disruption, not 'always'"
+        ),
+        files={
+            "job.yaml": "# A job.\n# simpletfjob:\n#   options:\n#     restart-on: always\nkind: Job\nmetadata:\n  name: t-<<type>>-<<index>>\n"
+        },
+    ),
     "commands/delete-without-a-cluster": Case(
         ["delete", "mnist", "-n", "ml"],
         1,
@@ -1023,7 +1069,7 @@ CASES: dict[str, Case] = {
         ["job.yaml", "--nodes", "a,b", "-o", "-"],
         1,
         line(
-            "simpletfjob: error: job.yaml:5: 'imge' is undefined; give it with --set imge=VALUE or -f values.yaml, or use one of: chief_hosts, host, index, name, node, num_tasks, port, ps_hosts, TF_CONFIG, type, worker_hosts"
+            "simpletfjob: error: job.yaml:5: 'imge' is undefined; give it with --set imge=VALUE or -f values.yaml, or use one of: chief_hosts, host, index, name, node, num_tasks, port, ps_hosts, restart, TF_CONFIG, type, worker_hosts"
         ),
         files={
             "job.yaml": "kind: Job\nmetadata:\n  name: t-<<type>>-<<index>>\nspec:\n  image: <<imge>>\n"
@@ -1033,7 +1079,7 @@ CASES: dict[str, Case] = {
         ["job.yaml", "--nodes", "a,b", "-o", "-"],
         1,
         line(
-            "simpletfjob: error: job.yaml:4: unknown option 'psm' in the template header; a header can set: chief, cleanup-after, deadline, evaluator, evaluator-in-cluster, framework, network, nproc-per-node, num, port, psn, tasks-per-host"
+            "simpletfjob: error: job.yaml:4: unknown option 'psm' in the template header; a header can set: chief, cleanup-after, deadline, evaluator, evaluator-in-cluster, framework, network, nproc-per-node, num, port, psn, restart-exit-codes, restart-on, tasks-per-host"
         ),
         files={
             "job.yaml": "# A job.\n# simpletfjob:\n#   options:\n#     psm: 2\nkind: Job\nmetadata:\n  name: t-<<type>>-<<index>>\n"

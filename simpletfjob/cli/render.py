@@ -45,8 +45,8 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     A built-in's default output is ./NAME_tfjob.yaml (_pytorchjob, _jaxjob).
 
     \b
-    Variables: <<type>> <<index>> <<host>> <<node>> <<port>> <<num_tasks>>,
-    and --set values; TensorFlow's <<TF_CONFIG>> <<ps_hosts>> <<worker_hosts>>
+    Variables: <<type>> <<index>> <<host>> <<node>> <<port>> <<num_tasks>>
+    <<restart>> (run's restart count; 0 here), and --set values; TensorFlow's <<TF_CONFIG>> <<ps_hosts>> <<worker_hosts>>
     <<chief_hosts>>; PyTorch's <<TORCH_ENV>> (env entries) <<node_rank>>
     <<nnodes>> <<nproc_per_node>> <<world_size>> <<master_addr>> <<master_port>>;
     JAX's <<JAX_ENV>> (env entries) <<coordinator_address>> <<num_processes>>

@@ -38,7 +38,11 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     its Jobs and Services are gone), planned again against the cluster as it is now (a
     lost or busy node is left out), applied and followed again, with one line on stderr.
     The limit and the count are annotations on the run's Jobs (status: restarts 1/3).
-    A run that --deadline stopped is not restarted.
+    A run that --deadline stopped is not restarted. --restart-on disruption restarts
+    only disruptions (a lost node, a pod evicted, refused or deleted, a signal: exit
+    128 or more) and the --restart-exit-codes: a program error (exit 1-127) ends the
+    run at once. A failed TensorFlow evaluator fails nothing, and is restarted alone.
+    Before a restart or the verdict, the failing task's last lines and Warning events.
 
     An interrupt (SIGINT, SIGTERM, SIGHUP) leaves the run as it is and says what that is
     (applied how far, running, being deleted for a restart, or ended: the verdict, and
@@ -103,6 +107,7 @@ def run_command(options: RunOptions) -> None:
             applied=applied,
             printer=None if options.logs == "none" else printer,
             progress=status,
+            replan=lambda restart: plan_explained(planning.replace(restart=restart)),
         )
     from simpletfjob.runs.wait import succeeded_line
 

@@ -28,6 +28,7 @@ __all__ = [
     "Pin",
     "RunValues",
     "framework",
+    "independent_roles",
     "reserved_variables",
 ]
 
@@ -35,7 +36,7 @@ __all__ = [
 FRAMEWORKS = ("tensorflow", "pytorch", "jax")
 
 # Variables every task gets, whatever the framework; --set values may not reuse them.
-TASK_VARIABLES = ("host", "node", "port", "num_tasks")
+TASK_VARIABLES = ("host", "node", "port", "num_tasks", "restart")
 
 
 class RunValues(Protocol):
@@ -68,6 +69,9 @@ class Framework(Protocol):
     legacy: tuple[str, ...]  # names the original tool wrote as {{.name}}
     addresses: frozenset[str]  # variables that hold task addresses (pod networking renders again)
     port_name: str  # the name of a task's Service port
+    # Roles the training does not depend on: a failure of one is reported, does not fail
+    # the run, and `run` restarts that task alone (runs/state.py, runs/run.py).
+    independent: tuple[str, ...]
 
     def roles(self, options: Options) -> tuple[str, ...]:
         """The roles this run has, in the order they are seated and documented."""
@@ -121,6 +125,15 @@ def framework(name: str = "tensorflow") -> Framework:
 
         return JAX
     raise ValueError(f"unknown framework {name!r}")
+
+
+def independent_roles() -> frozenset[str]:
+    """The roles, in any framework, that the training does not depend on (`Framework.independent`).
+
+    A run's Jobs say only their role: a role's name means the same in every framework
+    that has it, so the union is asked.
+    """
+    return frozenset(role for name in FRAMEWORKS for role in framework(name).independent)
 
 
 def reserved_variables() -> tuple[str, ...]:

@@ -82,6 +82,7 @@ class Jax(WorkersOnly):
     port_name: str = "jaxjob-port"  # as the JAXJob operator names it
     default_port: int = DEFAULT_PORT
     default_policy: str = "all-workers"
+    independent: tuple[str, ...] = ()  # every worker is in the collective
 
     def values(
         self,

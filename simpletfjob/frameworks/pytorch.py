@@ -126,6 +126,7 @@ class PyTorch(WorkersOnly):
     port_name: str = "pytorchjob-port"  # as the PyTorchJob operator names it
     default_port: int = DEFAULT_PORT
     default_policy: str = "all-workers"
+    independent: tuple[str, ...] = ()  # every worker is in the collective
 
     def values(
         self,

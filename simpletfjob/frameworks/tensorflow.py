@@ -322,6 +322,9 @@ class TensorFlow:
     port_name: str = "tfjob-port"  # as the TFJob operator names it
     default_port: int = 2222
     default_policy: str = "worker0"
+    # The evaluator only reads the checkpoints the others write, and is not in the cluster
+    # spec (with --evaluator-in-cluster it is listed, and still no strategy waits for it).
+    independent: tuple[str, ...] = ("evaluator",)
 
     def roles(self, options: TensorFlowOptions) -> tuple[str, ...]:
         has_ps = bool(options.psf) or options.psn > 0

@@ -94,13 +94,17 @@ class Decoration:
         self.conflicts.setdefault(key, (theirs, ours))
 
 
-def task_context(task: Task, values: RunValues, num_tasks: int) -> dict[str, Any]:
-    """The variables of one task's render: those every task gets, and the framework's."""
+def task_context(task: Task, values: RunValues, num_tasks: int, restart: int = 0) -> dict[str, Any]:
+    """The variables of one task's render: those every task gets, and the framework's.
+
+    `restart` is the run's restart count: 0 for render and apply, the attempt's for `run`.
+    """
     return {
         "host": task.host,
         "node": task.node,
         "port": task.port,
         "num_tasks": num_tasks,
+        "restart": restart,
         **values.variables(task),
     }
 
@@ -111,6 +115,7 @@ def render_tasks(
     values: RunValues,
     given: Mapping[str, Any],
     decoration: Decoration,
+    restart: int = 0,
 ) -> list[Rendered]:
     """Render every task, check every document and add labels; nothing is written here."""
     rendered = []
@@ -119,7 +124,7 @@ def render_tasks(
     for task in tasks:
         # Rendering and checking one task is bounded as one piece of work (see `sandbox`).
         work = functools.partial(
-            render_task, compiled, task, values, given, decoration, number, len(tasks)
+            render_task, compiled, task, values, given, decoration, number, len(tasks), restart
         )
         pieces, task_ids = compiled.bounded(work)
         ids += [(number + i, doc_id) for i, doc_id in enumerate(task_ids)]
@@ -137,9 +142,10 @@ def render_task(
     decoration: Decoration,
     number: int,
     count: int,
+    restart: int = 0,
 ) -> tuple[list[str], list[DocumentId]]:
     """One task's text, checked and labelled, in pieces, and its documents' ids."""
-    context = {**given, **task_context(task, values, count)}
+    context = {**given, **task_context(task, values, count, restart)}
     text = normalize_task_text(compiled.render(context))
     pieces = compiled.split(text)
     checked, starts, lengths = compiled.stand_in(pieces)
@@ -301,7 +307,7 @@ def _placeholder_documents(
     """One role's documents (YAML node trees), rendered as its task 0 on a placeholder host."""
     task = Task(role, 0, "node-0", "node-0", port)
     values = fw.values([task], None, options, compiled.referenced)
-    context = {**options.values, **task_context(task, values, 1)}
+    context = {**options.values, **task_context(task, values, 1, options.restart)}
 
     def documents() -> list[Any]:
         text = normalize_task_text(compiled.render(context))

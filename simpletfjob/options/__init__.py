@@ -4,5 +4,6 @@ table.py   how an option is declared, and what the declaration gives (click, hea
 rules.py   rules of single values: DNS names, label values, selectors, ports
 render.py  the render's options (and init's, nodes'), by group
 limits.py  a run's limits that the cluster carries out (--deadline, --cleanup-after)
+restarts.py what `run` restarts (--restart-on, --restart-exit-codes), header options too
 runs.py    the options of the commands that act on a run: apply, run, status, wait, delete
 """

@@ -362,6 +362,8 @@ class Options(
 ):
     """Everything a render needs, as plain values; the render command fills it, tests may too."""
 
+    restart: int = 0  # <<restart>>, the run's restart count: no option; `run` sets it
+
     # The rules between options that `check_options` applies (a command's own Options may
     # have others: runs.ApplyOptions).
     _rules: ClassVar[tuple[Callable[[Any], None], ...]] = ()
@@ -427,7 +429,9 @@ def check_options(options: Options) -> None:
 
 def header_fields() -> dict[str, Field]:
     """The options a template header may set, by field name (`tasks_per_host`)."""
-    found = [*fields(Options), *fields(LimitOptions)]
+    from simpletfjob.options.restarts import RestartOptions
+
+    found = [*fields(Options), *fields(LimitOptions), *fields(RestartOptions)]
     return {f.name: f for f in found if f.option is not None and f.option.header}
 
 

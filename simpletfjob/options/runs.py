@@ -20,6 +20,7 @@ from simpletfjob.options.render import (
     ports_fit,
     timeout,
 )
+from simpletfjob.options.restarts import RestartOptions
 from simpletfjob.options.table import (
     Must,
     OneOf,
@@ -278,7 +279,7 @@ class LogsOptions(ConnectionOptions):
             raise UsageError("-c/--container cannot go with --all-containers")
 
 
-class RunOptions(Options, LimitOptions):
+class RunOptions(Options, LimitOptions, RestartOptions):
     """`simpletfjob run TEMPLATE`: a render's options, how to follow the run, and its restarts."""
 
     section = "Run options"
@@ -291,7 +292,8 @@ class RunOptions(Options, LimitOptions):
         rule=between(0, MOST_RESTARTS),  # status reads a larger count back as wrong
         help="Restart the whole run (delete it, plan again against the cluster as it is, "
         "apply) up to N times (at most 1000) when a task's Job fails, a node refuses a task's pod, or a "
-        "task's node is NotReady or gone for longer than --node-grace.",
+        "task's node is NotReady or gone for longer than --node-grace, as --restart-on says; "
+        "a task the training does not depend on (a TensorFlow evaluator) is restarted alone.",
     )
     node_grace: float = option(
         "--node-grace",
@@ -344,6 +346,7 @@ class RunOptions(Options, LimitOptions):
         default=False,
         help="Take over fields that another field manager owns, as apply does.",
     )
+    tail_on_failure: int = failure_tail()
     timeout: float | None = timeout(
         None,
         "Give up after this long (30s, 5m, 1h), restarts included: exit 3 and leave the run "

@@ -197,7 +197,7 @@ def plan(options: Options) -> Plan:
     if options.nproc_per_node is GPU_COUNT and fw.name == "pytorch":
         options = options.replace(nproc_per_node=gpus_requested(compiled, fw, options))
     values = fw.values(tasks, None, options, compiled.referenced)
-    rendered = render_tasks(compiled, tasks, values, options.values, decoration)
+    rendered = render_tasks(compiled, tasks, values, options.values, decoration, options.restart)
     services: list[Document] = []
     if options.network == "pod":
         values, rendered, services = use_pod_network(compiled, fw, options, rendered, decoration)
@@ -347,7 +347,7 @@ def use_pod_network(
     values = fw.values(tasks, endpoints, options, compiled.referenced)
     if compiled.referenced & fw.addresses:
         # These stand in the text as rendered, so render again with the Service addresses.
-        again = render_tasks(compiled, tasks, values, options.values, decoration)
+        again = render_tasks(compiled, tasks, values, options.values, decoration, options.restart)
         if [r.ids for r in again] != [r.ids for r in rendered]:
             raise RenderCheckError("--network pod: Job names must not depend on the host lists")
         rendered = again

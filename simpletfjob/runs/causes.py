@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from simpletfjob.runs.classify import Cause, node_lost, refused
 from simpletfjob.runs.state import Run
 
 if TYPE_CHECKING:
@@ -33,10 +34,10 @@ if TYPE_CHECKING:
 REFUSALS = ("NodeAffinity", "NodePorts", "NodeName", "UnexpectedAdmissionError")
 
 
-def refusal(run: Run, pods: Iterable[Mapping[str, Any]]) -> str | None:
+def refusal(run: Run, pods: Iterable[Mapping[str, Any]]) -> Cause | None:
     """'worker-1 refused by node h3: OutOfnvidia.com/gpu', for the first refused pod in role order."""
     tasks = {task.job: task.task for task in run.tasks if not task.finished}
-    found: dict[str, str] = {}
+    found: dict[str, Cause] = {}
     for pod in pods:
         status = pod.get("status") or {}
         reason = str(status.get("reason") or "")
@@ -47,7 +48,7 @@ def refusal(run: Run, pods: Iterable[Mapping[str, Any]]) -> str | None:
         job = str(((pod.get("metadata") or {}).get("labels") or {}).get("job-name") or "")
         if job in tasks:
             node = (pod.get("spec") or {}).get("nodeName") or "?"
-            found.setdefault(tasks[job], f"{tasks[job]} refused by node {node}: {reason}")
+            found.setdefault(tasks[job], refused(tasks[job], node, reason))
     order = [task.task for task in run.tasks]
     return found[min(found, key=order.index)] if found else None
 
@@ -68,7 +69,7 @@ class NodeWatch:
         self.watching = watching  # False once reading nodes is known to be refused
         self.since: dict[str, float] = {}  # node -> when it was first seen NotReady or gone
 
-    def check(self, run: Run) -> str | None:
+    def check(self, run: Run) -> Cause | None:
         """The cause, 'worker-1 on node h3: NotReady for more than 1m', or None."""
         from simpletfjob.kube.outage import duration
 
@@ -88,8 +89,7 @@ class NodeWatch:
                 continue
             first = self.since.setdefault(node, now)
             if now - first >= self.grace:
-                tasks = ", ".join(on[node])
-                return f"{tasks} on node {node}: {how} for more than {duration(self.grace)}"
+                return node_lost(on[node], node, how, duration(self.grace))
         return None
 
     def _how(self, node: str) -> str | None:

@@ -257,6 +257,17 @@ def explain(conn: Connection, run: Run, tail: int, keeper: Keeper | None = None)
     return lines
 
 
+def explain_task(
+    conn: Connection, run: Run, task: str, tail: int, keeper: Keeper | None = None
+) -> list[str]:
+    """`explain` for one task that failed, whether or not it decided the run (`run`'s restarts)."""
+    if not task:
+        return []
+    return explain(
+        conn, run if run.decided_by == task else replace(run, decided_by=task), tail, keeper
+    )
+
+
 def _log_lines(
     conn: Connection, task: TaskStatus, pods: Sequence[Object], tail: int, keeper: Keeper | None
 ) -> list[str]:

@@ -5,7 +5,8 @@ failure replaces the one before). Its container is the one named, every one, or 
 default the one that carries the framework's variables in its env, else the first.
 Whether a container has output yet is read from its status: a container waiting to start
 (`ContainerCreating`, `ErrImagePull`) has none, one waiting to be started again after a
-crash (`CrashLoopBackOff`) still shows the run that crashed.
+crash (`CrashLoopBackOff`) still shows the run that crashed. `run --logs` names tasks
+(`log_tasks`), checked against its plan before anything is applied (`check_log_tasks`).
 """
 
 from __future__ import annotations
@@ -233,3 +234,26 @@ def sources_now(
                 source = Source(task, name, container, label, restarts)
             found.append((source, readable))
     return found
+
+
+def log_tasks(chosen: str, planned: Any) -> list[str]:
+    """The tasks whose logs --logs names: [] for all; by default the one that decides success."""
+    names = [f"{t.role}-{t.index}" for t in planned.tasks]
+    if chosen in ("all", "none"):
+        return []
+    if not chosen:
+        return ["chief-0" if "chief-0" in names else "worker-0"]
+    return chosen.split(",")
+
+
+def check_log_tasks(chosen: str, planned: Any) -> None:
+    """A task --logs names that the plan lacks is a usage error, before anything is applied."""
+    from simpletfjob.errors import UsageError
+
+    names = [f"{t.role}-{t.index}" for t in planned.tasks]
+    unknown = [task for task in log_tasks(chosen, planned) if task not in names]
+    if chosen and unknown:  # (the default, worker-0, is there: the plan's checks saw to it)
+        raise UsageError(
+            f"--logs names {unknown[0]!r}, which the run does not have; its tasks are "
+            f"{', '.join(names)}"
+        )

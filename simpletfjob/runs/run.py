@@ -36,7 +36,20 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from simpletfjob.errors import ClusterError, Interrupted
 from simpletfjob.kube.request import Deadline
 from simpletfjob.kube.resources import JOBS, PODS, SERVICES
+from simpletfjob.runs.alone import Aside, delete_task
 from simpletfjob.runs.causes import NodeWatch, refusal
+from simpletfjob.runs.classify import (
+    NODE_LOST,
+    REFUSED,
+    TASK_FAILED,
+    Cause,
+    Decision,
+    Policy,
+    decide,
+    run_failure,
+    side_failure,
+)
+from simpletfjob.runs.failure import Keeper, explain_task
 from simpletfjob.runs.interrupt import (
     APPLYING,
     DRAINING,
@@ -49,7 +62,7 @@ from simpletfjob.runs.interrupt import (
     interrupted,
 )
 from simpletfjob.runs.state import AMBIGUOUS, DELETING, FAILED, SUCCEEDED, Run, changes
-from simpletfjob.runs.wait import UNRESTARTABLE, RunFailed, TimedOut, succeeded_line
+from simpletfjob.runs.wait import RunFailed, TimedOut, succeeded_line
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
@@ -108,11 +121,13 @@ def run_to_end(
     applied: Callable[[P, Sequence[tuple[Manifest, str]]], None],
     printer: Printer | None,
     progress: Callable[[Run], None] | None = None,
+    replan: Callable[[int], P] | None = None,
 ) -> Run:
     """Plan, apply and follow until the run succeeds (returned), restarting it as the options allow.
 
     `progress` is given the run each time it is judged (the command's status line).
-
+    `replan(n)` plans restart n (its template's <<restart>> is n); without it, a restart
+    plans with `make_plan()` (<<restart>> is then 0 in every attempt).
     Raises RunFailed (exit 1), TimedOut (exit 3), or the placement's SelectionError.
     """
     from simpletfjob.kube.outage import riding_out
@@ -124,6 +139,8 @@ def run_to_end(
         if options.timeout is None
         else f"the --timeout ({format_duration(options.timeout)})"
     )
+    from simpletfjob.runs.logsources import check_log_tasks
+
     try:
         # The plan reads the nodes, the check asks the server: an outage from the start is
         # ridden out as later ones are, until the --timeout.
@@ -142,7 +159,9 @@ def run_to_end(
     if not access.logs:
         printer = None
     nodes = NodeWatch(conn, options.node_grace, say, watching=access.nodes)
+    policy = Policy(options.restart_on, options.max_restarts, options.restart_exit_codes)
     restarts = 0
+    aside = Aside()  # tasks the training does not depend on, restarted alone (alone.py)
     where = Where(most=options.max_restarts)
     quiet = threading.Event()  # set once run_to_end is left: its log threads say no more
     try:
@@ -152,7 +171,27 @@ def run_to_end(
                 _apply(conn, planned, options, restarts, first=restarts == 0, applied=applied)
                 where.phase = FOLLOWING
                 logs = _stream_logs(conn, name, planned, options, printer, say, quiet)
-                last, cause = _follow(conn, name, nodes, deadline, say, progress)
+                keeper = Keeper(conn, options.tail_on_failure)
+                last: Run | None = None
+                while True:  # until the run ends; a task it does not depend on, alone
+                    last, cause = _follow(
+                        conn, name, nodes, deadline, say, policy, keeper, aside, last, progress
+                    )
+                    if last is None or cause is None or not cause.alone:
+                        break
+                    decision = decide(cause, restarts + aside.made, policy)
+                    _explain(conn, last, cause, options, keeper, say)
+                    if not decision.restart:
+                        say(f"{decision.verdict}; run {name} goes on without {cause.task}")
+                        aside.left.update(t.uid for t in last.tasks if t.task == cause.task)
+                        continue
+                    aside.made += 1
+                    say(
+                        f"restarting {cause.task} of run {name} alone ({restarts + aside.made}/"
+                        f"{options.max_restarts}) after {cause.kind_words}: {cause}"
+                    )
+                    delete_task(conn, last, cause.task, deadline)
+                    _apply(conn, planned, options, restarts, first=False, applied=applied)
                 if last is None or (cause is None and last.state != SUCCEEDED):
                     state = f" ({last.state})" if last is not None else ""
                     assert options.timeout is not None
@@ -164,32 +203,32 @@ def run_to_end(
                     where.phase, where.run, where.verdict = ENDED, last, succeeded_line(last)
                     _finish(conn, last, options, say, logs, where)
                     return last
+                decision = decide(cause, restarts + aside.made, policy)
                 # A lost node's pods must be deleted before the run can be (see _delete).
-                stuck = bool(_lost(cause, last)) and not access.pod_deletes
-                if stuck or not _restartable(last, cause) or restarts >= options.max_restarts:
-                    left = (
-                        f"; no restart left ({restarts} of {options.max_restarts} made)"
-                        if options.max_restarts and _restartable(last, cause)
-                        else ""
+                if decision.restart and cause.kind == NODE_LOST and not access.pod_deletes:
+                    decision = Decision(
+                        False,
+                        f"{cause}; not restarted: its pods on that node cannot be deleted "
+                        f"(cannot delete pods in namespace {conn.namespace})",
                     )
-                    if stuck and restarts < options.max_restarts and _restartable(last, cause):
-                        left = (
-                            f"; not restarted: its pods on that node cannot be deleted (cannot "
-                            f"delete pods in namespace {conn.namespace})"
-                        )
+                _explain(conn, last, cause, options, keeper, say)
+                if not decision.restart:
                     where.phase, where.run = ENDED, last
-                    where.verdict = f"run {name!r} failed: {cause}{left}"
+                    where.verdict = f"run {name!r} failed: {decision.verdict}"
                     _finish(conn, last, options, say, logs, where)
                     raise RunFailed(where.verdict)
                 restarts += 1
-                where.phase, where.restart, where.cause = RESTARTING, restarts, cause
-                _delete(conn, name, deadline, set(_lost(cause, last)), where)
+                spent = restarts + aside.made
+                where.phase, where.restart, where.cause = RESTARTING, restarts, str(cause)
+                lost = {cause.node} if cause.kind == NODE_LOST else set()
+                _delete(conn, name, deadline, lost, where)
                 where.phase = REPLANNING
-                planned = make_plan()  # against the cluster as it is now
+                # against the cluster as it is now
+                planned = replan(restarts) if replan is not None else make_plan()
                 hosts = ", ".join(dict.fromkeys(task.host for task in planned.tasks))
                 say(
-                    f"restarting run {name} ({restarts}/{options.max_restarts}): {cause}; "
-                    f"hosts now: {hosts}"
+                    f"restarting run {name} ({spent}/{options.max_restarts}) after "
+                    f"{cause.kind_words}: {cause}; hosts now: {hosts}"
                 )
     except Interrupted as e:
         delete = options.on_interrupt == "delete"
@@ -228,12 +267,6 @@ def _check_access(conn: Connection, planned: Plan, options: RunOptions, say: Say
         raise
 
 
-def _restartable(run: Run, cause: str) -> bool:
-    if run.state in (AMBIGUOUS, DELETING):
-        return False
-    return not (run.state == FAILED and cause == run.outcome() and run.reason in UNRESTARTABLE)
-
-
 def _apply(
     conn: Connection,
     planned: P,
@@ -266,10 +299,17 @@ def _follow(
     nodes: NodeWatch,
     deadline: Deadline | None,
     say: Say,
+    policy: Policy,
+    keeper: Keeper | None = None,
+    aside: Aside | None = None,
+    before: Run | None = None,
     progress: Callable[[Run], None] | None = None,
-) -> tuple[Run | None, str | None]:
+) -> tuple[Run | None, Cause | None]:
     """Follow the run to its end: (the run, None) when it succeeded, (the run, the cause) when
-    it failed; the cause None and the run not succeeded (or None) when the deadline passed."""
+    it failed; the cause None and the run not succeeded (or None) when the deadline passed.
+
+    `before` is the run as last said (a task restarted alone): only what changed since is said.
+    """
     from simpletfjob.runs.watch import follow
 
     nodes.since.clear()  # a new attempt: its nodes are counted from now
@@ -277,10 +317,12 @@ def _follow(
     pods: list[Object] = []
     next_check = 0.0
 
-    def seen(_: Sequence[Object], now: Sequence[Object]) -> None:
+    def seen(jobs: Sequence[Object], now: Sequence[Object]) -> None:
         pods[:] = now
+        if keeper is not None:
+            keeper.seen(jobs, now)
 
-    last: Run | None = None
+    last: Run | None = before
     try:
         for run in follow(conn, name, deadline, seen, tick=tick):
             for line in changes(last, run):
@@ -291,8 +333,10 @@ def _follow(
             if run.state == SUCCEEDED:
                 return run, None
             if run.state in (FAILED, AMBIGUOUS, DELETING):
-                return run, run.outcome()
+                return run, run_failure(run, policy.exit_codes)
             cause = refusal(run, pods)
+            if cause is None and aside is not None:
+                cause = side_failure(run, policy.exit_codes, aside.left)
             if cause is None and time.monotonic() >= next_check:
                 next_check = time.monotonic() + tick
                 cause = nodes.check(run)
@@ -302,11 +346,6 @@ def _follow(
         if deadline is None or deadline.remaining() > 0:
             raise
     return last, None
-
-
-def _lost(cause: str, run: Run) -> list[str]:
-    """The nodes a node cause names (`... on node h3: NotReady ...`), whose pods no kubelet stops."""
-    return [t.node for t in run.tasks if t.node and f" on node {t.node}: " in cause]
 
 
 def _delete(
@@ -336,6 +375,15 @@ def _delete(
         if deadline is not None and deadline.remaining() <= 0:
             raise TimedOut(f"restarting run {name!r}: {e}") from e
         raise
+
+
+def _explain(
+    conn: Connection, run: Run, cause: Cause, options: RunOptions, keeper: Keeper, say: Say
+) -> None:
+    """What `wait` shows of a failure; a lost node's pods cannot be read (no kubelet answers)."""
+    if cause.kind in (TASK_FAILED, REFUSED):
+        for line in explain_task(conn, run, cause.task, options.tail_on_failure, keeper):
+            say(line)
 
 
 def _finish(
@@ -382,7 +430,7 @@ def _stream_logs(
     if printer is None or options.logs == "none":
         return None
     from simpletfjob.runs.logs import LogRequest, follow_logs
-    from simpletfjob.runs.logsources import Selection
+    from simpletfjob.runs.logsources import Selection, log_tasks
 
     selection = Selection(tasks=tuple(log_tasks(options.logs, planned)))
 
@@ -406,26 +454,3 @@ def _stream_logs(
     thread = threading.Thread(target=stream, daemon=True)
     thread.start()
     return thread
-
-
-def log_tasks(chosen: str, planned: Plan) -> list[str]:
-    """The tasks whose logs --logs names: [] for all; by default the one that decides success."""
-    names = [f"{t.role}-{t.index}" for t in planned.tasks]
-    if chosen in ("all", "none"):
-        return []
-    if not chosen:
-        return ["chief-0" if "chief-0" in names else "worker-0"]
-    return chosen.split(",")
-
-
-def check_log_tasks(chosen: str, planned: Plan) -> None:
-    """A task --logs names that the plan lacks is a usage error, before anything is applied."""
-    from simpletfjob.errors import UsageError
-
-    names = [f"{t.role}-{t.index}" for t in planned.tasks]
-    unknown = [task for task in log_tasks(chosen, planned) if task not in names]
-    if chosen and unknown:  # (the default, worker-0, is there: the plan's checks saw to it)
-        raise UsageError(
-            f"--logs names {unknown[0]!r}, which the run does not have; its tasks are "
-            f"{', '.join(names)}"
-        )

@@ -13,7 +13,9 @@ The run's state follows the success policy recorded on its documents:
   and which of them are copies (their `simpletfjob/name` annotation names another Job).
   Likewise when the success policy the Jobs record cannot be right (an unknown one, or
   Jobs that disagree: annotations.py); `wrong_policy` says why;
-- **Failed** when a task's Job has failed, unless the run had already succeeded: a failure
+- **Failed** when a task's Job has failed, unless the run had already succeeded, or the task
+  is of a role the training does not depend on (a TensorFlow evaluator: the framework's
+  `independent` roles), whose failure is reported (`side_failures`) and fails nothing: a failure
   after the success, or at the same time, does not undo it (success wins a tie). Times are
   the Jobs' own (`completionTime`, the `Failed` condition's `lastTransitionTime`), which the
   API server keeps to the second: "the same time" is the same second. A failure with no
@@ -256,10 +258,11 @@ def run_state(
     success_time = max(finished_at.values(), default=NEVER)
     # A failure counts unless the run had succeeded by then: success wins a tie (the same
     # second). A failure with no time counts.
+    aside = _independent()
     failures = sorted(
         (_failure_time(present, t.job) or NEVER, _order(t), t)
         for t in tasks
-        if t.finished and t.state == FAILED
+        if t.finished and t.state == FAILED and t.role not in aside
     )
     before = [
         (when, t)
@@ -282,6 +285,25 @@ def run_state(
     if any(t.state == UNKNOWN for t in tasks):
         return run(UNKNOWN)
     return run(PENDING)
+
+
+def _independent() -> frozenset[str]:
+    """The roles whose failure fails no run (frameworks' `independent`), read once."""
+    global _INDEPENDENT
+    if _INDEPENDENT is None:
+        from simpletfjob.frameworks import independent_roles
+
+        _INDEPENDENT = independent_roles()
+    return _INDEPENDENT
+
+
+_INDEPENDENT: frozenset[str] | None = None
+
+
+def side_failures(run: Run) -> list[TaskStatus]:
+    """The tasks of roles the training does not depend on whose Job has failed, in role order."""
+    aside = _independent()
+    return [t for t in run.tasks if t.role in aside and t.finished and t.state == FAILED]
 
 
 def _claims(tasks: Sequence[TaskStatus]) -> tuple[Claim, ...]:

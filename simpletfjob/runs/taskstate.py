@@ -68,11 +68,27 @@ class TaskStatus:
     job_condition: str = ""  # 'Complete' or 'Failed' once its Job has one (the task has ended)
     failure: str = ""  # its pods' last failure ('Error (exit 1)'), whatever its state
     message: str = ""  # what a Pending task's pod (or its latest Warning event) says of `reason`
+    # The last failure's parts, as the cluster gave them (runs/classify.py reads them):
+    exit_code: int | None = None  # its container's exit code; None when no container ended
+    failure_reason: str = ""  # the container's reason (Error, OOMKilled) or the pod's (Evicted)
+    failure_deleted: bool = False  # the pod that failed was being deleted (by someone else)
+    job_reason: str = ""  # its Job's Failed condition's reason (BackoffLimitExceeded, ...)
 
     @property
     def finished(self) -> bool:
         """Ended by its Job's condition: a pod that has ended, not yet counted, is not the end."""
         return self.state in FINISHED and bool(self.job_condition)
+
+    @property
+    def ended_with(self) -> int | None:
+        """The exit code it ended with: 0 once succeeded, its last failure's once failed; else None.
+
+        None too while it runs or waits (after a failure, `reason` says `last: ...`), and for
+        a failure no container gave a code for (evicted, refused, a pod gone).
+        """
+        if self.state == SUCCEEDED:
+            return 0
+        return self.exit_code if self.state == FAILED else None
 
     @property
     def applied(self) -> bool:
@@ -82,6 +98,7 @@ class TaskStatus:
     def as_dict(self) -> dict[str, Any]:
         keys = ("task", "role", "index", "job", "node", "state", "restarts", "reason")
         data = {key: getattr(self, key) for key in keys}
+        data["exitCode"] = self.ended_with
         data["jobCondition"] = self.job_condition or None
         data["startTime"] = rfc3339(self.started)
         data["completionTime"] = rfc3339(self.ended)
@@ -175,21 +192,62 @@ def _termination(term: Mapping[str, Any]) -> str:
     return f"{reason} (exit {code})"
 
 
-def _last_failure(pods: Sequence[Object]) -> tuple[datetime | None, str]:
-    """The latest container or pod failure among the pods: when, and its reason."""
-    latest: tuple[datetime | None, str] = (None, "")
+@dataclass(frozen=True)
+class Failure:
+    """A container's or a pod's failure: when, in words, and its parts."""
+
+    when: datetime | None = None
+    words: str = ""  # 'Error (exit 1)', 'OOMKilled', 'Evicted'
+    exit_code: int | None = None
+    reason: str = ""  # 'Error', 'OOMKilled', 'ContainerCannotRun', or the pod's ('Evicted')
+    deleted: bool = False  # its pod was being deleted
+
+
+def _last_failure(pods: Sequence[Object]) -> Failure:
+    """The latest container or pod failure among the pods."""
+    latest = Failure()
     for pod in pods:
+        deleted = _deleted_at(pod)
         for container in _containers(pod):
             for where in ("state", "lastState"):
                 term = (container.get(where) or {}).get("terminated")
                 if isinstance(term, Mapping) and term.get("exitCode") not in (0, None):
                     when = timestamp(term.get("finishedAt"))
-                    if latest[0] is None or (when is not None and when >= latest[0]):
-                        latest = (when, _termination(term))
+                    if latest.when is None or (when is not None and when >= latest.when):
+                        code = term.get("exitCode")
+                        latest = Failure(
+                            when,
+                            _termination(term),
+                            code if type(code) is int else None,
+                            str(term.get("reason") or "Error"),
+                            where == "state" and _before(deleted, when),
+                        )
         status = pod.get("status") or {}
-        if status.get("phase") == "Failed" and not latest[1]:  # evicted, deadline: no container
-            latest = (None, str(status.get("reason") or "Failed"))
+        if status.get("phase") == "Failed" and not latest.words:  # evicted, deadline: no container
+            reason = str(status.get("reason") or "Failed")
+            latest = Failure(None, reason, None, reason, deleted is not None)
     return latest
+
+
+def _deleted_at(pod: Object) -> datetime | None:
+    """When the pod's delete was asked for: its deletionTimestamp less its grace; None if not."""
+    metadata = metadata_of(pod)
+    when = timestamp(metadata.get("deletionTimestamp"))
+    grace = metadata.get("deletionGracePeriodSeconds")
+    if when is None or type(grace) is not int:
+        return when
+    return when - timedelta(seconds=grace)
+
+
+def _before(deleted: datetime | None, finished: datetime | None) -> bool:
+    """The delete came before the container ended (it stopped it), not after (a failed pod's cleanup).
+
+    The same second is no proof either way (the API server keeps no finer time): a Job
+    deleted once it failed (ttlSecondsAfterFinished 0) takes its failed pod in that second.
+    """
+    if deleted is None:
+        return False
+    return finished is None or deleted < finished
 
 
 def _waiting(pod: Object) -> str:
@@ -269,7 +327,8 @@ def task_of(
     spec = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
     node = str(((pod or {}).get("spec") or {}).get("nodeName") or spec.get("nodeName") or "")
     restarts = _restarts(job, pods, spec)
-    _, failure = _last_failure(pods)
+    last = _last_failure(pods)
+    failure = last.words
     failed = condition(job, "Failed")
     complete = condition(job, "Complete")
     phase = ((pod or {}).get("status") or {}).get("phase")
@@ -288,7 +347,8 @@ def task_of(
     elif phase == "Succeeded":  # its Job active until the Job controller counts the pod
         state, reason = SUCCEEDED, ""
     elif phase == "Failed" and pod is not None:  # the Job then retries, or fails
-        state, reason = FAILED, _last_failure([pod])[1]
+        last = _last_failure([pod])
+        state, reason = FAILED, last.words
     else:
         waiting, message = waiting_why(pod) if pod is not None else ("", "")
         state, reason = PENDING, waiting or failure
@@ -311,7 +371,8 @@ def task_of(
     said = message if state == PENDING else ""
     return TaskStatus(
         task, role, index, name, node, state, restarts, reason, created, from_job, copied, uid,
-        started, ended, ended_by, failure, said,
+        started, ended, ended_by, failure, said, last.exit_code, last.reason, last.deleted,
+        str(failed.get("reason") or "") if failed is not None else "",
     )  # fmt: skip
 
 

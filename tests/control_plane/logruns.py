@@ -29,7 +29,7 @@ spec:
   template:
     spec:
       nodeName: <<node>>
-      restartPolicy: <<restart>>
+      restartPolicy: <<restart_policy>>
       containers:
         - name: tf
           image: python
@@ -80,7 +80,7 @@ class LogRun:
         return [
             str(self.template), "--kubeconfig", self.kubeconfig,
             "--set", f"script={path}", "--set", f"markers={self.markers}",
-            "--set", f"restart={restart}", "--set", f"backoff={backoff}",
+            "--set", f"restart_policy={restart}", "--set", f"backoff={backoff}",
         ]  # fmt: skip
 
     def apply(self, script: str, *args: str, restart: str = "Never", backoff: int = 0) -> None:

@@ -55,7 +55,7 @@ def test_a_deciding_task_whose_job_the_ttl_deletes_as_it_fails_is_restarted(runs
     restarts = [line for line in result.err.splitlines() if line.startswith("restarting")]
     assert len(restarts) == 1, result.err
     assert restarts[0].startswith(
-        "restarting run rt (1/1): worker-0 Failed: Error (exit 1); hosts now: "
+        "restarting run rt (1/1) after a program error: worker-0 Failed: Error (exit 1); hosts now: "
     ), restarts[0]
     assert result.err.splitlines()[-1] == "run rt succeeded: worker-0 Succeeded"
 

@@ -30,7 +30,7 @@ spec:
   template:
     spec:
       nodeName: <<node>>
-      restartPolicy: <<restart>>
+      restartPolicy: <<restart_policy>>
       containers:
         - name: tf
           image: python
@@ -84,7 +84,7 @@ class FailRun:
             "apply", str(self.template), "--nodes", ",".join(self.kubelet.nodes),
             "--kubeconfig", self.kubeconfig,
             "--set", f"lines={lines}", "--set", f"fail={list(fail)!r}",
-            "--set", f"restart={restart}", "--set", f"backoff={backoff}",
+            "--set", f"restart_policy={restart}", "--set", f"backoff={backoff}",
             "--set", f"widgets={widgets}", "--set", f"sleep={sleep}",
             "--success-policy", "all-workers",
         )  # fmt: skip
@@ -240,7 +240,7 @@ def test_a_stuck_task_gives_its_latest_warning_event_as_reason(
     kubeconfig = str(kube.kubeconfig(tmp_path / "kc", namespace=namespace))
     applied = cli(
         "apply", str(template), "--nodes", "h1,h2,h3", "--kubeconfig", kubeconfig,
-        "--set", "lines=1", "--set", "fail=[]", "--set", "restart=Never", "--set", "backoff=0",
+        "--set", "lines=1", "--set", "fail=[]", "--set", "restart_policy=Never", "--set", "backoff=0",
         "--set", "widgets=0", "--set", "sleep=0",
     )  # fmt: skip
     assert applied.code == 0, applied.err

@@ -138,6 +138,8 @@ def test_run_restarts_a_pytorch_run_whole_and_it_then_succeeds(
     restarts = [
         line for line in result.err.splitlines() if line.startswith(f"restarting run {run}")
     ]
-    assert len(restarts) == 1 and "(1/1): worker-1 Failed" in restarts[0], result.err
+    assert len(restarts) == 1 and " (1/1) after a program error: worker-1 Failed" in restarts[0], (
+        result.err
+    )
     lines = {line.partition(" | ")[2] for line in result.out.splitlines()}
     assert {f"rank={r} world=3 node={r} sum=6" for r in range(3)} <= lines, result.out

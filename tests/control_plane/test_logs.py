@@ -33,7 +33,7 @@ spec:
   template:
     spec:
       nodeName: <<node>>
-      restartPolicy: <<restart>>
+      restartPolicy: <<restart_policy>>
       containers:
         - name: tf
           image: python
@@ -79,7 +79,7 @@ class LogsRun:
             "apply", str(self.template), "--nodes", ",".join(self.kubelet.nodes),
             "--kubeconfig", self.kubeconfig,
             "--set", f"lines={lines}", "--set", f"crash={list(crash)!r}",
-            "--set", f"restart={restart}", "--set", f"backoff={3 if crash else 0}",
+            "--set", f"restart_policy={restart}", "--set", f"backoff={3 if crash else 0}",
             "--set", f"marker={str(self.tmp / 'markers')!r}",
         )  # fmt: skip
         assert result.code == 0, result.err

@@ -104,7 +104,7 @@ def play(kube: ControlPlane, nodes: list[str], tmp: Path, scenario: Scenario) ->
         [
             SCRIPT, "apply", str(template), "--kubeconfig", str(admin), "--nodes", ",".join(nodes),
             "--set", f"script={script}", "--set", f"markers={markers}",
-            "--set", "restart=Never", "--set", "backoff=0",
+            "--set", "restart_policy=Never", "--set", "backoff=0",
         ],
         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
     )  # fmt: skip

@@ -206,7 +206,7 @@ def test_the_docs_grants_let_run_restart_a_run_whose_node_is_lost(
     restart = [line for line in result.err.splitlines() if line.startswith("restarting")]
     assert len(restart) == 1, result.err
     assert restart[0].startswith(
-        f"restarting run rt (1/1): worker-1 on node {lost}: NotReady for more than 2s; "
+        f"restarting run rt (1/1) after a disruption: worker-1 on node {lost}: NotReady for more than 2s; "
     ), restart[0]
     assert result.err.splitlines()[-1] == "run rt succeeded: worker-0 Succeeded"
 

@@ -138,7 +138,7 @@ def test_a_worker_that_fails_restarts_the_whole_run_once_and_it_then_succeeds(ru
     restarts = [line for line in result.err.splitlines() if line.startswith("restarting")]
     assert len(restarts) == 1, result.err
     assert re.fullmatch(
-        r"restarting run rt \(1/1\): worker-1 Failed: Error \(exit 1\); "
+        r"restarting run rt \(1/1\) after a program error: worker-1 Failed: Error \(exit 1\); "
         r"hosts now: 127\.0\.0\.\d, 127\.0\.0\.\d, 127\.0\.0\.\d",
         restarts[0],
     ), restarts[0]
@@ -225,7 +225,7 @@ def test_a_node_that_stops_its_heartbeat_restarts_the_run_on_the_other_nodes(run
     restart = [line for line in result.err.splitlines() if line.startswith("restarting")]
     assert len(restart) == 1, result.err
     assert restart[0].startswith(
-        f"restarting run rt (1/1): worker-1 on node {lost[0]}: NotReady for more than 2s; "
+        f"restarting run rt (1/1) after a disruption: worker-1 on node {lost[0]}: NotReady for more than 2s; "
         "hosts now: "
     ), restart[0]
     hosts = restart[0].split("hosts now: ")[1].split(", ")

@@ -106,12 +106,13 @@ HEADER_VALUES: dict[str, Any] = {
     "nproc_per_node": 2,
     "deadline": 300.0,
     "cleanup_after": 600.0,
+    "restart_on": "disruption",
 }
 
 
 def test_a_header_sets_exactly_the_options_declared_for_it() -> None:
     table = header_fields()
-    assert set(table) == set(HEADER_VALUES)
+    assert set(table) == {*HEADER_VALUES, "restart_exit_codes"}  # (written as text: below)
     for name, value in HEADER_VALUES.items():
         assert value != table[name].default
         for key in (name, name.replace("_", "-")):
@@ -121,7 +122,7 @@ def test_a_header_sets_exactly_the_options_declared_for_it() -> None:
             assert header.options == {name: value}
     with pytest.raises(TemplateError) as raised:
         parse_header("# simpletfjob:\n#   options:\n#     nodes: a\n", "t.yaml")
-    allowed = ", ".join(sorted(n.replace("_", "-") for n in HEADER_VALUES))
+    allowed = ", ".join(sorted(n.replace("_", "-") for n in table))
     assert str(raised.value).endswith(f"a header can set: {allowed}")
 
 
@@ -156,6 +157,22 @@ def test_a_header_gives_apply_and_run_their_limits_and_a_render_leaves_them_out(
     assert docs and all("activeDeadlineSeconds" not in d.get("spec", {}) for d in docs)
 
 
+def test_a_header_gives_run_what_it_restarts_and_the_command_line_wins(tmp_path: Path) -> None:
+    from simpletfjob.options.runs import RunOptions
+    from simpletfjob.template.catalog import prepare_options
+
+    header = (
+        "# simpletfjob:\n#   options:\n#     restart-on: disruption\n"
+        "#     restart-exit-codes: 3,40-42\n"
+    )
+    template = write(tmp_path / "t.yaml", header + BODY)
+    options = prepare_options(RunOptions(template=str(template)), frozenset(), [])
+    assert (options.restart_on, options.restart_exit_codes) == ("disruption", {3, 40, 41, 42})
+    given = RunOptions(template=str(template), restart_on="failure", restart_exit_codes={7})
+    mine = prepare_options(given, frozenset({"restart_on", "restart_exit_codes"}), [])
+    assert (mine.restart_on, mine.restart_exit_codes) == ("failure", {7})
+
+
 # ---- one rule, one wording --------------------------------------------------------------------
 
 # Values that break each header option's rule.
@@ -168,11 +185,13 @@ BROKEN: dict[str, list[Any]] = {
     "framework": ["torch", "TensorFlow"],
     "nproc_per_node": [0, -1],
 }
+# Only `run` has these on its command line: tests/error_table.py holds both wordings.
+RUN_ONLY = {"restart_on"}
 
 
 def test_every_rule_of_a_header_option_has_broken_values_here() -> None:
     ruled = {name for name, f in header_fields().items() if f.option and f.option.rule}
-    assert ruled == set(BROKEN)
+    assert ruled == set(BROKEN) | RUN_ONLY
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,217 @@
+"""Why a run failed, as a value, and whether `run` restarts it for that: pure, no server, no clock.
+
+A `Cause` is what `run` and `wait` end on: its kind (a task's Job failed, a node refused a
+task's pod, a task's node lost, a deciding Job gone, a run that cannot be decided), the
+tasks and node it names, the words `wait` prints (`str(cause)`), and what the cluster gave
+for it: the container's exit code and reason, the pod's reason, the Job's reason. Its
+class says what a restart can do for it:
+
+- **a program error**: a container exited 1 to 127 (`Error`), or could not run at all
+  (`ContainerCannotRun`: the image or the command is wrong, and a restart runs the same),
+  or a Job failed with nothing left to tell how (its pods gone): counted as the program's,
+  so that `--restart-on disruption` never spends a restart on a failure it cannot name;
+- **a disruption**: what happened to the task, not what it did: a node lost or NotReady
+  past `--node-grace`, a pod evicted (`Evicted`, a node shut down), refused by its node
+  (`OutOf...`, `NodeAffinity`, `NodePorts`, ...), or deleted by someone else; a container
+  killed by a signal (exit 128 or above, `OOMKilled` included); and the exit codes
+  `--restart-exit-codes` names (a program that exits 3 to be resumed from its checkpoint);
+- **a deadline**: the run's `--deadline` passed (`DeadlineExceeded`, on the Job or a pod).
+  Never restarted: the deadline counts from the Job's start, and a new run would be given
+  the same time again;
+- **final**: what no restart can mend: a deciding Job deleted meanwhile, a task claimed by
+  several Jobs, a run being deleted.
+
+`decide(cause, restarts, policy)` is `run`'s choice: restart, or end, and why in words.
+`--restart-on failure` (the default) restarts program errors and disruptions; `disruption`
+restarts only disruptions; neither restarts a deadline or a final cause, and
+`--max-restarts` bounds every restart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass, replace
+
+from simpletfjob.runs.state import AMBIGUOUS, DELETED, DELETING, Run, side_failures
+from simpletfjob.runs.taskstate import TaskStatus
+
+# The classes, and how a line names them.
+PROGRAM, DISRUPTION, DEADLINE, FINAL = "program error", "disruption", "deadline", "final"
+WORDS = {
+    PROGRAM: "a program error",
+    DISRUPTION: "a disruption",
+    DEADLINE: "a deadline",
+    FINAL: "no restart can mend",
+}
+# The kinds of cause.
+TASK_FAILED = "task failed"  # a task's Job failed (state.py's Failed)
+REFUSED = "refused"  # a node refused a task's pod
+NODE_LOST = "node lost"  # a task's node NotReady or gone past the grace
+GONE = "gone"  # a deciding task's Job gone before its end was seen
+UNDECIDED = "undecided"  # several Jobs claim a task, or the run is being deleted
+
+SIGNALLED = 128  # exit codes from here up: killed by a signal (128 + its number)
+CANNOT_RUN = "ContainerCannotRun"
+DEADLINE_EXCEEDED = "DeadlineExceeded"
+# Pod reasons (status.reason of a Failed pod) that tell of what happened to the pod: a
+# refusal at admission, an eviction, a node that shut down.
+POD_DISRUPTIONS = (
+    "Evicted",
+    "NodeAffinity",
+    "NodePorts",
+    "NodeName",
+    "UnexpectedAdmissionError",
+    "Shutdown",
+    "Terminated",
+    "NodeLost",
+    "Preempting",
+)
+
+
+@dataclass(frozen=True)
+class Cause:
+    """Why a run (or one task) failed: its kind, the tasks and node it names, and its class."""
+
+    kind: str
+    tasks: tuple[str, ...]
+    text: str  # what `wait` and `run` print: 'worker-1 Failed: Error (exit 1)'
+    klass: str
+    node: str = ""  # the node it names (a refusal, a lost node)
+    exit_code: int | None = None
+    reason: str = ""  # the container's, pod's or Job's reason it was classified by
+    alone: bool = False  # a task the training does not depend on: the run goes on without it
+
+    def __str__(self) -> str:
+        return self.text
+
+    @property
+    def task(self) -> str:
+        return self.tasks[0] if self.tasks else ""
+
+    @property
+    def kind_words(self) -> str:
+        """'a program error', 'a disruption', 'a deadline'."""
+        return WORDS[self.klass]
+
+    def brief(self) -> str:
+        """The failure in a few words: 'worker-1 exited 1', 'worker-1 was OOMKilled (exit 137)'."""
+        if self.kind != TASK_FAILED or self.exit_code is None:
+            return self.text
+        if self.reason == "OOMKilled":
+            return f"{self.task} was OOMKilled (exit {self.exit_code})"
+        if self.reason == CANNOT_RUN:
+            return f"{self.task} could not run ({CANNOT_RUN}, exit {self.exit_code})"
+        return f"{self.task} exited {self.exit_code}"
+
+
+def exit_class(
+    exit_code: int | None, reason: str, exit_codes: Collection[int] = (), deleted: bool = False
+) -> str:
+    """The class of a container's or pod's failure: its exit code, its reason, its pod's fate."""
+    if reason == DEADLINE_EXCEEDED:
+        return DEADLINE
+    if deleted or reason == "OOMKilled" or reason.startswith("OutOf"):
+        return DISRUPTION
+    if reason in POD_DISRUPTIONS:
+        return DISRUPTION
+    if exit_code is None:
+        return PROGRAM  # nothing tells what happened: counted as the program's
+    if exit_code in exit_codes:
+        return DISRUPTION
+    if reason == CANNOT_RUN:
+        return PROGRAM
+    return DISRUPTION if exit_code >= SIGNALLED else PROGRAM
+
+
+def task_failure(task: TaskStatus, exit_codes: Collection[int] = (), text: str = "") -> Cause:
+    """A failed task's cause, classified by its Job's reason and its last failure's parts."""
+    if not text:
+        text = f"{task.task} Failed" + (f": {task.reason}" if task.reason else "")
+    if task.job_reason == DEADLINE_EXCEEDED:
+        klass, reason = DEADLINE, DEADLINE_EXCEEDED
+    else:
+        deleted = task.failure_deleted
+        klass = exit_class(task.exit_code, task.failure_reason, exit_codes, deleted)
+        reason = task.failure_reason or task.job_reason
+    return Cause(TASK_FAILED, (task.task,), text, klass, task.node, task.exit_code, reason)
+
+
+def run_failure(run: Run, exit_codes: Collection[int] = ()) -> Cause:
+    """The cause of a run that ended Failed, or that cannot be decided (Ambiguous, Deleting)."""
+    if run.state in (AMBIGUOUS, DELETING):
+        return Cause(UNDECIDED, tuple(c.task for c in run.claims), run.outcome(), FINAL)
+    if run.reason == DELETED:
+        return Cause(GONE, (run.decided_by,), run.outcome(), FINAL, reason=DELETED)
+    task = next((t for t in run.tasks if t.task == run.decided_by), None)
+    if task is None:  # (state.py names a task it has) nothing to classify by
+        return Cause(TASK_FAILED, (run.decided_by,), run.outcome(), PROGRAM)
+    return task_failure(task, exit_codes, run.outcome())
+
+
+def side_failure(
+    run: Run, exit_codes: Collection[int] = (), left: Collection[str] = ()
+) -> Cause | None:
+    """The first failed task of a role the training does not depend on (an evaluator), as a
+    cause of its own (`alone`); those whose Job's uid is in `left` are passed over."""
+    for task in side_failures(run):
+        if task.uid not in left:
+            return replace(task_failure(task, exit_codes), alone=True)
+    return None
+
+
+def refused(task: str, node: str, reason: str) -> Cause:
+    """'worker-1 refused by node h3: OutOfnvidia.com/gpu': a disruption."""
+    text = f"{task} refused by node {node}: {reason}"
+    return Cause(REFUSED, (task,), text, DISRUPTION, node, reason=reason)
+
+
+def node_lost(tasks: Collection[str], node: str, how: str, grace: str) -> Cause:
+    """'worker-1, ps-0 on node h3: NotReady for more than 1m': a disruption."""
+    text = f"{', '.join(tasks)} on node {node}: {how} for more than {grace}"
+    return Cause(NODE_LOST, tuple(tasks), text, DISRUPTION, node, reason=how)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What `run` may restart: --restart-on, --max-restarts and --restart-exit-codes."""
+
+    restart_on: str = "failure"
+    max_restarts: int = 0
+    exit_codes: frozenset[int] = frozenset()
+
+    def restarts(self, klass: str) -> bool:
+        """Whether a failure of this class is one --restart-on restarts."""
+        if klass == DISRUPTION:
+            return True
+        return klass == PROGRAM and self.restart_on == "failure"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Restart or not; when not, why, as the words that end the verdict line."""
+
+    restart: bool
+    verdict: str = (
+        ""  # the cause and why it ends the run ('worker-1 Failed: ...; no restart left ...')
+    )
+
+
+def decide(cause: Cause, restarts: int, policy: Policy) -> Decision:
+    """Restart (a new attempt, within the budget), or end the run, and why.
+
+    With no restart allowed at all (`--max-restarts 0`) the verdict is the cause alone, as
+    `wait` says it. A deadline or a final cause says nothing more either: no restart mends it.
+    """
+    if cause.klass in (DEADLINE, FINAL) or policy.max_restarts == 0:
+        return Decision(False, cause.text)
+    if not policy.restarts(cause.klass):
+        return Decision(
+            False,
+            f"{cause.brief()} ({cause.kind_words}); --restart-on {policy.restart_on} "
+            "restarts only disruptions",
+        )
+    if restarts >= policy.max_restarts:
+        return Decision(
+            False, f"{cause.text}; no restart left ({restarts} of {policy.max_restarts} made)"
+        )
+    return Decision(True)

@@ -50,6 +50,7 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -229,7 +230,8 @@ class Kubelet:
             server.socket = context.wrap_socket(server.socket, server_side=True)
             node.port = server.server_address[1]
             self._servers.append(server)
-            self._spawn(server.serve_forever, f"kubelet-logs-{node.name}")
+            # polled often, so that stop() does not wait half a second (the default) per node
+            self._spawn(partial(server.serve_forever, 0.05), f"kubelet-logs-{node.name}")
             self._register(node)
         self._spawn(self._sync_loop, "kubelet-sync")
         self._spawn(self._heartbeat_loop, "kubelet-heartbeat")

@@ -92,6 +92,7 @@ class ControlPlane(Cluster):
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     commands: dict[str, list[str]] = field(default_factory=dict)  # each process's command line
     started_in: float = 0.0  # seconds from the first process to /readyz
+    apiserver_starts: int = 0  # how many times start_apiserver started it again
 
     def launch(self, name: str, command: list[str]) -> None:
         """Start one process, its output appended to NAME.log and its id written to NAME.pid.
@@ -129,7 +130,26 @@ class ControlPlane(Cluster):
         if self.processes["kube-apiserver"].poll() is None:
             raise ControlPlaneError("kube-apiserver is still running")
         self.launch("kube-apiserver", self.commands["kube-apiserver"])
+        self.apiserver_starts += 1
         _wait_ready(self, time.monotonic() + timeout)
+
+    def restart_controllers(self) -> None:
+        """Stop kube-controller-manager and start it again as it was.
+
+        After an API server outage the controllers find it again by themselves, but their
+        informers retry with a back-off that grows to 30 s, so a Job created soon after may
+        get its pods that much later; started again, they list everything at once. From a
+        thread that outlives it, as `launch` says.
+        """
+        process = self.processes["kube-controller-manager"]
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=10)
+        self.launch("kube-controller-manager", self.commands["kube-controller-manager"])
 
     def stop(self) -> None:
         """Stop what `start` started, by process id: the controllers first, etcd last."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -76,6 +76,14 @@ def number_problem(error: BaseException) -> str | None:
     )
 
 
+class Unsettled(Protocol):
+    """A write whose answer had not come when an interrupt stopped the wait (kube/inflight.py)."""
+
+    what: str
+
+    def settle(self, seconds: float) -> bool: ...
+
+
 class Interrupted(BaseException):
     """SIGINT, SIGTERM or SIGHUP arrived: unwind (removing a temporary file), then exit 128 + signal.
 
@@ -84,9 +92,15 @@ class Interrupted(BaseException):
     "Aborted!" and a blank line.
     """
 
-    def __init__(self, exit_code: int) -> None:
+    def __init__(self, exit_code: int, again: bool = False) -> None:
         super().__init__(exit_code)
         self.exit_code = exit_code
+        self.again = again  # a second signal, while the first one's cleanup was under way
         # What the run had done when it stopped, and how to go on, for the one line it
         # leaves ("interrupted: applied 110 of 300 objects ..."); set on the way out.
         self.detail = ""
+        # What was done, without the way on ("applied 110 of 300 objects of run 'mnist' in
+        # namespace ml"), for a caller that words the way on itself (`run`).
+        self.progress = ""
+        # The writes that were sent and not yet answered: they may still take effect.
+        self.unsettled: list[Unsettled] = []

@@ -30,6 +30,10 @@ RESTARTS_ANNOTATION = "simpletfjob/restarts"
 # with it that restarting does not mend. Read back, a larger count cannot be right.
 MOST_RESTARTS = 1000
 
+# The template value that names a run's objects, as a helm chart's names follow the release
+# name: a template that reads it and is given none gets the run's name (plan.name_run).
+NAME_VALUE = "name"
+
 _LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 LABEL_VALUE_RULE = (
     "at most 63 characters: letters, digits, '-', '_' and '.', "

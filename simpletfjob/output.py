@@ -330,6 +330,7 @@ def _write_atomic(shown: str, chunks: Iterable[str]) -> None:
     name = os.path.basename(path)[:200]
     temp = os.path.join(directory, f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     created = False
+    streams.temporary_files.add(temp)  # before it exists: an interrupt may land in the open
     try:
         try:
             fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -352,4 +353,8 @@ def _write_atomic(shown: str, chunks: Iterable[str]) -> None:
         if created or isinstance(e, (Interrupted, KeyboardInterrupt)):
             with contextlib.suppress(OSError):
                 os.unlink(temp)
+        # (Not in a `finally`: a second signal that cuts the unlink short leaves the file
+        # listed, and the process removes it on its way out.)
+        streams.temporary_files.discard(temp)
         raise
+    streams.temporary_files.discard(temp)

@@ -10,6 +10,11 @@
 - SIGINT, SIGTERM and SIGHUP raise `Interrupted`, which unwinds like any
   exception (a temporary output file is removed on the way) and is reported as
   one line with the exit status a shell gives a process killed by the signal.
+  No signal is ever ignored once the handlers are in: a second one, while the
+  first unwinds (a cleanup that waits on a slow server), raises `Interrupted`
+  again, with the first one's status, so that what is under way stops and says
+  where it stopped; a third ends the process at once, as kubectl and helm end on
+  a second Ctrl-C. A temporary output file is removed whichever way it ends.
 - A tick (SIGALRM, four times a second) interrupts whatever the process waits in.
   Python runs a signal's handler between bytecodes, so a signal that lands just
   before a blocking call (reading a named pipe, writing to a full one) would
@@ -272,14 +277,39 @@ def guard_standard_streams() -> None:
 # The exit status a shell reports for a process killed by the signal: 128 + its number.
 _HANDLED = (_signal.SIGINT, _signal.SIGTERM, getattr(_signal, "SIGHUP", None))
 
+# The exit statuses of the signals that have come, in order (the first decides the status).
+signalled: list[int] = []
+
+# The temporary files the run has open (output.py), removed however the process ends.
+temporary_files: set[str] = set()
+
+# Signals after which the process ends at once, whatever it is doing.
+PATIENCE = 2
+
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
-    # One signal is enough: later ones are ignored, so that the cleanup on the way
-    # out (removing a temporary file) cannot itself be cut short.
-    for other in _HANDLED:
-        if other is not None:
-            _signal.signal(other, _signal.SIG_IGN)
-    raise Interrupted(128 + signum)
+    # Never ignored: a cleanup on the way out that hangs (a server that does not answer)
+    # must not keep the process from ending. See the module docstring.
+    signalled.append(128 + signum)
+    if len(signalled) > PATIENCE:
+        leave_now(signalled[0])
+    raise Interrupted(signalled[0], again=len(signalled) > 1)
+
+
+def remove_temporary_files() -> None:
+    """Remove what is left of the run's temporary output files (an interrupt cut their cleanup short)."""
+    for path in list(temporary_files):
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        temporary_files.discard(path)
+
+
+def leave_now(code: int) -> None:
+    """End the process at once: its temporary files removed, one line on stderr, no cleanup."""
+    remove_temporary_files()
+    with contextlib.suppress(OSError):
+        os.write(2, b"simpletfjob: interrupted again: stopped at once, nothing more cleaned up\n")
+    os._exit(code)
 
 
 def install_signal_handlers() -> None:

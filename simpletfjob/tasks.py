@@ -58,6 +58,26 @@ class Pin(NamedTuple):
     flag: str
 
 
+# TensorFlow's config lists every task in every task, so the output grows as the square of the
+# tasks: 1000 tasks make about 50 MB, 10,000 about 5 GB. Past that a run would take
+# minutes and fill a disk (`--port 1 --tasks-per-host 65535` on two hosts asks for
+# 131,070 tasks and 200 GB), so the frameworks refuse it before any work; Kubernetes
+# itself supports clusters of at most 5000 nodes.
+MAX_TASKS = 10_000
+
+
+def tasks_per_host_for(hosts: int, tasks: int) -> int | None:
+    """The --tasks-per-host that seats `tasks` on `hosts` hosts, when more than 1 and within MAX_TASKS.
+
+    A node runs several tasks of a run on consecutive ports, which is what makes a
+    run fit on one node (a kind or minikube cluster).
+    """
+    if hosts < 1:
+        return None
+    per_host = -(-tasks // hosts)
+    return per_host if per_host > 1 and hosts * per_host <= MAX_TASKS else None
+
+
 # Where each role's tasks go, in index order: (host position, slot) pairs; a task's
 # port is port + slot.
 Seating = dict[str, list[tuple[int, int]]]

@@ -541,7 +541,8 @@ CASES: dict[str, Case] = {
         ["mnist.yaml", "--nodes-file", "hosts", "-N", "5", "-o", "-"],
         1,
         line(
-            "simpletfjob: error: -N 5 asks for more hosts than are eligible (4 nodes: 4 eligible)"
+            "simpletfjob: error: -N 5 asks for more hosts than are eligible (4 nodes: 4 eligible); "
+            "4 eligible hosts fit 4 tasks at 1 per host; for 8 tasks, give -N 4 --tasks-per-host 2"
         ),
         files={"hosts": "h10\nh100\nh14\nh23\n"},
     ),
@@ -790,7 +791,8 @@ CASES: dict[str, Case] = {
     "options/no-ps-and-the-chief-takes-the-one-host": Case(
         ["mnist.yaml", "--nodes", "a", "--psn", "0", "--chief", "-o", "-"],
         1,
-        r"taken by 0 ps \+ 1 chief; use more hosts or no chief \(--no-chief\) \(1 node: ",
+        r"taken by 0 ps \+ 1 chief; use more hosts, more tasks per host \(--tasks-per-host 2\) "
+        r"or no chief \(--no-chief\) \(1 node: ",
     ),
     "options/selector-with-a-plain-host-list": Case(
         [*AB, "-l", "pool=gpu"], 2, r"--selector needs node objects"
@@ -811,7 +813,7 @@ CASES: dict[str, Case] = {
         ["mnist.yaml", "--nodes", "a", "-o", "-"],
         1,
         line(
-            "simpletfjob: error: no task is left for a worker: 1 task in all, taken by 1 ps; use more hosts or fewer parameter servers (--psn) (1 node: 1 eligible)"
+            "simpletfjob: error: no task is left for a worker: 1 task in all, taken by 1 ps; use more hosts, more tasks per host (--tasks-per-host 2) or fewer parameter servers (--psn) (1 node: 1 eligible)"
         ),
     ),
     "options/unknown-option": Case(
@@ -1021,7 +1023,7 @@ CASES: dict[str, Case] = {
         ["job.yaml", "--nodes", "a,b", "-o", "-"],
         1,
         line(
-            "simpletfjob: error: job.yaml:5: 'imge' is undefined; give it with --set imge=VALUE or -f values.yaml, or use one of: chief_hosts, host, index, node, num_tasks, port, ps_hosts, TF_CONFIG, type, worker_hosts"
+            "simpletfjob: error: job.yaml:5: 'imge' is undefined; give it with --set imge=VALUE or -f values.yaml, or use one of: chief_hosts, host, index, name, node, num_tasks, port, ps_hosts, TF_CONFIG, type, worker_hosts"
         ),
         files={
             "job.yaml": "kind: Job\nmetadata:\n  name: t-<<type>>-<<index>>\nspec:\n  image: <<imge>>\n"

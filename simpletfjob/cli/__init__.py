@@ -232,6 +232,8 @@ def console_main(prog_name: str = PROGRAM) -> None:
         code = e.exit_code
         with contextlib.suppress(Interrupted):
             streams.say("simpletfjob: interrupted")
+    with contextlib.suppress(Interrupted):
+        streams.remove_temporary_files()  # those that a second signal kept from being removed
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(
             OSError, ValueError, AttributeError

@@ -40,8 +40,10 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     The limit and the count are annotations on the run's Jobs (status: restarts 1/3).
     A run that --deadline stopped is not restarted.
 
-    An interrupt (SIGINT, SIGTERM, SIGHUP) leaves the run running and says how to wait
-    for it or delete it (exit 130, 143, 129); --on-interrupt delete deletes it instead.
+    An interrupt (SIGINT, SIGTERM, SIGHUP) leaves the run as it is and says what that is
+    (applied how far, running, being deleted for a restart, or ended: the verdict, and
+    what of the cleanup was left undone) and how to go on (exit 130, 143, 129);
+    --on-interrupt delete deletes it instead, and says so once nothing of it is left.
 
     \b
     Example:

@@ -20,7 +20,17 @@ from simpletfjob.errors import InputError, SelectionError, UsageError
 from simpletfjob.hosts.nodes import check_host_names, parse_host_lines
 from simpletfjob.inputs import read_text
 from simpletfjob.options.table import OptionGroup, at_least, option
-from simpletfjob.tasks import MAX_TASKS, Host, Pin, Seating, Slots, Task, hosts_noun, tasks_at
+from simpletfjob.tasks import (
+    MAX_TASKS,
+    Host,
+    Pin,
+    Seating,
+    Slots,
+    Task,
+    hosts_noun,
+    tasks_at,
+    tasks_per_host_for,
+)
 
 if TYPE_CHECKING:
     from simpletfjob.options.render import Options
@@ -93,7 +103,7 @@ def place_tasks(
         raise UsageError("--tasks-per-host must be at least 1")
     limit = len(hosts) if num == -1 else min(num, len(hosts))
     _check_size(limit, tasks_per_host)
-    _check_capacity(limit * tasks_per_host, len(psf) or psn, bool(psf), chief, evaluator, num, note)
+    _check_capacity(limit, tasks_per_host, len(psf) or psn, bool(psf), chief, evaluator, num, note)
     slots = Slots(hosts, ROLES, num, tasks_per_host, may_take, note)
     position = {name: i for i, name in enumerate(hosts)}
     for name in psf:
@@ -136,7 +146,8 @@ def _check_size(hosts: int, tasks_per_host: int) -> None:
 
 
 def _check_capacity(
-    slots: int,
+    hosts: int,
+    tasks_per_host: int,
     ps: int,
     pinned: bool,
     chief: bool,
@@ -145,6 +156,8 @@ def _check_capacity(
     note: Callable[[], str] | None,
 ) -> None:
     """Too few slots for the chief, the parameter servers, one worker and the evaluator."""
+    slots = hosts * tasks_per_host
+    needed = int(chief) + ps + int(evaluator) + 1
     if pinned:
         chiefs = min(int(chief), slots - ps)
     else:
@@ -155,22 +168,22 @@ def _check_capacity(
     taken = [f"{ps} ps"] + (["1 chief"] if chiefs else []) + (["1 evaluator"] if evaluator else [])
     noun = "task" if slots == 1 else "tasks"
     message = f"no task is left for a worker: {slots} {noun} in all, taken by {' + '.join(taken)}; "
-    # Suggest giving up only what takes a slot, by the option that set it.
-    fewer = []
+    # More slots on the same hosts (the --psf hosts' first slots are the parameter servers'
+    # whatever the count), then giving up what takes a slot, by the option that set it.
+    per_host = None if pinned else tasks_per_host_for(hosts, needed)
+    ways = [f"more tasks per host (--tasks-per-host {per_host})"] if per_host else []
     if ps:
-        fewer.append(
+        ways.append(
             "fewer hosts in the --psf file" if pinned else "fewer parameter servers (--psn)"
         )
     if not ps or pinned:
-        fewer += ["no chief (--no-chief)"] if chiefs else []
-        fewer += ["no evaluator (--no-evaluator)"] if evaluator else []
-    instead = " or ".join(fewer)
-    if num == -1 and note is not None:
-        # -N -1 took every eligible host already: the count says why there are so few.
-        message += f"use more hosts or {instead} ({note()})"
-    else:
-        message += f"use more hosts (-N) or {instead}"
-    raise SelectionError(message)
+        ways += ["no chief (--no-chief)"] if chiefs else []
+        ways += ["no evaluator (--no-evaluator)"] if evaluator else []
+    # -N -1 took every eligible host already: the count says why there are so few.
+    counted = num == -1 and note is not None
+    ways.insert(0, "more hosts" if counted else "more hosts (-N)")
+    message += f"use {', '.join(ways[:-1])} or {ways[-1]}"
+    raise SelectionError(f"{message} ({note()})" if counted and note is not None else message)
 
 
 def _too_few_used(slots: Slots, psn: int) -> SelectionError:

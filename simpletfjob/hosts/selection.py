@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from simpletfjob.errors import SelectionError, UsageError
 from simpletfjob.hosts.nodes import Node, Taint
-from simpletfjob.tasks import Pin
+from simpletfjob.tasks import Pin, tasks_per_host_for
 
 if TYPE_CHECKING:
     from simpletfjob.hosts.usage import NodeUsage, Port
@@ -333,11 +333,13 @@ def roles_text(roles: Sequence[str]) -> str:
 
 
 def eligible_hosts(
-    verdicts: Sequence[Verdict], num: int, pins: Sequence[Pin] = ()
+    verdicts: Sequence[Verdict], num: int, pins: Sequence[Pin] = (), tasks_per_host: int = 1
 ) -> list[Verdict]:
     """The nodes some role of the run may use, in order, once -N and the pinned hosts are checked.
 
     A pinned host (--psf) is judged for its role: it must be a node that role may use.
+    When -N asks for more than there are, the error says how many tasks the eligible
+    nodes hold and the --tasks-per-host that seats the tasks -N meant on them.
     """
     eligible = [v for v in verdicts if v.eligible]
     by_name = {v.node.name: v for v in verdicts} if pins else {}
@@ -354,12 +356,25 @@ def eligible_hosts(
     if num > len(eligible):
         raise SelectionError(
             f"-N {num} asks for more hosts than are eligible ({breakdown(verdicts)})"
+            + _fewer_hosts_hint(len(eligible), num * tasks_per_host, tasks_per_host)
         )
     for pin in pins:
         if num != -1 and len(pin.hosts) > num:
             named = counted(len(pin.hosts), "host", "hosts")
             raise SelectionError(f"{pin.flag} names {named} but -N is {num}")
     return eligible
+
+
+def _fewer_hosts_hint(hosts: int, tasks: int, tasks_per_host: int) -> str:
+    """'; 1 eligible host fits 1 task at 1 per host; for 3 tasks, give -N 1 --tasks-per-host 3'."""
+    if not hosts:
+        return ""
+    fit = counted(hosts * tasks_per_host, "task", "tasks")
+    hint = f"; {counted(hosts, 'eligible host fits', 'eligible hosts fit')} {fit} at {tasks_per_host} per host"
+    per_host = tasks_per_host_for(hosts, tasks)
+    if per_host is None:
+        return hint
+    return f"{hint}; for {hosts * per_host} tasks, give -N {hosts} --tasks-per-host {per_host}"
 
 
 def unknown_exclusions(nodes: Sequence[Node], excluded: Iterable[str]) -> list[str]:

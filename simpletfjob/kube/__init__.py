@@ -9,10 +9,12 @@
     resources.py   `Resource` and the resources simpletfjob uses (nodes, pods, services, jobs, ...)
     lists.py       a paginated list: the next page fetched while this one is parsed; 410 restarts it
     objects.py     one object: get, server-side apply (created/configured/unchanged), delete
+    inflight.py    a write sent from its own thread, whose answer an interrupt does not lose
     watch.py       a watch that resumes from its resourceVersion and re-lists on 410
     access.py      what the user may do, asked with SelfSubjectAccessReviews; who the server says it is
+    podlog.py      a container's log as whole lines; followed, read on across a break
 
-Only connection.py, send.py and watch.py import `kubernetes` or urllib3, and only inside
+Only connection.py, send.py, watch.py and podlog.py import `kubernetes` or urllib3, and only inside
 the functions that need them, so that an offline render never loads them. Nothing here
 imports the rest of simpletfjob but errors.py, inputs.py (with streams.py), yamlload.py and
 the version; this file imports nothing, so that importing `simpletfjob.kube.paths` stays cheap.

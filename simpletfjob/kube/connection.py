@@ -118,6 +118,9 @@ class Connection:
         self._stack = stack
         self.answered = False  # the server has answered a request (any status) on this connection
         self.ride: Patience | None = None  # while a command rides out outages (outage.Ride)
+        # Closed: a call still trying in another thread (a list whose caller was interrupted,
+        # riding out an outage with no deadline) gives up at its next try.
+        self.closed = False
 
     @property
     def namespace(self) -> str:
@@ -126,6 +129,7 @@ class Connection:
         return self._namespace.checked()
 
     def close(self) -> None:
+        self.closed = True
         try:
             self.client.close()
         finally:

@@ -128,6 +128,8 @@ def request(
     failures = 0
     outage_tries = 0  # tries since the server was found away
     while True:
+        if getattr(conn, "closed", False):  # its command has ended: nobody waits for this
+            raise ClusterError(f"{target}: the connection was closed before {action} was answered")
         remaining = deadline.remaining()
         if remaining <= 0:
             if riding and ride is not None:

@@ -129,13 +129,51 @@ def send(
             f"the server took a request but sent no answer within {wait:g} s",
         ) from e
     except ProtocolError as e:
-        raise Dropped(first_line(e)) from e
+        raise Dropped(broken(e)) from e
     except HTTPError as e:
         raise Unreachable(
             f"{target}: cannot reach the server: {first_line(e)}", first_line(e)
         ) from e
     data = data if isinstance(data, bytes) else bytes(data)
     return Answer(status, data, response.headers, None, reason)
+
+
+def broken(error: BaseException) -> str:
+    """How a connection broke, in a few words, never urllib3's text: 'the answer broke off
+    after 40 of 7463 bytes', 'the connection was reset'."""
+    from http.client import IncompleteRead, RemoteDisconnected
+
+    from urllib3.exceptions import IncompleteRead as Incomplete
+    from urllib3.exceptions import InvalidChunkLength, ReadTimeoutError
+
+    seen: list[BaseException] = []
+    pending: list[object] = [error]
+    while pending:  # the error, what it wraps (its args), and what it was raised from
+        found = pending.pop(0)
+        if isinstance(found, BaseException) and all(found is not s for s in seen):
+            seen.append(found)
+            pending += [*found.args, found.__cause__, found.__context__]
+    for cause in seen:
+        if isinstance(cause, InvalidChunkLength):
+            return "the answer broke off in the middle of a chunk"
+        if isinstance(cause, (Incomplete, IncompleteRead)):
+            # urllib3's counts what came; http.client's holds it. Both count what is missing.
+            partial = cause.partial if isinstance(cause.partial, int) else len(cause.partial)
+            if isinstance(cause.expected, int):
+                total = partial + cause.expected
+                return f"the answer broke off after {partial} of {total} bytes"
+            return f"the answer broke off after {partial} bytes"
+        if isinstance(cause, RemoteDisconnected):
+            return "the server closed the connection without answering"
+        if isinstance(cause, ConnectionResetError):
+            return "the connection was reset"
+        if isinstance(cause, BrokenPipeError):
+            return "the connection was closed while the request was being sent"
+        if isinstance(cause, (ReadTimeoutError, TimeoutError)):
+            return "the server went silent in the middle of an answer"
+    if "ended prematurely" in str(error):
+        return "the answer ended before it was whole"
+    return "the connection broke"
 
 
 def _verify(detail: str) -> bool:

@@ -23,7 +23,7 @@ from simpletfjob.kube.outage import StillAway
 from simpletfjob.kube.refusals import first_line
 from simpletfjob.kube.request import OUTAGE_CAP, Action, Deadline, KeptFailing, OutOfTime, request
 from simpletfjob.kube.resources import Resource
-from simpletfjob.kube.send import Unreachable
+from simpletfjob.kube.send import Unreachable, broken
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
@@ -85,15 +85,19 @@ def watch(
         version = listed.resource_version
         yield Event("RELIST", None, tuple(listed.items))
 
-    def follow() -> Iterator[Event]:
+    def follow(fresh: bool) -> Iterator[Event]:
         nonlocal version
         failures = 0
         problem = ""
         opened_once = False
+        relist_first = False
         while True:
             remaining = math.inf if deadline is None else deadline.remaining()
             if remaining <= 0:
                 return
+            if relist_first:
+                yield from relist()
+                relist_first, fresh = False, True
             # The server ends the watch at the caller's deadline, or after a window; a read
             # timeout a little past that catches a server that went silent.
             window = min(WINDOW, remaining)
@@ -125,6 +129,7 @@ def watch(
                 events = _events(answer.stream, conn, action, deadline, read_timeout)
                 for event in events:
                     seen += 1
+                    fresh = False
                     if failures >= settings.attempts and conn.ride is not None:
                         conn.ride.back()  # this watch said the server was away: it is back
                     failures = 0
@@ -133,8 +138,12 @@ def watch(
                     if deadline is not None and deadline.remaining() <= 0:
                         return
             except _Gone:
-                yield from relist()
-                continue
+                relist_first = True
+                if not fresh:  # the watch's version is too old: list again, as the API asks
+                    continue
+                # Gone again, with a version just listed: a server (or a proxy) that is not
+                # well. Listing again at once would spin; it counts as a failure, and waits.
+                problem = " (last: the watch was answered 410 Gone right after a fresh list)"
             except _Dropped as e:
                 problem = f" (last: {e})"
             except Unreachable as e:
@@ -174,7 +183,7 @@ def watch(
     try:
         if resource_version is None:
             yield from relist()
-        yield from follow()
+        yield from follow(fresh=resource_version is None)
     except OutOfTime as e:
         if e.deadline is not deadline:
             raise
@@ -230,13 +239,14 @@ def _events(
                 )
             yield Event(kind, obj)
     except HTTPError as e:  # reset, broken chunk, timed out: the server or network let go
-        raise _Dropped(f"connection dropped: {first_line(e)}") from e
+        raise _Dropped(f"connection dropped: {broken(e)}") from e
     finally:
         response.close()  # a watch is never read to its end: the connection cannot be reused
 
 
 def _lines(response: Any, deadline: Deadline | None, read_timeout: float) -> Iterator[bytes]:
-    """Each newline-ended line of a streamed body, as soon as it has come, until the deadline."""
+    """Each newline-ended line of a streamed body, as soon as it has come, until the deadline;
+    `_Dropped` when the stream ends in the middle of a line."""
     if response.chunked and response.supports_chunked_reads():
         chunks: Iterator[bytes] = response.read_chunked(decode_content=True)
     else:
@@ -261,7 +271,9 @@ def _lines(response: Any, deadline: Deadline | None, read_timeout: float) -> Ite
             if line.strip():
                 yield line
     if pending.strip():
-        yield pending
+        # Every event ends with a newline: this one was cut off on its way (a proxy, the
+        # network). The watch goes on from the last whole event, which loses nothing.
+        raise _Dropped("connection dropped: the stream broke off in the middle of an event")
 
 
 def _version_of(event: Event) -> str | None:

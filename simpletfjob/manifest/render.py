@@ -20,6 +20,7 @@ from simpletfjob.identity import (
     MANAGED_BY,
     MANAGER,
     NAME_ANNOTATION,
+    NAME_VALUE,
     POLICY_ANNOTATION,
     ROLE_LABEL,
 )
@@ -309,7 +310,8 @@ def compile_template(options: Any, fw: Framework) -> CompiledTemplate:
 
     source, filename = load_template(options)
     check_reserved(options.values, (*TASK_VARIABLES, *fw.variables))
-    known = [*TASK_VARIABLES, *fw.variables, *options.values]
+    # The run's name is there for a template that reads it and is given none (plan.name_run).
+    known = [*TASK_VARIABLES, *fw.variables, *options.values, NAME_VALUE]
     try:
         compiled = CompiledTemplate(source, filename, known, fw.placed, fw.legacy, fw.blocks)
     except TemplateError as e:

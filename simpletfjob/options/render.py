@@ -301,7 +301,8 @@ class RenderOptions(OptionGroup):
         default=None,
         metavar="NAME",
         rule=LabelValue(),
-        help="Value of the simpletfjob/job label (default: the template's stem).",
+        help="The run's name: the simpletfjob/job label, and the value `name` of a template "
+        "that reads it, as the built-ins name their objects (default: the template's stem).",
     )
     labels: bool = option(
         "--no-labels",
@@ -325,6 +326,10 @@ class RenderOptions(OptionGroup):
     template_text: str | None = None
     # The template's variables: the header's values, then the -f files, then --set.
     values: Mapping[str, Any] = MappingProxyType({})
+    # The top-level names of `values` that -f or --set gave (a value `name` names the run).
+    given_values: frozenset[str] = frozenset()
+    # The built-in's name when the template is one (the run's default name).
+    builtin: str | None = None
 
 
 # ---- a run's success policy (issue 10) ---------------------------------------------------------

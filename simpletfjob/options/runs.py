@@ -308,8 +308,9 @@ class RunOptions(Options, LimitOptions):
         default="leave",
         show_default=True,
         rule=OneOf("leave", "delete"),
-        help="On SIGINT, SIGTERM or SIGHUP: leave the run running (and say how to wait for "
-        "it or delete it), or delete it.",
+        help="On SIGINT, SIGTERM or SIGHUP: leave the run as it is (and say what that is, "
+        "and how to go on), or delete it, once the writes in flight are answered (once the "
+        "run has ended, only what --cleanup deletes).",
     )
     cleanup: str = option(
         "--cleanup",

@@ -29,7 +29,13 @@ from simpletfjob.hosts.selection import (
     left_out_text,
     unknown_exclusions,
 )
-from simpletfjob.identity import INDEX_LABEL, NAME_ANNOTATION, POLICY_ANNOTATION, check_label_value
+from simpletfjob.identity import (
+    INDEX_LABEL,
+    NAME_ANNOTATION,
+    NAME_VALUE,
+    POLICY_ANNOTATION,
+    check_label_value,
+)
 from simpletfjob.kube.paths import kubeconfig_files
 from simpletfjob.manifest.documents import DocumentId, check_name, check_unique
 from simpletfjob.manifest.network import dns_name, service_document
@@ -132,6 +138,9 @@ class Plan(NamedTuple):
     job: str | None  # the simpletfjob/job label; None with --no-labels
     validated: str | None  # the Kubernetes version of the schema checked against (--validate)
     notes: tuple[str, ...] = ()  # what the plan chose for the user, such as --port auto's port
+    # How to name the run and its objects otherwise ('--name NAME', '--set name=NAME'); None
+    # when the template spells its objects' names out.
+    rename: str | None = None
 
     def chunks(self) -> Iterator[str]:
         """The whole YAML stream, documents separated by '---' lines."""
@@ -146,10 +155,9 @@ def plan(options: Options) -> Plan:
     check_options(options)
     fw = framework(options.framework)
     compiled = compile_template(options, fw)
-    filename = compiled.filename
     warnings: list[str] = []
 
-    job = job_label(options, filename)
+    options, job, rename = name_run(options, compiled)
     cluster = open_cluster(options, warnings.append)
     try:
         nodes = read_nodes(options, cluster)
@@ -204,7 +212,7 @@ def plan(options: Options) -> Plan:
 
         validated = validate_documents(documents, options.kube_version, warnings.append)
     return Plan(
-        tasks, documents, verdicts, warnings, before_selection, job, validated, tuple(notes)
+        tasks, documents, verdicts, warnings, before_selection, job, validated, tuple(notes), rename
     )
 
 
@@ -236,15 +244,35 @@ def inputs(options: Options) -> Iterator[tuple[str, str | None]]:
     yield from ((f.what, f.path) for f in kubeconfig_files(options.kubeconfig, os.environ))
 
 
-def job_label(options: Options, template: str) -> str | None:
-    """The simpletfjob/job label: --name, or the template's file name without extension."""
-    if not options.labels:
-        return None
-    name = options.name  # checked with the other options
-    if name is None:
-        name = template_stem(template)
-        check_label_value(name, "the template's name")
-    return name
+def name_run(
+    options: Options, compiled: CompiledTemplate
+) -> tuple[Options, str | None, str | None]:
+    """The run's name, one for the run (its simpletfjob/job label) and its objects' names.
+
+    As a helm release names its chart's objects: the run is named by --name; else by
+    the value `name` that -f or --set give, when the template reads it; else by the
+    built-in's name or the template's file name without extension. A template that
+    reads `name` gets the run's name unless -f or --set give it one, and --name wins
+    over the header's default. So `--name b` renames a built-in's Jobs, a template
+    that spells its names out keeps them, and `--set name=b` still names the objects.
+    Returns the options, carrying the value; the label (None with --no-labels); and the
+    option that names the run and its objects otherwise, for messages (None: nothing does).
+    """
+    name, values = options.name, options.values  # --name is checked with the other options
+    reads = compiled.reads([NAME_VALUE])
+    given = reads and NAME_VALUE in options.given_values
+    if name is None and given and type(values[NAME_VALUE]) in (str, int):
+        name = str(values[NAME_VALUE])
+        what = f"the value {NAME_VALUE}"
+    elif name is None:
+        name = options.builtin or template_stem(compiled.filename)
+        what = "the template's name"
+    if options.labels and name != options.name:
+        check_label_value(name, what)
+    if reads and not given and (options.name is not None or NAME_VALUE not in values):
+        options = options.replace(values={**values, NAME_VALUE: name})
+    rename = (f"--set {NAME_VALUE}=NAME" if given else "--name NAME") if reads else None
+    return options, (name if options.labels else None), rename
 
 
 def namespace_to_add(options: Options) -> str | None:
@@ -263,7 +291,7 @@ def choose_tasks(
     the options returned carry it, and `notes` says which it is.
     """
     verdicts = judged.verdicts
-    eligible = eligible_hosts(verdicts, options.num, pins)
+    eligible = eligible_hosts(verdicts, options.num, pins, options.tasks_per_host)
     names = [v.node.name for v in eligible]
     per_role = bool(judged.rules.roles)
     seats = fw.seat(

@@ -10,6 +10,8 @@ apply.py       applying a run: connect, plan, server-side apply after a dry run 
 replace.py     what `apply --replace` checks before it deletes anything
 delete.py      deleting a run, and waiting until its Jobs are gone
 permissions.py what `run` and `wait` will need, asked of the server before they rely on it
+interrupt.py   what an interrupt leaves of a run that `run` follows, phase by phase; --on-interrupt delete
 logsources.py  which containers a run's logs come from
+logstreams.py  what to read of each container, each stream read in a thread, read on after a break
 logs.py        a run's logs, every task's at once, merged line by line
 """

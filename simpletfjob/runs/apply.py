@@ -26,10 +26,11 @@ import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from simpletfjob.errors import ClusterError, Interrupted, SimpleTFJobError
-from simpletfjob.identity import JOB_LABEL
+from simpletfjob.kube.inflight import Write, cut_short
 from simpletfjob.kube.objects import Applied, apply, get
 from simpletfjob.kube.request import ApiError, ApplyConflict
 from simpletfjob.kube.resources import JOBS, SERVICES
@@ -42,17 +43,24 @@ from simpletfjob.runs.objects import (
     connect_for,
     list_run,
     named_tasks,
+    not_ours,
     object_name,
     scope_flags,
+    some,
 )
 from simpletfjob.runs.replace import check_replace
-from simpletfjob.runs.state import run_state
+from simpletfjob.runs.state import is_gone, run_state
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection, Settings
 
 Report = Callable[[str], None]
-SHOWN = 3  # objects named in a one-line message before "and N more"
+
+
+# When the template spells its objects' names out, --name does not rename them.
+_RENAME_OBJECTS = (
+    "rename the template's objects (metadata.name; --name changes only the run's label)"
+)
 
 
 class RunDiffers(SimpleTFJobError):
@@ -70,10 +78,13 @@ class PlannedDocument(Protocol):
 
 
 class PlannedRun(Protocol):
-    """What apply reads of a plan: the run's name (its label) and its documents."""
+    """What apply reads of a plan: the run's name (its label), its documents, and `rename`."""
 
     @property
     def job(self) -> str | None: ...
+
+    @property
+    def rename(self) -> str | None: ...
 
     @property
     def documents(self) -> Sequence[PlannedDocument]: ...
@@ -147,7 +158,7 @@ def apply_planned(
         owner.known(conn)
     return apply_manifests(
         conn, planned.job, wanted, replace=choices.replace, dry_run=choices.dry_run,
-        timeout=choices.timeout, report=report, force=choices.force,
+        timeout=choices.timeout, report=report, force=choices.force, rename=planned.rename,
         applied=owner.applied if owner is not None else _ignore,
         check=owner.check if owner is not None else _ignore,
     )  # fmt: skip
@@ -169,6 +180,7 @@ def apply_manifests(
     force: bool = False,
     applied: Callable[[Manifest, Mapping[str, Any]], None] = lambda m, obj: None,
     check: Callable[[Mapping[tuple[str, str], Mapping[str, Any]]], None] = lambda found: None,
+    rename: str | None = None,
 ) -> list[tuple[Manifest, str]]:
     """Apply the run's manifests in order; each object's outcome ('created', ...), as reported.
 
@@ -182,17 +194,18 @@ def apply_manifests(
 
     An object of the run that the list did not have, but that is there when its name
     is checked, was applied meanwhile by another apply of the run: it counts as the
-    run's, as it would for an apply made after the other.
+    run's, as it would for an apply made after the other. A name taken offers `rename`.
     """
+    beside = f", or {rename} to start another run beside it" if rename else ""
     namespace = conn.namespace
     scope = scope_flags(conn)
     old = list_run(conn, run)
     live = {(resource.plural, object_name(obj)): obj for resource, obj in old.objects()}
     where = f"run {run!r} in namespace {namespace}"
-    going = [r.ref(object_name(obj)) for r, obj in old.objects() if _deleted(obj)]
+    going = [r.ref(object_name(obj)) for r, obj in old.objects() if is_gone(obj)]
     if going and not replace:
         raise ClusterError(
-            f"{where} is being deleted ({_some(going)} still there); wait for it "
+            f"{where} is being deleted ({some(going)} still there); wait for it "
             f"(simpletfjob delete {run} {scope} --wait) and apply again"
         )
     if old.jobs and not replace:
@@ -203,7 +216,8 @@ def apply_manifests(
         if ended.finished and starting:
             raise ClusterError(
                 f"{where} has ended ({ended.outcome()}); applying it again would start "
-                f"{_some(starting)} beside what is left of it; give --replace to run it again"
+                f"{some(starting)} beside what is left of it; give --replace to run it "
+                f"again{beside}"
             )
     for m in wanted:
         if m.key not in live:
@@ -212,13 +226,13 @@ def apply_manifests(
                 if not replace:  # (--replace applies over it, after the rest is gone)
                     live[m.key] = other  # another apply of this run made it since the list
             elif other is not None:
-                raise ClusterError(_not_ours(m, other, namespace))
+                raise ClusterError(not_ours(m.ref, other, namespace, rename))
     if replace and not old.empty:
         made = check_replace(conn, old, wanted, force=force)
         check(made)
         _replace(conn, old, timeout, report, scope)
         return _apply_all(
-            conn, run, wanted, {}, made, report, scope, applied, force=force, replaced=True
+            conn, run, wanted, {}, made, report, scope, applied, force, rename, replaced=True
         )
     judged = _judge_all(conn, wanted, live, force=force)
     differences = [f"{m.ref} ({why})" for m, (_, why) in judged if why]
@@ -230,8 +244,8 @@ def apply_manifests(
     ]
     if differences:
         raise RunDiffers(
-            f"{where} already exists and differs from this render: {_some(differences)}; "
-            "give --replace to delete it and apply this render"
+            f"{where} already exists and differs from this render: {some(differences)}; "
+            f"give --replace to delete it and apply this render{beside}"
         )
     expected = {m.key: applied.object for m, (applied, _) in judged if applied is not None}
     check(expected)
@@ -240,17 +254,7 @@ def apply_manifests(
         for m, outcome in outcomes:
             report(f"{m.ref} {outcome} (server dry run)")
         return outcomes
-    return _apply_all(conn, run, wanted, live, expected, report, scope, applied, force=force)
-
-
-def _not_ours(m: Manifest, other: Mapping[str, Any], namespace: str) -> str:
-    owner = ((other.get("metadata") or {}).get("labels") or {}).get(JOB_LABEL)
-    whose = f"run {owner!r}" if owner else "no run (it lacks the simpletfjob labels)"
-    return (
-        f"{m.ref} already exists in namespace {namespace} and belongs to {whose}; "
-        "simpletfjob changes only its own objects: delete it, or rename the "
-        "template's objects (metadata.name; --name changes only the run's label)"
-    )
+    return _apply_all(conn, run, wanted, live, expected, report, scope, applied, force, rename)
 
 
 def _replace(conn: Connection, old: RunObjects, timeout: float, report: Report, scope: str) -> None:
@@ -266,7 +270,7 @@ def _replace(conn: Connection, old: RunObjects, timeout: float, report: Report, 
         raise
     if done.replaced:
         raise ClusterError(
-            f"{_some(done.replaced)} replaced since listed, left alone; the old run {run!r} "
+            f"{some(done.replaced)} replaced since listed, left alone; the old run {run!r} "
             "was deleted (--replace), and nothing of this render was applied, so as not to "
             "apply over what took the name"
         )
@@ -313,7 +317,7 @@ def _conflicts_line(
     that `kubectl apply --server-side` gives."""
     first = str(conflicts[0][1])
     if len(conflicts) > 1:
-        first += f"; and {len(conflicts) - 1} more: {_some([m.ref for m, _ in conflicts[1:]])}"
+        first += f"; and {len(conflicts) - 1} more: {some([m.ref for m, _ in conflicts[1:]])}"
     managers = list(dict.fromkeys(name for _, e in conflicts for name in e.managers))
     others = " and ".join(repr(name) for name in managers)
     return (
@@ -370,8 +374,9 @@ def _apply_all(
     report: Report,
     scope: str,
     hook: Callable[[Manifest, Mapping[str, Any]], None],
-    *,
     force: bool,
+    rename: str | None,
+    *,
     replaced: bool = False,
 ) -> list[tuple[Manifest, str]]:
     """Apply each manifest for real; a failure says what was applied, what was not, and how to remove it.
@@ -382,11 +387,13 @@ def _apply_all(
     says on its way out how many objects were applied, and the two ways on.
     """
     done: list[tuple[Manifest, str]] = []
-    sending: Manifest | None = None  # the object whose request is out, if any
+    sending: Write[Applied] | None = None  # the object whose request is out, if any
     try:
         for m in wanted:
-            sending = m
-            applied = _apply_one(conn, run, m, live, expected, force=force)
+            sending = Write(
+                m.ref, partial(_apply_one, conn, run, m, live, expected, force=force, rename=rename)
+            )
+            applied = sending.start().result()
             sending = None
             hook(m, applied.object)
             done.append((m, applied.outcome))
@@ -399,10 +406,10 @@ def _apply_all(
             said = f"{said}; the old run {run!r} was deleted (--replace), and nothing of this render was applied"
         raise ClusterError(_halfway(said, run, wanted, len(done), scope)) from e
     except Interrupted as e:
-        being = f" ({sending.ref} was being applied)" if sending is not None else ""
+        of = f" of run {run!r} in namespace {conn.namespace}"
+        e.progress = cut_short("applied", len(done), len(wanted), of, sending, e)
         e.detail = (
-            f"applied {len(done)} of {len(wanted)} objects of run {run!r} in namespace "
-            f"{conn.namespace}{being}; apply again to finish it, or remove it with "
+            f"{e.progress}; apply again to finish it, or remove it with "
             f"simpletfjob delete {run} {scope}"
         )
         raise
@@ -417,12 +424,13 @@ def _apply_one(
     expected: Mapping[tuple[str, str], dict[str, Any]],
     *,
     force: bool,
+    rename: str | None,
 ) -> Applied:
     before = live.get(m.key)
     if m.key not in live:
         before = get(conn, m.resource, m.name, missing_ok=True)
         if before is not None and not belongs_to(before, run):
-            raise ClusterError(_not_ours(m, before, conn.namespace))
+            raise ClusterError(not_ours(m.ref, before, conn.namespace, rename))
     return apply(
         conn, m.resource, m.body, namespace=conn.namespace, live=before, force=force,
         expected=expected.get(m.key),
@@ -435,15 +443,5 @@ def _halfway(error: str, run: str, wanted: Sequence[Manifest], done: int, scope:
     left = [n.ref for n in wanted[done:]]
     return (
         f"{error}; applied {done} of {len(wanted)} objects of run {run!r} (listed above), "
-        f"not {_some(left)}; remove the run with simpletfjob delete {run} {scope}"
+        f"not {some(left)}; remove the run with simpletfjob delete {run} {scope}"
     )
-
-
-def _deleted(obj: Mapping[str, Any]) -> bool:
-    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
-
-
-def _some(items: Sequence[str]) -> str:
-    """'a, b, c' or 'a, b, c and 4 more'."""
-    shown = ", ".join(items[:SHOWN])
-    return shown + (f" and {len(items) - SHOWN} more" if len(items) > SHOWN else "")

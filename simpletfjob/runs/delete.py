@@ -10,10 +10,12 @@ has been reported, and the error says how far it got.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, NamedTuple
 
 from simpletfjob.errors import ClusterError, Interrupted
-from simpletfjob.kube.objects import Propagation, delete
+from simpletfjob.kube.inflight import Write, cut_short
+from simpletfjob.kube.objects import Deleted, Propagation, delete
 from simpletfjob.kube.request import Deadline
 from simpletfjob.kube.resources import JOBS, Resource
 from simpletfjob.options.table import format_duration
@@ -53,6 +55,7 @@ def delete_run(
     run: RunObjects,
     propagation: Propagation,
     report: Callable[[str], None],
+    deadline: Deadline | None = None,
 ) -> Deletion:
     """Delete every object of the run, reporting each as kubectl does.
 
@@ -60,11 +63,13 @@ def delete_run(
     taken a listed name since (deleted and made again, by hand or by another tool) is
     left alone and reported, never deleted by name. An object already gone (deleted
     meanwhile) is not reported. The first failure raises, naming how many objects were
-    deleted before it; an interruption (SIGINT) says the same on its way out.
+    deleted before it; an interruption (SIGINT) says the same on its way out, and hands over
+    the delete whose answer had not come (`Interrupted.unsettled`). `deadline` bounds each
+    delete (by default, the connection's).
     """
     total = len(run.jobs) + len(run.services)
     done = Deletion([], [])
-    sending = ""  # the object whose request is out, if any
+    sending: Write[Deleted] | None = None  # the delete whose request is out, if any
     try:
         for resource, obj in run.objects():
             name = object_name(obj)
@@ -74,11 +79,13 @@ def delete_run(
                     "labels; nothing more was deleted"
                 )
             uid = str((obj.get("metadata") or {}).get("uid") or "") or None
-            sending = resource.ref(name)
-            gone = delete(
-                conn, resource, name, namespace=run.namespace, propagation=propagation, uid=uid
-            )
-            sending = ""
+            one = partial(
+                delete, conn, resource, name, namespace=run.namespace, propagation=propagation,
+                uid=uid, deadline=deadline,
+            )  # fmt: skip
+            sending = Write(resource.ref(name), one)
+            gone = sending.start().result()
+            sending = None
             if gone.replaced:
                 done.replaced.append(resource.ref(name))
                 report(replaced_line(resource.ref(name)))
@@ -94,11 +101,10 @@ def delete_run(
             "before it (listed above)"
         ) from e
     except Interrupted as e:
-        being = f" ({sending} was being deleted)" if sending else ""
+        of = f" of run {run.name!r} in namespace {run.namespace}"
+        e.progress = cut_short("deleted", len(done.deleted), total, of, sending, e)
         e.detail = (
-            f"deleted {len(done.deleted)} of {total} objects of run {run.name!r} in namespace "
-            f"{run.namespace}{being}; delete the rest with simpletfjob delete {run.name} "
-            f"{scope_flags(conn)}"
+            f"{e.progress}; delete the rest with simpletfjob delete {run.name} {scope_flags(conn)}"
         )
         raise
     return done

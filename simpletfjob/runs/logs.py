@@ -7,11 +7,14 @@ Each stream is read in a thread of its own and hands over whole lines only, so t
 output never mixes within a line. There is no limit on streams (kubectl stops at
 `--max-log-requests 5`).
 
-With `follow`, the run's pods are watched as well: a pod the Job controller makes later (a
-new attempt after a failure) and a container started again in place (`OnFailure`) each
-get a stream of their own once they run. Following ends when the run has ended by its
-success policy and every stream of a task that has finished is drained; a task still
-running then (a parameter server never ends on its own) is read for GRACE seconds more.
+With `follow`, the run's pods are watched as well, every change of them: a pod the Job
+controller makes later (a new attempt after a failure) and a container started again in
+place (`OnFailure`) each get a stream of their own once they run. Each stream is read on
+across a break from its last line (kube/podlog.py), and the whole follow rides out an
+outage of the API server as `wait` does. Following ends when the run has ended by its
+success policy and every stream of a task that has finished is drained, however long that
+takes; GRACE seconds after the end, the pods are read once more, and a stream whose
+container still runs (a parameter server never ends on its own) is read no further.
 
 A task with nothing to show yet (no pod, or a container waiting: `ContainerCreating`,
 `ErrImagePull`) gets one note with the reason; with `follow`, its output comes once it
@@ -23,141 +26,30 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from simpletfjob.kube.request import Action, request
 from simpletfjob.kube.resources import PODS
 from simpletfjob.runs.logsources import (
     Object,
     Selection,
     Source,
-    container_state,
+    run_now,
     sources_now,
     tasks_asked,
     tasks_of,
 )
+from simpletfjob.runs.logstreams import END, Merger
+from simpletfjob.runs.logstreams import LogRequest as LogRequest
 from simpletfjob.runs.objects import NoRunError
 from simpletfjob.runs.state import Run
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
 
-GRACE = 2.0  # seconds a still-running task's stream is read after the run has ended
+GRACE = 2.0  # seconds after the run's end when the streams whose container still runs are cut
 COLORS = (36, 33, 32, 35, 34, 31, 96, 93, 92, 95, 94, 91)  # ANSI foregrounds, one per stream
-
-
-@dataclass(frozen=True)
-class LogRequest:
-    """What to read of each container, as `kubectl logs` takes it."""
-
-    tail: int | None = None  # lines from the end; None or -1: all
-    since: float | None = None  # seconds
-    timestamps: bool = False
-    previous: bool = False
-    follow: bool = False
-
-    def query(
-        self, container: str, *, whole: bool = False, earlier: bool = False
-    ) -> list[tuple[str, str | int]]:
-        """The pods/log query; `whole` reads a container's output from its start (a new instance),
-        `earlier` the run of the container before the current one."""
-        query: list[tuple[str, str | int]] = [("container", container)]
-        if self.follow and not earlier:  # a run that has ended has no more to follow
-            query.append(("follow", "true"))
-        if self.timestamps:
-            query.append(("timestamps", "true"))
-        if self.previous or earlier:
-            query.append(("previous", "true"))
-        if not whole:
-            if self.tail is not None and self.tail >= 0:
-                query.append(("tailLines", self.tail))
-            if self.since is not None:
-                query.append(("sinceSeconds", max(1, int(-(-self.since // 1)))))
-        return query
-
-
-# ---- reading --------------------------------------------------------------------------------------
-
-
-def read_stream(
-    conn: Connection,
-    source: Source,
-    query: Sequence[tuple[str, str | int]],
-    follow: bool,
-) -> Iterator[list[bytes]]:
-    """The container's log as batches of whole lines (each ending with a newline), as they come."""
-    action = Action("get", PODS, conn.namespace, source.pod, subresource="log")
-    answer = request(
-        conn,
-        action,
-        query=query,
-        stream=True,
-        read_timeout=24 * 3600.0 if follow else None,
-    )
-    if answer.stream is None:
-        yield [line + b"\n" for line in answer.data.splitlines()]
-        return
-    response = answer.stream
-    # As a watch reads its stream (kube/watch.py): by HTTP chunk when the answer is chunked.
-    if response.chunked and response.supports_chunked_reads():
-        chunks: Iterator[bytes] = response.read_chunked(decode_content=True)
-    else:
-        chunks = iter(lambda: bytes(response.read1(65536)), b"")
-    try:
-        pending = b""
-        for chunk in chunks:
-            pending += chunk
-            end = pending.rfind(b"\n") + 1
-            if end:
-                yield pending[:end].splitlines(keepends=True)
-                pending = pending[end:]
-        if pending:
-            yield [pending + b"\n"]
-    finally:
-        response.close()
-
-
-_END = object()
-
-
-class Merger:
-    """Streams read in threads, their whole lines handed to the caller's thread as they come."""
-
-    def __init__(self, conn: Connection, request_: LogRequest, note: Callable[[str], None]) -> None:
-        self.conn = conn
-        self.request = request_
-        self.note = note
-        self.lines: queue.Queue[tuple[Source, Any]] = queue.Queue()  # batches, errors, _END
-        self.open: dict[Source, threading.Thread] = {}
-        self.stopped: set[Source] = set()
-        self.failed: list[str] = []  # what broke the streams that failed, one line each
-
-    def start(self, source: Source, *, whole: bool = False) -> None:
-        query = self.request.query(source.container, whole=whole, earlier=source.earlier)
-        thread = threading.Thread(target=self._read, args=(source, query), daemon=True)
-        self.open[source] = thread
-        thread.start()
-
-    def _read(self, source: Source, query: Sequence[tuple[str, str | int]]) -> None:
-        try:
-            for batch in read_stream(self.conn, source, query, self.request.follow):
-                if source in self.stopped:
-                    break
-                self.lines.put((source, batch))
-        except BaseException as e:  # handed over, to be said in the caller's thread
-            self.lines.put((source, e))
-        self.lines.put((source, _END))
-
-    def next(self, timeout: float | None) -> tuple[Source, Any] | None:
-        try:
-            return self.lines.get(timeout=timeout)
-        except queue.Empty:
-            return None
-
-    def busy(self) -> bool:
-        return any(thread.is_alive() for thread in self.open.values()) or not self.lines.empty()
 
 
 # ---- printing ---------------------------------------------------------------------------------
@@ -332,18 +224,36 @@ def follow_logs(
     printer: Printer,
     note: Callable[[str], None],
 ) -> Run:
-    """Print the chosen tasks' logs as they come, pods made later included, until the run ends."""
+    """Print the chosen tasks' logs as they come, pods made later included, until the run ends.
+
+    It rides out an outage of the API server as `wait` does (kube/outage.py), with no
+    deadline: the watches go on from where they were and each log from its last line.
+    """
+    from simpletfjob.kube.outage import riding_out
+
+    with riding_out(conn, None, note, "it is back (no --timeout)"):
+        return _follow(conn, name, selection, request_, printer, note)
+
+
+def _follow(
+    conn: Connection,
+    name: str,
+    selection: Selection,
+    request_: LogRequest,
+    printer: Printer,
+    note: Callable[[str], None],
+) -> Run:
     from simpletfjob.runs.watch import follow
 
     merger = Merger(conn, request_, note)
     opened: set[tuple[str, str, int]] = set()  # (pod, container, instance)
-    running: dict[Source, bool] = {}  # whether each stream's container ran at the last news
     told: dict[str, str] = {}
     chosen: list[str] | None = None
     first = True
     ended: Run | None = None
     last: Run | None = None
     ended_at = 0.0
+    checked = False  # the streams still open were checked against their pods, after GRACE
     stop = threading.Event()
     changes: queue.Queue[Any] = queue.Queue()
     latest: list[Sequence[Object]] = [[], []]
@@ -353,11 +263,13 @@ def follow_logs(
             latest[:] = [jobs, pods]
 
         try:
-            for run in follow(conn, name, None, seen):
+            # every change of a pod, not only of a task's line: a container started again in
+            # place leaves its task's line as it was, and its new run is read from then on
+            for run in follow(conn, name, None, seen, every=True):
                 changes.put((run, *latest))
                 if stop.is_set():
                     return
-            changes.put(_END)  # ended without a verdict: the run is being deleted
+            changes.put(END)  # ended without a verdict: the run is being deleted
         except BaseException as e:  # handed to the caller's thread
             changes.put(e)
 
@@ -370,12 +282,14 @@ def follow_logs(
                 update = None
             if isinstance(update, BaseException):
                 raise update
-            if update is _END:
+            if update is END:
                 if ended is None:  # deleted before its verdict: nothing more will come
                     ended, ended_at = last, time.monotonic()
             elif update is not None:
                 run, jobs, pods = update
                 last = run
+                # (before any stream starts: one that ends asks how its pod is)
+                merger.known = {str((p.get("metadata") or {}).get("name")): p for p in pods}
                 tasks = tasks_of(jobs, pods)
                 if chosen is None:
                     chosen = tasks_asked(list(tasks), selection.tasks, selection.roles, name)
@@ -407,27 +321,36 @@ def follow_logs(
                     # a pod or instance that came later is read from its start
                     merger.start(source, whole=not first and not request_.previous)
                 first = False
-                by_name = {str((p.get("metadata") or {}).get("name")): p for p in pods}
-                for source in merger.open:
-                    pod = by_name.get(source.pod)
-                    state = container_state(pod, source.container)[0] if pod else ""
-                    running[source] = state in ("running", "")
                 if run.finished and ended is None:
                     ended, ended_at = run, time.monotonic()
             _print(merger, printer, note)
             if ended is not None:
-                # A container that has ended has its stream end once read to the end; one
-                # still running (a ps never ends on its own) is read GRACE seconds more.
                 live = [
-                    s
-                    for s, t in merger.open.items()
-                    if t.is_alive() and s not in merger.stopped and running.get(s, True)
+                    s for s, t in merger.open.items() if t.is_alive() and s not in merger.stopped
                 ]
-                if live and time.monotonic() - ended_at >= GRACE:
-                    merger.stopped.update(live)
+                if live and not checked and time.monotonic() - ended_at >= GRACE:
+                    # A container that has ended has its stream end once read to the end,
+                    # however long that takes; one that its pod, read now, says still runs
+                    # (a ps never ends on its own) is read no further.
+                    checked = True
+                    merger.stopped.update(still_running(conn, name, live))
                 if not any(t.is_alive() for s, t in merger.open.items() if s not in merger.stopped):
                     _print(merger, printer, note)
                     check_streams(merger)
                     return ended
     finally:
         stop.set()
+
+
+def still_running(conn: Connection, name: str, sources: Iterable[Source]) -> list[Source]:
+    """The sources whose container still runs the run they read, by the run's pods as they are now."""
+    from simpletfjob.kube.lists import list_objects
+    from simpletfjob.runs.objects import run_selector
+
+    pods = list_objects(conn, PODS, label_selector=run_selector(name)).items
+    by_name = {str((p.get("metadata") or {}).get("name")): p for p in pods}
+    return [
+        s
+        for s in sources
+        if (pod := by_name.get(s.pod)) is not None and run_now(pod, s) == "running"
+    ]

@@ -134,6 +134,24 @@ def container_state(pod: Object, container: str) -> tuple[str, int, str]:
     return "", 0, "ContainerCreating" if (pod.get("spec") or {}).get("nodeName") else "Pending"
 
 
+def run_now(pod: Object, source: Source) -> str:
+    """Where the run of the container that `source` reads stands in `pod`: read on, or cut?
+
+    'running' (its log goes on), 'ended' (the current run, terminated), 'previous' (what
+    pods/log's `previous` reads: the container was started again once since, or waits to
+    be after this run crashed), or 'lost' (started again more than once: pods/log keeps only
+    the last two runs).
+    """
+    state, restarts, _ = container_state(pod, source.container)
+    if state in ("running", "terminated") and restarts == source.instance:
+        return "running" if state == "running" else "ended"
+    if state == "waiting" and restarts and restarts - 1 == source.instance:
+        return "previous"  # it crashed and waits to start again: restartCount counts it
+    if state in ("running", "terminated") and restarts == source.instance + 1:
+        return "previous"
+    return "lost"
+
+
 def has_output(pod: Object, container: str, previous: bool) -> tuple[bool, str]:
     """Whether the container's log can be read now, and if not, why."""
     state, restarts, reason = container_state(pod, container)
@@ -186,10 +204,11 @@ def sources_now(
             state, restarts, _ = container_state(pod, container)
             if not readable:
                 note(f"{task}: {why}" if not selection.all_containers else f"{label}: {why}")
-            if state == "waiting" and restarts and not previous:
+            if (state == "waiting" and restarts) or previous:
                 # Waiting to start again after a crash: what there is to read is the run that
-                # crashed, the one before the current (restartCount counts the ended runs).
-                source = Source(task, name, container, label, restarts - 1, earlier=True)
+                # crashed, the one before the current (restartCount counts the ended runs);
+                # --previous reads that run too.
+                source = Source(task, name, container, label, max(0, restarts - 1), earlier=True)
             else:
                 source = Source(task, name, container, label, restarts)
             found.append((source, readable))

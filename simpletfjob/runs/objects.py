@@ -9,7 +9,7 @@ acts on runs ever changes it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from simpletfjob.errors import SimpleTFJobError, UsageError
@@ -58,6 +58,26 @@ def belongs_to(obj: Mapping[str, Any], name: str) -> bool:
         isinstance(labels, Mapping)
         and labels.get(MANAGED_BY) == MANAGER
         and labels.get(JOB_LABEL) == name
+    )
+
+
+# When a template spells its objects' names out, --name does not rename them.
+_RENAME_OBJECTS = (
+    "rename the template's objects (metadata.name; --name changes only the run's label)"
+)
+
+
+def not_ours(ref: str, other: Mapping[str, Any], namespace: str, rename: str | None) -> str:
+    """Why an object cannot be applied over: it is another run's, or no run's; and the way out.
+
+    `rename` (`--name NAME`) names the run's objects otherwise, when the template's names follow it.
+    """
+    owner = ((other.get("metadata") or {}).get("labels") or {}).get(JOB_LABEL)
+    whose = f"run {owner!r}" if owner else "no run (it lacks the simpletfjob labels)"
+    way = f"give {rename} to name this run's objects otherwise" if rename else _RENAME_OBJECTS
+    return (
+        f"{ref} already exists in namespace {namespace} and belongs to {whose}; "
+        f"simpletfjob changes only its own objects: delete it, or {way}"
     )
 
 
@@ -169,3 +189,12 @@ def run_names(conn: Connection, *, deadline: Deadline | None = None) -> list[str
         if labels.get(MANAGED_BY) == MANAGER and isinstance(labels.get(JOB_LABEL), str):
             names.add(labels[JOB_LABEL])
     return sorted(names)
+
+
+SHOWN = 3  # objects named in a one-line message before "and N more"
+
+
+def some(items: Sequence[str]) -> str:
+    """'a, b, c' or 'a, b, c and 4 more'."""
+    shown = ", ".join(items[:SHOWN])
+    return shown + (f" and {len(items) - SHOWN} more" if len(items) > SHOWN else "")

@@ -18,13 +18,16 @@ A failure that restarting cannot help ends it at once: the run's --deadline
 (DeadlineExceeded), a deciding Job deleted meanwhile, a task claimed by several Jobs; and a
 lost node when the user may not delete pods (its pods there must go before the run can).
 
-An interruption (SIGINT, SIGTERM, SIGHUP) leaves the run running, as it is, and says how to
-wait for it or delete it; --on-interrupt delete deletes it (Background, as kubectl delete
-does) and says so.
+An interruption (SIGINT, SIGTERM, SIGHUP) leaves the run as it is and says what is true in the
+phase it came in (interrupt.py): applied how far, running, being deleted for a restart, or
+ended (the verdict, and what of the cleanup was left undone). --on-interrupt delete deletes it
+once the writes in flight are settled, and says so once nothing of it is left; after the
+verdict, it deletes only what the cleanup would.
 """
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -34,8 +37,19 @@ from simpletfjob.errors import ClusterError, Interrupted
 from simpletfjob.kube.request import Deadline
 from simpletfjob.kube.resources import JOBS, PODS, SERVICES
 from simpletfjob.runs.causes import NodeWatch, refusal
+from simpletfjob.runs.interrupt import (
+    APPLYING,
+    DRAINING,
+    ENDED,
+    FOLLOWING,
+    GOING,
+    REPLANNING,
+    RESTARTING,
+    Where,
+    interrupted,
+)
 from simpletfjob.runs.state import AMBIGUOUS, DELETING, FAILED, SUCCEEDED, Run, changes
-from simpletfjob.runs.wait import UNRESTARTABLE, RunFailed, TimedOut
+from simpletfjob.runs.wait import UNRESTARTABLE, RunFailed, TimedOut, succeeded_line
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
@@ -75,6 +89,8 @@ class Plan(Protocol):
     def tasks(self) -> Sequence[PlannedTask]: ...
     @property
     def documents(self) -> Sequence[PlannedDocument]: ...
+    @property
+    def rename(self) -> str | None: ...
 
 
 P = TypeVar("P", bound=Plan)
@@ -98,7 +114,6 @@ def run_to_end(
     """
     from simpletfjob.kube.outage import riding_out
     from simpletfjob.options.table import format_duration
-    from simpletfjob.runs.objects import scope_flags
 
     deadline = None if options.timeout is None else Deadline.after(options.timeout)
     until = (
@@ -115,11 +130,15 @@ def run_to_end(
         printer = None
     nodes = NodeWatch(conn, options.node_grace, say, watching=access.nodes)
     restarts = 0
+    where = Where(most=options.max_restarts)
+    quiet = threading.Event()  # set once run_to_end is left: its log threads say no more
     try:
         with riding_out(conn, deadline, say, until):
             while True:
+                where.phase = APPLYING
                 _apply(conn, planned, options, restarts, first=restarts == 0, applied=applied)
-                logs = _stream_logs(conn, name, planned, options, printer, say)
+                where.phase = FOLLOWING
+                logs = _stream_logs(conn, name, planned, options, printer, say, quiet)
                 last, cause = _follow(conn, name, nodes, deadline, say)
                 if last is None or (cause is None and last.state != SUCCEEDED):
                     state = f" ({last.state})" if last is not None else ""
@@ -129,12 +148,12 @@ def run_to_end(
                         f"{state}; it is left as it is"
                     )
                 if cause is None:
-                    _finish(conn, last, options, say, logs)
+                    where.phase, where.run, where.verdict = ENDED, last, succeeded_line(last)
+                    _finish(conn, last, options, say, logs, where)
                     return last
                 # A lost node's pods must be deleted before the run can be (see _delete).
                 stuck = bool(_lost(cause, last)) and not access.pod_deletes
                 if stuck or not _restartable(last, cause) or restarts >= options.max_restarts:
-                    _finish(conn, last, options, say, logs)
                     left = (
                         f"; no restart left ({restarts} of {options.max_restarts} made)"
                         if options.max_restarts and _restartable(last, cause)
@@ -145,9 +164,14 @@ def run_to_end(
                             f"; not restarted: its pods on that node cannot be deleted (cannot "
                             f"delete pods in namespace {conn.namespace})"
                         )
-                    raise RunFailed(f"run {name!r} failed: {cause}{left}")
+                    where.phase, where.run = ENDED, last
+                    where.verdict = f"run {name!r} failed: {cause}{left}"
+                    _finish(conn, last, options, say, logs, where)
+                    raise RunFailed(where.verdict)
                 restarts += 1
-                _delete(conn, name, deadline, set(_lost(cause, last)))
+                where.phase, where.restart, where.cause = RESTARTING, restarts, cause
+                _delete(conn, name, deadline, set(_lost(cause, last)), where)
+                where.phase = REPLANNING
                 planned = make_plan()  # against the cluster as it is now
                 hosts = ", ".join(dict.fromkeys(task.host for task in planned.tasks))
                 say(
@@ -155,16 +179,26 @@ def run_to_end(
                     f"hosts now: {hosts}"
                 )
     except Interrupted as e:
-        scope = scope_flags(conn)
-        if options.on_interrupt == "delete":
-            e.detail = _delete_on_interrupt(conn, name)
-        elif not e.detail:  # (an apply cut short says what it had applied)
-            e.detail = (
-                f"run {name!r} is left running in namespace {conn.namespace}; follow it with "
-                f"simpletfjob wait {name} {scope}, or remove it with simpletfjob delete "
-                f"{name} {scope}"
-            )
+        delete = options.on_interrupt == "delete"
+        interrupted(conn, name, where, options.cleanup, delete, say, e)
         raise
+    except ClusterError as e:
+        # --timeout passed while the server was away, before the run had ended (applying,
+        # deleting for a restart): as for a timeout while following, exit 3.
+        if not _still_away(e) or options.timeout is None:
+            raise
+        raise TimedOut(
+            f"run {name!r} did not end within {format_duration(options.timeout)}: {e}"
+        ) from e
+    finally:
+        quiet.set()
+
+
+def _still_away(error: BaseException) -> bool:
+    """The error is the ride's deadline passing with the server away, or carries it."""
+    from simpletfjob.kube.outage import StillAway
+
+    return isinstance(error, StillAway) or isinstance(error.__cause__, StillAway)
 
 
 def _check_access(conn: Connection, planned: Plan, options: RunOptions, say: Say) -> Access:
@@ -175,7 +209,9 @@ def _check_access(conn: Connection, planned: Plan, options: RunOptions, say: Say
     try:
         return check_run(conn, options, services, say)
     except Interrupted as e:
-        e.detail = e.detail or f"nothing of run {planned.job!r} was applied"
+        e.detail = e.detail or (
+            f"nothing of run {planned.job!r} was applied to namespace {conn.namespace}"
+        )
         raise
 
 
@@ -253,7 +289,9 @@ def _lost(cause: str, run: Run) -> list[str]:
     return [t.node for t in run.tasks if t.node and f" on node {t.node}: " in cause]
 
 
-def _delete(conn: Connection, name: str, deadline: Deadline | None, lost: set[str]) -> None:
+def _delete(
+    conn: Connection, name: str, deadline: Deadline | None, lost: set[str], where: Where
+) -> None:
     """Delete the whole run (Foreground) and wait until its Jobs and Services are gone.
 
     The pods on a lost node are deleted at once (grace 0, as kubectl delete --force): no
@@ -265,6 +303,7 @@ def _delete(conn: Connection, name: str, deadline: Deadline | None, lost: set[st
     from simpletfjob.runs.objects import list_run, run_selector
 
     delete_run(conn, list_run(conn, name), "Foreground", lambda line: None)
+    where.phase = GOING
     if lost:
         for pod in list_objects(conn, PODS, label_selector=run_selector(name)).items:
             if (pod.get("spec") or {}).get("nodeName") in lost:
@@ -279,20 +318,29 @@ def _delete(conn: Connection, name: str, deadline: Deadline | None, lost: set[st
         raise
 
 
-def _finish(conn: Connection, run: Run, options: RunOptions, say: Say, logs: Any) -> None:
+def _finish(
+    conn: Connection, run: Run, options: RunOptions, say: Say, logs: Any, where: Where
+) -> None:
     """wait's cleanup, then the logs read out (a finished task's stream ends by itself)."""
+    from simpletfjob.options.table import format_duration
     from simpletfjob.runs.watch import clean_up
 
     ended = "succeeded" if run.state == SUCCEEDED else "failed"
     try:
         clean_up(conn, run, options.cleanup, say)
+        where.phase = DRAINING
     except ClusterError as e:
+        if _still_away(e) and options.timeout is not None:  # as wait says it, exit 3
+            raise TimedOut(
+                f"run {run.name!r} {ended}: {run.outcome()}; but its cleanup (--cleanup "
+                f"{options.cleanup}) did not finish within {format_duration(options.timeout)}: {e}"
+            ) from e
         raise ClusterError(
             f"run {run.name!r} {ended}: {run.outcome()}; but its cleanup "
             f"(--cleanup {options.cleanup}) failed: {e}"
         ) from e
     finally:
-        if isinstance(logs, threading.Thread):
+        if isinstance(logs, threading.Thread) and where.phase == DRAINING:
             logs.join(LOG_DRAIN)
 
 
@@ -303,8 +351,14 @@ def _stream_logs(
     options: RunOptions,
     printer: Printer | None,
     say: Say,
+    quiet: threading.Event,
 ) -> threading.Thread | None:
-    """Stream the chosen tasks' logs to the printer, in a thread, until the run ends or goes."""
+    """Stream the chosen tasks' logs to the printer, in a thread, until the run ends or goes.
+
+    Once `quiet` is set (`run_to_end` has returned or raised), the thread prints and says
+    nothing more: in a process that goes on (the Python API, a test), no line of a finished
+    `run` may come after it.
+    """
     if printer is None or options.logs == "none":
         return None
     from simpletfjob.runs.logs import LogRequest, follow_logs
@@ -312,11 +366,22 @@ def _stream_logs(
 
     selection = Selection(tasks=tuple(log_tasks(options.logs, planned)))
 
+    def note(line: str) -> None:
+        if not quiet.is_set():
+            say(line)
+
+    def write(data: bytes) -> None:
+        if not quiet.is_set():
+            printer.write(data)
+
+    quiet_printer = copy.copy(printer)
+    quiet_printer.write = write
+
     def stream() -> None:
         try:
-            follow_logs(conn, name, selection, LogRequest(follow=True), printer, say)
+            follow_logs(conn, name, selection, LogRequest(follow=True), quiet_printer, note)
         except Exception as e:  # the run goes on without its logs
-            say(f"logs: {e}")
+            note(f"logs: {e}")
 
     thread = threading.Thread(target=stream, daemon=True)
     thread.start()
@@ -344,17 +409,3 @@ def check_log_tasks(chosen: str, planned: Plan) -> None:
             f"--logs names {unknown[0]!r}, which the run does not have; its tasks are "
             f"{', '.join(names)}"
         )
-
-
-def _delete_on_interrupt(conn: Connection, name: str) -> str:
-    from simpletfjob.runs.delete import delete_run
-    from simpletfjob.runs.objects import list_run
-
-    try:
-        done = delete_run(conn, list_run(conn, name), "Background", lambda line: None)
-    except ClusterError as e:
-        return f"run {name!r} could not be deleted (--on-interrupt delete): {e}"
-    return (
-        f"run {name!r} deleted (--on-interrupt delete): {len(done.deleted)} objects in "
-        f"namespace {conn.namespace}"
-    )

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from simpletfjob.errors import EXIT_TIMEOUT, ClusterError, SimpleTFJobError
+from simpletfjob.errors import EXIT_TIMEOUT, ClusterError, Interrupted, SimpleTFJobError
 from simpletfjob.identity import JOB_LABEL, POLICY_ANNOTATION
 from simpletfjob.runs.follower import ENDS
 from simpletfjob.runs.state import AMBIGUOUS, DELETED, DELETING, SUCCEEDED, Run, changes
@@ -63,6 +63,7 @@ def wait_for_run(
     from simpletfjob.kube.request import Deadline
     from simpletfjob.options.table import format_duration
     from simpletfjob.runs.failure import Keeper, explain
+    from simpletfjob.runs.objects import scope_flags
     from simpletfjob.runs.permissions import check_wait
     from simpletfjob.runs.watch import clean_up, follow
 
@@ -103,6 +104,15 @@ def wait_for_run(
                 say(line)
         try:
             clean_up(conn, last, cleanup, say)
+        except Interrupted as e:  # the verdict is known: it is the news, with what is undone
+            verdict = succeeded_line(last) if last.state == SUCCEEDED else failed_line(last)
+            done = f": {e.progress}" if e.progress else ""
+            e.detail = (
+                f"{verdict}; its cleanup (--cleanup {cleanup}) was cut short{done}; finish it "
+                f"with simpletfjob wait {name} {scope_flags(conn)}"
+                + (" --cleanup all" if cleanup == "all" else "")
+            )
+            raise
         except StillAway as e:
             assert timeout is not None  # without one, the ride never ends so
             raise TimedOut(

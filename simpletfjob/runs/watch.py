@@ -15,11 +15,14 @@ import math
 import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from simpletfjob.errors import Interrupted
 from simpletfjob.identity import JOB_LABEL, NAME_ANNOTATION
+from simpletfjob.kube.inflight import Write, cut_short
 from simpletfjob.kube.lists import ObjectList, list_objects
-from simpletfjob.kube.objects import delete
+from simpletfjob.kube.objects import Deleted, delete
 from simpletfjob.kube.request import Action, Deadline, request
 from simpletfjob.kube.resources import JOBS, NODES, PODS, SERVICES, Resource
 from simpletfjob.kube.watch import Event, watch
@@ -38,26 +41,30 @@ MANAGER = "simpletfjob"
 def _both(
     conn: Connection, name: str | None, deadline: Deadline | None = None
 ) -> tuple[ObjectList, ObjectList]:
-    """The Jobs and the pods of the run (or of every run), listed at the same time."""
-    found: dict[str, ObjectList] = {}
+    """The Jobs and the pods of the run (or of every run), listed at the same time.
+
+    The pods in a thread, the Jobs in the caller's: an interrupt goes up from there at
+    once, never into the other thread's errors while the pods' list rides out an outage.
+    """
+    found: list[ObjectList] = []
     failed: list[BaseException] = []
     within = None if deadline is None else deadline.sooner(conn.settings.deadline)
 
-    def read(resource: Resource) -> None:
+    def read_pods() -> None:
         try:
-            found[resource.plural] = list_objects(
-                conn, resource, label_selector=run_selector(name), deadline=within
+            found.append(
+                list_objects(conn, PODS, label_selector=run_selector(name), deadline=within)
             )
         except BaseException as e:  # handed to the caller, in its thread
             failed.append(e)
 
-    pods = threading.Thread(target=read, args=(PODS,), daemon=True)
+    pods = threading.Thread(target=read_pods, daemon=True)
     pods.start()
-    read(JOBS)
+    jobs = list_objects(conn, JOBS, label_selector=run_selector(name), deadline=within)
     pods.join()
     if failed:
         raise failed[0]
-    return found[JOBS.plural], found[PODS.plural]
+    return jobs, found[0]
 
 
 def list_jobs_and_pods(conn: Connection, name: str) -> tuple[Sequence[Object], Sequence[Object]]:
@@ -113,6 +120,7 @@ def follow(
     deadline: Deadline | None,
     seen: Callable[[Sequence[Object], Sequence[Object]], None] | None = None,
     tick: float | None = None,
+    every: bool = False,
 ) -> Iterator[Run]:
     """The run now, then again after each change, until it has ended or the deadline has passed.
 
@@ -122,7 +130,8 @@ def follow(
     does: the lists are not cut short by it, so that a run that has ended is told as ended.
     `seen` is given the Jobs and pods each run was judged from, before it is yielded
     (`logs -f` reads the pods). With `tick`, the run is yielded again (changed or not) when
-    no event has come for that many seconds: `run` checks the nodes then.
+    no event has come for that many seconds: `run` checks the nodes then. With `every`, it is
+    yielded after each batch of events, changed or not (`logs -f` reads every pod's change).
     """
 
     def tell() -> None:
@@ -202,7 +211,7 @@ def follow(
                 tell()
                 yield ended
                 return
-            if now.state != FAILED and (changes(shown, now) or ticked):
+            if now.state != FAILED and (changes(shown, now) or ticked or every):
                 tell()
                 yield now
                 shown = now
@@ -302,13 +311,32 @@ def clean_up(conn: Connection, run: Run, cleanup: str, report: Callable[[str], N
     targets = [(JOBS, name, uids.get(name, "")) for name in jobs] + [
         (SERVICES, _name(s), str((s.get("metadata") or {}).get("uid") or "")) for s in doomed
     ]
-    for resource, object_name, uid in targets:
-        # Only the object that was read: one that took its name since is not the run's.
-        gone = delete(conn, resource, object_name, propagation="Background", uid=uid or None)
-        if gone.replaced:
-            report(replaced_line(resource.ref(object_name)))
-        elif not gone.already_gone:
-            report(f"{resource.ref(object_name)} deleted")
+    sending: Write[Deleted] | None = None
+    finished = 0
+    try:
+        for resource, object_name, uid in targets:
+            # Only the object that was read: one that took its name since is not the run's.
+            one = partial(
+                delete, conn, resource, object_name, propagation="Background", uid=uid or None
+            )
+            sending = Write(resource.ref(object_name), one)
+            gone = sending.start().result()
+            sending = None
+            finished += 1
+            if gone.replaced:
+                report(replaced_line(resource.ref(object_name)))
+            elif not gone.already_gone:
+                report(f"{resource.ref(object_name)} deleted")
+    except Interrupted as e:
+        e.progress = "it " + cut_short("deleted", finished, len(targets), "", sending, e)
+        rest = targets[finished:]
+        if sending is not None and (sending.landed or not sending.answered):
+            rest = rest[1:]  # deleted, or said to be on its way
+        left = [resource.ref(name) for resource, name, _ in rest]
+        if left:
+            shown = ", ".join(left[:3]) + (f" and {len(left) - 3} more" if len(left) > 3 else "")
+            e.progress += f"; {shown} {'is' if len(left) == 1 else 'are'} left"
+        raise
 
 
 def _left(kind: str, name: str, copied_from: str) -> str:

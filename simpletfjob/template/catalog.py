@@ -421,9 +421,12 @@ def prepare_options(
     if source.builtin is not None and options.output is None:
         suffix = framework(settings.get("framework", options.framework)).output_suffix
         settings["output"] = f"{source.builtin}{suffix}.yaml"  # in the current directory
-    if source.builtin is not None and options.name is None:
-        settings["name"] = source.builtin  # the simpletfjob/job label
-    values = collect_values(source.header.values, options.value_files, sets)
+    values, given_values = collect_values(source.header.values, options.value_files, sets)
     return options.replace(
-        template=source.name, template_text=source.render_text(), values=values, **settings
+        template=source.name,
+        template_text=source.render_text(),
+        builtin=source.builtin,
+        values=values,
+        given_values=given_values,
+        **settings,
     )

@@ -158,14 +158,17 @@ def check_reserved(values: Mapping[str, Any], reserved: tuple[str, ...]) -> None
 
 def collect_values(
     defaults: Mapping[str, Any], files: Sequence[str], sets: Sequence[Mapping[str, Any]]
-) -> dict[str, Any]:
-    """Values as helm layers them: defaults < each -f FILE in order < each --set in order."""
+) -> tuple[dict[str, Any], frozenset[str]]:
+    """Values as helm layers them: defaults < each -f FILE in order < each --set in order.
+
+    Also the top-level names that the files and --set gave, as opposed to the defaults.
+    """
     values = dict(defaults)
-    for path in files:
-        values = merge(values, load_values_file(path))
-    for item in sets:
-        values = merge(values, item)
-    return values
+    given: set[str] = set()
+    for layer in [*(load_values_file(path) for path in files), *sets]:
+        values = merge(values, layer)
+        given.update(layer)
+    return values, frozenset(given)
 
 
 def check_sets_read(

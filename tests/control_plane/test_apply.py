@@ -453,18 +453,56 @@ def test_a_built_in_template_with_numeric_quantities_applies_and_applies_again(
     """tf2-multiworker writes `nvidia.com/gpu: 1`; server-side apply on v1.20 takes only strings."""
     ns = cluster.create_namespace()
     kubeconfig = str(cluster.kubeconfig(tmp_path / "kc", "admin", ns))
-    args = ("apply", "tf2-multiworker", "--nodes", "a,b", "--kubeconfig", kubeconfig)
-    first = cli(*args)
+    args = ("apply", "tf2-multiworker", "--nodes", "a,b", "--set", "gpus=1")
+    first = cli(*args, "--kubeconfig", kubeconfig)
     assert first.code == 0, first.err
-    again = cli(*args)
+    again = cli(*args, "--kubeconfig", kubeconfig)
     assert again.code == 0, again.err
     assert lines(again)[:2] == [
-        "job.batch/tf2-mw-worker-0 unchanged",
-        "job.batch/tf2-mw-worker-1 unchanged",
+        "job.batch/tf2-multiworker-worker-0 unchanged",
+        "job.batch/tf2-multiworker-worker-1 unchanged",
     ]
-    stored = jobs(cluster, ns, "simpletfjob/job=tf2-multiworker")["tf2-mw-worker-0"]
+    stored = jobs(cluster, ns, "simpletfjob/job=tf2-multiworker")["tf2-multiworker-worker-0"]
     (container,) = stored["spec"]["template"]["spec"]["containers"]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
+
+
+def test_a_built_in_runs_again_beside_itself_under_another_name(
+    cluster: Cluster, cli: Any, tmp_path: Path, kube_env: Path
+) -> None:
+    """--name names a built-in's Jobs, so a second run does not meet the first; a refusal of a
+    taken name offers the option that names the run otherwise."""
+    ns = cluster.create_namespace()
+    kubeconfig = str(cluster.kubeconfig(tmp_path / "kc", "admin", ns))
+
+    def apply(*args: str) -> Any:
+        return cli("apply", "pytorch-ddp", "--nodes", "a,b", "--kubeconfig", kubeconfig, *args)
+
+    assert apply().code == 0
+    changed = apply("--set", "cpu=2")  # another run of the same built-in, under its name
+    line = assert_one_line_error(changed, 1, contains=("run 'pytorch-ddp'", "differs"))
+    assert line.endswith(
+        "give --replace to delete it and apply this render, "
+        "or --name NAME to start another run beside it"
+    )
+    second = apply("--set", "cpu=2", "--name", "second")
+    assert second.code == 0, second.err
+    assert lines(second)[:2] == [
+        "job.batch/second-worker-0 created",
+        "job.batch/second-worker-1 created",
+    ]
+    assert set(jobs(cluster, ns, "simpletfjob/job=pytorch-ddp")) == {
+        "pytorch-ddp-worker-0",
+        "pytorch-ddp-worker-1",
+    }
+    # Objects named by --set name= that another run holds: --set names them otherwise.
+    taken = apply("--name", "third", "--set", "name=second")
+    line = assert_one_line_error(taken, 1, contains=("job.batch/second-worker-0 already exists",))
+    assert line.endswith(
+        "belongs to run 'second'; simpletfjob changes only its own objects: delete it, "
+        "or give --set name=NAME to name this run's objects otherwise"
+    )
+    assert jobs(cluster, ns, "simpletfjob/job=third") == {}
 
 
 def test_replace_gives_up_after_its_timeout_and_applies_nothing(

@@ -391,7 +391,8 @@ def test_sigint_during_an_apply_says_how_many_objects_were_applied_and_the_ways_
     *created, last = err.splitlines()
     found = re.fullmatch(
         r"simpletfjob: interrupted: applied (\d+) of 300 objects of run 'mnist' in namespace "
-        rf"{namespace}(?: \(job\.batch/mnist-\w+-\d+ was being applied\))?; apply again to finish "
+        rf"{namespace}(?: \(job\.batch/mnist-\w+-\d+ was being applied, with no answer yet: it may "
+        r"still be carried out\))?; apply again to finish "
         rf"it, or remove it with simpletfjob delete mnist -n {namespace} --context {kube.name}",
         last,
     )
@@ -433,7 +434,8 @@ def test_sigint_during_a_delete_says_how_many_objects_were_deleted_and_how_to_go
     *deleted, last = err.splitlines()
     found = re.fullmatch(
         r"simpletfjob: interrupted: deleted (\d+) of 200 objects of run 'mnist' in namespace "
-        rf"{namespace}(?: \(job\.batch/mnist-\w+-\d+ was being deleted\))?; delete the rest with "
+        rf"{namespace}(?: \(job\.batch/mnist-\w+-\d+ was being deleted, with no answer yet: it may "
+        r"still be carried out\))?; delete the rest with "
         rf"simpletfjob delete mnist -n {namespace}",
         last,
     )

@@ -120,7 +120,8 @@ def test_too_few_eligible_gives_the_short_breakdown(cli: Any, cluster: Path) -> 
     assert result.code == 1 and result.out == ""
     assert result.err == (
         "simpletfjob: error: -N 4 asks for more hosts than are eligible "
-        "(10 nodes: 2 eligible, 1 excluded, 2 NotReady, 1 cordoned, 4 tainted)\n"
+        "(10 nodes: 2 eligible, 1 excluded, 2 NotReady, 1 cordoned, 4 tainted); "
+        "2 eligible hosts fit 2 tasks at 1 per host; for 4 tasks, give -N 2 --tasks-per-host 2\n"
     )
     result = run(cli, cluster, "gpu.yaml", "-N", "3", "--gpus", "4")
     assert "(10 nodes: 2 eligible, 2 NotReady, 1 cordoned, 1 tainted, 4 gpus)" in result.err

@@ -255,7 +255,8 @@ def test_the_only_hosts_a_worker_may_use_are_taken(cli: Any, source: Source) -> 
     line = assert_one_line_error(run(cli, source, template_for(), "--chief", "--psn", "1"))
     assert line == (
         "simpletfjob: error: no task is left for a worker: 2 tasks in all, taken by "
-        "1 ps + 1 chief; use more hosts or fewer parameter servers (--psn) "
+        "1 ps + 1 chief; use more hosts, more tasks per host (--tasks-per-host 2) or fewer "
+        "parameter servers (--psn) "
         "(5 nodes: 2 eligible, 3 tainted)"
     )
     line = assert_one_line_error(run(cli, source, template_for("ps"), "--chief", "-N", "3"))
@@ -299,8 +300,8 @@ def test_too_few_hosts_with_the_default_minus_n(
     else:
         assert line == (
             "simpletfjob: error: no task is left for a worker: 1 task in all, taken by 1 ps; "
-            "use more hosts or fewer parameter servers (--psn) "
-            "(5 nodes: 1 eligible, 1 excluded, 3 tainted)"
+            "use more hosts, more tasks per host (--tasks-per-host 2) or fewer parameter "
+            "servers (--psn) (5 nodes: 1 eligible, 1 excluded, 3 tainted)"
         )
 
 

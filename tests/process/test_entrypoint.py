@@ -19,12 +19,12 @@ def test_console_script_renders_mnist() -> None:
             "-N",
             "3",
             "--nodes-file",
-            "hosts",
+            "../hosts",
             "--no-labels",
             "-o",
             "-",
         ],
-        cwd=EXAMPLES,
+        cwd=EXAMPLES / "mnist",  # the original tool's template, beside its output
         capture_output=True,
         text=True,
         timeout=60,
@@ -45,7 +45,8 @@ def test_python_dash_m_reports_errors_in_one_line() -> None:
     assert proc.returncode == 1
     assert proc.stdout == ""
     assert proc.stderr.strip().splitlines() == [
-        "simpletfjob: error: -N 2 asks for more hosts than are eligible (1 node: 1 eligible)"
+        "simpletfjob: error: -N 2 asks for more hosts than are eligible (1 node: 1 eligible); "
+        "1 eligible host fits 1 task at 1 per host; for 2 tasks, give -N 1 --tasks-per-host 2"
     ]
 
 
@@ -87,8 +88,8 @@ def test_an_offline_render_imports_nothing_heavy(template: str) -> None:
 def test_kubectl_plugin_script_is_installed_and_named_as_kubectl_runs_it() -> None:
     plugin = str(Path(console_script()).with_name("kubectl-simpletfjob"))
     rendered = subprocess.run(
-        [plugin, "mnist.yaml", "-N", "3", "--nodes-file", "hosts", "--no-labels", "-o", "-"],
-        cwd=EXAMPLES,
+        [plugin, "mnist.yaml", "-N", "3", "--nodes-file", "../hosts", "--no-labels", "-o", "-"],
+        cwd=EXAMPLES / "mnist",
         capture_output=True,
         text=True,
         timeout=60,

@@ -22,9 +22,10 @@ controller behave as on a cluster:
   fit beside the pods already running on the node is refused as the kubelet refuses it:
   phase Failed, reason `OutOf<resource>`, and a Warning event.
 - **Logs.** Each node serves the kubelet API's `/containerLogs/{namespace}/{pod}/{container}`
-  over HTTPS with `follow`, `tailLines`, `sinceSeconds`, `timestamps` and `previous`, so the
-  real API server's `pods/log` works: kube-apiserver v1.20 forwards it to the node's address
-  and kubelet port, and checks no kubelet certificate unless told to.
+  over HTTPS with `follow`, `tailLines`, `sinceSeconds`, `sinceTime`, `timestamps` and
+  `previous`, so the real API server's `pods/log` works: kube-apiserver v1.20 forwards it to
+  the node's address and kubelet port, and checks no kubelet certificate unless told to.
+  `cut_logs()` ends every stream being served at once, as a kubelet that restarts.
 - **Deletes.** A pod being deleted gets SIGTERM on its process group, SIGKILL once its grace
   period has passed, and is then removed (a delete with grace 0 and the pod's uid).
 - **Events** for what it does: `Started`, `Killing`, `BackOff`, and admission refusals.
@@ -42,6 +43,7 @@ import itertools
 import os
 import re
 import signal
+import socket
 import ssl
 import subprocess
 import sys
@@ -629,6 +631,16 @@ class Kubelet:
                     return run
         return None
 
+    def cut_logs(self) -> int:
+        """End every log stream being served, at once, as a kubelet that restarts does; how many."""
+        cut = 0
+        for server in self._servers:
+            for handler in list(server.streaming):
+                with contextlib.suppress(OSError):
+                    handler.connection.shutdown(socket.SHUT_RDWR)
+                    cut += 1
+        return cut
+
     def kill(self, namespace: str, pod: str, sig: int = signal.SIGKILL) -> None:
         """Kill a running pod's container process, as an OOM kill or a crash would."""
         run = self.find(namespace, pod)
@@ -678,6 +690,7 @@ class _LogServer(http.server.ThreadingHTTPServer):
         super().__init__(address, handler)
         self.kubelet = kubelet
         self.node = node
+        self.streaming: set[_LogHandler] = set()  # the handlers streaming a log now
 
 
 class _LogHandler(http.server.BaseHTTPRequestHandler):
@@ -751,6 +764,22 @@ class _LogHandler(http.server.BaseHTTPRequestHandler):
         since = float(query["sinceSeconds"]) if "sinceSeconds" in query else None
         tail = int(query["tailLines"]) if "tailLines" in query else None
         cutoff = nano(now() - dt.timedelta(seconds=since)) if since is not None else None
+        if "sinceTime" in query:  # RFC 3339, as the API server passes it on: to the second
+            cutoff = nano(dt.datetime.fromisoformat(query["sinceTime"].replace("Z", "+00:00")))
+        self.server.streaming.add(self)
+        try:
+            self._stream_from(instance, timestamps, tail, cutoff, follow)
+        finally:
+            self.server.streaming.discard(self)
+
+    def _stream_from(
+        self,
+        instance: Instance,
+        timestamps: bool,
+        tail: int | None,
+        cutoff: str | None,
+        follow: bool,
+    ) -> None:
         with instance.log.open("rb") as log:
             lines = _complete_lines(log)
             if cutoff is not None:
@@ -767,7 +796,7 @@ class _LogHandler(http.server.BaseHTTPRequestHandler):
                         return
                     if not more:
                         time.sleep(0.05)
-            except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
+            except OSError:  # the client went away, or the stream was cut (ssl.SSLError is one)
                 return
 
     def _write(self, lines: Sequence[bytes], timestamps: bool) -> None:

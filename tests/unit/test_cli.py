@@ -13,7 +13,7 @@ from tests.conftest import EXAMPLES, PLACEMENTS, assert_one_line_error, job_temp
 
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
-    write(tmp_path / "mnist.yaml", (EXAMPLES / "mnist.yaml").read_text())
+    write(tmp_path / "mnist.yaml", (EXAMPLES / "mnist" / "mnist.yaml").read_text())  # the original
     write(tmp_path / "hosts", "h10\nh100\nh14\nh23\n")
     return tmp_path
 

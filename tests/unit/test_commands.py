@@ -12,7 +12,8 @@ import pytest
 from simpletfjob import __version__
 from tests.conftest import EXAMPLES, assert_one_line_error, write
 
-MNIST = ("--nodes-file", "hosts", "-N", "3", "--no-labels", "-o", "-")
+# The original tool's template, beside its output.
+MNIST = ("--nodes-file", "../hosts", "-N", "3", "--no-labels", "-o", "-")
 EXPECTED = (EXAMPLES / "mnist" / "expected.yaml").read_text()
 SUMMARY = "simpletfjob: wrote 3 tasks to stdout: 1 ps (h10), 2 worker (h100, h14)\n"
 
@@ -23,13 +24,13 @@ SUMMARY = "simpletfjob: wrote 3 tasks to stdout: 1 ps (h10), 2 worker (h100, h14
         ("mnist.yaml", *MNIST),  # as it always was
         ("render", "mnist.yaml", *MNIST),  # by its name
         (*MNIST, "mnist.yaml"),  # options first
-        ("-N", "3", "mnist.yaml", "--nodes-file", "hosts", "--no-labels", "-o", "-"),
-        ("render", "-N", "3", "--no-labels", "mnist.yaml", "--nodes-file", "hosts", "-o", "-"),
+        ("-N", "3", "mnist.yaml", "--nodes-file", "../hosts", "--no-labels", "-o", "-"),
+        ("render", "-N", "3", "--no-labels", "mnist.yaml", "--nodes-file", "../hosts", "-o", "-"),
         (*MNIST, "--", "mnist.yaml"),
     ],
 )
 def test_render_is_the_default_command(cli: Any, args: tuple[str, ...]) -> None:
-    result = cli(*args, cwd=EXAMPLES)
+    result = cli(*args, cwd=EXAMPLES / "mnist")
     assert (result.code, result.out, result.err) == (0, EXPECTED, SUMMARY)
 
 

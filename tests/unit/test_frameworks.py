@@ -347,10 +347,13 @@ def test_each_framework_built_in_renders_from_a_host_list_alone_and_validates(
     assert result.code == 0, result.err
     assert "valid for Kubernetes" in result.err
     assert [d["spec"]["template"]["spec"]["nodeName"] for d in result.docs] == ["a", "b", "c", "d"]
+    gpus = cli(name, "--nodes", "a", "-o", "-", "--set", "gpus=1", cwd=tmp_path)
+    limits = gpus.docs[0]["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert limits["nvidia.com/gpu"] == 1  # GPUs come back with one --set
     for doc in result.docs:
         container = doc["spec"]["template"]["spec"]["containers"][0]
         assert {"name": variable, "value": port} in container["env"]
-        assert container["resources"]["limits"]["nvidia.com/gpu"] == 1
+        assert "nvidia.com/gpu" not in container["resources"]["limits"]  # runs anywhere
         assert doc["metadata"]["annotations"] == {
             "simpletfjob/success-policy": "all-workers",
             "simpletfjob/name": doc["metadata"]["name"],

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+import yaml
 
 from simpletfjob.errors import SelectionError
 from simpletfjob.frameworks.tensorflow import place_tasks
@@ -18,6 +21,7 @@ from simpletfjob.hosts.selection import (
     unknown_exclusions,
 )
 from simpletfjob.tasks import Pin
+from tests.conftest import assert_one_line_error
 
 
 def plain(*names: str) -> list[Node]:
@@ -121,3 +125,54 @@ def test_selector_and_gpus() -> None:
     rules = Rules(selector=parse_selector("pool=gpu, zone in (x,y)"), min_gpus=4)
     assert [v.node.name for v in judge_nodes(nodes, set(), rules) if v.eligible] == ["a"]
     assert [r.matches({"a": "1"}) for r in parse_selector("!b,a,a!=2")] == [True, True, True]
+
+
+@pytest.mark.parametrize("builtin", ["tf2-multiworker", "pytorch-ddp", "jax-multiprocess"])
+def test_too_few_hosts_says_how_many_tasks_fit_and_offers_tasks_per_host(
+    cli: Any, builtin: str
+) -> None:
+    """-N 3 on a one-node cluster (kind, minikube), for every framework: the way that works."""
+    line = assert_one_line_error(cli(builtin, "--nodes", "kind", "-N", "3", "-o", "-"))
+    assert line == (
+        "simpletfjob: error: -N 3 asks for more hosts than are eligible (1 node: 1 eligible); "
+        "1 eligible host fits 1 task at 1 per host; for 3 tasks, give -N 1 --tasks-per-host 3"
+    )
+    offered = line.rpartition("give ")[2].split()
+    done = cli(builtin, "--nodes", "kind", *offered, "-o", "-")
+    assert done.code == 0, done.err
+    seated = [d for d in yaml.safe_load_all(done.out) if d["kind"] == "Job"]
+    assert len(seated) == 3
+
+
+def test_too_few_hosts_counts_the_tasks_per_host_already_asked() -> None:
+    verdicts = judge_nodes(plain("a", "b", "c"), {"c"}, Rules())
+    with pytest.raises(SelectionError) as raised:
+        eligible_hosts(verdicts, 3, (), tasks_per_host=2)
+    assert str(raised.value).endswith(
+        "(3 nodes: 2 eligible, 1 excluded); 2 eligible hosts fit 4 tasks at 2 per host; "
+        "for 6 tasks, give -N 2 --tasks-per-host 3"
+    )
+    with pytest.raises(SelectionError) as raised:  # past a run's size: only what fits
+        eligible_hosts(verdicts, 10**6, ())
+    assert str(raised.value).endswith("; 2 eligible hosts fit 2 tasks at 1 per host")
+    none = judge_nodes(plain("a"), {"a"}, Rules())
+    with pytest.raises(SelectionError) as raised:  # nothing fits: nothing to offer
+        eligible_hosts(none, 2, ())
+    assert (
+        str(raised.value)
+        == "-N 2 asks for more hosts than are eligible (1 node: 0 eligible, 1 excluded)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("builtin", "per_host"),
+    [("tf1-flags", 2), ("tf1-ps-hostnetwork", 2), ("tf2-parameter-server", 3)],
+)
+def test_no_worker_left_on_one_node_offers_tasks_per_host(
+    cli: Any, builtin: str, per_host: int
+) -> None:
+    """The TensorFlow built-ins with parameter servers, on one node with the default -N -1."""
+    line = assert_one_line_error(cli(builtin, "--nodes", "kind", "-o", "-"))
+    assert f"more tasks per host (--tasks-per-host {per_host})" in line, line
+    done = cli(builtin, "--nodes", "kind", "--tasks-per-host", str(per_host), "-o", "-")
+    assert done.code == 0, done.err

@@ -113,7 +113,7 @@ def test_values_switch_the_data_volume(cli: Any, tmp_path: Path) -> None:
     volume = cli("tf2-multiworker", *nodes, cwd=tmp_path).docs[0]["spec"]["template"]["spec"][
         "volumes"
     ][0]
-    assert volume["hostPath"] == {"path": "/data", "type": "Directory"}
+    assert volume == {"name": "data", "emptyDir": {}}  # nothing to set up on the nodes
     result = cli("tf2-multiworker", "--set", "pvc=shared", *nodes, "--validate", cwd=tmp_path)
     volume = result.docs[0]["spec"]["template"]["spec"]["volumes"][0]
     assert volume == {"name": "data", "persistentVolumeClaim": {"claimName": "shared"}}
@@ -135,7 +135,7 @@ def test_values_switch_the_data_volume(cli: Any, tmp_path: Path) -> None:
 def test_tf1_flags_passes_hosts_as_flags(cli: Any, tmp_path: Path) -> None:
     result = cli("tf1-flags", "--nodes", "a,b,c", "--port", "3333", "-o", "-", cwd=tmp_path)
     commands = [d["spec"]["template"]["spec"]["containers"][0]["command"] for d in result.docs]
-    assert [c[2:6] for c in commands] == [
+    assert [c[-4:] for c in commands] == [
         [
             "--ps_hosts=a:3333",
             "--worker_hosts=b:3333,c:3333",
@@ -559,3 +559,63 @@ def test_an_optional_value_is_asked_about_as_in_jinja_and_helm(cli: Any, tmp_pat
         r"^simpletfjob: error: t.yaml:14: 'gpus' is undefined; give it with --set gpus=VALUE "
         r"or -f values.yaml, or use one of: ",
     )
+
+
+def _jobs(docs: list[Any]) -> list[dict[str, Any]]:
+    return [d for d in docs if d["kind"] == "Job"]
+
+
+@pytest.mark.parametrize("name", BUILTINS)
+def test_a_built_in_asks_for_no_gpu_and_no_volume_until_one_set_asks(
+    cli: Any, tmp_path: Path, name: str
+) -> None:
+    """Out of the box a built-in runs on a one-node CPU cluster; GPUs come back with one --set."""
+    gpus = "worker_gpus" if name == "tf2-parameter-server" else "gpus"
+    assert f"--set {gpus}=1" in read_builtin(name)  # its header says how
+    plain = cli(name, "--nodes", "a,b,c", "-o", "-", "--validate", cwd=tmp_path)
+    assert plain.code == 0, plain.err
+    for job in _jobs(plain.docs):
+        spec = job["spec"]["template"]["spec"]
+        (container,) = spec["containers"]
+        assert "nvidia.com/gpu" not in container["resources"]["limits"]
+        data = next(v for v in spec["volumes"] if v["name"] == "data")
+        assert data == {"name": "data", "emptyDir": {}}
+        assert "workingDir" not in container
+        # The program is in the template: `python -c PROGRAM`, directly or through torchrun.
+        argv = [*container["command"], *container.get("args", [])]
+        assert "-c" in argv and "import " in argv[argv.index("-c") + 1], argv
+    plain_images = {
+        j["spec"]["template"]["spec"]["containers"][0]["image"] for j in _jobs(plain.docs)
+    }
+    asked = cli(name, "--nodes", "a,b,c", "-o", "-", "--set", f"{gpus}=1", cwd=tmp_path)
+    assert asked.code == 0, asked.err
+    limits = [
+        j["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+        for j in _jobs(asked.docs)
+    ]
+    assert any(limit.get("nvidia.com/gpu") == 1 for limit in limits)
+    images = {j["spec"]["template"]["spec"]["containers"][0]["image"] for j in _jobs(asked.docs)}
+    if name in TF_BUILTINS:  # TensorFlow's GPU build is another image
+        assert plain_images == {"tensorflow/tensorflow:2.21.0"}
+        assert images == {"tensorflow/tensorflow:2.21.0-gpu"}
+    else:  # one image for both
+        assert images == plain_images
+
+
+def test_the_mnist_example_needs_no_volume_and_runs_the_tf1_built_ins_program(
+    cli: Any, tmp_path: Path
+) -> None:
+    """examples/mnist.yaml, a template of the user's own kind, runs where tf1-ps-hostnetwork runs."""
+    mnist = cli(str(ROOT / "examples" / "mnist.yaml"), "--nodes", "a,b", "-o", "-", "--validate")
+    builtin = cli("tf1-ps-hostnetwork", "--nodes", "a,b", "-o", "-", cwd=tmp_path)
+    assert mnist.code == 0, mnist.err
+
+    def program(doc: dict[str, Any]) -> tuple[str, list[str]]:
+        spec = doc["spec"]["template"]["spec"]
+        (container,) = spec["containers"]
+        assert "volumes" not in spec or spec["volumes"][0] == {"name": "data", "emptyDir": {}}
+        code = container["command"][2].splitlines()
+        return container["image"], [line for line in code if not line.startswith("#")]
+
+    assert [program(d) for d in mnist.docs] == [program(d) for d in builtin.docs]
+    assert [d["metadata"]["name"] for d in mnist.docs] == ["mnist-ps-0", "mnist-worker-0"]

@@ -148,10 +148,10 @@ def test_names_the_template_may_read_are_taken(cli: Any, template: Path, item: s
 
 
 def test_a_built_in_template_refuses_a_value_it_does_not_take(cli: Any, tmp_path: Path) -> None:
-    """tf1-ps-hostnetwork has no GPU limit: --set gpus=2 was silently ignored."""
-    result = cli("tf1-ps-hostnetwork", "--set", "gpus=2", *NODES, cwd=tmp_path)
+    """tf1-ps-hostnetwork has no /dev/shm: --set shm=2Gi would be silently ignored."""
+    result = cli("tf1-ps-hostnetwork", "--set", "shm=2Gi", *NODES, cwd=tmp_path)
     line = assert_one_line_error(result, 2)
-    assert line.startswith("simpletfjob: error: --set gpus=2: the template reads no value 'gpus'")
+    assert line.startswith("simpletfjob: error: --set shm=2Gi: the template reads no value 'shm'")
     result = cli("tf2-parameter-server", "--set", "gpus=2", *NODES, cwd=tmp_path)
     assert assert_one_line_error(result, 2).endswith("did you mean 'worker_gpus'?")
     assert not list(tmp_path.iterdir())  # nothing written

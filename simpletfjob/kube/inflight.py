@@ -1,0 +1,86 @@
+"""A write that an interrupt does not cut off unseen: its request goes out from a thread of its own.
+
+The caller's thread waits for the answer (`Write.result`). An interrupt there stops the
+waiting, not the request: it was sent, and the server may still carry it out (behind a slow
+admission webhook, a Job is created seconds after the client stopped waiting). `settle` waits
+for its answer, so that what the cluster holds is known before anything is said or deleted:
+`run --on-interrupt delete` settles the writes in flight before it deletes, and the line an
+interrupt leaves says which write had no answer yet.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+from simpletfjob.errors import Interrupted
+
+T = TypeVar("T")
+
+
+class Write(Generic[T]):
+    """`call` (one request, or a few) running in its own thread; `what` names it for messages."""
+
+    def __init__(self, what: str, call: Callable[[], T]) -> None:
+        self.what = what  # 'job.batch/mnist-worker-1'
+        self._call = call
+        self._done = threading.Event()
+        self._result: T | None = None
+        self._error: BaseException | None = None
+        self.started = False
+
+    def start(self) -> Write[T]:
+        """Send it. Kept apart from making it, so that the caller holds the write before it
+        goes: an interrupt can come between any two steps."""
+        self.started = True
+        threading.Thread(target=self._run, name="simpletfjob-write", daemon=True).start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            self._result = self._call()
+        except BaseException as e:  # handed to the caller, in its thread
+            self._error = e
+        finally:
+            self._done.set()
+
+    def result(self) -> T:
+        """The answer, waited for; the call's error is raised here, in the caller's thread."""
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._result  # type: ignore[return-value]  # (set: the call returned)
+
+    def settle(self, seconds: float) -> bool:
+        """Wait up to `seconds` for the answer; whether it has come (good or not)."""
+        return not self.started or self._done.wait(max(0.0, seconds))
+
+    @property
+    def answered(self) -> bool:
+        """The answer has come; a write never started counts as answered (nothing is out)."""
+        return self._done.is_set() or not self.started
+
+    @property
+    def landed(self) -> bool:
+        """Answered, and not with an error: the write was carried out."""
+        return self._done.is_set() and self._error is None
+
+
+def cut_short(
+    verb: str, done: int, total: int, of: str, sending: Write[Any] | None, e: Interrupted
+) -> str:
+    """How far writes one after the other got when `e` stopped them: 'applied 2 of 6 objects
+    {of} (job.batch/x was being applied, with no answer yet: it may still be carried out)'.
+
+    The write in flight, if its answer has not come, goes to `e.unsettled`.
+    """
+    being = ""
+    if sending is not None and sending.landed:  # answered, and the caller not yet told
+        done += 1
+    elif sending is not None and not sending.answered:
+        being = (
+            f" ({sending.what} was being {verb}, with no answer yet: it may still be carried out)"
+        )
+        e.unsettled.append(sending)
+    return f"{verb} {done} of {total} objects{of}{being}"

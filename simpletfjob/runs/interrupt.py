@@ -1,0 +1,230 @@
+"""What an interrupt (SIGINT, SIGTERM, SIGHUP) leaves of a run that `run` was taking to its end.
+
+`run` keeps `Where` up to date as it goes; on an interrupt, `interrupted` words the one line
+the process leaves (`Interrupted.detail`), each phase saying what is true then:
+
+    applying   nothing applied yet, or how much of this attempt was (and what was in flight)
+    following  the run is left running: follow it with wait, or delete it
+    deleting   the run is being deleted for restart N: how far it got, and how to go on
+    going      every delete was answered: the run goes once its pods have stopped
+    planning   the run was deleted for restart N, and nothing of the next attempt was applied
+    ended      the verdict, and what of the cleanup was left undone
+    draining   the verdict; the cleanup was done; the logs were cut short
+
+With --on-interrupt delete it first deletes the run, and the line says what it deleted:
+
+- the writes in flight are settled first: their answers are waited for, up to SETTLE seconds,
+  since a Job whose apply was out may still be created (a slow admission webhook);
+- every Job and Service of the run is deleted (Background, as kubectl delete does: the
+  garbage collector then stops the pods), and the run is listed again until none of them is
+  left, deleting again what came meanwhile, for up to BUDGET seconds;
+- the line says so only once it is so; else what is still there, and a write that had no
+  answer, which may still be carried out.
+
+Once the verdict is known, --on-interrupt delete deletes only what the cleanup would (it
+finishes the cleanup), never what the cleanup keeps: a finished task's Job and its logs stay.
+A second signal stops the deleting, and the line says how far it got.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from simpletfjob.errors import ClusterError, Interrupted, Unsettled
+from simpletfjob.kube.request import Deadline
+from simpletfjob.kube.resources import JOBS, SERVICES
+from simpletfjob.options.table import format_duration
+
+if TYPE_CHECKING:
+    from simpletfjob.kube.connection import Connection
+    from simpletfjob.runs.state import Run
+
+Say = Callable[[str], None]
+
+APPLYING, FOLLOWING, RESTARTING, GOING, REPLANNING, ENDED, DRAINING = (
+    "applying",
+    "following",
+    "deleting for a restart",
+    "waiting for the run to go, for a restart",
+    "planning the restart",
+    "ended",
+    "draining the logs",
+)
+SETTLE = 30.0  # seconds a write in flight is given to be answered (an admission webhook's most)
+BUDGET = 60.0  # seconds --on-interrupt delete is given, from the interrupt, to leave nothing
+
+
+@dataclass
+class Where:
+    """Where `run` is: the phase, the attempt (restart N of most), and, once known, the end."""
+
+    phase: str = APPLYING
+    restart: int = 0
+    most: int = 0
+    cause: str = ""  # why the run is being restarted
+    verdict: str = ""  # 'run mnist succeeded: worker-0 Succeeded'
+    run: Run | None = None  # the run as it ended, for the cleanup
+
+    def restarting(self) -> str:
+        return f"restart {self.restart}/{self.most} ({self.cause})"
+
+
+def interrupted(
+    conn: Connection, name: str, where: Where, cleanup: str, delete: bool, say: Say, e: Interrupted
+) -> None:
+    """Set `e.detail`, the line the interrupt leaves; with `delete`, delete first (module doc)."""
+    from simpletfjob.runs.objects import scope_flags
+
+    scope = scope_flags(conn)
+    if not delete:
+        e.detail = _left(conn, name, where, cleanup, scope, e)
+        return
+    try:
+        if where.phase in (ENDED, DRAINING):
+            e.detail = _finish_cleanup(conn, where, cleanup, say, scope, e)
+        else:
+            e.detail = _delete_run(conn, name, e.unsettled, scope)
+    except Interrupted as again:  # a second signal, while it was deleting
+        done = f": {again.progress}" if again.progress else ""
+        e.detail = (
+            f"a second signal stopped the deleting of run {name!r} (--on-interrupt delete){done}; "
+            f"see what is left with simpletfjob status {name} {scope}, and remove it with "
+            f"simpletfjob delete {name} {scope}"
+        )
+
+
+def _left(
+    conn: Connection, name: str, where: Where, cleanup: str, scope: str, e: Interrupted
+) -> str:
+    """The line when the run is left as it is (--on-interrupt leave)."""
+    restart = where.restarting()
+    again = f"run it again to finish it, or remove it with simpletfjob delete {name} {scope}"
+    if where.phase == APPLYING and where.restart == 0:
+        if e.progress:
+            return f"{e.progress}; {again}"
+        return e.detail or f"nothing of run {name!r} was applied to namespace {conn.namespace}"
+    if where.phase == APPLYING and e.progress:
+        return f"run {name!r} was deleted for {restart}; of its next attempt, {e.progress}; {again}"
+    if where.phase in (APPLYING, REPLANNING):
+        return (
+            f"run {name!r} was deleted for {restart}, and nothing of its next attempt was "
+            "applied; run it again to start it over"
+        )
+    if where.phase == RESTARTING and e.progress:
+        return (
+            f"run {name!r} was being deleted for {restart}: {e.progress}; nothing of its "
+            f"next attempt was applied; remove the rest with simpletfjob delete {name} {scope} "
+            "--wait, then run it again"
+        )
+    if where.phase == RESTARTING:  # (listing it, before any delete)
+        return (
+            f"run {name!r} was to be deleted for {restart}, and nothing of it was deleted: it "
+            f"is left as it is; remove it with simpletfjob delete {name} {scope} --wait, then "
+            "run it again"
+        )
+    if where.phase == GOING:
+        return (
+            f"run {name!r} is being deleted for {restart}: each of its Jobs and Services was "
+            "deleted, and they go once their pods have stopped; nothing of its next attempt "
+            f"was applied; once it is gone (simpletfjob delete {name} {scope} --wait waits "
+            "for that), run it again"
+        )
+    if where.phase == ENDED:
+        done = f": {e.progress}" if e.progress else ""
+        extra = " --cleanup all" if cleanup == "all" else ""
+        return (
+            f"{where.verdict}; its cleanup (--cleanup {cleanup}) was cut short{done}; finish "
+            f"it with simpletfjob wait {name} {scope}{extra}"
+        )
+    if where.phase == DRAINING:
+        return _drained(where, cleanup, name, scope)
+    attempt = f" (restart {where.restart}/{where.most})" if where.restart else ""
+    return (
+        f"run {name!r}{attempt} is left running in namespace {conn.namespace}; follow it with "
+        f"simpletfjob wait {name} {scope}, or remove it with simpletfjob delete {name} {scope}"
+    )
+
+
+def _drained(where: Where, cleanup: str, name: str, scope: str) -> str:
+    return (
+        f"{where.verdict}; its cleanup (--cleanup {cleanup}) was done, and its logs were cut "
+        f"short (simpletfjob logs {name} {scope} reads them)"
+    )
+
+
+def _finish_cleanup(
+    conn: Connection, where: Where, cleanup: str, say: Say, scope: str, e: Interrupted
+) -> str:
+    """The run has ended: --on-interrupt delete deletes what the cleanup would, and no more."""
+    from simpletfjob.runs.watch import clean_up
+
+    name = where.run.name if where.run is not None else ""
+    if where.phase == DRAINING or where.run is None:
+        return _drained(where, cleanup, name, scope)
+    budget = Deadline.after(BUDGET)
+    for sent in e.unsettled:
+        sent.settle(min(SETTLE, budget.remaining()))
+    try:
+        clean_up(conn, where.run, cleanup, say)
+    except ClusterError as error:
+        return (
+            f"{where.verdict}; its cleanup (--cleanup {cleanup}) was cut short, and could not "
+            f"be finished (--on-interrupt delete): {error}"
+        )
+    return (
+        f"{where.verdict}; its cleanup (--cleanup {cleanup}) was cut short and then finished: "
+        "--on-interrupt delete deletes no more than the cleanup, once the run has ended"
+    )
+
+
+def _delete_run(conn: Connection, name: str, unsettled: Sequence[Unsettled], scope: str) -> str:
+    """Settle, delete, and list again until nothing of the run is left (see the module doc)."""
+    from simpletfjob.runs.delete import JobsRemain, delete_run, wait_until_gone
+    from simpletfjob.runs.objects import list_run, object_name
+
+    budget = Deadline.after(BUDGET)
+    unknown = [w.what for w in unsettled if not w.settle(min(SETTLE, budget.remaining()))]
+    deleted: set[tuple[str, str]] = set()
+    left: list[str] = []
+    try:
+        while True:
+            listed = list_run(conn, name, deadline=budget.sooner(conn.settings.deadline))
+            left = [r.ref(object_name(obj)) for r, obj in listed.objects()]
+            if not left or budget.remaining() <= 0:
+                break
+            done = delete_run(conn, listed, "Background", lambda line: None, deadline=budget)
+            deleted |= {(r.plural, n) for r, n in done.deleted}
+            # Watched, not polled; once none is left, the list above says so.
+            with contextlib.suppress(JobsRemain):
+                wait_until_gone(conn, name, max(1.0, budget.remaining()), (JOBS, SERVICES))
+    except ClusterError as error:
+        return f"run {name!r} could not be deleted (--on-interrupt delete): {error}"
+    jobs = len([1 for plural, _ in deleted if plural == JOBS.plural])
+    services = len(deleted) - jobs
+    counts = [_count(n, kind) for n, kind in ((jobs, "Job"), (services, "Service")) if n]
+    what = f"{' and '.join(counts) or 'nothing'} in namespace {conn.namespace}"
+    if left:
+        shown = ", ".join(left[:3]) + (f" and {len(left) - 3} more" if len(left) > 3 else "")
+        return (
+            f"run {name!r} was not deleted whole within {format_duration(BUDGET)} "
+            f"(--on-interrupt delete): it deleted {what}, and {shown} "
+            f"{'is' if len(left) == 1 else 'are'} still there; remove the rest with "
+            f"simpletfjob delete {name} {scope}"
+        )
+    line = (
+        f"run {name!r} deleted (--on-interrupt delete): {what}; none of its Jobs and "
+        "Services is left (the garbage collector stops their pods)"
+    )
+    if unknown:
+        line += (
+            f"; but {', '.join(unknown)} had no answer within {format_duration(SETTLE)}, and "
+            f"may still be carried out: see simpletfjob status {name} {scope}"
+        )
+    return line
+
+
+def _count(n: int, kind: str) -> str:
+    return f"{n} {kind}{'' if n == 1 else 's'}"

@@ -1,0 +1,428 @@
+"""SIGINT, SIGTERM and SIGHUP in every phase of `run`, on the real control plane with the kubelet
+stand-in, behind the fault proxy (tests/support/faultproxy.py), which makes a phase last: writes
+held as by a slow admission webhook, deletes that take their time, pods that stop only at the
+end of their grace period.
+
+The phases: applying (the first attempt, and a restart's), following, deleting for a restart
+(the deletes out, then waiting for the run to be gone), and once the verdict is known (the
+cleanup, the logs read out). In each, the last line must be true when the process has ended,
+and `--on-interrupt delete` must leave nothing of the run, or only what the cleanup keeps once
+the run has ended. runs/interrupt.py says what each phase says.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trustme
+
+from tests.conftest import console_script, write
+from tests.support import forkserver
+from tests.support.cluster import wait_for
+from tests.support.control_plane import ControlPlane
+from tests.support.faultproxy import FaultProxy, Seen
+from tests.support.kubelet import Kubelet, Node
+
+TEMPLATE = """\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: rs-<<type>>-<<index>>
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      nodeName: <<node>>
+      restartPolicy: Never
+      terminationGracePeriodSeconds: 8
+      containers:
+        - name: tf
+          image: python
+          command: [python, <<script>>, <<markers>>, <<mode>>, "<<seconds>>"]
+          resources:
+            requests:
+              cpu: 100m
+          env:
+            - name: TF_CONFIG
+              value: '<<TF_CONFIG>>'
+"""
+
+SCRIPT = """\
+import json, os, pathlib, signal, sys, time
+task = json.loads(os.environ["TF_CONFIG"])["task"]
+name = f"{task['type']}-{task['index']}"
+markers, mode, seconds = pathlib.Path(sys.argv[1]), sys.argv[2], float(sys.argv[3])
+if "stubborn" in mode:  # stops only when its grace period is over (SIGKILL)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+print(name, "started", flush=True)
+if task["type"] == "ps":
+    time.sleep(3600)
+if name == "worker-1" and "fail-once" in mode and not (markers / "failed").exists():
+    (markers / "failed").write_text("x")
+    time.sleep(1)
+    print(name, "failing", flush=True)
+    sys.exit(1)
+time.sleep(seconds)
+print(name, "done", flush=True)
+"""
+
+SCRIPT_PATH = console_script()
+PROMPT = 60.0  # seconds: an end within it is prompt here, with a settle and a delete to do
+HELD = 5.0  # seconds the proxy holds a write
+_names = itertools.count()
+
+
+class Signalled:
+    """The test's nodes, template and proxy; `run` as a user starts it, through the proxy."""
+
+    def __init__(
+        self, kube: ControlPlane, proxy: FaultProxy, ns: str, tmp: Path, label: str
+    ) -> None:
+        self.kube, self.proxy, self.ns, self.label = kube, proxy, ns, label
+        self.template = write(tmp / "rs.yaml", TEMPLATE)
+        self.script = write(tmp / "task.py", SCRIPT)
+        self.markers = tmp / "markers"
+        self.markers.mkdir()
+        self.kubeconfig = proxy.kubeconfig(
+            tmp / "kc", token=kube.admin_token, namespace=ns, context="proxied"
+        )
+
+    def start(self, *args: str, mode: str = "ok", seconds: float = 3600) -> subprocess.Popen[str]:
+        return forkserver.Popen(
+            [
+                SCRIPT_PATH, "run", str(self.template), "-l", f"rs={self.label}",
+                "--address", "internal-ip", "--kubeconfig", str(self.kubeconfig),
+                "--set", f"script={self.script}", "--set", f"markers={self.markers}",
+                "--set", f"mode={mode}", "--set", f"seconds={seconds}", *args,
+            ],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+
+    def jobs(self) -> dict[str, dict[str, Any]]:
+        answer = self.kube.admin.get(
+            f"/apis/batch/v1/namespaces/{self.ns}/jobs", labelSelector="simpletfjob/job=rs"
+        )
+        return {job["metadata"]["name"]: job for job in answer["items"]}
+
+    def out_now(self, verb: str, resource: str, since: int = 0, count: int = 1) -> Seen:
+        """Wait until the `count`th real (not dry-run) `verb` of `resource` since `since` is out,
+        its answer not yet come; that request."""
+
+        def found() -> Seen | None:
+            seen = [
+                r
+                for r in self.proxy.requests[since:]
+                if (r.verb, r.resource) == (verb, resource) and not r.dry_run
+            ]
+            return seen[count - 1] if len(seen) >= count and not seen[count - 1].done else None
+
+        return wait_for(found, timeout=120, what=f"a {verb} of {resource} out")
+
+
+@pytest.fixture
+def signalled(kube: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[Signalled]:
+    n = next(_names)
+    label = f"{os.getpid()}-{n}"
+    nodes = [Node(f"rs-{n}-{i}", f"127.0.0.{i + 2}", labels={"rs": label}) for i in range(3)]
+    with (
+        Kubelet(kube, nodes, tmp_path / "kubelet"),
+        FaultProxy(kube.url, ca_file=kube.ca_file, tls=trustme.CA()) as proxy,
+    ):
+        yield Signalled(kube, proxy, namespace, tmp_path, label)
+
+
+def ended(proc: subprocess.Popen[str], signum: int) -> tuple[int, str, float]:
+    """Send the signal: the exit status, stderr, and how long the end took."""
+    sent = time.monotonic()
+    proc.send_signal(signum)
+    try:
+        _, err = proc.communicate(timeout=PROMPT * 3)
+    finally:
+        proc.kill()
+    assert "Traceback" not in err and "internal error" not in err, err
+    return proc.returncode, err, time.monotonic() - sent
+
+
+def last_line(err: str) -> str:
+    line = err.splitlines()[-1]
+    assert line.startswith("simpletfjob: interrupted: "), err
+    return line.removeprefix("simpletfjob: interrupted: ")
+
+
+def restarted(s: Signalled) -> int:
+    """Wait until the restart's deletes have all been answered; where the requests were then."""
+    wait_for(lambda: s.proxy.seen("delete", "jobs"), timeout=120, what="the restart's deletes")
+    wait_for(
+        lambda: all(r.done for r in s.proxy.seen("delete", "jobs")), timeout=120, what="answers"
+    )
+    return len(s.proxy.requests)
+
+
+# -- applying ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("attempt", ["first", "restart"])
+def test_on_interrupt_delete_during_a_slow_apply_settles_it_and_leaves_nothing(
+    signalled: Signalled, attempt: str
+) -> None:
+    """The issue's case: the run was listed and deleted while a Job's apply was still held;
+    that Job was created afterwards and kept running, and the line said `1 objects`."""
+    s = signalled
+    if attempt == "first":
+        s.proxy.delay(HELD, verb="apply", resource="jobs", dry_run=False)
+        proc = s.start("-N", "2", "--psn", "0", "--on-interrupt", "delete")
+        since = 0
+    else:
+        proc = s.start(
+            "-N", "2", "--psn", "0", "--max-restarts", "1", "--on-interrupt", "delete",
+            mode="fail-once",
+        )  # fmt: skip
+        since = restarted(s)
+        s.proxy.delay(HELD, verb="apply", resource="jobs", dry_run=False)
+    s.out_now("apply", "jobs", since, count=2)  # one Job applied, the other one's apply held
+    code, err, took = ended(proc, signal.SIGTERM)
+    assert code == 143, err
+    assert took < PROMPT, (took, err)
+    assert last_line(err) == (
+        f"run 'rs' deleted (--on-interrupt delete): 2 Jobs in namespace {s.ns}; none of its "
+        "Jobs and Services is left (the garbage collector stops their pods)"
+    )
+    assert s.jobs() == {}  # true when it was said
+    time.sleep(HELD + 1)  # and no write that was held lands afterwards
+    assert s.jobs() == {}
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGHUP, 129), (signal.SIGTERM, 143)])
+def test_an_interrupt_during_a_slow_apply_says_what_was_applied_and_what_may_still_be(
+    signalled: Signalled, signum: int, code: int
+) -> None:
+    s = signalled
+    s.proxy.delay(HELD, verb="apply", resource="jobs", dry_run=False)
+    proc = s.start("-N", "2", "--psn", "0")
+    s.out_now("apply", "jobs", count=2)
+    status, err, took = ended(proc, signum)
+    assert status == code and took < PROMPT, (took, err)
+    assert last_line(err) == (
+        f"applied 1 of 2 objects of run 'rs' in namespace {s.ns} (job.batch/rs-worker-1 was "
+        "being applied, with no answer yet: it may still be carried out); run it again to "
+        f"finish it, or remove it with simpletfjob delete rs -n {s.ns}"
+    )
+    wait_for(lambda: "rs-worker-1" in s.jobs(), timeout=60, what="the held apply carried out")
+    assert set(s.jobs()) == {"rs-worker-0", "rs-worker-1"}
+
+
+def test_an_interrupt_during_a_restarts_apply_says_the_run_was_deleted_for_it(
+    signalled: Signalled,
+) -> None:
+    s = signalled
+    proc = s.start("-N", "2", "--psn", "0", "--max-restarts", "1", mode="fail-once")
+    since = restarted(s)
+    s.proxy.delay(HELD, verb="apply", resource="jobs", dry_run=False)
+    s.out_now("apply", "jobs", since, count=2)
+    status, err, _ = ended(proc, signal.SIGHUP)
+    assert status == 129, err
+    found = re.fullmatch(
+        r"run 'rs' was deleted for restart 1/1 \((.+)\); of its next attempt, applied 1 of 2 "
+        rf"objects of run 'rs' in namespace {s.ns} \(job\.batch/rs-worker-1 was being applied, "
+        r"with no answer yet: it may still be carried out\); run it again to finish it, or "
+        rf"remove it with simpletfjob delete rs -n {s.ns}",
+        last_line(err),
+    )
+    assert found, err
+    assert found[1].startswith("worker-1 "), err
+
+
+# -- following -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGHUP, 129), (signal.SIGINT, 130)])
+def test_on_interrupt_delete_while_following_says_so_once_nothing_is_left(
+    signalled: Signalled, signum: int, code: int
+) -> None:
+    s = signalled
+    proc = s.start("-N", "3", "--on-interrupt", "delete")
+    s.proxy.wait_for("watch", "pods")
+    status, err, took = ended(proc, signum)
+    assert status == code and took < PROMPT, (took, err)
+    assert last_line(err) == (
+        f"run 'rs' deleted (--on-interrupt delete): 3 Jobs in namespace {s.ns}; none of its "
+        "Jobs and Services is left (the garbage collector stops their pods)"
+    )
+    assert s.jobs() == {}
+
+
+# -- deleting for a restart -------------------------------------------------------------------
+
+
+def test_an_interrupt_while_the_restarts_deletes_are_out_says_how_far_they_got(
+    signalled: Signalled,
+) -> None:
+    """It said `run 'intr' is left running ...; follow it with simpletfjob wait intr`, while the
+    run was being deleted and was soon gone."""
+    s = signalled
+    s.proxy.delay(HELD, verb="delete", resource="jobs")
+    proc = s.start("-N", "2", "--psn", "0", "--max-restarts", "1", mode="fail-once")
+    s.out_now("delete", "jobs")
+    status, err, _ = ended(proc, signal.SIGINT)
+    assert status == 130, err
+    found = re.fullmatch(
+        r"run 'rs' was being deleted for restart 1/1 \((.+)\): deleted 0 of 2 objects of run "
+        rf"'rs' in namespace {s.ns} \((job\.batch/rs-worker-\d) was being deleted, with no "
+        r"answer yet: it may still be carried out\); nothing of its next attempt was applied; "
+        rf"remove the rest with simpletfjob delete rs -n {s.ns} --wait, "
+        r"then run it again",
+        last_line(err),
+    )
+    assert found, err
+    # The other Job was not deleted: it is the rest to remove.
+    held = found[2].removeprefix("job.batch/")
+    other = ({"rs-worker-0", "rs-worker-1"} - {held}).pop()
+    assert not s.jobs()[other]["metadata"].get("deletionTimestamp")
+
+
+def test_an_interrupt_before_the_restarts_first_delete_says_nothing_was_deleted(
+    signalled: Signalled,
+) -> None:
+    s = signalled
+    proc = s.start("-N", "2", "--psn", "0", "--max-restarts", "1", mode="fail-once")
+    s.proxy.wait_for("watch", "pods")  # applied; the next list of Services is the restart's
+    since = len(s.proxy.requests)
+    s.proxy.delay(HELD, verb="list", resource="services")
+    wait_for(
+        lambda: [r for r in s.proxy.requests[since:] if r.verb == "list" and not r.done],
+        timeout=120,
+        what="the restart's list held",
+    )
+    status, err, _ = ended(proc, signal.SIGINT)
+    assert status == 130, err
+    found = re.fullmatch(
+        r"run 'rs' was to be deleted for restart 1/1 \((.+)\), and nothing of it was deleted: "
+        rf"it is left as it is; remove it with simpletfjob delete rs -n {s.ns} --wait, then "
+        "run it again",
+        last_line(err),
+    )
+    assert found, err
+    jobs = s.jobs()
+    assert set(jobs) == {"rs-worker-0", "rs-worker-1"}
+    assert not any(job["metadata"].get("deletionTimestamp") for job in jobs.values())
+
+
+def test_on_interrupt_delete_while_the_restarts_deletes_are_out_finishes_the_delete(
+    signalled: Signalled,
+) -> None:
+    s = signalled
+    s.proxy.delay(HELD, verb="delete", resource="jobs")
+    proc = s.start(
+        "-N", "2", "--psn", "0", "--max-restarts", "1", "--on-interrupt", "delete",
+        mode="fail-once",
+    )  # fmt: skip
+    s.out_now("delete", "jobs")
+    status, err, took = ended(proc, signal.SIGHUP)
+    assert status == 129 and took < PROMPT, (took, err)
+    assert re.fullmatch(
+        rf"run 'rs' deleted \(--on-interrupt delete\): (1 Job|2 Jobs) in namespace {s.ns}; "
+        r"none of its Jobs and Services is left \(the garbage collector stops their pods\)",
+        last_line(err),
+    ), err
+    assert s.jobs() == {}
+
+
+@pytest.mark.parametrize("on_interrupt", ["leave", "delete"])
+def test_an_interrupt_while_waiting_for_the_run_to_go_for_a_restart(
+    signalled: Signalled, on_interrupt: str
+) -> None:
+    s = signalled  # the pods ignore SIGTERM: the Jobs stay, being deleted, for their grace
+    proc = s.start(
+        "-N", "2", "--psn", "0", "--max-restarts", "1", "--on-interrupt", on_interrupt,
+        mode="fail-once stubborn",
+    )  # fmt: skip
+    restarted(s)
+    assert all(job["metadata"].get("deletionTimestamp") for job in s.jobs().values())
+    status, err, took = ended(proc, signal.SIGTERM)
+    assert status == 143 and took < PROMPT, (took, err)
+    if on_interrupt == "leave":
+        found = re.fullmatch(
+            r"run 'rs' is being deleted for restart 1/1 \((.+)\): each of its Jobs and Services "
+            "was deleted, and they go once their pods have stopped; nothing of its next attempt "
+            rf"was applied; once it is gone \(simpletfjob delete rs -n {s.ns} "
+            r"--wait waits for that\), run it again",
+            last_line(err),
+        )
+        assert found, err
+        jobs = s.jobs()
+        assert jobs and all(job["metadata"].get("deletionTimestamp") for job in jobs.values())
+    else:
+        # Those the restart's delete had not yet seen gone (1 or 2): deleted again, Background.
+        assert re.fullmatch(
+            rf"run 'rs' deleted \(--on-interrupt delete\): (1 Job|2 Jobs) in namespace {s.ns}; "
+            r"none of its Jobs and Services is left \(the garbage collector stops their pods\)",
+            last_line(err),
+        ), err
+        assert s.jobs() == {}
+
+
+# -- once the verdict is known ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("on_interrupt", ["leave", "delete"])
+def test_an_interrupt_during_the_cleanup_reports_the_verdict_and_keeps_what_the_cleanup_keeps(
+    signalled: Signalled, on_interrupt: str
+) -> None:
+    """It said `run 'e24' is left running ...` of a run that had succeeded, and with
+    --on-interrupt delete deleted the finished worker-0 and its logs."""
+    s = signalled
+    s.proxy.delay(HELD, verb="delete", resource="jobs")  # only the cleanup deletes here
+    proc = s.start("-N", "3", "--on-interrupt", on_interrupt, "--logs", "none", seconds=2)
+    s.out_now("delete", "jobs")
+    status, err, took = ended(proc, signal.SIGTERM)
+    assert status == 143 and took < PROMPT, (took, err)
+    verdict = "run rs succeeded: worker-0 Succeeded; its cleanup (--cleanup running) was cut short"
+    if on_interrupt == "leave":
+        found = re.fullmatch(
+            rf"{re.escape(verdict)}: it deleted 0 of \d objects \(job\.batch/rs-ps-0 was being "
+            r"deleted, with no answer yet: it may still be carried out\)(; (.*) (is|are) left)?; "
+            rf"finish it with simpletfjob wait rs -n {s.ns}",
+            last_line(err),
+        )
+        assert found, err
+        # What it says is left is there (worker-1, if it had not finished at the verdict).
+        left = [ref.removeprefix("job.batch/") for ref in (found[2] or "").split(", ") if ref]
+        assert set(left) <= set(s.jobs()), (left, s.jobs().keys())
+    else:
+        assert last_line(err) == (
+            f"{verdict} and then finished: --on-interrupt delete deletes no more than the "
+            "cleanup, once the run has ended"
+        )
+        assert "rs-ps-0" not in s.jobs()
+    # The task that decided is kept, with its pod and logs: the cleanup keeps finished tasks.
+    assert "rs-worker-0" in s.jobs()
+    assert not s.jobs()["rs-worker-0"]["metadata"].get("deletionTimestamp")
+
+
+def test_an_interrupt_while_the_logs_are_read_out_reports_the_verdict(
+    signalled: Signalled,
+) -> None:
+    s = signalled
+    s.proxy.delay(3600, verb="get", resource="pods/log")  # the logs never come
+    proc = s.start("-N", "3", "--on-interrupt", "delete", seconds=2)
+    wait_for(lambda: s.proxy.seen("delete", "jobs"), timeout=120, what="the cleanup")
+    wait_for(
+        lambda: all(r.done for r in s.proxy.seen("delete", "jobs")), timeout=60, what="answers"
+    )
+    time.sleep(1)  # the cleanup is done: run waits for the logs to be read out
+    status, err, _ = ended(proc, signal.SIGTERM)
+    assert status == 143, err
+    assert last_line(err) == (
+        "run rs succeeded: worker-0 Succeeded; its cleanup (--cleanup running) was done, and "
+        f"its logs were cut short (simpletfjob logs rs -n {s.ns} reads them)"
+    )
+    assert "rs-worker-0" in s.jobs()

@@ -23,7 +23,6 @@ import contextlib
 import ctypes
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Mapping
@@ -32,6 +31,7 @@ from pathlib import Path
 
 from tests.support.client import Client
 from tests.support.cluster import ADMIN, ADMIN_TOKEN, USERS, Cluster
+from tests.support.parallel import free_ports
 
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
 ASSETS_VARIABLE = "KUBEBUILDER_ASSETS"
@@ -57,14 +57,11 @@ def find_assets(environ: Mapping[str, str] = os.environ) -> tuple[Path | None, s
 
 
 def _free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [int(s.getsockname()[1]) for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
+    """Ports for etcd and kube-apiserver from this xdist worker's own block, outside the
+    ephemeral range: a port picked with bind(0) and closed may be taken, before the server
+    binds it or while it is stopped for a restart, by any connection the machine opens."""
+    first = free_ports(count)
+    return list(range(first, first + count))
 
 
 def _die_with_parent() -> None:

@@ -25,6 +25,7 @@ from tests.control_plane.test_logs import prefixed
 from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
 from tests.support.kubelet import Kubelet, Node
+from tests.support.parallel import node_address
 
 _names = itertools.count()
 STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z")
@@ -33,7 +34,7 @@ STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z")
 @pytest.fixture
 def lf(cli: Any, kube: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[LogRun]:
     n = next(_names)
-    nodes = [Node(f"lf-{n}-{i}", f"127.0.0.{i + 2}") for i in range(3)]
+    nodes = [Node(f"lf-{n}-{i}", node_address(i)) for i in range(3)]
     with Kubelet(kube, nodes, tmp_path / "kubelet") as kubelet:
         yield LogRun(cli, kube, kubelet, namespace, tmp_path)
 

@@ -31,6 +31,7 @@ from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
 from tests.support.faultproxy import FaultProxy, Seen
 from tests.support.kubelet import Kubelet, Node
+from tests.support.parallel import node_address
 
 TEMPLATE = """\
 apiVersion: batch/v1
@@ -132,7 +133,7 @@ class Signalled:
 def signalled(kube: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[Signalled]:
     n = next(_names)
     label = f"{os.getpid()}-{n}"
-    nodes = [Node(f"rs-{n}-{i}", f"127.0.0.{i + 2}", labels={"rs": label}) for i in range(3)]
+    nodes = [Node(f"rs-{n}-{i}", node_address(i), labels={"rs": label}) for i in range(3)]
     with (
         Kubelet(kube, nodes, tmp_path / "kubelet"),
         FaultProxy(kube.url, ca_file=kube.ca_file, tls=trustme.CA()) as proxy,

@@ -4,8 +4,9 @@ The control plane in ../shared/kube has no kubelet and no scheduler. `Kubelet` p
 kubelet for one or more nodes of it, closely enough that `pods/log`, pod status and the Job
 controller behave as on a cluster:
 
-- **Nodes.** Each node is registered with a Ready condition, one InternalIP (127.0.0.1,
-  127.0.0.2, ...: several nodes share this machine, each on its own loopback address), its
+- **Nodes.** Each node is registered with a Ready condition, one InternalIP (a loopback
+  address: several nodes share this machine, each on its own; tests take them from
+  `tests.support.parallel.node_address`, which gives each xdist worker its own), its
   allocatable, and `status.daemonEndpoints.kubeletEndpoint.Port`; a heartbeat keeps Ready
   fresh. `lose(node)` stops the heartbeat and reports the node as the node lifecycle
   controller would once its grace has passed (Ready Unknown, the unreachable taints), and

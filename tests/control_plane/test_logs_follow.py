@@ -87,6 +87,7 @@ if task["type"] == "ps":
     say("ready")
     time.sleep(3600)
 if name == "worker-0":
+    wait_for_marker("go")  # once worker-1 runs: on a loaded machine it may start late
     say("done")
     sys.exit(0)
 # worker-1 ends once the run has ended, and what it printed keeps coming for 4 s more (a
@@ -105,6 +106,8 @@ def test_follow_reads_a_finished_task_to_its_end_however_late_its_log_ends(
     its log takes longer than the 2 s grace to come: all of it is read, the ps is cut."""
     lf.apply(LATE_STREAM)
     thread, done = in_thread(lambda: lf.logs("-f", "--tail", "-1"))
+    wait_for(lambda: lf.running("worker-0") and lf.running("worker-1"), 60, "both workers")
+    lf.mark("go")
     wait_for(lambda: lf.job_done("worker-0"), 60, "worker-0 to succeed")
     lf.mark("ended")
     result = ended(thread, done)
@@ -261,6 +264,8 @@ def test_since_and_timestamps_with_and_without_follow(lf: LogRun) -> None:
     following = Live("logs", "lf", "worker-1", "-f", "--since", "6s", "--kubeconfig", lf.kubeconfig)
     lives = [following]
     try:
+        # its --since counts from when its stream comes: on a loaded machine, seconds later
+        wait_for(lambda: lf.kubelet.streams() == 1, 60, "logs -f --since 6s to stream")
         lf.mark("late")
         following.saw(late[-1])
         since = lf.logs("worker-1", "--since", "6s")

@@ -632,6 +632,11 @@ class Kubelet:
                     return run
         return None
 
+    def streams(self) -> int:
+        """How many log streams it serves now: a `logs -f` whose stream is up (its --since
+        counted from the moment it came) is one."""
+        return sum(len(server.streaming) for server in self._servers)
+
     def cut_logs(self) -> int:
         """End every log stream being served, at once, as a kubelet that restarts does; how many."""
         cut = 0

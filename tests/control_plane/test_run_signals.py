@@ -160,11 +160,16 @@ def last_line(err: str) -> str:
 
 
 def restarted(s: Signalled) -> int:
-    """Wait until the restart's deletes have all been answered; where the requests were then."""
+    """Wait until the restart's deletes have all been answered, one for each of the run's Jobs
+    (each goes out from a thread of its own: on a loaded machine one may come after another's
+    answer); where the requests were then."""
     wait_for(lambda: s.proxy.seen("delete", "jobs"), timeout=120, what="the restart's deletes")
-    wait_for(
-        lambda: all(r.done for r in s.proxy.seen("delete", "jobs")), timeout=120, what="answers"
-    )
+
+    def answered() -> bool:
+        deletes = s.proxy.seen("delete", "jobs")
+        return len(deletes) >= len(s.jobs()) and all(r.done for r in deletes)
+
+    wait_for(answered, timeout=120, what="answers to a delete of each Job")
     return len(s.proxy.requests)
 
 

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from simpletfjob.errors import ClusterError
+from simpletfjob.kube.outage import StillAway
 from simpletfjob.kube.refusals import USER, status_of
 from simpletfjob.kube.request import Action, Deadline, request
 from simpletfjob.kube.resources import Resource
@@ -78,6 +79,8 @@ def _review(conn: Connection, action: Action, deadline: Deadline) -> bool | None
             deadline=deadline,
             passthrough=range(400, 500),
         )
+    except StillAway:  # the command's --timeout passed in an outage: not an unknown answer
+        raise
     except ClusterError:
         return None
     if answer.status >= 300:
@@ -124,6 +127,8 @@ def refused_user(conn: Connection, actions: Sequence[Action]) -> str | None:
                 deadline=Deadline.after(min(5.0, conn.settings.deadline)),
                 passthrough=range(300, 600),
             )
+        except StillAway:
+            raise
         except ClusterError:
             return None
         if answer.status != 403:

@@ -197,7 +197,12 @@ def _connect(settings: Settings, purpose: str, alternative: str, stack: ExitStac
     except (ImportError, ValueError) as e:
         raise ClusterError(_proxy_problem(target, configuration.proxy, chosen, e)) from e
     client.user_agent = f"simpletfjob/{__version__}"
-    return Connection(client, target, namespace, settings, stack)
+    conn = Connection(client, target, namespace, settings, stack)
+    from simpletfjob.kube.outage import current
+
+    # Opened while a command rides out an outage (the plan's nodes, in `run`): ride along.
+    conn.ride = current()
+    return conn
 
 
 def _proxy_problem(target: Target, proxy: str, chosen: Chosen | None, error: Exception) -> str:

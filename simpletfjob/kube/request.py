@@ -202,6 +202,8 @@ def request(
             delay = retry_after
         if failures >= settings.attempts:
             if ride is not None and ride.remaining() <= 0:
+                # the ride's deadline passed with the server failing: its error, not a retry
+                # count, whether or not another call had found the server away
                 raise _timed_out(ride, problem, began)
             if ride is None:
                 raise KeptFailing(

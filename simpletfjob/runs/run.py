@@ -121,11 +121,21 @@ def run_to_end(
         if options.timeout is None
         else f"the --timeout ({format_duration(options.timeout)})"
     )
-    planned = make_plan()
-    assert planned.job is not None  # labels are on: the options' rules refused --no-labels
-    check_log_tasks(options.logs, planned)
+    try:
+        # The plan reads the nodes, the check asks the server: an outage from the start is
+        # ridden out as later ones are, until the --timeout.
+        with riding_out(conn, deadline, say, until):
+            planned = make_plan()
+            assert planned.job is not None  # labels are on: the options' rules refused --no-labels
+            check_log_tasks(options.logs, planned)
+            access = _check_access(conn, planned, options, say)
+    except ClusterError as e:
+        if not _still_away(e) or options.timeout is None:
+            raise
+        raise TimedOut(
+            f"the run did not start within {format_duration(options.timeout)}: {e}"
+        ) from e
     name = planned.job
-    access = _check_access(conn, planned, options, say)
     if not access.logs:
         printer = None
     nodes = NodeWatch(conn, options.node_grace, say, watching=access.nodes)

@@ -281,6 +281,10 @@ def _restarts(job: Object, pods: Sequence[Object], spec: Mapping[str, Any]) -> i
     if spec.get("restartPolicy") == "Never":
         return restarts  # no restart in place: the Job's count of failed pods is all of them
     counted = sum(_count(status.get(key)) for key in ("active", "succeeded", "failed"))
+    if not pods and (condition(job, "Failed") or condition(job, "Complete")):
+        # Ended with no pod left: whatever restarted in place went with it (the Job controller
+        # of some versions counts the pod it deleted in no field, so the counts cannot say).
+        return None
     return restarts if len(pods) >= counted else None
 
 

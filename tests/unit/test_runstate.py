@@ -207,6 +207,9 @@ def test_restarts_in_place_are_not_known_once_the_pod_that_held_them_is_gone() -
     )
     running = task_of(job("chief", 0, restart="OnFailure", active=1), [])
     assert running.restarts is None  # counted active, but not listed (deleted by hand)
+    # a Job controller that failed the Job without counting the pod it deleted: still unknown
+    uncounted = job("chief", 0, restart="OnFailure", failed_reason="BackoffLimitExceeded")
+    assert task_of(uncounted, []).restarts is None
     assert describe(replace(gone, state="Running", reason="Error (exit 1)")) == (
         "chief-0 Running (last: Error (exit 1))"
     )

@@ -83,3 +83,55 @@ def parse_quantity_count(value: object) -> int | None:
     except ValueError:
         return None
     return max(0, min(amount.numerator // amount.denominator, MOST))  # a part of a device is none
+
+
+# The scheduler's units: cpu in thousandths of a core (MilliValue), every other resource in
+# whole units (Value: bytes of memory, devices), rounded up, as `kubectl describe node` sums them.
+MILLI_RESOURCES = frozenset({"cpu"})
+
+
+def scheduler_units(value: object, resource: str) -> int:
+    """A quantity in the scheduler's units for the resource: '500m' cpu is 500, '1Ki' memory 1024.
+
+    The amounts a cluster writes repeat by the thousand ("100m", "128Mi"), so each is parsed once.
+    """
+    if type(value) is str or type(value) is int:
+        return _units(value, resource in MILLI_RESOURCES)
+    return _exact_units(value, resource in MILLI_RESOURCES)
+
+
+@functools.lru_cache(maxsize=4096)
+def _units(value: str | int, milli: bool) -> int:
+    return _exact_units(value, milli)
+
+
+def _exact_units(value: object, milli: bool) -> int:
+    amount = parse_quantity(value)
+    if milli:
+        amount *= 1000
+    return -((-amount.numerator) // amount.denominator)
+
+
+_BINARY = (
+    ("Ei", 1 << 60),
+    ("Pi", 1 << 50),
+    ("Ti", 1 << 40),
+    ("Gi", 1 << 30),
+    ("Mi", 1 << 20),
+    ("Ki", 1 << 10),
+)
+_DECIMAL = (("E", 10**18), ("P", 10**15), ("T", 10**12), ("G", 10**9), ("M", 10**6), ("k", 10**3))
+
+
+def units_text(units: int, resource: str) -> str:
+    """An amount in the scheduler's units as a quantity a manifest would write: 1500 cpu is
+    '1500m', 2000 is '2'; 2147483648 memory is '2Gi'; a device count is itself."""
+    if resource in MILLI_RESOURCES:
+        return str(units // 1000) if units % 1000 == 0 else f"{units}m"
+    if units <= 0 or "/" in resource:  # a vendor's devices are counted, not sized
+        return str(units)
+    for suffixes in (_BINARY, _DECIMAL):
+        for suffix, size in suffixes:
+            if units >= size and units % size == 0:
+                return f"{units // size}{suffix}"
+    return str(units)

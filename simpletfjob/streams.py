@@ -37,6 +37,7 @@ from simpletfjob.errors import Interrupted
 
 if TYPE_CHECKING:
     import re
+    from collections.abc import Iterator
 
 try:
     # The C module that `signal` wraps: importing `signal` builds three enums, a
@@ -143,6 +144,8 @@ def say(line: str) -> None:
         return
     text = shown(line, _is_terminal(stream)) + "\n"
     with _WRITING:
+        if _STATUS[0]:  # cleared before the line, drawn again under it
+            text = ERASE + text + ERASE + _STATUS[0]
         stream.write(text)
         stream.flush()
 
@@ -150,6 +153,48 @@ def say(line: str) -> None:
 # Held while a line is written to stderr (see say). `_thread`, not `threading`: it is
 # imported before anything else runs, and costs nothing.
 _WRITING = _thread.allocate_lock()
+
+# A terminal's status line (status_line): back to the line's start and erase it.
+ERASE = "\r\x1b[K"
+_STATUS = [""]  # the status line drawn now, '' when none
+
+
+def status_line(text: str) -> None:
+    """Keep `text` as one line at the bottom of stderr, redrawn in place; '' clears it.
+
+    Only on a terminal: elsewhere nothing is written. Every line that `say` writes
+    meanwhile clears it first and draws it again under itself, so the status line never
+    mixes with another line; `status_cleared` does the same around writes to stdout.
+    """
+    stream = sys.stderr
+    if stream is None or not _is_terminal(stream):
+        return
+    drawn = shown(text, True)
+    with _WRITING, contextlib.suppress(OSError, ValueError):
+        if drawn != _STATUS[0]:
+            _STATUS[0] = drawn
+            stream.write(ERASE + drawn)
+            stream.flush()
+
+
+@contextlib.contextmanager
+def status_cleared() -> Iterator[None]:
+    """Around a write to stdout (a task's log line): the status line cleared, then drawn again."""
+    if not _STATUS[0]:
+        yield
+        return
+    stream = sys.stderr
+    with _WRITING:
+        with contextlib.suppress(OSError, ValueError):
+            stream.write(ERASE)
+            stream.flush()
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError, ValueError):
+                if _STATUS[0]:
+                    stream.write(ERASE + _STATUS[0])
+                    stream.flush()
 
 
 def _is_terminal(stream: object) -> bool:

@@ -10,7 +10,8 @@ many tasks each has and in which order they are seated is a framework's policy
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import NamedTuple
+from itertools import chain
+from typing import TYPE_CHECKING, NamedTuple
 
 from simpletfjob.errors import SelectionError
 
@@ -103,13 +104,31 @@ def _any_role(role: str, host: int) -> bool:
     return True
 
 
+if TYPE_CHECKING:  # (a Protocol class costs a cold start more than its use is worth)
+    from typing import Protocol
+
+    class Capacity(Protocol):
+        """What each host has room for as the tasks are seated (hosts/fit.py's `Fit`)."""
+
+        def allows(self, role: str, host: int) -> bool:
+            """A task of the role fits on the host beside the tasks seated there so far."""
+
+        def take(self, role: str, host: int) -> None:
+            """A task of the role is seated on the host."""
+
+        def order(self, role: str) -> tuple[list[int], list[int]] | None:
+            """The hosts the role looks at first and those it looks at then; None: in order."""
+
+
 class Slots:
     """The free slots of every host, which hosts are in use, and the tasks seated so far.
 
     `num` is -N: with -1 every host may come into use, else at most `num`.
     `may_take(role, i)` says whether a task of that role may run on host i
     (None: every role may use every host). `note` gives the nodes' breakdown,
-    which ends a message when the hosts fall short.
+    which ends a message when the hosts fall short. `capacity` says whether a task
+    fits on a host beside those seated there (None: every slot takes a task), and
+    in which order a role looks at the hosts.
     """
 
     def __init__(
@@ -120,8 +139,10 @@ class Slots:
         tasks_per_host: int,
         may_take: Callable[[str, int], bool] | None,
         note: Callable[[], str] | None,
+        capacity: Capacity | None = None,
     ) -> None:
         self.hosts = hosts
+        self.capacity = capacity
         self.roles = roles
         self.num = num
         self.limit = len(hosts) if num == -1 else num  # how many hosts may be in use
@@ -142,6 +163,8 @@ class Slots:
         return self.lo[host] > 0 or self.hi[host] < self.per_host
 
     def take(self, role: str, host: int, last: bool = False) -> None:
+        if self.capacity is not None:
+            self.capacity.take(role, host)
         if not self.in_use(host):
             self.used += 1
         if last:
@@ -158,11 +181,18 @@ class Slots:
             self.lo[host] < self.hi[host]
             and (self.used < self.limit or self.in_use(host))
             and self.may_take(role, host)
+            and (self.capacity is None or self.capacity.allows(role, host))
         )
 
+    def _order(self, role: str) -> tuple[list[int], list[int]] | None:
+        return None if self.capacity is None else self.capacity.order(role)
+
     def first_free(self, role: str) -> int | None:
-        # Slots are only ever taken, and hosts only come into use, so a host
-        # passed over once stays closed to the role: each role's walk moves forward.
+        order = self._order(role)
+        if order is not None:
+            return next((h for h in chain(*order) if self.open_to(role, h)), None)
+        # Slots are only ever taken, room only shrinks, and hosts only come into use, so a
+        # host passed over once stays closed to the role: each role's walk moves forward.
         host = self.next_host[role]
         while host < len(self.hosts) and not self.open_to(role, host):
             host += 1
@@ -170,7 +200,11 @@ class Slots:
         return host if host < len(self.hosts) else None
 
     def last_free(self, role: str) -> int | None:
-        for host in range(len(self.hosts) - 1, -1, -1):
+        order = self._order(role)
+        hosts: Iterable[int] = range(len(self.hosts) - 1, -1, -1)
+        if order is not None:
+            hosts = chain(reversed(order[0]), reversed(order[1]))
+        for host in hosts:
             if self.open_to(role, host):
                 return host
         return None
@@ -185,6 +219,9 @@ class Slots:
 
     def seat_rest(self, role: str) -> None:
         """Every free slot the role may take, in order (this is most of the walk: kept tight)."""
+        if self.capacity is not None:
+            self._seat_rest_fitting(role)
+            return
         lo, hi, placed = self.lo, self.hi, self.placed[role]
         may_take = None if self.may_take is _any_role else self.may_take
         limited = self.num != -1
@@ -198,6 +235,14 @@ class Slots:
             for slot in range(lo[host], hi[host]):
                 placed.append((host, slot))
             lo[host] = hi[host]
+
+    def _seat_rest_fitting(self, role: str) -> None:
+        """seat_rest, each task only where it fits beside those already on its host."""
+        order = self._order(role)
+        hosts = chain(*order) if order is not None else range(self.next_host[role], len(self.hosts))
+        for host in hosts:
+            while self.open_to(role, host):
+                self.take(role, host)
 
     def seat_rest_leaving_one(self, role: str, later: str) -> None:
         """seat_rest, passing over any slot whose taking would leave the `later` role none."""

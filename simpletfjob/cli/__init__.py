@@ -64,6 +64,9 @@ COMMANDS = {
     "delete": "simpletfjob.cli.delete",
 }
 DEFAULT = "render"  # what runs when the first word is not a command
+# kubectl's words for reading objects: a pointer to status, never a template's name.
+KUBECTL_VERBS = ("get", "list", "ls", "describe")
+KUBECTL_NOUNS = ("runs", "run", "jobs", "job")  # `get runs`: the noun kubectl would want
 CLOSE = 0.7  # how alike a word and a command must be for the word to be a mistyped command
 
 
@@ -76,7 +79,14 @@ class CommandGroup(ParseErrorsInContext, click.Group):
         if not args and context.resilient_parsing:
             return super().parse_args(context, args)  # completing the first word: shell_complete
         own = {flag for param in self.get_params(context) for flag in param.opts}
-        if not args or (args[0] not in COMMANDS and args[0] not in own):
+        if not args:
+            from simpletfjob.output import write_stdout
+
+            write_stdout([context.get_help() + "\n"])
+            context.exit()
+        if args[0] in KUBECTL_VERBS and not context.resilient_parsing:
+            refuse_kubectl_verb(context.command_path, args)
+        if args[0] not in COMMANDS and args[0] not in own:
             if args:
                 refuse_mistyped_command(args[0])
             # An empty command word stands for the default command; it shows no word in its
@@ -110,10 +120,27 @@ class CommandGroup(ParseErrorsInContext, click.Group):
         assert default is not None
         with default.make_context("", [], parent=context, resilient_parsing=True) as inner:
             self.format_usage(context, formatter)
-            default.format_help_text(inner, formatter)
             self.format_commands(context, formatter)
+            default.format_help_text(inner, formatter)
             default.format_options(inner, formatter)
             default.format_epilog(inner, formatter)
+
+
+def refuse_kubectl_verb(program: str, args: Sequence[str]) -> None:
+    """`get`, `list`, `ls`, `describe RUN`: a usage error that gives the status command to run."""
+    import shlex
+
+    verb, rest = args[0], list(args[1:])
+    if verb == "get" and rest[:1] and rest[0] in KUBECTL_NOUNS:
+        rest = rest[1:]
+    elif verb == "get" and rest[:1] and rest[0].split("/")[0] in KUBECTL_NOUNS:
+        rest = [rest[0].split("/", 1)[1], *rest[1:]]  # get run/mnist
+    instead = shlex.join([*program.split(), "status", *rest])
+    if verb == "describe":
+        if not rest:
+            instead += " RUN"
+        raise UsageError(f"no such command {verb!r}; to show a run, use: {instead}")
+    raise UsageError(f"no such command {verb!r}; to list runs, use: {instead}")
 
 
 def refuse_mistyped_command(word: str) -> None:
@@ -249,3 +276,21 @@ def kubectl_main() -> None:
     lines and `--help` hints reads as the user typed it.
     """
     console_main(KUBECTL_PLUGIN)
+
+
+def kubectl_complete_main() -> None:
+    """`kubectl_complete-simpletfjob`: what kubectl runs for `kubectl simpletfjob ...<TAB>`.
+
+    kubectl passes the words after `kubectl simpletfjob`, the last one being completed
+    (possibly empty); the candidates come one a line, then `:DIRECTIVE` (cobra's).
+    """
+    from simpletfjob.cli.complete import kubectl_complete
+    from simpletfjob.output import write_stdout
+
+    lines = kubectl_complete(group, sys.argv[1:], KUBECTL_PLUGIN, COMPLETE_VAR)
+    with contextlib.suppress(SimpleTFJobError):
+        write_stdout([line + "\n" for line in lines])
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            stream.flush()
+    os._exit(EXIT_OK)

@@ -32,14 +32,20 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     from simpletfjob.kube.resources import JOBS, SERVICES
     from simpletfjob.options.table import check_values
     from simpletfjob.runs.delete import delete_run, wait_until_gone
-    from simpletfjob.runs.objects import NoRunError, check_run_name, connect_for, find_run
+    from simpletfjob.runs.objects import (
+        NoRunError,
+        check_run_name,
+        connect_for,
+        find_run,
+        pointing_elsewhere,
+    )
     from simpletfjob.streams import say
 
     options = DeleteOptions(**values)
     check_values(options)
     check_run_name(options.run)
     connection = (options.kubeconfig, options.context, options.namespace)
-    with connect_for(*connection, purpose="delete a run from") as conn:
+    with connect_for(*connection, purpose="delete a run from") as conn, pointing_elsewhere(conn):
         try:
             run = find_run(conn, options.run)
         except NoRunError:

@@ -36,7 +36,7 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     """
     from simpletfjob.runs.logs import LogRequest, Printer, follow_logs, show_logs
     from simpletfjob.runs.logsources import Selection
-    from simpletfjob.runs.objects import check_run_name, connect_for
+    from simpletfjob.runs.objects import check_run_name, connect_for, pointing_elsewhere
     from simpletfjob.runs.state import SUCCEEDED
     from simpletfjob.streams import say
 
@@ -53,7 +53,10 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     # On a terminal, a task's control characters are shown, as cat -v shows them (runs/logs.py).
     printer = Printer(_write, prefix, color, visible=terminal)
     connection = (options.kubeconfig, options.context, options.namespace)
-    with connect_for(*connection, purpose="read the logs of a run on") as conn:
+    with (
+        connect_for(*connection, purpose="read the logs of a run on") as conn,
+        pointing_elsewhere(conn),
+    ):
         if not options.follow:
             show_logs(conn, options.run, selection, request, printer, say)
             return

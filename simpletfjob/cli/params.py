@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from simpletfjob import __version__
-from simpletfjob.cli.complete import choices, for_argument, templates
+from simpletfjob.cli.complete import choices, for_argument, for_option
 from simpletfjob.options.table import Argument, Field, Option, OptionGroup, check_value, fields
 
 CONTEXT = {"max_content_width": 100}
@@ -58,6 +58,20 @@ class TableCommand(ParseErrorsInContext):
     def __init__(self, *args: Any, sections: dict[str, str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.sections = sections  # parameter name -> heading; the others go under "Options"
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # Completing an option's value (`--set wor<TAB>`): the option is last, without its
+        # value, and click's parser would stop there before it reads the arguments (the
+        # template that --set's completion reads). The words before it are what is known.
+        if ctx.resilient_parsing and args and self._takes_a_value(ctx, args[-1]):
+            args = args[:-1]
+        return super().parse_args(ctx, args)
+
+    def _takes_a_value(self, ctx: click.Context, word: str) -> bool:
+        for param in self.get_params(ctx):
+            if isinstance(param, click.Option) and word in param.opts:
+                return not param.is_flag and not param.count
+        return False
 
     def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         by_section: dict[str, list[tuple[str, str]]] = {}
@@ -116,8 +130,8 @@ def parameter(field: Field) -> click.Parameter:
         settings["shell_complete"] = choices(words)
         if settings["metavar"] is None:
             settings["metavar"] = f"[{'|'.join(words)}]"
-    elif field.name == "template":  # nodes --template
-        settings["shell_complete"] = templates
+    elif for_option(field.name) is not None:
+        settings["shell_complete"] = for_option(field.name)
     return click.Option([*flags, field.name], **settings)
 
 

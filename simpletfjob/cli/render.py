@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -12,12 +13,24 @@ from simpletfjob.errors import SimpleTFJobError, UsageError
 from simpletfjob.options.render import Options
 from simpletfjob.streams import say
 
+if TYPE_CHECKING:
+    from simpletfjob.plan import Plan
+
+TASK_OPTION = click.Option(
+    ["--task"],
+    multiple=True,
+    metavar="TASK",
+    help="Write only this task's documents (worker-1: its Job, and its Service if the run "
+    "has one per task), the whole run still planned (TF_CONFIG lists every task); may be "
+    "repeated.",
+)
+
 
 @make_command(
     "render",
     Options,
     short_help="Render TEMPLATE into the Jobs of a run (the default command).",
-    extra=[version_option()],
+    extra=[TASK_OPTION, version_option()],
 )
 def command(values: dict[str, Any], given: frozenset[str]) -> None:
     """Render TEMPLATE once per task into one multi-document Job stream.
@@ -47,6 +60,7 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     from simpletfjob.template.catalog import prepare_options
     from simpletfjob.template.values import parse_set
 
+    only = tuple(dict.fromkeys(values.pop("task", ()) or ()))
     if values["template"] is None:
         exc = values["exc"]
         context = click.get_current_context()
@@ -58,11 +72,14 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
         raise click.UsageError("missing the TEMPLATE argument", context)
     options = Options(**values)
     sets = [parse_set(item) for item in options.set_values]
-    write_run(prepare_options(options, given, sets))
+    write_run(prepare_options(options, given, sets), only)
 
 
-def write_run(options: Options) -> None:
-    """Plan the run, write its documents where -o says, and say what was written."""
+def write_run(options: Options, only: Sequence[str] = ()) -> None:
+    """Plan the run, write its documents where -o says, and say what was written.
+
+    With `only` (--task), only those tasks' documents are written; the run is planned whole.
+    """
     from simpletfjob.cli.report import explain, plan_explained, summary, tell
     from simpletfjob.output import destination, refuse_inputs, spare_inputs_from_stderr, write_to
     from simpletfjob.plan import default_output_name, inputs
@@ -86,6 +103,9 @@ def write_run(options: Options) -> None:
     )
     refuse_inputs(dest, inputs(options))
     planned = plan_explained(options)
+    whole = planned.tasks
+    if only:
+        planned = only_tasks(planned, only)
     # Warnings wait until the run has been written: a failure is one line, whatever came
     # before (only --explain's table, asked for, comes with it).
     try:
@@ -96,4 +116,23 @@ def write_run(options: Options) -> None:
         raise
     tell(planned, options)
     checked = f"; valid for Kubernetes {planned.validated}" if planned.validated else ""
-    say(summary(planned.tasks, dest.shown) + checked)
+    part = f" (of {len(whole)}; the whole run planned)" if only else ""
+    say(summary(planned.tasks, dest.shown) + part + checked)
+
+
+def task_name(role: str, index: int) -> str:
+    return f"{role}-{index}"
+
+
+def only_tasks(planned: Plan, only: Sequence[str]) -> Plan:
+    """The plan with only the named tasks and their documents; a name of no task is refused."""
+    names = [task_name(t.role, t.index) for t in planned.tasks]
+    unknown = [name for name in only if name not in names]
+    if unknown:
+        shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+        raise UsageError(f"--task {unknown[0]!r}: the run has no such task; its tasks are {shown}")
+    chosen = set(only)
+    return planned._replace(
+        tasks=[t for t in planned.tasks if task_name(t.role, t.index) in chosen],
+        documents=[d for d in planned.documents if task_name(d.task.role, d.task.index) in chosen],
+    )

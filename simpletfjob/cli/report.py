@@ -1,4 +1,5 @@
-"""What the commands that plan a run say about it on stderr: warnings, --explain's table, the summary line.
+"""What the commands say about a run on stderr: warnings, --explain's table, the summary line,
+and the status line that `run` and `wait` keep on a terminal.
 
 render and apply share these: a run's warnings wait until it has been written (or
 applied), so that a failure is its one line alone; --explain's table comes with
@@ -7,15 +8,19 @@ either.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from simpletfjob.streams import say
 
 if TYPE_CHECKING:
+    from types import TracebackType
+
     from simpletfjob.hosts.selection import Verdict
     from simpletfjob.options.render import Options
     from simpletfjob.plan import Plan
+    from simpletfjob.runs.state import Run
     from simpletfjob.tasks import Task
 
 
@@ -67,3 +72,82 @@ def summary(tasks: Sequence[Task], destination: str, verb: str = "wrote") -> str
         parts.append(f"{len(hosts)} {role} ({shown})")
     noun = "task" if len(tasks) == 1 else "tasks"
     return f"simpletfjob: {verb} {len(tasks)} {noun} to {destination}: " + ", ".join(parts)
+
+
+class StatusLine:
+    """One line at the bottom of a terminal's stderr while a run is followed, redrawn in place:
+    `run mnist: 1 Pending, 2 Running; restarts 1; 1m5s`: the tasks by state, their restarts
+    (and the whole run's, under --max-restarts), and the time since the command started,
+    brought up to date every second.
+
+    Nothing is drawn when stderr is not a terminal; the line is cleared before any other
+    line (streams.say does it) and when the run is no longer followed.
+    """
+
+    EVERY = 1.0  # seconds between redraws of the elapsed time
+
+    def __init__(self, name: str) -> None:
+        import threading
+        import time
+
+        self.name = name
+        self.started = time.monotonic()
+        self.run: Run | None = None
+        self.stop = threading.Event()
+        self.lock = threading.Lock()  # a redraw never comes after the line is cleared
+        self.on = bool(sys.stderr is not None and sys.stderr.isatty())
+
+    def __call__(self, run: Run) -> None:
+        """The run as it is now."""
+        self.run, self.name = run, run.name
+        self.draw()
+
+    def text(self) -> str:
+        import time
+        from collections import Counter
+
+        from simpletfjob.kube.outage import duration
+
+        elapsed = duration(time.monotonic() - self.started)
+        run = f"run {self.name}" if self.name else "run"
+        if self.run is None:
+            return f"{run}: starting; {elapsed}"
+        counts = Counter(t.state for t in self.run.tasks)
+        states = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
+        restarts = f"restarts {sum(t.restarts or 0 for t in self.run.tasks)}"
+        done, most = self.run.restarts
+        if most:  # the whole run's, under run --max-restarts
+            restarts += f", run restarts {done}/{most}"
+        return f"{run}: {states or 'no tasks'}; {restarts}; {elapsed}"
+
+    def draw(self) -> None:
+        from simpletfjob.streams import status_line
+
+        with self.lock:
+            if self.on and not self.stop.is_set():
+                status_line(self.text())
+
+    def _tick(self) -> None:
+        while not self.stop.wait(self.EVERY):
+            self.draw()
+
+    def __enter__(self) -> StatusLine:
+        import threading
+
+        if self.on:
+            threading.Thread(target=self._tick, daemon=True).start()
+            self.draw()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        from simpletfjob.streams import status_line
+
+        with self.lock:
+            self.stop.set()
+            if self.on:
+                status_line("")

@@ -45,6 +45,10 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     what of the cleanup was left undone) and how to go on (exit 130, 143, 129);
     --on-interrupt delete deletes it instead, and says so once nothing of it is left.
 
+    On a terminal, one status line under the others is kept up to date: the tasks by
+    state, their restarts and the time so far (never written when stderr is not a
+    terminal).
+
     \b
     Example:
       simpletfjob run mnist.yaml -N 3 -n ml --max-restarts 3 --timeout 24h
@@ -65,7 +69,7 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
 
 
 def run_command(options: RunOptions) -> None:
-    from simpletfjob.cli.report import plan_explained, summary, tell
+    from simpletfjob.cli.report import StatusLine, plan_explained, summary, tell
     from simpletfjob.output import spare_inputs_from_stderr
     from simpletfjob.plan import inputs
     from simpletfjob.runs.logs import Printer
@@ -77,7 +81,8 @@ def run_command(options: RunOptions) -> None:
     connection = (options.kubeconfig, options.context, options.namespace)
     terminal = sys.stdout.isatty()
     printer = Printer(_write, prefix=True, color=terminal, visible=terminal)
-    with connect_for(*connection, purpose="run the run on") as conn:
+    status = StatusLine(options.name or "")  # named by the plan's run once it is followed
+    with connect_for(*connection, purpose="run the run on") as conn, status:
         namespace = conn.namespace
         planning = options.replace(namespace=namespace)
 
@@ -97,6 +102,7 @@ def run_command(options: RunOptions) -> None:
             say=say,
             applied=applied,
             printer=None if options.logs == "none" else printer,
+            progress=status,
         )
     from simpletfjob.runs.wait import succeeded_line
 
@@ -105,5 +111,7 @@ def run_command(options: RunOptions) -> None:
 
 def _write(line: bytes) -> None:
     from simpletfjob.output import write_stdout_bytes
+    from simpletfjob.streams import status_cleared
 
-    write_stdout_bytes((line,))
+    with status_cleared():  # a terminal's status line, off while a task's line is written
+        write_stdout_bytes((line,))

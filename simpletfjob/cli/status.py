@@ -23,6 +23,10 @@ if TYPE_CHECKING:
 def command(values: dict[str, Any], given: frozenset[str]) -> None:
     """Show the tasks of RUN (the simpletfjob/job label), or without RUN every run in the namespace.
 
+    -A/--all-namespaces lists the runs of every namespace, with a NAMESPACE column first
+    (in -o json|yaml, each run's namespace, and a null top-level namespace), as kubectl
+    get -A does; it cannot go with RUN (exit 2).
+
     The run's state: Succeeded when the chief's Job is complete, with no chief worker 0's
     (--success-policy worker0) or every worker's (all-workers); Failed when a task's Job
     has failed, unless the run had succeeded by then (success wins a tie: the same
@@ -57,8 +61,9 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     from simpletfjob.kube.resources import JOBS
     from simpletfjob.output import write_stdout
     from simpletfjob.runs.failure import explain, stuck_reasons
-    from simpletfjob.runs.objects import check_run_name, connect_for
+    from simpletfjob.runs.objects import check_run_name, connect_for, pointing_elsewhere
     from simpletfjob.runs.state import FAILED
+    from simpletfjob.runs.taskstate import stuck_lines
     from simpletfjob.runs.watch import read_run, read_runs
     from simpletfjob.streams import say
 
@@ -68,38 +73,51 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
         check_run_name(options.run)
     connection = (options.kubeconfig, options.context, options.namespace)
     notes: list[str] = []
-    with connect_for(*connection, purpose="read runs from") as conn:
+    with connect_for(*connection, purpose="read runs from") as conn, pointing_elsewhere(conn):
         namespace = conn.namespace
         if options.watch:
             assert options.run is not None  # options.check
             _watch(conn, options.run, options.tail_on_failure)
             return
-        runs = read_runs(conn) if options.run is None else [read_run(conn, options.run)]
+        runs = (
+            read_runs(conn, options.all_namespaces)
+            if options.run is None
+            else [read_run(conn, options.run)]
+        )
         if options.run is not None:
             runs[0], note = stuck_reasons(conn, runs[0])
             notes += [note] if note else []
+            if options.output == "table":  # what the REASON column cuts short, in full
+                notes += stuck_lines(runs[0].tasks)
             if options.output == "table" and runs[0].state == FAILED:
                 notes += explain(conn, runs[0], options.tail_on_failure)
     if options.output == "name":
         write_stdout([f"{JOBS.ref(task.job)}\n" for run in runs for task in run.tasks])
         if not runs:
-            say(f"No runs found in {namespace} namespace.")
+            say(_no_runs(namespace, options.all_namespaces))
     elif options.output != "table":
         data: Any = (
             runs[0].as_dict()
             if options.run is not None
-            else {"namespace": namespace, "runs": [r.as_dict() for r in runs]}
+            else {
+                "namespace": None if options.all_namespaces else namespace,
+                "runs": [r.as_dict() for r in runs],
+            }
         )
         write_stdout([_dump(data, options.output)])
     elif options.run is not None:
         write_stdout(_one_run(runs[0]))
         sys.stdout.flush()  # the table, then what stderr adds to it
     elif runs:
-        write_stdout(_every_run(runs))
+        write_stdout(_every_run(runs, options.all_namespaces))
     else:
-        say(f"No runs found in {namespace} namespace.")  # as kubectl says it
+        say(_no_runs(namespace, options.all_namespaces))  # as kubectl says it
     for line in notes:
         say(line)
+
+
+def _no_runs(namespace: str, every: bool) -> str:
+    return "No runs found." if every else f"No runs found in {namespace} namespace."
 
 
 def _watch(conn: Connection, name: str, tail: int) -> None:
@@ -229,7 +247,7 @@ def _reason(task: TaskStatus, claimed: Mapping[str, Claim]) -> str:
     return which + (f"; {reason}" if reason else "")
 
 
-def _every_run(runs: Sequence[Run]) -> list[str]:
+def _every_run(runs: Sequence[Run], every_namespace: bool = False) -> list[str]:
     from simpletfjob.runs.state import DELETING, FAILED, SUCCEEDED, age
 
     def ended(run: Run, state: str) -> str:  # by its Job's condition
@@ -237,6 +255,7 @@ def _every_run(runs: Sequence[Run]) -> list[str]:
 
     rows = [
         (
+            *((r.namespace,) if every_namespace else ()),
             r.name,
             str(len(r.tasks)),
             str(sum(not t.finished and t.state != DELETING for t in r.tasks)),
@@ -247,7 +266,8 @@ def _every_run(runs: Sequence[Run]) -> list[str]:
         )
         for r in runs
     ]
-    return columns(("NAME", "TASKS", "ACTIVE", "SUCCEEDED", "FAILED", "STATE", "AGE"), rows)
+    header = ("NAME", "TASKS", "ACTIVE", "SUCCEEDED", "FAILED", "STATE", "AGE")
+    return columns((*(("NAMESPACE",) if every_namespace else ()), *header), rows)
 
 
 def columns(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:

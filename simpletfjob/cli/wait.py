@@ -39,17 +39,27 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     and pods come before the last line; what cannot be read is said in one line.
 
     \b
+    On a terminal, one status line under the others is kept up to date: the tasks by
+    state, their restarts and the time so far (never written when stderr is not a
+    terminal).
+
+    \b
     Example, in CI:
       simpletfjob apply mnist.yaml -N 3 && simpletfjob wait mnist --timeout 1h
     """
-    from simpletfjob.runs.objects import check_run_name, connect_for
+    from simpletfjob.cli.report import StatusLine
+    from simpletfjob.runs.objects import check_run_name, connect_for, pointing_elsewhere
     from simpletfjob.runs.wait import succeeded_line, wait_for_run
     from simpletfjob.streams import say
 
     options = WaitOptions(**values)
     check_run_name(options.run)
     connection = (options.kubeconfig, options.context, options.namespace)
-    with connect_for(*connection, purpose="wait for a run on") as conn:
+    with (
+        connect_for(*connection, purpose="wait for a run on") as conn,
+        pointing_elsewhere(conn),
+        StatusLine(options.run) as status,
+    ):
         run = wait_for_run(
             conn,
             options.run,
@@ -58,5 +68,6 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
             tail=options.tail_on_failure,
             context=options.context,
             say=say,
+            progress=status,
         )
     say(succeeded_line(run))

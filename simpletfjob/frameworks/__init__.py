@@ -19,6 +19,7 @@ from simpletfjob.tasks import Pin, Seating, Task
 
 if TYPE_CHECKING:
     from simpletfjob.options.render import Options
+    from simpletfjob.tasks import Capacity
 
 __all__ = [
     "FRAMEWORKS",
@@ -84,8 +85,10 @@ class Framework(Protocol):
         pins: Sequence[Pin],
         may_take: Callable[[str, int], bool] | None,
         note: Callable[[], str],
+        capacity: Capacity | None = None,
     ) -> Seating:
-        """Seat every task of the run on the hosts (node names, in order)."""
+        """Seat every task of the run on the hosts (node names, in order); `capacity`: each
+        task only where it fits beside those seated before it (tasks.py's Slots)."""
 
     def values(
         self,

@@ -34,6 +34,7 @@ from simpletfjob.tasks import (
 
 if TYPE_CHECKING:
     from simpletfjob.options.render import Options
+    from simpletfjob.tasks import Capacity
 
 ROLES = ("chief", "ps", "worker", "evaluator")
 TF_CONFIG = "TF_CONFIG"
@@ -84,6 +85,7 @@ def place_tasks(
     tasks_per_host: int = 1,
     may_take: Callable[[str, int], bool] | None = None,
     note: Callable[[], str] | None = None,
+    capacity: Capacity | None = None,
 ) -> Seating:
     """Seat every task of the run on the hosts (node names, in order).
 
@@ -98,13 +100,14 @@ def place_tasks(
     evaluator none. With -1 the evaluator takes the last free slot it may use
     before the workers take every free slot they may use. `note` gives the
     nodes' breakdown, which ends the message when the hosts fall short.
+    `capacity`: each task only where it fits, in its role's order (tasks.Slots).
     """
     if tasks_per_host < 1:
         raise UsageError("--tasks-per-host must be at least 1")
     limit = len(hosts) if num == -1 else min(num, len(hosts))
     _check_size(limit, tasks_per_host)
     _check_capacity(limit, tasks_per_host, len(psf) or psn, bool(psf), chief, evaluator, num, note)
-    slots = Slots(hosts, ROLES, num, tasks_per_host, may_take, note)
+    slots = Slots(hosts, ROLES, num, tasks_per_host, may_take, note, capacity)
     position = {name: i for i, name in enumerate(hosts)}
     for name in psf:
         slots.take("ps", position[name])
@@ -124,9 +127,7 @@ def place_tasks(
     if not slots.placed["worker"]:
         raise slots.shortage("worker")
     if limited and evaluator:
-        host = slots.first_free("evaluator")
-        assert host is not None, "the workers leave the evaluator a slot"
-        slots.take("evaluator", host)
+        slots.seat("evaluator", 1)  # the slot the workers left it
     if limited and slots.used < slots.limit:
         raise _too_few_used(slots, psn if not psf else 0)
     return slots.placed
@@ -345,6 +346,7 @@ class TensorFlow:
         pins: Sequence[Pin],
         may_take: Callable[[str, int], bool] | None,
         note: Callable[[], str],
+        capacity: Capacity | None = None,
     ) -> Seating:
         psf = next((p.hosts for p in pins if p.role == "ps"), ())
         return place_tasks(
@@ -357,6 +359,7 @@ class TensorFlow:
             tasks_per_host=options.tasks_per_host,
             may_take=may_take,
             note=note,
+            capacity=capacity,
         )
 
     def values(

@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from simpletfjob.errors import SelectionError, UsageError
 from simpletfjob.tasks import MAX_TASKS, Pin, Seating, Slots, Task, hosts_noun
+
+if TYPE_CHECKING:
+    from simpletfjob.tasks import Capacity
 
 WORKER = "worker"
 ROLES = (WORKER,)
@@ -30,8 +33,10 @@ def seat_workers(
     tasks_per_host: int,
     may_take: Callable[[str, int], bool] | None,
     note: Callable[[], str],
+    capacity: Capacity | None = None,
 ) -> Seating:
-    """A worker in every free slot of the hosts a worker may use; with -N, on exactly N hosts."""
+    """A worker in every free slot of the hosts a worker may use (and, with `capacity`, where it
+    fits beside the workers already there); with -N, on exactly N hosts."""
     if tasks_per_host < 1:
         raise UsageError("--tasks-per-host must be at least 1")
     limit = len(hosts) if num == -1 else min(num, len(hosts))
@@ -40,7 +45,7 @@ def seat_workers(
             f"the run would have up to {limit * tasks_per_host:,} tasks; a run has at most "
             f"{MAX_TASKS:,}; use -N or --tasks-per-host to ask for fewer (see Limits in the README)"
         )
-    slots = Slots(hosts, ROLES, num, tasks_per_host, may_take, note)
+    slots = Slots(hosts, ROLES, num, tasks_per_host, may_take, note, capacity)
     slots.seat_rest(WORKER)
     if not slots.placed[WORKER]:
         raise slots.shortage(WORKER)
@@ -147,5 +152,6 @@ class WorkersOnly:
         pins: Sequence[Pin],
         may_take: Callable[[str, int], bool] | None,
         note: Callable[[], str],
+        capacity: Capacity | None = None,
     ) -> Seating:
-        return seat_workers(hosts, options.num, options.tasks_per_host, may_take, note)
+        return seat_workers(hosts, options.num, options.tasks_per_host, may_take, note, capacity)

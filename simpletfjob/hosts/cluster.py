@@ -129,29 +129,34 @@ class Cluster:
                 )
         return sorted(nodes, key=lambda n: n.name)
 
-    def _pod_parser(self, resource: str, path: str) -> Callable[[bytes], Page[list[PodUse]]]:
+    def _pod_parser(
+        self, resource: str, path: str, others: Sequence[str] = ()
+    ) -> Callable[[bytes], Page[list[PodUse]]]:
         target = self.target
 
         def parse(data: bytes) -> Page[list[PodUse]]:
             page = decode_page(data, target, PODS, path, slim=without_managed_fields)
             origin = f"{target}: the pod list's items"
             try:
-                uses = [pod_use(item, resource, JOB_LABEL, origin) for item in page.value]
+                uses = [pod_use(item, resource, JOB_LABEL, origin, others) for item in page.value]
             except InputError as e:  # the server's answer, not the user's input
                 raise ClusterError(str(e)) from e
             return Page(uses, page.token, page.resource_version)
 
         return parse
 
-    def jobs(self, resource: str, alternative: str) -> list[JobUse]:
-        """Every namespace's Jobs, reduced to what the counting rules need."""
+    def jobs(self, resource: str, alternative: str, others: Sequence[str] = ()) -> list[JobUse]:
+        """Every namespace's Jobs, reduced to what the counting rules need.
+
+        `others` are the resources besides `resource` that a run's fit asks about.
+        """
         target, path = self.target, JOBS.path("")
 
         def parse(data: bytes) -> Page[list[JobUse]]:
             page = decode_page(data, target, JOBS, path, slim=without_managed_fields)
             origin = f"{target}: the job list's items"
             try:
-                uses = [job_use(item, resource, JOB_LABEL, origin) for item in page.value]
+                uses = [job_use(item, resource, JOB_LABEL, origin, others) for item in page.value]
             except InputError as e:  # the server's answer, not the user's input
                 raise ClusterError(str(e)) from e
             return Page(uses, page.token, page.resource_version)
@@ -159,13 +164,15 @@ class Cluster:
         listed = list_pages(self.conn, JOBS, parse, namespace="", alternative=alternative)
         return [job for page in listed.pages for job in page]
 
-    def run_jobs(self, resource: str, own: Own) -> tuple[Own, list[JobUse], str | None]:
+    def run_jobs(
+        self, resource: str, own: Own, others: Sequence[str] = ()
+    ) -> tuple[Own, list[JobUse], str | None]:
         """The cluster's Jobs, and the run knowing its own among them; or, when listing Jobs is
         refused, no Jobs, the run as it was, and the refusal, for a warning."""
         from simpletfjob.kube.request import ApiError
 
         try:
-            jobs = self.jobs(resource, "")
+            jobs = self.jobs(resource, "", others)
         except ApiError as e:
             if e.status != 403:
                 raise
@@ -177,12 +184,17 @@ class Cluster:
         return str(error).split("; ")[0].removeprefix(f"{self.target}: ")
 
     def usage(
-        self, resource: str, own: Own, alternative: str, jobs: Sequence[JobUse] = ()
+        self,
+        resource: str,
+        own: Own,
+        alternative: str,
+        jobs: Sequence[JobUse] = (),
+        others: Sequence[str] = (),
     ) -> Tally:
         """One paginated list of every namespace's non-terminated pods, summed per node, with
-        the pods that `jobs` have yet to make."""
-        tally = Tally(own, pinned_jobs(jobs, own))
-        parse = self._pod_parser(resource, PODS.path(""))
+        the pods that `jobs` have yet to make; `others` as for `jobs`."""
+        tally = Tally(own, pinned_jobs(jobs, own), others)
+        parse = self._pod_parser(resource, PODS.path(""), others)
         listed = list_pages(
             self.conn,
             PODS,
@@ -205,12 +217,13 @@ class Cluster:
         budget: int,
         alternative: str,
         jobs: Sequence[JobUse] = (),
+        others: Sequence[str] = (),
     ) -> dict[str, NodeUsage] | None:
         """Each node's pods, in order, until `wanted` nodes have room; what was read, by node.
 
         None when `budget` nodes were read without finding enough: one list is then cheaper.
         """
-        parse = self._pod_parser(resource, PODS.path(""))
+        parse = self._pod_parser(resource, PODS.path(""), others)
         pinned = pinned_jobs(jobs, own)
         selectors = (f"spec.nodeName={name},{NOT_TERMINATED}" for name in names)
         read: dict[str, NodeUsage] = {}
@@ -226,7 +239,7 @@ class Cluster:
         )
         with closing(lists):
             for name, pages in zip(names, lists, strict=False):
-                tally = Tally(own, {name: pinned[name]} if name in pinned else None)
+                tally = Tally(own, {name: pinned[name]} if name in pinned else None, others)
                 for page in pages:
                     tally.add_all(page)
                 read[name] = tally.node(name)

@@ -53,6 +53,8 @@ class Node(NamedTuple):
     gpus: int = 0
     origin: str = ""  # where the node was named, for error messages
     plain: bool = True  # a bare host name, from --nodes or a host list: nothing known but its name
+    # status.allocatable as the node lists it (quantities unparsed): what fit reads (hosts/fit.py)
+    allocatable: Mapping[str, object] = _EMPTY
 
 
 def is_node_name(name: str) -> bool:
@@ -318,6 +320,7 @@ def node_from_object(obj: object, origin: str, gpu_resource: str = GPU_RESOURCE)
         gpus=count,
         origin=origin,
         plain=False,
+        allocatable=allocatable or _EMPTY,
     )
 
 

@@ -12,11 +12,13 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from simpletfjob.errors import SelectionError, UsageError
+from simpletfjob.hosts.fit import Ask, shortfall
 from simpletfjob.hosts.nodes import Node, Taint
 from simpletfjob.tasks import Pin, tasks_per_host_for
 
 if TYPE_CHECKING:
-    from simpletfjob.hosts.usage import NodeUsage, Port
+    from simpletfjob.hosts.requested import Port
+    from simpletfjob.hosts.usage import NodeUsage
 
 # Taints that rule a node out even when the template tolerates them: a task pinned
 # to a node that is cordoned, not ready or unreachable never starts.
@@ -30,9 +32,14 @@ ALWAYS_COUNTED_TAINTS = frozenset(
 _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
 # The order in which `breakdown` reports the reasons a node was passed over.
-REASON_ORDER = ("excluded", "NotReady", "cordoned", "tainted", "selector", "gpus", "ports")
-# How `breakdown` names a category, where not by its name: (one node, several).
-_SHOWN = {"gpus": ("gpu", "gpus"), "ports": ("port held", "ports held")}
+REASON_ORDER = ("excluded", "NotReady", "cordoned", "tainted", "selector", "gpus", "ports", "fit")
+# How the breakdown counts the nodes of a category, (one node, several): '3 without enough free GPUs' (free:
+# what their pods leave, or allocatable when pods are not read), '1 port held'.
+_SHOWN = {
+    "gpus": ("without enough free GPUs", "without enough free GPUs"),
+    "ports": ("port held", "ports held"),
+    "fit": ("without room", "without room"),
+}
 
 
 def counted(n: int, one: str, several: str) -> str:
@@ -46,7 +53,9 @@ class Reason(NamedTuple):
     roles: tuple[str, ...] = ()  # the roles it rules the node out for, when not every role
 
     def __str__(self) -> str:
-        return f"{self.detail} ({', '.join(self.roles)})" if self.roles else self.detail
+        if not self.roles or self.category == "fit":  # a fit's detail starts with its roles
+            return self.detail
+        return f"{self.detail} ({', '.join(self.roles)})"
 
     def applies_to(self, role: str) -> bool:
         return not self.roles or role in self.roles
@@ -108,7 +117,8 @@ class Rules(NamedTuple):
     role order, and `tolerations` is not used. `ports` are the host ports the
     run's pods need free on a node (judged only where its pods were read), and
     `role_ports` each role's, when they differ by role. `min_gpus` counts free
-    GPUs where the pods were read, allocatable ones elsewhere.
+    GPUs where the pods were read, allocatable ones elsewhere. `asks` are what a task of
+    each role of the run asks of a node (hosts/fit.py), when the fit is checked.
     """
 
     tolerations: Tolerations = ()
@@ -117,12 +127,18 @@ class Rules(NamedTuple):
     role_tolerations: tuple[tuple[str, Tolerations], ...] = ()
     ports: frozenset[Port] = frozenset()
     role_ports: tuple[tuple[str, frozenset[Port]], ...] = ()
+    asks: tuple[tuple[str, Ask], ...] = ()
+    fits: tuple[tuple[Ask, tuple[str, ...]], ...] = ()  # fit_groups(asks)
 
     @property
     def roles(self) -> tuple[str, ...]:
         """The run's roles, when some rule differs by role; () when every role is judged alike."""
         by_role = self.role_tolerations or self.role_ports
-        return tuple(role for role, _ in by_role)
+        if by_role:
+            return tuple(role for role, _ in by_role)
+        if len({ask for _, ask in self.asks}) > 1:
+            return tuple(role for role, _ in self.asks)
+        return ()
 
 
 _SELECTOR_TERM = (  # compiled on first use: only -l needs it
@@ -216,11 +232,55 @@ def judge_node(
             reasons.append(Reason("gpus", f"{free}/{of} free < {rules.min_gpus}"))
     if usage is not None and usage.ports:
         reasons += _port_reasons(usage, rules)
+    if rules.fits and node.allocatable:
+        reasons += _fit_reasons(node, usage, rules)
     verdict = Verdict(node, tuple(reasons), usage=usage)
-    if not reasons or not rules.roles:
-        return verdict
+    return _with_roles(verdict, rules) if reasons else verdict
+
+
+def _with_roles(verdict: Verdict, rules: Rules) -> Verdict:
+    """The verdict, saying which roles may still use the node when its reasons hold for some only."""
+    if not verdict.reasons or not rules.roles:
+        return verdict._replace(only_for=()) if verdict.only_for else verdict
+    reasons = verdict.reasons
     only_for = tuple(role for role in rules.roles if not any(r.applies_to(role) for r in reasons))
     return verdict._replace(only_for=only_for)
+
+
+def fit_groups(asks: Sequence[tuple[str, Ask]]) -> tuple[tuple[Ask, tuple[str, ...]], ...]:
+    """Rules.fits: each distinct ask that asks for something, and the roles that ask it."""
+    by_ask: dict[Ask, list[str]] = {}
+    for role, ask in asks:
+        by_ask.setdefault(ask, []).append(role)
+    return tuple((ask, tuple(roles)) for ask, roles in by_ask.items() if ask)
+
+
+def _fit_reasons(node: Node, usage: NodeUsage | None, rules: Rules) -> list[Reason]:
+    """'worker: nvidia.com/gpu 2 > 1 free': what the roles whose task does not fit are short
+    of; roles short of the same share one reason ('ps, worker: cpu 2 > 1 free')."""
+    found: dict[str, list[str]] = {}
+    for ask, roles in rules.fits:
+        short = shortfall(node, usage, ask)
+        if short is not None:
+            found.setdefault(str(short), []).extend(roles)
+    reasons = []
+    order = [role for role, _ in rules.asks]
+    for detail, named in found.items():
+        named.sort(key=order.index)
+        every = len(named) == len(order)
+        reasons.append(
+            Reason("fit", f"{', '.join(named)}: {detail}", () if every else tuple(named))
+        )
+    return reasons
+
+
+def without_fit(verdicts: Sequence[Verdict], rules: Rules) -> list[Verdict]:
+    """The verdicts as they would be if the fit were not checked (`rules` without its asks)."""
+    plain = rules._replace(asks=(), fits=())
+    return [
+        _with_roles(v._replace(reasons=tuple(r for r in v.reasons if r.category != "fit")), plain)
+        for v in verdicts
+    ]
 
 
 def _port_reasons(usage: NodeUsage, rules: Rules) -> list[Reason]:

@@ -38,20 +38,27 @@ batch/v1 Jobs; the cluster reader (cluster.py) feeds them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from simpletfjob.errors import InputError
+from simpletfjob.hosts.requested import (
+    ZERO,
+    Port,
+    held_ports,
+    list_at,
+    mapping_at,
+    pod_request,
+    pod_units,
+)
 from simpletfjob.inputs import describe_value
-from simpletfjob.quantity import parse_quantity
 
 # The field selector that leaves out terminated pods, as `kubectl describe node` lists them.
 NOT_TERMINATED = "status.phase!=Succeeded,status.phase!=Failed"
 TERMINATED_PHASES = frozenset({"Succeeded", "Failed"})
 
-# A host port and its protocol; a TCP port and a UDP port of one number do not collide.
-Port = tuple[int, str]
 
 # ---- quantities -----------------------------------------------------------------------------
 
@@ -76,6 +83,8 @@ class PodUse(NamedTuple):
     ports: tuple[Port, ...]  # the host ports it holds
     owner: str | None = None  # the uid of the Job that controls it
     deleting: bool = False  # it has a deletionTimestamp: stopping, but not gone
+    # Of the other resources a run's fit asks about (`others` of pod_use), in the scheduler's units.
+    others: tuple[int, ...] = ()
 
     @property
     def live(self) -> bool:
@@ -92,120 +101,32 @@ class PodUse(NamedTuple):
         return bool(self.node) and self.phase not in TERMINATED_PHASES
 
 
-def _mapping(value: Any, where: str, field: str) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if type(value) is not dict:
-        raise InputError(f"{where}: {field} must be a mapping, not {describe_value(value)}")
-    return value
-
-
-def _list(value: Any, where: str, field: str) -> list[Any]:
-    if value is None:
-        return []
-    if type(value) is not list:
-        raise InputError(f"{where}: {field} must be a list, not {describe_value(value)}")
-    return value
-
-
-# Nothing asked: one shared zero, as most pods ask nothing of a GPU resource, and each
-# Fraction made or added is a Python call (60,000 pods make that a second).
-_ZERO = Fraction(0)
-
-
-def _amount(resources: dict[str, Any], key: str, resource: str, where: str, field: str) -> Fraction:
-    listed = _mapping(resources.get(key), where, f"{field}.{key}")
-    value = listed.get(resource)
-    if value is None:
-        return _ZERO
-    try:
-        return parse_quantity(value)
-    except ValueError as e:
-        raise InputError(f"{where}: {field}.{key}[{resource!r}]: {e}") from e
-
-
-def container_request(container: Any, resource: str, where: str, field: str) -> Fraction:
-    """A container's request of the resource; its limit when it states no request."""
-    if type(container) is not dict:
-        raise InputError(f"{where}: {field} must be a mapping, not {describe_value(container)}")
-    resources = container.get("resources")
-    if not resources:
-        return _ZERO
-    resources = _mapping(resources, where, f"{field}.resources")
-    requests = _mapping(resources.get("requests"), where, f"{field}.resources.requests")
-    key = "requests" if resource in requests else "limits"
-    return _amount(resources, key, resource, where, f"{field}.resources")
-
-
-def pod_request(spec: Mapping[str, Any], resource: str, where: str = "pod") -> Fraction:
-    """How much of one resource a pod spec asks of its node (kubectl's PodRequestsAndLimits)."""
-    total = _ZERO
-    for i, c in enumerate(_list(spec.get("containers"), where, "spec.containers")):
-        amount = container_request(c, resource, where, f"spec.containers[{i}]")
-        if amount:  # (a zero adds nothing, and adding it costs)
-            total += amount
-    sidecars = _ZERO  # of the sidecars started so far
-    init = _ZERO  # the most any step of the start-up needs
-    for i, c in enumerate(_list(spec.get("initContainers"), where, "spec.initContainers")):
-        amount = container_request(c, resource, where, f"spec.initContainers[{i}]")
-        if c.get("restartPolicy") == "Always":
-            total += amount  # a sidecar runs beside the containers
-            sidecars += amount
-            init = max(init, sidecars)
-        elif amount or sidecars:
-            init = max(init, amount + sidecars)
-    if init and init > total:
-        total = init
-    overhead = spec.get("overhead")
-    if overhead:
-        total += _amount({"overhead": overhead}, "overhead", resource, where, "spec")
-    return total
-
-
-def held_ports(spec: Mapping[str, Any], where: str = "pod") -> tuple[Port, ...]:
-    """The host ports a pod spec holds on its node: hostPorts, or every port on the host network."""
-    host_network = spec.get("hostNetwork") is True
-    found: list[Port] = []
-    containers = _list(spec.get("containers"), where, "spec.containers")
-    inits = _list(spec.get("initContainers"), where, "spec.initContainers")
-    running = [
-        *containers,
-        *(c for c in inits if type(c) is dict and c.get("restartPolicy") == "Always"),
-    ]
-    for c in running:
-        if type(c) is not dict or not c.get("ports"):
-            continue
-        for port in _list(c.get("ports"), where, f"container {c.get('name')!r}: ports"):
-            if type(port) is not dict:
-                continue
-            number = port.get("hostPort") or (port.get("containerPort") if host_network else None)
-            if type(number) is int and number > 0:
-                protocol = port.get("protocol") or "TCP"
-                found.append((number, protocol if type(protocol) is str else "TCP"))
-    return tuple(found)
-
-
 def _controller(metadata: dict[str, Any], where: str) -> str | None:
     """The uid of the Job its ownerReferences name as controller, if any."""
-    for ref in _list(metadata.get("ownerReferences"), where, "metadata.ownerReferences"):
+    for ref in list_at(metadata.get("ownerReferences"), where, "metadata.ownerReferences"):
         if type(ref) is dict and ref.get("controller") is True and ref.get("kind") == "Job":
             uid = ref.get("uid")
             return uid if type(uid) is str else None
     return None
 
 
-def pod_use(obj: Any, resource: str, job_label: str, origin: str) -> PodUse:
-    """One pod of a list, read for what it takes; `origin` names the list item in messages."""
+def pod_use(
+    obj: Any, resource: str, job_label: str, origin: str, others: Sequence[str] = ()
+) -> PodUse:
+    """One pod of a list, read for what it takes; `origin` names the list item in messages.
+
+    `others` are the resources besides `resource` that a run's fit asks about (hosts/fit.py).
+    """
     if type(obj) is not dict:
         raise InputError(f"{origin}: a pod must be a mapping, not {describe_value(obj)}")
-    metadata = _mapping(obj.get("metadata"), origin, "metadata")
+    metadata = mapping_at(obj.get("metadata"), origin, "metadata")
     namespace, name = metadata.get("namespace") or "", metadata.get("name")
     if type(name) is not str or type(namespace) is not str:
         raise InputError(f"{origin}: metadata.name and metadata.namespace must be strings")
     where = f"{origin}, pod {namespace}/{name}"
-    spec = _mapping(obj.get("spec"), where, "spec")
-    status = _mapping(obj.get("status"), where, "status")
-    labels = _mapping(metadata.get("labels"), where, "metadata.labels")
+    spec = mapping_at(obj.get("spec"), where, "spec")
+    status = mapping_at(obj.get("status"), where, "status")
+    labels = mapping_at(metadata.get("labels"), where, "metadata.labels")
     node, phase, job = spec.get("nodeName") or "", status.get("phase") or "", labels.get(job_label)
     if type(node) is not str or type(phase) is not str:
         raise InputError(f"{where}: spec.nodeName and status.phase must be strings")
@@ -219,6 +140,7 @@ def pod_use(obj: Any, resource: str, job_label: str, origin: str) -> PodUse:
         held_ports(spec, where),
         _controller(metadata, where),
         metadata.get("deletionTimestamp") is not None,
+        tuple(pod_units(spec, others, where)) if others else (),
     )
 
 
@@ -238,6 +160,7 @@ class JobUse(NamedTuple):
     wanted: int  # how many pods it wants running at once
     requested: Fraction  # of the one resource asked about, per pod
     ports: tuple[Port, ...]  # the host ports each pod holds
+    others: tuple[int, ...] = ()  # of the other resources, per pod (PodUse.others)
 
     @property
     def ref(self) -> str:
@@ -253,28 +176,30 @@ def _count(value: Any, where: str, field: str, default: int) -> int:
     return value
 
 
-def job_use(obj: Any, resource: str, job_label: str, origin: str) -> JobUse:
+def job_use(
+    obj: Any, resource: str, job_label: str, origin: str, others: Sequence[str] = ()
+) -> JobUse:
     """One Job of a list, read for the pods it has yet to make; `origin` names the list item."""
     if type(obj) is not dict:
         raise InputError(f"{origin}: a job must be a mapping, not {describe_value(obj)}")
-    metadata = _mapping(obj.get("metadata"), origin, "metadata")
+    metadata = mapping_at(obj.get("metadata"), origin, "metadata")
     namespace, name = metadata.get("namespace") or "", metadata.get("name")
     uid = metadata.get("uid") or ""
     if type(name) is not str or type(namespace) is not str or type(uid) is not str:
         raise InputError(f"{origin}: metadata.name, namespace and uid must be strings")
     where = f"{origin}, job {namespace}/{name}"
-    labels = _mapping(metadata.get("labels"), where, "metadata.labels")
+    labels = mapping_at(metadata.get("labels"), where, "metadata.labels")
     job = labels.get(job_label)
-    spec = _mapping(obj.get("spec"), where, "spec")
-    status = _mapping(obj.get("status"), where, "status")
-    template = _mapping(spec.get("template"), where, "spec.template")
-    pod_spec = _mapping(template.get("spec"), where, "spec.template.spec")
+    spec = mapping_at(obj.get("spec"), where, "spec")
+    status = mapping_at(obj.get("status"), where, "status")
+    template = mapping_at(spec.get("template"), where, "spec.template")
+    pod_spec = mapping_at(template.get("spec"), where, "spec.template.spec")
     node = pod_spec.get("nodeName") or ""
     if type(node) is not str:
         raise InputError(f"{where}: spec.template.spec.nodeName must be a string")
     finished = any(
         type(c) is dict and c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
-        for c in _list(status.get("conditions"), where, "status.conditions")
+        for c in list_at(status.get("conditions"), where, "status.conditions")
     )
     live = metadata.get("deletionTimestamp") is None
     active = live and not finished and spec.get("suspend") is not True
@@ -294,8 +219,9 @@ def job_use(obj: Any, resource: str, job_label: str, origin: str) -> JobUse:
         active,
         node,
         wanted,
-        pod_request(pod_spec, resource, where) if pinned else _ZERO,
+        pod_request(pod_spec, resource, where) if pinned else ZERO,
         held_ports(pod_spec, where) if pinned else (),
+        tuple(pod_units(pod_spec, others, where)) if pinned and others else (),
     )
 
 
@@ -303,11 +229,17 @@ def job_use(obj: Any, resource: str, job_label: str, origin: str) -> JobUse:
 
 
 class NodeUsage(NamedTuple):
-    """What a node's counted pods take: the resource asked about, how many pods, and host ports."""
+    """What a node's counted pods take: the resource asked about, how many pods, and host ports;
+    and the other resources a run's fit asks about, in the scheduler's units (none: 0)."""
 
     requested: int
     pods: int
     ports: Mapping[Port, str]  # each held port -> the pod holding it ('ns/name'; the first by name)
+    amounts: Mapping[str, int] = MappingProxyType({})
+
+    def used(self, resource: str) -> int:
+        """What the pods request of one of the fit's resources, in the scheduler's units."""
+        return self.amounts.get(resource, 0)
 
     def holder(self, port: Port) -> str | None:
         return self.ports.get(port)
@@ -364,9 +296,16 @@ class Tally:
     """Pods added one at a time (a page at a time), summed per node; with the pods that the
     `pinned` Jobs (by node, from `pinned_jobs`) have yet to make."""
 
-    def __init__(self, own: Own = NOBODY, pinned: Mapping[str, list[JobUse]] | None = None) -> None:
+    def __init__(
+        self,
+        own: Own = NOBODY,
+        pinned: Mapping[str, list[JobUse]] | None = None,
+        others: Sequence[str] = (),
+    ) -> None:
         self.own = own
         self.pinned = pinned or {}
+        self.others = tuple(others)  # the resources of PodUse.others, by name
+        self._others: dict[str, list[int]] = {}
         self._requested: dict[str, Fraction] = {}
         self._pods: dict[str, int] = {}
         self._ports: dict[str, dict[Port, str]] = {}
@@ -383,8 +322,17 @@ class Tally:
         self._pods[node] = self._pods.get(node, 0) + 1
         if pod.requested:
             self._requested[node] = self._requested.get(node, Fraction(0)) + pod.requested
+        if pod.others and any(pod.others):
+            self._add_others(node, pod.others, 1)
         if pod.ports:
             self._hold(node, pod.ports, pod.ref)
+
+    def _add_others(self, node: str, amounts: Sequence[int], times: int) -> None:
+        summed = self._others.get(node)
+        if summed is None:
+            summed = self._others[node] = [0] * len(amounts)
+        for k, amount in enumerate(amounts):
+            summed[k] += amount * times
 
     def _hold(self, node: str, ports: Iterable[Port], ref: str) -> None:
         self._hold_in(self._ports.setdefault(node, {}), ports, ref)
@@ -396,20 +344,27 @@ class Tally:
 
     def node(self, name: str) -> NodeUsage:
         """What the counted pods, and the pods to come, take on that node (nothing, if none)."""
-        requested = self._requested.get(name, _ZERO)
+        requested = self._requested.get(name, ZERO)
         ports = self._ports.get(name, {})
+        others = list(self._others.get(name, ()))
         pending = False
         for job in self.pinned.get(name, ()):
             missing = job.wanted - self._live.get(job.uid, 0)
             if missing > 0:
                 pending = True
                 requested += missing * job.requested
+                if job.others:
+                    others = [
+                        a + missing * b
+                        for a, b in zip(others or [0] * len(job.others), job.others, strict=True)
+                    ]
                 if job.ports:
                     ports = dict(ports)
                     self._hold_in(ports, job.ports, job.ref)
         if name not in self._pods and not pending:
             return EMPTY
-        return NodeUsage(whole(requested), self._pods.get(name, 0), ports)
+        amounts = {r: a for r, a in zip(self.others, others, strict=False) if a}
+        return NodeUsage(whole(requested), self._pods.get(name, 0), ports, amounts)
 
     @staticmethod
     def _hold_in(held: dict[Port, str], ports: Iterable[Port], ref: str) -> None:

@@ -1,4 +1,5 @@
-"""What a template's pods ask of a node: the tolerations in its pod specs, and the host ports they hold.
+"""What a template's pods ask of a node: the tolerations in its pod specs, the host ports they hold,
+and the resources their containers request.
 
 Read from the YAML node trees of one render (see `documents.compose_documents`),
 so no Python objects are built for the rest of the document.
@@ -78,6 +79,49 @@ def pod_host_ports(documents: Sequence[Any]) -> HostPorts:
                     if number is not None:
                         found.append((number, fields.get("protocol") or "TCP"))
     return HostPorts(host_network, tuple(found))
+
+
+def pod_resources(documents: Sequence[Any]) -> tuple[dict[str, Any], ...]:
+    """Every pod spec in the documents, reduced to what its resource requests are counted from.
+
+    Each is a plain pod spec as the API server would hold it (`containers` and
+    `initContainers` with their `resources` and `restartPolicy`, and `overhead`), for
+    hosts/requested.py's rules; a quantity is its scalar's text, anything else a list or a
+    mapping (which those rules then refuse as no quantity).
+    """
+    found = []
+    for document in documents:
+        for spec in _pod_specs(document):
+            pod: dict[str, Any] = {}
+            for field in ("containers", "initContainers"):
+                pod[field] = [_container_resources(c) for c in _items(spec.get(field))]
+            overhead = _quantities(spec.get("overhead"))
+            if overhead:
+                pod["overhead"] = overhead
+            found.append(pod)
+    return tuple(found)
+
+
+def _container_resources(container: Any) -> dict[str, Any]:
+    entries = {k.value: v for k, v in _mapping_items(container)}
+    resources = {k.value: _quantities(v) for k, v in _mapping_items(entries.get("resources"))}
+    reduced: dict[str, Any] = {"resources": resources}
+    policy = _scalar(entries.get("restartPolicy"))
+    if policy is not None:
+        reduced["restartPolicy"] = policy
+    return reduced
+
+
+def _quantities(node: Any) -> dict[str, Any]:
+    """A mapping of resource names to quantities: each scalar's text ([] or {} for a non-scalar)."""
+    found: dict[str, Any] = {}
+    for key, value in _mapping_items(node):
+        text = _scalar(value)
+        if text is None:
+            found[key.value] = [] if type(value).__name__ == "SequenceNode" else {}
+        elif value.tag != "tag:yaml.org,2002:null":  # `cpu:` with nothing asks for nothing
+            found[key.value] = text
+    return found
 
 
 def _port_number(text: str | None) -> int | None:

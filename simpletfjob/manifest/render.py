@@ -35,7 +35,12 @@ from simpletfjob.manifest.documents import (
     normalize_task_text,
 )
 from simpletfjob.manifest.labels import LabelError, Labeller
-from simpletfjob.manifest.podspec import pod_host_ports, pod_node_names, pod_tolerations
+from simpletfjob.manifest.podspec import (
+    pod_host_ports,
+    pod_node_names,
+    pod_resources,
+    pod_tolerations,
+)
 from simpletfjob.manifest.textedit import Edit, TextEditor
 from simpletfjob.tasks import Task
 from simpletfjob.template.compiled import CompiledTemplate
@@ -227,6 +232,8 @@ class RoleNeeds(NamedTuple):
     following: frozenset[Port]
     # The namespaces its documents name ('' for a document that names none).
     namespaces: frozenset[str]
+    # Its pod specs, reduced to what their requests are counted from (podspec.pod_resources).
+    pods: tuple[dict[str, Any], ...] = ()
 
     @property
     def uses_host_ports(self) -> bool:
@@ -247,7 +254,8 @@ class RoleNeeds(NamedTuple):
 def role_needs(
     compiled: CompiledTemplate, fw: Framework, options: Options, role: str, port: int
 ) -> RoleNeeds:
-    """One role's tolerations, host networking and host ports, from its task 0 rendered at `port`.
+    """One role's tolerations, host networking, host ports and pods' resources, from its task 0
+    rendered at `port`.
 
     On the host network a task listens on its own port (the one its cluster address names),
     whether the template declares it or not. A declared host port that moves with the port
@@ -275,6 +283,7 @@ def role_needs(
         frozenset(fixed),
         frozenset(following),
         frozenset(_namespace(d, i) for i, d in enumerate(documents, start=1)),
+        pod_resources(documents),
     )
 
 

@@ -113,7 +113,7 @@ class ConnectionOptions(ClusterOptions):
         default=None,
         metavar="NS",
         rule=DnsName(label=True),
-        help="The run's namespace (apply, status, wait, delete: default the context's, else "
+        help="The run's namespace (apply, run, status, wait, logs, delete: default the context's, else "
         "default); a render writes it into documents that set none (without it, only --network "
         "pod does, with default).",
     )
@@ -226,7 +226,7 @@ class NodesOptions(NodeChoiceOptions, ClusterOptions, ValueOptions):
         "--template",
         default=None,
         metavar="FILE",
-        help="Judge tolerations and host ports as a render of this template (a file or a built-in) would.",
+        help="Judge tolerations, host ports and what each role's task asks (the fit) as a render of this template (a file or a built-in) would.",
     )
     output: str = output_format(
         "table", "wide", "json", default="table", help="How to print the nodes."

@@ -160,9 +160,22 @@ class StatusOptions(ConnectionOptions):
         "-w does, until the run ends; exit as wait does (0 succeeded, 1 failed). Needs RUN.",
     )
     tail_on_failure: int = failure_tail()
+    all_namespaces: bool = option(
+        "-A",
+        "--all-namespaces",
+        default=False,
+        help="Every run in every namespace, with a NAMESPACE column first, as kubectl get -A "
+        "lists them. Not with RUN.",
+    )
 
     def check(self) -> None:
         """What the options cannot say together."""
+        if self.all_namespaces and self.run is not None:
+            # kubectl: "a resource cannot be retrieved by name across all namespaces"
+            raise UsageError(
+                "-A/--all-namespaces cannot go with RUN: a run is read by name in one "
+                "namespace (use -n NS)"
+            )
         if self.watch and self.run is None:
             raise UsageError("-w/--watch needs RUN: it follows one run")
         if self.watch and self.output != "table":

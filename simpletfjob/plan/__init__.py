@@ -23,8 +23,6 @@ from simpletfjob.frameworks.pytorch import GPU_COUNT
 from simpletfjob.hosts import nodes as node_sources
 from simpletfjob.hosts.selection import (
     Verdict,
-    breakdown,
-    eligible_hosts,
     left_out_for_usage,
     left_out_text,
     unknown_exclusions,
@@ -55,12 +53,14 @@ from simpletfjob.plan.eligibility import (
     check_node_options,
     check_shared_ports,
     choose_port,
+    fit_known,
     judge,
     open_cluster,
     read_exclusions,
     read_nodes,
     role_needs_of,
 )
+from simpletfjob.plan.fit import role_asks, seat_run, unchecked
 from simpletfjob.tasks import Host, Task, check_endpoints, tasks_at
 from simpletfjob.template.compiled import CompiledTemplate
 
@@ -170,15 +170,17 @@ def plan(options: Options) -> Plan:
         pins = fw.pins(options)
         hosts = Hosts(nodes, excluded, pins, cluster)
         needs_of = partial(role_needs_of, options, fw, compiled)
-        judged = judge(Asked.of(options), hosts, needs_of, job, warnings.append)
+        judged = judge(Asked.of(options), hosts, needs_of, job, warnings.append, compiled.filename)
     finally:
         if cluster is not None:
             cluster.close()
     before_selection = len(warnings)
     verdicts = judged.verdicts
     notes: list[str] = []
+    if options.explain and not fit_known(nodes):
+        notes += filter(None, [unchecked(role_asks(judged.needs or needs_of(), compiled.filename))])
     try:
-        options, tasks = choose_tasks(options, fw, judged, pins, notes)
+        options, tasks = choose_tasks(options, fw, judged, pins, notes, warnings)
     except SelectionError as e:
         e.verdicts = verdicts  # for --explain, which shows them before the error
         raise
@@ -283,24 +285,23 @@ def namespace_to_add(options: Options) -> str | None:
 
 
 def choose_tasks(
-    options: Options, fw: Framework, judged: Judged, pins: Sequence[Pin], notes: list[str]
+    options: Options,
+    fw: Framework,
+    judged: Judged,
+    pins: Sequence[Pin],
+    notes: list[str],
+    warnings: list[str] | None = None,
 ) -> tuple[Options, list[Task]]:
-    """Seat the run's tasks on the eligible nodes, each role on nodes it may use.
+    """Seat the run's tasks on the eligible nodes, each role on nodes it may use, each task
+    where it fits (plan/fit.py).
 
     With --port auto the port is chosen once the nodes are (eligibility.choose_port):
     the options returned carry it, and `notes` says which it is.
     """
-    verdicts = judged.verdicts
-    eligible = eligible_hosts(verdicts, options.num, pins, options.tasks_per_host)
-    names = [v.node.name for v in eligible]
-    per_role = bool(judged.rules.roles)
-    seats = fw.seat(
-        names,
-        options,
-        pins,
-        (lambda role, i: eligible[i].may_take(role)) if per_role else None,
-        lambda: breakdown(verdicts),
+    eligible, seats = seat_run(
+        options, fw, judged.verdicts, judged.rules, pins, [] if warnings is None else warnings
     )
+    names = [v.node.name for v in eligible]
     if options.port is AUTO_PORT:
         port, note = choose_port(options, judged, seats, names.__getitem__, fw.default_port)
         options = options.replace(port=port)

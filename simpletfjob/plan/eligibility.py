@@ -1,15 +1,18 @@
 """Which nodes may take a run's tasks: the nodes read, each role's needs, their pods' usage, a verdict each.
 
     nodes (--nodes, --nodes-file, or a cluster) -> what each role's pods need (tolerations,
-    host ports; from the template rendered per role) -> what the nodes' pods take (read
-    from the cluster one of two ways, see hosts/cluster.py) -> a verdict per node
+    host ports, the resources a task asks; from the template rendered per role) -> what
+    the nodes' pods take (read from the cluster one of two ways, see hosts/cluster.py)
+    -> a verdict per node
 
 and, once the tasks are seated, the port `--port auto` chooses. The plan calls these
 in order; hosts/selection.py holds the rules themselves, hosts/usage.py the counting.
 
 Pods are read only from a cluster, only with usage on (not --no-usage), and only when
-the run needs them: --gpus (free GPUs), a template whose pods hold host ports, --port
-auto, or --explain on nodes with GPUs (its free-GPU column).
+the run needs them: --gpus (free GPUs), a template whose pods hold host ports or ask for
+resources (the fit, plan/fit.py), --port auto, or --explain on nodes with GPUs (its
+free-GPU column). The fit is checked wherever the nodes say what they have (a cluster, a
+saved NodeList), against allocatable alone where the pods are not read.
 """
 
 from __future__ import annotations
@@ -21,9 +24,11 @@ from typing import TYPE_CHECKING, NamedTuple
 from simpletfjob.errors import SelectionError, UsageError
 from simpletfjob.frameworks import Framework, Pin
 from simpletfjob.hosts import nodes as node_sources
+from simpletfjob.hosts.fit import Ask
 from simpletfjob.hosts.selection import (
     Rules,
     Verdict,
+    fit_groups,
     judge_node,
     judge_nodes,
     parse_selector,
@@ -33,6 +38,7 @@ from simpletfjob.inputs import read_text
 from simpletfjob.manifest.render import Port, RoleNeeds, role_needs
 from simpletfjob.options.render import Options
 from simpletfjob.options.rules import AUTO_PORT, DEFAULT_PORT
+from simpletfjob.plan.fit import asked_resources, role_asks
 from simpletfjob.tasks import Seating, Task
 from simpletfjob.template.compiled import CompiledTemplate
 
@@ -190,8 +196,10 @@ def rules_for(
     needs: Mapping[str, RoleNeeds],
     nodes: Sequence[node_sources.Node],
     check_ports: bool,
+    asks: Mapping[str, Ask] | None = None,
 ) -> Rules:
-    """Each role's tolerations (only if some node has a taint), host ports, --gpus, and --selector for a saved list."""
+    """Each role's tolerations (only if some node has a taint), host ports, --gpus, what a task
+    asks (`asks`, when some role asks for something), and --selector for a saved list."""
     tolerations: tuple[dict[str, str], ...] = ()
     by_role: tuple[tuple[str, tuple[dict[str, str], ...]], ...] = ()
     if needs and any(n.taints for n in nodes):
@@ -217,7 +225,14 @@ def rules_for(
         role_tolerations=by_role,
         ports=ports,
         role_ports=role_ports,
+        asks=tuple(asks.items()) if asks and any(asks.values()) else (),
+        fits=fit_groups(tuple(asks.items())) if asks else (),
     )
+
+
+def fit_known(nodes: Sequence[node_sources.Node]) -> bool:
+    """Whether some node says what it has (a cluster's, a saved NodeList's): the fit is checked."""
+    return any(n.allocatable for n in nodes)
 
 
 def judge(
@@ -226,21 +241,28 @@ def judge(
     needs_of: Callable[[], dict[str, RoleNeeds]],
     job: str | None,
     warn: Callable[[str], None],
+    template: str = "template",
 ) -> Judged:
     """Every node's verdict, its pods read when the run needs them; see the module docstring.
 
     `needs_of()` gives each role's needs (the template rendered once per role, see
-    `role_needs_of`); it is called only when a node has taints or the pods are read.
+    `role_needs_of`); it is called only when a node has taints, the nodes say what they
+    have (the fit), or the pods are read. `template` names the template in messages.
     """
     nodes, excluded, cluster = hosts.nodes, hosts.excluded, hosts.cluster
     reads_pods = cluster is not None and asked.usage
+    fits = fit_known(nodes)
     needs: dict[str, RoleNeeds] = {}
-    if any(n.taints for n in nodes) or reads_pods:
+    if any(n.taints for n in nodes) or reads_pods or fits:
         needs = needs_of()
+    asks = role_asks(needs, template) if fits else {}
     uses_ports = any(need.uses_host_ports for need in needs.values())
-    rules = rules_for(asked, needs, nodes, check_ports=reads_pods and uses_ports)
+    rules = rules_for(asked, needs, nodes, check_ports=reads_pods and uses_ports, asks=asks)
     wanted = reads_pods and (
-        asked.gpus > 0 or uses_ports or (asked.explain and any(n.gpus for n in nodes))
+        asked.gpus > 0
+        or uses_ports
+        or bool(rules.asks)
+        or (asked.explain and any(n.gpus for n in nodes))
     )
     if not wanted:
         return Judged(judge_nodes(nodes, excluded, rules), rules, needs, "")
@@ -258,8 +280,12 @@ def judge(
     except ApiError as e:
         if required or e.status != 403:
             raise
-        lost = "host ports" if uses_ports else "free GPUs"
-        warn(f"cannot list pods: {lost} not checked ({cluster.refusal(e)})")
+        lost = [
+            *(["host ports"] if uses_ports else []),
+            *(["free resources (the fit is judged by allocatable)"] if rules.asks else []),
+        ]
+        lost = lost or ["free GPUs"]
+        warn(f"cannot list pods: {' and '.join(lost)} not checked ({cluster.refusal(e)})")
         return Judged(judge_nodes(nodes, excluded, rules), rules, needs, "")
     return Judged(judge_nodes(nodes, excluded, rules, usage), rules, needs, read)
 
@@ -285,8 +311,8 @@ def read_usage(
     if asked.port is AUTO_PORT:
         alternatives.append("give --port N")
     alternative = " or ".join(alternatives)
-    resource = asked.gpu_resource
-    own, jobs, refused = cluster.run_jobs(resource, own)
+    resource, others = asked.gpu_resource, asked_resources(rules)
+    own, jobs, refused = cluster.run_jobs(resource, own, others)
     # Said only once the pods are read: a refusal of those is the one error.
     later = refused and (
         "cannot list jobs: the pods that Jobs have yet to make are not counted, and a pod "
@@ -316,12 +342,13 @@ def read_usage(
             budget=max(4 * asked.num, len(nodes) // 4),
             alternative=alternative,
             jobs=jobs,
+            others=others,
         )
         if read is not None:
             if later:
                 warn(later)
             return read.get, "per node"
-    tally = cluster.usage(resource, own, alternative, jobs)
+    tally = cluster.usage(resource, own, alternative, jobs, others)
     if later:
         warn(later)
     return tally.node, "list"

@@ -4,7 +4,8 @@ The nodes are read as a render reads them (sorted by name, `-l` applied by the
 server) and every pod is read in one cluster-wide list: a view shows every node,
 so there is no stopping early. The verdicts come from the same rules (hosts/selection.py):
 
-- with `--template FILE`, its pods' tolerations and host ports are judged as a render
+- with `--template FILE`, its pods' tolerations, host ports and what a task of each
+  role asks (plan/fit.py: `worker: nvidia.com/gpu 2 > 1 free`) are judged as a render
   of it would judge them (its header's --port and --tasks-per-host included, its
   variables from --set and -f as a render takes them);
 - without one, every NoSchedule/NoExecute taint counts as untolerated, and the host
@@ -24,13 +25,15 @@ from typing import NamedTuple
 from simpletfjob.errors import UsageError
 from simpletfjob.frameworks import framework
 from simpletfjob.hosts.cluster import Cluster
+from simpletfjob.hosts.fit import Ask, ordered
 from simpletfjob.hosts.selection import Rules, Verdict, judge_nodes
 from simpletfjob.hosts.usage import NOBODY, Tally
 from simpletfjob.kube.connection import Settings
 from simpletfjob.kube.request import ApiError
-from simpletfjob.manifest.render import compile_template
+from simpletfjob.manifest.render import RoleNeeds, compile_template
 from simpletfjob.options.render import NodesOptions, Options
 from simpletfjob.plan.eligibility import Asked, role_needs_of, rules_for
+from simpletfjob.plan.fit import role_asks
 from simpletfjob.template.catalog import prepare_options
 from simpletfjob.template.values import parse_set
 
@@ -45,17 +48,23 @@ class Survey(NamedTuple):
 def survey(options: NodesOptions, warn: Callable[[str], None]) -> Survey:
     """The verdicts of the cluster's nodes; see the module docstring."""
     render = render_options(options)
-    settings = Settings(kubeconfig=options.kubeconfig, context=options.context)
-    with Cluster(settings, warn, alternative="") as cluster:
-        nodes = cluster.nodes(options.selector, options.gpu_resource)
-        tally = read_tally(options, cluster, warn) if options.usage else None
-    if render is None:
-        rules = Rules(min_gpus=options.gpus)
-    else:
+    needs: dict[str, RoleNeeds] = {}
+    asks: dict[str, Ask] = {}
+    if render is not None:
         fw = framework(render.framework)
         compiled = compile_template(render, fw)
         needs = role_needs_of(render, fw, compiled)
-        rules = rules_for(Asked.of(render), needs, nodes, check_ports=tally is not None)
+        asks = role_asks(needs, compiled.filename)
+    others = tuple(ordered(r for ask in asks.values() for r, _ in ask))
+    settings = Settings(kubeconfig=options.kubeconfig, context=options.context)
+    with Cluster(settings, warn, alternative="") as cluster:
+        nodes = cluster.nodes(options.selector, options.gpu_resource)
+        tally = read_tally(options, cluster, warn, others) if options.usage else None
+    if render is None:
+        rules = Rules(min_gpus=options.gpus)
+    else:
+        check_ports = tally is not None
+        rules = rules_for(Asked.of(render), needs, nodes, check_ports, asks)
     usage = None if tally is None else tally.node
     return Survey(judge_nodes(nodes, {}, rules, usage), tally is not None)
 
@@ -85,15 +94,15 @@ def render_options(options: NodesOptions) -> Options | None:
 
 
 def read_tally(
-    options: NodesOptions, cluster: Cluster, warn: Callable[[str], None]
+    options: NodesOptions, cluster: Cluster, warn: Callable[[str], None], others: Sequence[str] = ()
 ) -> Tally | None:
     """Every non-terminated pod, summed per node; None, after a warning, when listing pods is
     refused and --gpus does not depend on it."""
     alternative = "give --no-usage to judge GPUs by allocatable alone" if options.gpus else ""
     resource = options.gpu_resource
     try:
-        _, jobs, refused = cluster.run_jobs(resource, NOBODY)
-        tally = cluster.usage(resource, NOBODY, alternative, jobs)
+        _, jobs, refused = cluster.run_jobs(resource, NOBODY, others)
+        tally = cluster.usage(resource, NOBODY, alternative, jobs, others)
     except ApiError as e:
         if e.status != 403 or options.gpus:
             raise
@@ -172,11 +181,12 @@ def as_json(verdicts: Sequence[Verdict]) -> str:
 
 
 def survey_summary(result: Survey) -> str:
-    """'12 nodes: 7 eligible, 23 GPUs free': the free GPUs of every node listed, eligible or not
-    (a GPU node that only a tolerating template may use has them too)."""
+    """'12 nodes: 7 eligible, 23 GPUs free': the free GPUs of the eligible nodes only, those a
+    run may have (a GPU node that only a tolerating template may use counts once it is
+    eligible: with --tolerate)."""
     verdicts = result.verdicts
     eligible = sum(v.eligible for v in verdicts)
-    free = sum(v.node.gpus if v.free_gpus is None else v.free_gpus for v in verdicts)
+    free = sum(v.node.gpus if v.free_gpus is None else v.free_gpus for v in verdicts if v.eligible)
     noun = "node" if len(verdicts) == 1 else "nodes"
     gpus = "GPU" if free == 1 else "GPUs"
     how = "free" if result.read else "allocatable (pods not read)"

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from simpletfjob.kube.request import Action, Deadline, request
 from simpletfjob.kube.resources import EVENTS, PODS
 from simpletfjob.runs.state import DELETED, PENDING, Run
-from simpletfjob.runs.taskstate import Object, TaskStatus, labels_of, metadata_of
+from simpletfjob.runs.taskstate import Object, TaskStatus, labels_of, metadata_of, one_line
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
@@ -357,7 +357,12 @@ def stuck_reasons(conn: Connection, run: Run) -> tuple[Run, str]:
     for task in stuck:
         mine = task_events(events, task)
         if mine:
-            better[task.task] = replace(task, reason=str(mine[-1].get("reason") or task.reason))
+            latest = mine[-1]
+            better[task.task] = replace(
+                task,
+                reason=str(latest.get("reason") or task.reason),
+                message=one_line(latest.get("message")),
+            )
     if not better:
         return run, ""
     tasks = tuple(better.get(t.task, t) for t in run.tasks)

@@ -30,11 +30,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from simpletfjob.errors import SimpleTFJobError
 from simpletfjob.kube.resources import PODS
 from simpletfjob.runs.logsources import (
+    GONE,
     Object,
     Selection,
     Source,
+    pods_gone,
     run_now,
     sources_now,
     tasks_asked,
@@ -42,7 +45,7 @@ from simpletfjob.runs.logsources import (
 )
 from simpletfjob.runs.logstreams import END, Merger
 from simpletfjob.runs.logstreams import LogRequest as LogRequest
-from simpletfjob.runs.objects import NoRunError
+from simpletfjob.runs.objects import NoRunError, some
 from simpletfjob.runs.state import Run
 
 if TYPE_CHECKING:
@@ -143,7 +146,12 @@ def show_logs(
     jobs, pods = read_jobs_and_pods(conn, name)
     tasks = tasks_of(jobs, pods)
     chosen = tasks_asked(list(tasks), selection.tasks, selection.roles, name)
-    found = sources_now(tasks, chosen, selection, request_.previous, note)
+    gone = pods_gone(jobs, tasks)
+    if request_.previous and chosen and all(task in gone for task in chosen):
+        # Nothing to read, and nothing will be: an error, as kubectl logs -p of a pod that
+        # is gone is (not "no pod yet", which a later call may change).
+        raise SimpleTFJobError(f"{some(chosen)}: {GONE}")
+    found = sources_now(tasks, chosen, selection, request_.previous, note, gone)
     printer.know(s.label for s, _ in found)
     merger = Merger(conn, request_, note)
     for source, readable in found:

@@ -10,13 +10,13 @@ crash (`CrashLoopBackOff`) still shows the run that crashed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from simpletfjob.errors import UsageError
 from simpletfjob.runs.state import ROLE_ORDER
-from simpletfjob.runs.taskstate import pods_by_job, task_of
+from simpletfjob.runs.taskstate import pods_by_job, task_of, waiting_why, why
 
 Object = Mapping[str, Any]
 
@@ -166,7 +166,8 @@ def has_output(pod: Object, container: str, previous: bool) -> tuple[bool, str]:
         return True, ""  # between restarts: the last instance's output
     if state == "failed":
         return False, f"its pod failed ({reason}) before the container started"
-    return False, f"waiting to start: {reason}"
+    said, message = waiting_why(pod, container)
+    return False, f"waiting to start: {why(said or reason, message)}"
 
 
 @dataclass(frozen=True)
@@ -179,19 +180,38 @@ class Selection:
     all_containers: bool = False
 
 
+GONE = "its pod is gone; its logs went with it"  # as status and wait say it
+
+
+def pods_gone(jobs: Iterable[Object], tasks: Mapping[str, Sequence[Object]]) -> set[str]:
+    """The tasks with no pod left whose Job has had one: it counts a pod that ended, or it has
+    ended (its pods deleted by a cleanup, a TTL, or the Job controller at the backoff limit)."""
+    gone = set()
+    for job in jobs:
+        if (job.get("metadata") or {}).get("deletionTimestamp"):
+            continue
+        task = task_of(job, [])
+        status = job.get("status") or {}
+        counted = bool(status.get("succeeded") or status.get("failed") or task.job_condition)
+        if counted and not tasks.get(task.task):
+            gone.add(task.task)
+    return gone
+
+
 def sources_now(
     tasks: Mapping[str, Sequence[Object]],
     chosen: Sequence[str],
     selection: Selection,
     previous: bool,
     note: Callable[[str], None],
+    gone: Collection[str] = (),
 ) -> list[tuple[Source, bool]]:
     """Each chosen task's containers that have output now, as (source, readable); notes the others."""
     found: list[tuple[Source, bool]] = []
     for task in chosen:
         pod = current_pod(tasks.get(task, []))
         if pod is None:
-            note(f"{task}: no pod yet")
+            note(f"{task}: {GONE if task in gone else 'no pod yet'}")
             continue
         name = str((pod.get("metadata") or {}).get("name"))
         names = containers_of(pod, selection.container, selection.all_containers)

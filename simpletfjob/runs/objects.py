@@ -10,27 +10,45 @@ acts on runs ever changes it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from simpletfjob.errors import SimpleTFJobError, UsageError
-from simpletfjob.identity import JOB_LABEL, LABEL_VALUE_RULE, MANAGED_BY, MANAGER, is_label_value
+from simpletfjob.identity import (
+    INDEX_LABEL,
+    JOB_LABEL,
+    LABEL_VALUE_RULE,
+    MANAGED_BY,
+    MANAGER,
+    ROLE_LABEL,
+    is_label_value,
+)
 from simpletfjob.kube.lists import list_objects
+from simpletfjob.kube.request import Deadline
 from simpletfjob.kube.resources import JOBS, SERVICES, Resource
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
-    from simpletfjob.kube.request import Deadline
 
 RUN_RESOURCES = (JOBS, SERVICES)  # what a run is made of, in the order it is deleted
 
 
 class NoRunError(SimpleTFJobError):
-    """The namespace has no Job or Service with the run's labels."""
+    """The namespace has no Job or Service with the run's labels; `elsewhere`, the namespaces
+    that have its Jobs (None: not looked for)."""
 
-    def __init__(self, name: str, namespace: str) -> None:
-        super().__init__(f"no run {name!r} in namespace {namespace!r}")
+    def __init__(self, name: str, namespace: str, elsewhere: Sequence[str] | None = None) -> None:
+        message = f"no run {name!r} in namespace {namespace!r}"
+        if elsewhere:
+            where = " and ".join(repr(ns) for ns in elsewhere[:SHOWN])
+            more = f" and {len(elsewhere) - SHOWN} more" if len(elsewhere) > SHOWN else ""
+            flags = " or ".join(f"-n {ns}" for ns in elsewhere[:SHOWN])
+            plural = "s" if len(elsewhere) > 1 else ""
+            message += f"; it is in namespace{plural} {where}{more} (use {flags})"
+        super().__init__(message)
         self.name = name
         self.namespace = namespace
+        self.elsewhere = elsewhere
 
 
 def check_run_name(name: str) -> None:
@@ -154,6 +172,40 @@ def find_run(conn: Connection, name: str, *, deadline: Deadline | None = None) -
     return run
 
 
+ELSEWHERE_TIMEOUT = 5.0  # seconds for the list across namespaces, after "no run" is known
+
+
+def namespaces_of(conn: Connection, name: str) -> list[str]:
+    """The namespaces other than the connection's that hold a Job of run NAME: one list of Jobs
+    by label across the cluster. [] when that list fails or is refused (a user who may list
+    only their own namespace is told nothing more than before)."""
+    deadline = Deadline.after(min(ELSEWHERE_TIMEOUT, conn.settings.deadline))
+    try:
+        listed = list_objects(
+            conn, JOBS, namespace="", label_selector=run_selector(name), deadline=deadline
+        )
+    except SimpleTFJobError:
+        return []
+    found = {
+        str((job.get("metadata") or {}).get("namespace") or "")
+        for job in listed.items
+        if belongs_to(job, name)
+    }
+    return sorted(found - {"", conn.namespace})
+
+
+@contextmanager
+def pointing_elsewhere(conn: Connection) -> Iterator[None]:
+    """A `NoRunError` about the connection's namespace says which other namespaces hold the run
+    (kubectl users often forget -n); the error is otherwise unchanged."""
+    try:
+        yield
+    except NoRunError as e:
+        if e.elsewhere is not None or e.namespace != conn.namespace:
+            raise
+        raise NoRunError(e.name, e.namespace, namespaces_of(conn, e.name)) from None
+
+
 def scope_flags(conn: Connection) -> str:
     """'-n ml', or '-n ml --context prod' when --context was given: what a command in a hint needs
     to act where this one did, pasted as it is."""
@@ -189,6 +241,26 @@ def run_names(conn: Connection, *, deadline: Deadline | None = None) -> list[str
         if labels.get(MANAGED_BY) == MANAGER and isinstance(labels.get(JOB_LABEL), str):
             names.add(labels[JOB_LABEL])
     return sorted(names)
+
+
+def task_names(conn: Connection, name: str, *, deadline: Deadline | None = None) -> list[str]:
+    """The tasks of run NAME ('worker-0'), from its Jobs' labels (one list), by role and index."""
+    listed = list_objects(conn, JOBS, label_selector=run_selector(name), deadline=deadline)
+    found = set()
+    for job in listed.items:
+        labels = (job.get("metadata") or {}).get("labels") or {}
+        role, index = labels.get(ROLE_LABEL), labels.get(INDEX_LABEL)
+        if belongs_to(job, name) and isinstance(role, str) and str(index).isdigit():
+            found.add((role, int(str(index))))
+    return [f"{role}-{index}" for role, index in sorted(found)]
+
+
+def namespace_names(conn: Connection, *, deadline: Deadline | None = None) -> list[str]:
+    """The cluster's namespaces, by name (one list)."""
+    from simpletfjob.kube.resources import NAMESPACES
+
+    listed = list_objects(conn, NAMESPACES, deadline=deadline)
+    return sorted(object_name(ns) for ns in listed.items if object_name(ns))
 
 
 SHOWN = 3  # objects named in a one-line message before "and N more"

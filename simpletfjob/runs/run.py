@@ -107,8 +107,11 @@ def run_to_end(
     say: Say,
     applied: Callable[[P, Sequence[tuple[Manifest, str]]], None],
     printer: Printer | None,
+    progress: Callable[[Run], None] | None = None,
 ) -> Run:
     """Plan, apply and follow until the run succeeds (returned), restarting it as the options allow.
+
+    `progress` is given the run each time it is judged (the command's status line).
 
     Raises RunFailed (exit 1), TimedOut (exit 3), or the placement's SelectionError.
     """
@@ -149,7 +152,7 @@ def run_to_end(
                 _apply(conn, planned, options, restarts, first=restarts == 0, applied=applied)
                 where.phase = FOLLOWING
                 logs = _stream_logs(conn, name, planned, options, printer, say, quiet)
-                last, cause = _follow(conn, name, nodes, deadline, say)
+                last, cause = _follow(conn, name, nodes, deadline, say, progress)
                 if last is None or (cause is None and last.state != SUCCEEDED):
                     state = f" ({last.state})" if last is not None else ""
                     assert options.timeout is not None
@@ -258,7 +261,12 @@ def _apply(
 
 
 def _follow(
-    conn: Connection, name: str, nodes: NodeWatch, deadline: Deadline | None, say: Say
+    conn: Connection,
+    name: str,
+    nodes: NodeWatch,
+    deadline: Deadline | None,
+    say: Say,
+    progress: Callable[[Run], None] | None = None,
 ) -> tuple[Run | None, str | None]:
     """Follow the run to its end: (the run, None) when it succeeded, (the run, the cause) when
     it failed; the cause None and the run not succeeded (or None) when the deadline passed."""
@@ -278,6 +286,8 @@ def _follow(
             for line in changes(last, run):
                 say(line)
             last = run
+            if progress is not None:
+                progress(run)
             if run.state == SUCCEEDED:
                 return run, None
             if run.state in (FAILED, AMBIGUOUS, DELETING):

@@ -145,6 +145,14 @@ class Run:
             )
         if self.state == FAILED:
             return f"{self.decided_by} Failed" + (f": {self.reason}" if self.reason else "")
+        if (
+            self.state == SUCCEEDED
+            and self.policy == "all-workers"
+            and self.decided_by != "chief-0"
+        ):
+            # No one worker decided: the rule did, and the line says so.
+            count = len(deciding(self.policy, [t.task for t in self.tasks]))
+            return f"all {count} worker{'s' if count != 1 else ''} succeeded"
         if self.state == SUCCEEDED:
             return f"{self.decided_by} Succeeded"
         return self.state

@@ -67,6 +67,7 @@ class TaskStatus:
     ended: datetime | None = None  # its completionTime, or when its Failed condition came
     job_condition: str = ""  # 'Complete' or 'Failed' once its Job has one (the task has ended)
     failure: str = ""  # its pods' last failure ('Error (exit 1)'), whatever its state
+    message: str = ""  # what a Pending task's pod (or its latest Warning event) says of `reason`
 
     @property
     def finished(self) -> bool:
@@ -84,7 +85,13 @@ class TaskStatus:
         data["jobCondition"] = self.job_condition or None
         data["startTime"] = rfc3339(self.started)
         data["completionTime"] = rfc3339(self.ended)
+        data["message"] = self.message or None
         return data
+
+    @property
+    def stuck(self) -> str:
+        """A Pending task's reason with its message, when there is one ('' otherwise)."""
+        return why(self.reason, self.message) if self.state == PENDING and self.message else ""
 
 
 def rfc3339(when: datetime | None) -> str | None:
@@ -187,18 +194,51 @@ def _last_failure(pods: Sequence[Object]) -> tuple[datetime | None, str]:
 
 def _waiting(pod: Object) -> str:
     """Why a pod that does not run is not running: a container's waiting reason, or unscheduled."""
-    for container in _containers(pod):
-        waiting = (container.get("state") or {}).get("waiting")
+    return waiting_why(pod)[0]
+
+
+def waiting_why(pod: Object, container: str | None = None) -> tuple[str, str]:
+    """(reason, message) of a pod that does not run: a container's waiting state (that
+    container's, if named), else its PodScheduled=False condition; ('', '') if neither says."""
+    for status in _containers(pod):
+        if container is not None and status.get("name") != container:
+            continue
+        waiting = (status.get("state") or {}).get("waiting")
         if isinstance(waiting, Mapping) and waiting.get("reason"):
-            return str(waiting["reason"])
+            return str(waiting["reason"]), one_line(waiting.get("message"))
     for condition in (pod.get("status") or {}).get("conditions") or ():
         if (
             isinstance(condition, Mapping)
             and condition.get("type") == "PodScheduled"
             and condition.get("status") == "False"
         ):
-            return str(condition.get("reason") or "Unschedulable")
-    return ""
+            return str(condition.get("reason") or "Unschedulable"), one_line(
+                condition.get("message")
+            )
+    return "", ""
+
+
+def stuck_lines(tasks: Iterable[TaskStatus]) -> list[str]:
+    """'ps-0 and worker-0 Pending: Unschedulable: 0/3 nodes are available: ...': the tasks
+    that say the same grouped, in the tasks' order."""
+    said: dict[str, list[str]] = {}
+    for task in tasks:
+        if task.stuck:
+            said.setdefault(f"{task.state}: {task.stuck}", []).append(task.task)
+    return [
+        f"{' and '.join([', '.join(names[:-1]), names[-1]] if len(names) > 1 else names)} {text}"
+        for text, names in said.items()
+    ]
+
+
+def one_line(text: Any) -> str:
+    """A server's message as one line: its lines joined, blanks squeezed."""
+    return " ".join(str(text or "").split())
+
+
+def why(reason: str, message: str) -> str:
+    """'ImagePullBackOff: Back-off pulling image "x"', or the reason alone."""
+    return f"{reason}: {message}" if reason and message and message != reason else reason
 
 
 def _current(pods: Sequence[Object]) -> Object | None:
@@ -233,6 +273,7 @@ def task_of(
     failed = condition(job, "Failed")
     complete = condition(job, "Complete")
     phase = ((pod or {}).get("status") or {}).get("phase")
+    message = ""
     if failed is not None:
         state, reason = FAILED, failure or str(failed.get("reason") or "Failed")
         if failed.get("reason") == "DeadlineExceeded":  # its pods were stopped: not their fault
@@ -249,7 +290,8 @@ def task_of(
     elif phase == "Failed" and pod is not None:  # the Job then retries, or fails
         state, reason = FAILED, _last_failure([pod])[1]
     else:
-        state, reason = PENDING, (_waiting(pod) if pod is not None else "") or failure
+        waiting, message = waiting_why(pod) if pod is not None else ("", "")
+        state, reason = PENDING, waiting or failure
         if pod is None and not reason:
             reason = "no pod yet"
     if metadata.get("deletionTimestamp"):
@@ -266,9 +308,10 @@ def task_of(
     if ended is None and failed is not None:
         ended = timestamp(failed.get("lastTransitionTime"))
     ended_by = "Failed" if failed is not None else "Complete" if complete is not None else ""
+    said = message if state == PENDING else ""
     return TaskStatus(
         task, role, index, name, node, state, restarts, reason, created, from_job, copied, uid,
-        started, ended, ended_by, failure,
+        started, ended, ended_by, failure, said,
     )  # fmt: skip
 
 

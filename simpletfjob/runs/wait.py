@@ -50,8 +50,11 @@ def wait_for_run(
     tail: int,
     context: str | None,
     say: Say,
+    progress: Callable[[Run], None] | None = None,
 ) -> Run:
     """Follow run NAME to its end, saying each task's changes, then clean up; the run, succeeded.
+
+    `progress` is given the run each time it is judged (the command's status line).
 
     What the following and the cleanup need is asked once the run is found going on
     (permissions.py): a cleanup that would be refused once the run has ended is refused
@@ -84,6 +87,8 @@ def wait_for_run(
                 for line in changes(last, run):
                     say(line)
                 last = run
+                if progress is not None:
+                    progress(run)
         except ClusterError as e:
             if deadline is None or deadline.remaining() > 0:
                 raise
@@ -96,7 +101,7 @@ def wait_for_run(
             away = f"; {ride.note()}" if ride.away else ""
             raise TimedOut(
                 f"run {name!r} did not end within {format_duration(timeout)}"
-                f"{state}{away}; it is left as it is"
+                f"{state}{away}{stuck_and_next(last, name, scope_flags(conn))}"
             ) from problem
         ended = "succeeded" if last.state == SUCCEEDED else "failed"
         if last.state != SUCCEEDED:  # read before the cleanup, which takes pods with it
@@ -128,6 +133,24 @@ def wait_for_run(
     if last.state != SUCCEEDED:
         raise RunFailed(failed_line(last))
     return last
+
+
+def stuck_and_next(run: Run | None, name: str, scope: str) -> str:
+    """What a timed-out run's Pending tasks say, and the commands to look further:
+    '; worker-0 Pending: ImagePullBackOff: ...; it is left as it is; see: simpletfjob status
+    mnist -n ml; simpletfjob logs mnist worker-0 -n ml'."""
+    from simpletfjob.runs.taskstate import stuck_lines
+
+    tasks = [] if run is None else [t for t in run.tasks if not t.finished]
+    stuck = stuck_lines(tasks)
+    told = "".join(f"; {line}" for line in stuck[:2])
+    if len(stuck) > 2:
+        told += f" (and {len(stuck) - 2} more)"
+    task = next((t.task for t in tasks if t.stuck), tasks[0].task if tasks else "TASK")
+    return (
+        f"{told}; it is left as it is; see: simpletfjob status {name} {scope}; "
+        f"simpletfjob logs {name} {task} {scope}"
+    )
 
 
 def failed_line(run: Run) -> str:

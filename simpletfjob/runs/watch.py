@@ -39,9 +39,14 @@ MANAGER = "simpletfjob"
 
 
 def _both(
-    conn: Connection, name: str | None, deadline: Deadline | None = None
+    conn: Connection,
+    name: str | None,
+    deadline: Deadline | None = None,
+    namespace: str | None = None,
 ) -> tuple[ObjectList, ObjectList]:
     """The Jobs and the pods of the run (or of every run), listed at the same time.
+
+    `namespace` '' lists them in every namespace (None: the connection's).
 
     The pods in a thread, the Jobs in the caller's: an interrupt goes up from there at
     once, never into the other thread's errors while the pods' list rides out an outage.
@@ -53,14 +58,22 @@ def _both(
     def read_pods() -> None:
         try:
             found.append(
-                list_objects(conn, PODS, label_selector=run_selector(name), deadline=within)
+                list_objects(
+                    conn,
+                    PODS,
+                    namespace=namespace,
+                    label_selector=run_selector(name),
+                    deadline=within,
+                )
             )
         except BaseException as e:  # handed to the caller, in its thread
             failed.append(e)
 
     pods = threading.Thread(target=read_pods, daemon=True)
     pods.start()
-    jobs = list_objects(conn, JOBS, label_selector=run_selector(name), deadline=within)
+    jobs = list_objects(
+        conn, JOBS, namespace=namespace, label_selector=run_selector(name), deadline=within
+    )
     pods.join()
     if failed:
         raise failed[0]
@@ -83,20 +96,34 @@ def read_run(conn: Connection, name: str) -> Run:
     return run
 
 
-def read_runs(conn: Connection) -> list[Run]:
-    """Every run in the connection's namespace, by name."""
-    jobs, pods = _both(conn, None)
+def read_runs(conn: Connection, every_namespace: bool = False) -> list[Run]:
+    """Every run in the connection's namespace, by name; or in every namespace, by namespace
+    then name (two lists across the cluster, as `kubectl get -A` makes one)."""
+    jobs, pods = _both(conn, None, namespace="" if every_namespace else None)
     nodes = NodeReader(conn).read(unknown_nodes(pods.items))
-    pods_of: dict[str, list[dict[str, Any]]] = {}
+    pods_of: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for pod in pods.items:
         label = ((pod.get("metadata") or {}).get("labels") or {}).get(JOB_LABEL, "")
-        pods_of.setdefault(str(label), []).append(pod)
+        pods_of.setdefault((_namespace_of(pod, conn), str(label)), []).append(pod)
+    jobs_in: dict[str, list[Object]] = {}
+    for job in jobs.items:
+        jobs_in.setdefault(_namespace_of(job, conn), []).append(job)
     return [
         run_state(
-            name, conn.namespace, run_jobs, pods_of.get(name, []), named_tasks(run_jobs), nodes
+            name,
+            namespace,
+            run_jobs,
+            pods_of.get((namespace, name), []),
+            named_tasks(run_jobs),
+            nodes,
         )
-        for name, run_jobs in group_runs(jobs.items).items()
+        for namespace in sorted(jobs_in)
+        for name, run_jobs in group_runs(jobs_in[namespace]).items()
     ]
+
+
+def _namespace_of(obj: Object, conn: Connection) -> str:
+    return str((obj.get("metadata") or {}).get("namespace") or conn.namespace)
 
 
 class _Until(Deadline):

@@ -124,7 +124,10 @@ def test_too_few_eligible_gives_the_short_breakdown(cli: Any, cluster: Path) -> 
         "2 eligible hosts fit 2 tasks at 1 per host; for 4 tasks, give -N 2 --tasks-per-host 2\n"
     )
     result = run(cli, cluster, "gpu.yaml", "-N", "3", "--gpus", "4")
-    assert "(10 nodes: 2 eligible, 2 NotReady, 1 cordoned, 1 tainted, 4 gpus)" in result.err
+    assert (
+        "(10 nodes: 2 eligible, 2 NotReady, 1 cordoned, 1 tainted, 4 without enough free GPUs)"
+        in result.err
+    )
 
 
 def test_address_internal_ip_and_hostname(cli: Any, cluster: Path) -> None:

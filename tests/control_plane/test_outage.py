@@ -243,7 +243,7 @@ def test_wait_whose_timeout_passes_in_the_outage_exits_3_saying_since_when(
         f"simpletfjob: error: run 'tfrun' did not end within 8s (Running); the API server at "
         f"{outage.url} (context "
     ), last
-    assert last.endswith("; it is left as it is"), last
+    assert "; it is left as it is; see: simpletfjob status tfrun -n " in last, last
     since = SINCE.search(last)
     assert since is not None, last
     assert since[1] in clock_around(killed, 3)

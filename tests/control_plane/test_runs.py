@@ -182,7 +182,7 @@ def test_all_workers_waits_for_the_last_worker(
     assert result.code == 0, result.err
     lines = result.err.splitlines()
     assert lines.index("worker-0 Succeeded") < lines.index("worker-1 Succeeded")
-    assert lines[-1] == "run tfrun succeeded: worker-1 Succeeded"
+    assert lines[-1] == "run tfrun succeeded: all 2 workers succeeded"
     assert set(jobs(kube, namespace)) == {"tfrun-worker-0", "tfrun-worker-1"}  # nothing to delete
 
 

@@ -14,6 +14,8 @@ from tests.unit.test_completion import complete, plain
 
 def run_job(run: str, name: str, namespace: str) -> dict[str, object]:
     labels = {"app.kubernetes.io/managed-by": "simpletfjob", "simpletfjob/job": run}
+    role, _, index = name.removeprefix(f"{run}-").rpartition("-")
+    labels |= {"simpletfjob/role": role, "simpletfjob/index": index}
     return make_job(name, namespace, labels=labels)
 
 
@@ -32,7 +34,7 @@ def runs(kubeapi: KubeAPI) -> KubeAPI:
     return kubeapi
 
 
-@pytest.mark.parametrize("command", ["status", "wait", "delete"])
+@pytest.mark.parametrize("command", ["status", "wait", "logs", "delete"])
 def test_the_runs_of_the_namespace_are_offered(
     runs: KubeAPI,
     tmp_path: Path,
@@ -60,3 +62,44 @@ def test_a_slow_cluster_offers_nothing_in_time(
     started = time.monotonic()
     assert complete(monkeypatch, capsys, f"simpletfjob status --kubeconfig {config} ") == []
     assert time.monotonic() - started < 2.5
+
+
+def test_a_runs_tasks_are_offered_after_logs_run(
+    runs: KubeAPI,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    runs.load(
+        "jobs", [run_job("mnist", "mnist-ps-0", "ml"), run_job("mnist", "mnist-worker-10", "ml")]
+    )
+    config = write_kubeconfig(tmp_path / "kubeconfig", runs.url, namespace="ml")
+    line = f"simpletfjob logs --kubeconfig {config} mnist "
+    assert plain(complete(monkeypatch, capsys, line)) == [
+        "ps-0",
+        "worker-0",
+        "worker-1",
+        "worker-10",
+    ]
+    assert plain(complete(monkeypatch, capsys, line + "worker-1")) == ["worker-1", "worker-10"]
+    # one already given is not offered again
+    assert plain(complete(monkeypatch, capsys, line + "ps-0 ")) == [
+        "worker-0",
+        "worker-1",
+        "worker-10",
+    ]
+    assert complete(monkeypatch, capsys, f"simpletfjob logs --kubeconfig {config} nope ") == []
+
+
+def test_the_clusters_namespaces_are_offered_after_n(
+    runs: KubeAPI,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    config = write_kubeconfig(tmp_path / "kubeconfig", runs.url, namespace="ml")
+    found = plain(complete(monkeypatch, capsys, f"simpletfjob status --kubeconfig {config} -n "))
+    assert {"default", "ml"} <= set(found) and found == sorted(found)
+    assert plain(complete(monkeypatch, capsys, f"simpletfjob logs --kubeconfig {config} -n m")) == [
+        "ml"
+    ]

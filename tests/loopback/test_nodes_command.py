@@ -99,7 +99,8 @@ def test_json_has_each_nodes_verdict_gpus_pods_and_ports(cli: Any, work: Path) -
     assert found["ported"]["eligible"] is True
     assert found["ported"]["hostPorts"] == [2222, 9000]
     assert found["cpu"]["addresses"] == {"Hostname": ["cpu-host"], "InternalIP": ["10.0.0.9"]}
-    assert result.err == "6 nodes: 4 eligible, 18 GPUs free\n"
+    # The free GPUs of the eligible nodes only: not the cordoned node's or the tainted one's.
+    assert result.err == "6 nodes: 4 eligible, 6 GPUs free\n"
 
 
 def test_the_table(cli: Any, work: Path) -> None:
@@ -111,7 +112,7 @@ def test_the_table(cli: Any, work: Path) -> None:
     assert rows["half"] == ["half", "yes", "-", "4/8", "1"]
     assert rows["full"] == ["full", "no", "0/8", "GPUs", "free", "<", "4", "0/8", "2"]
     assert rows["ported"][-2:] == ["2/2", "1"]
-    assert result.err == "6 nodes: 1 eligible, 18 GPUs free\n"
+    assert result.err == "6 nodes: 1 eligible, 4 GPUs free\n"  # half's: the one eligible
 
 
 def test_wide_adds_addresses_ports_and_labels(cli: Any, work: Path) -> None:
@@ -168,7 +169,7 @@ def test_no_usage_reads_no_pods(cli: Any, kubeapi: KubeAPI, work: Path) -> None:
     assert found["full"]["gpu"] == {"allocatable": 8, "requested": None, "free": 8}
     assert found["full"]["pods"] is None
     assert kubeapi.requests_for("pods") == []
-    assert result.err == "6 nodes: 4 eligible, 30 GPUs allocatable (pods not read)\n"
+    assert result.err == "6 nodes: 4 eligible, 18 GPUs allocatable (pods not read)\n"
 
 
 def test_gpu_resource(cli: Any, kubeapi: KubeAPI, work: Path) -> None:

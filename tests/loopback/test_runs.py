@@ -31,6 +31,8 @@ from tests.support.kubeapi import (
 )
 
 NS = "ml"
+# What the loopback server says of a pod that no node has taken (load_run's pods)
+UNSCHEDULED = "Unschedulable: 0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
 
 
 def labels(run: str, role: str, index: int) -> dict[str, str]:
@@ -47,6 +49,7 @@ def load_run(
     run: str = "mnist",
     tasks: tuple[tuple[str, int], ...] = (("ps", 0), ("worker", 0), ("worker", 1)),
     policy: str = "worker0",
+    namespace: str = NS,
 ) -> None:
     """A rendered run as apply leaves it: a Job and a Service per task, one Pending pod each."""
     jobs, pods, services = [], [], []
@@ -54,13 +57,13 @@ def load_run(
         name = f"{run}-{role}-{index}"
         job = make_job(
             name,
-            NS,
+            namespace,
             labels=labels(run, role, index),
             annotations={"simpletfjob/success-policy": policy},
         )
         jobs.append(job)
-        pods.append(make_pod(f"{name}-x", NS, owner=job, labels=labels(run, role, index)))
-        service = make_service(name, NS)
+        pods.append(make_pod(f"{name}-x", namespace, owner=job, labels=labels(run, role, index)))
+        service = make_service(name, namespace)
         service["metadata"]["labels"] = {k: v for k, v in labels(run, role, index).items()}
         services.append(service)
     api.load("jobs", jobs)
@@ -170,6 +173,7 @@ def test_status_json_and_yaml_carry_the_documented_fields(
         "jobCondition": "Failed",
         "startTime": "2024-05-01T10:00:00Z",
         "completionTime": "2024-05-01T10:00:00Z",
+        "message": None,
     }
 
 
@@ -385,7 +389,9 @@ def test_wait_times_out_with_exit_3_and_leaves_the_run(
     assert 0.9 <= time.monotonic() - started < 10
     assert result.code == 3
     assert result.err.splitlines()[-1] == (
-        "simpletfjob: error: run 'mnist' did not end within 1s (Pending); it is left as it is"
+        f"simpletfjob: error: run 'mnist' did not end within 1s (Pending); ps-0, worker-0 and "
+        f"worker-1 Pending: {UNSCHEDULED}; it is left as it is; see: simpletfjob status mnist "
+        "-n ml; simpletfjob logs mnist ps-0 -n ml"
     )
     assert len(names("jobs")) == 3 and len(names("services")) == 3
 
@@ -509,7 +515,8 @@ def test_status_warns_once_when_tls_is_not_checked(
     assert result.code == 0, result.err
     assert result.err.splitlines() == [
         f"simpletfjob: warning: {kubeapi_tls.url} (context 'loopback'): insecure-skip-tls-verify "
-        "is set, so the server's certificate is not checked"
+        "is set, so the server's certificate is not checked",
+        f"ps-0, worker-0 and worker-1 Pending: {UNSCHEDULED}",  # under the table, as always
     ]
 
 
@@ -522,7 +529,10 @@ def test_the_timeout_bounds_the_first_lists_too(
     result = cli("wait", "mnist", "--timeout", "1s", "--kubeconfig", kubeconfig)
     assert time.monotonic() - started < 4
     assert_one_line_error(
-        result, 3, r"^simpletfjob: error: run 'mnist' did not end within 1s; it is left as it is$"
+        result,
+        3,
+        r"^simpletfjob: error: run 'mnist' did not end within 1s; it is left as it is; "
+        r"see: simpletfjob status mnist -n ml; simpletfjob logs mnist TASK -n ml$",
     )
     assert len(names("jobs")) == 3
 
@@ -571,7 +581,9 @@ def test_wait_timeout_0s_on_a_run_still_going_is_exit_3_at_once(
     assert time.monotonic() - started < 5
     assert result.code == 3
     assert result.err.splitlines()[-1] == (
-        "simpletfjob: error: run 'mnist' did not end within 0s (Pending); it is left as it is"
+        f"simpletfjob: error: run 'mnist' did not end within 0s (Pending); ps-0, worker-0 and "
+        f"worker-1 Pending: {UNSCHEDULED}; it is left as it is; see: simpletfjob status mnist "
+        "-n ml; simpletfjob logs mnist ps-0 -n ml"
     )
     assert len(names("jobs")) == 3
 

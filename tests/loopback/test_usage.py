@@ -134,7 +134,7 @@ def test_gpus_counts_free_gpus(cli: Any, kubeapi: KubeAPI, work: Path) -> None:
     assert node_names(render(cli, work, "pod.yaml", "-N", "2", "--gpus", "8")) == ["n3", "n4"]
     assert node_names(render(cli, work, "pod.yaml", "-N", "3", "--gpus", "4")) == ["n2", "n3", "n4"]
     refused = run(cli, work, "pod.yaml", "-o", "-", "-N", "4", "--gpus", "4")
-    assert_one_line_error(refused, 1, contains=["4 nodes: 3 eligible, 1 gpu"])
+    assert_one_line_error(refused, 1, contains=["4 nodes: 3 eligible, 1 without enough free GPUs"])
 
 
 def test_no_usage_judges_by_allocatable(cli: Any, kubeapi: KubeAPI, work: Path) -> None:
@@ -171,7 +171,7 @@ def test_gpu_resource_chooses_what_is_counted(cli: Any, kubeapi: KubeAPI, work: 
     args = ("-N", "2", "--gpus", "2", "--gpu-resource", "amd.com/gpu")
     assert node_names(render(cli, work, "pod.yaml", *args)) == ["m2", "m3"]
     refused = run(cli, work, "pod.yaml", "-o", "-", "-N", "1", "--gpus", "1")  # nvidia.com/gpu
-    assert_one_line_error(refused, 1, contains=["3 nodes: 0 eligible, 3 gpus"])
+    assert_one_line_error(refused, 1, contains=["3 nodes: 0 eligible, 3 without enough free GPUs"])
 
 
 def test_init_containers_sidecars_and_overhead_count_as_the_scheduler_counts_them(
@@ -243,7 +243,7 @@ def test_a_run_does_not_count_its_own_pods(cli: Any, kubeapi: KubeAPI, work: Pat
     )  # fmt: skip
     assert node_names(render(cli, work, "host.yaml", "--gpus", "7")) == ["n1", "n2"]
     refused = run(cli, work, "host.yaml", "-o", "-", "--gpus", "8")
-    assert_one_line_error(refused, 1, contains=["2 nodes: 1 eligible, 1 gpu"])
+    assert_one_line_error(refused, 1, contains=["2 nodes: 1 eligible, 1 without enough free GPUs"])
     # Under another name it is another run, which the pods hold the port against.
     refused = run(cli, work, "host.yaml", "-o", "-", "--name", "other")
     assert_one_line_error(refused, 1, contains=["2 nodes: 0 eligible, 2 ports held"])

@@ -90,7 +90,6 @@ def test_version(cli: Any, args: tuple[str, ...]) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        ((), "missing the TEMPLATE argument (see simpletfjob --help)"),
         (("--nodes", "a"), "missing the TEMPLATE argument (see simpletfjob --help)"),
         (("render",), "missing the TEMPLATE argument (see simpletfjob render --help)"),
         (

@@ -27,6 +27,7 @@ def test_pyproject_ships_the_plugin_as_a_second_console_script() -> None:
     assert entries == {
         "simpletfjob": "simpletfjob.cli:console_main",
         "kubectl-simpletfjob": "simpletfjob.cli:kubectl_main",
+        "kubectl_complete-simpletfjob": "simpletfjob.cli:kubectl_complete_main",
     }
 
 

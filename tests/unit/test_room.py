@@ -63,21 +63,22 @@ def test_the_breakdown_counts_held_ports() -> None:
     usage = {"a": HELD, "b": NodeUsage(0, 1, {(2222, "TCP"): "ml/x"}), "c": EMPTY}
     nodes = [Node(n, gpus=8, plain=False) for n in usage]
     verdicts = judge_nodes(nodes, set(), rules, usage.get)
-    assert breakdown(verdicts) == "3 nodes: 1 eligible, 1 gpu, 1 port held"
+    assert breakdown(verdicts) == "3 nodes: 1 eligible, 1 without enough free GPUs, 1 port held"
 
 
 def test_counts_and_their_nouns_agree() -> None:
-    """'1 gpu' and '2 ports held' in the breakdown; '1 GPU' and '0/1 GPU' in the reasons."""
+    """'2 without enough free GPUs' and '2 ports held' in the breakdown; '1 GPU' and '0/1 GPU'
+    in the reasons."""
     rules = Rules(ports=frozenset({(2222, "TCP")}), min_gpus=2)
     held = NodeUsage(0, 1, {(2222, "TCP"): "ml/x"})
     usage = {"a": held, "b": held, "c": NodeUsage(1, 1, {}), "d": EMPTY, "e": NodeUsage(4, 1, {})}
     gpus = {"a": 8, "b": 8, "c": 1, "d": 1, "e": 8}
     nodes = [Node(n, gpus=gpus[n], plain=False) for n in usage]
     verdicts = judge_nodes(nodes, set(), rules, usage.get)
-    assert breakdown(verdicts) == "5 nodes: 1 eligible, 2 gpus, 2 ports held"
+    assert breakdown(verdicts) == "5 nodes: 1 eligible, 2 without enough free GPUs, 2 ports held"
     assert [str(r) for r in verdicts[2].reasons] == ["0/1 GPU free < 2"]
     assert [str(r) for r in verdicts[3].reasons] == ["1/1 GPU free < 2"]
-    assert breakdown(verdicts[2:3]) == "1 node: 0 eligible, 1 gpu"
+    assert breakdown(verdicts[2:3]) == "1 node: 0 eligible, 1 without enough free GPUs"
     (alone,) = judge_nodes([Node("f", gpus=1, plain=False)], set(), rules)
     assert [str(r) for r in alone.reasons] == ["1 GPU < 2"]
     (two,) = judge_nodes([Node("g", gpus=8, plain=False)], set(), rules, lambda name: held)

@@ -251,7 +251,7 @@ def test_tasks_come_in_role_order_and_the_json_has_the_documented_keys() -> None
     assert (data["restarts"], data["maxRestarts"]) == (0, 0)  # not applied by `run`
     assert list(data["tasks"][0]) == [
         "task", "role", "index", "job", "node", "state", "restarts", "reason", "jobCondition",
-        "startTime", "completionTime",
+        "startTime", "completionTime", "message",
     ]  # fmt: skip
 
 
@@ -277,6 +277,8 @@ def test_all_workers_waits_for_every_worker() -> None:
     jobs[2] = job("worker", 1, succeeded=1, complete=True, finish=LATER, policy="all-workers")
     run = state(jobs)
     assert (run.state, run.decided_by) == ("Succeeded", "worker-1")  # the last to finish
+    # The success line states the rule, not one worker's name.
+    assert run.outcome() == "all 2 workers succeeded"
 
 
 def test_the_chief_decides_when_there_is_one() -> None:

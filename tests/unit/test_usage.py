@@ -163,7 +163,7 @@ def test_a_pending_pod_counts_only_once_it_is_scheduled() -> None:
     tally = Tally().add_all(
         [use(pod("waiting", node="", phase="Pending")), use(pod("bound", phase="Pending"))]
     )
-    assert tally.node("n1") == (1, 1, {})
+    assert tally.node("n1") == (1, 1, {}, {})
     assert tally.node("") == EMPTY
 
 
@@ -236,7 +236,7 @@ def test_a_pod_whose_job_is_gone_or_being_deleted_is_not_the_runs_own(
         deleting=True,
     )
     usage = Tally(own).add_all([use(stopping)]).node("n1")
-    assert usage == (3, 1, {(2222, "TCP"): "ml/mnist-worker-0-abc"})
+    assert usage == (3, 1, {(2222, "TCP"): "ml/mnist-worker-0-abc"}, {})
     # A bare pod with the run's label has no Job at all: it counts too.
     assert Tally(own).add_all([use(pod("bare", labels=OURS))]).node("n1").requested == 1
 
@@ -269,11 +269,12 @@ def test_a_job_pinned_to_a_node_holds_what_its_missing_pods_will_take() -> None:
         4,
         2,
         {(2222, "TCP"): "ml/other-worker-0 (Job, pod not created yet)"},
+        {},
     )
     assert tally.node("n2") == EMPTY
     # With no pod at all, the default parallelism of 1 holds one pod's room.
     alone = Tally(NOBODY, pinned_jobs([job_of(job("j"))], NOBODY))
-    assert alone.node("n1") == (1, 0, {(2222, "TCP"): "ml/j (Job, pod not created yet)"})
+    assert alone.node("n1") == (1, 0, {(2222, "TCP"): "ml/j (Job, pod not created yet)"}, {})
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,12 @@ tests/error_table.py that run in-process), `loopback/` (the loopback API server)
 starts the plane) and `process/` (the installed console script, or the fork server, as a
 process). Hypothesis runs its `fast` profile unless HYPOTHESIS_PROFILE names
 another (`thorough` tries many more examples).
+
+The suite runs on pytest-xdist workers (`-n auto --dist loadgroup` in pyproject.toml's
+addopts): `pytest_xdist_auto_num_workers` below chooses how many, the tests of a module that
+share a module-scoped fixture run on one worker, and tests/support/parallel.py hands each
+worker ports and node addresses of its own. The run ends with one line that counts the
+skipped tests by reason, instead of a line per test.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import os
 import re
 import shutil
 import sys
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +53,81 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fast"))
+
+
+# -- running on several workers (pytest-xdist) --------------------------------------------------
+
+# Workers for a whole run, measured on 2 cores: about a third of a serial run's time is
+# spent waiting (on the control plane, the kubelet stand-in, processes), so one worker
+# more than the cores keeps them busy; a fourth gained nothing and loaded the machine more.
+WORKERS = 3
+
+
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    """Without pytest-xdist (`-p no:xdist`, or not installed), take pyproject's `-n` and
+    `--dist` all the same, and run every test in this process."""
+    if pluginmanager.has_plugin("xdist"):
+        return
+    group = parser.getgroup("xdist", "distributed testing (pytest-xdist is not loaded)")
+    # _addoption: "-n" is a lowercase short option, which pytest keeps for plugins that ask
+    group._addoption("-n", "--numprocesses", dest="numprocesses", default=None,
+                     help="ignored: pytest-xdist is not loaded, every test runs in this process")  # fmt: skip
+    group.addoption("--dist", dest="dist", default="no", help="ignored: pytest-xdist is not loaded")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto`: WORKERS for a run of directories or several files; none (every test in
+    this process, which starts faster) for the tests of one file.
+    PYTEST_XDIST_AUTO_NUM_WORKERS still says how many, as pytest-xdist has it."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS", "").isdigit():
+        return int(os.environ["PYTEST_XDIST_AUTO_NUM_WORKERS"])
+    paths = {Path(str(arg).split("::")[0]) for arg in config.args}
+    if len(paths) == 1 and all(path.is_file() for path in paths):
+        return 0
+    return WORKERS
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadgroup`, with a group for each module that shares a module-scoped fixture
+    (tests/support/scheduling.py says why pytest-xdist's own cannot make them)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from tests.support.scheduling import ModuleGroupScheduling
+
+    return ModuleGroupScheduling(config, log)
+
+
+@pytest.hookimpl(trylast=True)  # after tests/control_plane/conftest.py puts its tests last
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `slow` first, in their order: on several workers the run then ends with
+    short tests, not with one worker still busy with a long one while the others wait."""
+    slow = [item for item in items if item.get_closest_marker("slow") is not None]
+    if slow:
+        items[:] = slow + [item for item in items if item.get_closest_marker("slow") is None]
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """One line for the skipped tests: how many, and each reason with its count, most first.
+
+    It stands for pytest's line per skipped test (`-rs` still gives those, with where each
+    test is): without $KUBEBUILDER_ASSETS every test of the control plane is skipped, and the
+    reason is the same for each of them.
+    """
+    reasons = Counter(skip_reason(report) for report in terminalreporter.stats.get("skipped", []))
+    if not reasons:
+        return
+    total = sum(reasons.values())
+    parts = [f"{count} {reason}" for reason, count in reasons.most_common()]
+    terminalreporter.write_line(f"{total} skipped: " + "; ".join(parts))
+
+
+def skip_reason(report: Any) -> str:
+    """Why a test was skipped, as pytest -rs prints it, without the 'Skipped: ' prefix."""
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    return reason.removeprefix("Skipped: ")
 
 
 # PyYAML's safe loader on libyaml's parser where PyYAML has it: the documents

@@ -36,7 +36,7 @@ from simpletfjob.kube.send import Dropped, send
 from simpletfjob.kube.send import Unreachable as Unreachable
 
 if TYPE_CHECKING:
-    from simpletfjob.kube.connection import Connection
+    from simpletfjob.kube.connection import Connection, Patience
 
 
 class Deadline(NamedTuple):
@@ -132,8 +132,8 @@ def request(
             raise ClusterError(f"{target}: the connection was closed before {action} was answered")
         remaining = deadline.remaining()
         if remaining <= 0:
-            if riding and ride is not None:
-                raise ride.still_away()
+            if ride is not None and (riding or (problem and ride.remaining() <= 0)):
+                raise _timed_out(ride, problem, began)
             raise OutOfTime(
                 f"{target}: no {action.outcome} within {deadline.seconds:g} s{_last(problem)}",
                 deadline,
@@ -201,10 +201,11 @@ def request(
         if retry_after is not None:
             delay = retry_after
         if failures >= settings.attempts:
-            if ride is None or ride.remaining() <= 0:
-                if ride is not None and (riding or ride.away):
-                    # the ride's deadline passed with the server away: its error, not a retry count
-                    raise ride.still_away()
+            if ride is not None and ride.remaining() <= 0:
+                # the ride's deadline passed with the server failing: its error, not a retry
+                # count, whether or not another call had found the server away
+                raise _timed_out(ride, problem, began)
+            if ride is None:
                 raise KeptFailing(
                     f"{target}: the server kept failing after {settings.attempts} attempts"
                     f"{_last(problem)}",
@@ -218,10 +219,26 @@ def request(
             outage_tries += 1
             settings.sleep(max(0.0, min(delay, ride.remaining())))
             continue
+        if ride is not None and ride.remaining() <= delay and deadline.remaining() <= delay:
+            # Both run out before the next attempt: the --timeout passes first, as it says.
+            settings.sleep(max(0.0, ride.remaining()))
+            raise _timed_out(ride, problem, began)
         pause(conn, action, delay, deadline, _last(problem))
 
 
 _FOREVER = Deadline(math.inf, math.inf)
+
+
+def _timed_out(ride: Patience, problem: str, began: float | None) -> ClusterError:
+    """The ride's deadline (the command's --timeout) has come while the server kept failing:
+    an outage that outlasted it, whether or not the call's usual attempts were over, so the
+    command ends as its --timeout says (wait and run: exit 3), on a slow machine as on a fast one.
+    """
+    if problem:
+        ride.lost(problem, began)  # says so once, if the attempts had not said it yet
+    return ride.still_away()
+
+
 OUTAGE_CAP = 5.0  # seconds: the longest wait between two tries while the server is away
 
 

@@ -7,6 +7,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from tests.acceptance.test_docs import fenced_blocks
@@ -63,3 +64,43 @@ def test_the_readme_mentions_exc_example_which_exists() -> None:
     text = README.read_text()
     assert "exc.example" in text and (ROOT / "exc.example").is_file()
     assert "examples/exc" in text and (ROOT / "examples" / "exc").is_file()
+
+
+def test_the_test_command_without_a_control_plane_ends_with_one_line_for_the_skipped(
+    tmp_path: Path,
+) -> None:
+    """Without $KUBEBUILDER_ASSETS every control-plane test is skipped for the same reason:
+    one line says how many and why, not a line per test; `-rs` still lists each."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "KUBEBUILDER"))}
+    module = "tests/control_plane/test_run.py"
+    command = [sys.executable, "-m", "pytest", module, "-p", "no:cacheprovider"]
+    command += ["--basetemp", str(tmp_path / "base")]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    stats = re.fullmatch(r"=+ (\d+) skipped in [\d.]+s.* =+", lines[-1])
+    assert stats is not None, done.stdout
+    assert lines[-2] == (
+        f"{stats[1]} skipped: {stats[1]} $KUBEBUILDER_ASSETS is not set "
+        "(../shared/kube/unpack prints a directory for it)"
+    ), done.stdout
+    assert not [line for line in lines if line.startswith("SKIPPED")], done.stdout
+    listed = subprocess.run([*command, "-rs"], cwd=ROOT, capture_output=True, text=True, env=env)
+    each = [line for line in listed.stdout.splitlines() if line.startswith("SKIPPED [1] ")]
+    assert len(each) == int(stats[1]), listed.stdout
+    assert all(line.startswith(f"SKIPPED [1] {module}:") for line in each), listed.stdout
+
+
+def test_one_file_and_a_run_without_workers_stay_in_this_process(tmp_path: Path) -> None:
+    """The README's command runs on workers; the tests of one file, `-n 0` and `-p no:xdist`
+    run in the one process, with pyproject's `-n auto --dist loadgroup` still in addopts."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "KUBEBUILDER"))}
+    test = "tests/unit/test_parallel.py::test_a_closed_port_refuses_connections"
+    base = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider"]
+    for n, extra in enumerate([[test], [test, "-n", "0"], [test, "-p", "no:xdist"]]):
+        command = [*base, "--basetemp", str(tmp_path / str(n)), *extra]
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env)
+        assert done.returncode == 0, (extra, done.stdout + done.stderr)
+        assert re.search(r"^collected 1 item$", done.stdout, re.M), (extra, done.stdout)
+        assert not re.search(r"\bworkers?\b|\bgw\d", done.stdout), (extra, done.stdout)
+        assert re.search(r"=+ 1 passed in ", done.stdout), (extra, done.stdout)

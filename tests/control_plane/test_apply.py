@@ -118,6 +118,7 @@ def test_a_run_that_has_ended_is_not_started_again_by_a_plain_apply(
             "conditions": [complete],
         }
     }
+    cluster.job_synced(ns, "mnist-worker-0")  # else the Job controller may write over it
     cluster.admin.merge_patch(f"{jobs_path}/mnist-worker-0/status", status)
     for name in ("mnist-ps-0", "mnist-worker-1"):  # what wait's cleanup removes
         cluster.admin.delete(f"{jobs_path}/{name}", {"propagationPolicy": "Background"})

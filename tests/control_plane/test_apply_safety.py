@@ -225,6 +225,7 @@ def test_wait_cleanup_leaves_alone_a_job_that_took_a_listed_name(
         "lastProbeTime": "2026-11-26T08:00:00Z",
         "lastTransitionTime": "2026-11-26T08:00:00Z",
     }
+    cluster.job_synced(ns, "mnist-worker-0")  # else the Job controller may write over it
     cluster.admin.merge_patch(
         f"/apis/batch/v1/namespaces/{ns}/jobs/mnist-worker-0/status",
         {"status": {"succeeded": 1, "startTime": "2026-11-26T07:00:00Z",

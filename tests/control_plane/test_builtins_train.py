@@ -24,9 +24,9 @@ from typing import Any
 
 import pytest
 
-from tests.control_plane.test_tensorflow import free_ports
 from tests.support.control_plane import ControlPlane
 from tests.support.kubelet import Kubelet, Node
+from tests.support.parallel import free_ports
 
 # (built-in, its framework's module, tasks on the one node, the other arguments it needs)
 RUNS = [
@@ -49,6 +49,7 @@ def one_node(kube: ControlPlane, tmp_path: Path) -> Iterator[str]:
         yield node.name
 
 
+@pytest.mark.slow  # real frameworks, tens of seconds each: started first (tests/conftest.py)
 @pytest.mark.parametrize(("builtin", "module", "tasks", "args"), RUNS, ids=[r[0] for r in RUNS])
 def test_a_built_in_trains_on_one_cpu_node_as_it_ships(
     cli: Any,

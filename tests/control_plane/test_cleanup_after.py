@@ -28,6 +28,7 @@ from tests.control_plane.test_run import SCRIPT, Runs
 from tests.support.cluster import Cluster, loopback_cluster
 from tests.support.control_plane import ControlPlane, find_assets, start
 from tests.support.kubelet import Kubelet, Node
+from tests.support.parallel import node_address
 
 _names = itertools.count()
 
@@ -39,7 +40,7 @@ DECIDER_FAILS_ONCE = SCRIPT.replace('name == "worker-1"', 'name == "worker-0"')
 def runs(cli: Any, kube: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[Runs]:
     n = next(_names)
     label = f"ca-{os.getpid()}-{n}"
-    nodes = [Node(f"ca-{n}-{i}", f"127.0.0.{i + 2}", labels={"rt": label}) for i in range(3)]
+    nodes = [Node(f"ca-{n}-{i}", node_address(i), labels={"rt": label}) for i in range(3)]
     with Kubelet(kube, nodes, tmp_path / "kubelet") as kubelet:
         found = Runs(cli, kube, kubelet, namespace, tmp_path, label)
         found.script = write(tmp_path / "decider.py", DECIDER_FAILS_ONCE)

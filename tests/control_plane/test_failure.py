@@ -19,6 +19,7 @@ from tests.conftest import Result, write
 from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
 from tests.support.kubelet import Kubelet, Node
+from tests.support.parallel import node_address
 
 TEMPLATE = """\
 apiVersion: batch/v1
@@ -100,7 +101,7 @@ class FailRun:
 @pytest.fixture
 def run(cli: Any, kube: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[FailRun]:
     n = next(_names)
-    nodes = [Node(f"fl-{n}-{i}", f"127.0.0.{i + 2}") for i in range(3)]
+    nodes = [Node(f"fl-{n}-{i}", node_address(i)) for i in range(3)]
     with Kubelet(kube, nodes, tmp_path / "kubelet") as kubelet:
         yield FailRun(cli, kube, kubelet, namespace, tmp_path)
 

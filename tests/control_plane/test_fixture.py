@@ -101,6 +101,19 @@ def test_the_job_controller_completes_a_job_whose_pod_succeeds(
     assert [c["type"] for c in finished["status"].get("conditions", [])] == ["Complete"]
 
 
+def test_the_controllers_started_again_are_a_new_process_that_does_the_same_work(
+    kube: ControlPlane, namespace: str
+) -> None:
+    """restart_controllers (after an outage: test_outage.py's fixture) leaves no second copy."""
+    before = kube.processes["kube-controller-manager"]
+    kube.restart_controllers()
+    after = kube.processes["kube-controller-manager"]
+    assert before.poll() is not None and after.poll() is None and after.pid != before.pid
+    assert (kube.directory / "kube-controller-manager.pid").read_text() == str(after.pid)
+    kube.create(f"/apis/batch/v1/namespaces/{namespace}/jobs", job("again"))
+    job_pods(kube, namespace, "again")
+
+
 def test_a_pod_that_fails_past_the_backoff_limit_fails_the_job(
     kube: ControlPlane, namespace: str
 ) -> None:

@@ -3,8 +3,9 @@ with the kubelet stand-in one run of each goes from its built-in through `apply`
 to success, its processes really meeting (torchrun's static rendezvous, JAX's coordinator).
 
 The stand-in runs every pod on this machine's network, so the run's three tasks share one
-node at 127.0.0.2 (--tasks-per-host 3, --address internal-ip): each gets its own port, and
-all meet at worker 0's.
+node, at the xdist worker's first node address (--tasks-per-host 3, --address internal-ip):
+each gets its own port, from the worker's own (tests/support/parallel.py), and all meet at
+worker 0's.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from tests.conftest import write
 from tests.process.test_frameworks import TORCH_SCRIPT, free_port
 from tests.support.control_plane import ControlPlane
 from tests.support.kubelet import Kubelet, Node
+from tests.support.parallel import node_address
 
 _names = itertools.count()
 BUILTINS = {"pytorch-ddp": "torch", "jax-multiprocess": "jax"}
@@ -44,12 +46,13 @@ def test_a_built_in_passes_validation_and_a_server_dry_run(
 
 @pytest.fixture
 def node(kube: ControlPlane, tmp_path: Path) -> Iterator[str]:
-    """One node on 127.0.0.2, run by the kubelet stand-in; its name."""
+    """One node on this worker's first node address, run by the kubelet stand-in; its name."""
     name = f"fw-{next(_names)}"
-    with Kubelet(kube, [Node(name, "127.0.0.2")], tmp_path / "kubelet"):
+    with Kubelet(kube, [Node(name, node_address(0))], tmp_path / "kubelet"):
         yield name
 
 
+@pytest.mark.slow  # tens of seconds: started first (tests/conftest.py)
 @pytest.mark.parametrize(
     ("builtin", "printed"),
     [
@@ -79,7 +82,7 @@ def test_a_run_of_each_framework_applies_and_waits_to_success(
         "--set", "cpu=100m", "--set", "memory=1Gi", *shm, "--set", "backoff_limit=0",
     )  # fmt: skip
     assert result.code == 0, result.err
-    assert "3 worker (127.0.0.2:" in result.err
+    assert f"3 worker ({node_address(0)}:" in result.err
 
     status = cli("status", run, "--kubeconfig", kubeconfig, "-o", "json")
     assert status.code == 0, status.err
@@ -114,6 +117,7 @@ if os.environ["PET_NODE_RANK"] == "1" and not marker.exists():
 """ + TORCH_SCRIPT.replace("import os\n", "")
 
 
+@pytest.mark.slow
 def test_run_restarts_a_pytorch_run_whole_and_it_then_succeeds(
     cli: Any,
     kube: ControlPlane,

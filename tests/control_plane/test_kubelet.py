@@ -15,15 +15,16 @@ import pytest
 from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
 from tests.support.kubelet import Kubelet, Node
+from tests.support.parallel import node_address
 
 _names = itertools.count()
 
 
 @pytest.fixture
 def kubelet(kube: ControlPlane, tmp_path: Path) -> Iterator[Kubelet]:
-    """Two nodes on 127.0.0.2 and 127.0.0.3, one GPU each."""
+    """Two nodes on this worker's first two node addresses, one GPU each."""
     n = next(_names)
-    nodes = [Node(f"kl-{n}-a", "127.0.0.2", gpus=1), Node(f"kl-{n}-b", "127.0.0.3", gpus=1)]
+    nodes = [Node(f"kl-{n}-a", node_address(0), gpus=1), Node(f"kl-{n}-b", node_address(1), gpus=1)]
     with Kubelet(kube, nodes, tmp_path / "kubelet") as running:
         yield running
 

@@ -22,6 +22,7 @@ from tests.conftest import ROOT, Result, assert_one_line_error, console_script, 
 from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
 from tests.support.kubelet import Kubelet, Node
+from tests.support.parallel import node_address
 
 TEMPLATE = """\
 apiVersion: batch/v1
@@ -98,7 +99,7 @@ class LogsRun:
 @pytest.fixture
 def run(cli: Any, kube: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[LogsRun]:
     n = next(_names)
-    nodes = [Node(f"lg-{n}-{i}", f"127.0.0.{i + 2}") for i in range(3)]
+    nodes = [Node(f"lg-{n}-{i}", node_address(i)) for i in range(3)]
     with Kubelet(kube, nodes, tmp_path / "kubelet") as kubelet:
         yield LogsRun(cli, kube, kubelet, namespace, tmp_path)
 

@@ -25,6 +25,7 @@ from tests.control_plane.test_logs import prefixed
 from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
 from tests.support.kubelet import Kubelet, Node
+from tests.support.parallel import node_address
 
 _names = itertools.count()
 STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z")
@@ -33,7 +34,7 @@ STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z")
 @pytest.fixture
 def lf(cli: Any, kube: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[LogRun]:
     n = next(_names)
-    nodes = [Node(f"lf-{n}-{i}", f"127.0.0.{i + 2}") for i in range(3)]
+    nodes = [Node(f"lf-{n}-{i}", node_address(i)) for i in range(3)]
     with Kubelet(kube, nodes, tmp_path / "kubelet") as kubelet:
         yield LogRun(cli, kube, kubelet, namespace, tmp_path)
 
@@ -86,6 +87,7 @@ if task["type"] == "ps":
     say("ready")
     time.sleep(3600)
 if name == "worker-0":
+    wait_for_marker("go")  # once worker-1 runs: on a loaded machine it may start late
     say("done")
     sys.exit(0)
 # worker-1 ends once the run has ended, and what it printed keeps coming for 4 s more (a
@@ -104,6 +106,8 @@ def test_follow_reads_a_finished_task_to_its_end_however_late_its_log_ends(
     its log takes longer than the 2 s grace to come: all of it is read, the ps is cut."""
     lf.apply(LATE_STREAM)
     thread, done = in_thread(lambda: lf.logs("-f", "--tail", "-1"))
+    wait_for(lambda: lf.running("worker-0") and lf.running("worker-1"), 60, "both workers")
+    lf.mark("go")
     wait_for(lambda: lf.job_done("worker-0"), 60, "worker-0 to succeed")
     lf.mark("ended")
     result = ended(thread, done)
@@ -260,6 +264,8 @@ def test_since_and_timestamps_with_and_without_follow(lf: LogRun) -> None:
     following = Live("logs", "lf", "worker-1", "-f", "--since", "6s", "--kubeconfig", lf.kubeconfig)
     lives = [following]
     try:
+        # its --since counts from when its stream comes: on a loaded machine, seconds later
+        wait_for(lambda: lf.kubelet.streams() == 1, 60, "logs -f --since 6s to stream")
         lf.mark("late")
         following.saw(late[-1])
         since = lf.logs("worker-1", "--since", "6s")

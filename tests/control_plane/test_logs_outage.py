@@ -24,6 +24,7 @@ from tests.control_plane.test_logs import prefixed
 from tests.control_plane.test_outage import outage, outage_lines, plane  # noqa: F401 -- fixtures
 from tests.support.control_plane import ControlPlane
 from tests.support.kubelet import Kubelet, Node
+from tests.support.parallel import node_address
 
 _names = itertools.count()
 
@@ -53,7 +54,7 @@ def lf(
 ) -> Iterator[LogRun]:
     n = next(_names)
     namespace = outage.create_namespace()
-    nodes = [Node(f"lo-{n}-{i}", f"127.0.0.{i + 2}") for i in range(3)]
+    nodes = [Node(f"lo-{n}-{i}", node_address(i)) for i in range(3)]
     with Kubelet(outage, nodes, tmp_path / "kubelet") as kubelet:
         yield LogRun(cli, outage, kubelet, namespace, tmp_path)
 

@@ -82,17 +82,21 @@ def plane() -> Iterator[ControlPlane]:
 
 @pytest.fixture
 def outage(plane: ControlPlane) -> Iterator[ControlPlane]:
-    """The plane, its API server running again after the test whatever happened in it, and
-    the nodes the test made deleted."""
+    """The plane, its API server running again after the test whatever happened in it, its
+    controllers started again after an outage (so that the next test's Jobs get their pods at
+    once, not after the controllers' back-off), and the nodes the test made deleted."""
     plane.delete_nodes()
+    starts = plane.apiserver_starts
     yield plane
     if plane.processes["kube-apiserver"].poll() is not None:
         plane.start_apiserver()
+    if plane.apiserver_starts != starts:
+        plane.restart_controllers()
     plane.delete_nodes()
 
 
 class Process:
-    """The console script run as its own process, its stderr read line by line as it comes."""
+    """The console script run as its own process, its stdout and stderr read as they come."""
 
     def __init__(self, *args: str, home: Path) -> None:
         env = {**os.environ, "HOME": str(home)}
@@ -105,17 +109,31 @@ class Process:
             stderr=subprocess.PIPE,
             env=env,
         )
-        self.lines: list[str] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
+        self.lines: list[str] = []  # stderr's
+        self.out: list[bytes] = []  # stdout's, as read
+        self._readers = [
+            threading.Thread(target=self._read, daemon=True),
+            threading.Thread(target=self._read_out, daemon=True),
+        ]
+        for reader in self._readers:
+            reader.start()
 
     def _read(self) -> None:
         assert self.proc.stderr is not None
         for raw in self.proc.stderr:
             self.lines.append(raw.decode(errors="replace").rstrip("\n"))
 
+    def _read_out(self) -> None:
+        assert self.proc.stdout is not None
+        for raw in self.proc.stdout:
+            self.out.append(raw)
+
     def saw(self, text: str, timeout: float = 30) -> None:
         wait_for(lambda: any(text in line for line in self.lines), timeout, repr(text))
+
+    def printed(self, text: str, timeout: float = 30) -> None:
+        """Wait until a line of stdout holds `text`."""
+        wait_for(lambda: any(text.encode() in line for line in self.out), timeout, repr(text))
 
     def finish(self, timeout: float = 120) -> tuple[int, str, str]:
         """Exit status, stdout and stderr."""
@@ -124,11 +142,11 @@ class Process:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             raise
-        self._reader.join(10)
+        for reader in self._readers:
+            reader.join(10)
         assert self.proc.stdout is not None
-        out = self.proc.stdout.read().decode()
         self.proc.stdout.close()
-        return code, out, "\n".join(self.lines)
+        return code, b"".join(self.out).decode(), "\n".join(self.lines)
 
 
 def running_run(plane: ControlPlane, cli: Any, tmp_path: Path) -> tuple[str, Path]:
@@ -179,7 +197,11 @@ def test_status_watch_rides_out_an_api_server_restart_then_prints_the_end(
 ) -> None:
     namespace, kubeconfig = running_run(outage, cli, tmp_path)
     watching = Process("status", "tfrun", "-w", "--kubeconfig", str(kubeconfig), home=tmp_path)
-    time.sleep(2)  # the table printed and both watches open
+    # The table printed (a command the server has never answered takes a lost server for a
+    # wrong context, and ends at once: a fresh interpreter may take seconds to get this far
+    # on a loaded machine), then both watches open.
+    watching.printed("worker-1")
+    time.sleep(0.5)
     outage.kill_apiserver()
     time.sleep(10)
     outage.start_apiserver()

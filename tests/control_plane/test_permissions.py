@@ -28,6 +28,7 @@ from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
 from tests.support.kubeapi import write_kubeconfig
 from tests.support.kubelet import Kubelet, Node
+from tests.support.parallel import node_address
 
 _names = itertools.count()
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
@@ -170,7 +171,7 @@ def run_losing_worker_1(
     the run's result, and the lost node."""
     label = f"{os.getpid()}-{next(_names)}"
     node_list = [
-        Node(f"perm-{label}-{i}", f"127.0.0.{i + 2}", labels={"perm": label}) for i in range(3)
+        Node(f"perm-{label}-{i}", node_address(i), labels={"perm": label}) for i in range(3)
     ]
     lost: list[str] = []
     with Kubelet(kube, node_list, tmp / "kubelet") as kubelet:

@@ -28,6 +28,7 @@ from tests.conftest import assert_one_line_error, console_script, write
 from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
 from tests.support.kubelet import Kubelet, Node
+from tests.support.parallel import node_address
 
 TEMPLATE = """\
 apiVersion: batch/v1
@@ -127,7 +128,7 @@ class Runs:
 def runs(cli: Any, kube: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[Runs]:
     n = next(_names)
     label = f"{os.getpid()}-{n}"
-    nodes = [Node(f"rt-{n}-{i}", f"127.0.0.{i + 2}", labels={"rt": label}) for i in range(3)]
+    nodes = [Node(f"rt-{n}-{i}", node_address(i), labels={"rt": label}) for i in range(3)]
     with Kubelet(kube, nodes, tmp_path / "kubelet") as kubelet:
         yield Runs(cli, kube, kubelet, namespace, tmp_path, label)
 
@@ -137,9 +138,10 @@ def test_a_worker_that_fails_restarts_the_whole_run_once_and_it_then_succeeds(ru
     assert result.code == 0, result.err
     restarts = [line for line in result.err.splitlines() if line.startswith("restarting")]
     assert len(restarts) == 1, result.err
+    host = "(?:" + "|".join(re.escape(node_address(i)) for i in range(3)) + ")"
     assert re.fullmatch(
         r"restarting run rt \(1/1\) after a program error: worker-1 Failed: Error \(exit 1\); "
-        r"hosts now: 127\.0\.0\.\d, 127\.0\.0\.\d, 127\.0\.0\.\d",
+        rf"hosts now: {host}, {host}, {host}",
         restarts[0],
     ), restarts[0]
     assert result.err.splitlines()[-1] == "run rt succeeded: worker-0 Succeeded"

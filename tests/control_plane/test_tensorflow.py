@@ -2,8 +2,9 @@
 through `apply` and `wait` on the real control plane, its pods run by the kubelet stand-in.
 
 The first run is `tf2-parameter-server` with a chief, a ps and two workers, all on one node
-(127.0.0.2) with `--tasks-per-host 4`: every task of the stand-in runs on this machine's
-network, so tasks on different nodes could not share a port. The built-in's own program
+(the xdist worker's first node address, on ports of its own: tests/support/parallel.py) with
+`--tasks-per-host 4`: every task of the stand-in runs on this machine's network, so tasks on
+different nodes could not share a port. The built-in's own program
 has the chief train a small linear model through a ClusterCoordinator; the ps and workers
 serve until `wait`'s cleanup deletes them. Skipped, saying why, when TensorFlow is not installed (the `test` extra
 installs tensorflow-cpu).
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import importlib.util
 import re
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -23,34 +23,15 @@ from tests.conftest import write
 from tests.control_plane.runs import jobs
 from tests.support.control_plane import ControlPlane
 from tests.support.kubelet import Kubelet, Node
+from tests.support.parallel import free_ports, node_address
 
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("tensorflow") is None,
-    reason="TensorFlow is not installed (pip install '.[test]' brings tensorflow-cpu)",
-)
-
-
-def free_ports(count: int) -> int:
-    """A first port such that it and the next count-1 are free on this machine now."""
-    for _ in range(50):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            first = int(probe.getsockname()[1])
-        if first + count > 65535:
-            continue
-        try:
-            held = []
-            for port in range(first, first + count):
-                s = socket.socket()
-                held.append(s)
-                s.bind(("0.0.0.0", port))
-            return first
-        except OSError:
-            continue
-        finally:
-            for s in held:
-                s.close()
-    raise AssertionError("no run of free ports")
+pytestmark = [
+    pytest.mark.skipif(
+        importlib.util.find_spec("tensorflow") is None,
+        reason="TensorFlow is not installed (pip install '.[test]' brings tensorflow-cpu)",
+    ),
+    pytest.mark.slow,  # tens of seconds each: started first (tests/conftest.py)
+]
 
 
 def test_a_parameter_server_run_trains_through_apply_and_wait(
@@ -58,7 +39,7 @@ def test_a_parameter_server_run_trains_through_apply_and_wait(
 ) -> None:
     """The built-in's own program: the chief coordinates, the ps and the two workers serve."""
     kubeconfig = str(kube.kubeconfig(tmp_path / "kc", namespace=namespace))
-    node = Node("tf-node", "127.0.0.2", cpu="8", memory="32Gi")
+    node = Node("tf-node", node_address(0), cpu="8", memory="32Gi")
     with Kubelet(kube, [node], tmp_path / "kubelet"):
         applied = cli(
             "apply", "tf2-parameter-server", "-N", "1", "--tasks-per-host", "4",
@@ -131,7 +112,7 @@ def test_a_multiworker_run_whose_worker_is_killed_completes_after_one_whole_run_
         "backoff_limit: 0\n",
     )
     kubeconfig = str(kube.kubeconfig(tmp_path / "kc", namespace=namespace))
-    node = Node("tfmw-node", "127.0.0.2", cpu="8", memory="32Gi", labels={"tfmw": "yes"})
+    node = Node("tfmw-node", node_address(0), cpu="8", memory="32Gi", labels={"tfmw": "yes"})
     with Kubelet(kube, [node], tmp_path / "kubelet"):
         result = cli(
             "run", "tf2-multiworker", "-l", "tfmw=yes", "-N", "1", "--tasks-per-host", "3",

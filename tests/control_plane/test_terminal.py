@@ -27,6 +27,7 @@ from tests.support import forkserver
 from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
 from tests.support.kubelet import Kubelet, Node
+from tests.support.parallel import node_address
 
 TEMPLATE = """\
 apiVersion: batch/v1
@@ -138,7 +139,7 @@ class Terminal:
 @pytest.fixture
 def terminal(kube: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[Terminal]:
     n = next(_names)
-    nodes = [Node(f"tt-{n}-{i}", f"127.0.0.{i + 2}") for i in range(2)]
+    nodes = [Node(f"tt-{n}-{i}", node_address(i)) for i in range(2)]
     with Kubelet(kube, nodes, tmp_path / "kubelet") as kubelet:
         yield Terminal(kube, kubelet, namespace, tmp_path)
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import trustme
 
-from tests.conftest import open_cluster
+from tests.conftest import EXAMPLES, open_cluster
 from tests.loopback.test_runs import NS, finish_job, load_run, run_pod
 from tests.support.client import Client
 from tests.support.faultproxy import FaultProxy, verb_of
@@ -337,3 +337,27 @@ def test_a_list_left_behind_by_its_command_stops_when_the_command_ends(
     asked = len(proxy.seen("list", "pods"))
     time.sleep(6)  # longer than the longest wait between two tries (5 s)
     assert len(proxy.seen("list", "pods")) == asked
+
+
+@pytest.mark.parametrize("command", ["wait", "run"])
+def test_a_server_failing_past_the_timeout_before_the_attempts_are_over_is_a_timeout(
+    cli: Any, behind: tuple[KubeAPI, FaultProxy], tmp_path: Path, command: str
+) -> None:
+    """A server that answers 500 from the start, and a --timeout shorter than a call's five
+    attempts (0.5 + 1 + 2 + 4 s apart): the command ends as its --timeout says (exit 3: the
+    run did not end, or start, within it), as it does when the attempts end first; not 'the server kept
+    failing' (exit 1), which a slower machine used to get for the same fault."""
+    _, proxy = behind
+    kubeconfig = str(proxy.kubeconfig(tmp_path / "kc", namespace=NS))
+    proxy.fail(500)
+    args = {
+        "wait": ["wait", "mnist"],
+        "run": ["run", str(EXAMPLES / "mnist.yaml"), "--nodes", "h1,h2,h3", "--logs", "none"],
+    }[command]
+    result = cli(*args, "--timeout", "3s", "--kubeconfig", kubeconfig)
+    assert result.code == 3, result.err
+    lines = result.err.splitlines()
+    assert [line for line in lines if line.startswith("simpletfjob: error:")] == [lines[-1]]
+    ended = {"wait": "run 'mnist' did not end", "run": "the run did not start"}[command]
+    assert lines[-1].startswith(f"simpletfjob: error: {ended} within 3s"), result.err
+    assert "kept failing" not in result.err, result.err

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +19,9 @@ from typing import Any
 import pytest
 
 from tests.conftest import write
+from tests.support.parallel import free_ports
+
+pytestmark = pytest.mark.slow  # tens of seconds each: started first (tests/conftest.py)
 
 TIMEOUT = 180  # seconds for the three processes; the frameworks take a while to import
 
@@ -30,23 +32,8 @@ def needs(module: str) -> None:
 
 
 def free_port() -> int:
-    """A port no one listens on now; the two above it are checked free too."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
-        if port < 65000 and all(_free(port + i) for i in (1, 2)):
-            return port
-    raise AssertionError("no three free ports in a row")
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
+    """A port no one listens on now, the two above it free too: this xdist worker's own."""
+    return free_ports(3)
 
 
 def tasks_of(cli: Any, tmp_path: Path, template: str, script: Path) -> list[dict[str, Any]]:

@@ -8,9 +8,14 @@ client and a kubeconfig instead.
 
 from __future__ import annotations
 
+import functools
 import http.client
 import json
+import os
+import select
 import ssl
+import threading
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -36,6 +41,30 @@ class Response:
     headers: Mapping[str, str]
 
 
+# Connections kept open between requests, per thread (http.client's are not thread-safe), by
+# (url, CA file, timeout): a new TLS connection for each request costs kube-apiserver and this
+# process about 10 ms of CPU, and the kubelet stand-in and fixtures make many small requests.
+_pool = threading.local()
+_IDLE = 5.0  # seconds: a connection idle longer is closed rather than reused
+
+
+@functools.lru_cache(maxsize=64)
+def _tls_context(ca_file: str | None, stamp: tuple[int, int]) -> ssl.SSLContext:
+    """One context per CA file (and version of it: `stamp` is its mtime and size)."""
+    return ssl.create_default_context(cafile=ca_file)
+
+
+def _dropped(connection: http.client.HTTPConnection) -> bool:
+    """The server closed this idle connection (it is readable: EOF or an alert), as urllib3 checks."""
+    sock = connection.sock
+    if sock is None:
+        return True
+    try:
+        return bool(select.select([sock], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
+
+
 @dataclass
 class Client:
     url: str
@@ -48,7 +77,9 @@ class Client:
         parts = urlsplit(self.url)
         host, port = parts.hostname or "127.0.0.1", parts.port
         if parts.scheme == "https":
-            context = ssl.create_default_context(cafile=str(self.ca_file) if self.ca_file else None)
+            ca = str(self.ca_file) if self.ca_file else None
+            stat = os.stat(ca) if ca else None
+            context = _tls_context(ca, (stat.st_mtime_ns, stat.st_size) if stat else (0, 0))
             return http.client.HTTPSConnection(
                 host, port, timeout=timeout or self.timeout, context=context
             )
@@ -82,7 +113,7 @@ class Client:
         data = None
         if body is not None:
             data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        connection = self._connection()
+        connection = self._pooled()
         try:
             connection.request(
                 method,
@@ -93,13 +124,44 @@ class Client:
             response = connection.getresponse()
             raw = response.read()
             headers = {k: v for k, v in response.getheaders()}
-        finally:
+        except BaseException:
+            connection.close()
+            raise
+        if not response.will_close:
+            self._keep(connection)
+        else:
             connection.close()
         try:
             parsed: Any = json.loads(raw) if raw else None
         except ValueError:
             parsed = raw.decode(errors="replace")
         return Response(response.status, parsed, headers)
+
+    def _key(self) -> tuple[str, str, float]:
+        return (self.url, str(self.ca_file), self.timeout)
+
+    def _pooled(self) -> http.client.HTTPConnection:
+        """A kept connection to this server, if one is fresh and the server has not closed it."""
+        kept: dict[tuple[str, str, float], tuple[http.client.HTTPConnection, float]]
+        kept = _pool.__dict__.setdefault("kept", {})
+        now = time.monotonic()
+        for key, (connection, since) in list(kept.items()):
+            if now - since > _IDLE:  # the server may be gone, or about to close it
+                del kept[key]
+                connection.close()
+        entry = kept.pop(self._key(), None)
+        if entry is not None and not _dropped(entry[0]):
+            return entry[0]
+        if entry is not None:
+            entry[0].close()
+        return self._connection()
+
+    def _keep(self, connection: http.client.HTTPConnection) -> None:
+        kept = _pool.__dict__.setdefault("kept", {})
+        old = kept.pop(self._key(), None)
+        if old is not None:
+            old[0].close()
+        kept[self._key()] = (connection, time.monotonic())
 
     def call(self, method: str, path: str, body: Any = None, **kwargs: Any) -> Any:
         """A request that must succeed; its parsed answer."""

@@ -127,6 +127,22 @@ class Cluster:
             if response.code not in (200, 404):
                 raise ApiFailure("DELETE", f"/api/v1/nodes/{name}", response.code, response.body)
 
+    def job_synced(self, namespace: str, name: str, timeout: float = 60.0) -> None:
+        """Wait until the Job controller has written the Job's status once, before a test
+        writes a status of its own (a Job that has ended, say).
+
+        kube-controller-manager v1.20 writes a Job's whole status over the latest object (it
+        reads the Job, sets the status it computed, updates), so a status written before its
+        first sync of a new Job may be lost; later syncs write only when its counts change.
+        On a loaded machine that first sync comes seconds after the Job.
+        """
+        path = f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}"
+        wait_for(
+            lambda: (self.admin.get(path).get("status") or {}).get("startTime"),
+            timeout,
+            f"the Job controller to sync Job {name}",
+        )
+
     def create(self, path: str, obj: Mapping[str, Any]) -> dict[str, Any]:
         return self.admin.post(path, dict(obj))  # type: ignore[no-any-return]
 
@@ -246,6 +262,9 @@ class LoopbackCluster(Cluster):
     """The loopback server dressed as a cluster, so that one test can run against both."""
 
     api: KubeAPI | None = None
+
+    def job_synced(self, namespace: str, name: str, timeout: float = 60.0) -> None:
+        """No Job controller writes over a status here."""
 
     def grant(
         self,

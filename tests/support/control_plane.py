@@ -23,7 +23,6 @@ import contextlib
 import ctypes
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Mapping
@@ -32,6 +31,7 @@ from pathlib import Path
 
 from tests.support.client import Client
 from tests.support.cluster import ADMIN, ADMIN_TOKEN, USERS, Cluster
+from tests.support.parallel import free_ports
 
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
 ASSETS_VARIABLE = "KUBEBUILDER_ASSETS"
@@ -57,14 +57,11 @@ def find_assets(environ: Mapping[str, str] = os.environ) -> tuple[Path | None, s
 
 
 def _free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [int(s.getsockname()[1]) for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
+    """Ports for etcd and kube-apiserver from this xdist worker's own block, outside the
+    ephemeral range: a port picked with bind(0) and closed may be taken, before the server
+    binds it or while it is stopped for a restart, by any connection the machine opens."""
+    first = free_ports(count)
+    return list(range(first, first + count))
 
 
 def _die_with_parent() -> None:
@@ -92,6 +89,7 @@ class ControlPlane(Cluster):
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     commands: dict[str, list[str]] = field(default_factory=dict)  # each process's command line
     started_in: float = 0.0  # seconds from the first process to /readyz
+    apiserver_starts: int = 0  # how many times start_apiserver started it again
 
     def launch(self, name: str, command: list[str]) -> None:
         """Start one process, its output appended to NAME.log and its id written to NAME.pid.
@@ -129,7 +127,26 @@ class ControlPlane(Cluster):
         if self.processes["kube-apiserver"].poll() is None:
             raise ControlPlaneError("kube-apiserver is still running")
         self.launch("kube-apiserver", self.commands["kube-apiserver"])
+        self.apiserver_starts += 1
         _wait_ready(self, time.monotonic() + timeout)
+
+    def restart_controllers(self) -> None:
+        """Stop kube-controller-manager and start it again as it was.
+
+        After an API server outage the controllers find it again by themselves, but their
+        informers retry with a back-off that grows to 30 s, so a Job created soon after may
+        get its pods that much later; started again, they list everything at once. From a
+        thread that outlives it, as `launch` says.
+        """
+        process = self.processes["kube-controller-manager"]
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=10)
+        self.launch("kube-controller-manager", self.commands["kube-controller-manager"])
 
     def stop(self) -> None:
         """Stop what `start` started, by process id: the controllers first, etcd last."""

@@ -45,6 +45,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from tests.support.kubeapi.serving import write_kubeconfig
+from tests.support.parallel import free_ports
 
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "te", "trailer"}
 
@@ -204,7 +205,9 @@ class FaultProxy:
         """Listen (again, on the same port after `down`)."""
         listener = socket.socket()
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(("127.0.0.1", self.port))
+        # first on a port of this xdist worker's own, outside the ephemeral range, so that no
+        # connection the machine opens while the proxy is down takes it before `up`
+        listener.bind(("127.0.0.1", self.port or free_ports()))
         listener.listen(64)
         self.port = listener.getsockname()[1]
         self._listener = listener

@@ -4,8 +4,9 @@ The control plane in ../shared/kube has no kubelet and no scheduler. `Kubelet` p
 kubelet for one or more nodes of it, closely enough that `pods/log`, pod status and the Job
 controller behave as on a cluster:
 
-- **Nodes.** Each node is registered with a Ready condition, one InternalIP (127.0.0.1,
-  127.0.0.2, ...: several nodes share this machine, each on its own loopback address), its
+- **Nodes.** Each node is registered with a Ready condition, one InternalIP (a loopback
+  address: several nodes share this machine, each on its own; tests take them from
+  `tests.support.parallel.node_address`, which gives each xdist worker its own), its
   allocatable, and `status.daemonEndpoints.kubeletEndpoint.Port`; a heartbeat keeps Ready
   fresh. `lose(node)` stops the heartbeat and reports the node as the node lifecycle
   controller would once its grace has passed (Ready Unknown, the unreachable taints), and
@@ -52,6 +53,7 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -231,7 +233,8 @@ class Kubelet:
             server.socket = context.wrap_socket(server.socket, server_side=True)
             node.port = server.server_address[1]
             self._servers.append(server)
-            self._spawn(server.serve_forever, f"kubelet-logs-{node.name}")
+            # polled often, so that stop() does not wait half a second (the default) per node
+            self._spawn(partial(server.serve_forever, 0.05), f"kubelet-logs-{node.name}")
             self._register(node)
         self._spawn(self._sync_loop, "kubelet-sync")
         self._spawn(self._heartbeat_loop, "kubelet-heartbeat")
@@ -628,6 +631,11 @@ class Kubelet:
                 if run.namespace == namespace and run.name == pod:
                     return run
         return None
+
+    def streams(self) -> int:
+        """How many log streams it serves now: a `logs -f` whose stream is up (its --since
+        counted from the moment it came) is one."""
+        return sum(len(server.streaming) for server in self._servers)
 
     def cut_logs(self) -> int:
         """End every log stream being served, at once, as a kubelet that restarts does; how many."""

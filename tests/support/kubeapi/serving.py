@@ -18,6 +18,9 @@ from urllib.parse import urlsplit
 
 from tests.support.kubeapi.api import Answer, KubeAPI, parse_query, watch_event
 
+# A local port nothing listens on, from this xdist worker's own (tests/support/parallel.py).
+from tests.support.parallel import closed_port as closed_port
+
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as kube-apiserver
@@ -146,13 +149,6 @@ def serve(api: KubeAPI, tls: Any = None) -> Iterator[KubeAPI]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
-
-
-def closed_port() -> int:
-    """A local port nothing listens on."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def write_kubeconfig(

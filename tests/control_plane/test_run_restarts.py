@@ -23,6 +23,7 @@ import pytest
 from tests.conftest import write
 from tests.support.control_plane import ControlPlane
 from tests.support.kubelet import Kubelet, Node
+from tests.support.parallel import node_address
 
 TEMPLATE = """\
 apiVersion: batch/v1
@@ -100,7 +101,7 @@ class Restarts:
 def restarts(cli: Any, kube: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[Restarts]:
     n = next(_names)
     label = f"{os.getpid()}-{n}"
-    nodes = [Node(f"rr-{n}-{i}", f"127.0.0.{i + 2}", labels={"rr": label}) for i in range(2)]
+    nodes = [Node(f"rr-{n}-{i}", node_address(i), labels={"rr": label}) for i in range(2)]
     with Kubelet(kube, nodes, tmp_path / "kubelet"):
         yield Restarts(cli, kube, namespace, tmp_path, label)
 

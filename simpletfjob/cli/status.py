@@ -56,10 +56,9 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     """
     from simpletfjob.kube.resources import JOBS
     from simpletfjob.output import write_stdout
-    from simpletfjob.runs.failure import explain, stuck_reasons
+    from simpletfjob.runs.failure import read_status
     from simpletfjob.runs.objects import check_run_name, connect_for
-    from simpletfjob.runs.state import FAILED
-    from simpletfjob.runs.watch import read_run, read_runs
+    from simpletfjob.runs.watch import read_runs
     from simpletfjob.streams import say
 
     options = StatusOptions(**values)
@@ -74,12 +73,12 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
             assert options.run is not None  # options.check
             _watch(conn, options.run, options.tail_on_failure)
             return
-        runs = read_runs(conn) if options.run is None else [read_run(conn, options.run)]
-        if options.run is not None:
-            runs[0], note = stuck_reasons(conn, runs[0])
-            notes += [note] if note else []
-            if options.output == "table" and runs[0].state == FAILED:
-                notes += explain(conn, runs[0], options.tail_on_failure)
+        if options.run is None:
+            runs = read_runs(conn)
+        else:
+            tail = options.tail_on_failure if options.output == "table" else None
+            one, notes = read_status(conn, options.run, tail)
+            runs = [one]
     if options.output == "name":
         write_stdout([f"{JOBS.ref(task.job)}\n" for run in runs for task in run.tasks])
         if not runs:

@@ -5,4 +5,5 @@ rules.py   rules of single values: DNS names, label values, selectors, ports
 render.py  the render's options (and init's, nodes'), by group
 limits.py  a run's limits that the cluster carries out (--deadline, --cleanup-after)
 runs.py    the options of the commands that act on a run: apply, run, status, wait, delete
+keywords.py  options given as Python keyword arguments (the Python API), checked as the CLI's
 """

@@ -9,10 +9,11 @@ acts on runs ever changes it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from simpletfjob.errors import SimpleTFJobError, UsageError
+from simpletfjob.errors import NoRunError as NoRunError
+from simpletfjob.errors import UsageError
 from simpletfjob.identity import JOB_LABEL, LABEL_VALUE_RULE, MANAGED_BY, MANAGER, is_label_value
 from simpletfjob.kube.lists import list_objects
 from simpletfjob.kube.resources import JOBS, SERVICES, Resource
@@ -22,15 +23,6 @@ if TYPE_CHECKING:
     from simpletfjob.kube.request import Deadline
 
 RUN_RESOURCES = (JOBS, SERVICES)  # what a run is made of, in the order it is deleted
-
-
-class NoRunError(SimpleTFJobError):
-    """The namespace has no Job or Service with the run's labels."""
-
-    def __init__(self, name: str, namespace: str) -> None:
-        super().__init__(f"no run {name!r} in namespace {namespace!r}")
-        self.name = name
-        self.namespace = namespace
 
 
 def check_run_name(name: str) -> None:
@@ -166,17 +158,22 @@ def scope_flags(conn: Connection) -> str:
 
 
 def connect_for(
-    kubeconfig: str | None, context: str | None, namespace: str | None, purpose: str
+    kubeconfig: str | None,
+    context: str | None,
+    namespace: str | None,
+    purpose: str,
+    warn: Callable[[str], None] | None = None,
 ) -> Connection:
-    """A connection for the commands on runs, as kubectl's; the warning that TLS is not checked is given once, here."""
+    """A connection for the commands on runs, as kubectl's; the warning that TLS is not checked is
+    given once, here (through `warn`: by default streams.warn, on stderr)."""
+    from simpletfjob import streams
     from simpletfjob.kube.connection import Settings, connect
-    from simpletfjob.streams import warn
 
     conn = connect(
         Settings(kubeconfig=kubeconfig, context=context, namespace=namespace), purpose=purpose
     )
     if conn.target.insecurity:
-        warn(conn.target.insecurity)
+        (warn or streams.warn)(conn.target.insecurity)
     return conn
 
 

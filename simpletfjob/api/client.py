@@ -34,7 +34,9 @@ if TYPE_CHECKING:
 # run's --logs chooses what to print, and the API prints nothing).
 _CLIENT_FIELDS = ("kubeconfig", "context", "namespace")
 _APPLY_TAKEN = ("template", "output", "explain", *_CLIENT_FIELDS)
-_RUN_TAKEN = (*_APPLY_TAKEN, "logs")
+# --on-interrupt is the command's: in Python, Ctrl-C (KeyboardInterrupt) goes through, and
+# leaves the run as it is.
+_RUN_TAKEN = (*_APPLY_TAKEN, "logs", "on_interrupt")
 
 
 def _checked(group: type[OptionGroup], caller: str, **keywords: Any) -> dict[str, Any]:
@@ -172,7 +174,7 @@ class Client:
     ) -> Outcome:
         """`simpletfjob run TEMPLATE`: apply, follow to the end, restart the whole run on failure.
 
-        `max_restarts`, `timeout` (seconds, or "30m"), `node_grace`, `cleanup`, `on_interrupt`,
+        `max_restarts`, `timeout` (seconds, or "30m"), `node_grace`, `cleanup`,
         `replace_run`, `deadline`, `cleanup_after` and the render's options, as the CLI takes
         them. Returns the Outcome (a failure too, with its cause and the restarts made);
         raises TimedOut when `timeout` passes first. No log is printed (read them with

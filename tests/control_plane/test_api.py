@@ -187,3 +187,47 @@ def test_an_option_the_run_commands_refuse_is_the_cli_error(session: Session) ->
         simpletfjob.Run(session.client, "rt", session.ns).wait(cleanup="some")
     with pytest.raises(simpletfjob.UsageError, match="RUN 'bad name' is not a valid run name"):
         session.client.get("bad name")  # checked before the server is asked
+
+
+def _interrupt_after(seconds: float) -> threading.Timer:
+    """Ctrl-C in the test's (main) thread, as a notebook's interrupt button sends it."""
+    import _thread
+
+    timer = threading.Timer(seconds, _thread.interrupt_main)
+    timer.start()
+    return timer
+
+
+def _ours(thread: threading.Thread) -> bool:
+    """A thread that simpletfjob started (not the kubelet stand-in's, nor the control plane's)."""
+    target = getattr(thread, "_target", None)
+    return thread.name == "simpletfjob-logs" or str(getattr(target, "__module__", "")).startswith(
+        "simpletfjob"
+    )
+
+
+def _threads_settle(before: set[threading.Thread]) -> list[threading.Thread]:
+    """simpletfjob's threads started since `before` that are still there after a while."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        left = [t for t in threading.enumerate() if t not in before and t.is_alive() and _ours(t)]
+        if not left:
+            return []
+        time.sleep(0.2)
+    return left
+
+
+def test_ctrl_c_propagates_from_wait_and_logs_and_leaves_no_thread(session: Session) -> None:
+    run = session.apply(seconds=120)
+    before = set(threading.enumerate())
+    with pytest.raises(KeyboardInterrupt):
+        _interrupt_after(3)
+        run.wait()
+    assert _threads_settle(before) == []
+    with pytest.raises(KeyboardInterrupt):
+        _interrupt_after(3)
+        for _ in run.logs(follow=True):
+            pass
+    assert _threads_settle(before) == []
+    assert run.status().state == "Running"  # left as it is, as wait leaves it
+    run.delete(wait=True)

@@ -277,7 +277,7 @@ class Run:
     def status(self) -> RunStatus:
         """`simpletfjob status NAME`: its state and each task's; NoRunError when it is gone."""
         from simpletfjob.api.results import run_status
-        from simpletfjob.runs.failure import read_status
+        from simpletfjob.runs.status import read_status
 
         with self._connect("read runs from") as conn:
             found, notes = read_status(conn, self.name, None)

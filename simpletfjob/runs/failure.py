@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from simpletfjob.kube.request import Action, Deadline, request
 from simpletfjob.kube.resources import EVENTS, PODS
-from simpletfjob.runs.state import DELETED, FAILED, PENDING, Run
+from simpletfjob.runs.state import DELETED, PENDING, Run
 from simpletfjob.runs.taskstate import Object, TaskStatus, labels_of, metadata_of
 
 if TYPE_CHECKING:
@@ -362,15 +362,3 @@ def stuck_reasons(conn: Connection, run: Run) -> tuple[Run, str]:
         return run, ""
     tasks = tuple(better.get(t.task, t) for t in run.tasks)
     return replace(run, tasks=tasks), ""
-
-
-def read_status(conn: Connection, name: str, tail: int | None) -> tuple[Run, list[str]]:
-    """`status RUN`: the run as it is now, with its stuck tasks' reasons, and the notes that come
-    after it (events that could not be read; with `tail`, a failed run explained as `explain` does)."""
-    from simpletfjob.runs.watch import read_run
-
-    run, note = stuck_reasons(conn, read_run(conn, name))
-    notes = [note] if note else []
-    if tail is not None and run.state == FAILED:
-        notes += explain(conn, run, tail)
-    return run, notes

@@ -216,9 +216,12 @@ class Client:
         with self.connect("run the run on") as conn:
             planning = prepared.replace(namespace=conn.namespace)
 
+            named: list[str] = []  # the run's name, once planned
+
             def planned() -> Any:
                 made = plan(planning)
                 log_warnings(made)
+                named[:] = [str(made.job)]  # (labels are on: run refuses --no-labels)
                 return made
 
             def applied(made: Any, done: Sequence[tuple[Any, str]]) -> None:
@@ -236,9 +239,14 @@ class Client:
                     return outcome(e.run, message, restarts=restarts)
                 cause = message.split(" failed: ", 1)[-1]
                 return Outcome(
-                    name=prepared.name or "", namespace=conn.namespace, state="Failed",
-                    succeeded=False, cause=cause, restarts=restarts, message=message,
-                )  # fmt: skip
+                    name=named[0] if named else (prepared.name or ""),
+                    namespace=conn.namespace,
+                    state="Failed",
+                    succeeded=False,
+                    cause=cause,
+                    restarts=restarts,
+                    message=message,
+                )
         from simpletfjob.api.results import outcome
 
         return outcome(ended, succeeded_line(ended), restarts=restarts)

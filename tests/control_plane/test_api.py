@@ -153,6 +153,7 @@ def test_client_run_out_of_restarts_is_a_failed_outcome(session: Session) -> Non
         **session.placement,
     )  # fmt: skip
     assert (outcome.state, outcome.succeeded, outcome.restarts) == ("Failed", False, 1)
+    assert (outcome.name, outcome.namespace) == ("rt", session.ns)
     assert outcome.cause == "worker-1 Failed: Error (exit 1); no restart left (1 of 1 made)"
 
 

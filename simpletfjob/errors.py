@@ -1,4 +1,10 @@
-"""One base error for everything simpletfjob reports; only the CLI prints it."""
+"""One base error for everything simpletfjob reports, and a subclass per family; only the CLI prints them.
+
+`SimpleTFJobError` is public as `simpletfjob.Error`: its message is the one line the
+CLI prints after `simpletfjob: error: `, and `exit_code` the CLI's exit status. The
+families a caller of the Python API may tell apart are the classes below, each
+exported from `simpletfjob` (a kube/ or runs/ error is a subclass of one of them).
+"""
 
 from __future__ import annotations
 
@@ -16,6 +22,9 @@ class SimpleTFJobError(Exception):
     """A problem the user can fix; its message is one line saying what and where."""
 
     exit_code = EXIT_ERROR
+
+
+Error = SimpleTFJobError  # the public name (simpletfjob.Error)
 
 
 class UsageError(SimpleTFJobError):
@@ -47,6 +56,42 @@ class SelectionError(SimpleTFJobError):
 
 class ClusterError(SimpleTFJobError):
     """A request to the cluster failed or was refused (names the server and context)."""
+
+
+class NoRunError(SimpleTFJobError):
+    """The namespace has no Job or Service with the run's labels; `elsewhere`, the namespaces
+    that have its Jobs (None: not looked for)."""
+
+    def __init__(self, name: str, namespace: str, elsewhere: Sequence[str] | None = None) -> None:
+        shown = 3  # namespaces named before "and N more"
+        message = f"no run {name!r} in namespace {namespace!r}"
+        if elsewhere:
+            where = " and ".join(repr(ns) for ns in elsewhere[:shown])
+            more = f" and {len(elsewhere) - shown} more" if len(elsewhere) > shown else ""
+            flags = " or ".join(f"-n {ns}" for ns in elsewhere[:shown])
+            plural = "s" if len(elsewhere) > 1 else ""
+            message += f"; it is in namespace{plural} {where}{more} (use {flags})"
+        super().__init__(message)
+        self.name = name
+        self.namespace = namespace
+        self.elsewhere = elsewhere
+
+
+class RunFailed(SimpleTFJobError):
+    """The run ended Failed, or cannot be decided: exit 1, naming the task and its reason.
+
+    `run` is the run as last seen (runs/state.py's Run), when the raiser had it.
+    """
+
+    def __init__(self, message: str, run: Any = None) -> None:
+        super().__init__(message)
+        self.run = run
+
+
+class TimedOut(SimpleTFJobError):
+    """--timeout passed before the run ended (exit 3); the run is left as it is."""
+
+    exit_code = EXIT_TIMEOUT
 
 
 class OutputError(SimpleTFJobError):

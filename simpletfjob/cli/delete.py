@@ -31,14 +31,8 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     """
     from simpletfjob.kube.resources import JOBS, SERVICES
     from simpletfjob.options.table import check_values
-    from simpletfjob.runs.delete import delete_run, wait_until_gone
-    from simpletfjob.runs.objects import (
-        NoRunError,
-        check_run_name,
-        connect_for,
-        find_run,
-        pointing_elsewhere,
-    )
+    from simpletfjob.runs.delete import delete_named
+    from simpletfjob.runs.objects import check_run_name, connect_for, pointing_elsewhere
     from simpletfjob.streams import say
 
     options = DeleteOptions(**values)
@@ -46,15 +40,17 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     check_run_name(options.run)
     connection = (options.kubeconfig, options.context, options.namespace)
     with connect_for(*connection, purpose="delete a run from") as conn, pointing_elsewhere(conn):
-        try:
-            run = find_run(conn, options.run)
-        except NoRunError:
-            if options.ignore_not_found:
-                return  # as kubectl: nothing to delete, nothing said
-            raise
-        done = delete_run(conn, run, "Background", say)
-        if options.wait:
-            wait_until_gone(conn, run.name, options.timeout, report=say)
+        found = delete_named(
+            conn,
+            options.run,
+            wait=options.wait,
+            timeout=options.timeout,
+            ignore_not_found=options.ignore_not_found,
+            report=say,
+        )
+    if found is None:
+        return  # as kubectl: nothing to delete, nothing said
+    run, done = found
     deleted = len(done.deleted)
     jobs, services = done.count(JOBS), done.count(SERVICES)
     waited = " and its Jobs are gone" if options.wait else ""

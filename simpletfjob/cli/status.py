@@ -122,42 +122,32 @@ def _no_runs(namespace: str, every: bool) -> str:
 
 def _watch(conn: Connection, name: str, tail: int) -> None:
     """The table, then a task's row again whenever it changes, until the run ends (as wait exits)."""
-    from simpletfjob.kube.outage import riding_out
     from simpletfjob.output import write_stdout
-    from simpletfjob.runs.failure import explain
-    from simpletfjob.runs.state import AMBIGUOUS, DELETING, SUCCEEDED
-    from simpletfjob.runs.wait import RunFailed, failed_line, succeeded_line, undecided
-    from simpletfjob.runs.watch import follow
+    from simpletfjob.runs.status import watch_status
+    from simpletfjob.runs.wait import succeeded_line
     from simpletfjob.streams import say
 
     shown: dict[str, tuple[str, ...]] = {}
     widths: list[int] = []
-    last: Run | None = None
-    with riding_out(conn, None, say, "it is back (no --timeout)"):
-        for run in follow(conn, name, None):
-            claimed = {job: claim for claim in run.claims for job in claim.jobs}
-            rows = {t.task: _row(t, claimed) for t in run.tasks}
-            if last is None:
-                widths = _widths([HEADER, *rows.values()])
-                write_stdout(_one_run(run))
-            else:  # AGE aside: it changes every second, as kubectl get -w does not print
-                changed = [
-                    r
-                    for t, r in rows.items()
-                    if shown.get(t, ())[:4] + shown.get(t, ())[5:] != r[:4] + r[5:]
-                ]
-                write_stdout([_line(r, widths) for r in changed])
-            sys.stdout.flush()
-            shown, last = rows, run
-        if last is not None and last.state in (AMBIGUOUS, DELETING):
-            raise RunFailed(undecided(last, None))
-        if last is not None and last.state != SUCCEEDED:
-            for line in explain(conn, last, tail):
-                say(line)
-    assert last is not None
-    if last.state != SUCCEEDED:
-        raise RunFailed(failed_line(last))
-    say(succeeded_line(last))
+
+    def show(run: Run) -> None:
+        nonlocal shown, widths
+        claimed = {job: claim for claim in run.claims for job in claim.jobs}
+        rows = {t.task: _row(t, claimed) for t in run.tasks}
+        if not widths:
+            widths = _widths([HEADER, *rows.values()])
+            write_stdout(_one_run(run))
+        else:  # AGE aside: it changes every second, as kubectl get -w does not print
+            changed = [
+                r
+                for t, r in rows.items()
+                if shown.get(t, ())[:4] + shown.get(t, ())[5:] != r[:4] + r[5:]
+            ]
+            write_stdout([_line(r, widths) for r in changed])
+        sys.stdout.flush()
+        shown = rows
+
+    say(succeeded_line(watch_status(conn, name, tail, show, say)))
 
 
 def _dump(data: Any, form: str) -> str:

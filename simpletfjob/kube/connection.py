@@ -11,12 +11,14 @@ the service account's namespace file, else `default`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 import sys
 import time
 import warnings
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -121,6 +123,9 @@ class Connection:
         # Closed: a call still trying in another thread (a list whose caller was interrupted,
         # riding out an outage with no deadline) gives up at its next try.
         self.closed = False
+        # Streamed answers (watches, followed logs) still open, each read in a thread of its
+        # own: closing the connection cuts them, so that no thread stays blocked on one.
+        self.streams: weakref.WeakSet[Any] = weakref.WeakSet()
 
     @property
     def namespace(self) -> str:
@@ -128,9 +133,17 @@ class Connection:
         context's odd namespace does not stop a command that reads only nodes, as in kubectl."""
         return self._namespace.checked()
 
+    def streaming(self, response: Any) -> None:
+        """A streamed answer is open (request.py): cut it when the connection is closed."""
+        self.streams.add(response)
+        if self.closed:
+            _cut(response)
+
     def close(self) -> None:
         self.closed = True
         try:
+            for response in list(self.streams):
+                _cut(response)
             self.client.close()
         finally:
             self._stack.close()
@@ -145,6 +158,16 @@ class Connection:
         trace: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _cut(response: Any) -> None:
+    """Shut a streamed answer's socket: a thread blocked reading it wakes with an error."""
+    import socket
+
+    sock = getattr(getattr(response, "connection", None), "sock", None)
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
 
 
 def connect(

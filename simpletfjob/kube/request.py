@@ -175,6 +175,8 @@ def request(
                 # failing, the others may be answered, and the outage would flap.
                 ride.back()
             if 200 <= status < 300 or status in passthrough:
+                if answer.stream is not None and hasattr(conn, "streaming"):
+                    conn.streaming(answer.stream)
                 return answer
             reason, message, details = status_of(answer.data, answer.reason)
             if status != 429 and status < 500:

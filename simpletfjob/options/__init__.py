@@ -6,4 +6,5 @@ render.py  the render's options (and init's, nodes'), by group
 limits.py  a run's limits that the cluster carries out (--deadline, --cleanup-after)
 restarts.py what `run` restarts (--restart-on, --restart-exit-codes), header options too
 runs.py    the options of the commands that act on a run: apply, run, status, wait, delete
+keywords.py  options given as Python keyword arguments (the Python API), checked as the CLI's
 """

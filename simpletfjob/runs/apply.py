@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection, Settings
 
 Report = Callable[[str], None]
+Warn = Report | None  # where the warning that TLS is not checked goes (None: stderr)
 
 
 # When the template spells its objects' names out, --name does not rename them.
@@ -120,7 +121,7 @@ class AppliedRun(Generic[P]):
 
 
 def apply_run(
-    cluster: Settings, plan: Callable[[str], P], choices: Choices, report: Report
+    cluster: Settings, plan: Callable[[str], P], choices: Choices, report: Report, warn: Warn = None
 ) -> AppliedRun[P]:
     """Connect as kubectl would, plan the run for the namespace it goes to, and apply it.
 
@@ -128,8 +129,8 @@ def apply_run(
     writes it into every document, as the run's DNS names need it. Nothing is changed
     unless every object passes the checks (`manifests`) and the server's dry run.
     """
-    where = (cluster.kubeconfig, cluster.context, cluster.namespace)
-    with connect_for(*where, purpose="apply the run to") as conn:
+    where = (cluster.kubeconfig, cluster.context, cluster.namespace, "apply the run to", warn)
+    with connect_for(*where) as conn:
         planned = plan(conn.namespace)
         done = apply_planned(conn, planned, choices, report)
     return AppliedRun(planned, conn.namespace, Counter(outcome for _, outcome in done))

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, NamedTuple
 
-from simpletfjob.errors import ClusterError, Interrupted
+from simpletfjob.errors import ClusterError, Interrupted, NoRunError
 from simpletfjob.kube.inflight import Write, cut_short
 from simpletfjob.kube.objects import Deleted, Propagation, delete
 from simpletfjob.kube.request import Deadline
@@ -22,6 +22,7 @@ from simpletfjob.options.table import format_duration
 from simpletfjob.runs.objects import (
     RunObjects,
     belongs_to,
+    find_run,
     list_run,
     object_name,
     run_selector,
@@ -108,6 +109,30 @@ def delete_run(
         )
         raise
     return done
+
+
+def delete_named(
+    conn: Connection,
+    name: str,
+    *,
+    wait: bool,
+    timeout: float,
+    ignore_not_found: bool,
+    report: Callable[[str], None],
+) -> tuple[RunObjects, Deletion] | None:
+    """`delete RUN`: the run found, deleted (Background) and, with `wait`, waited for until its Jobs
+    are gone; what was listed and what was done. None when there is no such run and
+    `ignore_not_found` (as kubectl: nothing to delete, nothing said); else NoRunError."""
+    try:
+        run = find_run(conn, name)
+    except NoRunError:
+        if ignore_not_found:
+            return None
+        raise
+    done = delete_run(conn, run, "Background", report)
+    if wait:
+        wait_until_gone(conn, run.name, timeout, report=report)
+    return run, done
 
 
 def wait_until_gone(

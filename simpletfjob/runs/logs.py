@@ -224,6 +224,10 @@ def check_streams(merger: Merger) -> None:
         )
 
 
+class Cancelled(Exception):
+    """`follow_logs` was told to stop (its `cancel` event was set) before the run ended."""
+
+
 def follow_logs(
     conn: Connection,
     name: str,
@@ -231,16 +235,18 @@ def follow_logs(
     request_: LogRequest,
     printer: Printer,
     note: Callable[[str], None],
+    cancel: threading.Event | None = None,
 ) -> Run:
     """Print the chosen tasks' logs as they come, pods made later included, until the run ends.
 
     It rides out an outage of the API server as `wait` does (kube/outage.py), with no
     deadline: the watches go on from where they were and each log from its last line.
+    Once `cancel` is set (a caller in another thread that reads no more), it raises Cancelled.
     """
     from simpletfjob.kube.outage import riding_out
 
     with riding_out(conn, None, note, "it is back (no --timeout)"):
-        return _follow(conn, name, selection, request_, printer, note)
+        return _follow(conn, name, selection, request_, printer, note, cancel)
 
 
 def _follow(
@@ -250,6 +256,7 @@ def _follow(
     request_: LogRequest,
     printer: Printer,
     note: Callable[[str], None],
+    cancel: threading.Event | None,
 ) -> Run:
     from simpletfjob.runs.watch import follow
 
@@ -284,6 +291,9 @@ def _follow(
     threading.Thread(target=pump, daemon=True).start()
     try:
         while True:
+            if cancel is not None and cancel.is_set():
+                merger.stopped.update(merger.open)
+                raise Cancelled(name)
             try:
                 update = changes.get(timeout=0.05)
             except queue.Empty:

@@ -9,10 +9,11 @@ acts on runs ever changes it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from simpletfjob.errors import NoRunError as NoRunError
 from simpletfjob.errors import SimpleTFJobError, UsageError
 from simpletfjob.identity import (
     INDEX_LABEL,
@@ -31,24 +32,6 @@ if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
 
 RUN_RESOURCES = (JOBS, SERVICES)  # what a run is made of, in the order it is deleted
-
-
-class NoRunError(SimpleTFJobError):
-    """The namespace has no Job or Service with the run's labels; `elsewhere`, the namespaces
-    that have its Jobs (None: not looked for)."""
-
-    def __init__(self, name: str, namespace: str, elsewhere: Sequence[str] | None = None) -> None:
-        message = f"no run {name!r} in namespace {namespace!r}"
-        if elsewhere:
-            where = " and ".join(repr(ns) for ns in elsewhere[:SHOWN])
-            more = f" and {len(elsewhere) - SHOWN} more" if len(elsewhere) > SHOWN else ""
-            flags = " or ".join(f"-n {ns}" for ns in elsewhere[:SHOWN])
-            plural = "s" if len(elsewhere) > 1 else ""
-            message += f"; it is in namespace{plural} {where}{more} (use {flags})"
-        super().__init__(message)
-        self.name = name
-        self.namespace = namespace
-        self.elsewhere = elsewhere
 
 
 def check_run_name(name: str) -> None:
@@ -218,17 +201,22 @@ def scope_flags(conn: Connection) -> str:
 
 
 def connect_for(
-    kubeconfig: str | None, context: str | None, namespace: str | None, purpose: str
+    kubeconfig: str | None,
+    context: str | None,
+    namespace: str | None,
+    purpose: str,
+    warn: Callable[[str], None] | None = None,
 ) -> Connection:
-    """A connection for the commands on runs, as kubectl's; the warning that TLS is not checked is given once, here."""
+    """A connection for the commands on runs, as kubectl's; the warning that TLS is not checked is
+    given once, here (through `warn`: by default streams.warn, on stderr)."""
+    from simpletfjob import streams
     from simpletfjob.kube.connection import Settings, connect
-    from simpletfjob.streams import warn
 
     conn = connect(
         Settings(kubeconfig=kubeconfig, context=context, namespace=namespace), purpose=purpose
     )
     if conn.target.insecurity:
-        warn(conn.target.insecurity)
+        (warn or streams.warn)(conn.target.insecurity)
     return conn
 
 

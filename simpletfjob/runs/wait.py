@@ -17,7 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from simpletfjob.errors import EXIT_TIMEOUT, ClusterError, Interrupted, SimpleTFJobError
+from simpletfjob.errors import ClusterError, Interrupted
+from simpletfjob.errors import RunFailed as RunFailed  # (declared with the other errors)
+from simpletfjob.errors import TimedOut as TimedOut
 from simpletfjob.identity import JOB_LABEL, POLICY_ANNOTATION
 from simpletfjob.runs.follower import ENDS
 from simpletfjob.runs.state import AMBIGUOUS, DELETED, DELETING, SUCCEEDED, Run, changes
@@ -29,16 +31,6 @@ Say = Callable[[str], None]
 
 # Reasons a new attempt of the whole run would not change: it was deleted, or its deadline passed.
 UNRESTARTABLE = (DELETED, "DeadlineExceeded")
-
-
-class RunFailed(SimpleTFJobError):
-    """The run ended Failed, or cannot be decided: exit 1, naming the task and its reason."""
-
-
-class TimedOut(SimpleTFJobError):
-    """--timeout passed before the run ended (exit 3); the run is left as it is."""
-
-    exit_code = EXIT_TIMEOUT
 
 
 def wait_for_run(
@@ -94,7 +86,7 @@ def wait_for_run(
                 raise
             problem = e  # a request that --timeout cut short
         if last is not None and last.state in (AMBIGUOUS, DELETING):
-            raise RunFailed(undecided(last, context))
+            raise RunFailed(undecided(last, context), run=last)
         if last is None or not last.finished:
             assert timeout is not None  # without one, follow ends only when the run does
             state = f" ({last.state})" if last is not None else ""
@@ -131,7 +123,7 @@ def wait_for_run(
                 f"(--cleanup {cleanup}) failed: {e}"
             ) from e
     if last.state != SUCCEEDED:
-        raise RunFailed(failed_line(last))
+        raise RunFailed(failed_line(last), run=last)
     return last
 
 

@@ -6,7 +6,11 @@ Fenced blocks tell what they are by their info string:
 - ```sh: runs offline, from a copy of the repository's examples, with the installed
   `simpletfjob` first on PATH and no kubeconfig; it must exit 0;
 - ```sh setup: the README's two setup commands (tests/acceptance/test_readme.py);
-- ```console: a session against a cluster, or one with its output: shown, not run.
+- ```console: a session against a cluster, or one with its output: shown, not run;
+- ```python in docs/python.md: Python that runs offline, from a copy of the examples
+  directory, with the interpreter the tests run under (which has simpletfjob installed);
+  it must exit 0 and write nothing to stderr. Elsewhere, a task program's lines: shown;
+- ```python notebook: Python against a cluster (docs/python.md): shown, not run.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -95,6 +100,40 @@ def test_an_offline_shell_block_runs(block: Block, tmp_path: Path) -> None:
         timeout=120,
     )
     assert done.returncode == 0, f"{block.path.name}:{block.line}\n{block.text}\n{done.stderr}"
+
+
+def python_blocks() -> list[Any]:
+    return [
+        pytest.param(block, id=f"{path.relative_to(ROOT)}:{block.line}")
+        for path in DOCS
+        for block in fenced_blocks(path)
+        if block.info == "python" and path == ROOT / "docs" / "python.md"
+    ]
+
+
+def test_the_python_page_has_blocks_to_run() -> None:
+    assert any(p.id.startswith("docs/python.md") for p in python_blocks())
+
+
+@pytest.mark.parametrize("block", python_blocks())
+def test_an_offline_python_block_runs(block: Block, tmp_path: Path) -> None:
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")
+    }
+    env["HOME"] = str(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", block.text],
+        cwd=tmp_path / "examples",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, f"{block.path.name}:{block.line}\n{block.text}\n{done.stderr}"
+    assert done.stderr == "", done.stderr  # the API prints nothing of its own
 
 
 def help_flags(cli: Any, command: str) -> set[str]:

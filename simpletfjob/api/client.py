@@ -1,0 +1,441 @@
+"""`simpletfjob.Client` and `Run`: the commands on runs, from Python, over the runs/ functions the CLI calls.
+
+    client = simpletfjob.Client(namespace="ml")        # as kubectl: $KUBECONFIG, ~/.kube/config
+    run = client.apply("mnist.yaml", num=3)            # `simpletfjob apply mnist.yaml -N 3 -n ml`
+    run.status().state; run.wait(timeout="1h")        # `status mnist`, `wait mnist --timeout 1h`
+    for line in run.logs(follow=True): ...             # `logs mnist -f`
+    run.delete(wait=True)                              # `delete mnist --wait`
+    client.run("mnist.yaml", max_restarts=2)           # `run mnist.yaml --max-restarts 2`
+
+Each call connects as the command would (a kubeconfig read, a client made) and closes
+the connection when it returns. Progress lines (a task's changes, what was applied or
+deleted) go to the `simpletfjob` logger at INFO, warnings at WARNING; nothing is printed.
+A run that ends Failed is an `Outcome` with `succeeded` False; --timeout passing raises
+`TimedOut`; everything else the CLI would refuse raises its `simpletfjob.Error`.
+Ctrl-C (KeyboardInterrupt) is not caught: it leaves the run as it is, as `wait` does.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from simpletfjob.api import report
+from simpletfjob.api.results import LogLine, Outcome, RunStatus
+
+if TYPE_CHECKING:
+    from simpletfjob.kube.connection import Connection
+    from simpletfjob.options.table import OptionGroup
+
+# Fields that apply() and run() set from the Client, or do not take (no -o, no --explain table;
+# run's --logs chooses what to print, and the API prints nothing).
+_CLIENT_FIELDS = ("kubeconfig", "context", "namespace")
+_APPLY_TAKEN = ("template", "output", "explain", *_CLIENT_FIELDS)
+# --on-interrupt is the command's: in Python, Ctrl-C (KeyboardInterrupt) goes through, and
+# leaves the run as it is.
+_RUN_TAKEN = (*_APPLY_TAKEN, "logs", "on_interrupt")
+
+
+def _checked(group: type[OptionGroup], caller: str, **keywords: Any) -> dict[str, Any]:
+    """Keywords that are not None, read and checked as the command line's options are."""
+    from simpletfjob.options.keywords import from_keywords
+
+    given = {key: value for key, value in keywords.items() if value is not None}
+    return from_keywords(group, given, caller=caller)[0]
+
+
+class Client:
+    """A cluster and a namespace, chosen as kubectl and the CLI choose them.
+
+    `kubeconfig` is --kubeconfig (default: $KUBECONFIG, ~/.kube/config, then in-cluster),
+    `context` --context (default: the current one), `namespace` -n (default: the
+    context's, else `default`). Nothing is read until a call needs the cluster.
+    """
+
+    def __init__(
+        self,
+        kubeconfig: str | os.PathLike[str] | None = None,
+        context: str | None = None,
+        namespace: str | None = None,
+    ) -> None:
+        from simpletfjob.options.render import ConnectionOptions
+
+        path = os.fspath(kubeconfig) if kubeconfig is not None else None
+        _checked(
+            ConnectionOptions, "Client()", kubeconfig=path, context=context, namespace=namespace
+        )
+        self.kubeconfig = path
+        self.context = context
+        self.namespace = namespace
+
+    def __repr__(self) -> str:
+        return (
+            f"Client(kubeconfig={self.kubeconfig!r}, context={self.context!r}, "
+            f"namespace={self.namespace!r})"
+        )
+
+    def connect(self, purpose: str) -> Connection:
+        """A connection, as a command's (close it, or use it in a `with`)."""
+        from simpletfjob.runs.objects import connect_for
+
+        where = (self.kubeconfig, self.context, self.namespace)
+        return connect_for(*where, purpose=purpose, warn=report.warn)
+
+    # ---- runs ----------------------------------------------------------------------------------
+
+    def apply(
+        self,
+        template: str | os.PathLike[str],
+        *,
+        num: int = -1,
+        values: Mapping[str, Any] | None = None,
+        name: str | None = None,
+        nodes: str | Sequence[str] | None = None,
+        **options: Any,
+    ) -> Run:
+        """`simpletfjob apply TEMPLATE`: render as `render()` does and apply the run; the Run applied.
+
+        Options as render()'s, and apply's: `replace_run` (--replace), `force_conflicts`,
+        `dry_run="server"`, `timeout`, `deadline`, `cleanup_after`.
+        """
+        from simpletfjob.api.render import log_warnings, prepared_options
+        from simpletfjob.kube.connection import Settings
+        from simpletfjob.options.runs import LIMIT_RULES, ApplyOptions
+        from simpletfjob.plan import plan
+        from simpletfjob.runs.apply import Choices, apply_run
+
+        prepared: ApplyOptions = prepared_options(
+            ApplyOptions,
+            template,
+            nodes=nodes,
+            num=num,
+            values=values,
+            options={**options, **({"name": name} if name is not None else {})},
+            caller="apply()",
+            taken=_APPLY_TAKEN,
+            fixed=self._fields(),
+            check_first=True,
+        )
+        for rule in LIMIT_RULES:
+            rule(prepared)
+        applied = apply_run(
+            Settings(kubeconfig=self.kubeconfig, context=self.context, namespace=self.namespace),
+            lambda namespace: plan(prepared.replace(namespace=namespace)),
+            Choices(
+                replace=prepared.replace_run,
+                dry_run=prepared.dry_run == "server",
+                timeout=prepared.timeout,
+                force=prepared.force_conflicts,
+                deadline=prepared.deadline,
+                cleanup_after=prepared.cleanup_after,
+            ),
+            report=report.say,
+            warn=report.warn,
+        )
+        log_warnings(applied.planned)
+        assert applied.planned.job is not None  # apply refuses --no-labels
+        verb = "would apply" if prepared.dry_run == "server" else "applied"
+        report.say(
+            f"{verb} run {applied.planned.job} in namespace {applied.namespace} "
+            f"({applied.counts()})"
+        )
+        return Run(self, applied.planned.job, applied.namespace)
+
+    def get(self, name: str) -> Run:
+        """Run NAME in the namespace; NoRunError (`no run 'x' in namespace 'ml'`) when it has none."""
+        from simpletfjob.runs.objects import check_run_name, find_run
+
+        check_run_name(name)
+        with self.connect("read runs from") as conn:
+            found = find_run(conn, name)
+        return Run(self, found.name, found.namespace)
+
+    def runs(self) -> list[Run]:
+        """Every run in the namespace, by name (those whose Jobs are there)."""
+        from simpletfjob.runs.objects import run_names
+
+        with self.connect("read runs from") as conn:
+            return [Run(self, name, conn.namespace) for name in run_names(conn)]
+
+    def run(
+        self,
+        template: str | os.PathLike[str],
+        *,
+        max_restarts: int = 0,
+        timeout: float | str | None = None,
+        num: int = -1,
+        values: Mapping[str, Any] | None = None,
+        name: str | None = None,
+        nodes: str | Sequence[str] | None = None,
+        **options: Any,
+    ) -> Outcome:
+        """`simpletfjob run TEMPLATE`: apply, follow to the end, restart the whole run on failure.
+
+        `max_restarts`, `timeout` (seconds, or "30m"), `node_grace`, `cleanup`,
+        `replace_run`, `deadline`, `cleanup_after` and the render's options, as the CLI takes
+        them. Returns the Outcome (a failure too, with its cause and the restarts made);
+        raises TimedOut when `timeout` passes first. No log is printed (read them with
+        `Run.logs`).
+        """
+        from simpletfjob.api.render import log_warnings, prepared_options
+        from simpletfjob.errors import RunFailed
+        from simpletfjob.options.runs import LIMIT_RULES, RunOptions
+        from simpletfjob.plan import plan
+        from simpletfjob.runs.run import run_to_end
+        from simpletfjob.runs.wait import succeeded_line
+
+        given: dict[str, Any] = {"max_restarts": max_restarts, **options}
+        if timeout is not None:
+            given["timeout"] = timeout
+        if name is not None:
+            given["name"] = name
+        prepared: RunOptions = prepared_options(
+            RunOptions,
+            template,
+            nodes=nodes,
+            num=num,
+            values=values,
+            options=given,
+            caller="run()",
+            taken=_RUN_TAKEN,
+            fixed={**self._fields(), "logs": "none"},
+            check_first=True,
+        )
+        for rule in LIMIT_RULES:
+            rule(prepared)
+        restarts = 0
+
+        def say(line: str) -> None:
+            nonlocal restarts
+            restarts += line.startswith("restarting run ")
+            report.say(line)
+
+        with self.connect("run the run on") as conn:
+            planning = prepared.replace(namespace=conn.namespace)
+
+            named: list[str] = []  # the run's name, once planned
+
+            def planned() -> Any:
+                made = plan(planning)
+                log_warnings(made)
+                named[:] = [str(made.job)]  # (labels are on: run refuses --no-labels)
+                return made
+
+            def applied(made: Any, done: Sequence[tuple[Any, str]]) -> None:
+                report.say(
+                    f"applied run {made.job} in namespace {conn.namespace} ({len(done)} objects)"
+                )
+
+            try:
+                ended = run_to_end(conn, planned, planning, say=say, applied=applied, printer=None)
+            except RunFailed as e:
+                from simpletfjob.api.results import outcome
+
+                message = str(e)
+                if e.run is not None:
+                    return outcome(e.run, message, restarts=restarts)
+                cause = message.split(" failed: ", 1)[-1]
+                return Outcome(
+                    name=named[0] if named else (prepared.name or ""),
+                    namespace=conn.namespace,
+                    state="Failed",
+                    succeeded=False,
+                    cause=cause,
+                    restarts=restarts,
+                    message=message,
+                )
+        from simpletfjob.api.results import outcome
+
+        return outcome(ended, succeeded_line(ended), restarts=restarts)
+
+    def _fields(self) -> dict[str, Any]:
+        return {"kubeconfig": self.kubeconfig, "context": self.context, "namespace": self.namespace}
+
+
+class Run:
+    """A run on the cluster: its Jobs and Services labelled `simpletfjob/job=NAME` in a namespace."""
+
+    def __init__(self, client: Client, name: str, namespace: str) -> None:
+        self.client = client
+        self.name = name
+        self.namespace = namespace
+
+    def __repr__(self) -> str:
+        return f"Run({self.name!r}, namespace={self.namespace!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Run) and (other.name, other.namespace) == (
+            self.name,
+            self.namespace,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.namespace))
+
+    def _connect(self, purpose: str) -> Connection:
+        from simpletfjob.runs.objects import connect_for
+
+        client = self.client
+        where = (client.kubeconfig, client.context, self.namespace)
+        return connect_for(*where, purpose=purpose, warn=report.warn)
+
+    def status(self) -> RunStatus:
+        """`simpletfjob status NAME`: its state and each task's; NoRunError when it is gone."""
+        from simpletfjob.api.results import run_status
+        from simpletfjob.runs.status import read_status
+
+        with self._connect("read runs from") as conn:
+            found, notes = read_status(conn, self.name, None)
+        for note in notes:
+            report.say(note)
+        return run_status(found)
+
+    def wait(
+        self,
+        timeout: float | str | None = None,
+        *,
+        cleanup: str = "running",
+        tail_on_failure: int = 20,
+    ) -> Outcome:
+        """`simpletfjob wait NAME`: follow the run to its end, then clean up as wait does.
+
+        `timeout` in seconds or as "30m" (None: as long as it takes); `cleanup` is --cleanup
+        (running: delete what still runs; all; none). A run that fails, or cannot be
+        decided, is an Outcome with `succeeded` False (its failing task's last lines and
+        events are logged); TimedOut when `timeout` passes first (the run left as it is).
+        """
+        from simpletfjob.api.results import outcome
+        from simpletfjob.errors import RunFailed
+        from simpletfjob.options.runs import WaitOptions
+        from simpletfjob.runs.wait import succeeded_line, wait_for_run
+
+        checked = _checked(
+            WaitOptions, "wait()", timeout=timeout, cleanup=cleanup,
+            tail_on_failure=tail_on_failure,
+        )  # fmt: skip
+        with self._connect("wait for a run on") as conn:
+            try:
+                ended = wait_for_run(
+                    conn,
+                    self.name,
+                    timeout=checked.get("timeout"),
+                    cleanup=checked["cleanup"],
+                    tail=checked["tail_on_failure"],
+                    context=self.client.context,
+                    say=report.say,
+                )
+            except RunFailed as e:
+                if e.run is None:
+                    raise
+                return outcome(e.run, str(e))
+        return outcome(ended, succeeded_line(ended))
+
+    def logs(
+        self,
+        task: str | Sequence[str] | None = None,
+        *,
+        follow: bool = False,
+        tail: int | None = None,
+        since: float | str | None = None,
+        role: str | Sequence[str] | None = None,
+        container: str | None = None,
+        all_containers: bool = False,
+        previous: bool = False,
+        timestamps: bool = False,
+    ) -> Iterator[LogLine]:
+        """`simpletfjob logs NAME [TASK...]`: its tasks' log lines, merged as they come.
+
+        `task` is one task ('worker-0') or several, None for all; `tail` lines from the
+        end of each log (None: all of it, as kubectl logs), `since` seconds or "5m".
+        With `follow`, lines come as they are written, pods made later included, until
+        the run ends (as `logs -f`); leaving the loop early stops the reading.
+        A task with nothing to show yet is logged, not an error.
+        """
+        from simpletfjob.options.runs import LogsOptions
+        from simpletfjob.runs.logs import LogRequest
+        from simpletfjob.runs.logsources import Selection
+
+        tasks = (task,) if isinstance(task, str) else tuple(task or ())
+        roles = (role,) if isinstance(role, str) else tuple(role or ())
+        checked = _checked(
+            LogsOptions, "logs()", tail=tail, since=since, roles=roles, container=container
+        )
+        if container and all_containers:
+            from simpletfjob.errors import UsageError
+
+            raise UsageError("-c/--container cannot go with --all-containers")
+        selection = Selection(tasks, roles, container, all_containers)
+        request = LogRequest(
+            checked.get("tail"), checked.get("since"), timestamps, previous, follow
+        )
+        return _lines(self, selection, request)
+
+    def delete(self, wait: bool = False, *, timeout: float | str = 300.0) -> None:
+        """`simpletfjob delete NAME`: delete its Jobs and Services (Background); with `wait`, return
+        once its Jobs are gone (within `timeout`). NoRunError when there is no such run."""
+        from simpletfjob.options.runs import DeleteOptions
+        from simpletfjob.runs.delete import delete_named
+
+        checked = _checked(DeleteOptions, "delete()", timeout=timeout)
+        with self._connect("delete a run from") as conn:
+            delete_named(
+                conn, self.name, wait=wait, timeout=checked["timeout"], ignore_not_found=False,
+                report=report.say,
+            )  # fmt: skip
+
+
+_END = object()
+
+
+def _lines(run: Run, selection: Any, request: Any) -> Iterator[LogLine]:
+    """The log lines, read in a thread (as the CLI reads them) and handed over here one by one.
+
+    The generator's end (the loop left early, an exception, Ctrl-C) stops the reading and
+    waits for its thread, closing the connection that its streams read from.
+    """
+    from simpletfjob.runs.logs import Cancelled, Printer, follow_logs, show_logs
+
+    lines: queue.Queue[Any] = queue.Queue()
+    cancel = threading.Event()
+
+    class Collect(Printer):
+        def render(self, source: Any, batch: Sequence[bytes]) -> bytes:
+            text = b"".join(batch).decode("utf-8", "replace")
+            for line in text.split("\n")[: -1 if text.endswith("\n") else None]:
+                lines.put(LogLine(source.label, line.removesuffix("\r")))
+            return b""
+
+    printer = Collect(lambda _: None, prefix=False, color=False)
+
+    def read() -> None:
+        try:
+            with run._connect("read the logs of a run on") as conn:
+                if request.follow:
+                    follow_logs(conn, run.name, selection, request, printer, report.say, cancel)
+                else:
+                    show_logs(conn, run.name, selection, request, printer, report.say)
+            lines.put(_END)
+        except Cancelled:
+            lines.put(_END)
+        except BaseException as e:  # raised in the caller's thread
+            lines.put(e)
+
+    thread = threading.Thread(target=read, name="simpletfjob-logs", daemon=True)
+    thread.start()
+    try:
+        while True:
+            try:
+                item = lines.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            if item is _END:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        cancel.set()
+        thread.join(timeout=30)

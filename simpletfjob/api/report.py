@@ -1,0 +1,25 @@
+"""Progress lines, for the Python API: to the `simpletfjob` logger, where the CLI writes them to stderr."""
+
+from __future__ import annotations
+
+import logging
+
+LOGGER = logging.getLogger("simpletfjob")
+# A library's logger: without this, Python's last-resort handler would write the warnings
+# to stderr of an application that configured no logging.
+LOGGER.addHandler(logging.NullHandler())
+
+
+def say(line: str) -> None:
+    """A line the CLI would write to stderr ("worker-0 Running on n1"), as an INFO record."""
+    LOGGER.info("%s", _plain(line))
+
+
+def warn(message: str) -> None:
+    """A warning the CLI would write as `simpletfjob: warning: ...`, as a WARNING record."""
+    LOGGER.warning("%s", message)
+
+
+def _plain(line: str) -> str:
+    prefix = "simpletfjob: "
+    return line[len(prefix) :] if line.startswith(prefix) else line

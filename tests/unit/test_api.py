@@ -1,0 +1,190 @@
+"""The Python API without a cluster: `import simpletfjob`, its errors, and `render()` against `render -o -`."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import simpletfjob
+from tests.conftest import EXAMPLES, ROOT, load_all
+
+
+def test_import_simpletfjob_imports_nothing_heavy() -> None:
+    """Only the names read are imported: a script that imports the package pays for nothing else."""
+    code = (
+        "import sys, simpletfjob\n"
+        "simpletfjob.Error, simpletfjob.TimedOut, simpletfjob.UsageError\n"
+        "heavy = ('click', 'jinja2', 'yaml', 'kubernetes', 'urllib3')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))\n"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.strip() == "[]"
+
+
+def test_every_public_name_is_there_and_listed() -> None:
+    for name in simpletfjob.__all__:
+        assert getattr(simpletfjob, name) is not None
+        assert name in dir(simpletfjob)
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        _ = simpletfjob.nothing  # type: ignore[attr-defined]
+
+
+def test_the_errors_are_one_family_with_the_cli_exit_codes() -> None:
+    assert simpletfjob.Error is simpletfjob.SimpleTFJobError
+    families = [
+        simpletfjob.UsageError,
+        simpletfjob.InputError,
+        simpletfjob.TemplateError,
+        simpletfjob.RenderCheckError,
+        simpletfjob.SelectionError,
+        simpletfjob.ClusterError,
+        simpletfjob.OutputError,
+        simpletfjob.SchemaError,
+        simpletfjob.NoRunError,
+        simpletfjob.RunFailed,
+        simpletfjob.TimedOut,
+    ]
+    assert all(issubclass(family, simpletfjob.Error) for family in families)
+    assert simpletfjob.UsageError.exit_code == 2
+    assert simpletfjob.TimedOut.exit_code == 3
+    assert simpletfjob.RunFailed.exit_code == simpletfjob.ClusterError.exit_code == 1
+    from simpletfjob.runs.wait import RunFailed, TimedOut
+
+    assert (RunFailed, TimedOut) == (simpletfjob.RunFailed, simpletfjob.TimedOut)
+
+
+MNIST = EXAMPLES / "mnist"
+
+
+@pytest.mark.parametrize(
+    ("keywords", "args"),
+    [
+        ({}, []),
+        ({"num": 3, "psn": 1}, ["-N", "3", "--psn", "1"]),
+        ({"tasks_per_host": 2, "port": 3000}, ["--tasks-per-host", "2", "--port", "3000"]),
+        ({"network": "pod", "namespace": "ml"}, ["--network", "pod", "-n", "ml"]),
+        ({"no_labels": True, "name": "other"}, ["--no-labels", "--name", "other"]),
+        ({"success_policy": "all-workers"}, ["--success-policy", "all-workers"]),
+    ],
+)
+def test_render_gives_the_documents_render_writes(
+    cli: Any, keywords: dict[str, Any], args: list[str]
+) -> None:
+    hosts = "h1,h2,h3,h4"
+    written = cli("mnist.yaml", "--nodes", hosts, *args, "-o", "-", cwd=MNIST)
+    assert written.code == 0, written.err
+    old = os.getcwd()
+    os.chdir(MNIST)
+    try:
+        documents = simpletfjob.render("mnist.yaml", nodes=hosts.split(","), **keywords)
+    finally:
+        os.chdir(old)
+    assert documents == load_all(written.out)
+    assert len(documents) >= 3
+
+
+def test_render_takes_a_path_and_a_builtin(cli: Any) -> None:
+    from_path = simpletfjob.render(MNIST / "mnist.yaml", nodes="a,b", num=2)
+    assert [d["metadata"]["name"] for d in from_path] == ["mnist-ps-0", "mnist-worker-0"]
+    written = cli("tf2-multiworker", "--nodes", "a,b", "--set", "image=x:1", "-o", "-")
+    assert written.code == 0, written.err
+    builtin = simpletfjob.render("tf2-multiworker", nodes=["a", "b"], values={"image": "x:1"})
+    assert builtin == load_all(written.out)
+
+
+def test_values_layer_under_set_values() -> None:
+    docs = simpletfjob.render(
+        "tf2-multiworker",
+        nodes="a",
+        values={"image": "from-values:1"},
+        set_values=["image=from-set:2"],
+    )
+    images = {c["image"] for d in docs for c in d["spec"]["template"]["spec"]["containers"]}
+    assert images == {"from-set:2"}
+
+
+@pytest.mark.parametrize(
+    ("keywords", "args"),
+    [
+        ({"psn": -1}, ["--psn", "-1"]),
+        ({"tasks_per_host": 0}, ["--tasks-per-host", "0"]),
+        ({"network": "bridge"}, ["--network", "bridge"]),
+        ({"port": 70000}, ["--port", "70000"]),
+        ({"selector": "a in ("}, ["--selector", "a in ("]),
+        ({"nodes_file": "hosts"}, ["--nodes-file", "hosts"]),  # with --nodes: not both
+        ({"port": 65535, "tasks_per_host": 2}, ["--port", "65535", "--tasks-per-host", "2"]),
+    ],
+)
+def test_a_bad_option_is_the_cli_error(cli: Any, keywords: dict[str, Any], args: list[str]) -> None:
+    written = cli("mnist.yaml", "--nodes", "a,b", *args, "-o", "-", cwd=MNIST)
+    assert written.code != 0 and written.out == ""
+    line = written.err.strip().removeprefix("simpletfjob: error: ")
+    with pytest.raises(simpletfjob.Error) as raised:
+        simpletfjob.render(MNIST / "mnist.yaml", nodes="a,b", **keywords)
+    assert raised.value.exit_code == written.code
+    assert line.startswith(str(raised.value)), (line, str(raised.value))
+
+
+def test_an_unknown_keyword_or_a_wrong_type_is_a_usage_error() -> None:
+    with pytest.raises(simpletfjob.UsageError, match=r"unknown option 'pns'; did you mean 'psn'"):
+        simpletfjob.render(MNIST / "mnist.yaml", nodes="a", pns=1)
+    with pytest.raises(simpletfjob.UsageError, match="unknown option 'output'"):
+        simpletfjob.render(MNIST / "mnist.yaml", nodes="a", output="-")
+    with pytest.raises(simpletfjob.UsageError, match="--psn must be an integer, not '1'"):
+        simpletfjob.render(MNIST / "mnist.yaml", nodes="a", psn="1")
+    with pytest.raises(simpletfjob.UsageError, match="Invalid value for '--port': 'x'"):
+        simpletfjob.render(MNIST / "mnist.yaml", nodes="a", port="x")
+
+
+def test_render_errors_are_the_cli_families(tmp_path: Path) -> None:
+    with pytest.raises(simpletfjob.InputError):
+        simpletfjob.render(tmp_path / "missing.yaml", nodes="a")
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("kind: Job\nmetadata: {name: <<type>\n")
+    with pytest.raises(simpletfjob.Error):
+        simpletfjob.render(broken, nodes="a")
+    with pytest.raises(simpletfjob.SelectionError, match="more hosts than are eligible"):
+        simpletfjob.render(MNIST / "mnist.yaml", nodes="a", num=2)
+
+
+LABELLED = """\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: t-<<type>>-<<index>>
+  labels:
+    simpletfjob/job: custom
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: c
+        image: x
+"""
+
+
+def test_render_prints_nothing_and_logs_its_warnings(
+    capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    template = tmp_path / "t.yaml"
+    template.write_text(LABELLED)
+    caplog.set_level(logging.INFO, logger="simpletfjob")
+    docs = simpletfjob.render(template, nodes="a,b")
+    assert capfd.readouterr() == ("", "")
+    assert [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "simpletfjob"] == [
+        (
+            "WARNING",
+            "the template sets label simpletfjob/job=custom; keeping it (simpletfjob would set 't')",
+        )
+    ]
+    assert docs[0]["metadata"]["labels"]["simpletfjob/job"] == "custom"

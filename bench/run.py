@@ -12,7 +12,7 @@ import importlib
 import platform
 import sys
 
-SECTIONS = ("render", "nodelist", "cluster", "usage", "runs")
+SECTIONS = ("render", "nodelist", "cluster", "usage", "runs", "scale")
 
 
 def main(argv: list[str]) -> None:

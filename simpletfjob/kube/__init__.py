@@ -9,7 +9,8 @@
     resources.py   `Resource` and the resources simpletfjob uses (nodes, pods, services, jobs, ...)
     lists.py       a paginated list: the next page fetched while this one is parsed; 410 restarts it
     objects.py     one object: get, server-side apply (created/configured/unchanged), delete
-    inflight.py    a write sent from its own thread, whose answer an interrupt does not lose
+    inflight.py    a write sent from its own thread, whose answer an interrupt does not lose; reads
+                   and dry runs sent a few at a time, their answers in order
     watch.py       a watch that resumes from its resourceVersion and re-lists on 410
     access.py      what the user may do, asked with SelfSubjectAccessReviews; who the server says it is
     podlog.py      a container's log as whole lines; followed, read on across a break

@@ -207,6 +207,7 @@ def _connect(settings: Settings, purpose: str, alternative: str, stack: ExitStac
         target = _load_in_cluster(configuration, settings)
     else:
         target = _load_kubeconfig(configuration, chosen)
+    _proxy_read_once(configuration)
     # simpletfjob retries by itself, within its deadline; urllib3's own retries
     # would wait longer and log each attempt on stderr.
     configuration.retries = False
@@ -335,6 +336,20 @@ def _client_logs() -> Iterator[list[_KeptLog]]:
         yield kept
     finally:
         root.removeHandler(handler)
+
+
+def _proxy_read_once(configuration: Any) -> None:
+    """Keep the proxy the environment gave when the connection was made.
+
+    The client's token hook (kube_config's `_refresh_api_key`) runs before every request
+    and sets the configuration's host again, and the client reads the whole environment
+    for a proxy each time the host is set: 1 ms a request, most of a second for a
+    1000-task apply. The pool manager, made with the client, uses the proxy it found
+    then, whatever is read later; so the environment is read once, as the connection
+    is made, and a token with an expiry is still refreshed by the hook.
+    """
+    if hasattr(configuration, "_proxy_from_env"):
+        configuration._proxy_from_env = False
 
 
 def _load_kubeconfig(configuration: Any, chosen: Chosen) -> Target:

@@ -11,7 +11,7 @@ interrupt leaves says which write had no answer yet.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Sequence
 from typing import Any, Generic, TypeVar
 
 from simpletfjob.errors import Interrupted
@@ -84,3 +84,37 @@ def cut_short(
         )
         e.unsettled.append(sending)
     return f"{verb} {done} of {total} objects{of}{being}"
+
+
+def in_order(
+    calls: Sequence[Callable[[], T]], in_flight: int
+) -> Generator[T | Exception, None, None]:
+    """Each call's answer, or the error it raised, in the order given; the calls go out from
+    threads, at most `in_flight` at a time. For reads and dry runs, which change nothing.
+
+    Close the iterator (`contextlib.closing`) to stop early: the calls not yet sent are
+    cancelled, and those out are left to end by their deadline, their answers unread. An
+    interrupt in the caller's thread stops the waiting the same way.
+    """
+    if in_flight <= 1 or len(calls) <= 1:
+        for call in calls:
+            yield _outcome(call)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(
+        max_workers=min(in_flight, len(calls)), thread_name_prefix="simpletfjob-read"
+    )
+    try:
+        futures = [pool.submit(_outcome, call) for call in calls]
+        for future in futures:
+            yield future.result()
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _outcome(call: Callable[[], T]) -> T | Exception:
+    try:
+        return call()
+    except Exception as e:  # handed to the caller, in its thread, in its turn
+        return e

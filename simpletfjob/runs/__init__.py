@@ -9,6 +9,7 @@ watch.py       reading a run, following it through watches, cleaning it up
 status.py      `status RUN` and `status -w`: one run read now, or followed until it ends
 manifests.py   what apply sends: the documents as manifests, checked before any request
 apply.py       applying a run: connect, plan, server-side apply after a dry run of every object
+judge.py       the server's dry run of every object, and how each differs from the live one
 replace.py     what `apply --replace` checks before it deletes anything
 delete.py      deleting a run, and waiting until its Jobs are gone
 permissions.py what `run` and `wait` will need, asked of the server before they rely on it

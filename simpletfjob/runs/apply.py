@@ -22,19 +22,20 @@ leave tasks of the old run beside the new one.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from simpletfjob.errors import ClusterError, Interrupted, SimpleTFJobError
-from simpletfjob.kube.inflight import Write, cut_short
+from simpletfjob.kube.inflight import Write, cut_short, in_order
 from simpletfjob.kube.objects import Applied, apply, get
-from simpletfjob.kube.request import ApiError, ApplyConflict
+from simpletfjob.kube.request import ApplyConflict
 from simpletfjob.kube.resources import JOBS, SERVICES
 from simpletfjob.runs.delete import delete_run, wait_until_gone
+from simpletfjob.runs.judge import conflicts_line, judge_all
 from simpletfjob.runs.limits import add_limits
 from simpletfjob.runs.manifests import Manifest, manifests
 from simpletfjob.runs.objects import (
@@ -220,9 +221,12 @@ def apply_manifests(
                 f"{some(starting)} beside what is left of it; give --replace to run it "
                 f"again{beside}"
             )
-    for m in wanted:
-        if m.key not in live:
-            other = get(conn, m.resource, m.name, missing_ok=True)
+    unlisted = [m for m in wanted if m.key not in live]
+    reads = [partial(get, conn, m.resource, m.name, missing_ok=True) for m in unlisted]
+    with closing(in_order(reads, conn.settings.in_flight)) as found:
+        for m, other in zip(unlisted, found, strict=True):
+            if isinstance(other, Exception):
+                raise other
             if other is not None and belongs_to(other, run):
                 if not replace:  # (--replace applies over it, after the rest is gone)
                     live[m.key] = other  # another apply of this run made it since the list
@@ -235,7 +239,7 @@ def apply_manifests(
         return _apply_all(
             conn, run, wanted, {}, made, report, scope, applied, force, rename, replaced=True
         )
-    judged = _judge_all(conn, wanted, live, force=force)
+    judged = judge_all(conn, wanted, live, force=force)
     differences = [f"{m.ref} ({why})" for m, (_, why) in judged if why]
     rendered = {m.key for m in wanted}
     differences += [
@@ -291,81 +295,6 @@ def _replace(conn: Connection, old: RunObjects, timeout: float, report: Report, 
         ) from e
 
 
-def _judge_all(
-    conn: Connection,
-    wanted: Sequence[Manifest],
-    live: Mapping[tuple[str, str], dict[str, Any]],
-    *,
-    force: bool,
-) -> list[tuple[Manifest, tuple[Applied | None, str]]]:
-    """The server's dry run of every manifest; conflicts with other field managers in one line."""
-    judged = []
-    conflicts: list[tuple[Manifest, ApplyConflict]] = []
-    for m in wanted:
-        try:
-            judged.append((m, _dry_run(conn, m, live, force=force)))
-        except ApplyConflict as e:
-            conflicts.append((m, e))
-    if conflicts:
-        raise ClusterError(_conflicts_line(conflicts))
-    return judged
-
-
-def _conflicts_line(
-    conflicts: Sequence[tuple[Manifest, ApplyConflict]], *, halfway: bool = False
-) -> str:
-    """The first conflict as the server said it, how many objects met one, and the ways out
-    that `kubectl apply --server-side` gives."""
-    first = str(conflicts[0][1])
-    if len(conflicts) > 1:
-        first += f"; and {len(conflicts) - 1} more: {some([m.ref for m, _ in conflicts[1:]])}"
-    managers = list(dict.fromkeys(name for _, e in conflicts for name in e.managers))
-    others = " and ".join(repr(name) for name in managers)
-    return (
-        f"{first}; {'' if halfway else 'nothing was applied: '}to take the fields over, apply again with "
-        f"--force-conflicts; to leave them to {others}, remove them from the template "
-        "(or write the value they have now, to share them)"
-    )
-
-
-def _dry_run(
-    conn: Connection,
-    m: Manifest,
-    live: Mapping[tuple[str, str], dict[str, Any]],
-    *,
-    force: bool = False,
-) -> tuple[Applied | None, str]:
-    """The server's dry run of one manifest, and how it differs from the live object ('' if it may be applied)."""
-    before = live.get(m.key)
-    try:
-        applied = apply(
-            conn, m.resource, m.body, namespace=conn.namespace, dry_run=True, live=before,
-            force=force,
-        )  # fmt: skip
-    except ApiError as e:
-        if before is not None and e.status == 422 and "field is immutable" in str(e):
-            fields = sorted(set(re.findall(r"\b(spec(?:\.\w+)+): Invalid value", str(e))))
-            return None, _immutable(fields)
-        raise
-    if m.resource is JOBS and before is not None:
-        old, new = _template(before), _template(applied.object)
-        if old != new:  # a server that would take the change; the Job's pods would not follow it
-            return None, "its pod template differs"
-    return applied, ""
-
-
-def _immutable(fields: Sequence[str]) -> str:
-    if not fields:
-        return "an immutable field differs"
-    if fields == ["spec.template"]:
-        return "its pod template differs"
-    return f"immutable {', '.join(fields)} " + ("differ" if len(fields) > 1 else "differs")
-
-
-def _template(job: Mapping[str, Any]) -> Any:
-    return (job.get("spec") or {}).get("template")
-
-
 def _apply_all(
     conn: Connection,
     run: str,
@@ -402,7 +331,7 @@ def _apply_all(
     except ClusterError as e:
         said = str(e)
         if isinstance(e, ApplyConflict):  # a manager that wrote after the dry run
-            said = _conflicts_line([(wanted[len(done)], e)], halfway=bool(done))
+            said = conflicts_line([(wanted[len(done)], e)], halfway=bool(done))
         if not done and replaced:
             said = f"{said}; the old run {run!r} was deleted (--replace), and nothing of this render was applied"
         raise ClusterError(_halfway(said, run, wanted, len(done), scope)) from e

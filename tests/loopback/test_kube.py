@@ -368,3 +368,19 @@ def test_what_is_already_gone_is_not_an_error(api: KubeAPI, tmp_path: Path) -> N
     assert not gone and deleted_pod is not None and deleted_pod["metadata"]["name"] == "p1"
     (request, *_) = api.requests_for("jobs", "delete")
     assert request.path == "/apis/batch/v1/namespaces/ml/jobs/done"
+
+
+def test_the_proxy_environment_is_read_once_when_the_connection_is_made(
+    api: KubeAPI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The client's token hook sets the host again before every request, and the client read
+    the whole environment for a proxy each time (1 ms a request). The proxy is the one the
+    environment gave as the connection was made: what its pool manager was built with."""
+    for scheme in ("http", "https", "all"):
+        monkeypatch.delenv(f"{scheme}_proxy", raising=False)
+        monkeypatch.delenv(f"{scheme.upper()}_PROXY", raising=False)
+    conn = connected(api, tmp_path)
+    monkeypatch.setenv("all_proxy", "http://127.0.0.1:9")  # read again, it would be taken
+    for _ in range(3):
+        assert get(conn, PODS, "p1") is not None
+    assert conn.client.configuration.proxy is None

@@ -151,6 +151,8 @@ class KubeAPI:
     bookmark_interval: float = 60.0  # a watch with allowWatchBookmarks gets one this often
     watch_timeout: float = 1800.0  # a watch without timeoutSeconds ends after this long
     closing: threading.Event = field(default_factory=threading.Event)
+    in_flight: int = 0  # requests being answered now
+    peak_in_flight: int = 0  # the most requests answered at once
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     # -- users and rights ------------------------------------------------------------------
@@ -311,6 +313,26 @@ class KubeAPI:
         return answer.code, answer.headers, answer.body
 
     def handle(
+        self,
+        method: str,
+        path: str,
+        query: dict[str, str],
+        authorization: str | None,
+        body: bytes = b"",
+        headers: Mapping[str, str] | None = None,
+    ) -> Answer:
+        """One request answered; `peak_in_flight` counts the most answered at once (a watch
+        counts until its headers are out)."""
+        with self._lock:
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        try:
+            return self._handle(method, path, query, authorization, body, headers)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+    def _handle(
         self,
         method: str,
         path: str,

@@ -406,11 +406,9 @@ class TensorFlow:
 TENSORFLOW = TensorFlow()
 
 
-# ---- options: TensorFlow's group of the option table (options/) -------------------------------
-
-
 class TensorFlowOptions(OptionGroup):
-    """The roles a TensorFlow run has besides its workers, and what TF_CONFIG's cluster lists."""
+    """TensorFlow's group of the option table (options/): the roles a TensorFlow run has
+    besides its workers, and what TF_CONFIG's cluster lists."""
 
     section = "TensorFlow options"
 

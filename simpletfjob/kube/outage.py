@@ -39,7 +39,7 @@ from simpletfjob.errors import ClusterError
 from simpletfjob.kube.request import OUTAGE_CAP as CAP
 from simpletfjob.kube.request import Deadline
 
-__all__ = ["CAP", "Ride", "StillAway", "current", "duration", "riding_out"]
+__all__ = ["CAP", "Ride", "StillAway", "current", "duration", "riding_out", "still_away"]
 
 # The ride under way in this context: a connection opened during it (the plan's, to read the
 # nodes) rides along, so that `run` rides out an outage from its first request.
@@ -62,6 +62,11 @@ class _Riding(Protocol):
 
 class StillAway(ClusterError):
     """The deadline passed while the API server was away; the message says since when."""
+
+
+def still_away(error: BaseException) -> bool:
+    """The error is a ride's deadline passing with the server away, or carries it."""
+    return isinstance(error, StillAway) or isinstance(error.__cause__, StillAway)
 
 
 class Ride:

@@ -23,10 +23,12 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from simpletfjob.runs.classify import Cause, node_lost, refused
 from simpletfjob.runs.state import Run
+from simpletfjob.runs.taskstate import Object, timestamp
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
@@ -117,3 +119,31 @@ def _ready(node: Mapping[str, Any]) -> bool:
         isinstance(c, Mapping) and c.get("type") == "Ready" and c.get("status") == "True"
         for c in conditions
     )
+
+
+def node_condition(node: Object | None, now: datetime | None = None) -> str:
+    """How a node is, for a pod in phase Unknown on it: 'NotReady since 12:03' (UTC).
+
+    From its Ready condition, as `kubectl get nodes` words it (False or Unknown: NotReady);
+    the date is added when the change is more than a day old. None: 'unreachable'.
+    """
+    if node is None:
+        return "unreachable"
+    ready = next(
+        (
+            c
+            for c in (node.get("status") or {}).get("conditions") or ()
+            if isinstance(c, Mapping) and c.get("type") == "Ready"
+        ),
+        None,
+    )
+    if ready is None:
+        return "has no Ready condition"
+    word = "Ready" if ready.get("status") == "True" else "NotReady"
+    since = timestamp(ready.get("lastTransitionTime"))
+    if since is None:
+        return word
+    since = since.astimezone(timezone.utc)
+    now = now or datetime.now(timezone.utc)
+    when = since.strftime("%H:%M" if now - since < timedelta(days=1) else "%Y-%m-%d %H:%M")
+    return f"{word} since {when}"

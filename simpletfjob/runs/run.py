@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from simpletfjob.errors import ClusterError, Interrupted
+from simpletfjob.kube.outage import still_away
 from simpletfjob.kube.request import Deadline
 from simpletfjob.kube.resources import JOBS, PODS, SERVICES
 from simpletfjob.runs.alone import Aside, delete_task
@@ -150,7 +151,7 @@ def run_to_end(
             check_log_tasks(options.logs, planned)
             access = _check_access(conn, planned, options, say)
     except ClusterError as e:
-        if not _still_away(e) or options.timeout is None:
+        if not still_away(e) or options.timeout is None:
             raise
         raise TimedOut(
             f"the run did not start within {format_duration(options.timeout)}: {e}"
@@ -237,20 +238,13 @@ def run_to_end(
     except ClusterError as e:
         # --timeout passed while the server was away, before the run had ended (applying,
         # deleting for a restart): as for a timeout while following, exit 3.
-        if not _still_away(e) or options.timeout is None:
+        if not still_away(e) or options.timeout is None:
             raise
         raise TimedOut(
             f"run {name!r} did not end within {format_duration(options.timeout)}: {e}"
         ) from e
     finally:
         quiet.set()
-
-
-def _still_away(error: BaseException) -> bool:
-    """The error is the ride's deadline passing with the server away, or carries it."""
-    from simpletfjob.kube.outage import StillAway
-
-    return isinstance(error, StillAway) or isinstance(error.__cause__, StillAway)
 
 
 def _check_access(conn: Connection, planned: Plan, options: RunOptions, say: Say) -> Access:
@@ -398,7 +392,7 @@ def _finish(
         clean_up(conn, run, options.cleanup, say)
         where.phase = DRAINING
     except ClusterError as e:
-        if _still_away(e) and options.timeout is not None:  # as wait says it, exit 3
+        if still_away(e) and options.timeout is not None:  # as wait says it, exit 3
             raise TimedOut(
                 f"run {run.name!r} {ended}: {run.outcome()}; but its cleanup (--cleanup "
                 f"{options.cleanup}) did not finish within {format_duration(options.timeout)}: {e}"

@@ -314,7 +314,7 @@ def task_of(
 ) -> TaskStatus:
     """The task of one Job, given its pods; `nodes` says how the nodes of pods in phase Unknown are.
 
-    `nodes` maps a node's name to its condition, as `node_condition` words it; a node not
+    `nodes` maps a node's name to its condition, as `causes.node_condition` words it; a node not
     in it (not read, or reading nodes is not allowed) is `unreachable`.
     """
     metadata = metadata_of(job)
@@ -426,31 +426,3 @@ def held_by(job: Object) -> str:
     """What keeps a Job that is being deleted: 'held by foregroundDeletion', or 'being deleted'."""
     found = finalizers(job)
     return f"held by {', '.join(found)}" if found else "being deleted"
-
-
-def node_condition(node: Object | None, now: datetime | None = None) -> str:
-    """How a node is, for a pod in phase Unknown on it: 'NotReady since 12:03' (UTC).
-
-    From its Ready condition, as `kubectl get nodes` words it (False or Unknown: NotReady);
-    the date is added when the change is more than a day old. None: 'unreachable'.
-    """
-    if node is None:
-        return "unreachable"
-    ready = next(
-        (
-            c
-            for c in (node.get("status") or {}).get("conditions") or ()
-            if isinstance(c, Mapping) and c.get("type") == "Ready"
-        ),
-        None,
-    )
-    if ready is None:
-        return "has no Ready condition"
-    word = "Ready" if ready.get("status") == "True" else "NotReady"
-    since = timestamp(ready.get("lastTransitionTime"))
-    if since is None:
-        return word
-    since = since.astimezone(timezone.utc)
-    now = now or datetime.now(timezone.utc)
-    when = since.strftime("%H:%M" if now - since < timedelta(days=1) else "%Y-%m-%d %H:%M")
-    return f"{word} since {when}"

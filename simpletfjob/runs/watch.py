@@ -263,7 +263,7 @@ class NodeReader:
         self.refused = False
 
     def read(self, names: Iterable[str]) -> dict[str, str]:
-        from simpletfjob.runs.taskstate import node_condition
+        from simpletfjob.runs.causes import node_condition
 
         for name in sorted(set(names) - set(self.known)):
             if self.refused:

@@ -170,6 +170,7 @@ def test_status_json_and_yaml_carry_the_documented_fields(
         "state": "Failed",
         "restarts": 1,
         "reason": "Error (exit 1)",
+        "exitCode": 1,
         "jobCondition": "Failed",
         "startTime": "2024-05-01T10:00:00Z",
         "completionTime": "2024-05-01T10:00:00Z",

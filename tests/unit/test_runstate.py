@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from simpletfjob.runs.causes import node_condition
 from simpletfjob.runs.state import (
     DELETED,
     Run,
@@ -23,7 +24,6 @@ from simpletfjob.runs.state import (
     run_state,
     task_of,
 )
-from simpletfjob.runs.taskstate import node_condition
 from tests.conftest import EXAMPLES
 from tests.support.kubeapi import job_status, make_job, make_pod
 

@@ -257,10 +257,14 @@ OUTCOMES = {
         "get": ("warned", "node loss not watched: cannot get nodes"),
         "list": ("plan", "cannot list nodes (403 Forbidden)"),
     },
-    # Usage is read for GPUs and host ports, which this run does not ask for (see
-    # test_refusals.py for a plan that does).
-    ("ClusterRole", "", "pods"): {"list": ("nothing", "")},
-    ("ClusterRole", "batch", "jobs"): {"list": ("nothing", "")},
+    # Usage is read for the fit (what each node has free): without it the fit is judged by
+    # allocatable, and the plan says so (see test_refusals.py for a plan that needs it).
+    ("ClusterRole", "", "pods"): {
+        "list": ("warned", "cannot list pods: free resources (the fit is judged by allocatable) not checked"),
+    },
+    ("ClusterRole", "batch", "jobs"): {
+        "list": ("warned", "cannot list jobs: the pods that Jobs have yet to make are not counted"),
+    },
 }  # fmt: skip
 
 

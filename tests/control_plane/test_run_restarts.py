@@ -137,9 +137,10 @@ def test_a_program_error_is_restarted_under_failure_and_restart_reaches_the_prog
     result = restarts.run(1, "--max-restarts", "2", "--logs", "all")
     assert result.code == 0, result.err
     [line] = restart_lines(result.err)
+    host = "(?:" + "|".join(re.escape(node_address(i)) for i in range(2)) + ")"
     assert re.fullmatch(
         r"restarting run rr \(1/2\) after a program error: worker-1 Failed: Error \(exit 1\); "
-        r"hosts now: 127\.0\.0\.\d, 127\.0\.0\.\d",
+        rf"hosts now: {host}, {host}",
         line,
     ), line
     lines = result.err.splitlines()

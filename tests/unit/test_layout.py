@@ -190,3 +190,36 @@ def test_only_the_tensorflow_framework_names_its_config(word: str) -> None:
         allowed = help_lines(path)
         for number, line in enumerate(path.read_text().splitlines(), start=1):
             assert word not in line or number in allowed, f"{name}:{number}: {line.strip()}"
+
+
+# A role, or a task of one ('chief-0', 'worker-' + index), written as a string of its own.
+ROLE_NAME = re.compile(r"(chief|ps|worker|evaluator)(-\d*)?")
+
+
+def docstring_nodes(path: Path) -> set[int]:
+    """The ids of the module's, classes' and functions' docstrings."""
+    found: set[int] = set()
+    for node in tree(path):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            first = node.body[0] if node.body else None
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                found.add(id(first.value))
+    return found
+
+
+def test_runs_and_the_plan_name_no_role() -> None:
+    """Which task decides, the role order and each framework's defaults are the framework's
+    (frameworks/): runs/ and plan/ ask it, and write no role in their code (docstrings and
+    comments aside), f-strings' parts included."""
+    found = []
+    for path in MODULES:
+        name = module_name(path)
+        if not name.startswith(("simpletfjob.runs", "simpletfjob.plan")):
+            continue
+        docs = docstring_nodes(path)
+        for node in tree(path):
+            if not isinstance(node, ast.Constant) or not isinstance(node.value, str):
+                continue
+            if id(node) not in docs and ROLE_NAME.fullmatch(node.value.strip()):
+                found.append(f"{name}:{node.lineno}: {node.value!r}")
+    assert found == []

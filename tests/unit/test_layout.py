@@ -223,3 +223,16 @@ def test_runs_and_the_plan_name_no_role() -> None:
             if id(node) not in docs and ROLE_NAME.fullmatch(node.value.strip()):
                 found.append(f"{name}:{node.lineno}: {node.value!r}")
     assert found == []
+
+
+def test_each_protocol_is_declared_once() -> None:
+    """A shape that several modules read (the plan's, for apply and run) is declared in one
+    place and imported, so that the copies cannot drift apart."""
+    where: dict[str, list[str]] = {}
+    for path in MODULES:
+        for node in tree(path):
+            if isinstance(node, ast.ClassDef) and any(
+                ast.unparse(base).endswith("Protocol") for base in node.bases
+            ):
+                where.setdefault(node.name, []).append(module_name(path))
+    assert {name: found for name, found in where.items() if len(found) > 1} == {}

@@ -13,13 +13,18 @@ the protocol has no hook for them yet.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from simpletfjob.tasks import Pin, Seating, Task
 
 if TYPE_CHECKING:
-    from simpletfjob.options.render import Options
     from simpletfjob.tasks import Capacity
+
+# The run's options: options/render.py's `Options`, which combines each framework's group
+# with the core's and so imports this package. Named here without importing it, not even
+# for types, so that no import goes back from frameworks/ to options/render.py; each
+# framework types what it reads as its own group (TensorFlowOptions).
+Options: TypeAlias = Any
 
 __all__ = [
     "FRAMEWORKS",

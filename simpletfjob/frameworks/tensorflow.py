@@ -34,7 +34,6 @@ from simpletfjob.tasks import (
 )
 
 if TYPE_CHECKING:
-    from simpletfjob.options.render import Options
     from simpletfjob.tasks import Capacity
 
 ROLES = ("chief", "ps", "worker", "evaluator")
@@ -346,7 +345,7 @@ class TensorFlow(Rules):
     def seat(
         self,
         hosts: Sequence[str],
-        options: Options,
+        options: Any,  # options/render.py's Options: its group and the core's seating options
         pins: Sequence[Pin],
         may_take: Callable[[str, int], bool] | None,
         note: Callable[[], str],

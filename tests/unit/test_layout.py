@@ -56,10 +56,16 @@ def imports(path: Path, typing: bool = True) -> frozenset[str]:
 
 
 def graph() -> dict[str, set[str]]:
-    """Which module imports which when it runs (type-only imports may go either way)."""
+    """Which module imports which: at its top, inside a function (a lazy import) or under
+    `if TYPE_CHECKING:` (a type-only import), each an edge.
+
+    Edges into the package itself are left out: it is every module's parent, imported
+    before any of them runs, and its own imports (of api/, the public names) are lazy
+    (PEP 562), so that `from simpletfjob import streams` or `__version__` starts none.
+    """
     names = {module_name(p) for p in MODULES}
     return {
-        module_name(p): {i for i in imports(p, typing=False) if i in names} - {module_name(p)}
+        module_name(p): {i for i in imports(p) if i in names} - {module_name(p), "simpletfjob"}
         for p in MODULES
     }
 

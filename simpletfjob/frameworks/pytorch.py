@@ -14,7 +14,7 @@ rank: node_rank x nproc_per_node).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from simpletfjob.frameworks.workers import (
@@ -136,6 +136,12 @@ class PyTorch(WorkersOnly):
         referenced: Collection[str],
     ) -> PyTorchValues:
         return PyTorchValues(tasks, endpoints, options.nproc_per_node, TORCH_ENV in referenced)
+
+    def settle(self, options: Any, gpus: Callable[[], int]) -> Any:
+        """--nproc-per-node gpu: the GPUs a task asks, once the template is read."""
+        if options.nproc_per_node is GPU_COUNT:
+            return options.replace(nproc_per_node=gpus())
+        return options
 
     def run_tasks(self, job: Mapping[str, Any]) -> list[str]:
         """Every worker ('worker-1'), from PET_NNODES in a Job's env; [] when it has none."""

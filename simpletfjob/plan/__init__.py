@@ -19,7 +19,6 @@ from typing import NamedTuple
 
 from simpletfjob.errors import RenderCheckError, SelectionError, UsageError
 from simpletfjob.frameworks import Framework, Pin, RunValues, framework
-from simpletfjob.frameworks.pytorch import GPU_COUNT
 from simpletfjob.hosts import nodes as node_sources
 from simpletfjob.hosts.selection import (
     Verdict,
@@ -141,6 +140,7 @@ class Plan(NamedTuple):
     # How to name the run and its objects otherwise ('--name NAME', '--set name=NAME'); None
     # when the template spells its objects' names out.
     rename: str | None = None
+    framework: str = "tensorflow"  # --framework, or the header's: runs/ asks it who decides
 
     def chunks(self) -> Iterator[str]:
         """The whole YAML stream, documents separated by '---' lines."""
@@ -194,8 +194,7 @@ def plan(options: Options) -> Plan:
             used = len({t.node for t in tasks})
             warnings.append(left_out_text(len(tasks), used, left_out))
     decoration = Decoration(job, namespace_to_add(options), options.success_policy)
-    if options.nproc_per_node is GPU_COUNT and fw.name == "pytorch":
-        options = options.replace(nproc_per_node=gpus_requested(compiled, fw, options))
+    options = fw.settle(options, lambda: gpus_requested(compiled, fw, options))
     values = fw.values(tasks, None, options, compiled.referenced)
     rendered = render_tasks(compiled, tasks, values, options.values, decoration, options.restart)
     services: list[Document] = []
@@ -214,8 +213,9 @@ def plan(options: Options) -> Plan:
 
         validated = validate_documents(documents, options.kube_version, warnings.append)
     return Plan(
-        tasks, documents, verdicts, warnings, before_selection, job, validated, tuple(notes), rename
-    )
+        tasks, documents, verdicts, warnings, before_selection, job, validated, tuple(notes), rename,
+        fw.name,
+    )  # fmt: skip
 
 
 def template_stem(template: str) -> str:

@@ -20,8 +20,8 @@ The run's state follows the success policy recorded on its documents:
   the Jobs' own (`completionTime`, the `Failed` condition's `lastTransitionTime`), which the
   API server keeps to the second: "the same time" is the same second. A failure with no
   time counts;
-- **Succeeded** when the chief's Job is complete; with no chief, worker 0's (`worker0`) or
-  every worker's (`all-workers`). A ps or evaluator never decides success;
+- **Succeeded** when the deciding tasks' Jobs are complete: the framework's (its `deciding`;
+  TensorFlow's chief, else worker 0 or every worker, by the policy);
 - **Failed** with reason `deleted` when a Job that decides success is gone (or being
   deleted) and its end was not seen: deleted by hand, or removed by `ttlSecondsAfterFinished`
   once it ended, which leaves nothing to tell how. `expected` names the tasks known to have
@@ -38,11 +38,14 @@ the run keeps the state it ended in.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from functools import cache
 from typing import Any
 
+from simpletfjob.frameworks import Framework, independent_roles
+from simpletfjob.frameworks import framework as framework_named
 from simpletfjob.identity import JOB_LABEL
 from simpletfjob.runs.annotations import read_policy, read_restarts
 from simpletfjob.runs.taskstate import (
@@ -72,7 +75,6 @@ __all__ = [  # what the commands read from here; the task's part lives in taskst
     "Claim", "Run", "TaskStatus", "age", "changes", "deciding", "describe", "group_runs",
     "run_state", "task_of",
 ]  # fmt: skip
-ROLE_ORDER = ("chief", "ps", "worker", "evaluator")  # the order render writes the tasks in
 DELETED = "deleted"
 NEVER = datetime.min.replace(tzinfo=timezone.utc)  # a time the server did not write
 
@@ -111,6 +113,7 @@ class Run:
     # (the run is then Ambiguous), the restarts (then not known: restarts is (0, 0)).
     wrong_policy: str = ""
     wrong_restarts: str = ""
+    framework: str = "tensorflow"  # as its Jobs say (objects.run_framework): who decides, the order
 
     @property
     def finished(self) -> bool:
@@ -147,14 +150,16 @@ class Run:
             )
         if self.state == FAILED:
             return f"{self.decided_by} Failed" + (f": {self.reason}" if self.reason else "")
+        fw = framework_named(self.framework)
         if (
             self.state == SUCCEEDED
             and self.policy == "all-workers"
-            and self.decided_by != "chief-0"
+            and not (fw.lead and self.decided_by == fw.lead)
         ):
-            # No one worker decided: the rule did, and the line says so.
-            count = len(deciding(self.policy, [t.task for t in self.tasks]))
-            return f"all {count} worker{'s' if count != 1 else ''} succeeded"
+            # No one worker decided: the rule did, and the line says so ('all 2 workers').
+            count = len(fw.deciding(self.policy, [t.task for t in self.tasks]))
+            role = self.decided_by.rpartition("-")[0]  # the last of them to succeed
+            return f"all {count} {role}{'s' if count != 1 else ''} succeeded"
         if self.state == SUCCEEDED:
             return f"{self.decided_by} Succeeded"
         return self.state
@@ -194,9 +199,20 @@ class Run:
 # ---- the run -------------------------------------------------------------------------------------
 
 
-def _order(task: TaskStatus) -> tuple[int, str, int, str]:
-    rank = ROLE_ORDER.index(task.role) if task.role in ROLE_ORDER else len(ROLE_ORDER)
-    return rank, task.role, task.index, task.job
+def in_role_order(roles: Sequence[str]) -> Callable[[TaskStatus], tuple[int, str, int, str]]:
+    """A sort key for tasks: by the framework's role order (other roles after), then index."""
+
+    def order(task: TaskStatus) -> tuple[int, str, int, str]:
+        rank = roles.index(task.role) if task.role in roles else len(roles)
+        return rank, task.role, task.index, task.job
+
+    return order
+
+
+def _framework_of(jobs: Sequence[Object]) -> Framework:
+    from simpletfjob.runs.objects import run_framework
+
+    return run_framework(jobs)
 
 
 def is_gone(obj: Object) -> bool:
@@ -204,17 +220,10 @@ def is_gone(obj: Object) -> bool:
     return bool(metadata_of(obj).get("deletionTimestamp"))
 
 
-def deciding(policy: str, names: Iterable[str]) -> list[str]:
-    """The tasks, of those named, whose success is the run's: the chief, else worker 0 or every worker."""
-    known = set(names)
-    if "chief-0" in known:
-        return ["chief-0"]
-    if policy == "all-workers":
-        indices = [n.removeprefix("worker-") for n in known if n.startswith("worker-")]
-        last = max((int(i) for i in indices if i.isdigit()), default=0)
-        # Workers are numbered from 0 without a gap: one missing below the last was there too.
-        return [f"worker-{i}" for i in range(last + 1)]
-    return ["worker-0"]
+def deciding(policy: str, names: Iterable[str], framework: str = "tensorflow") -> list[str]:
+    """The tasks, of those named, whose success is the run's, as its framework says (its lead
+    task, else worker 0 or every worker: frameworks/workers.py's Rules)."""
+    return framework_named(framework).deciding(policy, names)
 
 
 def run_state(
@@ -234,7 +243,9 @@ def run_state(
     by_job = pods_by_job(pods)
     if listed and not present:
         return _deleting(name, namespace, listed, by_job, nodes)
-    tasks = tuple(sorted((task_of(j, job_pods(j, by_job), nodes) for j in present), key=_order))
+    fw = _framework_of(present)
+    order = in_role_order(fw.role_order)
+    tasks = tuple(sorted((task_of(j, job_pods(j, by_job), nodes) for j in present), key=order))
     policy, wrong_policy = read_policy(present)
     restarts = read_restarts(present)
     created = min((t.created for t in tasks if t.created is not None), default=None)
@@ -244,12 +255,12 @@ def run_state(
     def run(state: str, decided_by: str = "", reason: str = "", at: datetime | None = None) -> Run:
         return Run(
             name, namespace, policy, tasks, state, decided_by, reason, created, claims, (), at,
-            (restarts.done, restarts.limit), wrong_policy, restarts.wrong,
+            (restarts.done, restarts.limit), wrong_policy, restarts.wrong, fw.name,
         )  # fmt: skip
 
     if claims or wrong_policy:  # nothing is decided on a guess
         return run(AMBIGUOUS)
-    deciders = deciding(policy, [*by_name, *expected])
+    deciders = fw.deciding(policy, [*by_name, *expected])
     finished_at = {d: _finish(present, by_name[d].job) or NEVER for d in deciders if d in by_name}
     # Only a Job's condition ends a task: a pod that has ended, not yet counted, decides nothing.
     succeeded = all(
@@ -260,7 +271,7 @@ def run_state(
     # second). A failure with no time counts.
     aside = _independent()
     failures = sorted(
-        (_failure_time(present, t.job) or NEVER, _order(t), t)
+        (_failure_time(present, t.job) or NEVER, order(t), t)
         for t in tasks
         if t.finished and t.state == FAILED and t.role not in aside
     )
@@ -287,17 +298,10 @@ def run_state(
     return run(PENDING)
 
 
+@cache
 def _independent() -> frozenset[str]:
     """The roles whose failure fails no run (frameworks' `independent`), read once."""
-    global _INDEPENDENT
-    if _INDEPENDENT is None:
-        from simpletfjob.frameworks import independent_roles
-
-        _INDEPENDENT = independent_roles()
-    return _INDEPENDENT
-
-
-_INDEPENDENT: frozenset[str] | None = None
+    return independent_roles()
 
 
 def side_failures(run: Run) -> list[TaskStatus]:
@@ -325,7 +329,12 @@ def _deleting(
     nodes: Mapping[str, str] | None,
 ) -> Run:
     """Every Job of the run is being deleted: the run is Deleting, and what holds it is told."""
-    tasks = tuple(sorted((task_of(j, job_pods(j, by_job), nodes) for j in jobs), key=_order))
+    fw = _framework_of(jobs)
+    tasks = tuple(
+        sorted(
+            (task_of(j, job_pods(j, by_job), nodes) for j in jobs), key=in_role_order(fw.role_order)
+        )
+    )
     holds: dict[str, int] = {}
     for job in jobs:
         for finalizer in finalizers(job):
@@ -340,6 +349,7 @@ def _deleting(
         DELETING,
         created=created,
         holds=tuple(sorted(holds.items())),
+        framework=fw.name,
     )
 
 

@@ -84,8 +84,8 @@ class Target(NamedTuple):
 class Patience(Protocol):
     """What a request asks of the outage.Ride a command has put on its connection."""
 
-    @property
-    def deadline(self) -> Any: ...  # a request.Deadline, or None: as long as it takes
+    deadline: Any  # a request.Deadline, or None: as long as it takes
+    returns: int  # how many times the server has come back
 
     @property
     def away(self) -> bool: ...

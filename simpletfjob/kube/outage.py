@@ -78,6 +78,7 @@ class Ride:
         self._since: float | None = None  # monotonic, while away
         self._since_wall = 0.0
         self._cause = ""
+        self.returns = 0  # how many times the server has come back: each outage is counted anew
 
     def remaining(self) -> float:
         return math.inf if self.deadline is None else self.deadline.remaining()
@@ -109,6 +110,7 @@ class Ride:
                 return
             took = time.monotonic() - self._since
             self._since = None
+            self.returns += 1
             self._report(f"simpletfjob: the API server is back after {duration(took)}")
 
     def note(self) -> str:

@@ -130,6 +130,9 @@ def play(kube: ControlPlane, nodes: list[str], tmp: Path, scenario: Scenario) ->
                 while live.proc.poll() is None and time.monotonic() < end:
                     time.sleep(0.05)
             else:
+                # The fault holds HOLD seconds from the command's first request, however long
+                # a loaded machine takes to start the command.
+                wait_for(lambda: proxy.requests, 60, "the command's first request")
                 time.sleep(HOLD)
             proxy.clear()
             if scenario.fault == "down":

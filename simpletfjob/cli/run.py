@@ -34,8 +34,8 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
 
     With --max-restarts N the whole run is restarted, up to N times, when a task's Job
     fails, a node refuses a task's pod (OutOf..., NodeAffinity), or a task's node is
-    NotReady or gone for longer than --node-grace: the run is deleted (Foreground, until
-    its Jobs and Services are gone), planned again against the cluster as it is now (a
+    NotReady or gone for longer than --node-grace: the run is deleted (until its Jobs,
+    Services and pods are gone), planned again against the cluster as it is now (a
     lost or busy node is left out), applied and followed again, with one line on stderr.
     The limit and the count are annotations on the run's Jobs (status: restarts 1/3).
     A run that --deadline stopped is not restarted. --restart-on disruption restarts

@@ -11,7 +11,7 @@ interrupt leaves says which write had no answer yet.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
 from simpletfjob.errors import Interrupted
@@ -67,22 +67,78 @@ class Write(Generic[T]):
         return self._done.is_set() and self._error is None
 
 
-def cut_short(
-    verb: str, done: int, total: int, of: str, sending: Write[Any] | None, e: Interrupted
-) -> str:
-    """How far writes one after the other got when `e` stopped them: 'applied 2 of 6 objects
-    {of} (job.batch/x was being applied, with no answer yet: it may still be carried out)'.
+class Sending(Generic[T]):
+    """Writes sent in the order given, at most `in_flight` out at a time, their answers taken
+    in that order (iterate): what an apply or a delete of many objects sends.
 
-    The write in flight, if its answer has not come, goes to `e.unsettled`.
+    The writes out are those started and not yet taken (`out`); an interrupt or an error in
+    the caller's thread stops the sending (nothing more goes out), and `cut_short` and
+    `settle` say what became of those out. The window moves only as answers are taken, so a
+    slow answer holds back at most `in_flight` writes behind it.
     """
-    being = ""
-    if sending is not None and sending.landed:  # answered, and the caller not yet told
-        done += 1
-    elif sending is not None and not sending.answered:
-        being = (
-            f" ({sending.what} was being {verb}, with no answer yet: it may still be carried out)"
-        )
-        e.unsettled.append(sending)
+
+    def __init__(self, writes: Sequence[Write[T]], in_flight: int) -> None:
+        self.writes = writes
+        self.in_flight = max(1, in_flight)
+        self.taken = 0  # answers taken, in order
+        self._sent = 0
+
+    def __iter__(self) -> Iterator[tuple[Write[T], T]]:
+        while self.taken < len(self.writes):
+            while self._sent < min(len(self.writes), self.taken + self.in_flight):
+                self.writes[self._sent].start()
+                self._sent += 1
+            write = self.writes[self.taken]
+            answer = write.result()  # its error is raised here, and `taken` stays on it
+            yield write, answer
+            self.taken += 1  # once the caller has done with it: until then it is out
+
+    def out(self) -> list[Write[T]]:
+        """The writes sent whose answers were not taken, the one the caller holds among them
+        until it asks for the next (so an interrupt meanwhile finds it either counted by the
+        caller or here: the caller leaves out those it counted), and the one that failed."""
+        return list(self.writes[self.taken : self._sent])
+
+    def settle(self, seconds: float) -> list[Write[T]]:
+        """After an error: wait up to `seconds` for the other writes out; those that landed."""
+        from simpletfjob.kube.request import Deadline
+
+        deadline = Deadline.after(seconds)
+        out = self.out()
+        for write in out:
+            write.settle(deadline.remaining())
+        return [w for w in out if w.landed]
+
+
+def cut_short(
+    verb: str,
+    done: int,
+    total: int,
+    of: str,
+    sending: Write[Any] | Sequence[Write[Any]] | None,
+    e: Interrupted,
+) -> str:
+    """How far writes got when `e` stopped them: 'applied 2 of 6 objects {of} (job.batch/x was
+    being applied, with no answer yet: it may still be carried out)'.
+
+    `sending` is the write, or the writes, out when it came: each answered and carried out
+    counts as done (the caller had not taken its answer yet); each with no answer yet goes to
+    `e.unsettled`, and is named.
+    """
+    out = [] if sending is None else [sending] if isinstance(sending, Write) else list(sending)
+    done += sum(1 for w in out if w.landed)
+    pending = [w for w in out if not w.answered]
+    e.unsettled.extend(pending)
+    if not pending:
+        return f"{verb} {done} of {total} objects{of}"
+    names = ", ".join(w.what for w in pending[:3])
+    if len(pending) > 3:
+        names += f" and {len(pending) - 3} more"
+    one = len(pending) == 1
+    being = (
+        f" ({names} {'was' if one else 'were'} being {verb}, with no answer yet: "
+        f"{'it' if one else 'they'} may still be carried out)"
+    )
     return f"{verb} {done} of {total} objects{of}{being}"
 
 

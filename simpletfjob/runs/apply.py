@@ -30,12 +30,12 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Generic
 
 from simpletfjob.errors import ClusterError, Interrupted, SimpleTFJobError
-from simpletfjob.kube.inflight import Write, cut_short, in_order
+from simpletfjob.kube.inflight import Sending, Write, cut_short, in_order
 from simpletfjob.kube.objects import Applied, apply, get
 from simpletfjob.kube.request import ApplyConflict
 from simpletfjob.kube.resources import JOBS, SERVICES
 from simpletfjob.runs.delete import delete_run, wait_until_gone
-from simpletfjob.runs.judge import conflicts_line, judge_all
+from simpletfjob.runs.judge import conflicts_line, dry_runs, judge_all
 from simpletfjob.runs.limits import add_limits
 from simpletfjob.runs.manifests import Manifest, manifests
 from simpletfjob.runs.objects import (
@@ -137,7 +137,7 @@ def apply_planned(
         conn, planned.job, wanted, replace=choices.replace, dry_run=choices.dry_run,
         timeout=choices.timeout, report=report, force=choices.force, rename=planned.rename,
         applied=owner.applied if owner is not None else _ignore,
-        check=owner.check if owner is not None else _ignore,
+        check=owner.check if owner is not None else _ignore, owner_first=owner is not None,
     )  # fmt: skip
 
 
@@ -158,6 +158,7 @@ def apply_manifests(
     applied: Callable[[Manifest, Mapping[str, Any]], None] = lambda m, obj: None,
     check: Callable[[Mapping[tuple[str, str], Mapping[str, Any]]], None] = lambda found: None,
     rename: str | None = None,
+    owner_first: bool = False,
 ) -> list[tuple[Manifest, str]]:
     """Apply the run's manifests in order; each object's outcome ('created', ...), as reported.
 
@@ -166,7 +167,9 @@ def apply_manifests(
     `applied` is given each object as the server returned it (limits.Owner takes a uid). With
     `replace`, an existing run is checked (replace.py), deleted (propagation
     Foreground) and waited for until its Jobs and Services are gone, up to `timeout`
-    seconds. With `dry_run`, the server judges every object and nothing is changed. With `force`, fields that another field manager owns are taken over
+    seconds. With `dry_run`, the server judges every object and nothing is changed.
+    With `owner_first`, the first manifest (--cleanup-after's owner) is applied alone, before
+    the others, which `applied` gives its uid. With `force`, fields that another field manager owns are taken over
     (`--force-conflicts`), as `kubectl apply --server-side --force-conflicts` does.
 
     An object of the run that the list did not have, but that is there when its name
@@ -196,25 +199,29 @@ def apply_manifests(
                 f"{some(starting)} beside what is left of it; give --replace to run it "
                 f"again{beside}"
             )
-    unlisted = [m for m in wanted if m.key not in live]
-    reads = [partial(get, conn, m.resource, m.name, missing_ok=True) for m in unlisted]
-    with closing(in_order(reads, conn.settings.in_flight)) as found:
-        for m, other in zip(unlisted, found, strict=True):
-            if isinstance(other, Exception):
-                raise other
-            if other is not None and belongs_to(other, run):
-                if not replace:  # (--replace applies over it, after the rest is gone)
-                    live[m.key] = other  # another apply of this run made it since the list
-            elif other is not None:
-                raise ClusterError(not_ours(m.ref, other, namespace, rename))
     if replace and not old.empty:
+        unlisted = [m for m in wanted if m.key not in live]
+        _check_names(conn, run, unlisted, live, replace=True, rename=rename)
         made = check_replace(conn, old, wanted, force=force)
         check(made)
         _replace(conn, old, timeout, report, scope)
         return _apply_all(
-            conn, run, wanted, {}, made, report, scope, applied, force, rename, replaced=True
-        )
-    judged = judge_all(conn, wanted, live, force=force)
+            conn, run, wanted, {}, made, report, scope, applied, force, rename, replaced=True,
+            owner_first=owner_first,
+        )  # fmt: skip
+    answers = dry_runs(conn, wanted, live, force=force)
+    # The name check, from the dry runs: an object the list did not have that the dry run
+    # found (or could not judge) is read, and judged again if another apply of the run made it.
+    found = [
+        i for i, (m, answer) in enumerate(answers) if m.key not in live and _maybe_there(answer)
+    ]
+    if found:
+        ours = _check_names(conn, run, [wanted[i] for i in found], live, replace, rename)
+        again = [i for i in found if wanted[i].key in ours]
+        rejudged = dry_runs(conn, [wanted[i] for i in again], live, force=force)
+        for i, answer in zip(again, rejudged, strict=True):
+            answers[i] = answer
+    judged = judge_all(answers)
     differences = [f"{m.ref} ({why})" for m, (_, why) in judged if why]
     rendered = {m.key for m in wanted}
     differences += [
@@ -234,7 +241,47 @@ def apply_manifests(
         for m, outcome in outcomes:
             report(f"{m.ref} {outcome} (server dry run)")
         return outcomes
-    return _apply_all(conn, run, wanted, live, expected, report, scope, applied, force, rename)
+    return _apply_all(
+        conn, run, wanted, live, expected, report, scope, applied, force, rename,
+        owner_first=owner_first,
+    )  # fmt: skip
+
+
+def _maybe_there(answer: tuple[Applied | None, str] | Exception) -> bool:
+    """Whether a dry run says an object may be there: it found one (the answer has a
+    resourceVersion, which a dry run of a create has not), or it could not judge."""
+    if isinstance(answer, Exception):
+        return True
+    applied, _ = answer
+    return applied is not None and bool(
+        (applied.object.get("metadata") or {}).get("resourceVersion")
+    )
+
+
+def _check_names(
+    conn: Connection,
+    run: str,
+    unlisted: Sequence[Manifest],
+    live: dict[tuple[str, str], dict[str, Any]],
+    replace: bool,
+    rename: str | None,
+) -> set[tuple[str, str]]:
+    """Read the objects the run's list did not have (`in_flight` at a time): the first, in the
+    render's order, that is not the run's stops the apply; one of the run's (another apply of
+    it made it since the list) joins `live`, unless --replace applies over it. Their keys."""
+    reads = [partial(get, conn, m.resource, m.name, missing_ok=True) for m in unlisted]
+    ours: set[tuple[str, str]] = set()
+    with closing(in_order(reads, conn.settings.in_flight)) as found:
+        for m, other in zip(unlisted, found, strict=True):
+            if isinstance(other, Exception):
+                raise other
+            if other is not None and belongs_to(other, run):
+                if not replace:  # (--replace applies over it, after the rest is gone)
+                    live[m.key] = other  # another apply of this run made it since the list
+                    ours.add(m.key)
+            elif other is not None:
+                raise ClusterError(not_ours(m.ref, other, conn.namespace, rename))
+    return ours
 
 
 def _replace(conn: Connection, old: RunObjects, timeout: float, report: Report, scope: str) -> None:
@@ -283,36 +330,57 @@ def _apply_all(
     rename: str | None,
     *,
     replaced: bool = False,
+    owner_first: bool = False,
 ) -> list[tuple[Manifest, str]]:
-    """Apply each manifest for real; a failure says what was applied, what was not, and how to remove it.
+    """Apply each manifest for real, `in_flight` at a time; a failure says what was applied,
+    what was not, and how to remove it.
 
-    An object the run did not have is read again just before it is applied: one that
-    another apply of the run made meanwhile is judged against what it is, and one that
-    is not the run's stops the apply rather than be taken over. An interruption (SIGINT)
-    says on its way out how many objects were applied, and the two ways on.
+    The writes go out in the render's order and their lines are said in that order, as each
+    answer is taken (kube/inflight.py's `Sending`); with `owner_first`, the first goes alone,
+    before the rest. A failure stops the sending: the writes already out are waited for, and
+    those that landed are said and counted among the applied. An interruption (SIGINT) says on
+    its way out how many objects were applied (every write answered, the answers not yet
+    taken too), which writes had no answer yet, and the two ways on.
+
+    No object is read just before its apply: the dry runs judged every name (apply_manifests),
+    and an object another apply of the run creates meanwhile is judged by `expected`.
     """
     done: list[tuple[Manifest, str]] = []
-    sending: Write[Applied] | None = None  # the object whose request is out, if any
+    writes = [
+        Write(m.ref, partial(_apply_one, conn, m, live, expected, force=force)) for m in wanted
+    ]
+    stages = [writes[:1], writes[1:]] if owner_first else [writes]
+    sending: Sending[Applied] | None = None  # the writes whose requests are out, if any
     try:
-        for m in wanted:
-            sending = Write(
-                m.ref, partial(_apply_one, conn, run, m, live, expected, force=force, rename=rename)
-            )
-            applied = sending.start().result()
+        for stage in stages:
+            sending = Sending(stage, conn.settings.in_flight)
+            for _, applied in sending:
+                m = wanted[len(done)]
+                hook(m, applied.object)
+                done.append((m, applied.outcome))
+                report(f"{m.ref} {applied.outcome}")
             sending = None
-            hook(m, applied.object)
-            done.append((m, applied.outcome))
-            report(f"{m.ref} {applied.outcome}")
     except ClusterError as e:
+        failed = wanted[len(done)]
         said = str(e)
         if isinstance(e, ApplyConflict):  # a manager that wrote after the dry run
-            said = conflicts_line([(wanted[len(done)], e)], halfway=bool(done))
+            said = conflicts_line([(failed, e)], halfway=bool(done))
+        landed = {id(w) for w in sending.settle(conn.settings.deadline)} if sending else set()
+        for m, write in zip(wanted, writes, strict=True):
+            if id(write) in landed:
+                answer = write.result()
+                done.append((m, answer.outcome))
+                report(f"{m.ref} {answer.outcome}")
         if not done and replaced:
             said = f"{said}; the old run {run!r} was deleted (--replace), and nothing of this render was applied"
-        raise ClusterError(_halfway(said, run, wanted, len(done), scope)) from e
+        applied_keys = {m.key for m, _ in done}
+        left = [m for m in wanted if m.key not in applied_keys]
+        raise ClusterError(_halfway(said, run, len(wanted), len(done), left, scope)) from e
     except Interrupted as e:
         of = f" of run {run!r} in namespace {conn.namespace}"
-        e.progress = cut_short("applied", len(done), len(wanted), of, sending, e)
+        reported = {m.ref for m, _ in done}
+        out = [w for w in sending.out() if w.what not in reported] if sending else None
+        e.progress = cut_short("applied", len(done), len(wanted), of, out, e)
         e.detail = (
             f"{e.progress}; apply again to finish it, or remove it with "
             f"simpletfjob delete {run} {scope}"
@@ -323,30 +391,24 @@ def _apply_all(
 
 def _apply_one(
     conn: Connection,
-    run: str,
     m: Manifest,
     live: Mapping[tuple[str, str], dict[str, Any]],
     expected: Mapping[tuple[str, str], dict[str, Any]],
     *,
     force: bool,
-    rename: str | None,
 ) -> Applied:
-    before = live.get(m.key)
-    if m.key not in live:
-        before = get(conn, m.resource, m.name, missing_ok=True)
-        if before is not None and not belongs_to(before, run):
-            raise ClusterError(not_ours(m.ref, before, conn.namespace, rename))
     return apply(
-        conn, m.resource, m.body, namespace=conn.namespace, live=before, force=force,
+        conn, m.resource, m.body, namespace=conn.namespace, live=live.get(m.key), force=force,
         expected=expected.get(m.key),
     )  # fmt: skip
 
 
-def _halfway(error: str, run: str, wanted: Sequence[Manifest], done: int, scope: str) -> str:
+def _halfway(
+    error: str, run: str, total: int, done: int, left: Sequence[Manifest], scope: str
+) -> str:
     if not done:
         return error
-    left = [n.ref for n in wanted[done:]]
     return (
-        f"{error}; applied {done} of {len(wanted)} objects of run {run!r} (listed above), "
-        f"not {some(left)}; remove the run with simpletfjob delete {run} {scope}"
+        f"{error}; applied {done} of {total} objects of run {run!r} (listed above), "
+        f"not {some([m.ref for m in left])}; remove the run with simpletfjob delete {run} {scope}"
     )

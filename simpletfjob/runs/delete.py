@@ -1,20 +1,22 @@
 """Deleting a run: each of its Jobs and Services, and waiting until its Jobs are gone.
 
 Only objects that carry the run's labels are deleted (objects.py lists them by those
-labels, and each is checked again here), one request each, Jobs first so that no new
-pod starts meanwhile, and each only if it is still the object that was listed (its uid,
-as a precondition). The first refusal stops the deletion: what was deleted before it
-has been reported, and the error says how far it got.
+labels, and each is checked again here, before any delete), one request each, `in_flight`
+at a time (kube/inflight.py's `Sending`, each line said in the list's order), the Jobs
+before the Services so that no new pod starts meanwhile, and each only if it is still the
+object that was listed (its uid, as a precondition). The first refusal stops the deletion:
+the deletes already out are waited for, what was deleted has been reported, and the error
+says how far it got.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from simpletfjob.errors import ClusterError, Interrupted, NoRunError
-from simpletfjob.kube.inflight import Write, cut_short
+from simpletfjob.kube.inflight import Sending, Write, cut_short
 from simpletfjob.kube.objects import Deleted, Propagation, delete
 from simpletfjob.kube.request import Deadline
 from simpletfjob.kube.resources import JOBS, Resource
@@ -23,7 +25,6 @@ from simpletfjob.runs.objects import (
     RunObjects,
     belongs_to,
     find_run,
-    list_run,
     object_name,
     run_selector,
     scope_flags,
@@ -70,31 +71,48 @@ def delete_run(
     """
     total = len(run.jobs) + len(run.services)
     done = Deletion([], [])
-    sending: Write[Deleted] | None = None  # the delete whose request is out, if any
+    objects = list(run.objects())
+    for resource, obj in objects:  # the server's selector is not trusted to delete
+        if not belongs_to(obj, run.name):
+            raise ClusterError(
+                f"{resource.ref(object_name(obj))} was listed as part of run {run.name!r} but "
+                "lacks its labels; nothing was deleted"
+            )
+    writes = [
+        Write(
+            resource.ref(object_name(obj)),
+            _deleter(conn, run, resource, obj, propagation, deadline),
+        )
+        for resource, obj in objects
+    ]
+    # The Jobs first, so that no new pod starts meanwhile; then the Services.
+    stages = [
+        [w for w, (r, _) in zip(writes, objects, strict=True) if r is JOBS],
+        [w for w, (r, _) in zip(writes, objects, strict=True) if r is not JOBS],
+    ]
+    names = {id(w): (r, object_name(obj)) for w, (r, obj) in zip(writes, objects, strict=True)}
+    sending: Sending[Deleted] | None = None  # the deletes whose requests are out, if any
+
+    def said(write: Write[Deleted], gone: Deleted) -> None:
+        resource, name = names[id(write)]
+        if gone.replaced:
+            done.replaced.append(resource.ref(name))
+            report(replaced_line(resource.ref(name)))
+            return
+        done.deleted.append((resource, name))
+        if not gone.already_gone:
+            report(f'{resource.qualified} "{name}" deleted')
+
     try:
-        for resource, obj in run.objects():
-            name = object_name(obj)
-            if not belongs_to(obj, run.name):  # the server's selector is not trusted to delete
-                raise ClusterError(
-                    f"{resource.ref(name)} was listed as part of run {run.name!r} but lacks its "
-                    "labels; nothing more was deleted"
-                )
-            uid = str((obj.get("metadata") or {}).get("uid") or "") or None
-            one = partial(
-                delete, conn, resource, name, namespace=run.namespace, propagation=propagation,
-                uid=uid, deadline=deadline,
-            )  # fmt: skip
-            sending = Write(resource.ref(name), one)
-            gone = sending.start().result()
+        for stage in stages:
+            sending = Sending(stage, conn.settings.in_flight)
+            for write, gone in sending:
+                said(write, gone)
             sending = None
-            if gone.replaced:
-                done.replaced.append(resource.ref(name))
-                report(replaced_line(resource.ref(name)))
-                continue
-            done.deleted.append((resource, name))
-            if not gone.already_gone:
-                report(f'{resource.qualified} "{name}" deleted')
     except ClusterError as e:
+        if sending is not None:
+            for write in sending.settle(conn.settings.deadline):
+                said(write, write.result())
         if not done.deleted:
             raise
         raise ClusterError(
@@ -103,12 +121,38 @@ def delete_run(
         ) from e
     except Interrupted as e:
         of = f" of run {run.name!r} in namespace {run.namespace}"
-        e.progress = cut_short("deleted", len(done.deleted), total, of, sending, e)
+        # Those counted already, or found replaced, are not counted again.
+        counted = set(done.deleted)
+        out = (
+            [w for w in sending.out() if names[id(w)] not in counted and not _replaced(w)]
+            if sending is not None
+            else None
+        )
+        e.progress = cut_short("deleted", len(done.deleted), total, of, out, e)
         e.detail = (
             f"{e.progress}; delete the rest with simpletfjob delete {run.name} {scope_flags(conn)}"
         )
         raise
     return done
+
+
+def _replaced(write: Write[Deleted]) -> bool:
+    return write.landed and write.result().replaced
+
+
+def _deleter(
+    conn: Connection,
+    run: RunObjects,
+    resource: Resource,
+    obj: Mapping[str, Any],
+    propagation: Propagation,
+    deadline: Deadline | None,
+) -> Callable[[], Deleted]:
+    uid = str((obj.get("metadata") or {}).get("uid") or "") or None
+    return partial(
+        delete, conn, resource, object_name(obj), namespace=run.namespace,
+        propagation=propagation, uid=uid, deadline=deadline,
+    )  # fmt: skip
 
 
 def delete_named(
@@ -145,7 +189,8 @@ def wait_until_gone(
     """Return once no object of the run's `resources` is left in the namespace; watched, not polled.
 
     A Job deleted in the foreground stays (with a deletionTimestamp) until the garbage
-    collector has deleted its pods; a pod on a node stays until its kubelet has stopped it.
+    collector has deleted its pods; a pod on a node stays until its kubelet has stopped it
+    (`run`'s restart waits for the run's pods too: PODS among `resources`).
     An API server that goes away meanwhile is waited for until `timeout` (kube/outage.py),
     with one line to `report` when it goes and one when it is back.
     """
@@ -198,6 +243,8 @@ def _wait_for_none(conn: Connection, resource: Resource, run: str, deadline: Dea
     if conn.ride is not None and conn.ride.away:
         return []  # the caller says what is unknown
     if present is None:  # the time was up before the first list: look once more
-        listed = list_run(conn, run)
-        present = {object_name(o) for o in (listed.jobs if resource is JOBS else listed.services)}
+        from simpletfjob.kube.lists import list_objects
+
+        listed = list_objects(conn, resource, label_selector=run_selector(run)).items
+        present = {object_name(o) for o in listed if belongs_to(o, run)}
     return sorted(resource.ref(name) for name in present)

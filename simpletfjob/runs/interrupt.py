@@ -6,7 +6,7 @@ the process leaves (`Interrupted.detail`), each phase saying what is true then:
     applying   nothing applied yet, or how much of this attempt was (and what was in flight)
     following  the run is left running: follow it with wait, or delete it
     deleting   the run is being deleted for restart N: how far it got, and how to go on
-    going      every delete was answered: the run goes once its pods have stopped
+    going      every delete was answered (Background): the run's pods are stopping
     planning   the run was deleted for restart N, and nothing of the next attempt was applied
     ended      the verdict, and what of the cleanup was left undone
     draining   the verdict; the cleanup was done; the logs were cut short
@@ -126,11 +126,12 @@ def _left(
             "run it again"
         )
     if where.phase == GOING:
+        from simpletfjob.runs.objects import run_selector
+
         return (
             f"run {name!r} is being deleted for {restart}: each of its Jobs and Services was "
-            "deleted, and they go once their pods have stopped; nothing of its next attempt "
-            f"was applied; once it is gone (simpletfjob delete {name} {scope} --wait waits "
-            "for that), run it again"
+            "deleted, and its pods are stopping; nothing of its next attempt was applied; once "
+            f"they are gone (kubectl get pods -l {run_selector(name)} {scope}), run it again"
         )
     if where.phase == ENDED:
         done = f": {e.progress}" if e.progress else ""

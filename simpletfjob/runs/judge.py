@@ -25,28 +25,34 @@ if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
 
 
-def judge_all(
+def dry_runs(
     conn: Connection,
     wanted: Sequence[Manifest],
     live: Mapping[tuple[str, str], dict[str, Any]],
     *,
     force: bool,
-) -> list[tuple[Manifest, tuple[Applied | None, str]]]:
-    """The server's dry run of every manifest; conflicts with other field managers in one line.
-
-    The dry runs go `in_flight` at a time (they change nothing), judged in the render's
-    order: the first refusal in that order is the one said."""
-    judged = []
-    conflicts: list[tuple[Manifest, ApplyConflict]] = []
+) -> list[tuple[Manifest, tuple[Applied | None, str] | Exception]]:
+    """The server's dry run of every manifest, `in_flight` at a time (they change nothing):
+    each answer, or the error it met, in the render's order."""
     runs = [partial(_dry_run, conn, m, live, force=force) for m in wanted]
     with closing(in_order(runs, conn.settings.in_flight)) as answers:
-        for m, answer in zip(wanted, answers, strict=True):
-            if isinstance(answer, ApplyConflict):
-                conflicts.append((m, answer))
-            elif isinstance(answer, Exception):
-                raise answer
-            else:
-                judged.append((m, answer))
+        return list(zip(wanted, answers, strict=True))
+
+
+def judge_all(
+    answers: Sequence[tuple[Manifest, tuple[Applied | None, str] | Exception]],
+) -> list[tuple[Manifest, tuple[Applied | None, str]]]:
+    """The dry runs judged in the render's order: the first refusal in that order is the one
+    said; conflicts with other field managers, all in one line."""
+    judged = []
+    conflicts: list[tuple[Manifest, ApplyConflict]] = []
+    for m, answer in answers:
+        if isinstance(answer, ApplyConflict):
+            conflicts.append((m, answer))
+        elif isinstance(answer, Exception):
+            raise answer
+        else:
+            judged.append((m, answer))
     if conflicts:
         raise ClusterError(conflicts_line(conflicts))
     return judged

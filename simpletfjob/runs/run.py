@@ -5,8 +5,8 @@
          -> apply -> follow as `wait` does (task changes on stderr, the deciding task's
             logs on stdout)
          -> succeeded: wait's cleanup, done
-         -> failed (causes.py): restarts left? delete the whole run (Foreground, until its
-            Jobs and Services are gone), plan again against the cluster as it is now, apply,
+         -> failed (causes.py): restarts left? delete the whole run (Background, until its
+            Jobs, Services and pods are gone), plan again against the cluster as it is now, apply,
             follow again; else exit 1 with the cause
 
 The whole run restarts, never one task: with the host's network every task's cluster spec
@@ -312,17 +312,26 @@ def _follow(
 def _delete(
     conn: Connection, name: str, deadline: Deadline | None, lost: set[str], where: Where
 ) -> None:
-    """Delete the whole run (Foreground) and wait until its Jobs and Services are gone.
+    """Delete the whole run (Background) and wait until its Jobs, Services and pods are gone.
+
+    Background, not Foreground: a Foreground delete keeps each Job until the garbage
+    collector has deleted its pods, one Job after another (151 s for 1000 Jobs without a
+    single pod), while a Background delete removes the Job at once, so that its name is free
+    for the next attempt, and the collector deletes its pods meanwhile. What a restart must
+    wait for is the old attempt's pods: a pod still stopping holds its port and its GPUs,
+    and a new task beside it would fail. So it waits (one list, then one watch, of the run's
+    pods by its label) until none of them is left, whatever holds it (its grace period, a
+    kubelet slow to confirm).
 
     The pods on a lost node are deleted at once (grace 0, as kubectl delete --force): no
-    kubelet there will confirm that they stopped, and the Jobs would wait for them forever.
+    kubelet there will confirm that they stopped, and they would be waited for forever.
     """
     from simpletfjob.kube.lists import list_objects
     from simpletfjob.kube.objects import delete
     from simpletfjob.runs.delete import delete_run, wait_until_gone
     from simpletfjob.runs.objects import list_run, run_selector
 
-    delete_run(conn, list_run(conn, name), "Foreground", lambda line: None)
+    delete_run(conn, list_run(conn, name), "Background", lambda line: None)
     where.phase = GOING
     if lost:
         for pod in list_objects(conn, PODS, label_selector=run_selector(name)).items:
@@ -331,7 +340,7 @@ def _delete(
                 delete(conn, PODS, pod_name, grace=0)
     timeout = deadline.remaining() if deadline is not None else 3600.0
     try:
-        wait_until_gone(conn, name, max(timeout, 1.0), (JOBS, SERVICES))
+        wait_until_gone(conn, name, max(timeout, 1.0), (JOBS, SERVICES, PODS))
     except ClusterError as e:
         if deadline is not None and deadline.remaining() <= 0:
             raise TimedOut(f"restarting run {name!r}: {e}") from e

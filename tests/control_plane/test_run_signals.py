@@ -79,6 +79,7 @@ print(name, "done", flush=True)
 SCRIPT_PATH = console_script()
 PROMPT = 60.0  # seconds: an end within it is prompt here, with a settle and a delete to do
 HELD = 5.0  # seconds the proxy holds a write
+SELECTOR = "app.kubernetes.io/managed-by=simpletfjob,simpletfjob/job=rs"
 _names = itertools.count()
 
 
@@ -113,6 +114,12 @@ class Signalled:
             f"/apis/batch/v1/namespaces/{self.ns}/jobs", labelSelector="simpletfjob/job=rs"
         )
         return {job["metadata"]["name"]: job for job in answer["items"]}
+
+    def pods(self) -> list[dict[str, Any]]:
+        answer = self.kube.admin.get(
+            f"/api/v1/namespaces/{self.ns}/pods", labelSelector="simpletfjob/job=rs"
+        )
+        return list(answer["items"])
 
     def out_now(self, verb: str, resource: str, since: int = 0, count: int = 1) -> Seen:
         """Wait until the `count`th real (not dry-run) `verb` of `resource` since `since` is out,
@@ -157,6 +164,13 @@ def last_line(err: str) -> str:
     line = err.splitlines()[-1]
     assert line.startswith("simpletfjob: interrupted: "), err
     return line.removeprefix("simpletfjob: interrupted: ")
+
+
+# The writes an interrupt found out with no answer: 'job.batch/a was' or 'job.batch/a, job.batch/b were'.
+OUT = (
+    r"\(((?:job\.batch/rs-\w+-\d+(?:, )?)+) (?:was|were) being {verb}, with no answer yet: "
+    r"(?:it|they) may still be carried out\)"
+)
 
 
 def restarted(s: Signalled) -> int:
@@ -217,12 +231,16 @@ def test_an_interrupt_during_a_slow_apply_says_what_was_applied_and_what_may_sti
     s.out_now("apply", "jobs", count=2)
     status, err, took = ended(proc, signum)
     assert status == code and took < PROMPT, (took, err)
-    assert last_line(err) == (
-        f"applied 1 of 2 objects of run 'rs' in namespace {s.ns} (job.batch/rs-worker-1 was "
-        "being applied, with no answer yet: it may still be carried out); run it again to "
-        f"finish it, or remove it with simpletfjob delete rs -n {s.ns}"
+    found = re.fullmatch(
+        rf"applied (\d) of 2 objects of run 'rs' in namespace {s.ns} {OUT.format(verb='applied')}; "
+        f"run it again to finish it, or remove it with simpletfjob delete rs -n {s.ns}",
+        last_line(err),
     )
-    wait_for(lambda: "rs-worker-1" in s.jobs(), timeout=60, what="the held apply carried out")
+    assert found, err
+    # The writes go several at a time: each is either said applied, or named as out.
+    out = found[2].split(", ")
+    assert "job.batch/rs-worker-1" in out and int(found[1]) + len(out) == 2, err
+    wait_for(lambda: len(s.jobs()) == 2, timeout=60, what="the held applies carried out")
     assert set(s.jobs()) == {"rs-worker-0", "rs-worker-1"}
 
 
@@ -237,14 +255,15 @@ def test_an_interrupt_during_a_restarts_apply_says_the_run_was_deleted_for_it(
     status, err, _ = ended(proc, signal.SIGHUP)
     assert status == 129, err
     found = re.fullmatch(
-        r"run 'rs' was deleted for restart 1/1 \((.+)\); of its next attempt, applied 1 of 2 "
-        rf"objects of run 'rs' in namespace {s.ns} \(job\.batch/rs-worker-1 was being applied, "
-        r"with no answer yet: it may still be carried out\); run it again to finish it, or "
-        rf"remove it with simpletfjob delete rs -n {s.ns}",
+        r"run 'rs' was deleted for restart 1/1 \((.+)\); of its next attempt, applied (\d) of 2 "
+        rf"objects of run 'rs' in namespace {s.ns} {OUT.format(verb='applied')}; run it again "
+        rf"to finish it, or remove it with simpletfjob delete rs -n {s.ns}",
         last_line(err),
     )
     assert found, err
     assert found[1].startswith("worker-1 "), err
+    out = found[3].split(", ")
+    assert "job.batch/rs-worker-1" in out and int(found[2]) + len(out) == 2, err
 
 
 # -- following -----------------------------------------------------------------------------------
@@ -282,17 +301,17 @@ def test_an_interrupt_while_the_restarts_deletes_are_out_says_how_far_they_got(
     assert status == 130, err
     found = re.fullmatch(
         r"run 'rs' was being deleted for restart 1/1 \((.+)\): deleted 0 of 2 objects of run "
-        rf"'rs' in namespace {s.ns} \((job\.batch/rs-worker-\d) was being deleted, with no "
-        r"answer yet: it may still be carried out\); nothing of its next attempt was applied; "
-        rf"remove the rest with simpletfjob delete rs -n {s.ns} --wait, "
+        rf"'rs' in namespace {s.ns} {OUT.format(verb='deleted')}; nothing of its next attempt "
+        rf"was applied; remove the rest with simpletfjob delete rs -n {s.ns} --wait, "
         r"then run it again",
         last_line(err),
     )
     assert found, err
-    # The other Job was not deleted: it is the rest to remove.
-    held = found[2].removeprefix("job.batch/")
-    other = ({"rs-worker-0", "rs-worker-1"} - {held}).pop()
-    assert not s.jobs()[other]["metadata"].get("deletionTimestamp")
+    # The deletes go several at a time, all held: a Job not named as out was not deleted.
+    held = {name.removeprefix("job.batch/") for name in found[2].split(", ")}
+    assert held <= {"rs-worker-0", "rs-worker-1"}, err
+    for other in {"rs-worker-0", "rs-worker-1"} - held:
+        assert not s.jobs()[other]["metadata"].get("deletionTimestamp")
 
 
 def test_an_interrupt_before_the_restarts_first_delete_says_nothing_was_deleted(
@@ -334,46 +353,85 @@ def test_on_interrupt_delete_while_the_restarts_deletes_are_out_finishes_the_del
     s.out_now("delete", "jobs")
     status, err, took = ended(proc, signal.SIGHUP)
     assert status == 129 and took < PROMPT, (took, err)
+    # The restart's deletes, settled, may have deleted them all (Background) before it lists.
     assert re.fullmatch(
-        rf"run 'rs' deleted \(--on-interrupt delete\): (1 Job|2 Jobs) in namespace {s.ns}; "
-        r"none of its Jobs and Services is left \(the garbage collector stops their pods\)",
+        rf"run 'rs' deleted \(--on-interrupt delete\): (nothing|1 Job|2 Jobs) in namespace "
+        rf"{s.ns}; none of its Jobs and Services is left \(the garbage collector stops their "
+        r"pods\)",
         last_line(err),
     ), err
     assert s.jobs() == {}
+
+
+def test_a_restart_starts_no_task_while_a_pod_of_the_old_attempt_is_still_stopping(
+    signalled: Signalled,
+) -> None:
+    """The old attempt's Jobs go at once (Background), its pods take their grace period (the
+    stubborn tasks ignore SIGTERM): no Job of the new attempt may exist while one of those
+    pods does, as it holds its port."""
+    s = signalled
+    proc = s.start(
+        "-N", "2", "--psn", "0", "--max-restarts", "1", mode="fail-once stubborn", seconds=10
+    )  # fmt: skip
+    old_jobs = {job["metadata"]["uid"] for job in wait_for(s.jobs, timeout=120).values()}
+    old_pods: set[str] = set()
+    gone_at = new_at = 0.0
+    while proc.poll() is None:
+        jobs = s.jobs()  # the Jobs first, then the pods: a new Job seen before an old pod is
+        pods = s.pods()  # one made while that pod was there
+        new = [job for job in jobs.values() if job["metadata"]["uid"] not in old_jobs]
+        alive = [pod for pod in pods if pod["metadata"]["uid"] in old_pods]
+        if not new:
+            old_pods |= {pod["metadata"]["uid"] for pod in pods}
+            old_jobs |= {job["metadata"]["uid"] for job in jobs.values()}
+        if not new and not jobs and alive:
+            gone_at = gone_at or time.monotonic()  # the old Jobs gone, their pods not yet
+        assert not (new and alive), (new, alive)
+        if new and not new_at:
+            new_at = time.monotonic()
+        time.sleep(0.1)
+    _out, err = proc.communicate()
+    assert proc.returncode == 0, err
+    assert "restarting run rs (1/1) after" in err, err
+    # It was the pods that were waited for: their Jobs were gone seconds before.
+    assert gone_at and new_at - gone_at > 3, (gone_at, new_at, err)
 
 
 @pytest.mark.parametrize("on_interrupt", ["leave", "delete"])
 def test_an_interrupt_while_waiting_for_the_run_to_go_for_a_restart(
     signalled: Signalled, on_interrupt: str
 ) -> None:
-    s = signalled  # the pods ignore SIGTERM: the Jobs stay, being deleted, for their grace
+    s = signalled  # the pods ignore SIGTERM: they stay, stopping, for their grace period
     proc = s.start(
         "-N", "2", "--psn", "0", "--max-restarts", "1", "--on-interrupt", on_interrupt,
         mode="fail-once stubborn",
     )  # fmt: skip
     restarted(s)
-    assert all(job["metadata"].get("deletionTimestamp") for job in s.jobs().values())
+    # Background: the Jobs are gone at once; the restart waits for their pods.
+    wait_for(lambda: s.jobs() == {}, timeout=60, what="the Jobs gone")
+    wait_for(
+        lambda: (pods := s.pods()) and all(p["metadata"].get("deletionTimestamp") for p in pods),
+        timeout=60,
+        what="the pods stopping (the garbage collector deletes them)",
+    )
     status, err, took = ended(proc, signal.SIGTERM)
     assert status == 143 and took < PROMPT, (took, err)
     if on_interrupt == "leave":
         found = re.fullmatch(
             r"run 'rs' is being deleted for restart 1/1 \((.+)\): each of its Jobs and Services "
-            "was deleted, and they go once their pods have stopped; nothing of its next attempt "
-            rf"was applied; once it is gone \(simpletfjob delete rs -n {s.ns} "
-            r"--wait waits for that\), run it again",
+            "was deleted, and its pods are stopping; nothing of its next attempt was applied; "
+            rf"once they are gone \(kubectl get pods -l {re.escape(SELECTOR)} -n {s.ns}\), run "
+            "it again",
             last_line(err),
         )
         assert found, err
-        jobs = s.jobs()
-        assert jobs and all(job["metadata"].get("deletionTimestamp") for job in jobs.values())
     else:
-        # Those the restart's delete had not yet seen gone (1 or 2): deleted again, Background.
-        assert re.fullmatch(
-            rf"run 'rs' deleted \(--on-interrupt delete\): (1 Job|2 Jobs) in namespace {s.ns}; "
-            r"none of its Jobs and Services is left \(the garbage collector stops their pods\)",
-            last_line(err),
+        # Nothing of the run is left to delete: its pods were stopping already.
+        assert last_line(err) == (
+            f"run 'rs' deleted (--on-interrupt delete): nothing in namespace {s.ns}; none of "
+            "its Jobs and Services is left (the garbage collector stops their pods)"
         ), err
-        assert s.jobs() == {}
+    assert s.jobs() == {}  # nothing of the next attempt was applied
 
 
 # -- once the verdict is known ------------------------------------------------------------------

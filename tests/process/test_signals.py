@@ -10,6 +10,7 @@ applying again), is in tests/control_plane/test_run_signals.py.
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import time
@@ -217,16 +218,32 @@ def test_apply_interrupted_with_a_write_out_names_it_as_maybe_carried_out(
     out_now(proxied.proxy, "apply", "jobs", dry_run=False, count=2)
     status, _out, err, took = ended(proc, signum)
     assert status == code and took < PROMPT, err
-    assert err.splitlines()[-1] == (
-        f"simpletfjob: interrupted: applied 1 of 3 objects of run 'mnist' in namespace {TRAIN} "
-        "(job.batch/mnist-worker-0 was being applied, with no answer yet: it may still be "
-        f"carried out); apply again to finish it, or remove it with simpletfjob delete mnist "
-        f"-n {TRAIN}"
+    applied, out = cut_short(
+        err.splitlines()[-1],
+        "applied",
+        3,
+        f"; apply again to finish it, or remove it with simpletfjob delete mnist -n {TRAIN}",
     )
-    deadline = time.monotonic() + PROMPT  # the held write is carried out: the line said it may
-    while names(proxied.api) != {"mnist-ps-0", "mnist-worker-0"}:
+    # The writes go several at a time: each is either said applied or named as out.
+    assert "job.batch/mnist-worker-0" in out and applied + len(out) == 3, err
+    everything = {"mnist-ps-0", "mnist-worker-0", "mnist-worker-1"}
+    deadline = time.monotonic() + PROMPT  # the held writes are carried out: the line said so
+    while names(proxied.api) != everything:
         assert time.monotonic() < deadline, names(proxied.api)
         time.sleep(0.05)
+
+
+def cut_short(line: str, verb: str, total: int, ways_on: str) -> tuple[int, list[str]]:
+    """'simpletfjob: interrupted: applied N of 3 objects ... (A, B were being applied, with no
+    answer yet: they may still be carried out); ...': N, and the writes named as out."""
+    found = re.fullmatch(
+        rf"simpletfjob: interrupted: {verb} (\d+) of {total} objects of run 'mnist' in namespace "
+        rf"{TRAIN} \((.+?) (?:was|were) being {verb}, with no answer yet: (?:it|they) may still "
+        rf"be carried out\){re.escape(ways_on)}",
+        line,
+    )
+    assert found, line
+    return int(found[1]), found[2].split(", ")
 
 
 def apply_first(proxied: Proxied) -> None:
@@ -249,12 +266,20 @@ def test_apply_replace_interrupted_while_deleting_the_old_run(
     out_now(proxied.proxy, "delete", "jobs", dry_run=False)
     status, _out, err, took = ended(proc, signum)
     assert status == code and took < PROMPT, err
-    assert err.splitlines()[-1] == (
-        f"simpletfjob: interrupted: deleted 0 of 3 objects of run 'mnist' in namespace {TRAIN} "
-        "(job.batch/mnist-ps-0 was being deleted, with no answer yet: it may still be carried "
-        "out); nothing of this render was applied: apply again with --replace, or remove the "
-        f"run with simpletfjob delete mnist -n {TRAIN}"
+    deleted, out = cut_short(
+        err.splitlines()[-1],
+        "deleted",
+        3,
+        "; nothing of this render was applied: apply again with --replace, or remove the run "
+        f"with simpletfjob delete mnist -n {TRAIN}",
     )
+    # The Jobs' deletes go at once (the Services' after them): held, none answered.
+    assert deleted == 0 and "job.batch/mnist-ps-0" in out, err
+    assert set(out) <= {
+        "job.batch/mnist-ps-0",
+        "job.batch/mnist-worker-0",
+        "job.batch/mnist-worker-1",
+    }
 
 
 # -- wait, once the verdict is known ----------------------------------------------------------
@@ -336,12 +361,13 @@ def test_apply_replace_interrupted_while_applying_again(proxied: Proxied) -> Non
     out_now(proxied.proxy, "apply", "jobs", dry_run=False, count=2, since=since)
     status, out, err, took = ended(proc, signal.SIGHUP)
     assert (status, out) == (129, "") and took < PROMPT, err
-    assert err.splitlines()[-1] == (
-        f"simpletfjob: interrupted: applied 1 of 3 objects of run 'mnist' in namespace {TRAIN} "
-        "(job.batch/mnist-worker-0 was being applied, with no answer yet: it may still be "
-        f"carried out); apply again to finish it, or remove it with simpletfjob delete mnist "
-        f"-n {TRAIN}"
+    applied, sent = cut_short(
+        err.splitlines()[-1],
+        "applied",
+        3,
+        f"; apply again to finish it, or remove it with simpletfjob delete mnist -n {TRAIN}",
     )
+    assert "job.batch/mnist-worker-0" in sent and applied + len(sent) == 3, err
 
 
 def test_signals_one_after_another_end_it_with_the_first_ones_status(proxied: Proxied) -> None:

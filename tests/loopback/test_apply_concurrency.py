@@ -6,12 +6,15 @@ the render's order said, nothing changed before every dry run has passed.
 
 from __future__ import annotations
 
+import re
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 from tests.conftest import assert_one_line_error, write
 from tests.control_plane.runs import TEMPLATE
-from tests.support.kubeapi import KubeAPI, write_kubeconfig
+from tests.support.kubeapi import ApiError, KubeAPI, write_kubeconfig
 
 NS = "train"
 HOSTS = 20
@@ -85,3 +88,68 @@ def test_the_first_name_taken_in_the_renders_order_is_said_and_nothing_is_applie
         "mnist-worker-12",
         "mnist-worker-2",
     ]
+
+
+def test_the_real_applies_go_a_few_at_a_time_in_order_with_no_read_before_each(
+    cli: Any, kubeapi: KubeAPI, tmp_path: Path
+) -> None:
+    """They went one after the other, each after a GET of its object (4 requests an object)."""
+    kubeapi.add_faults(resource="jobs", verb="patch", delay=0.2)
+    real_peak: list[int] = []
+    stop = threading.Event()
+
+    def measure() -> None:  # the dry runs are all answered before the first real apply
+        while not stop.is_set():
+            patches = kubeapi.requests_for("jobs", "patch")
+            if any(not r.query.get("dryRun") for r in patches):
+                kubeapi.peak_in_flight = 0
+                real_peak.append(0)
+                return
+            time.sleep(0.001)
+
+    watcher = threading.Thread(target=measure, daemon=True)
+    watcher.start()
+    try:
+        result = apply(cli, kubeapi, tmp_path)
+    finally:
+        stop.set()
+        watcher.join()
+    assert result.code == 0, result.err
+    assert objects(result.err) == [f"{ref} created" for ref in in_render_order()]
+    assert real_peak and 1 < kubeapi.peak_in_flight <= 8  # (reset at the first real apply)
+    assert kubeapi.requests_for("jobs", "get") == []  # no object read: none was taken
+    real = [r for r in kubeapi.requests_for("jobs", "patch") if not r.query.get("dryRun")]
+    assert sorted(r.name or "" for r in real) == sorted(
+        ref.removeprefix("job.batch/") for ref in in_render_order()
+    )  # one write each (they reach the server in the order their threads get there)
+    assert len(kubeapi.objects("jobs", NS)) == HOSTS
+
+
+def test_a_refusal_half_way_counts_the_writes_that_were_out_and_landed(
+    cli: Any, kubeapi: KubeAPI, tmp_path: Path
+) -> None:
+    """A quota that the 5th Job exceeds: the writes sent with it land, and are counted."""
+    kubeapi.add_faults(resource="jobs", verb="patch", delay=0.1)
+    namespace(kubeapi)
+    refused = "mnist-worker-3"
+    original = kubeapi.store.patch
+
+    def patch_or_refuse(name: str, namespace: str | None, obj_name: str, *a: Any, **k: Any) -> Any:
+        if obj_name == refused and not k.get("dry_run"):
+            raise ApiError(403, "Forbidden", f'jobs.batch "{refused}" is forbidden: exceeded quota')
+        return original(name, namespace, obj_name, *a, **k)
+
+    kubeapi.store.patch = patch_or_refuse  # type: ignore[method-assign]
+    result = apply(cli, kubeapi, tmp_path)
+    assert result.code == 1 and result.out == "", result.err
+    *said, error = result.err.splitlines()
+    assert error.startswith("simpletfjob: error: ") and "exceeded quota" in error, result.err
+    found = re.search(
+        r"; applied (\d+) of 20 objects of run 'mnist' \(listed above\), not (.+); ", error
+    )
+    assert found, result.err
+    created = {j["metadata"]["name"] for j in kubeapi.objects("jobs", NS)}
+    assert int(found[1]) == len(said) == len(created)  # exactly those said, all on the server
+    assert {line.split()[0].removeprefix("job.batch/") for line in said} == created
+    assert f"job.batch/{refused}" in found[2]
+    assert len(created) > 4  # the writes out beside the refused one landed, and are said

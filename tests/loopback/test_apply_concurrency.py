@@ -1,7 +1,8 @@
-"""apply's requests a few at a time: the reads and the server's dry runs go out
-`in_flight` at once (counted at the loopback server), and what apply says is as it was:
+"""apply's requests a few at a time: the reads, the server's dry runs and the real writes go
+out `in_flight` at once (counted at the loopback server), and what apply says is as it was:
 its lines in the render's order, 429s with Retry-After ridden out, the first refusal in
-the render's order said, nothing changed before every dry run has passed.
+the render's order said, nothing changed before every dry run has passed, and a refusal
+half-way counting every write that landed.
 """
 
 from __future__ import annotations

@@ -44,13 +44,16 @@ import argparse
 import itertools
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -65,12 +68,22 @@ TEMPLATE = ROOT / "examples" / "mnist.yaml"
 PORTS = itertools.count(20000)
 
 
-def _timed(argv: Sequence[str], env: dict[str, str]) -> float:
+PEAKS: dict[str, float] = {}  # the peak RSS (MB) of each of our commands, by what it did
+
+
+def _timed(argv: Sequence[str], env: dict[str, str], what: str = "") -> float:
+    """Run argv to its end: its wall time; its own peak RSS goes to PEAKS[what]."""
     began = time.perf_counter()
-    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    proc = subprocess.Popen(
+        argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL
+    )
+    _, status, usage = os.wait4(proc.pid, 0)
     took = time.perf_counter() - began
-    if done.returncode != 0:
-        sys.exit(f"bench: {' '.join(argv)} failed: {done.stderr.strip()[-500:]}")
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"bench: {' '.join(argv)} failed: {err.strip()[-500:]}")
+    if what:
+        PEAKS[what] = max(PEAKS.get(what, 0.0), usage.ru_maxrss / 1024)
     return took
 
 
@@ -126,7 +139,9 @@ def _one_size(
         # run takes a port of its own, so that every node stays eligible.
         hosts = ["-N", str(count), "--name", name, "--port", str(next(PORTS))]
         ns = create_namespace(prefix=f"s{count}")
-        times["apply"].append(_timed([ours, "apply", str(TEMPLATE), *hosts, "-n", ns], env))
+        times["apply"].append(
+            _timed([ours, "apply", str(TEMPLATE), *hosts, "-n", ns], env, f"apply {count}")
+        )
         times["delete"].append(_timed([ours, "delete", name, "-n", ns, "--wait"], env))
         hosts = ["-N", str(count), "--name", name, "--port", str(next(PORTS))]
         ns = create_namespace(prefix=f"k{count}")
@@ -142,7 +157,170 @@ def _one_size(
     report(
         line(f"delete --wait, {count} tasks", median["delete"], median["kubectl delete"], "<= 1.0x")
     )
-    return {f"{what} {count}": seconds for what, seconds in median.items()}
+    figures = {f"{what} {count}": seconds for what, seconds in median.items()}
+    figures.update(_wait_reaction(report, plane, ours, kubectl, env, count))
+    figures.update(_restart(report, plane, ours, env, count))
+    for what in (f"apply {count}", f"wait {count}", f"run {count}"):
+        if what in PEAKS:
+            report(f"  peak RSS of {what} tasks: {PEAKS[what]:.0f} MB (goal <= 300 MB)")
+    return figures
+
+
+def _count(plane: Any, ns: str, plural: str) -> int:
+    """How many Jobs or pods namespace `ns` holds: one list of one item (its remainingItemCount)."""
+    path = (
+        f"/apis/batch/v1/namespaces/{ns}/jobs"
+        if plural == "jobs"
+        else f"/api/v1/namespaces/{ns}/pods"
+    )
+    answer = plane.admin.get(path, limit=1)
+    return len(answer["items"]) + int(answer["metadata"].get("remainingItemCount") or 0)
+
+
+def _until(
+    check: Callable[[], bool], what: str, timeout: float = 1800.0, every: float = 0.2
+) -> float:
+    """Poll `check` until it is true; the time it became so (time.perf_counter)."""
+    deadline = time.perf_counter() + timeout
+    while not check():
+        if time.perf_counter() > deadline:
+            sys.exit(f"bench: timed out waiting for {what}")
+        time.sleep(every)
+    return time.perf_counter()
+
+
+def _end_job(plane: Any, ns: str, job: str, condition: str) -> None:
+    """Play the Job controller's verdict on the deciding Job: Complete or Failed."""
+    plane.job_synced(ns, job, timeout=600)
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    counts = {"succeeded": 1} if condition == "Complete" else {"failed": 1}
+    reason = {} if condition == "Complete" else {"reason": "BackoffLimitExceeded"}
+    status = {
+        **counts,
+        "startTime": now,
+        **({"completionTime": now} if condition == "Complete" else {}),
+        "conditions": [
+            {"type": condition, "status": "True", "lastProbeTime": now,
+             "lastTransitionTime": now, **reason}
+        ],
+    }  # fmt: skip
+    plane.admin.merge_patch(f"/apis/batch/v1/namespaces/{ns}/jobs/{job}/status", {"status": status})
+
+
+def _wait_reaction(
+    report: Callable[[str], object],
+    plane: Any,
+    ours: str,
+    kubectl: str,
+    env: dict[str, str],
+    count: int,
+) -> dict[str, float]:
+    """`wait RUN --cleanup none` and `kubectl wait --for=condition=complete` on the deciding Job,
+    both following one applied run: the time from its Job's Complete to each one's exit."""
+    name = f"wait{count}"
+    ns = plane.create_namespace(prefix=f"w{count}")
+    hosts = ["-N", str(count), "--name", name, "--port", str(next(PORTS))]
+    _timed([ours, "apply", str(TEMPLATE), *hosts, "-n", ns], env)
+    deciding = "mnist-worker-0"
+    argv = {
+        "wait": [ours, "wait", name, "-n", ns, "--cleanup", "none", "--timeout", "30m"],
+        "kubectl wait": [
+            kubectl, "wait", "--for=condition=complete", f"job/{deciding}", "-n", ns,
+            "--timeout=1800s",
+        ],
+    }  # fmt: skip
+    procs = {
+        what: subprocess.Popen(a, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        for what, a in argv.items()
+    }
+    time.sleep(5 + count / 100)  # both have listed and watch (1000 Jobs and pods: 3 pages each)
+    began = time.perf_counter()
+    _end_job(plane, ns, deciding, "Complete")
+    took: dict[str, float] = {}
+    codes: dict[str, int] = {}
+    while len(took) < len(procs):
+        for what, proc in procs.items():
+            if what in took:
+                continue
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                took[what] = time.perf_counter() - began
+                codes[what] = os.waitstatus_to_exitcode(status)
+                if what == "wait":
+                    PEAKS[f"wait {count}"] = usage.ru_maxrss / 1024
+        time.sleep(0.002)
+    for what, proc in procs.items():
+        if codes[what] != 0:
+            err = proc.stderr.read().decode() if proc.stderr else ""
+            sys.exit(f"bench: {what} failed: {err.strip()[-500:]}")
+    report(line(f"wait's reaction, {count} tasks", took["wait"], took["kubectl wait"], "<= 1.0x"))
+    return {f"wait {count}": took["wait"], f"kubectl wait {count}": took["kubectl wait"]}
+
+
+def _kubelet(plane: Any, ns: str, stop: threading.Event) -> None:
+    """What the kubelets do with a deleted pod, at once (its containers stopped): delete it
+    with grace 0. The pods are bound (the template's nodeName) and no kubelet runs here."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(8) as pool:
+        while not stop.is_set():
+            pods = plane.admin.get(f"/api/v1/namespaces/{ns}/pods")["items"]
+            going = [p["metadata"]["name"] for p in pods if p["metadata"].get("deletionTimestamp")]
+            list(pool.map(lambda name: plane.force_delete(ns, name), going))
+            time.sleep(0.1)
+
+
+def _restart(
+    report: Callable[[str], object], plane: Any, ours: str, env: dict[str, str], count: int
+) -> dict[str, float]:
+    """`run --max-restarts 1` of a run whose deciding Job fails: from the failure to every Job
+    applied again, and its parts: the deletes sent (ours), the old pods gone (the cluster's
+    garbage collector), the plan and apply of the next attempt (ours)."""
+    name = f"restart{count}"
+    ns = plane.create_namespace(prefix=f"r{count}")
+    argv = [
+        ours, "run", str(TEMPLATE), "-N", str(count), "--name", name, "--port",
+        str(next(PORTS)), "-n", ns, "--max-restarts", "1", "--logs", "none",
+    ]  # fmt: skip
+    err = Path(tempfile.mkstemp(prefix="bench-run-", suffix=".err")[1])
+    with err.open("wb") as sink:
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=sink)
+
+    def applied_first() -> bool:
+        if proc.poll() is not None:
+            sys.exit(f"bench: {' '.join(argv)} failed: {err.read_text()[-500:]}")
+        return _count(plane, ns, "jobs") == count
+
+    _until(applied_first, f"{count} Jobs applied", every=0.5)
+    time.sleep(2)  # following
+    stop = threading.Event()
+    kubelet = threading.Thread(target=_kubelet, args=(plane, ns, stop), daemon=True)
+    kubelet.start()
+    began = time.perf_counter()
+    _end_job(plane, ns, "mnist-worker-0", "Failed")
+    failed = time.perf_counter()
+    deleted = _until(lambda: _count(plane, ns, "jobs") == 0, "the old Jobs deleted", every=0.05)
+    pods_gone = _until(lambda: _count(plane, ns, "pods") == 0, "the old pods gone", every=0.05)
+    applied = _until(
+        lambda: _count(plane, ns, "jobs") == count, "the Jobs applied again", every=0.05
+    )
+    stop.set()
+    kubelet.join()
+    proc.send_signal(signal.SIGTERM)
+    _, _, usage = os.wait4(proc.pid, 0)
+    said = err.read_text()
+    err.unlink()
+    if "restarting run" not in said:
+        sys.exit(f"bench: {' '.join(argv)} did not restart: {said[-500:]}")
+    PEAKS[f"run {count}"] = usage.ru_maxrss / 1024
+    total = applied - failed
+    report(
+        f"  restart, {count} tasks: {total:.2f} s from the failure to every Job applied again "
+        f"(goal <= 30 s at 1000): the old Jobs deleted {deleted - failed:.2f} s (ours), their "
+        f"pods gone {pods_gone - deleted:.2f} s more (the cluster's garbage collector), planned "
+        f"and applied again {applied - pods_gone:.2f} s (ours; the failure written {failed - began:.2f} s)"
+    )
+    return {f"restart {count}": total}
 
 
 def main(argv: list[str]) -> None:

@@ -29,7 +29,7 @@ not seen. `run` restarts on that failure as on any other.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +43,14 @@ from simpletfjob.runs.state import (
     is_gone,
     run_state,
 )
-from simpletfjob.runs.taskstate import condition, metadata_of, pods_by_job
+from simpletfjob.runs.taskstate import (
+    Object,
+    TaskStatus,
+    condition,
+    metadata_of,
+    pods_by_job,
+    task_of,
+)
 
 if TYPE_CHECKING:
     from simpletfjob.kube.watch import Event
@@ -81,6 +88,36 @@ def _uid(obj: Mapping[str, Any]) -> str:
     return str(metadata_of(obj).get("uid") or "")
 
 
+class Memo:
+    """Each Job's task as last judged, and the objects it was judged from: an event about one
+    task of a thousand judges that task again, not all of them (task_of is pure).
+
+    The objects are compared by identity, and the memo holds them, so that an identity is
+    never another object's: a watch's event brings a new object, never the old one changed.
+    """
+
+    def __init__(self) -> None:
+        self.kept: dict[str, tuple[tuple[Any, ...], TaskStatus]] = {}
+
+    def task(
+        self, job: Object, pods: Sequence[Object], nodes: Mapping[str, str] | None
+    ) -> TaskStatus:
+        key = (job, *pods, tuple(sorted(nodes.items())) if nodes else ())
+        uid = str(metadata_of(job).get("uid") or metadata_of(job).get("name"))
+        kept = self.kept.get(uid)
+        if kept is not None and _same(kept[0], key):
+            return kept[1]
+        task = task_of(job, pods, nodes)
+        self.kept[uid] = (key, task)
+        return task
+
+
+def _same(before: tuple[Any, ...], now: tuple[Any, ...]) -> bool:
+    if len(before) != len(now) or before[-1] != now[-1]:
+        return False
+    return all(a is b for a, b in zip(before[:-1], now[:-1], strict=True))
+
+
 class Follower:
     """A run's Jobs and pods, brought up to date event by event, and judged."""
 
@@ -99,6 +136,7 @@ class Follower:
         self.restarts: dict[str, int] = {}  # the last count seen of each Job's task, by uid
         self.ended: dict[str, Mapping[str, Any]] = {}  # Job name -> the Job as seen ended
         self._keep_ends(self.stores["jobs"].objects.values())
+        self.memo = Memo()
 
     def take(self, plural: str, event: Event) -> None:
         """One event of the Jobs' watch ('jobs') or the pods' ('pods')."""
@@ -125,8 +163,9 @@ class Follower:
                 kept.update(self._pods_of(job))
         every = {**kept, **pods} if kept else pods
         run = run_state(
-            self.name, self.namespace, jobs.values(), every.values(), self.expected, nodes
-        )
+            self.name, self.namespace, jobs.values(), every.values(), self.expected, nodes,
+            self.memo.task,
+        )  # fmt: skip
         tasks = []
         for task in run.tasks:
             key = task.uid or task.job

@@ -233,10 +233,12 @@ def run_state(
     pods: Iterable[Object],
     expected: Iterable[str] = (),
     nodes: Mapping[str, str] | None = None,
+    judge: Callable[[Object, Sequence[Object], Mapping[str, str] | None], TaskStatus] = task_of,
 ) -> Run:
     """The run's tasks and state from its Jobs and pods; `expected` names tasks known to have existed.
 
-    `nodes` says how the nodes of pods in phase Unknown are (taskstate.task_of).
+    `nodes` says how the nodes of pods in phase Unknown are (taskstate.task_of). `judge` gives
+    each Job's task (follower.py's keeps the tasks judged from the same objects before).
     """
     listed = list(jobs)
     present = [job for job in listed if not is_gone(job)]
@@ -245,7 +247,7 @@ def run_state(
         return _deleting(name, namespace, listed, by_job, nodes)
     fw = _framework_of(present)
     order = in_role_order(fw.role_order)
-    tasks = tuple(sorted((task_of(j, job_pods(j, by_job), nodes) for j in present), key=order))
+    tasks = tuple(sorted((judge(j, job_pods(j, by_job), nodes) for j in present), key=order))
     policy, wrong_policy = read_policy(present)
     restarts = read_restarts(present)
     created = min((t.created for t in tasks if t.created is not None), default=None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -235,3 +236,37 @@ def test_a_job_made_again_under_the_name_of_one_seen_ended_is_judged_as_it_is_no
     again["metadata"]["uid"] = "another-uid"
     follower.take("jobs", Event("ADDED", again))
     assert follower.judge().state != "Failed"
+
+
+def test_an_event_about_one_task_of_many_judges_that_task_again_not_every_task(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """wait judged the whole run again on every event: at 1000 tasks, most of its reaction."""
+    import simpletfjob.runs.follower as follower_module
+
+    tasks = ["ps-0", *(f"worker-{i}" for i in range(300))]
+    jobs, pods = start("worker0", dict.fromkeys(tasks))
+    follower = Follower("mnist", "default", jobs, pods, tasks)
+    follower.judge()
+    judged: list[str] = []
+    original = follower_module.task_of
+
+    def counted(job: Any, *args: Any) -> Any:
+        judged.append(job["metadata"]["name"])
+        return original(job, *args)
+
+    monkeypatch.setattr(follower_module, "task_of", counted)
+    failed = job("worker-7", "worker0", failed=1, failed_reason="BackoffLimitExceeded")
+    follower.take("pods", Event("MODIFIED", pod(failed, "Failed", exit_code=1, reason="Error")))
+    follower.take("jobs", Event("MODIFIED", failed))
+    run = follower.judge()
+    assert judged == ["mnist-worker-7"]
+    # and it is the judgement of every object afresh
+    now = run_state(
+        "mnist", "default", follower.stores["jobs"].objects.values(),
+        follower.stores["pods"].objects.values(), tasks,
+    )  # fmt: skip
+    assert run == now
+    assert next(t for t in run.tasks if t.task == "worker-7").state == "Failed"
+    judged.clear()
+    assert follower.judge() == now and judged == []  # nothing changed: nothing judged again

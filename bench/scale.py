@@ -1,7 +1,10 @@
 """Acting on a large run, against the real control plane with 1000 Node objects: `apply`
-against `kubectl apply --server-side -f` of the very same render, and `delete --wait`
-against `kubectl delete jobs,services -l simpletfjob/job=NAME --wait`, at 10, 100 and 1000
-tasks, side by side in one run.
+against `kubectl apply --server-side -f` of the very same render, `delete --wait` against
+`kubectl delete jobs,services -l simpletfjob/job=NAME --wait`, `wait`'s reaction to the
+deciding Job's end against `kubectl wait --for=condition=complete` on that Job, a whole-run
+restart by `run --max-restarts 1` (from the deciding Job's failure to every Job applied
+again, and its parts), and the peak RSS of apply, wait and run, at 10, 100 and 1000 tasks,
+side by side in one run.
 
     python -m bench.run scale        # or: python -m bench.scale [--tasks 10,100] [--repeats 3]
 
@@ -13,17 +16,44 @@ the two tools taking turns. There is no kubelet: the Jobs' pods stay Pending.
 
 Where apply's time went, counted under cProfile at 1000 tasks on a loaded 2-core machine
 (the API server on the same cores):
-- before: 4002 requests, one after the other: a GET of each object the run's list did not
+- first: 4002 requests, one after the other: a GET of each object the run's list did not
   have (whether a name is taken by another's object), a server dry run of each, then for
   each a GET again and the apply; and the client's token hook set the host before every
   request, which read the whole environment for a proxy again (1 ms a request).
   In-process, 54 s of wall time (the machine busy): 12 s of dry runs, 22 s of applies (each
   with its GET), the first GETs the rest; 1.6 s in the proxy reads of the main thread alone.
-- after: the same requests, the proxy read once per connection (2 reads in all, not 4000),
+- then: the same requests, the proxy read once per connection (2 reads in all, not 4000),
   and the GETs and dry runs `in_flight` (8) at a time, in the render's order; the real
-  applies still go one at a time, each after a GET, and are now most of the time.
+  applies still one at a time, each after a GET: most of the time (0.94x kubectl).
+- now: 2002 requests (2 lists, 1000 dry runs, 1000 applies; counted at the loopback
+  server): no GET at all (the dry runs say which unlisted names are taken: one that has a
+  resourceVersion, or that could not be judged, is read, and only it), and the real applies
+  `in_flight` at a time too, sent and said in the render's order (the --cleanup-after owner
+  alone first). In-process against the loopback server, 10.7 s of which 6.5 s are the
+  requests (the server in the same process, sharing the GIL) and 1.4 s the manifests' checks.
 
-Measured on 2026-11-27, the machine loaded by other work (2 cores), one repeat each:
+Where a restart's time went (`run`, 1000 tasks, issue 27): 151 s waiting for the Foreground
+delete of the old Jobs, which the garbage collector finishes one Job after another (the run
+had no pods), then 7 s applying again. Now the old Jobs and Services are deleted with
+propagation Background, `in_flight` at a time: each Job is gone at once (its name free for
+the next attempt), and `run` waits for the old attempt's pods to be gone (one list, then one
+watch, of the run's pods by its label), as a new task beside a stopping one would lose its
+port or GPUs. Below, "the old Jobs deleted" is ours (from the failure seen, its one-second
+settle included, to the last delete), "their pods gone" the cluster's (the garbage collector
+deletes them, and here a stand-in kubelet thread confirms each at once, as a kubelet that has
+stopped the containers), "planned and applied again" ours.
+
+`wait` judged the whole run again on every batch of events (state.run_state on 1000 Jobs and
+pods); now follower.Memo keeps each Job's task with the objects it was judged from, so an
+event about one task judges that task again (tests/unit/test_follower.py counts it).
+
+delete --wait at 10 tasks: most of it is the process's start, which kubectl, a Go binary,
+does not pay: importing the kubernetes package runs its __init__, which imports the config,
+dynamic, watch, stream, utils, leaderelection and informer modules (0.8 s of CPU here,
+loaded; the kubeconfig loader's oauthlib, requests and google-auth most of it). Not changed.
+
+Measured on 2026-11-27, the machine loaded by other work (2 cores, load average 10 to 15),
+one repeat each. The figures before this round (same machine, quieter):
 
     apply, 10 tasks                3.07 s vs  0.96 s   3.20x   (goal <= 0.5x)
     delete --wait, 10 tasks        1.32 s vs  0.43 s   3.05x   (goal <= 1.0x)
@@ -31,6 +61,10 @@ Measured on 2026-11-27, the machine loaded by other work (2 cores), one repeat e
     delete --wait, 100 tasks       1.99 s vs 19.27 s   0.10x
     apply, 1000 tasks             32.42 s vs 34.66 s   0.94x   (1.57x before)
     delete --wait, 1000 tasks     20.66 s vs 218.8 s   0.09x
+
+Now (`python -m bench.scale --tasks 10,100,1000`):
+
+@@TABLE@@
 
 At 10 and 100 tasks most of apply's time is what kubectl does not do: the plan, which reads
 the 1000 nodes and their pods to choose the hosts, and the client's import.

@@ -43,6 +43,7 @@ class Deletion(NamedTuple):
 
     deleted: list[tuple[Resource, str]]
     replaced: list[str]  # 'job.batch/x': another object took the name after the list
+    held: list[str]  # Jobs deleted but still there (a finalizer, a Foreground delete)
 
     def count(self, resource: Resource) -> int:
         return sum(r is resource for r, _ in self.deleted)
@@ -70,7 +71,7 @@ def delete_run(
     delete (by default, the connection's).
     """
     total = len(run.jobs) + len(run.services)
-    done = Deletion([], [])
+    done = Deletion([], [], [])
     objects = list(run.objects())
     for resource, obj in objects:  # the server's selector is not trusted to delete
         if not belongs_to(obj, run.name):
@@ -100,6 +101,8 @@ def delete_run(
             report(replaced_line(resource.ref(name)))
             return
         done.deleted.append((resource, name))
+        if gone.object is not None and resource is JOBS:
+            done.held.append(resource.ref(name))
         if not gone.already_gone:
             report(f'{resource.qualified} "{name}" deleted')
 
@@ -174,7 +177,9 @@ def delete_named(
             return None
         raise
     done = delete_run(conn, run, "Background", report)
-    if wait:
+    # A Job that the server deleted at once answers with a Status, not the Job: when every
+    # one did, they are gone, and there is nothing to watch for (one list and one watch less).
+    if wait and done.held:
         wait_until_gone(conn, run.name, timeout, report=report)
     return run, done
 

@@ -177,3 +177,19 @@ def test_ignore_not_found_exits_0_quietly_when_there_is_no_run(
     # A name that cannot be a run is still a usage error.
     bad = apply.cli("delete", "no/such", "--ignore-not-found", "--kubeconfig", apply.kubeconfig)
     assert_one_line_error(bad, 2, contains=("is not a valid run name",))
+
+
+def test_wait_of_jobs_the_server_deleted_at_once_lists_them_no_more(
+    kubeapi: KubeAPI, cli: Any, tmp_path: Path
+) -> None:
+    """Each Job's delete answered with a Status, not the Job: gone, with nothing to watch for.
+    --wait listed them again and watched (kubectl's `delete --wait` is 0.4 s at 10 tasks)."""
+    kubeconfig = write_kubeconfig(tmp_path / "kc", kubeapi.url, namespace="default")
+    apply = Apply(cli, None, tmp_path, "default", kubeconfig=kubeconfig)  # type: ignore[arg-type]
+    assert apply(hosts="h1,h2,h3").code == 0
+    waited = apply.delete("--wait")
+    assert waited.code == 0, waited.err
+    assert lines(waited)[-1].endswith("(3 objects: 3 jobs, 0 services) and its Jobs are gone")
+    assert kubeapi.objects("jobs", "default") == []
+    assert len(kubeapi.requests_for("jobs", "list")) == 2  # apply's and delete's, no more
+    assert kubeapi.requests_for("jobs", "watch") == []

@@ -337,7 +337,7 @@ def _apply_all(
 
     The writes go out in the render's order and their lines are said in that order, as each
     answer is taken (kube/inflight.py's `Sending`); with `owner_first`, the first goes alone,
-    before the rest. A failure stops the sending: the writes already out are waited for, and
+    before the rest; and the Jobs go once every Service before them has been answered. A failure stops the sending: the writes already out are waited for, and
     those that landed are said and counted among the applied. An interruption (SIGINT) says on
     its way out how many objects were applied (every write answered, the answers not yet
     taken too), which writes had no answer yet, and the two ways on.
@@ -349,7 +349,14 @@ def _apply_all(
     writes = [
         Write(m.ref, partial(_apply_one, conn, m, live, expected, force=force)) for m in wanted
     ]
-    stages = [writes[:1], writes[1:]] if owner_first else [writes]
+    # The Services' writes all answered before the Jobs' go (their pods' DNS names first);
+    # the owner alone before either.
+    stages: list[list[Write[Applied]]] = []
+    for i, write in enumerate(writes):
+        alone = owner_first and i <= 1
+        if not stages or alone or wanted[i].resource is not wanted[i - 1].resource:
+            stages.append([])
+        stages[-1].append(write)
     sending: Sending[Applied] | None = None  # the writes whose requests are out, if any
     try:
         for stage in stages:

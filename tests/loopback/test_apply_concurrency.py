@@ -154,3 +154,17 @@ def test_a_refusal_half_way_counts_the_writes_that_were_out_and_landed(
     assert {line.split()[0].removeprefix("job.batch/") for line in said} == created
     assert f"job.batch/{refused}" in found[2]
     assert len(created) > 4  # the writes out beside the refused one landed, and are said
+
+
+def test_every_service_is_made_before_a_job_is_sent(
+    cli: Any, kubeapi: KubeAPI, tmp_path: Path
+) -> None:
+    """With pod networking, the Services (the tasks' DNS names) come first: the Jobs' writes
+    go once every Service's has been answered (the store's revisions say which came first)."""
+    kubeapi.add_faults(resource="services", verb="patch", delay=0.3)
+    result = apply(cli, kubeapi, tmp_path, "--network", "pod")
+    assert result.code == 0, result.err
+    services = [int(s["metadata"]["resourceVersion"]) for s in kubeapi.objects("services", NS)]
+    jobs = [int(j["metadata"]["resourceVersion"]) for j in kubeapi.objects("jobs", NS)]
+    assert len(services) == len(jobs) == HOSTS
+    assert max(services) < min(jobs)

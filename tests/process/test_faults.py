@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import EXAMPLES, console_script, open_cluster
-from tests.loopback.test_runs import load_run
 from tests.support import forkserver
 from tests.support.faultproxy import FaultProxy
 from tests.support.kubeapi import KubeAPI, job_status, serve
+from tests.support.scenes import load_run
 
 SCRIPT = console_script()
 WORKERS = 4

@@ -36,6 +36,7 @@ from simpletfjob.cli import main
 from tests.support.cluster import LoopbackCluster, loopback_cluster
 from tests.support.kubeapi import KubeAPI, serve, write_kubeconfig
 from tests.support.scenes import NS
+from tests.support.templates import PLACED as JOB
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -232,24 +233,6 @@ def write(path: Path, text: str) -> Path:
     path.write_text(text, encoding="utf-8")
     return path
 
-
-JOB = """\
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: t-<<type>>-<<index>>
-spec:
-  template:
-    spec:
-      nodeName: <<host>>
-      containers:
-        - name: tf
-          image: tensorflow/tensorflow
-          env:
-            - name: TF_CONFIG
-{placement}
-      restartPolicy: Never
-"""
 
 PLACEMENTS: dict[str, str] = {
     "folded-column-0": "              value: >\n<<TF_CONFIG>>",

@@ -18,26 +18,7 @@ from tests.conftest import Result, console_script, write
 from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
 from tests.support.kubelet import Kubelet
-
-TEMPLATE = """\
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: lf-<<type>>-<<index>>
-spec:
-  backoffLimit: <<backoff>>
-  template:
-    spec:
-      nodeName: <<node>>
-      restartPolicy: <<restart_policy>>
-      containers:
-        - name: tf
-          image: python
-          command: [python, <<script>>, <<markers>>]
-          env:
-            - name: TF_CONFIG
-              value: '<<TF_CONFIG>>'
-"""
+from tests.support.templates import FOLLOWED as TEMPLATE
 
 PRELUDE = """\
 import json, os, pathlib, subprocess, sys, time

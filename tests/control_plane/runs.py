@@ -7,24 +7,7 @@ from typing import Any
 
 from tests.conftest import Result, write
 from tests.support.cluster import ADMIN, Cluster
-
-TEMPLATE = """\
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: mnist-<<type>>-<<index>>
-spec:
-  backoffLimit: 0
-  template:
-    spec:
-      containers:
-        - name: tf
-          image: <<image>>
-          env:
-            - name: TF_CONFIG
-              value: '<<TF_CONFIG>>'
-      restartPolicy: Never
-"""
+from tests.support.templates import MNIST as TEMPLATE
 
 RUN = "app.kubernetes.io/managed-by=simpletfjob,simpletfjob/job=mnist"
 

@@ -21,9 +21,10 @@ import pytest
 
 import simpletfjob
 from tests.conftest import write
-from tests.control_plane.test_run import SCRIPT, TEMPLATE
 from tests.support.control_plane import ControlPlane
 from tests.support.kubelet import Kubelet, Node
+from tests.support.templates import RUN as TEMPLATE
+from tests.support.templates import RUN_SCRIPT as SCRIPT
 
 _names = itertools.count()
 

@@ -16,10 +16,11 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT, assert_one_line_error, tf_config_of, write
-from tests.control_plane.runs import TEMPLATE, Apply, jobs, lines, services
+from tests.control_plane.runs import Apply, jobs, lines, services
 from tests.support.client import ApiFailure
 from tests.support.cluster import Cluster, LoopbackCluster, wait_for
 from tests.support.kubeapi import KubeAPI, make_node, write_kubeconfig
+from tests.support.templates import MNIST as TEMPLATE
 
 
 def test_apply_creates_the_run_in_the_contexts_namespace(cluster: Cluster, run_in: Any) -> None:

@@ -23,12 +23,13 @@ from typing import Any
 import pytest
 
 from tests.conftest import assert_one_line_error, write
-from tests.control_plane.runs import TEMPLATE as MNIST
-from tests.control_plane.test_run import SCRIPT, Runs
+from tests.control_plane.test_run import Runs
 from tests.support.cluster import Cluster, loopback_cluster
 from tests.support.control_plane import ControlPlane, find_assets, start
 from tests.support.kubelet import Kubelet, Node
 from tests.support.parallel import node_address
+from tests.support.templates import MNIST
+from tests.support.templates import RUN_SCRIPT as SCRIPT
 
 _names = itertools.count()
 

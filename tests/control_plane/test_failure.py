@@ -20,43 +20,7 @@ from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
 from tests.support.kubelet import Kubelet, Node
 from tests.support.parallel import node_address
-
-TEMPLATE = """\
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: fl-<<type>>-<<index>>
-spec:
-  backoffLimit: <<backoff>>
-  template:
-    spec:
-      nodeName: <<node>>
-      restartPolicy: <<restart_policy>>
-      containers:
-        - name: tf
-          image: python
-          command:
-            - python
-            - -c
-            - |
-              import json, os, sys, time
-              task = json.loads(os.environ["TF_CONFIG"])["task"]
-              name = f"{task['type']}-{task['index']}"
-              time.sleep(<<sleep>>)
-              for i in range(<<lines>>):
-                  print(name, "line", i, flush=True)
-              if name in <<fail>>:
-                  print(name, "giving up", flush=True)
-                  sys.exit(1)
-              if task["type"] == "ps":
-                  time.sleep(3600)
-          env:
-            - name: TF_CONFIG
-              value: '<<TF_CONFIG>>'
-          resources:
-            limits:
-              example.com/widget: <<widgets>>
-"""
+from tests.support.templates import FAILING as TEMPLATE
 
 _names = itertools.count()
 # the Job controller may say it more than once

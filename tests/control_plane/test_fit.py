@@ -16,31 +16,11 @@ import pytest
 
 from tests.conftest import assert_one_line_error, write
 from tests.support.control_plane import ControlPlane
+from tests.support.templates import FIT_BY_ROLE as TEMPLATE
 
 GPU = "nvidia.com/gpu"
 FPGA = "example.com/fpga"
 
-# {worker} and {ps} are each role's resources block (or nothing).
-TEMPLATE = """\
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: fit-<<type>>-<<index>>
-spec:
-  template:
-    spec:
-      nodeName: <<node>>
-      containers:
-        - name: tf
-          image: tensorflow/tensorflow
-          env:
-            - name: TF_CONFIG
-              value: '<<TF_CONFIG>>'
-{% if type == "worker" %}
-{worker}{% else %}
-{ps}{% endif %}
-      restartPolicy: Never
-"""
 
 BASE = {"cpu": "4", "memory": "8Gi", "ephemeral-storage": "20Gi", "pods": "110"}
 

@@ -23,43 +23,7 @@ from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
 from tests.support.kubelet import Kubelet, Node
 from tests.support.parallel import node_address
-
-TEMPLATE = """\
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: lg-<<type>>-<<index>>
-spec:
-  backoffLimit: <<backoff>>
-  template:
-    spec:
-      nodeName: <<node>>
-      restartPolicy: <<restart_policy>>
-      containers:
-        - name: tf
-          image: python
-          command:
-            - python
-            - -c
-            - |
-              import json, os, pathlib, sys, time
-              task = json.loads(os.environ["TF_CONFIG"])["task"]
-              name = f"{task['type']}-{task['index']}"
-              for i in range(<<lines>>):
-                  print(name, "line", i, flush=True)
-              marker = pathlib.Path(<<marker>>) / name
-              if name in <<crash>> and not marker.exists():
-                  marker.write_text("x")
-                  print(name, "crashing", flush=True)
-                  sys.exit(3)
-              if task["type"] == "ps":
-                  time.sleep(3600)
-          env:
-            - name: TF_CONFIG
-              value: '<<TF_CONFIG>>'
-        - name: sidecar
-          image: busybox
-"""
+from tests.support.templates import LOGGED as TEMPLATE
 
 _names = itertools.count()
 

@@ -29,48 +29,8 @@ from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
 from tests.support.kubelet import Kubelet, Node
 from tests.support.parallel import node_address
-
-TEMPLATE = """\
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: rt-<<type>>-<<index>>
-spec:
-  backoffLimit: 0
-  template:
-    spec:
-      nodeName: <<node>>
-      restartPolicy: Never
-      containers:
-        - name: tf
-          image: python
-          command: [python, <<script>>, <<markers>>, <<mode>>, "<<seconds>>"]
-          resources:
-            requests:
-              cpu: 100m
-          env:
-            - name: TF_CONFIG
-              value: '<<TF_CONFIG>>'
-"""
-
-SCRIPT = """\
-import json, os, pathlib, sys, time
-task = json.loads(os.environ["TF_CONFIG"])["task"]
-name = f"{task['type']}-{task['index']}"
-markers, mode, seconds = pathlib.Path(sys.argv[1]), sys.argv[2], float(sys.argv[3])
-print(name, "started", flush=True)
-if task["type"] == "ps":
-    time.sleep(3600)
-if name == "worker-1" and mode in ("fail-once", "fail-always"):
-    marker = markers / "failed"
-    if mode == "fail-always" or not marker.exists():
-        marker.write_text("x")
-        time.sleep(1)
-        print(name, "failing", flush=True)
-        sys.exit(1)
-time.sleep(seconds)
-print(name, "done", flush=True)
-"""
+from tests.support.templates import RUN as TEMPLATE
+from tests.support.templates import RUN_SCRIPT as SCRIPT
 
 _names = itertools.count()
 

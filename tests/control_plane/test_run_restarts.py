@@ -24,29 +24,7 @@ from tests.conftest import write
 from tests.support.control_plane import ControlPlane
 from tests.support.kubelet import Kubelet, Node
 from tests.support.parallel import node_address
-
-TEMPLATE = """\
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: rr-<<type>>-<<index>>
-spec:
-  backoffLimit: 0
-  template:
-    spec:
-      nodeName: <<node>>
-      restartPolicy: Never
-      containers:
-        - name: tf
-          image: python
-          command: [python, <<script>>, <<markers>>, "<<code>>", "<<restart>>", <<who>>, "<<seconds>>"]
-          resources:
-            requests:
-              cpu: 100m
-          env:
-            - name: TF_CONFIG
-              value: '<<TF_CONFIG>>'
-"""
+from tests.support.templates import RESTARTED as TEMPLATE
 
 SCRIPT = """\
 import json, os, pathlib, signal, sys, time

@@ -32,30 +32,7 @@ from tests.support.control_plane import ControlPlane
 from tests.support.faultproxy import FaultProxy, Seen
 from tests.support.kubelet import Kubelet, Node
 from tests.support.parallel import node_address
-
-TEMPLATE = """\
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: rs-<<type>>-<<index>>
-spec:
-  backoffLimit: 0
-  template:
-    spec:
-      nodeName: <<node>>
-      restartPolicy: Never
-      terminationGracePeriodSeconds: 8
-      containers:
-        - name: tf
-          image: python
-          command: [python, <<script>>, <<markers>>, <<mode>>, "<<seconds>>"]
-          resources:
-            requests:
-              cpu: 100m
-          env:
-            - name: TF_CONFIG
-              value: '<<TF_CONFIG>>'
-"""
+from tests.support.templates import SIGNALLED as TEMPLATE
 
 SCRIPT = """\
 import json, os, pathlib, signal, sys, time

@@ -21,25 +21,8 @@ from simpletfjob.kube.resources import resource_for
 from tests.conftest import assert_one_line_error, load_all
 from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
+from tests.support.templates import TFRUN as TEMPLATE
 
-TEMPLATE = """\
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: tfrun-<<type>>-<<index>>
-spec:
-  backoffLimit: 0
-  template:
-    spec:
-      nodeName: <<host>>
-      containers:
-        - name: tf
-          image: tensorflow/tensorflow
-          env:
-            - name: TF_CONFIG
-              value: '<<TF_CONFIG>>'
-      restartPolicy: Never
-"""
 NODES = ("cp-run-1", "cp-run-2", "cp-run-3", "cp-run-4")
 
 

@@ -28,26 +28,7 @@ from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
 from tests.support.kubelet import Kubelet, Node
 from tests.support.parallel import node_address
-
-TEMPLATE = """\
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: tt-<<type>>-<<index>>
-spec:
-  backoffLimit: 0
-  template:
-    spec:
-      nodeName: <<node>>
-      restartPolicy: Never
-      containers:
-        - name: tf
-          image: python
-          command: [python, <<script>>, "<<code>>"]
-          env:
-            - name: TF_CONFIG
-              value: '<<TF_CONFIG>>'
-"""
+from tests.support.templates import TERMINAL as TEMPLATE
 
 SCRIPT = """\
 import json, os, sys, time

@@ -13,6 +13,7 @@ import pytest
 
 import simpletfjob
 from tests.conftest import EXAMPLES, ROOT, load_all
+from tests.support.templates import LABELLED
 
 
 def test_import_simpletfjob_imports_nothing_heavy() -> None:
@@ -154,23 +155,6 @@ def test_render_errors_are_the_cli_families(tmp_path: Path) -> None:
         simpletfjob.render(broken, nodes="a")
     with pytest.raises(simpletfjob.SelectionError, match="more hosts than are eligible"):
         simpletfjob.render(MNIST / "mnist.yaml", nodes="a", num=2)
-
-
-LABELLED = """\
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: t-<<type>>-<<index>>
-  labels:
-    simpletfjob/job: custom
-spec:
-  template:
-    spec:
-      restartPolicy: Never
-      containers:
-      - name: c
-        image: x
-"""
 
 
 def test_render_prints_nothing_and_logs_its_warnings(

@@ -20,6 +20,8 @@ from simpletfjob.template.catalog import (
     read_builtin,
 )
 from tests.conftest import ROOT, assert_one_line_error, tf_config_of, write
+from tests.support.templates import HEADER_VALUES as BODY
+from tests.support.templates import OPTIONAL_VALUES as OPTIONAL
 
 TF_BUILTINS = [
     "pod-network",
@@ -246,17 +248,6 @@ HEADER = """\
 #     res:
 #       cpu: 1
 #       memory: 1Gi
-"""
-
-BODY = """\
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: t-<<type>>-<<index>>
-  annotations:
-    image: "<<image>>:<<tag>>"
-    cpu: "<<res.cpu>>"
-    memory: "<<res.memory>>"
 """
 
 
@@ -504,26 +495,6 @@ def test_a_header_can_choose_pod_networking_and_tasks_per_host(cli: Any, tmp_pat
         cwd=tmp_path,
     )
     assert [d["kind"] for d in host.docs] == ["Job", "Job"]
-
-
-OPTIONAL = """\
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: t-<<type>>-<<index>>
-spec:
-  template:
-    spec:
-      containers:
-        - name: tf
-          image: << image | default('tensorflow/tensorflow') >>
-{% if gpus is defined %}
-          resources:
-            limits:
-              nvidia.com/gpu: << gpus >>
-{% endif %}
-      restartPolicy: Never
-"""
 
 
 def test_an_optional_value_is_asked_about_as_in_jinja_and_helm(cli: Any, tmp_path: Path) -> None:

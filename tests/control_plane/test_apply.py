@@ -16,10 +16,10 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT, assert_one_line_error, tf_config_of, write
-from tests.control_plane.runs import Apply, jobs, lines, services
 from tests.support.client import ApiFailure
 from tests.support.cluster import Cluster, LoopbackCluster, wait_for
 from tests.support.kubeapi import KubeAPI, make_node, write_kubeconfig
+from tests.support.runs import Apply, jobs, lines, services
 from tests.support.templates import MNIST as TEMPLATE
 
 

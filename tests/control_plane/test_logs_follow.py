@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 
 from tests.conftest import Result
-from tests.control_plane.logruns import Live, LogRun
 from tests.control_plane.test_logs import prefixed
 from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
 from tests.support.kubelet import Kubelet, Node
+from tests.support.logruns import Live, LogRun
 from tests.support.parallel import node_address
 
 _names = itertools.count()

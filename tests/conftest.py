@@ -35,7 +35,6 @@ from hypothesis import HealthCheck, settings
 from simpletfjob.cli import main
 from tests.support.cluster import LoopbackCluster, loopback_cluster
 from tests.support.kubeapi import KubeAPI, serve, write_kubeconfig
-from tests.support.scenes import NS
 from tests.support.templates import PLACED as JOB
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -317,4 +316,6 @@ def kubeapi_tls(kube_env: Path, cluster_ca: Any, tmp_path: Path) -> Iterator[Kub
 @pytest.fixture
 def kubeconfig(kubeapi: KubeAPI, tmp_path: Path) -> str:
     """A kubeconfig for the loopback server (`kubeapi`), in the namespace of scenes.load_run's runs."""
+    from tests.support.scenes import NS
+
     return str(write_kubeconfig(tmp_path / "kubeconfig", kubeapi.url, namespace=NS))

@@ -4,7 +4,6 @@ Warning events of its Job and pods), a stuck task's reason, the times of tasks a
 
 from __future__ import annotations
 
-import itertools
 import json
 import re
 import threading
@@ -18,11 +17,10 @@ import pytest
 from tests.conftest import Result, write
 from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
-from tests.support.kubelet import Kubelet, Node
-from tests.support.parallel import node_address
+from tests.support.kubelet import Kubelet
+from tests.support.scenes import stand_in_nodes
 from tests.support.templates import FAILING as TEMPLATE
 
-_names = itertools.count()
 # the Job controller may say it more than once
 BACKOFF = r"  BackoffLimitExceeded \(x\d+\) job/fl-worker-1: Job has reached the specified backoff"
 
@@ -64,8 +62,7 @@ class FailRun:
 
 @pytest.fixture
 def run(cli: Any, kube: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[FailRun]:
-    n = next(_names)
-    nodes = [Node(f"fl-{n}-{i}", node_address(i)) for i in range(3)]
+    nodes, _ = stand_in_nodes("fl", 3)
     with Kubelet(kube, nodes, tmp_path / "kubelet") as kubelet:
         yield FailRun(cli, kube, kubelet, namespace, tmp_path)
 

@@ -6,7 +6,6 @@ lines, so what `logs` shows is what the pods really wrote, through pods/log.
 
 from __future__ import annotations
 
-import itertools
 import signal
 import subprocess
 import threading
@@ -21,11 +20,9 @@ import yaml
 from tests.conftest import ROOT, Result, assert_one_line_error, console_script, write
 from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
-from tests.support.kubelet import Kubelet, Node
-from tests.support.parallel import node_address
+from tests.support.kubelet import Kubelet
+from tests.support.scenes import stand_in_nodes
 from tests.support.templates import LOGGED as TEMPLATE
-
-_names = itertools.count()
 
 
 class LogsRun:
@@ -62,8 +59,7 @@ class LogsRun:
 
 @pytest.fixture
 def run(cli: Any, kube: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[LogsRun]:
-    n = next(_names)
-    nodes = [Node(f"lg-{n}-{i}", node_address(i)) for i in range(3)]
+    nodes, _ = stand_in_nodes("lg", 3)
     with Kubelet(kube, nodes, tmp_path / "kubelet") as kubelet:
         yield LogsRun(cli, kube, kubelet, namespace, tmp_path)
 

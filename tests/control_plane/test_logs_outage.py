@@ -22,9 +22,9 @@ from tests.conftest import Result
 from tests.control_plane.test_logs import prefixed
 from tests.control_plane.test_outage import outage, outage_lines, plane  # noqa: F401 -- fixtures
 from tests.support.control_plane import ControlPlane
-from tests.support.kubelet import Kubelet, Node
+from tests.support.kubelet import Kubelet
 from tests.support.logruns import Live, LogRun
-from tests.support.parallel import node_address
+from tests.support.scenes import stand_in_nodes
 
 _names = itertools.count()
 
@@ -52,9 +52,8 @@ def lf(
     outage: ControlPlane,  # noqa: F811 -- the fixture
     tmp_path: Path,
 ) -> Iterator[LogRun]:
-    n = next(_names)
     namespace = outage.create_namespace()
-    nodes = [Node(f"lo-{n}-{i}", node_address(i)) for i in range(3)]
+    nodes, _ = stand_in_nodes("lo", 3)
     with Kubelet(outage, nodes, tmp_path / "kubelet") as kubelet:
         yield LogRun(cli, outage, kubelet, namespace, tmp_path)
 

@@ -29,9 +29,9 @@ from simpletfjob.kube.request import ApiError, Deadline
 from simpletfjob.kube.resources import JOBS, PODS
 from simpletfjob.kube.watch import watch
 from tests.conftest import console_script
-from tests.control_plane.test_runs import NODES, create_run, jobs, pod_of
 from tests.support.cluster import LoopbackCluster, wait_for
 from tests.support.control_plane import ControlPlane, find_assets, start
+from tests.support.controlled import NODES, create_run, jobs, pod_of
 from tests.support.kubeapi import KubeAPI, make_pod, serve, write_kubeconfig
 from tests.support.kubeapi.serving import closed_port
 from tests.support.scenes import (

@@ -1,18 +1,28 @@
-"""The scenes many test files set up: a run on the loopback server as apply leaves it, and the
-moves of the controllers and the kubelet that the loopback server does not make.
+"""The scenes many test files set up: a run on the loopback server as apply leaves it, with the
+moves of the controllers and the kubelet that the loopback server does not make; the kubelet
+stand-in's nodes of one test; and `run`'s scene on them (`Runs`).
 
-The fixture that goes with them, `kubeconfig` (the loopback server's, namespace NS), is in
-tests/conftest.py.
+The fixture that goes with the first, `kubeconfig` (the loopback server's, namespace NS), is
+in tests/conftest.py.
 """
 
 from __future__ import annotations
 
+import itertools
+import os
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from tests.conftest import write
+from tests.support.control_plane import ControlPlane
 from tests.support.kubeapi import KubeAPI, job_status, make_job, make_pod, make_service
+from tests.support.kubelet import Kubelet, Node
+from tests.support.parallel import node_address
+from tests.support.templates import RUN as TEMPLATE
+from tests.support.templates import RUN_SCRIPT as SCRIPT
 
 NS = "ml"
 # What the loopback server says of a pod that no node has taken (load_run's pods)
@@ -92,3 +102,82 @@ def when_watching(api: KubeAPI, then: Callable[[], None]) -> threading.Thread:
     thread = threading.Thread(target=go, daemon=True)
     thread.start()
     return thread
+
+
+# ---- the kubelet stand-in's nodes, and `run` on them ---------------------------------------------
+
+_scenes = itertools.count()
+
+
+def stand_in_nodes(
+    prefix: str, count: int, *, label_key: str | None = None, label_prefix: str = ""
+) -> tuple[list[Node], str]:
+    """`count` nodes for a Kubelet, named PREFIX-N-I on this worker's node addresses, N new at
+    each call in this process; with `label_key`, each labelled LABEL_KEY=LABEL, which is
+    returned (LABEL_PREFIX, the pid, N), so that `-l` picks this test's nodes alone."""
+    n = next(_scenes)
+    label = f"{label_prefix}{os.getpid()}-{n}"
+    labels = {label_key: label} if label_key else {}
+    return [Node(f"{prefix}-{n}-{i}", node_address(i), labels=labels) for i in range(count)], label
+
+
+class Scripted:
+    """What a test of `run` on the stand-in's nodes writes first: the template (NAME.yaml), the
+    tasks' program (task.py, the template's <<script>>), a directory for the program's marker
+    files (<<markers>>), and a kubeconfig for the namespace."""
+
+    def __init__(
+        self, cli: Any, kube: ControlPlane, ns: str, tmp: Path, label: str, *, name: str,
+        template: str, script: str,
+    ) -> None:  # fmt: skip
+        self.cli, self.kube, self.ns, self.label = cli, kube, ns, label
+        self.template = write(tmp / f"{name}.yaml", template)
+        self.script = write(tmp / "task.py", script)
+        self.markers = tmp / "markers"
+        self.markers.mkdir()
+        self.kubeconfig = str(kube.kubeconfig(tmp / "kc", namespace=ns))
+
+
+class Runs(Scripted):
+    """The test's nodes (labelled rt=N), its template, and the commands as a user types them."""
+
+    def __init__(
+        self, cli: Any, kube: ControlPlane, kubelet: Kubelet, ns: str, tmp: Path, label: str
+    ) -> None:
+        super().__init__(cli, kube, ns, tmp, label, name="rt", template=TEMPLATE, script=SCRIPT)
+        self.kubelet = kubelet
+
+    def args(self, mode: str = "ok", seconds: float = 3) -> list[str]:
+        return [
+            str(self.template), "-l", f"rt={self.label}", "--address", "internal-ip",
+            "--kubeconfig", self.kubeconfig, "--set", f"script={self.script}",
+            "--set", f"markers={self.markers}", "--set", f"mode={mode}",
+            "--set", f"seconds={seconds}",
+        ]  # fmt: skip
+
+    def run(self, *args: str, mode: str = "ok", seconds: float = 3) -> Any:
+        return self.cli("run", *self.args(mode, seconds), *args)
+
+    def jobs(self) -> dict[str, dict[str, Any]]:
+        answer = self.kube.admin.get(
+            f"/apis/batch/v1/namespaces/{self.ns}/jobs", labelSelector="simpletfjob/job=rt"
+        )
+        return {job["metadata"]["name"]: job for job in answer["items"]}
+
+    def pods(self) -> list[dict[str, Any]]:
+        answer = self.kube.admin.get(
+            f"/api/v1/namespaces/{self.ns}/pods", labelSelector="simpletfjob/job=rt"
+        )
+        return list(answer["items"])
+
+    def running(self, task: str) -> dict[str, Any] | None:
+        return next(
+            (
+                p
+                for p in self.pods()
+                if p["metadata"]["labels"].get("job-name") == f"rt-{task}"
+                and p.get("status", {}).get("phase") == "Running"
+                and not p["metadata"].get("deletionTimestamp")
+            ),
+            None,
+        )

@@ -21,6 +21,7 @@ from tests.conftest import ROOT, Result, assert_one_line_error, console_script, 
 from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
 from tests.support.kubelet import Kubelet
+from tests.support.logruns import prefixed
 from tests.support.scenes import stand_in_nodes
 from tests.support.templates import LOGGED as TEMPLATE
 
@@ -62,15 +63,6 @@ def run(cli: Any, kube: ControlPlane, namespace: str, tmp_path: Path) -> Iterato
     nodes, _ = stand_in_nodes("lg", 3)
     with Kubelet(kube, nodes, tmp_path / "kubelet") as kubelet:
         yield LogsRun(cli, kube, kubelet, namespace, tmp_path)
-
-
-def prefixed(out: str) -> dict[str, list[str]]:
-    """The lines of each task, from `task | line` output."""
-    found: dict[str, list[str]] = {}
-    for line in out.splitlines():
-        task, _, text = line.partition(" | ")
-        found.setdefault(task.strip(), []).append(text)
-    return found
 
 
 def test_logs_of_every_task_are_prefixed_and_cut_to_ten_lines_each(run: LogsRun) -> None:

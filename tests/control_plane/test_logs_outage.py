@@ -19,11 +19,10 @@ from typing import Any
 import pytest
 
 from tests.conftest import Result
-from tests.control_plane.test_logs import prefixed
 from tests.control_plane.test_outage import outage, outage_lines, plane  # noqa: F401 -- fixtures
 from tests.support.control_plane import ControlPlane
 from tests.support.kubelet import Kubelet
-from tests.support.logruns import Live, LogRun
+from tests.support.logruns import Live, LogRun, prefixed
 from tests.support.scenes import stand_in_nodes
 
 _names = itertools.count()

@@ -135,3 +135,12 @@ class Live:
         for reader in self._readers:
             reader.join(10)
         return Result(code, "".join(f"{line}\n" for line in self.out), "\n".join(self.err))
+
+
+def prefixed(out: str) -> dict[str, list[str]]:
+    """The lines of each task, from `task | line` output."""
+    found: dict[str, list[str]] = {}
+    for line in out.splitlines():
+        task, _, text = line.partition(" | ")
+        found.setdefault(task.strip(), []).append(text)
+    return found

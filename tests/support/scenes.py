@@ -65,6 +65,43 @@ def load_run(
     api.load("services", services)
 
 
+def task_job(
+    role: str,
+    index: int,
+    *,
+    run: str = "mnist",
+    policy: str | None = None,
+    node: str | None = None,
+    restart: str = "Never",
+    **status: Any,
+) -> dict[str, Any]:
+    """A run's Job for a task as the API server returns it (status from `job_status`'s keywords)."""
+    labels = {
+        "app.kubernetes.io/managed-by": "simpletfjob",
+        "simpletfjob/job": run,
+        "simpletfjob/role": role,
+        "simpletfjob/index": str(index),
+    }
+    template: dict[str, Any] = {
+        "spec": {"restartPolicy": restart, "containers": [{"name": "tf", "image": "tf"}]}
+    }
+    if node:
+        template["spec"]["nodeName"] = node
+    return make_job(
+        f"{run}-{role}-{index}",
+        labels=labels,
+        annotations={"simpletfjob/success-policy": policy} if policy else None,
+        template=template,
+        status=job_status(**status) if status else None,
+    )
+
+
+def task_pod(of: dict[str, Any], suffix: str = "a", **kwargs: Any) -> dict[str, Any]:
+    """A pod of the Job `of`, named after it."""
+    name = f"{of['metadata']['name']}-{suffix}"
+    return make_pod(name, owner=of, labels={"simpletfjob/job": "mnist"}, **kwargs)
+
+
 def run_pod(api: KubeAPI, name: str, node: str, phase: str = "Running", **status: Any) -> None:
     """The scheduler and the kubelet: bind the pod (nodeName) and report its status."""
     if not api.get("pods", f"{name}-x", NS)["spec"].get("nodeName"):

@@ -746,3 +746,18 @@ spec:
             limits:
               example.com/widget: <<widgets>>
 """
+
+
+# A program of torchrun's workers: each all-reduces its rank + 1 over gloo and prints the sum.
+TORCH_SCRIPT = """\
+import os
+import torch
+import torch.distributed as dist
+
+dist.init_process_group("gloo")  # env://: what torchrun set from PET_*
+rank, size = dist.get_rank(), dist.get_world_size()
+value = torch.tensor([float(rank + 1)])
+dist.all_reduce(value)
+print(f"rank={rank} world={size} node={os.environ['GROUP_RANK']} sum={value.item():g}", flush=True)
+dist.destroy_process_group()
+"""

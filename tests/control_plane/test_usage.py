@@ -21,23 +21,12 @@ from tests.conftest import tf_config_of, write
 from tests.support.client import ApiFailure
 from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
+from tests.support.scenes import bound_pod as pod
+from tests.support.scenes import box
 from tests.support.templates import HOST_PORT_GPUS as HOST_TEMPLATE
 from tests.support.templates import PLAIN as GPU_TEMPLATE
 
 GPU = "nvidia.com/gpu"
-
-
-def pod(name: str, node: str, containers: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {"nodeName": node, "containers": containers, **spec},
-    }
-
-
-def box(name: str, **resources: Any) -> dict[str, Any]:
-    return {"name": name, "image": "busybox", "resources": resources}
 
 
 def gpus(n: int) -> dict[str, str]:

@@ -14,21 +14,19 @@ from tests.conftest import assert_one_line_error, write
 from tests.support.kubeapi import (
     KubeAPI,
     make_job,
-    make_node,
     make_pod,
     serve,
     sidecar,
     write_kubeconfig,
 )
+from tests.support.scenes import node_object
 from tests.support.templates import FIT_WORKER_GPU as TEMPLATE
 
 GPU = "nvidia.com/gpu"
 
 
 def node(name: str, gpus: int = 0, cpu: str = "8") -> dict[str, Any]:
-    obj = make_node(name, gpus=gpus)
-    obj["status"]["allocatable"].update(cpu=cpu, memory="16Gi")
-    return obj
+    return node_object(name, gpus, images=36, cpu=cpu, memory="16Gi")
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """The scenes many test files set up: a run on the loopback server as apply leaves it, with the
 moves of the controllers and the kubelet that the loopback server does not make; the kubelet
-stand-in's nodes of one test; and `run`'s scene on them (`Runs`).
+stand-in's nodes of one test, and `run`'s scene on them (`Runs`); the nodes and pods that the
+fit and usage tests give a cluster.
 
 The fixture that goes with the first, `kubeconfig` (the loopback server's, namespace NS), is
 in tests/conftest.py.
@@ -18,7 +19,14 @@ from typing import Any
 
 from tests.conftest import write
 from tests.support.control_plane import ControlPlane
-from tests.support.kubeapi import KubeAPI, job_status, make_job, make_pod, make_service
+from tests.support.kubeapi import (
+    KubeAPI,
+    job_status,
+    make_job,
+    make_node,
+    make_pod,
+    make_service,
+)
 from tests.support.kubelet import Kubelet, Node
 from tests.support.parallel import node_address
 from tests.support.templates import RUN as TEMPLATE
@@ -218,3 +226,31 @@ class Runs(Scripted):
             ),
             None,
         )
+
+
+# ---- nodes and pods, as the fit and usage tests give a cluster ------------------------------------
+
+
+def node_object(name: str, gpus: int = 0, *, images: int = 0, **allocatable: str) -> dict[str, Any]:
+    """A Node as make_node gives it (`images` entries in its image list), these amounts set in
+    its allocatable."""
+    obj = make_node(name, gpus=gpus, images=images)
+    obj["status"]["allocatable"].update(allocatable)
+    return obj
+
+
+def bound_pod(
+    name: str, node: str, containers: list[dict[str, Any]], **spec: Any
+) -> dict[str, Any]:
+    """A pod to create, bound to `node` (as the API server takes it from a scheduler)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {"nodeName": node, "containers": containers, **spec},
+    }
+
+
+def box(name: str, **resources: Any) -> dict[str, Any]:
+    """A busybox container that asks for `resources` (requests=..., limits=...)."""
+    return {"name": name, "image": "busybox", "resources": resources}

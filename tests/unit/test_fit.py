@@ -19,7 +19,7 @@ from simpletfjob.hosts.requested import pod_units
 from simpletfjob.hosts.usage import NodeUsage
 from simpletfjob.quantity import scheduler_units, units_text
 from tests.conftest import assert_one_line_error, write
-from tests.support.kubeapi import make_node
+from tests.support.scenes import node_object
 from tests.support.templates import FIT_BY_VALUES as TEMPLATE
 
 GPU = "nvidia.com/gpu"
@@ -30,12 +30,6 @@ def node(name: str, gpus: int = 0, cpu: str = "8", memory: str = "32Gi", **more:
     if gpus:
         listed[GPU] = str(gpus)
     return Node(name, gpus=gpus, plain=False, allocatable=listed, origin="test")
-
-
-def node_object(name: str, gpus: int = 0, **allocatable: str) -> dict[str, Any]:
-    obj = make_node(name, gpus=gpus, images=0)
-    obj["status"]["allocatable"].update(allocatable)
-    return obj
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import itertools
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -28,8 +27,6 @@ from tests.support.kubelet import Kubelet
 from tests.support.scenes import Runs, stand_in_nodes
 from tests.support.templates import MNIST
 from tests.support.templates import RUN_SCRIPT as SCRIPT
-
-_names = itertools.count()
 
 # worker-0, the task that decides the run, fails its first attempt.
 DECIDER_FAILS_ONCE = SCRIPT.replace('name == "worker-1"', 'name == "worker-0"')

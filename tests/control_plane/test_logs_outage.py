@@ -9,7 +9,6 @@ lines of one second must be told apart when a log is opened again from that seco
 
 from __future__ import annotations
 
-import itertools
 import re
 import time
 from collections.abc import Iterator
@@ -24,8 +23,6 @@ from tests.support.control_plane import ControlPlane
 from tests.support.kubelet import Kubelet
 from tests.support.logruns import Live, LogRun, prefixed
 from tests.support.scenes import stand_in_nodes
-
-_names = itertools.count()
 
 THROUGH = """
 if task["type"] == "ps":

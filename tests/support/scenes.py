@@ -162,8 +162,8 @@ def stand_in_nodes(
     returned (LABEL_PREFIX, the pid, N), so that `-l` picks this test's nodes alone."""
     n = next(_scenes)
     label = f"{label_prefix}{os.getpid()}-{n}"
-    labels = {label_key: label} if label_key else {}
-    return [Node(f"{prefix}-{n}-{i}", node_address(i), labels=labels) for i in range(count)], label
+    chosen = {label_key: label} if label_key else {}
+    return [Node(f"{prefix}-{n}-{i}", node_address(i), labels=chosen) for i in range(count)], label
 
 
 class Scripted:

@@ -17,7 +17,8 @@ SECTION = "### Where a command's tests go"
 # A test module that imports another, and why it must (CONTRIBUTING says it too).
 IMPORTS_ALLOWED = {
     ("tests/control_plane/test_logs_outage.py", "tests.control_plane.test_outage"): (
-        "a module-scoped control plane, which scheduling.py finds in the module that defines it"
+        "a module-scoped control plane, defined in test_outage.py so that scheduling.py keeps"
+        " that module's tests on one worker"
     ),
 }
 

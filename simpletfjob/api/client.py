@@ -184,8 +184,8 @@ class Client:
         from simpletfjob.errors import RunFailed
         from simpletfjob.options.runs import LIMIT_RULES, RunOptions
         from simpletfjob.plan import plan
+        from simpletfjob.runs.ending import succeeded_line
         from simpletfjob.runs.run import run_to_end
-        from simpletfjob.runs.wait import succeeded_line
 
         given: dict[str, Any] = {"max_restarts": max_restarts, **options}
         if timeout is not None:
@@ -310,7 +310,8 @@ class Run:
         from simpletfjob.api.results import outcome
         from simpletfjob.errors import RunFailed
         from simpletfjob.options.runs import WaitOptions
-        from simpletfjob.runs.wait import succeeded_line, wait_for_run
+        from simpletfjob.runs.ending import succeeded_line
+        from simpletfjob.runs.wait import wait_for_run
 
         checked = _checked(
             WaitOptions, "wait()", timeout=timeout, cleanup=cleanup,

@@ -109,7 +109,7 @@ def run_command(options: RunOptions) -> None:
             progress=status,
             replan=lambda restart: plan_explained(planning.replace(restart=restart)),
         )
-    from simpletfjob.runs.wait import succeeded_line
+    from simpletfjob.runs.ending import succeeded_line
 
     say(succeeded_line(run))
 

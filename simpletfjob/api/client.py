@@ -216,12 +216,9 @@ class Client:
         with self.connect("run the run on") as conn:
             planning = prepared.replace(namespace=conn.namespace)
 
-            named: list[str] = []  # the run's name, once planned
-
             def planned() -> Any:
                 made = plan(planning)
                 log_warnings(made)
-                named[:] = [str(made.job)]  # (labels are on: run refuses --no-labels)
                 return made
 
             def applied(made: Any, done: Sequence[tuple[Any, str]]) -> None:
@@ -232,21 +229,11 @@ class Client:
             try:
                 ended = run_to_end(conn, planned, planning, say=say, applied=applied, printer=None)
             except RunFailed as e:
+                if e.run is None:
+                    raise
                 from simpletfjob.api.results import outcome
 
-                message = str(e)
-                if e.run is not None:
-                    return outcome(e.run, message, restarts=restarts)
-                cause = message.split(" failed: ", 1)[-1]
-                return Outcome(
-                    name=named[0] if named else (prepared.name or ""),
-                    namespace=conn.namespace,
-                    state="Failed",
-                    succeeded=False,
-                    cause=cause,
-                    restarts=restarts,
-                    message=message,
-                )
+                return outcome(e.run, str(e), cause=e.cause, restarts=restarts)
         from simpletfjob.api.results import outcome
 
         return outcome(ended, succeeded_line(ended), restarts=restarts)
@@ -331,7 +318,7 @@ class Run:
             except RunFailed as e:
                 if e.run is None:
                     raise
-                return outcome(e.run, str(e))
+                return outcome(e.run, str(e), cause=e.cause)
         return outcome(ended, succeeded_line(ended))
 
     def logs(

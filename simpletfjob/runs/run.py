@@ -186,7 +186,7 @@ def run_to_end(
                     where.phase, where.run = ENDED, last
                     where.verdict = failed_line(last, decision.verdict)
                     _finish(conn, last, options, say, logs, where)
-                    raise RunFailed(where.verdict)
+                    raise RunFailed(where.verdict, run=last, cause=cause)
                 restarts += 1
                 spent = restarts + aside.made
                 where.phase, where.restart, where.cause = RESTARTING, restarts, str(cause)

@@ -89,7 +89,7 @@ def wait_for_run(
         last = ending.run
         if ending.end == End.UNDECIDED:
             assert last is not None
-            raise RunFailed(undecided(last, context), run=last)
+            raise RunFailed(undecided(last, context), run=last, cause=ending.cause)
         if ending.end == End.TIMED_OUT or last is None:
             assert timeout is not None  # without one, following ends only when the run does
             state = f" ({last.state})" if last is not None else ""
@@ -126,7 +126,7 @@ def wait_for_run(
                 f"(--cleanup {cleanup}) failed: {e}"
             ) from e
     if not ending.succeeded:
-        raise RunFailed(failed_line(last), run=last)
+        raise RunFailed(failed_line(last), run=last, cause=ending.cause)
     return last
 
 

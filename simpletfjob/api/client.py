@@ -124,14 +124,7 @@ class Client:
         applied = apply_run(
             Settings(kubeconfig=self.kubeconfig, context=self.context, namespace=self.namespace),
             lambda namespace: plan(prepared.replace(namespace=namespace)),
-            Choices(
-                replace=prepared.replace_run,
-                dry_run=prepared.dry_run == "server",
-                timeout=prepared.timeout,
-                force=prepared.force_conflicts,
-                deadline=prepared.deadline,
-                cleanup_after=prepared.cleanup_after,
-            ),
+            Choices.of(prepared),
             report=report.say,
             warn=report.warn,
         )
@@ -184,6 +177,7 @@ class Client:
         from simpletfjob.errors import RunFailed
         from simpletfjob.options.runs import LIMIT_RULES, RunOptions
         from simpletfjob.plan import plan
+        from simpletfjob.runs.apply import applied_counts
         from simpletfjob.runs.ending import succeeded_line
         from simpletfjob.runs.run import run_to_end
 
@@ -222,9 +216,8 @@ class Client:
                 return made
 
             def applied(made: Any, done: Sequence[tuple[Any, str]]) -> None:
-                report.say(
-                    f"applied run {made.job} in namespace {conn.namespace} ({len(done)} objects)"
-                )
+                counts = applied_counts(done)
+                report.say(f"applied run {made.job} in namespace {conn.namespace} ({counts})")
 
             try:
                 ended = run_to_end(conn, planned, planning, say=say, applied=applied, printer=None)
@@ -365,14 +358,16 @@ class Run:
         """`simpletfjob delete NAME`: delete its Jobs and Services (Background); with `wait`, return
         once its Jobs are gone (within `timeout`). NoRunError when there is no such run."""
         from simpletfjob.options.runs import DeleteOptions
-        from simpletfjob.runs.delete import delete_named
+        from simpletfjob.runs.delete import delete_named, deleted_line
 
         checked = _checked(DeleteOptions, "delete()", timeout=timeout)
         with self._connect("delete a run from") as conn:
-            delete_named(
+            found = delete_named(
                 conn, self.name, wait=wait, timeout=checked["timeout"], ignore_not_found=False,
                 report=report.say,
             )  # fmt: skip
+        if found is not None:
+            report.say(deleted_line(*found, waited=wait))
 
 
 _END = object()

@@ -241,13 +241,7 @@ def _apply(
 ) -> None:
     from simpletfjob.runs.apply import Choices, apply_planned
 
-    choices = Choices(
-        replace=options.replace_run and first,
-        timeout=options.timeout if options.timeout is not None else 300.0,
-        force=options.force_conflicts,
-        deadline=options.deadline,
-        cleanup_after=options.cleanup_after,
-    )
+    choices = Choices.of(options, first=first)
     # the summary says it all; a restart says it in its one line
     done = apply_planned(
         conn, planned, choices, lambda line: None, restarts=(restarts, options.max_restarts)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -114,6 +115,13 @@ def test_a_whole_session_works_and_prints_nothing(
     said = [r.getMessage() for r in caplog.records if r.name == "simpletfjob"]
     assert any(line.startswith("applied run rt in namespace") for line in said), said
     assert 'job.batch "rt-worker-0" deleted' in said
+    # the command's last line, as `simpletfjob delete rt --wait` says it (the workers wait's
+    # cleanup left: worker-0, and worker-1 if it had finished)
+    assert re.fullmatch(
+        rf"deleted run rt in namespace {session.ns} \((\d) objects?: \1 jobs?, 0 services\)"
+        " and its Jobs are gone",
+        said[-1],
+    ), said
 
 
 def test_a_failed_run_is_an_outcome_with_its_cause(session: Session) -> None:
@@ -147,12 +155,18 @@ def test_a_timeout_raises_timed_out_and_leaves_the_run(session: Session) -> None
     run.delete()
 
 
-def test_client_run_goes_through_one_restart(session: Session) -> None:
+def test_client_run_goes_through_one_restart(
+    session: Session, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="simpletfjob")
     outcome = session.client.run(
         session.template, values=session.values("fail-once"), max_restarts=1, timeout="3m",
         **session.placement,
     )  # fmt: skip
     assert (outcome.state, outcome.succeeded, outcome.restarts) == ("Succeeded", True, 1)
+    said = [r.getMessage() for r in caplog.records if r.name == "simpletfjob"]
+    # what apply did, counted as the command counts it
+    assert f"applied run rt in namespace {session.ns} (3 created)" in said, said
     status = session.client.get("rt").status()
     assert (status.restarts, status.max_restarts) == (1, 1)
 

@@ -414,7 +414,7 @@ def test_jobs_that_disagree_on_their_restarts_are_flagged() -> None:
     failed["status"] = job_status(failed=1, failed_reason="BackoffLimitExceeded")
     run = state(jobs)
     assert run.wrong_restarts == "simpletfjob/max-restarts on job mnist-worker-0 is more than 1,000"
-    from simpletfjob.runs.wait import failed_line
+    from simpletfjob.runs.ending import failed_line
 
     assert failed_line(run) == (
         "run 'mnist' failed: worker-0 Failed: BackoffLimitExceeded; the restarts it has left are "
@@ -439,7 +439,7 @@ def test_a_success_policy_that_cannot_be_right_leaves_the_run_undecided(
     assert (run.state, run.wrong_policy, run.outcome()) == ("Ambiguous", wrong, wrong)
     data = run.as_dict()
     assert (data["successPolicy"], data["annotationErrors"]) == (None, [wrong])
-    from simpletfjob.runs.wait import undecided
+    from simpletfjob.runs.ending import undecided
 
     assert undecided(run, None) == (
         f"run 'mnist' cannot be decided: {wrong}; set it right (kubectl annotate job -l "

@@ -8,9 +8,7 @@ nodes with a label of the test's own, planned from the cluster with `selector`.
 
 from __future__ import annotations
 
-import itertools
 import logging
-import os
 import re
 import threading
 import time
@@ -23,11 +21,10 @@ import pytest
 import simpletfjob
 from tests.conftest import write
 from tests.support.control_plane import ControlPlane
-from tests.support.kubelet import Kubelet, Node
+from tests.support.kubelet import Kubelet
+from tests.support.scenes import stand_in_nodes
 from tests.support.templates import RUN as TEMPLATE
 from tests.support.templates import RUN_SCRIPT as SCRIPT
-
-_names = itertools.count()
 
 
 class Session:
@@ -61,9 +58,7 @@ class Session:
 
 @pytest.fixture
 def session(kube: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[Session]:
-    n = next(_names)
-    label = f"api-{os.getpid()}-{n}"
-    nodes = [Node(f"api-{n}-{i}", f"127.0.0.{i + 2}", labels={"rt": label}) for i in range(3)]
+    nodes, label = stand_in_nodes("api", 3, label_key="rt", label_prefix="api-")
     with Kubelet(kube, nodes, tmp_path / "kubelet") as kubelet:
         yield Session(kube, kubelet, namespace, tmp_path, label)
 

@@ -186,7 +186,7 @@ def test_states_are_a_str_enum_exported_from_the_package() -> None:
 
 
 def _judged_run(*events: Any) -> Any:
-    from tests.unit.test_ending import running, states
+    from tests.support.recorded import running, states
 
     jobs, pods = running()
     return list(states(jobs, pods, list(events)))[-1]
@@ -219,7 +219,7 @@ def test_an_outcome_carries_the_followers_typed_cause_not_a_message() -> None:
 def test_a_failed_runs_outcome_without_a_cause_given_is_classified_from_its_state() -> None:
     from simpletfjob.api.results import outcome
     from simpletfjob.kube.watch import Event
-    from tests.unit.test_ending import job, pod
+    from tests.support.recorded import job, pod
 
     failed = job("worker-1", failed=1, failed_reason="BackoffLimitExceeded")
     run = _judged_run(

@@ -202,10 +202,9 @@ class Client:
             rule(prepared)
         restarts = 0
 
-        def say(line: str) -> None:
+        def restarted(spent: int) -> None:
             nonlocal restarts
-            restarts += line.startswith("restarting run ")
-            report.say(line)
+            restarts = spent
 
         with self.connect("run the run on") as conn:
             planning = prepared.replace(namespace=conn.namespace)
@@ -220,7 +219,15 @@ class Client:
                 report.say(f"applied run {made.job} in namespace {conn.namespace} ({counts})")
 
             try:
-                ended = run_to_end(conn, planned, planning, say=say, applied=applied, printer=None)
+                ended = run_to_end(
+                    conn,
+                    planned,
+                    planning,
+                    say=report.say,
+                    applied=applied,
+                    printer=None,
+                    restarted=restarted,
+                )
             except RunFailed as e:
                 if e.run is None:
                     raise

@@ -89,12 +89,14 @@ def run_to_end(
     printer: Printer | None,
     progress: Callable[[Run], None] | None = None,
     replan: Callable[[int], P] | None = None,
+    restarted: Callable[[int], None] | None = None,
 ) -> Run:
     """Plan, apply and follow until the run succeeds (returned), restarting it as the options allow.
 
     `progress` is given the run each time it is judged (the command's status line).
     `replan(n)` plans restart n (its template's <<restart>> is n); without it, a restart
-    plans with `make_plan()` (<<restart>> is then 0 in every attempt).
+    plans with `make_plan()` (<<restart>> is then 0 in every attempt). `restarted(n)` is told
+    each whole-run restart as it is made (n so far; the run's annotation counts the same).
     Raises RunFailed (exit 1), TimedOut (exit 3), or the placement's SelectionError.
     """
     from simpletfjob.kube.outage import riding_out
@@ -189,6 +191,8 @@ def run_to_end(
                     raise RunFailed(where.verdict, run=last, cause=cause)
                 restarts += 1
                 spent = restarts + aside.made
+                if restarted is not None:
+                    restarted(restarts)
                 where.phase, where.restart, where.cause = RESTARTING, restarts, str(cause)
                 lost = {cause.node} if cause.kind == NODE_LOST else set()
                 _delete(conn, name, deadline, lost, where)

@@ -87,6 +87,17 @@ def test_the_examples_render_the_same_bytes_either_way(capsys: Any) -> None:
         assert run(args, capsys, fast=True) == run(args, capsys, fast=False), template
 
 
+def test_the_built_in_templates_render_the_same_bytes_either_way(capsys: Any) -> None:
+    from simpletfjob.template.catalog import builtin_names
+
+    for name in builtin_names():
+        for extra in ([], ["--tasks-per-host", "2", "--network", "pod"]):
+            args = [name, "--nodes", hosts(7), *extra, "-o", "-"]
+            fast = run(args, capsys, fast=True)
+            assert fast[0] == 0, fast[2]
+            assert fast == run(args, capsys, fast=False), (name, extra)
+
+
 # Expressions of the task's values, bare (a skeleton) or transformed (each task rendered).
 EXPRESSIONS = [
     "<<index>>",

@@ -13,7 +13,7 @@ one run each; a 2-core machine with other work, load 2 to 3):
   imports (0.18 s), writing (0.13 s) and compiling (0.09 s), which are now most of it.
 
 In instructions (`python -m bench.versus` against the previous install, valgrind):
-1689M before, 680M after (0.40x); the 3-host cold start, where every role has fewer
+1689M before, 691M after (0.41x); the 3-host cold start, where every role has fewer
 than skeleton.MIN_TASKS tasks, is unchanged (478M and 480M; `python -c pass` is 88M,
 importing click, jinja2 and yaml alone 403M).
 

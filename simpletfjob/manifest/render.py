@@ -134,7 +134,11 @@ def render_tasks(
     number = 1
     ids: list[tuple[int, DocumentId]] = []
     count = len(tasks)
-    contexts = [task_context(task, values, count, restart) for task in tasks]
+
+    def context_of(task: Task) -> dict[str, Any]:
+        # Made when needed, not held: a value such as TF_CONFIG read in an expression is a
+        # string as long as the cluster, for every task.
+        return task_context(task, values, count, restart)
 
     def render_skeleton(
         task: Task, context: Mapping[str, Any], index_text: str
@@ -146,9 +150,10 @@ def render_tasks(
         return pieces, task_ids, bool(shown.conflicts)
 
     skeletons = Skeletons(
-        compiled, tasks, contexts, given, render_skeleton, bool(decoration.annotations("x"))
+        compiled, tasks, context_of, given, render_skeleton, bool(decoration.annotations("x"))
     )
-    for task, context in zip(tasks, contexts, strict=True):
+    for task in tasks:
+        context = context_of(task)
         filled = skeletons.fill(task, context)
         if filled is not None:
             pieces, task_ids = filled

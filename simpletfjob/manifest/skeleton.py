@@ -123,7 +123,7 @@ class Skeletons:
         self,
         compiled: CompiledTemplate,
         tasks: Sequence[Task],
-        contexts: Sequence[Mapping[str, Any]],
+        context_of: Callable[[Task], Mapping[str, Any]],
         given: Mapping[str, Any],
         render: RenderSkeleton,
         annotates: bool,
@@ -132,9 +132,10 @@ class Skeletons:
         self.given = given
         self.render = render
         self.annotates = annotates  # each document gets its own name as an annotation
-        self.roles: dict[str, list[tuple[Task, Mapping[str, Any]]]] = {}
-        for task, context in zip(tasks, contexts, strict=True):
-            self.roles.setdefault(task.role, []).append((task, context))
+        self.context_of = context_of  # a task's variables (render.task_context)
+        self.roles: dict[str, list[Task]] = {}
+        for task in tasks:
+            self.roles.setdefault(task.role, []).append(task)
         self.made: dict[str, Skeleton | None] = {}
 
     def fill(
@@ -146,13 +147,18 @@ class Skeletons:
         skeleton = self.made[task.role]
         return None if skeleton is None else skeleton.fill(task, context)
 
-    def _make(self, members: Sequence[tuple[Task, Mapping[str, Any]]]) -> Skeleton | None:
-        if len(members) < MIN_TASKS or any(t.host != t.node for t, _ in members):
+    def _make(self, members: Sequence[Task]) -> Skeleton | None:
+        if len(members) < MIN_TASKS or any(t.host != t.node for t in members):
             return None
-        first_task, first = members[0]
-        # A value the template never names cannot change its text.
-        referenced = self.compiled.referenced
-        variables = [n for n in first if n in referenced and _differs(n, first, members)]
+        first_task = members[0]
+        first = self.context_of(first_task)
+        # A value the template never names cannot change its text. Each task's variables
+        # are made and dropped in turn: only which of them differ is kept.
+        alike = {n for n in first if n in self.compiled.referenced}
+        for task in members[1:]:
+            context = self.context_of(task)
+            alike -= {n for n in alike if _differs(first[n], context[n])}
+        variables = [n for n in first if n in self.compiled.referenced and n not in alike]
         if not self.compiled.writes_bare(variables):
             return None
         nonce = "z" + os.urandom(4).hex()
@@ -207,11 +213,8 @@ def _matches(token: re.Pattern[str], texts: Iterable[str]) -> Iterable[re.Match[
         yield from token.finditer(text)
 
 
-def _differs(
-    name: str, first: Mapping[str, Any], members: Iterable[tuple[Task, Mapping[str, Any]]]
-) -> bool:
-    value = first[name]
-    return any(type(c[name]) is not type(value) or c[name] != value for _, c in members)
+def _differs(value: Any, other: Any) -> bool:
+    return type(other) is not type(value) or other != value
 
 
 def _inside_values(documents: Sequence[Any], text: str, found: Sequence[int], length: int) -> bool:

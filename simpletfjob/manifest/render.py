@@ -136,7 +136,7 @@ def render_tasks(
     count = len(tasks)
 
     def context_of(task: Task) -> dict[str, Any]:
-        # Made when needed, not held: a value such as TF_CONFIG read in an expression is a
+        # Made when needed, not held: a framework's placed value read in an expression is a
         # string as long as the cluster, for every task.
         return task_context(task, values, count, restart)
 

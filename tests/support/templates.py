@@ -761,3 +761,27 @@ dist.all_reduce(value)
 print(f"rank={rank} world={size} node={os.environ['GROUP_RANK']} sum={value.item():g}", flush=True)
 dist.destroy_process_group()
 """
+
+
+# A Job whose label, args and env are filled in with one of the skeleton tests' expressions
+# ({label}, {flow}, {value}): the same bytes either way (tests/unit/test_skeleton.py).
+SKELETON_SMALL = """\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: s-<<type>>-<<index>>
+  labels:
+    v: {label}
+spec:
+  template:
+    spec:
+      nodeName: <<node>>
+      containers:
+        - name: main
+          image: busybox
+          args: [{flow}]
+          env:
+            - name: V
+              value: {value}
+      restartPolicy: Never
+"""

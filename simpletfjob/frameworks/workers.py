@@ -87,9 +87,14 @@ def env_value(job: Mapping[str, Any], name: str) -> str | None:
     return None
 
 
-def workers_from(job: Mapping[str, Any], count_variable: str) -> list[str]:
-    """Every worker of the run ('worker-0', ...), from the task count a Job's env carries; [] if none."""
+def workers_from(job: Mapping[str, Any], count_variable: str, elastic: bool = False) -> list[str]:
+    """Every worker of the run ('worker-0', ...), from the task count a Job's env carries; [] if none.
+
+    `elastic`: the count may be written `M:N` (torchrun's --nnodes), of which N is the run's.
+    """
     value = env_value(job, count_variable)
+    if elastic and value is not None and value.count(":") == 1:
+        value = value.split(":")[1]
     if value is None or not value.isdigit():
         return []
     return [f"{WORKER}-{i}" for i in range(int(value))]

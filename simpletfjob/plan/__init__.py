@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 from simpletfjob.errors import RenderCheckError, SelectionError, UsageError
 from simpletfjob.frameworks import Framework, Pin, RunValues, framework
-from simpletfjob.frameworks.pytorch import GPU_COUNT
+from simpletfjob.frameworks.pytorch import GPU_COUNT, check_min_workers
 from simpletfjob.hosts import nodes as node_sources
 from simpletfjob.hosts.selection import (
     Verdict,
@@ -29,6 +29,7 @@ from simpletfjob.hosts.selection import (
 )
 from simpletfjob.identity import (
     INDEX_LABEL,
+    MIN_WORKERS_ANNOTATION,
     NAME_ANNOTATION,
     NAME_VALUE,
     POLICY_ANNOTATION,
@@ -193,7 +194,10 @@ def plan(options: Options) -> Plan:
         if left_out:
             used = len({t.node for t in tasks})
             warnings.append(left_out_text(len(tasks), used, left_out))
-    decoration = Decoration(job, namespace_to_add(options), options.success_policy)
+    check_min_workers(options.min_workers, len(tasks))
+    decoration = Decoration(
+        job, namespace_to_add(options), options.success_policy, options.min_workers
+    )
     if options.nproc_per_node is GPU_COUNT and fw.name == "pytorch":
         options = options.replace(nproc_per_node=gpus_requested(compiled, fw, options))
     values = fw.values(tasks, None, options, compiled.referenced)
@@ -202,7 +206,11 @@ def plan(options: Options) -> Plan:
     if options.network == "pod":
         values, rendered, services = use_pod_network(compiled, fw, options, rendered, decoration)
     for key, (theirs, ours) in sorted(decoration.conflicts.items()):
-        what = "annotation" if key in (POLICY_ANNOTATION, NAME_ANNOTATION) else "label"
+        what = (
+            "annotation"
+            if key in (POLICY_ANNOTATION, NAME_ANNOTATION, MIN_WORKERS_ANNOTATION)
+            else "label"
+        )
         message = (
             f"the template sets {what} {key}={theirs}; keeping it (simpletfjob would set {ours!r})"
         )
@@ -274,7 +282,7 @@ def name_run(
     if reads and not given and (options.name is not None or NAME_VALUE not in values):
         options = options.replace(values={**values, NAME_VALUE: name})
     rename = (f"--set {NAME_VALUE}=NAME" if given else "--name NAME") if reads else None
-    return options, (name if options.labels else None), rename
+    return options.replace(run_name=name), (name if options.labels else None), rename
 
 
 def namespace_to_add(options: Options) -> str | None:

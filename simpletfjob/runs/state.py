@@ -21,7 +21,7 @@ The run's state follows the success policy recorded on its documents:
   API server keeps to the second: "the same time" is the same second. A failure with no
   time counts;
 - **Succeeded** when the chief's Job is complete; with no chief, worker 0's (`worker0`) or
-  every worker's (`all-workers`). A ps or evaluator never decides success;
+  every worker's (`all-workers`; of an elastic run, every worker's not Lost: elastic.py). A ps or evaluator never decides success;
 - **Failed** with reason `deleted` when a Job that decides success is gone (or being
   deleted) and its end was not seen: deleted by hand, or removed by `ttlSecondsAfterFinished`
   once it ended, which leaves nothing to tell how. `expected` names the tasks known to have
@@ -44,7 +44,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from simpletfjob.identity import JOB_LABEL
-from simpletfjob.runs.annotations import read_policy, read_restarts
+from simpletfjob.runs.annotations import read_min_workers, read_policy, read_restarts
+from simpletfjob.runs.elastic import lost_line, mark_lost, still_in
 from simpletfjob.runs.taskstate import (
     DELETING,
     FAILED,
@@ -111,6 +112,7 @@ class Run:
     # (the run is then Ambiguous), the restarts (then not known: restarts is (0, 0)).
     wrong_policy: str = ""
     wrong_restarts: str = ""
+    min_workers: int | None = None  # an elastic run's (elastic.py), from its annotation
 
     @property
     def finished(self) -> bool:
@@ -153,8 +155,9 @@ class Run:
             and self.decided_by != "chief-0"
         ):
             # No one worker decided: the rule did, and the line says so.
-            count = len(deciding(self.policy, [t.task for t in self.tasks]))
-            return f"all {count} worker{'s' if count != 1 else ''} succeeded"
+            count = len(still_in(deciding(self.policy, [t.task for t in self.tasks]), self.tasks))
+            lost = lost_line(self.tasks, self.min_workers)
+            return f"all {count} worker{'s' if count != 1 else ''} succeeded{lost}"
         if self.state == SUCCEEDED:
             return f"{self.decided_by} Succeeded"
         return self.state
@@ -178,6 +181,8 @@ class Run:
             "completionTime": rfc3339(self.ended),
             "tasks": [task.as_dict() for task in self.tasks],
         }
+        if self.min_workers is not None:
+            data["minWorkers"] = self.min_workers
         if self.claims:
             data["claims"] = [
                 {"task": c.task, "jobs": list(c.jobs), "copies": list(c.copies)}
@@ -236,6 +241,8 @@ def run_state(
         return _deleting(name, namespace, listed, by_job, nodes)
     tasks = tuple(sorted((task_of(j, job_pods(j, by_job), nodes) for j in present), key=_order))
     policy, wrong_policy = read_policy(present)
+    floor, wrong_floor = read_min_workers(present)  # an elastic run's (elastic.py)
+    tasks, wrong_policy = mark_lost(tasks, floor), wrong_policy or wrong_floor
     restarts = read_restarts(present)
     created = min((t.created for t in tasks if t.created is not None), default=None)
     claims = _claims(tasks)
@@ -244,12 +251,12 @@ def run_state(
     def run(state: str, decided_by: str = "", reason: str = "", at: datetime | None = None) -> Run:
         return Run(
             name, namespace, policy, tasks, state, decided_by, reason, created, claims, (), at,
-            (restarts.done, restarts.limit), wrong_policy, restarts.wrong,
+            (restarts.done, restarts.limit), wrong_policy, restarts.wrong, floor,
         )  # fmt: skip
 
     if claims or wrong_policy:  # nothing is decided on a guess
         return run(AMBIGUOUS)
-    deciders = deciding(policy, [*by_name, *expected])
+    deciders = still_in(deciding(policy, [*by_name, *expected]), tasks)
     finished_at = {d: _finish(present, by_name[d].job) or NEVER for d in deciders if d in by_name}
     # Only a Job's condition ends a task: a pod that has ended, not yet counted, decides nothing.
     succeeded = all(

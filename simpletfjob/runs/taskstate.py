@@ -41,7 +41,7 @@ from simpletfjob.identity import INDEX_LABEL, NAME_ANNOTATION, ROLE_LABEL
 from simpletfjob.tasks import MAX_TASKS
 
 PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
-UNKNOWN, DELETING = "Unknown", "Deleting"
+UNKNOWN, DELETING, LOST = "Unknown", "Deleting", "Lost"  # Lost: runs/elastic.py
 FINISHED = (SUCCEEDED, FAILED)
 
 Object = Mapping[str, Any]

@@ -1,0 +1,85 @@
+"""runs/elastic.py and the run's state under --min-workers: a worker lost while M remain is not the run's failure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from simpletfjob.runs.annotations import read_min_workers
+from simpletfjob.runs.state import Run, describe, run_state
+from tests.support.kubeapi import job_status, make_job
+
+T0 = "2024-05-01T10:00:00Z"
+LATER = "2024-05-01T10:05:00Z"
+GONE = {"failed": 1, "failed_reason": "BackoffLimitExceeded"}
+DONE = {"succeeded": 1, "complete": True}
+
+
+def worker(index: int, floor: str | None = "2", **status: Any) -> dict[str, Any]:
+    annotations = {"simpletfjob/success-policy": "all-workers"}
+    if floor is not None:
+        annotations["simpletfjob/min-workers"] = floor
+    labels = {
+        "app.kubernetes.io/managed-by": "simpletfjob",
+        "simpletfjob/job": "elastic",
+        "simpletfjob/role": "worker",
+        "simpletfjob/index": str(index),
+    }
+    return make_job(
+        f"elastic-worker-{index}",
+        labels=labels,
+        annotations=annotations,
+        template={"spec": {"restartPolicy": "Never", "containers": [{"name": "t", "image": "t"}]}},
+        status=job_status(**status) if status else None,
+    )
+
+
+def state(*jobs: dict[str, Any]) -> Run:
+    return run_state("elastic", "default", jobs, [])
+
+
+def test_a_worker_lost_while_m_remain_is_lost_and_the_others_decide_success() -> None:
+    run = state(worker(0, active=1), worker(1, active=1), worker(2, **GONE))
+    assert run.state == "Pending"  # not Failed: training goes on (no pod listed: not Running)
+    assert [t.state for t in run.tasks][2] == "Lost"
+    assert describe(run.tasks[2]) == "worker-2 Lost: BackoffLimitExceeded"
+    assert run.as_dict()["minWorkers"] == 2
+    run = state(worker(0, **DONE), worker(1, **DONE, finish=LATER), worker(2, **GONE))
+    assert (run.state, run.decided_by) == ("Succeeded", "worker-1")
+    assert run.outcome() == "all 2 workers succeeded (1 lost; min 2)"
+
+
+def test_fewer_than_m_left_fails_the_run_by_its_first_failure() -> None:
+    jobs = [
+        worker(0, active=1),
+        worker(1, **GONE, finish=T0),
+        worker(2, failed=1, failed_reason="DeadlineExceeded", finish=LATER),
+    ]
+    run = state(*jobs)
+    assert (run.state, run.decided_by, run.reason) == ("Failed", "worker-1", "BackoffLimitExceeded")
+    assert "Lost" not in [t.state for t in run.tasks]
+    # M equal to the workers: the first loss is the run's failure
+    run = state(worker(0, "3", active=1), worker(1, "3", active=1), worker(2, "3", **GONE))
+    assert (run.state, run.decided_by) == ("Failed", "worker-2")
+
+
+def test_worker_0_hosts_the_rendezvous_and_is_never_lost() -> None:
+    run = state(worker(0, **GONE), worker(1, active=1), worker(2, active=1))
+    assert (run.state, run.decided_by) == ("Failed", "worker-0")
+
+
+def test_without_min_workers_a_lost_worker_fails_the_run_as_before() -> None:
+    run = state(worker(0, None, **DONE), worker(1, None, **DONE), worker(2, None, **GONE))
+    assert (run.state, run.decided_by) == ("Failed", "worker-2")
+    assert "minWorkers" not in run.as_dict()
+
+
+def test_a_min_workers_annotation_that_cannot_be_right_decides_nothing() -> None:
+    run = state(worker(0, "2", active=1), worker(1, "3", active=1), worker(2, "3", **GONE))
+    assert run.state == "Ambiguous"
+    assert "the Jobs disagree on simpletfjob/min-workers" in run.outcome()
+    assert read_min_workers([worker(0, "0")]) == (
+        None,
+        "simpletfjob/min-workers on job elastic-worker-0 is 0, not a count of workers",
+    )
+    assert read_min_workers([worker(0, "two")])[1].endswith("is 'two', not a count")
+    assert read_min_workers([worker(0, None)]) == (None, "")

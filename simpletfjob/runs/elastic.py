@@ -6,6 +6,11 @@ others are still in the run: it fails nothing, and the run succeeds when the wor
 it have all succeeded (at least M of them, then). When fewer than M would remain, nothing is
 lost: the failures are the run's, as in a static run, and the first one decides it.
 
+`run` says a newly lost worker in one line (`lost_lines`), spends no restart on it, and
+follows the others; a failure of the run (fewer than M left, worker 0) is a whole-run
+restart, as in a static run. Only a worker whose Job has failed is lost: a pod the node
+refused, or a node lost past --node-grace, is still a whole-run restart.
+
 Worker 0 is never lost: its torchrun agent hosts the c10d rendezvous store, and no agent goes
 on without it (pytorch/pytorch#67742). Its failure is the run's.
 """
@@ -14,8 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from simpletfjob.runs.taskstate import FAILED, LOST, TaskStatus
+
+if TYPE_CHECKING:
+    from simpletfjob.runs.state import Run
 
 WORKER = "worker"
 
@@ -42,3 +51,24 @@ def lost_line(tasks: Sequence[TaskStatus], floor: int | None) -> str:
     """' (1 lost; min 2)' after the count of the workers that succeeded; '' when none is lost."""
     lost = sum(t.state == LOST for t in tasks)
     return f" ({lost} lost; min {floor})" if lost else ""
+
+
+def lost_lines(lines: Iterable[str], before: Run | None, after: Run) -> list[str]:
+    """`changes(before, after)`'s lines, each newly lost worker's said as `run` says it:
+    'worker-2 lost (exit 137); training goes on with 2 of 3 workers (min 2)'."""
+    was = {t.task for t in before.tasks if t.state == LOST} if before is not None else set()
+    workers = [t for t in after.tasks if t.role == WORKER]
+    left = sum(t.state != LOST for t in workers)
+    said = {
+        f"{t.task} {LOST}": f"{t.task} lost ({_why(t)}); training goes on with {left} of "
+        f"{len(workers)} workers (min {after.min_workers})"
+        for t in workers
+        if t.state == LOST and t.task not in was
+    }
+    return [next((v for k, v in said.items() if line.startswith(k)), line) for line in lines]
+
+
+def _why(task: TaskStatus) -> str:
+    return (
+        f"exit {task.exit_code}" if task.exit_code is not None else task.reason or "its Job failed"
+    )

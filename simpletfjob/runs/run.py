@@ -9,10 +9,9 @@
             Jobs and Services are gone), plan again against the cluster as it is now, apply,
             follow again; else exit 1 with the cause
 
-The whole run restarts, never one task: with the host's network every task's cluster spec
-lists every task's address, so when one host changes, every task changes. A restart plans again from
-the same options, so a lost or busy node is left out and GPUs and ports are counted
-again; one that cannot be placed now ends the run with the placement error.
+The whole run restarts, never one task (an elastic run's lost worker aside: elastic.py). A
+restart plans again from the same options, so a lost or busy node is left out and GPUs and
+ports are counted again; one that cannot be placed now ends the run with the placement error.
 
 A failure that restarting cannot help ends it at once: the run's --deadline
 (DeadlineExceeded), a deciding Job deleted meanwhile, a task claimed by several Jobs; and a
@@ -50,6 +49,7 @@ from simpletfjob.runs.classify import (
     run_failure,
     side_failure,
 )
+from simpletfjob.runs.elastic import lost_lines
 from simpletfjob.runs.failure import Keeper, explain_task
 from simpletfjob.runs.interrupt import (
     APPLYING,
@@ -319,7 +319,7 @@ def _follow(
     last: Run | None = before
     try:
         for run in follow(conn, name, deadline, seen, tick=tick):
-            for line in changes(last, run):
+            for line in lost_lines(changes(last, run), last, run):
                 say(line)
             last = run
             if progress is not None:

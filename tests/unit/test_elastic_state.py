@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from simpletfjob.runs.annotations import read_min_workers
-from simpletfjob.runs.state import Run, describe, run_state
+from simpletfjob.runs.elastic import lost_lines
+from simpletfjob.runs.state import Run, changes, describe, run_state
 from tests.support.kubeapi import job_status, make_job
 
 T0 = "2024-05-01T10:00:00Z"
@@ -83,3 +85,18 @@ def test_a_min_workers_annotation_that_cannot_be_right_decides_nothing() -> None
     )
     assert read_min_workers([worker(0, "two")])[1].endswith("is 'two', not a count")
     assert read_min_workers([worker(0, None)]) == (None, "")
+
+
+def test_run_says_a_newly_lost_worker_in_one_line_with_the_workers_left() -> None:
+    before = state(worker(0, active=1), worker(1, active=1), worker(2, active=1))
+    after = state(worker(0, active=1), worker(1, active=1), worker(2, **GONE))
+    lines = lost_lines(changes(before, after), before, after)
+    assert lines == [
+        "worker-2 lost (BackoffLimitExceeded); training goes on with 2 of 3 workers (min 2)"
+    ]
+    exited = replace(after.tasks[2], exit_code=137)
+    after = replace(after, tasks=(*after.tasks[:2], exited))
+    assert lost_lines(changes(before, after), before, after) == [
+        "worker-2 lost (exit 137); training goes on with 2 of 3 workers (min 2)"
+    ]
+    assert lost_lines(changes(after, after), after, after) == []  # said once

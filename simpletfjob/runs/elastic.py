@@ -55,7 +55,7 @@ def lost_line(tasks: Sequence[TaskStatus], floor: int | None) -> str:
 
 def lost_lines(lines: Iterable[str], before: Run | None, after: Run) -> list[str]:
     """`changes(before, after)`'s lines, each newly lost worker's said as `run` says it:
-    'worker-2 lost (exit 137); training goes on with 2 of 3 workers (min 2)'."""
+    'worker-2 lost (exit 137); training goes on with 2 of 3 workers (min 2)', and then no more."""
     was = {t.task for t in before.tasks if t.state == LOST} if before is not None else set()
     workers = [t for t in after.tasks if t.role == WORKER]
     left = sum(t.state != LOST for t in workers)
@@ -65,6 +65,9 @@ def lost_lines(lines: Iterable[str], before: Run | None, after: Run) -> list[str
         for t in workers
         if t.state == LOST and t.task not in was
     }
+    # once said lost, a worker's later changes (its Job's reason, its pod gone) are not said
+    quiet = tuple(f"{task} " for task in was)
+    lines = [line for line in lines if not line.startswith(quiet)] if quiet else list(lines)
     return [next((v for k, v in said.items() if line.startswith(k)), line) for line in lines]
 
 

@@ -100,3 +100,7 @@ def test_run_says_a_newly_lost_worker_in_one_line_with_the_workers_left() -> Non
         "worker-2 lost (exit 137); training goes on with 2 of 3 workers (min 2)"
     ]
     assert lost_lines(changes(after, after), after, after) == []  # said once
+    later = state(worker(0, active=1), worker(1, active=1), worker(2, **GONE, finish=LATER))
+    later = replace(later, tasks=(*later.tasks[:2], replace(later.tasks[2], reason="Gone")))
+    assert changes(after, later) == ["worker-2 Lost: Gone"]
+    assert lost_lines(changes(after, later), after, later) == []  # and nothing more of it

@@ -12,14 +12,19 @@ the protocol has no hook for them yet.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from simpletfjob.tasks import Pin, Seating, Task
 
 if TYPE_CHECKING:
-    from simpletfjob.options.render import Options
     from simpletfjob.tasks import Capacity
+
+# The run's options: options/render.py's `Options`, which combines each framework's group
+# with the core's and so imports this package. Named here without importing it, not even
+# for types, so that no import goes back from frameworks/ to options/render.py; each
+# framework types what it reads as its own group (TensorFlowOptions).
+Options: TypeAlias = Any
 
 __all__ = [
     "FRAMEWORKS",
@@ -72,6 +77,30 @@ class Framework(Protocol):
     # Roles the training does not depend on: a failure of one is reported, does not fail
     # the run, and `run` restarts that task alone (runs/state.py, runs/run.py).
     independent: tuple[str, ...]
+    role_order: tuple[str, ...]  # every role it may have, in the order render writes the tasks in
+    lead: str  # the task that decides a run whatever its success policy, when it has one; or ''
+
+    def deciding(self, policy: str, names: Iterable[str]) -> list[str]:
+        """The tasks, of those named, whose success is the run's under the success policy."""
+
+    def settle(self, options: Options, gpus: Callable[[], int]) -> Options:
+        """The options with the defaults that wait for the template settled (PyTorch's
+        `--nproc-per-node gpu`); `gpus` counts the GPUs a task asks."""
+
+    # An elastic run's (--min-workers): the role it may lose tasks of, the rendezvous host.
+    elastic: str
+    rendezvous: str
+
+    def check_floor(self, floor: int | None, roles: Iterable[str]) -> None:
+        """--min-workers against the run's tasks' roles: a usage error when it is more than
+        the tasks of the elastic role."""
+
+    def lost(
+        self, failed: Collection[str], names: Collection[str], floor: int | None
+    ) -> frozenset[str]:
+        """Of the run's failed tasks, those an elastic run trains on without (none when the
+        run is not elastic, when fewer than `floor` would remain, or the rendezvous host is
+        one of them): frameworks/workers.py's Rules."""
 
     def roles(self, options: Options) -> tuple[str, ...]:
         """The roles this run has, in the order they are seated and documented."""

@@ -24,11 +24,11 @@ MASTER_ADDR would mislead a program run without torchrun.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-from simpletfjob.errors import UsageError
 from simpletfjob.frameworks.workers import (
+    WORKER,
     EnvValues,
     WorkersOnly,
     address_of,
@@ -164,6 +164,10 @@ class PyTorch(WorkersOnly):
     default_port: int = DEFAULT_PORT
     default_policy: str = "all-workers"
     independent: tuple[str, ...] = ()  # every worker is in the collective
+    # Under --min-workers the run may lose workers, never worker 0: its agent hosts the c10d
+    # store, which no agent outlives (pytorch/pytorch#67742; docs/frameworks.md).
+    elastic: str = WORKER
+    rendezvous: str = f"{WORKER}-0"
 
     def values(
         self,
@@ -180,6 +184,12 @@ class PyTorch(WorkersOnly):
             options.min_workers,
             options.run_name,
         )
+
+    def settle(self, options: Any, gpus: Callable[[], int]) -> Any:
+        """--nproc-per-node gpu: the GPUs a task asks, once the template is read."""
+        if options.nproc_per_node is GPU_COUNT:
+            return options.replace(nproc_per_node=gpus())
+        return options
 
     def run_tasks(self, job: Mapping[str, Any]) -> list[str]:
         """Every worker ('worker-1'), from PET_NNODES in a Job's env (N, or M:N elastic); [] when it has none."""
@@ -220,12 +230,3 @@ class PyTorchOptions(OptionGroup):
         "least M workers remain (a lost worker is not a whole-run restart under run). "
         "Recorded as the annotation simpletfjob/min-workers.",
     )
-
-
-def check_min_workers(min_workers: int | None, workers: int) -> None:
-    """--min-workers M: at most the run's workers (a usage error, exit 2)."""
-    if min_workers is not None and min_workers > workers:
-        raise UsageError(
-            f"--min-workers {min_workers} is more than the run's {workers} "
-            f"worker{'s' if workers != 1 else ''}; give at most {workers}, or more hosts"
-        )

@@ -17,6 +17,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from simpletfjob.errors import InputError, SelectionError, UsageError
+from simpletfjob.frameworks.workers import Rules
 from simpletfjob.hosts.nodes import check_host_names, parse_host_lines
 from simpletfjob.inputs import read_text
 from simpletfjob.options.table import OptionGroup, at_least, option
@@ -33,7 +34,6 @@ from simpletfjob.tasks import (
 )
 
 if TYPE_CHECKING:
-    from simpletfjob.options.render import Options
     from simpletfjob.tasks import Capacity
 
 ROLES = ("chief", "ps", "worker", "evaluator")
@@ -251,10 +251,8 @@ class ClusterSpec:
         return self._compact_prefix, f'{task.index},"type":{json.dumps(task.role)}}}}}'
 
     def pretty(self, task: Task, indent: str) -> str:
-        """TF_CONFIG as indented lines, each starting with `indent`, ending with a newline.
-
-        This is the original tool's layout: one line per role, hosts on that line.
-        """
+        """TF_CONFIG as indented lines, each starting with `indent`, ending with a newline: the
+        original tool's layout, one line per role, hosts on that line."""
         return "".join(self.pretty_parts(task, indent))
 
     def pretty_parts(self, task: Task, indent: str) -> tuple[str, str]:
@@ -301,8 +299,8 @@ class TensorFlowValues:
         return self.spec.config(task)
 
 
-class TensorFlow:
-    """The TensorFlow framework: TF_CONFIG, chief/ps/worker/evaluator."""
+class TensorFlow(Rules):
+    """The TensorFlow framework: TF_CONFIG, chief/ps/worker/evaluator; the chief decides a run."""
 
     name: str = "tensorflow"
     output_suffix: str = "_tfjob"
@@ -325,6 +323,8 @@ class TensorFlow:
     # The evaluator only reads the checkpoints the others write, and is not in the cluster
     # spec (with --evaluator-in-cluster it is listed, and still no strategy waits for it).
     independent: tuple[str, ...] = ("evaluator",)
+    role_order: tuple[str, ...] = ROLES  # the order render writes the tasks in
+    lead: str = "chief-0"
 
     def roles(self, options: TensorFlowOptions) -> tuple[str, ...]:
         has_ps = bool(options.psf) or options.psn > 0
@@ -345,7 +345,7 @@ class TensorFlow:
     def seat(
         self,
         hosts: Sequence[str],
-        options: Options,
+        options: Any,  # options/render.py's Options: its group and the core's seating options
         pins: Sequence[Pin],
         may_take: Callable[[str, int], bool] | None,
         note: Callable[[], str],
@@ -376,10 +376,8 @@ class TensorFlow:
         return TensorFlowValues(spec, uses_config=TF_CONFIG in referenced)
 
     def run_tasks(self, job: Mapping[str, Any]) -> list[str]:
-        """Every task of the run ('chief-0', 'worker-1'), from the cluster in a Job's TF_CONFIG.
-
-        [] when its pod template has no TF_CONFIG with a cluster (flags instead, say).
-        """
+        """Every task of the run ('chief-0', 'worker-1'), from the cluster in a Job's TF_CONFIG;
+        [] when its pod template has no TF_CONFIG with a cluster (flags instead, say)."""
         try:
             spec = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
             containers = [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]

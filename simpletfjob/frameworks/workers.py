@@ -14,7 +14,7 @@ run is written; each task's checks see it as one sequence entry.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from simpletfjob.errors import SelectionError, UsageError
@@ -25,6 +25,66 @@ if TYPE_CHECKING:
 
 WORKER = "worker"
 ROLES = (WORKER,)
+
+
+class Rules:
+    """What every framework here decides alike: which tasks decide a run, and no late defaults.
+
+    A run succeeds when its `lead` task does, if it has one (TensorFlow's chief);
+    else by its success policy: when worker 0 does (`worker0`), or every worker
+    (`all-workers`). A framework overrides `settle` for a default that depends on
+    what the template's tasks ask (PyTorch's `--nproc-per-node gpu`).
+    """
+
+    lead: str = ""  # the task that decides the run whatever its policy, when the run has it
+    # An elastic run (--min-workers M, PyTorch's): the role whose tasks it may lose and train
+    # on without, and the task that hosts its rendezvous, whose loss no task survives. '' for
+    # a framework whose runs are never elastic.
+    elastic: str = ""
+    rendezvous: str = ""
+
+    def deciding(self, policy: str, names: Iterable[str]) -> list[str]:
+        """The tasks, of those named, whose success is the run's."""
+        known = set(names)
+        if self.lead and self.lead in known:
+            return [self.lead]
+        if policy == "all-workers":
+            indices = [n.removeprefix(f"{WORKER}-") for n in known if n.startswith(f"{WORKER}-")]
+            last = max((int(i) for i in indices if i.isdigit()), default=0)
+            # Workers are numbered from 0 without a gap: one missing below the last was there too.
+            return [f"{WORKER}-{i}" for i in range(last + 1)]
+        return [f"{WORKER}-0"]
+
+    def settle(self, options: Any, gpus: Callable[[], int]) -> Any:
+        """The options with the defaults that wait for the template settled; `gpus`: what a task asks."""
+        return options
+
+    def check_floor(self, floor: int | None, roles: Iterable[str]) -> None:
+        """--min-workers M against the run's tasks' `roles`: at most its tasks of the elastic
+        role (a usage error, exit 2)."""
+        if floor is None or not self.elastic:
+            return
+        count = sum(role == self.elastic for role in roles)
+        if floor > count:
+            raise UsageError(
+                f"--min-workers {floor} is more than the run's {count} "
+                f"{self.elastic}{'s' if count != 1 else ''}; give at most {count}, or more hosts"
+            )
+
+    def lost(
+        self, failed: Collection[str], names: Collection[str], floor: int | None
+    ) -> frozenset[str]:
+        """Of the run's tasks that failed, those an elastic run with min-workers `floor` trains
+        on without: every failed task of the elastic role, when at least `floor` of that role's
+        tasks (of those `names`) remain and the rendezvous host is not among them; none
+        otherwise (then the failures are the run's), and none when the run is not elastic."""
+        if floor is None or not self.elastic:
+            return frozenset()
+        members = {n for n in names if n.rpartition("-")[0] == self.elastic}
+        gone = members.intersection(failed)
+        if not gone or self.rendezvous in gone or len(members) - len(gone) < floor:
+            return frozenset()
+        return frozenset(gone)
 
 
 def seat_workers(
@@ -137,9 +197,11 @@ def _indented(text: str, indent: str) -> str:
     return indent + text.replace("\n", "\n" + indent)
 
 
-class WorkersOnly:
+class WorkersOnly(Rules):
     """What a framework whose tasks are all workers has in common (PyTorch, JAX): one role,
     no pinned hosts and no files of its own, every task seated as a worker."""
+
+    role_order: tuple[str, ...] = ROLES
 
     def roles(self, options: Any) -> tuple[str, ...]:
         return ROLES

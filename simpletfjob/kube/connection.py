@@ -21,6 +21,7 @@ import warnings
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, NamedTuple, Protocol
@@ -83,8 +84,8 @@ class Target(NamedTuple):
 class Patience(Protocol):
     """What a request asks of the outage.Ride a command has put on its connection."""
 
-    @property
-    def deadline(self) -> Any: ...  # a request.Deadline, or None: as long as it takes
+    deadline: Any  # a request.Deadline, or None: as long as it takes
+    returns: int  # how many times the server has come back
 
     @property
     def away(self) -> bool: ...
@@ -96,6 +97,9 @@ class Patience(Protocol):
     def back(self) -> None: ...
 
     def still_away(self) -> ClusterError: ...
+
+
+RIDE: ContextVar[Patience | None] = ContextVar("simpletfjob_ride", default=None)  # outage.Ride
 
 
 class Connection:
@@ -222,10 +226,7 @@ def _connect(settings: Settings, purpose: str, alternative: str, stack: ExitStac
         raise ClusterError(_proxy_problem(target, configuration.proxy, chosen, e)) from e
     client.user_agent = f"simpletfjob/{__version__}"
     conn = Connection(client, target, namespace, settings, stack)
-    from simpletfjob.kube.outage import current
-
-    # Opened while a command rides out an outage (the plan's nodes, in `run`): ride along.
-    conn.ride = current()
+    conn.ride = RIDE.get()  # opened in outage.riding_out (the plan's, in `run`): ride along
     return conn
 
 

@@ -32,27 +32,18 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
 from typing import Any, Protocol
 
 from simpletfjob.errors import ClusterError
+from simpletfjob.kube.connection import RIDE
 from simpletfjob.kube.request import OUTAGE_CAP as CAP
 from simpletfjob.kube.request import Deadline
 
-__all__ = ["CAP", "Ride", "StillAway", "current", "duration", "riding_out", "still_away"]
-
-# The ride under way in this context: a connection opened during it (the plan's, to read the
-# nodes) rides along, so that `run` rides out an outage from its first request.
-_CURRENT: ContextVar[Ride | None] = ContextVar("simpletfjob_ride", default=None)
-
-
-def current() -> Ride | None:
-    """The ride `riding_out` has under way in this context, if any."""
-    return _CURRENT.get()
+__all__ = ["CAP", "Ride", "StillAway", "duration", "riding_out", "still_away"]
 
 
 class _Riding(Protocol):
-    """A connection (connection.py, which this module does not import: request.py does)."""
+    """A connection (connection.py's), as much as a ride reads and sets of it."""
 
     ride: Any
 
@@ -87,6 +78,7 @@ class Ride:
         self._since: float | None = None  # monotonic, while away
         self._since_wall = 0.0
         self._cause = ""
+        self.returns = 0  # how many times the server has come back: each outage is counted anew
 
     def remaining(self) -> float:
         return math.inf if self.deadline is None else self.deadline.remaining()
@@ -118,6 +110,7 @@ class Ride:
                 return
             took = time.monotonic() - self._since
             self._since = None
+            self.returns += 1
             self._report(f"simpletfjob: the API server is back after {duration(took)}")
 
     def note(self) -> str:
@@ -165,9 +158,9 @@ def riding_out(
         return
     ride = Ride(str(conn.target), deadline, report, until)
     conn.ride = ride
-    token = _CURRENT.set(ride)
+    token = RIDE.set(ride)  # a connection opened meanwhile rides along (connection.py)
     try:
         yield ride
     finally:
-        _CURRENT.reset(token)
+        RIDE.reset(token)
         conn.ride = None

@@ -87,7 +87,11 @@ def watch(
 
     def follow(fresh: bool) -> Iterator[Event]:
         nonlocal version
+        # Failures in a row. Once the ride has said the server is back (another call was
+        # answered), a watch opened again counts from 0: a later break is a new outage's first
+        # failure, not the last attempt of the one that is over.
         failures = 0
+        returns = 0  # the ride's count of the server's returns at this watch's last failure
         problem = ""
         opened_once = False
         relist_first = False
@@ -126,6 +130,8 @@ def watch(
                 if answer.status == 410:
                     raise _Gone()
                 opened_once = True
+                if failures and conn.ride is not None and conn.ride.returns > returns:
+                    failures = 0
                 events = _events(answer.stream, conn, action, deadline, read_timeout)
                 for event in events:
                     seen += 1
@@ -165,6 +171,7 @@ def watch(
             failures += 1
             delay = min(settings.backoff * 2 ** (failures - 1), settings.max_delay)
             ride = conn.ride
+            returns = ride.returns if ride is not None else 0
             if failures >= settings.attempts:
                 if ride is None or ride.remaining() <= 0:
                     raise KeptFailing(

@@ -19,7 +19,6 @@ from typing import NamedTuple
 
 from simpletfjob.errors import RenderCheckError, SelectionError, UsageError
 from simpletfjob.frameworks import Framework, Pin, RunValues, framework
-from simpletfjob.frameworks.pytorch import GPU_COUNT, check_min_workers
 from simpletfjob.hosts import nodes as node_sources
 from simpletfjob.hosts.selection import (
     Verdict,
@@ -142,6 +141,7 @@ class Plan(NamedTuple):
     # How to name the run and its objects otherwise ('--name NAME', '--set name=NAME'); None
     # when the template spells its objects' names out.
     rename: str | None = None
+    framework: str = "tensorflow"  # --framework, or the header's: runs/ asks it who decides
 
     def chunks(self) -> Iterator[str]:
         """The whole YAML stream, documents separated by '---' lines."""
@@ -194,12 +194,11 @@ def plan(options: Options) -> Plan:
         if left_out:
             used = len({t.node for t in tasks})
             warnings.append(left_out_text(len(tasks), used, left_out))
-    check_min_workers(options.min_workers, len(tasks))
+    fw.check_floor(options.min_workers, (t.role for t in tasks))
     decoration = Decoration(
         job, namespace_to_add(options), options.success_policy, options.min_workers
     )
-    if options.nproc_per_node is GPU_COUNT and fw.name == "pytorch":
-        options = options.replace(nproc_per_node=gpus_requested(compiled, fw, options))
+    options = fw.settle(options, lambda: gpus_requested(compiled, fw, options))
     values = fw.values(tasks, None, options, compiled.referenced)
     rendered = render_tasks(compiled, tasks, values, options.values, decoration, options.restart)
     services: list[Document] = []
@@ -222,8 +221,9 @@ def plan(options: Options) -> Plan:
 
         validated = validate_documents(documents, options.kube_version, warnings.append)
     return Plan(
-        tasks, documents, verdicts, warnings, before_selection, job, validated, tuple(notes), rename
-    )
+        tasks, documents, verdicts, warnings, before_selection, job, validated, tuple(notes), rename,
+        fw.name,
+    )  # fmt: skip
 
 
 def template_stem(template: str) -> str:

@@ -291,7 +291,8 @@ def _short_together(
 
 
 def _plural(role: str) -> str:
-    return role if role == "ps" else f"{role}s"
+    """'workers'; a role already plural in form stays as it is (TensorFlow's parameter servers)."""
+    return role if role.endswith("s") else f"{role}s"
 
 
 def _roles(role: str, count: int) -> str:

@@ -9,6 +9,7 @@ follower.py    `wait`'s verdict, folded from the watches' events (no cluster, no
 watch.py       reading a run, following it through watches, cleaning it up
 status.py      `status RUN` and `status -w`: one run read now, or followed until it ends
 manifests.py   what apply sends: the documents as manifests, checked before any request
+planned.py     what runs/ reads of a plan (its Protocols), declared once for apply.py and run.py
 apply.py       applying a run: connect, plan, server-side apply after a dry run of every object
 judge.py       the server's dry run of every object, and how each differs from the live one
 replace.py     what `apply --replace` checks before it deletes anything

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic
 
 from simpletfjob.errors import ClusterError, Interrupted, SimpleTFJobError
 from simpletfjob.kube.inflight import Write, cut_short, in_order
@@ -49,6 +49,7 @@ from simpletfjob.runs.objects import (
     scope_flags,
     some,
 )
+from simpletfjob.runs.planned import P, Plan
 from simpletfjob.runs.replace import check_replace
 from simpletfjob.runs.state import is_gone, run_state
 
@@ -67,32 +68,6 @@ _RENAME_OBJECTS = (
 
 class RunDiffers(SimpleTFJobError):
     """The run exists and differs from the render; --replace would replace it."""
-
-
-class PlannedDocument(Protocol):
-    """What apply reads of a planned document: its text, and what messages call it."""
-
-    @property
-    def text(self) -> str: ...
-
-    @property
-    def id(self) -> object: ...
-
-
-class PlannedRun(Protocol):
-    """What apply reads of a plan: the run's name (its label), its documents, and `rename`."""
-
-    @property
-    def job(self) -> str | None: ...
-
-    @property
-    def rename(self) -> str | None: ...
-
-    @property
-    def documents(self) -> Sequence[PlannedDocument]: ...
-
-
-P = TypeVar("P", bound=PlannedRun)
 
 
 @dataclass(frozen=True)
@@ -139,7 +114,7 @@ def apply_run(
 
 def apply_planned(
     conn: Connection,
-    planned: PlannedRun,
+    planned: Plan,
     choices: Choices,
     report: Report,
     restarts: tuple[int, int] | None = None,

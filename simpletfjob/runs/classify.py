@@ -145,6 +145,10 @@ def run_failure(run: Run, exit_codes: Collection[int] = ()) -> Cause:
     task = next((t for t in run.tasks if t.task == run.decided_by), None)
     if task is None:  # (state.py names a task it has) nothing to classify by
         return Cause(TASK_FAILED, (run.decided_by,), run.outcome(), PROGRAM)
+    why = task.failure_reason
+    if task.exit_code is None and task.node and (why.startswith("OutOf") or why == "NodeAffinity"):
+        # its Job failed for a pod its node refused, seen before the refusal itself was
+        return refused(task.task, task.node, why)
     return task_failure(task, exit_codes, run.outcome())
 
 

@@ -1,18 +1,22 @@
-"""An elastic PyTorch run (`--min-workers M`): which of its workers are lost, not its failure (pure).
+"""An elastic run (`--min-workers M`): which of its tasks are lost, not its failure (pure).
 
-An elastic run trains on as long as M of its workers remain: torchrun's agents form a
-smaller world when one goes. So a worker whose Job has failed is **Lost** while at least M
-others are still in the run: it fails nothing, and the run succeeds when the workers still in
-it have all succeeded (at least M of them, then). When fewer than M would remain, nothing is
-lost: the failures are the run's, as in a static run, and the first one decides it.
+An elastic run trains on as long as M tasks of its elastic role remain (PyTorch's workers:
+torchrun's agents form a smaller world when one goes). Which role that is, and which task
+hosts the rendezvous, are the framework's (frameworks/workers.py's `Rules.lost`): a task of
+that role whose Job has failed is **Lost** while at least M others remain. It fails nothing,
+and the run succeeds when the deciding tasks still in it have all succeeded (at least M of
+them, then). When fewer than M would remain, nothing is lost: the failures are the run's, as
+in a static run, and the first one decides it.
 
-`run` says a newly lost worker in one line (`lost_lines`), spends no restart on it, and
-follows the others; a failure of the run (fewer than M left, worker 0) is a whole-run
-restart, as in a static run. Only a worker whose Job has failed is lost: a pod the node
-refused, or a node lost past --node-grace, is still a whole-run restart.
+`run` says a newly lost task in one line (`lost_lines`), spends no restart on it, and
+follows the others; a failure of the run (fewer than M left, the rendezvous host) is a
+whole-run restart, as in a static run. Only a task whose Job has failed is lost: a pod the
+node refused, or a node lost past --node-grace, is still a whole-run restart.
 
-Worker 0 is never lost: its torchrun agent hosts the c10d rendezvous store, and no agent goes
-on without it (pytorch/pytorch#67742). Its failure is the run's.
+The rendezvous host (PyTorch's worker 0) is never lost: its torchrun agent hosts the c10d
+store, and no agent goes on without it (pytorch/pytorch#67742). Its failure is the run's.
+
+This module takes tasks and counts, not a `Run` (state.py imports it).
 """
 
 from __future__ import annotations
@@ -24,20 +28,17 @@ from typing import TYPE_CHECKING
 from simpletfjob.runs.taskstate import FAILED, LOST, TaskStatus
 
 if TYPE_CHECKING:
-    from simpletfjob.runs.state import Run
-
-WORKER = "worker"
+    from simpletfjob.frameworks import Framework
 
 
-def mark_lost(tasks: Sequence[TaskStatus], floor: int | None) -> tuple[TaskStatus, ...]:
-    """The tasks, with the workers lost under min-workers `floor` in state Lost; as they are without one."""
+def mark_lost(
+    tasks: Sequence[TaskStatus], floor: int | None, fw: Framework
+) -> tuple[TaskStatus, ...]:
+    """The tasks, with those lost under min-workers `floor` in state Lost; as they are without one."""
     if floor is None:
         return tuple(tasks)
-    workers = [t for t in tasks if t.role == WORKER]
-    failed = [t for t in workers if t.finished and t.state == FAILED]
-    if not failed or any(t.index == 0 for t in failed) or len(workers) - len(failed) < floor:
-        return tuple(tasks)
-    lost = {t.task for t in failed}
+    failed = [t.task for t in tasks if t.finished and t.state == FAILED]
+    lost = fw.lost(failed, [t.task for t in tasks], floor)
     return tuple(replace(t, state=LOST) if t.task in lost else t for t in tasks)
 
 
@@ -48,24 +49,32 @@ def still_in(deciders: Iterable[str], tasks: Iterable[TaskStatus]) -> list[str]:
 
 
 def lost_line(tasks: Sequence[TaskStatus], floor: int | None) -> str:
-    """' (1 lost; min 2)' after the count of the workers that succeeded; '' when none is lost."""
+    """' (1 lost; min 2)' after the count of the tasks that succeeded; '' when none is lost."""
     lost = sum(t.state == LOST for t in tasks)
     return f" ({lost} lost; min {floor})" if lost else ""
 
 
-def lost_lines(lines: Iterable[str], before: Run | None, after: Run) -> list[str]:
-    """`changes(before, after)`'s lines, each newly lost worker's said as `run` says it:
-    'worker-2 lost (exit 137); training goes on with 2 of 3 workers (min 2)', and then no more."""
-    was = {t.task for t in before.tasks if t.state == LOST} if before is not None else set()
-    workers = [t for t in after.tasks if t.role == WORKER]
-    left = sum(t.state != LOST for t in workers)
-    said = {
-        f"{t.task} {LOST}": f"{t.task} lost ({_why(t)}); training goes on with {left} of "
-        f"{len(workers)} workers (min {after.min_workers})"
-        for t in workers
-        if t.state == LOST and t.task not in was
-    }
-    # once said lost, a worker's later changes (its Job's reason, its pod gone) are not said
+def lost_lines(
+    lines: Iterable[str],
+    before: Sequence[TaskStatus] | None,
+    after: Sequence[TaskStatus],
+    floor: int | None,
+) -> list[str]:
+    """`changes(before, after)`'s lines (the tasks of the run before and after), each newly
+    lost task's said as `run` says it: 'worker-2 lost (exit 137); training goes on with 2 of 3
+    workers (min 2)', and then no more."""
+    was = {t.task for t in before if t.state == LOST} if before is not None else set()
+    said = {}
+    for task in after:
+        if task.state != LOST or task.task in was:
+            continue
+        peers = [t for t in after if t.role == task.role]
+        left = sum(t.state != LOST for t in peers)
+        said[f"{task.task} {LOST}"] = (
+            f"{task.task} lost ({_why(task)}); training goes on with {left} of {len(peers)} "
+            f"{task.role}s (min {floor})"
+        )
+    # once said lost, a task's later changes (its Job's reason, its pod gone) are not said
     quiet = tuple(f"{task} " for task in was)
     lines = [line for line in lines if not line.startswith(quiet)] if quiet else list(lines)
     return [next((v for k, v in said.items() if line.startswith(k)), line) for line in lines]

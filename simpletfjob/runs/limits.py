@@ -38,9 +38,14 @@ if TYPE_CHECKING:
 
 
 def deciding_job(wanted: Sequence[Manifest]) -> Manifest | None:
-    """The Job of the chief, else of worker 0: the task whose success is the run's."""
+    """The Job of the task whose success is the run's: the framework's lead (TensorFlow's chief),
+    else worker 0 (the first of the deciding workers, whatever the success policy)."""
+    from simpletfjob.runs.objects import run_framework
+
     jobs = {_task(m.body): m for m in wanted if m.resource is JOBS}
-    return jobs.get("chief-0") or jobs.get("worker-0")
+    fw = run_framework(m.body for m in wanted if m.resource is JOBS)
+    first = fw.deciding(fw.default_policy, jobs)[:1]
+    return jobs.get(first[0]) if first else None
 
 
 def _task(body: Mapping[str, Any]) -> str:

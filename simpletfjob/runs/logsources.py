@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from simpletfjob.errors import UsageError
-from simpletfjob.runs.state import ROLE_ORDER
-from simpletfjob.runs.taskstate import pods_by_job, task_of, waiting_why, why
+from simpletfjob.runs.objects import run_framework
+from simpletfjob.runs.taskstate import in_role_order, pods_by_job, task_of, waiting_why, why
 
 Object = Mapping[str, Any]
 
@@ -37,6 +37,8 @@ class Source:
 def tasks_of(jobs: Iterable[Object], pods: Iterable[Object]) -> dict[str, list[Object]]:
     """Every task of the run ('worker-0') and its pods, newest last, tasks in role order."""
     by_job = pods_by_job(pods)
+    jobs = list(jobs)
+    rank = in_role_order(run_framework(jobs).role_order)
     found: list[tuple[tuple[int, str, int, str], str, list[Object]]] = []
     for job in jobs:
         metadata = job.get("metadata") or {}
@@ -46,13 +48,8 @@ def tasks_of(jobs: Iterable[Object], pods: Iterable[Object]) -> dict[str, list[O
             f"name:{metadata.get('name')}", []
         )
         task = task_of(job, mine)
-        order = (_rank(task.role), task.role, task.index, task.job)
-        found.append((order, task.task, sorted(mine, key=_created)))
+        found.append((rank(task), task.task, sorted(mine, key=_created)))
     return {task: pods for _, task, pods in sorted(found, key=lambda item: item[0])}
-
-
-def _rank(role: str) -> int:
-    return ROLE_ORDER.index(role) if role in ROLE_ORDER else len(ROLE_ORDER)
 
 
 def _created(pod: Object) -> str:
@@ -237,12 +234,16 @@ def sources_now(
 
 
 def log_tasks(chosen: str, planned: Any) -> list[str]:
-    """The tasks whose logs --logs names: [] for all; by default the one that decides success."""
+    """The tasks whose logs --logs names: [] for all; by default the one that decides success
+    (under the framework's default policy: the first of all the workers, with `all-workers`)."""
     names = [f"{t.role}-{t.index}" for t in planned.tasks]
     if chosen in ("all", "none"):
         return []
     if not chosen:
-        return ["chief-0" if "chief-0" in names else "worker-0"]
+        from simpletfjob.frameworks import framework
+
+        fw = framework(planned.framework)
+        return fw.deciding(fw.default_policy, names)[:1]
     return chosen.split(",")
 
 

@@ -29,6 +29,7 @@ from simpletfjob.kube.request import Deadline
 from simpletfjob.kube.resources import JOBS, SERVICES, Resource
 
 if TYPE_CHECKING:
+    from simpletfjob.frameworks import Framework
     from simpletfjob.kube.connection import Connection
 
 RUN_RESOURCES = (JOBS, SERVICES)  # what a run is made of, in the order it is deleted
@@ -117,6 +118,24 @@ def named_tasks(jobs: Iterable[Mapping[str, Any]]) -> list[str]:
     Each framework is asked in turn: a Job carries one framework's variables in its env,
     so the first that reads any is the run's.
     """
+    return _read_tasks(jobs)[1]
+
+
+def run_framework(jobs: Iterable[Mapping[str, Any]], elastic: bool = False) -> Framework:
+    """The run's framework, as its Jobs' pod templates say (see `named_tasks`); when none says
+    (a template that writes its framework's values itself), the default (TensorFlow, whose
+    rules keep to workers' when a run has no chief), or for an `elastic` run (one whose Jobs
+    carry a min-workers annotation) the framework that has elastic runs."""
+    found = _read_tasks(jobs)[0]
+    if found is None:
+        from simpletfjob.frameworks import FRAMEWORKS, framework
+
+        named = [framework(name) for name in FRAMEWORKS]
+        return next((fw for fw in named if elastic and fw.elastic), named[0])
+    return found
+
+
+def _read_tasks(jobs: Iterable[Mapping[str, Any]]) -> tuple[Framework | None, list[str]]:
     from simpletfjob.frameworks import FRAMEWORKS, framework
 
     readers = [framework(name) for name in FRAMEWORKS]
@@ -124,8 +143,8 @@ def named_tasks(jobs: Iterable[Mapping[str, Any]]) -> list[str]:
         for fw in readers:
             tasks = fw.run_tasks(job)
             if tasks:
-                return tasks
-    return []
+                return fw, tasks
+    return None, []
 
 
 def list_run(conn: Connection, name: str, *, deadline: Deadline | None = None) -> RunObjects:

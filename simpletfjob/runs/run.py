@@ -30,7 +30,7 @@ import copy
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from simpletfjob.errors import ClusterError, Interrupted
 from simpletfjob.kube.outage import still_away
@@ -62,6 +62,7 @@ from simpletfjob.runs.interrupt import (
     Where,
     interrupted,
 )
+from simpletfjob.runs.planned import P, Plan
 from simpletfjob.runs.state import AMBIGUOUS, DELETING, FAILED, SUCCEEDED, Run, changes
 from simpletfjob.runs.wait import RunFailed, TimedOut, succeeded_line
 
@@ -74,40 +75,6 @@ if TYPE_CHECKING:
     from simpletfjob.runs.taskstate import Object
 
 Say = Callable[[str], None]
-
-
-class PlannedTask(Protocol):
-    @property
-    def role(self) -> str: ...
-    @property
-    def index(self) -> int: ...
-    @property
-    def host(self) -> str: ...
-
-
-class PlannedDocument(Protocol):
-    @property
-    def text(self) -> str: ...
-    @property
-    def id(self) -> object: ...
-    @property
-    def kind(self) -> str: ...
-
-
-class Plan(Protocol):
-    """What `run` reads of a plan (plan.Plan, which only the commands import)."""
-
-    @property
-    def job(self) -> str | None: ...
-    @property
-    def tasks(self) -> Sequence[PlannedTask]: ...
-    @property
-    def documents(self) -> Sequence[PlannedDocument]: ...
-    @property
-    def rename(self) -> str | None: ...
-
-
-P = TypeVar("P", bound=Plan)
 
 
 LOG_DRAIN = 10.0  # seconds the logs are given to be read out once the run has ended
@@ -319,7 +286,8 @@ def _follow(
     last: Run | None = before
     try:
         for run in follow(conn, name, deadline, seen, tick=tick):
-            for line in lost_lines(changes(last, run), last, run):
+            was = last.tasks if last is not None else None
+            for line in lost_lines(changes(last, run), was, run.tasks, run.min_workers):
                 say(line)
             last = run
             if progress is not None:

@@ -20,8 +20,9 @@ The run's state follows the success policy recorded on its documents:
   the Jobs' own (`completionTime`, the `Failed` condition's `lastTransitionTime`), which the
   API server keeps to the second: "the same time" is the same second. A failure with no
   time counts;
-- **Succeeded** when the chief's Job is complete; with no chief, worker 0's (`worker0`) or
-  every worker's (`all-workers`; of an elastic run, every worker's not Lost: elastic.py). A ps or evaluator never decides success;
+- **Succeeded** when the deciding tasks' Jobs are complete: the framework's (its `deciding`;
+  TensorFlow's chief, else worker 0 or every worker, by the policy); of an elastic run, those
+  not Lost (elastic.py);
 - **Failed** with reason `deleted` when a Job that decides success is gone (or being
   deleted) and its end was not seen: deleted by hand, or removed by `ttlSecondsAfterFinished`
   once it ended, which leaves nothing to tell how. `expected` names the tasks known to have
@@ -41,8 +42,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from functools import cache
 from typing import Any
 
+from simpletfjob.frameworks import Framework, independent_roles
+from simpletfjob.frameworks import framework as framework_named
 from simpletfjob.identity import JOB_LABEL
 from simpletfjob.runs.annotations import read_min_workers, read_policy, read_restarts
 from simpletfjob.runs.elastic import lost_line, mark_lost, still_in
@@ -58,6 +62,7 @@ from simpletfjob.runs.taskstate import (
     TaskStatus,
     condition,
     finalizers,
+    in_role_order,
     job_pods,
     labels_of,
     metadata_of,
@@ -73,7 +78,6 @@ __all__ = [  # what the commands read from here; the task's part lives in taskst
     "Claim", "Run", "TaskStatus", "age", "changes", "deciding", "describe", "group_runs",
     "run_state", "task_of",
 ]  # fmt: skip
-ROLE_ORDER = ("chief", "ps", "worker", "evaluator")  # the order render writes the tasks in
 DELETED = "deleted"
 NEVER = datetime.min.replace(tzinfo=timezone.utc)  # a time the server did not write
 
@@ -112,6 +116,7 @@ class Run:
     # (the run is then Ambiguous), the restarts (then not known: restarts is (0, 0)).
     wrong_policy: str = ""
     wrong_restarts: str = ""
+    framework: str = "tensorflow"  # as its Jobs say (objects.run_framework): who decides, the order
     min_workers: int | None = None  # an elastic run's (elastic.py), from its annotation
 
     @property
@@ -149,15 +154,20 @@ class Run:
             )
         if self.state == FAILED:
             return f"{self.decided_by} Failed" + (f": {self.reason}" if self.reason else "")
+        fw = framework_named(self.framework)
         if (
             self.state == SUCCEEDED
             and self.policy == "all-workers"
-            and self.decided_by != "chief-0"
+            and not (fw.lead and self.decided_by == fw.lead)
         ):
-            # No one worker decided: the rule did, and the line says so.
-            count = len(still_in(deciding(self.policy, [t.task for t in self.tasks]), self.tasks))
+            # No one worker decided: the rule did, and the line says so ('all 2 workers'; with
+            # those an elastic run lost: 'all 2 workers succeeded (1 lost; min 2)').
+            count = len(
+                still_in(fw.deciding(self.policy, [t.task for t in self.tasks]), self.tasks)
+            )
+            role = self.decided_by.rpartition("-")[0]  # the last of them to succeed
             lost = lost_line(self.tasks, self.min_workers)
-            return f"all {count} worker{'s' if count != 1 else ''} succeeded{lost}"
+            return f"all {count} {role}{'s' if count != 1 else ''} succeeded{lost}"
         if self.state == SUCCEEDED:
             return f"{self.decided_by} Succeeded"
         return self.state
@@ -199,9 +209,10 @@ class Run:
 # ---- the run -------------------------------------------------------------------------------------
 
 
-def _order(task: TaskStatus) -> tuple[int, str, int, str]:
-    rank = ROLE_ORDER.index(task.role) if task.role in ROLE_ORDER else len(ROLE_ORDER)
-    return rank, task.role, task.index, task.job
+def _framework_of(jobs: Sequence[Object], elastic: bool = False) -> Framework:
+    from simpletfjob.runs.objects import run_framework
+
+    return run_framework(jobs, elastic)
 
 
 def is_gone(obj: Object) -> bool:
@@ -209,17 +220,10 @@ def is_gone(obj: Object) -> bool:
     return bool(metadata_of(obj).get("deletionTimestamp"))
 
 
-def deciding(policy: str, names: Iterable[str]) -> list[str]:
-    """The tasks, of those named, whose success is the run's: the chief, else worker 0 or every worker."""
-    known = set(names)
-    if "chief-0" in known:
-        return ["chief-0"]
-    if policy == "all-workers":
-        indices = [n.removeprefix("worker-") for n in known if n.startswith("worker-")]
-        last = max((int(i) for i in indices if i.isdigit()), default=0)
-        # Workers are numbered from 0 without a gap: one missing below the last was there too.
-        return [f"worker-{i}" for i in range(last + 1)]
-    return ["worker-0"]
+def deciding(policy: str, names: Iterable[str], framework: str = "tensorflow") -> list[str]:
+    """The tasks, of those named, whose success is the run's, as its framework says (its lead
+    task, else worker 0 or every worker: frameworks/workers.py's Rules)."""
+    return framework_named(framework).deciding(policy, names)
 
 
 def run_state(
@@ -239,10 +243,13 @@ def run_state(
     by_job = pods_by_job(pods)
     if listed and not present:
         return _deleting(name, namespace, listed, by_job, nodes)
-    tasks = tuple(sorted((task_of(j, job_pods(j, by_job), nodes) for j in present), key=_order))
-    policy, wrong_policy = read_policy(present)
     floor, wrong_floor = read_min_workers(present)  # an elastic run's (elastic.py)
-    tasks, wrong_policy = mark_lost(tasks, floor), wrong_policy or wrong_floor
+    fw = _framework_of(present, elastic=floor is not None)
+    order = in_role_order(fw.role_order)
+    tasks = tuple(sorted((task_of(j, job_pods(j, by_job), nodes) for j in present), key=order))
+    tasks = mark_lost(tasks, floor, fw)
+    policy, wrong_policy = read_policy(present)
+    wrong_policy = wrong_policy or wrong_floor
     restarts = read_restarts(present)
     created = min((t.created for t in tasks if t.created is not None), default=None)
     claims = _claims(tasks)
@@ -251,12 +258,12 @@ def run_state(
     def run(state: str, decided_by: str = "", reason: str = "", at: datetime | None = None) -> Run:
         return Run(
             name, namespace, policy, tasks, state, decided_by, reason, created, claims, (), at,
-            (restarts.done, restarts.limit), wrong_policy, restarts.wrong, floor,
+            (restarts.done, restarts.limit), wrong_policy, restarts.wrong, fw.name, floor,
         )  # fmt: skip
 
     if claims or wrong_policy:  # nothing is decided on a guess
         return run(AMBIGUOUS)
-    deciders = still_in(deciding(policy, [*by_name, *expected]), tasks)
+    deciders = still_in(fw.deciding(policy, [*by_name, *expected]), tasks)
     finished_at = {d: _finish(present, by_name[d].job) or NEVER for d in deciders if d in by_name}
     # Only a Job's condition ends a task: a pod that has ended, not yet counted, decides nothing.
     succeeded = all(
@@ -267,7 +274,7 @@ def run_state(
     # second). A failure with no time counts.
     aside = _independent()
     failures = sorted(
-        (_failure_time(present, t.job) or NEVER, _order(t), t)
+        (_failure_time(present, t.job) or NEVER, order(t), t)
         for t in tasks
         if t.finished and t.state == FAILED and t.role not in aside
     )
@@ -294,17 +301,10 @@ def run_state(
     return run(PENDING)
 
 
+@cache
 def _independent() -> frozenset[str]:
     """The roles whose failure fails no run (frameworks' `independent`), read once."""
-    global _INDEPENDENT
-    if _INDEPENDENT is None:
-        from simpletfjob.frameworks import independent_roles
-
-        _INDEPENDENT = independent_roles()
-    return _INDEPENDENT
-
-
-_INDEPENDENT: frozenset[str] | None = None
+    return independent_roles()
 
 
 def side_failures(run: Run) -> list[TaskStatus]:
@@ -332,7 +332,9 @@ def _deleting(
     nodes: Mapping[str, str] | None,
 ) -> Run:
     """Every Job of the run is being deleted: the run is Deleting, and what holds it is told."""
-    tasks = tuple(sorted((task_of(j, job_pods(j, by_job), nodes) for j in jobs), key=_order))
+    fw = _framework_of(jobs)
+    order = in_role_order(fw.role_order)
+    tasks = tuple(sorted((task_of(j, job_pods(j, by_job), nodes) for j in jobs), key=order))
     holds: dict[str, int] = {}
     for job in jobs:
         for finalizer in finalizers(job):
@@ -347,6 +349,7 @@ def _deleting(
         DELETING,
         created=created,
         holds=tuple(sorted(holds.items())),
+        framework=fw.name,
     )
 
 

@@ -32,7 +32,7 @@ be a Job's name (edited by hand) is not repeated: `copied_from` is then `NOT_A_N
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -426,3 +426,13 @@ def held_by(job: Object) -> str:
     """What keeps a Job that is being deleted: 'held by foregroundDeletion', or 'being deleted'."""
     found = finalizers(job)
     return f"held by {', '.join(found)}" if found else "being deleted"
+
+
+def in_role_order(roles: Sequence[str]) -> Callable[[TaskStatus], tuple[int, str, int, str]]:
+    """A sort key for tasks: by the framework's role order (other roles after), then index."""
+
+    def order(task: TaskStatus) -> tuple[int, str, int, str]:
+        rank = roles.index(task.role) if task.role in roles else len(roles)
+        return rank, task.role, task.index, task.job
+
+    return order

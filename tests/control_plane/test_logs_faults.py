@@ -13,10 +13,9 @@ its own scenario, as tests/process/test_faults.py does.
 from __future__ import annotations
 
 import concurrent.futures
-import re
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +24,8 @@ import trustme
 
 from tests.conftest import console_script, write
 from tests.control_plane.logruns import PRELUDE, TEMPLATE, Live
+from tests.process.test_faults import BACK, LOST
+from tests.process.test_faults import FAULTS as ALL_FAULTS
 from tests.support import forkserver
 from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
@@ -51,24 +52,11 @@ if task["index"] == 0:  # the deciding worker ends last: every other log is whol
     time.sleep(1)
 """
 
-FAULTS: dict[str, Callable[[FaultProxy], object]] = {
-    "slow": lambda p: p.delay(1.0),
-    "cut": lambda p: p.cut(after=40),
-    "429": lambda p: p.throttle(1),
-    "500": lambda p: p.fail(500),
-    "503": lambda p: p.fail(503),
-    "410": lambda p: p.gone(),
-    "401": lambda p: p.refuse(401),
-    "403": lambda p: p.refuse(403),
-    "down": lambda p: p.down(),
-}
+# The faults of `wait`, `run` and `status -w` (tests/process/test_faults.py), but the one whose
+# server comes back refusing the credentials: a log stream has nothing more to show of it.
+FAULTS = {name: fault for name, fault in ALL_FAULTS.items() if name != "down, then 401"}
 REFUSALS = ("401", "403")
-
-LOST = re.compile(
-    r"simpletfjob: lost the API server at \S+ \(context '[^']*'\): (.+); retrying until (.+)"
-)
 READY = "ps-0     | ps-0 ready"
-BACK = re.compile(r"simpletfjob: the API server is back after \d+s")
 
 
 @dataclass(frozen=True)
@@ -130,6 +118,9 @@ def play(kube: ControlPlane, nodes: list[str], tmp: Path, scenario: Scenario) ->
                 while live.proc.poll() is None and time.monotonic() < end:
                     time.sleep(0.05)
             else:
+                # The fault holds HOLD seconds from the command's first request, however long
+                # a loaded machine takes to start the command.
+                wait_for(lambda: proxy.requests, 60, "the command's first request")
                 time.sleep(HOLD)
             proxy.clear()
             if scenario.fault == "down":

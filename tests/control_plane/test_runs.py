@@ -117,7 +117,8 @@ def test_a_ps_worker_run_succeeds_through_worker0_then_wait_deletes_the_running_
     assert result.code == 0, result.err
     lines = result.err.splitlines()
     assert f"ps-0 Running on {NODES[0]}" in lines
-    assert f"worker-0 Running on {NODES[1]}" in lines
+    # worker-0 runs and succeeds at once: its Running row shows unless both come in one batch
+    assert "worker-0 Succeeded" in lines, result.err
     assert lines[-3:] == [
         "job.batch/tfrun-ps-0 deleted",
         "job.batch/tfrun-worker-1 deleted",
@@ -157,7 +158,9 @@ def test_a_run_with_a_chief_succeeds_when_the_chief_does(
     joined(kubelet)
     assert result.code == 0, result.err
     lines = result.err.splitlines()
-    assert lines.index("worker-0 Succeeded") < lines.index("chief-0 Succeeded")
+    # Both rows are shown; when both Jobs' ends come in one batch of events (a loaded machine),
+    # the rows come in role order, chief first, so only the verdict says who decided.
+    assert "worker-0 Succeeded" in lines and "chief-0 Succeeded" in lines, result.err
     assert lines[-2:] == [
         "job.batch/tfrun-worker-1 deleted",
         "run tfrun succeeded: chief-0 Succeeded",

@@ -143,6 +143,10 @@ def play(scenario: Scenario) -> Outcome:
                 # on its own, however long a loaded machine takes to start it, not find the
                 # server back after HOLD.
                 never = scenario.when == "before" and scenario.fault.startswith("down")
+                if scenario.when == "before" and not never:
+                    # HOLD seconds from the command's first request, however long a loaded
+                    # machine takes to start it
+                    _until(lambda: proxy.requests, proc)
                 _sleep(HOLD + SLACK if never else HOLD, proc)
                 proxy.clear()
                 if scenario.fault == "down, then 401":

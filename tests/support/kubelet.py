@@ -372,6 +372,8 @@ class Kubelet:
     def _sync_pod(self, node: Node, pod: dict[str, Any]) -> None:
         uid = pod["metadata"]["uid"]
         with self._lock:
+            if not node.beating:  # lost since this sync listed its pods: it reports nothing more
+                return
             run = self.runs.get(uid)
             if run is None:
                 if pod["metadata"].get("deletionTimestamp"):

@@ -87,20 +87,25 @@ def test_a_min_workers_annotation_that_cannot_be_right_decides_nothing() -> None
     assert read_min_workers([worker(0, None)]) == (None, "")
 
 
+def said(before: Run, after: Run) -> list[str]:
+    """What `run` says of the change from one state of the run to the next."""
+    return lost_lines(changes(before, after), before.tasks, after.tasks, after.min_workers)
+
+
 def test_run_says_a_newly_lost_worker_in_one_line_with_the_workers_left() -> None:
     before = state(worker(0, active=1), worker(1, active=1), worker(2, active=1))
     after = state(worker(0, active=1), worker(1, active=1), worker(2, **GONE))
-    lines = lost_lines(changes(before, after), before, after)
+    lines = said(before, after)
     assert lines == [
         "worker-2 lost (BackoffLimitExceeded); training goes on with 2 of 3 workers (min 2)"
     ]
     exited = replace(after.tasks[2], exit_code=137)
     after = replace(after, tasks=(*after.tasks[:2], exited))
-    assert lost_lines(changes(before, after), before, after) == [
+    assert said(before, after) == [
         "worker-2 lost (exit 137); training goes on with 2 of 3 workers (min 2)"
     ]
-    assert lost_lines(changes(after, after), after, after) == []  # said once
+    assert said(after, after) == []  # said once
     later = state(worker(0, active=1), worker(1, active=1), worker(2, **GONE, finish=LATER))
     later = replace(later, tasks=(*later.tasks[:2], replace(later.tasks[2], reason="Gone")))
     assert changes(after, later) == ["worker-2 Lost: Gone"]
-    assert lost_lines(changes(after, later), after, later) == []  # and nothing more of it
+    assert said(after, later) == []  # and nothing more of it

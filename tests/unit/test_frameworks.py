@@ -358,3 +358,74 @@ def test_each_framework_built_in_renders_from_a_host_list_alone_and_validates(
             "simpletfjob/success-policy": "all-workers",
             "simpletfjob/name": doc["metadata"]["name"],
         }
+
+
+# -- the rules runs/ and plan/ ask of a framework ----------------------------------------------
+
+
+def test_each_framework_says_which_task_decides_a_run_and_in_what_order_its_roles_come() -> None:
+    from simpletfjob.frameworks import framework
+
+    tf, torch, jax = framework("tensorflow"), framework("pytorch"), framework("jax")
+    assert tf.role_order == ("chief", "ps", "worker", "evaluator")
+    assert torch.role_order == jax.role_order == ("worker",)
+    assert tf.deciding("all-workers", ["chief-0", "ps-0", "worker-0", "worker-1"]) == ["chief-0"]
+    assert tf.deciding("worker0", ["ps-0", "worker-0", "worker-1"]) == ["worker-0"]
+    # Workers are numbered without a gap: one missing below the last decides too.
+    assert torch.deciding("all-workers", ["worker-2", "worker-0"]) == [
+        "worker-0", "worker-1", "worker-2",
+    ]  # fmt: skip
+    assert jax.deciding("worker0", ["worker-1", "worker-0"]) == ["worker-0"]
+    assert (tf.lead, torch.lead, jax.lead) == ("chief-0", "", "")
+
+
+def test_only_pytorch_settles_nproc_per_node_from_the_gpus_a_task_asks() -> None:
+    from simpletfjob.frameworks import framework
+    from simpletfjob.frameworks.pytorch import GPU_COUNT
+
+    class Options:
+        def __init__(self, nproc_per_node: int) -> None:
+            self.nproc_per_node = nproc_per_node
+
+        def replace(self, **changes: int) -> Options:
+            return Options(**changes)
+
+    asked: list[str] = []
+
+    def gpus() -> int:
+        asked.append("gpus")
+        return 4
+
+    torch = framework("pytorch")
+    assert torch.settle(Options(GPU_COUNT), gpus).nproc_per_node == 4  # type: ignore[arg-type]
+    assert torch.settle(Options(2), gpus).nproc_per_node == 2  # type: ignore[arg-type]
+    assert asked == ["gpus"]  # counted only when asked for
+    given = Options(GPU_COUNT)
+    assert framework("tensorflow").settle(given, gpus) is given  # type: ignore[arg-type]
+    assert framework("jax").settle(given, gpus) is given  # type: ignore[arg-type]
+    assert asked == ["gpus"]
+
+
+def test_a_run_is_read_as_the_framework_its_jobs_carry() -> None:
+    from simpletfjob.runs.objects import run_framework
+    from simpletfjob.runs.state import run_state
+    from tests.support.kubeapi import make_job
+
+    def worker(index: int, env: list[dict[str, str]]) -> dict[str, Any]:
+        labels = {"simpletfjob/job": "mnist", "simpletfjob/role": "worker"}
+        container = {"name": "train", "image": "train", "env": env}
+        return make_job(
+            f"mnist-worker-{index}",
+            labels={**labels, "simpletfjob/index": str(index)},
+            template={"spec": {"restartPolicy": "Never", "containers": [container]}},
+        )
+
+    torch = [worker(i, [{"name": "PET_NNODES", "value": "2"}]) for i in range(2)]
+    assert run_framework(torch).name == "pytorch"
+    assert run_state("mnist", "default", torch, ()).framework == "pytorch"
+    tf_config = '{"cluster": {"worker": ["h1:2222"]}, "task": {"type": "worker", "index": 0}}'
+    assert run_framework([worker(0, [{"name": "TF_CONFIG", "value": tf_config}])]).name == (
+        "tensorflow"
+    )
+    # Nothing to read: the default, whose rules keep to the workers' when there is no chief.
+    assert run_framework([worker(0, [])]).name == "tensorflow"

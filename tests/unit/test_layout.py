@@ -56,10 +56,16 @@ def imports(path: Path, typing: bool = True) -> frozenset[str]:
 
 
 def graph() -> dict[str, set[str]]:
-    """Which module imports which when it runs (type-only imports may go either way)."""
+    """Which module imports which: at its top, inside a function (a lazy import) or under
+    `if TYPE_CHECKING:` (a type-only import), each an edge.
+
+    Edges into the package itself are left out: it is every module's parent, imported
+    before any of them runs, and its own imports (of api/, the public names) are lazy
+    (PEP 562), so that `from simpletfjob import streams` or `__version__` starts none.
+    """
     names = {module_name(p) for p in MODULES}
     return {
-        module_name(p): {i for i in imports(p, typing=False) if i in names} - {module_name(p)}
+        module_name(p): {i for i in imports(p) if i in names} - {module_name(p), "simpletfjob"}
         for p in MODULES
     }
 
@@ -190,3 +196,49 @@ def test_only_the_tensorflow_framework_names_its_config(word: str) -> None:
         allowed = help_lines(path)
         for number, line in enumerate(path.read_text().splitlines(), start=1):
             assert word not in line or number in allowed, f"{name}:{number}: {line.strip()}"
+
+
+# A role, or a task of one ('chief-0', 'worker-' + index), written as a string of its own.
+ROLE_NAME = re.compile(r"(chief|ps|worker|evaluator)(-\d*)?")
+
+
+def docstring_nodes(path: Path) -> set[int]:
+    """The ids of the module's, classes' and functions' docstrings."""
+    found: set[int] = set()
+    for node in tree(path):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            first = node.body[0] if node.body else None
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                found.add(id(first.value))
+    return found
+
+
+def test_runs_and_the_plan_name_no_role() -> None:
+    """Which task decides, the role order and each framework's defaults are the framework's
+    (frameworks/): runs/ and plan/ ask it, and write no role in their code (docstrings and
+    comments aside), f-strings' parts included."""
+    found = []
+    for path in MODULES:
+        name = module_name(path)
+        if not name.startswith(("simpletfjob.runs", "simpletfjob.plan")):
+            continue
+        docs = docstring_nodes(path)
+        for node in tree(path):
+            if not isinstance(node, ast.Constant) or not isinstance(node.value, str):
+                continue
+            if id(node) not in docs and ROLE_NAME.fullmatch(node.value.strip()):
+                found.append(f"{name}:{node.lineno}: {node.value!r}")
+    assert found == []
+
+
+def test_each_protocol_is_declared_once() -> None:
+    """A shape that several modules read (the plan's, for apply and run) is declared in one
+    place and imported, so that the copies cannot drift apart."""
+    where: dict[str, list[str]] = {}
+    for path in MODULES:
+        for node in tree(path):
+            if isinstance(node, ast.ClassDef) and any(
+                ast.unparse(base).endswith("Protocol") for base in node.bases
+            ):
+                where.setdefault(node.name, []).append(module_name(path))
+    assert {name: found for name, found in where.items() if len(found) > 1} == {}

@@ -86,7 +86,10 @@ def test_a_pod_the_node_evicted_or_refused_is_a_disruption(reason: str) -> None:
     run = run_state("mnist", "default", [chief, worker], [evicted_pod(worker, reason)])
     cause = run_failure(run)
     assert (cause.klass, cause.exit_code, cause.reason) == (DISRUPTION, None, reason)
-    assert str(cause) == f"worker-1 Failed: {reason}"
+    if reason.startswith("OutOf") or reason == "NodeAffinity":  # refused when it came, by h2
+        assert str(cause) == f"worker-1 refused by node h2: {reason}"
+    else:
+        assert str(cause) == f"worker-1 Failed: {reason}"
 
 
 @pytest.mark.parametrize(

@@ -16,8 +16,9 @@ the variables are then PET_NNODES=M:N, PET_NPROC_PER_NODE, PET_RDZV_BACKEND=c10d
 PET_RDZV_ENDPOINT (worker 0's host:port, where its agent hosts the c10d store),
 PET_RDZV_ID (the run's name), PET_RDZV_CONF (ELASTIC_CONF: short timeouts, so that a
 world re-forms in seconds; worker 0 adds is_host=true, the others is_host=false, so that
-the store's host does not depend on a host name matching) and PET_MAX_RESTARTS (N - M:
-each lost worker costs the survivors one restart of their processes). No fixed rank nor
+the store's host does not depend on a host name matching), PET_MAX_RESTARTS (N - M:
+each lost worker costs the survivors one restart of their processes), and
+TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 (SHARED_STORE_OFF, below). No fixed rank nor
 master: elastic mode assigns ranks at each rendezvous, and a fixed RANK, WORLD_SIZE or
 MASTER_ADDR would mislead a program run without torchrun.
 """
@@ -47,6 +48,15 @@ ELASTIC_CONF = (
     "join_timeout=300,last_call_timeout=5,close_timeout=10,"
     "keep_alive_interval=2,keep_alive_max_attempt=3"
 )
+
+# An elastic run's processes meet in a store of each rendezvous round's own, not in the one
+# the agents share by default (torch's `TORCH_DISABLE_SHARE_RDZV_TCP_STORE` opt-out). The
+# shared store outlives the rounds, and its keys have no round in them: when a world
+# re-forms, the new processes may read the addresses the last round's processes left there,
+# and fail to connect to processes that are gone (gloo: "Connection refused", "Connect
+# timeout"), which fails every agent: with torch 2.13, in three of four tries (none of three
+# with it set).
+SHARED_STORE_OFF = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
 
 
 class _GpuCount(int):
@@ -102,6 +112,7 @@ class PyTorchValues(EnvValues):
                     ("PET_RDZV_ENDPOINT", endpoint),
                     ("PET_RDZV_ID", run_id),
                     ("PET_MAX_RESTARTS", max(self.nnodes - min_workers, 0)),
+                    (SHARED_STORE_OFF, 1),
                 )
             )
             return

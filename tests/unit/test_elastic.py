@@ -30,6 +30,8 @@ def test_min_workers_renders_torchruns_elastic_variables_and_no_fixed_rank(
             "PET_RDZV_ENDPOINT": "a:4000",
             "PET_RDZV_ID": "t",
             "PET_MAX_RESTARTS": "1",
+            # each round's processes meet in a store of that round's, not the agents' shared one
+            "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
             "PET_RDZV_CONF": f"{ELASTIC_CONF},is_host={host}",
             "LAST": "two",
         }

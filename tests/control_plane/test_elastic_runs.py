@@ -3,17 +3,14 @@ real torchrun agents meeting over c10d and training with gloo.
 
 Three workers on one node (the xdist worker's first node address, --tasks-per-host 3). Once
 the training has checkpointed a few steps, worker-2's whole pod is killed (its torchrun agent
-and its process, as a lost pod's are). With --min-workers 2, workers 0 and 1 form a world of 2,
+and its process, as a lost pod's are: the stand-in kills every process of the container). With --min-workers 2, workers 0 and 1 form a world of 2,
 load the checkpoint and finish; `run` says the loss in one line and spends no restart.
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import itertools
-import os
-import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -23,10 +20,9 @@ from typing import Any
 import pytest
 
 from tests.conftest import write
-from tests.process.test_frameworks import free_port
 from tests.support.control_plane import ControlPlane
 from tests.support.kubelet import Kubelet, Node
-from tests.support.parallel import node_address
+from tests.support.parallel import free_ports, node_address
 
 _names = itertools.count()
 
@@ -76,36 +72,11 @@ def _kill_worker_2(
             f"/api/v1/namespaces/{namespace}/pods?labelSelector=job-name%3D{run}-worker-2"
         )["items"]
         pod = pods[0]["metadata"]["name"]
-        found = kubelet.find(namespace, pod)
-        assert found is not None and found.current is not None
-        # torchrun starts its processes in sessions of their own, which the stand-in's kill of
-        # the container's process group misses: a pod's end takes every process in it.
-        below = _descendants(found.current.process.pid)
-        kubelet.kill(namespace, pod)
-        for pid in below:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        kubelet.kill(namespace, pod)  # every process in it: the agent and its workers
 
     thread = threading.Thread(target=kill, daemon=True)
     thread.start()
     return thread
-
-
-def _descendants(pid: int) -> list[int]:
-    """Every process below `pid`, from /proc."""
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            with contextlib.suppress(OSError):
-                stat = Path(f"/proc/{entry}/stat").read_text()
-                parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
-    found, todo = [], [pid]
-    while todo:
-        below = [child for child, parent in parents.items() if parent == todo[-1]]
-        todo.pop()
-        found += below
-        todo += below
-    return found
 
 
 @pytest.mark.slow  # tens of seconds: started first (tests/conftest.py)
@@ -123,7 +94,7 @@ def test_an_elastic_run_goes_on_without_a_lost_worker_and_spends_no_restart(
     result = cli(
         "run", "pytorch-ddp", "--kubeconfig", kubeconfig, "--name", run, "--max-restarts", "1",
         "--min-workers", "2",
-        "--tasks-per-host", "3", "--address", "internal-ip", "--port", str(free_port()),
+        "--tasks-per-host", "3", "--address", "internal-ip", "--port", str(free_ports(3)),
         "--set", "gpus=0", "--set", "cpu=100m", "--set", "memory=256Mi", "--set", "shm=64Mi",
         "--set", f"script={script}", "-f", str(values),
         "--set", "backoff_limit=0", "--logs", "all", "--timeout", "200s",

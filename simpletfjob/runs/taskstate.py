@@ -76,8 +76,10 @@ class TaskStatus:
 
     @property
     def finished(self) -> bool:
-        """Ended by its Job's condition: a pod that has ended, not yet counted, is not the end."""
-        return self.state in FINISHED and bool(self.job_condition)
+        """Ended by its Job's condition: a pod that has ended, not yet counted, is not the end.
+        A worker an elastic run lost (runs/elastic.py) has ended too: its Job failed, and
+        `wait`'s cleanup keeps it, as a failed one, for `kubectl logs`."""
+        return self.state in (*FINISHED, LOST) and bool(self.job_condition)
 
     @property
     def ended_with(self) -> int | None:

@@ -44,6 +44,7 @@ def test_a_worker_lost_while_m_remain_is_lost_and_the_others_decide_success() ->
     assert run.state == "Pending"  # not Failed: training goes on (no pod listed: not Running)
     assert [t.state for t in run.tasks][2] == "Lost"
     assert describe(run.tasks[2]) == "worker-2 Lost: BackoffLimitExceeded"
+    assert run.tasks[2].finished  # it has ended: wait's cleanup keeps its Job, as a failed one's
     assert run.as_dict()["minWorkers"] == 2
     run = state(worker(0, **DONE), worker(1, **DONE, finish=LATER), worker(2, **GONE))
     assert (run.state, run.decided_by) == ("Succeeded", "worker-1")

@@ -54,8 +54,8 @@ ELASTIC_CONF = (
 # shared store outlives the rounds, and its keys have no round in them: when a world
 # re-forms, the new processes may read the addresses the last round's processes left there,
 # and fail to connect to processes that are gone (gloo: "Connection refused", "Connect
-# timeout"), which fails every agent: with torch 2.13, in three of four tries (none of three
-# with it set).
+# timeout"), which fails every agent: with torch 2.13, in four of five tries (none of seven
+# with it set; docs/frameworks.md).
 SHARED_STORE_OFF = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import pytest
+
 from simpletfjob.runs.annotations import read_min_workers
 from simpletfjob.runs.elastic import lost_lines
 from simpletfjob.runs.state import Run, changes, describe, run_state
@@ -110,3 +112,22 @@ def test_run_says_a_newly_lost_worker_in_one_line_with_the_workers_left() -> Non
     later = replace(later, tasks=(*later.tasks[:2], replace(later.tasks[2], reason="Gone")))
     assert changes(after, later) == ["worker-2 Lost: Gone"]
     assert said(after, later) == []  # and nothing more of it
+
+
+def test_which_tasks_an_elastic_run_may_lose_is_the_frameworks_rule() -> None:
+    from simpletfjob.errors import UsageError
+    from simpletfjob.frameworks import framework
+
+    torch, tf = framework("pytorch"), framework("tensorflow")
+    three = {"worker-0", "worker-1", "worker-2"}
+    assert torch.lost({"worker-2"}, three, 2) == {"worker-2"}
+    assert torch.lost({"worker-0"}, three, 2) == frozenset()  # the rendezvous host
+    assert torch.lost({"worker-1", "worker-2"}, three, 2) == frozenset()  # fewer than M left
+    assert torch.lost({"worker-2"}, three, None) == frozenset()  # not elastic
+    assert tf.lost({"worker-2"}, three, 2) == frozenset()  # no elastic runs
+    torch.check_floor(3, ["worker"] * 3)
+    with pytest.raises(UsageError) as raised:
+        torch.check_floor(4, ["worker"] * 3)
+    assert str(raised.value) == (
+        "--min-workers 4 is more than the run's 3 workers; give at most 3, or more hosts"
+    )

@@ -32,9 +32,9 @@ controller behave as on a cluster:
 - **The container's processes.** As a container's cgroup holds every process it starts,
   whatever session or parent each has by then (torchrun starts its workers in sessions of
   their own), each container's processes carry a mark in their environment
-  (`CONTAINER_MARK`), and a SIGKILL (`kill`, a lost node, a grace period's end) reaches every
-  process that has it; so does the end of the container's first process, as the end of a
-  container's init ends the rest of it.
+  (`CONTAINER_MARK`), and a SIGKILL (`kill`, a lost node, a grace period's end, `stop`)
+  reaches every process that has it. The end of the first process alone leaves the others
+  be (a real container's would end them): tests use one to write a log that comes late.
 - **Events** for what it does: `Started`, `Killing`, `BackOff`, and admission refusals.
 
 Pods are found by listing each node's pods every `sync` seconds, not by watching, so the
@@ -489,7 +489,6 @@ class Kubelet:
             instance.exit_code = 128 - code if code < 0 else code
             instance.finished = now()
             instance.reason = "Completed" if instance.exit_code == 0 else "Error"
-            _kill(instance, signal.SIGKILL)  # what it started ends with it, as in a container
         if instance.exit_code is None:
             return
         if instance.exit_code == 0:

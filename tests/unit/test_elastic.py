@@ -10,7 +10,38 @@ import pytest
 from simpletfjob.frameworks.pytorch import ELASTIC_CONF
 from simpletfjob.runs.objects import named_tasks
 from tests.conftest import assert_one_line_error, write
-from tests.unit.test_frameworks import HEADER, JOB, env_of, job_with_env, render, template
+from tests.support.templates import FRAMEWORK_ENV as JOB
+
+HEADER = "# simpletfjob:\n#   options:\n#     framework: {}\n"
+
+
+def template(tmp_path: Path, framework: str) -> str:
+    """A template of the framework (tests/support/templates.py's), as t.yaml."""
+    env = {"pytorch": "TORCH_ENV", "jax": "JAX_ENV"}[framework]
+    write(
+        tmp_path / "t.yaml",
+        HEADER.format(framework) + JOB.format(env=env).replace("<<extra>>", "x"),
+    )
+    return "t.yaml"
+
+
+def env_of(doc: dict[str, Any]) -> dict[str, str]:
+    container = doc["spec"]["template"]["spec"]["containers"][1]
+    return {e["name"]: e["value"] for e in container["env"]}
+
+
+def render(cli: Any, tmp_path: Path, *args: str) -> Any:
+    result = cli(*args, "-o", "-", "--set", "gpus=2", cwd=tmp_path)
+    assert result.code == 0, result.err
+    return result
+
+
+def job_with_env(env: dict[str, str]) -> dict[str, Any]:
+    containers = [
+        {"name": "sidecar", "image": "busybox"},
+        {"name": "main", "env": [{"name": k, "value": v} for k, v in env.items()]},
+    ]
+    return {"spec": {"template": {"spec": {"containers": containers}}}}
 
 
 def test_min_workers_renders_torchruns_elastic_variables_and_no_fixed_rank(

@@ -19,6 +19,7 @@ from simpletfjob.identity import (
     JOB_LABEL,
     MANAGED_BY,
     MANAGER,
+    MIN_WORKERS_ANNOTATION,
     NAME_ANNOTATION,
     NAME_VALUE,
     POLICY_ANNOTATION,
@@ -68,10 +69,17 @@ class Rendered:
 class Decoration:
     """What is added to every rendered document: labels, the run's annotations, and a namespace where missing."""
 
-    def __init__(self, job: str | None, namespace: str | None, policy: str | None = None) -> None:
+    def __init__(
+        self,
+        job: str | None,
+        namespace: str | None,
+        policy: str | None = None,
+        min_workers: int | None = None,
+    ) -> None:
         self.job = job  # the simpletfjob/job label value; None with --no-labels
         self.namespace = namespace
         self.policy = policy  # the success policy, with the labels (runs/state.py reads it)
+        self.min_workers = min_workers  # an elastic run's --min-workers (runs/state.py reads it)
         self.conflicts: dict[str, tuple[str, str]] = {}
         self.index_text: str | None = None  # a role's skeleton: its index label's token
 
@@ -82,10 +90,12 @@ class Decoration:
         return copy
 
     def annotations(self, name: str = "") -> dict[str, str]:
-        """The run's success policy, and the document's own name (when it has one)."""
+        """The run's success policy (and --min-workers), and the document's own name (when it has one)."""
         if self.job is None or self.policy is None:
             return {}
         own = {NAME_ANNOTATION: name} if name else {}
+        if self.min_workers is not None:
+            own = {MIN_WORKERS_ANNOTATION: str(self.min_workers), **own}
         return {POLICY_ANNOTATION: self.policy, **own}
 
     def labels(self, task: Task) -> dict[str, str]:

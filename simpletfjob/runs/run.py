@@ -9,10 +9,9 @@
             Jobs and Services are gone), plan again against the cluster as it is now, apply,
             follow again; else exit 1 with the cause
 
-The whole run restarts, never one task: with the host's network every task's cluster spec
-lists every task's address, so when one host changes, every task changes. A restart plans again from
-the same options, so a lost or busy node is left out and GPUs and ports are counted
-again; one that cannot be placed now ends the run with the placement error.
+The whole run restarts, never one task (an elastic run's lost worker aside: elastic.py). A
+restart plans again from the same options, so a lost or busy node is left out and GPUs and
+ports are counted again; one that cannot be placed now ends the run with the placement error.
 
 A failure that restarting cannot help ends it at once: the run's --deadline
 (DeadlineExceeded), a deciding Job deleted meanwhile, a task claimed by several Jobs; and a
@@ -41,6 +40,7 @@ from simpletfjob.kube.resources import JOBS, PODS, SERVICES
 from simpletfjob.runs.alone import Aside, delete_task
 from simpletfjob.runs.causes import NodeWatch, refusal
 from simpletfjob.runs.classify import NODE_LOST, Cause, Decision, Policy, decide, side_failure
+from simpletfjob.runs.elastic import lost_lines
 from simpletfjob.runs.ending import (
     End,
     Ending,
@@ -283,7 +283,8 @@ def _follow(
             keeper.seen(jobs, now)
 
     def show(run: Run) -> None:
-        for line in changes(last[0], run):
+        was = last[0].tasks if last[0] is not None else None
+        for line in lost_lines(changes(last[0], run), was, run.tasks, run.min_workers):
             say(line)
         last[0] = run
         if progress is not None:

@@ -35,10 +35,10 @@ from simpletfjob.identity import (
     check_label_value,
 )
 from simpletfjob.kube.paths import kubeconfig_files
+from simpletfjob.manifest.decoration import Decoration
 from simpletfjob.manifest.documents import DocumentId, check_name, check_unique
 from simpletfjob.manifest.network import dns_name, service_document
 from simpletfjob.manifest.render import (
-    Decoration,
     Rendered,
     compile_template,
     gpus_requested,

@@ -165,3 +165,17 @@ def test_the_pytorch_ddp_built_in_takes_min_workers(cli: Any, tmp_path: Path) ->
         }
         assert env["PET_NNODES"] == "2:3" and env["PET_RDZV_ID"] == "pytorch-ddp"
         assert "PET_NODE_RANK" not in env and "RANK" not in env
+
+
+def test_every_job_of_a_large_elastic_run_carries_min_workers(cli: Any, tmp_path: Path) -> None:
+    """A role of many workers is rendered once and filled in (manifest/skeleton.py): each Job
+    still carries the run's --min-workers, which status, wait and run read back."""
+    hosts = ",".join(f"h{i}" for i in range(6))
+    result = cli("pytorch-ddp", "--nodes", hosts, "--min-workers", "2", "-o", "-", cwd=tmp_path)
+    assert result.code == 0, result.err
+    annotations = [doc["metadata"]["annotations"] for doc in result.docs]
+    assert len(annotations) == 6
+    assert [a.get("simpletfjob/min-workers") for a in annotations] == ["2"] * 6
+    assert [a["simpletfjob/name"] for a in annotations] == [
+        f"pytorch-ddp-worker-{i}" for i in range(6)
+    ]

@@ -39,6 +39,9 @@ _PUBLIC = {
     "TaskStatus": "simpletfjob.api.results",
     "Outcome": "simpletfjob.api.results",
     "LogLine": "simpletfjob.api.results",
+    "State": "simpletfjob.api.results",
+    "Cause": "simpletfjob.api.results",
+    "CauseKind": "simpletfjob.api.results",
     "Error": _ERRORS,
     "SimpleTFJobError": _ERRORS,
     "UsageError": _ERRORS,
@@ -59,9 +62,12 @@ if TYPE_CHECKING:
     from simpletfjob.api.client import Client as Client
     from simpletfjob.api.client import Run as Run
     from simpletfjob.api.render import render as render
+    from simpletfjob.api.results import Cause as Cause
+    from simpletfjob.api.results import CauseKind as CauseKind
     from simpletfjob.api.results import LogLine as LogLine
     from simpletfjob.api.results import Outcome as Outcome
     from simpletfjob.api.results import RunStatus as RunStatus
+    from simpletfjob.api.results import State as State
     from simpletfjob.api.results import TaskStatus as TaskStatus
     from simpletfjob.errors import ClusterError as ClusterError
     from simpletfjob.errors import Error as Error

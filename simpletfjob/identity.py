@@ -18,6 +18,8 @@ INDEX_LABEL = "simpletfjob/index"
 # On every document's metadata (not as a label: nothing selects by it); runs/state.py reads it.
 POLICY_ANNOTATION = "simpletfjob/success-policy"
 SUCCESS_POLICIES = ("worker0", "all-workers")  # its values
+# Beside it on an elastic PyTorch run (--min-workers M): the run trains on while M workers remain.
+MIN_WORKERS_ANNOTATION = "simpletfjob/min-workers"
 # The object's own name, as rendered: what `wait`'s cleanup checks before it deletes. A copy
 # made under another name (`kubectl get -o json | kubectl create`) keeps the annotation, so its
 # name and the annotation differ: it was not made by apply, and is never deleted as the run's.

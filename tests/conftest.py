@@ -34,7 +34,8 @@ from hypothesis import HealthCheck, settings
 
 from simpletfjob.cli import main
 from tests.support.cluster import LoopbackCluster, loopback_cluster
-from tests.support.kubeapi import KubeAPI, serve
+from tests.support.kubeapi import KubeAPI, serve, write_kubeconfig
+from tests.support.templates import PLACED as JOB
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -232,24 +233,6 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
-JOB = """\
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: t-<<type>>-<<index>>
-spec:
-  template:
-    spec:
-      nodeName: <<host>>
-      containers:
-        - name: tf
-          image: tensorflow/tensorflow
-          env:
-            - name: TF_CONFIG
-{placement}
-      restartPolicy: Never
-"""
-
 PLACEMENTS: dict[str, str] = {
     "folded-column-0": "              value: >\n<<TF_CONFIG>>",
     "literal-indented": "              value: |\n                <<TF_CONFIG>>",
@@ -328,3 +311,11 @@ def kubeapi_tls(kube_env: Path, cluster_ca: Any, tmp_path: Path) -> Iterator[Kub
         api.ca_file = tmp_path / "ca.crt"
         cluster_ca.cert_pem.write_to_path(str(api.ca_file))
         yield api
+
+
+@pytest.fixture
+def kubeconfig(kubeapi: KubeAPI, tmp_path: Path) -> str:
+    """A kubeconfig for the loopback server (`kubeapi`), in the namespace of scenes.load_run's runs."""
+    from tests.support.scenes import NS
+
+    return str(write_kubeconfig(tmp_path / "kubeconfig", kubeapi.url, namespace=NS))

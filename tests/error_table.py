@@ -1079,7 +1079,7 @@ CASES: dict[str, Case] = {
         ["job.yaml", "--nodes", "a,b", "-o", "-"],
         1,
         line(
-            "simpletfjob: error: job.yaml:4: unknown option 'psm' in the template header; a header can set: chief, cleanup-after, deadline, evaluator, evaluator-in-cluster, framework, network, nproc-per-node, num, port, psn, restart-exit-codes, restart-on, tasks-per-host"
+            "simpletfjob: error: job.yaml:4: unknown option 'psm' in the template header; a header can set: chief, cleanup-after, deadline, evaluator, evaluator-in-cluster, framework, min-workers, network, nproc-per-node, num, port, psn, restart-exit-codes, restart-on, tasks-per-host"
         ),
         files={
             "job.yaml": "# A job.\n# simpletfjob:\n#   options:\n#     psm: 2\nkind: Job\nmetadata:\n  name: t-<<type>>-<<index>>\n"

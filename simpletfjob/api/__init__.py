@@ -2,7 +2,8 @@
 
 render.py    `render(template, ...)`: a run's documents, as `render -o -` writes them
 client.py    `Client`: a cluster and namespace, found as the CLI finds them; `Run`, a run on it
-results.py   the values they return: RunStatus, TaskStatus, Outcome, LogLine (plain data)
+results.py   the values they return: RunStatus, TaskStatus, Outcome, Cause, LogLine (plain data);
+             State and CauseKind, str enums
 report.py    progress lines to the `simpletfjob` logger, where the CLI writes them to stderr
 
 Nothing here prints, exits or installs a signal handler: it returns values, raises

@@ -124,14 +124,7 @@ class Client:
         applied = apply_run(
             Settings(kubeconfig=self.kubeconfig, context=self.context, namespace=self.namespace),
             lambda namespace: plan(prepared.replace(namespace=namespace)),
-            Choices(
-                replace=prepared.replace_run,
-                dry_run=prepared.dry_run == "server",
-                timeout=prepared.timeout,
-                force=prepared.force_conflicts,
-                deadline=prepared.deadline,
-                cleanup_after=prepared.cleanup_after,
-            ),
+            Choices.of(prepared),
             report=report.say,
             warn=report.warn,
         )
@@ -184,8 +177,9 @@ class Client:
         from simpletfjob.errors import RunFailed
         from simpletfjob.options.runs import LIMIT_RULES, RunOptions
         from simpletfjob.plan import plan
+        from simpletfjob.runs.apply import applied_counts
+        from simpletfjob.runs.ending import succeeded_line
         from simpletfjob.runs.run import run_to_end
-        from simpletfjob.runs.wait import succeeded_line
 
         given: dict[str, Any] = {"max_restarts": max_restarts, **options}
         if timeout is not None:
@@ -208,45 +202,38 @@ class Client:
             rule(prepared)
         restarts = 0
 
-        def say(line: str) -> None:
+        def restarted(spent: int) -> None:
             nonlocal restarts
-            restarts += line.startswith("restarting run ")
-            report.say(line)
+            restarts = spent
 
         with self.connect("run the run on") as conn:
             planning = prepared.replace(namespace=conn.namespace)
 
-            named: list[str] = []  # the run's name, once planned
-
             def planned() -> Any:
                 made = plan(planning)
                 log_warnings(made)
-                named[:] = [str(made.job)]  # (labels are on: run refuses --no-labels)
                 return made
 
             def applied(made: Any, done: Sequence[tuple[Any, str]]) -> None:
-                report.say(
-                    f"applied run {made.job} in namespace {conn.namespace} ({len(done)} objects)"
-                )
+                counts = applied_counts(done)
+                report.say(f"applied run {made.job} in namespace {conn.namespace} ({counts})")
 
             try:
-                ended = run_to_end(conn, planned, planning, say=say, applied=applied, printer=None)
+                ended = run_to_end(
+                    conn,
+                    planned,
+                    planning,
+                    say=report.say,
+                    applied=applied,
+                    printer=None,
+                    restarted=restarted,
+                )
             except RunFailed as e:
+                if e.run is None:
+                    raise
                 from simpletfjob.api.results import outcome
 
-                message = str(e)
-                if e.run is not None:
-                    return outcome(e.run, message, restarts=restarts)
-                cause = message.split(" failed: ", 1)[-1]
-                return Outcome(
-                    name=named[0] if named else (prepared.name or ""),
-                    namespace=conn.namespace,
-                    state="Failed",
-                    succeeded=False,
-                    cause=cause,
-                    restarts=restarts,
-                    message=message,
-                )
+                return outcome(e.run, str(e), cause=e.cause, restarts=restarts)
         from simpletfjob.api.results import outcome
 
         return outcome(ended, succeeded_line(ended), restarts=restarts)
@@ -310,7 +297,8 @@ class Run:
         from simpletfjob.api.results import outcome
         from simpletfjob.errors import RunFailed
         from simpletfjob.options.runs import WaitOptions
-        from simpletfjob.runs.wait import succeeded_line, wait_for_run
+        from simpletfjob.runs.ending import succeeded_line
+        from simpletfjob.runs.wait import wait_for_run
 
         checked = _checked(
             WaitOptions, "wait()", timeout=timeout, cleanup=cleanup,
@@ -330,7 +318,7 @@ class Run:
             except RunFailed as e:
                 if e.run is None:
                     raise
-                return outcome(e.run, str(e))
+                return outcome(e.run, str(e), cause=e.cause)
         return outcome(ended, succeeded_line(ended))
 
     def logs(
@@ -377,14 +365,16 @@ class Run:
         """`simpletfjob delete NAME`: delete its Jobs and Services (Background); with `wait`, return
         once its Jobs are gone (within `timeout`). NoRunError when there is no such run."""
         from simpletfjob.options.runs import DeleteOptions
-        from simpletfjob.runs.delete import delete_named
+        from simpletfjob.runs.delete import delete_named, deleted_line
 
         checked = _checked(DeleteOptions, "delete()", timeout=timeout)
         with self._connect("delete a run from") as conn:
-            delete_named(
+            found = delete_named(
                 conn, self.name, wait=wait, timeout=checked["timeout"], ignore_not_found=False,
                 report=report.say,
             )  # fmt: skip
+        if found is not None:
+            report.say(deleted_line(*found, waited=wait))
 
 
 _END = object()

@@ -1,8 +1,10 @@
 """What the Python API returns: plain, frozen values made from the runs/ layer's.
 
-States are the words `status` prints (`Pending`, `Running`, `Unknown`, `Succeeded`,
-`Failed`, `Deleting`; a run may also be `Ambiguous`). A value the cluster does not tell
-(a task with no pod yet has no node) is None.
+States are a `State`, a `str` enum of the words `status` prints (`Pending`, `Running`,
+`Unknown`, `Succeeded`, `Failed`, `Deleting`; a run may also be `Ambiguous`), so that
+`state == "Succeeded"` holds. Why a run failed is a `Cause`, made from runs/classify.py's,
+never read back out of a message. A value the cluster does not tell (a task with no pod
+yet has no node) is None.
 """
 
 from __future__ import annotations
@@ -10,13 +12,63 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
+from enum import Enum
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from simpletfjob.runs.classify import Cause as Classified
     from simpletfjob.runs.state import Run as RunState
     from simpletfjob.runs.taskstate import TaskStatus as TaskState
 
 _EXIT = re.compile(r"\(exit (-?\d+)\)")
+
+
+class State(str, Enum):
+    """A run's or a task's state, as `status` prints it. A str: `State.RUNNING == "Running"`."""
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    UNKNOWN = "Unknown"  # its pod's node is lost
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    DELETING = "Deleting"
+    AMBIGUOUS = "Ambiguous"  # a run: several Jobs claim one of its tasks
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def finished(self) -> bool:
+        return self in (State.SUCCEEDED, State.FAILED)
+
+
+class CauseKind(str, Enum):
+    """What made a run fail. A str: `CauseKind.TASK_FAILED == "task failed"`."""
+
+    TASK_FAILED = "task failed"  # a task's Job failed
+    REFUSED = "refused"  # a node refused a task's pod (OutOfcpu, NodeAffinity, ...)
+    NODE_LOST = "node lost"  # a task's node NotReady or gone for longer than node_grace
+    GONE = "gone"  # the deciding task's Job was deleted before its end was seen
+    UNDECIDED = "undecided"  # several Jobs claim a task, or the run is being deleted
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Cause:
+    """Why a run failed (or has no verdict); `str(cause)` is the one line the CLI prints for it:
+    'worker-1 Failed: Error (exit 1)', 'worker-0 refused by node h2: OutOfcpu'."""
+
+    kind: CauseKind
+    tasks: tuple[str, ...]  # the tasks it names, the failing one first
+    node: str | None  # the node it names (a refusal, a lost node; a failed task's), else None
+    text: str
+    exit_code: int | None  # the failing container's, when it is known
+    category: str  # 'program error', 'disruption', 'deadline' or 'final' (what run restarts)
+
+    def __str__(self) -> str:
+        return self.text
 
 
 @dataclass(frozen=True)
@@ -26,7 +78,7 @@ class TaskStatus:
     name: str  # 'worker-1'
     role: str
     index: int
-    state: str
+    state: State
     node: str | None  # where its pod runs; None when not known
     restarts: int | None  # container restarts plus failed pods; None when not known
     exit_code: int | None  # its container's, once it has ended (0 when it succeeded); else None
@@ -40,7 +92,7 @@ class RunStatus:
 
     name: str
     namespace: str
-    state: str
+    state: State
     restarts: int | None  # whole-run restarts that `run` made; None when not known
     max_restarts: int | None  # its --max-restarts
     tasks: tuple[TaskStatus, ...]  # in role order: chief, ps, worker, evaluator
@@ -50,7 +102,7 @@ class RunStatus:
 
     @property
     def finished(self) -> bool:
-        return self.state in ("Succeeded", "Failed")
+        return self.state.finished
 
 
 @dataclass(frozen=True)
@@ -59,9 +111,9 @@ class Outcome:
 
     name: str
     namespace: str
-    state: str  # Succeeded, Failed; Ambiguous or Deleting for a run that cannot be decided
+    state: State  # Succeeded, Failed; Ambiguous or Deleting for a run that cannot be decided
     succeeded: bool
-    cause: str | None  # why it failed ('worker-1 Failed: Error (exit 1)'); None when it succeeded
+    cause: Cause | None  # why it failed; None when it succeeded
     restarts: int | None  # whole-run restarts made (`run`), None when not known
     message: str  # the line the CLI ends with: 'run mnist succeeded: worker-0 Succeeded'
 
@@ -82,7 +134,7 @@ def task_status(task: TaskState) -> TaskStatus:
         name=task.task,
         role=task.role,
         index=task.index,
-        state=task.state,
+        state=State(task.state),
         node=task.node or None,
         restarts=task.restarts,
         exit_code=code,
@@ -96,7 +148,7 @@ def run_status(run: RunState) -> RunStatus:
     return RunStatus(
         name=run.name,
         namespace=run.namespace,
-        state=run.state,
+        state=State(run.state),
         restarts=run.restarts[0] if known else None,
         max_restarts=run.restarts[1] if known else None,
         tasks=tuple(task_status(t) for t in run.tasks),
@@ -106,20 +158,44 @@ def run_status(run: RunState) -> RunStatus:
     )
 
 
+def cause_of(cause: Classified) -> Cause:
+    """The API's Cause, from runs/classify.py's."""
+    return Cause(
+        kind=CauseKind(cause.kind),
+        tasks=cause.tasks,
+        node=cause.node or None,
+        text=cause.text,
+        exit_code=cause.exit_code,
+        category=cause.klass,
+    )
+
+
 def outcome(
-    run: RunState, message: str, *, cause: str | None = None, restarts: int | None = None
+    run: RunState,
+    message: str,
+    *,
+    cause: Classified | None = None,
+    restarts: int | None = None,
 ) -> Outcome:
-    """The Outcome of a run that ended as `run` says (`cause` for a failure that the state does
-    not tell, such as a lost node; `restarts` when counted rather than read from the Jobs)."""
-    succeeded = run.state == "Succeeded"
+    """The Outcome of a run that ended as `message` says. `cause`, why it failed, when the
+    follower knew it (a lost node, a refused pod: the run's state may not tell); else the
+    cause the run's state gives (classify.run_failure). `restarts` when counted rather than
+    read from the Jobs."""
+    from simpletfjob.runs.classify import run_failure
+
     if restarts is None and not run.wrong_restarts:
         restarts = run.restarts[0]
+    state = State(run.state)
+    if cause is None and state != State.SUCCEEDED:
+        cause = run_failure(run)
+    if cause is not None and state not in (State.FAILED, State.AMBIGUOUS, State.DELETING):
+        state = State.FAILED  # it failed for what the follower saw (a lost node)
     return Outcome(
         name=run.name,
         namespace=run.namespace,
-        state=run.state if not cause else "Failed",
-        succeeded=succeeded and not cause,
-        cause=None if succeeded and not cause else (cause or run.outcome()),
+        state=state,
+        succeeded=cause is None,
+        cause=None if cause is None else cause_of(cause),
         restarts=restarts,
         message=message,
     )

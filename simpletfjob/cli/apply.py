@@ -70,14 +70,7 @@ def run(options: ApplyOptions) -> AppliedRun[Plan]:
             kubeconfig=options.kubeconfig, context=options.context, namespace=options.namespace
         ),
         lambda namespace: plan_explained(options.replace(namespace=namespace)),
-        Choices(
-            replace=options.replace_run,
-            dry_run=options.dry_run == "server",
-            timeout=options.timeout,
-            force=options.force_conflicts,
-            deadline=options.deadline,
-            cleanup_after=options.cleanup_after,
-        ),
+        Choices.of(options),
         report=say,
     )
 

@@ -29,9 +29,8 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
       simpletfjob delete mnist -n ml --wait
       simpletfjob delete mnist -n ml --ignore-not-found   # a CI cleanup step
     """
-    from simpletfjob.kube.resources import JOBS, SERVICES
     from simpletfjob.options.table import check_values
-    from simpletfjob.runs.delete import delete_named
+    from simpletfjob.runs.delete import delete_named, deleted_line
     from simpletfjob.runs.objects import check_run_name, connect_for, pointing_elsewhere
     from simpletfjob.streams import say
 
@@ -48,17 +47,5 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
             ignore_not_found=options.ignore_not_found,
             report=say,
         )
-    if found is None:
-        return  # as kubectl: nothing to delete, nothing said
-    run, done = found
-    deleted = len(done.deleted)
-    jobs, services = done.count(JOBS), done.count(SERVICES)
-    waited = " and its Jobs are gone" if options.wait else ""
-    left = len(done.replaced)
-    alone = f"; {left} left alone, replaced since listed" if left else ""
-    say(
-        f"simpletfjob: deleted run {run.name} in namespace {run.namespace} ({deleted} "
-        f"{'object' if deleted == 1 else 'objects'}: "
-        f"{jobs} {'job' if jobs == 1 else 'jobs'}, {services} "
-        f"{'service' if services == 1 else 'services'}{alone}){waited}"
-    )
+    if found is not None:  # None: as kubectl, nothing to delete, nothing said
+        say(deleted_line(*found, waited=options.wait))

@@ -34,10 +34,10 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
       simpletfjob logs mnist worker-1 --previous # why worker 1 keeps crashing
       simpletfjob logs mnist --role ps -f
     """
+    from simpletfjob.runs.ending import verdict
     from simpletfjob.runs.logs import LogRequest, Printer, follow_logs, show_logs
     from simpletfjob.runs.logsources import Selection
     from simpletfjob.runs.objects import check_run_name, connect_for, pointing_elsewhere
-    from simpletfjob.runs.state import SUCCEEDED
     from simpletfjob.streams import say
 
     options = LogsOptions(**values)
@@ -61,17 +61,11 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
             show_logs(conn, options.run, selection, request, printer, say)
             return
         try:
-            run = follow_logs(conn, options.run, selection, request, printer, say)
+            ending = follow_logs(conn, options.run, selection, request, printer, say)
         except Interrupted as e:
             # Ctrl-C is how a follow ends, as for kubectl logs -f: no message, the signal's code.
             raise SystemExit(e.exit_code) from None
-    if run.state != SUCCEEDED:
-        from simpletfjob.runs.wait import RunFailed, failed_line
-
-        raise RunFailed(failed_line(run))
-    from simpletfjob.runs.wait import succeeded_line
-
-    say(succeeded_line(run))
+    say(verdict(ending))  # RunFailed, exit 1, for any end but success
 
 
 def _write(line: bytes) -> None:

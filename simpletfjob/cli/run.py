@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -76,6 +75,7 @@ def run_command(options: RunOptions) -> None:
     from simpletfjob.cli.report import StatusLine, plan_explained, summary, tell
     from simpletfjob.output import spare_inputs_from_stderr
     from simpletfjob.plan import inputs
+    from simpletfjob.runs.apply import applied_counts
     from simpletfjob.runs.logs import Printer
     from simpletfjob.runs.objects import connect_for
     from simpletfjob.runs.run import run_to_end
@@ -92,12 +92,8 @@ def run_command(options: RunOptions) -> None:
 
         def applied(planned: Plan, done: Sequence[tuple[Manifest, str]]) -> None:
             tell(planned, planning)
-            counts = Counter(outcome for _, outcome in done)
-            outcomes = ", ".join(
-                f"{counts[w]} {w}" for w in ("created", "configured", "unchanged") if counts[w]
-            )
             where = f"run {planned.job} in namespace {namespace}"
-            say(f"{summary(planned.tasks, where, verb='applied')} ({outcomes})")
+            say(f"{summary(planned.tasks, where, verb='applied')} ({applied_counts(done)})")
 
         run = run_to_end(
             conn,
@@ -109,7 +105,7 @@ def run_command(options: RunOptions) -> None:
             progress=status,
             replan=lambda restart: plan_explained(planning.replace(restart=restart)),
         )
-    from simpletfjob.runs.wait import succeeded_line
+    from simpletfjob.runs.ending import succeeded_line
 
     say(succeeded_line(run))
 

@@ -60,11 +60,9 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     """
     from simpletfjob.kube.resources import JOBS
     from simpletfjob.output import write_stdout
-    from simpletfjob.runs.failure import explain, stuck_reasons
     from simpletfjob.runs.objects import check_run_name, connect_for, pointing_elsewhere
-    from simpletfjob.runs.state import FAILED
-    from simpletfjob.runs.taskstate import stuck_lines
-    from simpletfjob.runs.watch import read_run, read_runs
+    from simpletfjob.runs.status import read_status
+    from simpletfjob.runs.watch import read_runs
     from simpletfjob.streams import say
 
     options = StatusOptions(**values)
@@ -73,24 +71,19 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
         check_run_name(options.run)
     connection = (options.kubeconfig, options.context, options.namespace)
     notes: list[str] = []
+    table = options.output == "table"
     with connect_for(*connection, purpose="read runs from") as conn, pointing_elsewhere(conn):
         namespace = conn.namespace
         if options.watch:
             assert options.run is not None  # options.check
             _watch(conn, options.run, options.tail_on_failure)
             return
-        runs = (
-            read_runs(conn, options.all_namespaces)
-            if options.run is None
-            else [read_run(conn, options.run)]
-        )
-        if options.run is not None:
-            runs[0], note = stuck_reasons(conn, runs[0])
-            notes += [note] if note else []
-            if options.output == "table":  # what the REASON column cuts short, in full
-                notes += stuck_lines(runs[0].tasks)
-            if options.output == "table" and runs[0].state == FAILED:
-                notes += explain(conn, runs[0], options.tail_on_failure)
+        if options.run is None:
+            runs = read_runs(conn, options.all_namespaces)
+        else:  # the table's notes: what REASON cuts short, in full; a failure explained
+            tail = options.tail_on_failure if table else None
+            found, notes = read_status(conn, options.run, tail, stuck=table)
+            runs = [found]
     if options.output == "name":
         write_stdout([f"{JOBS.ref(task.job)}\n" for run in runs for task in run.tasks])
         if not runs:
@@ -123,8 +116,8 @@ def _no_runs(namespace: str, every: bool) -> str:
 def _watch(conn: Connection, name: str, tail: int) -> None:
     """The table, then a task's row again whenever it changes, until the run ends (as wait exits)."""
     from simpletfjob.output import write_stdout
+    from simpletfjob.runs.ending import succeeded_line
     from simpletfjob.runs.status import watch_status
-    from simpletfjob.runs.wait import succeeded_line
     from simpletfjob.streams import say
 
     shown: dict[str, tuple[str, ...]] = {}

@@ -48,8 +48,9 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
       simpletfjob apply mnist.yaml -N 3 && simpletfjob wait mnist --timeout 1h
     """
     from simpletfjob.cli.report import StatusLine
+    from simpletfjob.runs.ending import succeeded_line
     from simpletfjob.runs.objects import check_run_name, connect_for, pointing_elsewhere
-    from simpletfjob.runs.wait import succeeded_line, wait_for_run
+    from simpletfjob.runs.wait import wait_for_run
     from simpletfjob.streams import say
 
     options = WaitOptions(**values)

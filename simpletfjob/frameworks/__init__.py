@@ -87,6 +87,21 @@ class Framework(Protocol):
         """The options with the defaults that wait for the template settled (PyTorch's
         `--nproc-per-node gpu`); `gpus` counts the GPUs a task asks."""
 
+    # An elastic run's (--min-workers): the role it may lose tasks of, the rendezvous host.
+    elastic: str
+    rendezvous: str
+
+    def check_floor(self, floor: int | None, roles: Iterable[str]) -> None:
+        """--min-workers against the run's tasks' roles: a usage error when it is more than
+        the tasks of the elastic role."""
+
+    def lost(
+        self, failed: Collection[str], names: Collection[str], floor: int | None
+    ) -> frozenset[str]:
+        """Of the run's failed tasks, those an elastic run trains on without (none when the
+        run is not elastic, when fewer than `floor` would remain, or the rendezvous host is
+        one of them): frameworks/workers.py's Rules."""
+
     def roles(self, options: Options) -> tuple[str, ...]:
         """The roles this run has, in the order they are seated and documented."""
 

@@ -10,6 +10,17 @@ as its options' defaults (PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK,
 PET_MASTER_ADDR, PET_MASTER_PORT), and the ones `init_process_group("env://")` reads
 without torchrun (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, and RANK, the node's first
 rank: node_rank x nproc_per_node).
+
+With `--min-workers M` the run is elastic (torchrun's `--nnodes M:N`, c10d rendezvous):
+the variables are then PET_NNODES=M:N, PET_NPROC_PER_NODE, PET_RDZV_BACKEND=c10d,
+PET_RDZV_ENDPOINT (worker 0's host:port, where its agent hosts the c10d store),
+PET_RDZV_ID (the run's name), PET_RDZV_CONF (ELASTIC_CONF: short timeouts, so that a
+world re-forms in seconds; worker 0 adds is_host=true, the others is_host=false, so that
+the store's host does not depend on a host name matching), PET_MAX_RESTARTS (N - M:
+each lost worker costs the survivors one restart of their processes), and
+TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 (SHARED_STORE_OFF, below). No fixed rank nor
+master: elastic mode assigns ranks at each rendezvous, and a fixed RANK, WORLD_SIZE or
+MASTER_ADDR would mislead a program run without torchrun.
 """
 
 from __future__ import annotations
@@ -18,6 +29,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from simpletfjob.frameworks.workers import (
+    WORKER,
     EnvValues,
     WorkersOnly,
     address_of,
@@ -28,6 +40,23 @@ from simpletfjob.tasks import Task
 
 TORCH_ENV = "TORCH_ENV"
 DEFAULT_PORT = 29500  # torchrun's --master-port
+# torchrun's rendezvous settings for an elastic run (seconds; docs/frameworks.md): up to
+# 5 minutes for the first M workers to join (pods start, images pull); once M have, 5
+# seconds more for the others; a dead agent is noticed after 3 missed 2-second
+# keep-alives. torch's defaults (600, 30, 30, 5 x 3) re-form a world in about a minute.
+ELASTIC_CONF = (
+    "join_timeout=300,last_call_timeout=5,close_timeout=10,"
+    "keep_alive_interval=2,keep_alive_max_attempt=3"
+)
+
+# An elastic run's processes meet in a store of each rendezvous round's own, not in the one
+# the agents share by default (torch's `TORCH_DISABLE_SHARE_RDZV_TCP_STORE` opt-out). The
+# shared store outlives the rounds, and its keys have no round in them: when a world
+# re-forms, the new processes may read the addresses the last round's processes left there,
+# and fail to connect to processes that are gone (gloo: "Connection refused", "Connect
+# timeout"), which fails every agent: with torch 2.13, in four of five tries (none of seven
+# with it set; docs/frameworks.md).
+SHARED_STORE_OFF = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
 
 
 class _GpuCount(int):
@@ -65,12 +94,28 @@ class PyTorchValues(EnvValues):
         endpoints: Mapping[Task, str] | None,
         nproc: int,
         uses_env: bool,
+        min_workers: int | None = None,
+        run_id: str = "",
     ) -> None:
         self.nnodes = len(tasks)
         self.nproc = nproc
-        self.master_addr, _ = address_of(tasks[0], endpoints) if tasks else ("", "")
+        self.master_addr, endpoint = address_of(tasks[0], endpoints) if tasks else ("", "")
         self.master_port = tasks[0].port if tasks else 0
         self._uses_env = uses_env
+        self.min_workers = min_workers
+        if min_workers is not None:
+            super().__init__(
+                (
+                    ("PET_NNODES", f"{min_workers}:{self.nnodes}"),
+                    ("PET_NPROC_PER_NODE", self.nproc),
+                    ("PET_RDZV_BACKEND", "c10d"),
+                    ("PET_RDZV_ENDPOINT", endpoint),
+                    ("PET_RDZV_ID", run_id),
+                    ("PET_MAX_RESTARTS", max(self.nnodes - min_workers, 0)),
+                    (SHARED_STORE_OFF, 1),
+                )
+            )
+            return
         super().__init__(
             (
                 ("PET_NNODES", self.nnodes),
@@ -84,6 +129,9 @@ class PyTorchValues(EnvValues):
         )
 
     def own(self, task: Task) -> tuple[tuple[str, object], ...]:
+        if self.min_workers is not None:
+            host = "true" if task.index == 0 else "false"
+            return (("PET_RDZV_CONF", f"{ELASTIC_CONF},is_host={host}"),)
         return (("PET_NODE_RANK", task.index), ("RANK", task.index * self.nproc))
 
     def variables(self, task: Task) -> dict[str, Any]:
@@ -127,6 +175,10 @@ class PyTorch(WorkersOnly):
     default_port: int = DEFAULT_PORT
     default_policy: str = "all-workers"
     independent: tuple[str, ...] = ()  # every worker is in the collective
+    # Under --min-workers the run may lose workers, never worker 0: its agent hosts the c10d
+    # store, which no agent outlives (pytorch/pytorch#67742; docs/frameworks.md).
+    elastic: str = WORKER
+    rendezvous: str = f"{WORKER}-0"
 
     def values(
         self,
@@ -135,7 +187,14 @@ class PyTorch(WorkersOnly):
         options: Any,
         referenced: Collection[str],
     ) -> PyTorchValues:
-        return PyTorchValues(tasks, endpoints, options.nproc_per_node, TORCH_ENV in referenced)
+        return PyTorchValues(
+            tasks,
+            endpoints,
+            options.nproc_per_node,
+            TORCH_ENV in referenced,
+            options.min_workers,
+            options.run_name,
+        )
 
     def settle(self, options: Any, gpus: Callable[[], int]) -> Any:
         """--nproc-per-node gpu: the GPUs a task asks, once the template is read."""
@@ -144,8 +203,8 @@ class PyTorch(WorkersOnly):
         return options
 
     def run_tasks(self, job: Mapping[str, Any]) -> list[str]:
-        """Every worker ('worker-1'), from PET_NNODES in a Job's env; [] when it has none."""
-        return workers_from(job, "PET_NNODES")
+        """Every worker ('worker-1'), from PET_NNODES in a Job's env (N, or M:N elastic); [] when it has none."""
+        return workers_from(job, "PET_NNODES", elastic=True)
 
 
 PYTORCH = PyTorch()
@@ -169,4 +228,16 @@ class PyTorchOptions(OptionGroup):
         metavar="N|gpu",
         header=True,
         help="Processes per task (torchrun's); gpu: as many as the task's container requests GPUs.",
+    )
+
+    min_workers: int | None = option(
+        "--min-workers",
+        default=None,
+        type=int,
+        metavar="M",
+        rule=Must("at least 1", lambda n: n is None or n >= 1),
+        header=True,
+        help="Elastic: torchrun's c10d rendezvous, --nnodes M:N; training goes on while at "
+        "least M workers remain (a lost worker is not a whole-run restart under run). "
+        "Recorded as the annotation simpletfjob/min-workers.",
     )

@@ -14,7 +14,7 @@ run is written; each task's checks see it as one sequence entry.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from simpletfjob.errors import SelectionError, UsageError
@@ -37,6 +37,11 @@ class Rules:
     """
 
     lead: str = ""  # the task that decides the run whatever its policy, when the run has it
+    # An elastic run (--min-workers M, PyTorch's): the role whose tasks it may lose and train
+    # on without, and the task that hosts its rendezvous, whose loss no task survives. '' for
+    # a framework whose runs are never elastic.
+    elastic: str = ""
+    rendezvous: str = ""
 
     def deciding(self, policy: str, names: Iterable[str]) -> list[str]:
         """The tasks, of those named, whose success is the run's."""
@@ -53,6 +58,33 @@ class Rules:
     def settle(self, options: Any, gpus: Callable[[], int]) -> Any:
         """The options with the defaults that wait for the template settled; `gpus`: what a task asks."""
         return options
+
+    def check_floor(self, floor: int | None, roles: Iterable[str]) -> None:
+        """--min-workers M against the run's tasks' `roles`: at most its tasks of the elastic
+        role (a usage error, exit 2)."""
+        if floor is None or not self.elastic:
+            return
+        count = sum(role == self.elastic for role in roles)
+        if floor > count:
+            raise UsageError(
+                f"--min-workers {floor} is more than the run's {count} "
+                f"{self.elastic}{'s' if count != 1 else ''}; give at most {count}, or more hosts"
+            )
+
+    def lost(
+        self, failed: Collection[str], names: Collection[str], floor: int | None
+    ) -> frozenset[str]:
+        """Of the run's tasks that failed, those an elastic run with min-workers `floor` trains
+        on without: every failed task of the elastic role, when at least `floor` of that role's
+        tasks (of those `names`) remain and the rendezvous host is not among them; none
+        otherwise (then the failures are the run's), and none when the run is not elastic."""
+        if floor is None or not self.elastic:
+            return frozenset()
+        members = {n for n in names if n.rpartition("-")[0] == self.elastic}
+        gone = members.intersection(failed)
+        if not gone or self.rendezvous in gone or len(members) - len(gone) < floor:
+            return frozenset()
+        return frozenset(gone)
 
 
 def seat_workers(
@@ -115,9 +147,14 @@ def env_value(job: Mapping[str, Any], name: str) -> str | None:
     return None
 
 
-def workers_from(job: Mapping[str, Any], count_variable: str) -> list[str]:
-    """Every worker of the run ('worker-0', ...), from the task count a Job's env carries; [] if none."""
+def workers_from(job: Mapping[str, Any], count_variable: str, elastic: bool = False) -> list[str]:
+    """Every worker of the run ('worker-0', ...), from the task count a Job's env carries; [] if none.
+
+    `elastic`: the count may be written `M:N` (torchrun's --nnodes), of which N is the run's.
+    """
     value = env_value(job, count_variable)
+    if elastic and value is not None and value.count(":") == 1:
+        value = value.split(":")[1]
     if value is None or not value.isdigit():
         return []
     return [f"{WORKER}-{i}" for i in range(int(value))]

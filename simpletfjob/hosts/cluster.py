@@ -252,9 +252,10 @@ class Cluster:
 
 
 def _nodes(items: list[Any], target: Target, gpu_resource: str) -> list[Node]:
+    where = str(target)  # once, not once per node: it redacts the server's URL
     try:
         return [
-            node_from_object(item, f"{target}: the node list's items[{i}]", gpu_resource)
+            node_from_object(item, f"{where}: the node list's items[{i}]", gpu_resource)
             for i, item in enumerate(items)
         ]
     except InputError as e:  # the same checks as for a saved NodeList, but the server's fault

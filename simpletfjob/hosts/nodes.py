@@ -373,9 +373,12 @@ def without_images(data: bytes) -> bytes:
     view = memoryview(data)
     kept = 0  # data[:kept] is in pieces
     at = data.find(_IMAGES_KEY)
+    if at < 0:
+        return data
+    images_start, images_end = re.compile(_IMAGES_START), re.compile(_IMAGES_END)
     while at >= 0:
-        start = re.compile(_IMAGES_START).match(data, at)
-        end = re.compile(_IMAGES_END).search(data, start.end()) if start else None
+        start = images_start.match(data, at)
+        end = images_end.search(data, start.end()) if start else None
         if start is None or end is None:
             at = data.find(_IMAGES_KEY, at + len(_IMAGES_KEY))
             continue

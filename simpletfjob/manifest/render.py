@@ -15,16 +15,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from simpletfjob.errors import RenderCheckError, TemplateError
 from simpletfjob.frameworks import TASK_VARIABLES, Framework, RunValues
 from simpletfjob.identity import (
-    INDEX_LABEL,
-    JOB_LABEL,
-    MANAGED_BY,
-    MANAGER,
-    NAME_ANNOTATION,
     NAME_VALUE,
-    POLICY_ANNOTATION,
-    ROLE_LABEL,
 )
 from simpletfjob.inputs import read_text
+from simpletfjob.manifest.decoration import Decoration
 from simpletfjob.manifest.documents import (
     DocumentId,
     check_directives,
@@ -41,6 +35,7 @@ from simpletfjob.manifest.podspec import (
     pod_resources,
     pod_tolerations,
 )
+from simpletfjob.manifest.skeleton import Skeletons
 from simpletfjob.manifest.textedit import Edit, TextEditor
 from simpletfjob.tasks import Task
 from simpletfjob.template.compiled import CompiledTemplate
@@ -62,36 +57,6 @@ class Rendered:
         self.task = task
         self.pieces = pieces
         self.ids = ids
-
-
-class Decoration:
-    """What is added to every rendered document: labels, the run's annotations, and a namespace where missing."""
-
-    def __init__(self, job: str | None, namespace: str | None, policy: str | None = None) -> None:
-        self.job = job  # the simpletfjob/job label value; None with --no-labels
-        self.namespace = namespace
-        self.policy = policy  # the success policy, with the labels (runs/state.py reads it)
-        self.conflicts: dict[str, tuple[str, str]] = {}
-
-    def annotations(self, name: str = "") -> dict[str, str]:
-        """The run's success policy, and the document's own name (when it has one)."""
-        if self.job is None or self.policy is None:
-            return {}
-        own = {NAME_ANNOTATION: name} if name else {}
-        return {POLICY_ANNOTATION: self.policy, **own}
-
-    def labels(self, task: Task) -> dict[str, str]:
-        if self.job is None:
-            return {}
-        return {
-            MANAGED_BY: MANAGER,
-            JOB_LABEL: self.job,
-            ROLE_LABEL: task.role,
-            INDEX_LABEL: str(task.index),
-        }
-
-    def conflict(self, key: str, theirs: str, ours: str) -> None:
-        self.conflicts.setdefault(key, (theirs, ours))
 
 
 def task_context(task: Task, values: RunValues, num_tasks: int, restart: int = 0) -> dict[str, Any]:
@@ -117,16 +82,46 @@ def render_tasks(
     decoration: Decoration,
     restart: int = 0,
 ) -> list[Rendered]:
-    """Render every task, check every document and add labels; nothing is written here."""
+    """Render every task, check every document and add labels; nothing is written here.
+
+    A role of many tasks is rendered once, as a skeleton that each task's values fill
+    in, where that gives each task the text of its own render (see `skeleton`).
+    """
     rendered = []
     number = 1
     ids: list[tuple[int, DocumentId]] = []
-    for task in tasks:
-        # Rendering and checking one task is bounded as one piece of work (see `sandbox`).
-        work = functools.partial(
-            render_task, compiled, task, values, given, decoration, number, len(tasks), restart
+    count = len(tasks)
+
+    def context_of(task: Task) -> dict[str, Any]:
+        # Made when needed, not held: a framework's placed value read in an expression is a
+        # string as long as the cluster, for every task.
+        return task_context(task, values, count, restart)
+
+    def render_skeleton(
+        task: Task, context: Mapping[str, Any], index_text: str
+    ) -> tuple[list[str], list[DocumentId], bool]:
+        shown = decoration.for_skeleton(index_text)
+        pieces, task_ids = render_task(
+            compiled, task, values, given, shown, 1, count, restart, context
         )
-        pieces, task_ids = compiled.bounded(work)
+        return pieces, task_ids, bool(shown.conflicts)
+
+    skeletons = Skeletons(
+        compiled, tasks, context_of, given, render_skeleton, bool(decoration.annotations("x"))
+    )
+    for task in tasks:
+        context = context_of(task)
+        filled = skeletons.fill(task, context)
+        if filled is not None:
+            pieces, task_ids = filled
+            compiled.hold(sum(map(len, pieces)))
+        else:
+            # Rendering and checking one task is bounded as one piece of work (see `sandbox`).
+            work = functools.partial(
+                render_task, compiled, task, values, given, decoration, number, count, restart,
+                context,
+            )  # fmt: skip
+            pieces, task_ids = compiled.bounded(work)
         ids += [(number + i, doc_id) for i, doc_id in enumerate(task_ids)]
         number += len(task_ids)
         rendered.append(Rendered(task, pieces, task_ids))
@@ -143,9 +138,15 @@ def render_task(
     number: int,
     count: int,
     restart: int = 0,
+    context: Mapping[str, Any] | None = None,
 ) -> tuple[list[str], list[DocumentId]]:
-    """One task's text, checked and labelled, in pieces, and its documents' ids."""
-    context = {**given, **task_context(task, values, count, restart)}
+    """One task's text, checked and labelled, in pieces, and its documents' ids.
+
+    `context` is the task's own variables (`task_context`), when they are known.
+    """
+    if context is None:
+        context = task_context(task, values, count, restart)
+    context = {**given, **context}
     text = normalize_task_text(compiled.render(context))
     pieces = compiled.split(text)
     checked, starts, lengths = compiled.stand_in(pieces)

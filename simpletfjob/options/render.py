@@ -363,6 +363,7 @@ class Options(
     """Everything a render needs, as plain values; the render command fills it, tests may too."""
 
     restart: int = 0  # <<restart>>, the run's restart count: no option; `run` sets it
+    run_name: str = ""  # the run's name (plan.name_run), with or without labels: no option
 
     # The rules between options that `check_options` applies (a command's own Options may
     # have others: runs.ApplyOptions).

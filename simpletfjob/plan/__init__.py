@@ -28,16 +28,17 @@ from simpletfjob.hosts.selection import (
 )
 from simpletfjob.identity import (
     INDEX_LABEL,
+    MIN_WORKERS_ANNOTATION,
     NAME_ANNOTATION,
     NAME_VALUE,
     POLICY_ANNOTATION,
     check_label_value,
 )
 from simpletfjob.kube.paths import kubeconfig_files
+from simpletfjob.manifest.decoration import Decoration
 from simpletfjob.manifest.documents import DocumentId, check_name, check_unique
 from simpletfjob.manifest.network import dns_name, service_document
 from simpletfjob.manifest.render import (
-    Decoration,
     Rendered,
     compile_template,
     gpus_requested,
@@ -193,7 +194,10 @@ def plan(options: Options) -> Plan:
         if left_out:
             used = len({t.node for t in tasks})
             warnings.append(left_out_text(len(tasks), used, left_out))
-    decoration = Decoration(job, namespace_to_add(options), options.success_policy)
+    fw.check_floor(options.min_workers, (t.role for t in tasks))
+    decoration = Decoration(
+        job, namespace_to_add(options), options.success_policy, options.min_workers
+    )
     options = fw.settle(options, lambda: gpus_requested(compiled, fw, options))
     values = fw.values(tasks, None, options, compiled.referenced)
     rendered = render_tasks(compiled, tasks, values, options.values, decoration, options.restart)
@@ -201,7 +205,11 @@ def plan(options: Options) -> Plan:
     if options.network == "pod":
         values, rendered, services = use_pod_network(compiled, fw, options, rendered, decoration)
     for key, (theirs, ours) in sorted(decoration.conflicts.items()):
-        what = "annotation" if key in (POLICY_ANNOTATION, NAME_ANNOTATION) else "label"
+        what = (
+            "annotation"
+            if key in (POLICY_ANNOTATION, NAME_ANNOTATION, MIN_WORKERS_ANNOTATION)
+            else "label"
+        )
         message = (
             f"the template sets {what} {key}={theirs}; keeping it (simpletfjob would set {ours!r})"
         )
@@ -274,7 +282,7 @@ def name_run(
     if reads and not given and (options.name is not None or NAME_VALUE not in values):
         options = options.replace(values={**values, NAME_VALUE: name})
     rename = (f"--set {NAME_VALUE}=NAME" if given else "--name NAME") if reads else None
-    return options, (name if options.labels else None), rename
+    return options.replace(run_name=name), (name if options.labels else None), rename
 
 
 def namespace_to_add(options: Options) -> str | None:

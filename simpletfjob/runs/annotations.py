@@ -6,6 +6,8 @@ annotate`). Each is read as what it can be:
 
 - the success policy: one of identity.SUCCESS_POLICIES, the same on every Job that has it
   (none at all: worker0, as render defaults);
+- an elastic run's min-workers: a whole count of at least 1, the same on every Job (none:
+  not elastic);
 - the restarts: whole counts, the limit at most MOST_RESTARTS (as `--max-restarts`), the
   count at most the limit, each the same on every Job (none at all: not applied by `run`).
 
@@ -22,11 +24,13 @@ from typing import Any
 
 from simpletfjob.identity import (
     MAX_RESTARTS_ANNOTATION,
+    MIN_WORKERS_ANNOTATION,
     MOST_RESTARTS,
     POLICY_ANNOTATION,
     RESTARTS_ANNOTATION,
     SUCCESS_POLICIES,
 )
+from simpletfjob.tasks import MAX_TASKS
 
 DEFAULT_POLICY = "worker0"
 
@@ -81,6 +85,21 @@ def read_policy(jobs: Iterable[Mapping[str, Any]]) -> tuple[str, str]:
     if len(found) > 1:
         return DEFAULT_POLICY, _disagree(POLICY_ANNOTATION, found)
     return next(iter(found)), ""
+
+
+def read_min_workers(jobs: Iterable[Mapping[str, Any]]) -> tuple[int | None, str]:
+    """An elastic run's --min-workers and '', or None and why what the Jobs say cannot be right."""
+    found = _values(jobs, MIN_WORKERS_ANNOTATION)
+    if not found:
+        return None, ""
+    for value, names in found.items():
+        count = _count(value, MAX_TASKS)
+        if isinstance(count, str) or count < 1:
+            wrong = count if isinstance(count, str) else "is 0, not a count of workers"
+            return None, f"{MIN_WORKERS_ANNOTATION} on job {names[0]} {wrong}"
+    if len(found) > 1:
+        return None, _disagree(MIN_WORKERS_ANNOTATION, found)
+    return int(next(iter(found))), ""
 
 
 def _count(value: str, most: int) -> int | str:

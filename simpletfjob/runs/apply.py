@@ -55,6 +55,7 @@ from simpletfjob.runs.state import is_gone, run_state
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection, Settings
+    from simpletfjob.options.runs import ApplyOptions, RunOptions
 
 Report = Callable[[str], None]
 Warn = Report | None  # where the warning that TLS is not checked goes (None: stderr)
@@ -81,6 +82,32 @@ class Choices:
     deadline: float | None = None  # --deadline: every Job's activeDeadlineSeconds (limits.py)
     cleanup_after: float | None = None  # --cleanup-after: the deciding Job owns the rest
 
+    @classmethod
+    def of(cls, options: ApplyOptions | RunOptions, *, first: bool = True) -> Choices:
+        """The choices that apply's or run's options make (`first`: --replace applies only to
+        run's first attempt; run has no --dry-run, and its --timeout bounds the whole run, so
+        a --replace waits 300 s at most without one)."""
+        timeout = getattr(options, "timeout", None)
+        return cls(
+            replace=options.replace_run and first,
+            dry_run=getattr(options, "dry_run", None) == "server",
+            timeout=timeout if timeout is not None else 300.0,
+            force=options.force_conflicts,
+            deadline=options.deadline,
+            cleanup_after=options.cleanup_after,
+        )
+
+
+def outcome_counts(outcomes: Counter[str]) -> str:
+    """'2 created, 1 unchanged'."""
+    words = ("created", "configured", "unchanged")
+    return ", ".join(f"{outcomes[w]} {w}" for w in words if outcomes[w])
+
+
+def applied_counts(done: Sequence[tuple[Manifest, str]]) -> str:
+    """What apply_planned did, as `outcome_counts` words it: '2 created, 1 unchanged'."""
+    return outcome_counts(Counter(outcome for _, outcome in done))
+
 
 @dataclass(frozen=True)
 class AppliedRun(Generic[P]):
@@ -92,8 +119,7 @@ class AppliedRun(Generic[P]):
 
     def counts(self) -> str:
         """'2 created, 1 unchanged'."""
-        words = ("created", "configured", "unchanged")
-        return ", ".join(f"{self.outcomes[w]} {w}" for w in words if self.outcomes[w])
+        return outcome_counts(self.outcomes)
 
 
 def apply_run(

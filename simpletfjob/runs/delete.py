@@ -19,7 +19,7 @@ from simpletfjob.errors import ClusterError, Interrupted, NoRunError
 from simpletfjob.kube.inflight import Sending, Write, cut_short
 from simpletfjob.kube.objects import Deleted, Propagation, delete
 from simpletfjob.kube.request import Deadline
-from simpletfjob.kube.resources import JOBS, Resource
+from simpletfjob.kube.resources import JOBS, SERVICES, Resource
 from simpletfjob.options.table import format_duration
 from simpletfjob.runs.objects import (
     RunObjects,
@@ -47,6 +47,22 @@ class Deletion(NamedTuple):
 
     def count(self, resource: Resource) -> int:
         return sum(r is resource for r, _ in self.deleted)
+
+
+def deleted_line(run: RunObjects, done: Deletion, waited: bool) -> str:
+    """`delete`'s last line: 'simpletfjob: deleted run mnist in namespace ml (3 objects: 2 jobs,
+    1 service) and its Jobs are gone', with those left alone as replaced since listed."""
+    deleted = len(done.deleted)
+    jobs, services = done.count(JOBS), done.count(SERVICES)
+    left = len(done.replaced)
+    alone = f"; {left} left alone, replaced since listed" if left else ""
+    return (
+        f"simpletfjob: deleted run {run.name} in namespace {run.namespace} ({deleted} "
+        f"{'object' if deleted == 1 else 'objects'}: "
+        f"{jobs} {'job' if jobs == 1 else 'jobs'}, {services} "
+        f"{'service' if services == 1 else 'services'}{alone})"
+        + (" and its Jobs are gone" if waited else "")
+    )
 
 
 def replaced_line(ref: str) -> str:

@@ -43,13 +43,14 @@ from simpletfjob.runs.logsources import (
     tasks_asked,
     tasks_of,
 )
-from simpletfjob.runs.logstreams import END, Merger
 from simpletfjob.runs.logstreams import LogRequest as LogRequest
+from simpletfjob.runs.logstreams import Merger
 from simpletfjob.runs.objects import NoRunError, some
 from simpletfjob.runs.state import Run
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
+    from simpletfjob.runs.ending import Ending
 
 GRACE = 2.0  # seconds after the run's end when the streams whose container still runs are cut
 COLORS = (36, 33, 32, 35, 34, 31, 96, 93, 92, 95, 94, 91)  # ANSI foregrounds, one per stream
@@ -228,6 +229,10 @@ class Cancelled(Exception):
     """`follow_logs` was told to stop (its `cancel` event was set) before the run ended."""
 
 
+class _Stopped(Exception):
+    """The reader of `_follow`'s changes has gone: following the run stops."""
+
+
 def follow_logs(
     conn: Connection,
     name: str,
@@ -236,8 +241,9 @@ def follow_logs(
     printer: Printer,
     note: Callable[[str], None],
     cancel: threading.Event | None = None,
-) -> Run:
-    """Print the chosen tasks' logs as they come, pods made later included, until the run ends.
+) -> Ending:
+    """Print the chosen tasks' logs as they come, pods made later included, until the run ends;
+    how it ended (ending.py).
 
     It rides out an outage of the API server as `wait` does (kube/outage.py), with no
     deadline: the watches go on from where they were and each log from its last line.
@@ -257,16 +263,15 @@ def _follow(
     printer: Printer,
     note: Callable[[str], None],
     cancel: threading.Event | None,
-) -> Run:
-    from simpletfjob.runs.watch import follow
+) -> Ending:
+    from simpletfjob.runs.ending import Ending, follow_to_end, judged
 
     merger = Merger(conn, request_, note)
     opened: set[tuple[str, str, int]] = set()  # (pod, container, instance)
     told: dict[str, str] = {}
     chosen: list[str] | None = None
     first = True
-    ended: Run | None = None
-    last: Run | None = None
+    ended: Ending | None = None
     ended_at = 0.0
     checked = False  # the streams still open were checked against their pods, after GRACE
     stop = threading.Event()
@@ -277,14 +282,17 @@ def _follow(
         def seen(jobs: Sequence[Object], pods: Sequence[Object]) -> None:
             latest[:] = [jobs, pods]
 
+        def show(run: Run) -> None:
+            changes.put((run, *latest))
+            if stop.is_set():
+                raise _Stopped
+
         try:
             # every change of a pod, not only of a task's line: a container started again in
             # place leaves its task's line as it was, and its new run is read from then on
-            for run in follow(conn, name, None, seen, every=True):
-                changes.put((run, *latest))
-                if stop.is_set():
-                    return
-            changes.put(END)  # ended without a verdict: the run is being deleted
+            changes.put(follow_to_end(conn, name, None, on_change=show, seen=seen, every=True))
+        except _Stopped:
+            return
         except BaseException as e:  # handed to the caller's thread
             changes.put(e)
 
@@ -300,12 +308,11 @@ def _follow(
                 update = None
             if isinstance(update, BaseException):
                 raise update
-            if update is END:
+            if isinstance(update, Ending):
                 if ended is None:  # deleted before its verdict: nothing more will come
-                    ended, ended_at = last, time.monotonic()
+                    ended, ended_at = update, time.monotonic()
             elif update is not None:
                 run, jobs, pods = update
-                last = run
                 # (before any stream starts: one that ends asks how its pod is)
                 merger.known = {str((p.get("metadata") or {}).get("name")): p for p in pods}
                 tasks = tasks_of(jobs, pods)
@@ -340,7 +347,7 @@ def _follow(
                     merger.start(source, whole=not first and not request_.previous)
                 first = False
                 if run.finished and ended is None:
-                    ended, ended_at = run, time.monotonic()
+                    ended, ended_at = judged(run), time.monotonic()
             _print(merger, printer, note)
             if ended is not None:
                 live = [

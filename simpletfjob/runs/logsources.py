@@ -17,8 +17,7 @@ from typing import Any
 
 from simpletfjob.errors import UsageError
 from simpletfjob.runs.objects import run_framework
-from simpletfjob.runs.state import in_role_order
-from simpletfjob.runs.taskstate import pods_by_job, task_of, waiting_why, why
+from simpletfjob.runs.taskstate import in_role_order, pods_by_job, task_of, waiting_why, why
 
 Object = Mapping[str, Any]
 

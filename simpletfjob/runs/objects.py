@@ -121,14 +121,17 @@ def named_tasks(jobs: Iterable[Mapping[str, Any]]) -> list[str]:
     return _read_tasks(jobs)[1]
 
 
-def run_framework(jobs: Iterable[Mapping[str, Any]]) -> Framework:
-    """The run's framework, as its Jobs' pod templates say (see `named_tasks`); the default
-    (TensorFlow, whose rules keep to workers' when a run has no chief) when none says."""
+def run_framework(jobs: Iterable[Mapping[str, Any]], elastic: bool = False) -> Framework:
+    """The run's framework, as its Jobs' pod templates say (see `named_tasks`); when none says
+    (a template that writes its framework's values itself), the default (TensorFlow, whose
+    rules keep to workers' when a run has no chief), or for an `elastic` run (one whose Jobs
+    carry a min-workers annotation) the framework that has elastic runs."""
     found = _read_tasks(jobs)[0]
     if found is None:
-        from simpletfjob.frameworks import framework
+        from simpletfjob.frameworks import FRAMEWORKS, framework
 
-        return framework()
+        named = [framework(name) for name in FRAMEWORKS]
+        return next((fw for fw in named if elastic and fw.elastic), named[0])
     return found
 
 

@@ -9,10 +9,9 @@
             Jobs, Services and pods are gone), plan again against the cluster as it is now, apply,
             follow again; else exit 1 with the cause
 
-The whole run restarts, never one task: with the host's network every task's cluster spec
-lists every task's address, so when one host changes, every task changes. A restart plans again from
-the same options, so a lost or busy node is left out and GPUs and ports are counted
-again; one that cannot be placed now ends the run with the placement error.
+The whole run restarts, never one task (an elastic run's lost worker aside: elastic.py). A
+restart plans again from the same options, so a lost or busy node is left out and GPUs and
+ports are counted again; one that cannot be placed now ends the run with the placement error.
 
 A failure that restarting cannot help ends it at once: the run's --deadline
 (DeadlineExceeded), a deciding Job deleted meanwhile, a task claimed by several Jobs; and a
@@ -31,6 +30,7 @@ import copy
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from simpletfjob.errors import ClusterError, Interrupted
@@ -39,18 +39,17 @@ from simpletfjob.kube.request import Deadline
 from simpletfjob.kube.resources import JOBS, PODS, SERVICES
 from simpletfjob.runs.alone import Aside, delete_task
 from simpletfjob.runs.causes import NodeWatch, refusal
-from simpletfjob.runs.classify import (
-    NODE_LOST,
-    REFUSED,
-    TASK_FAILED,
-    Cause,
-    Decision,
-    Policy,
-    decide,
-    run_failure,
-    side_failure,
+from simpletfjob.runs.classify import NODE_LOST, Cause, Decision, Policy, decide, side_failure
+from simpletfjob.runs.elastic import lost_lines
+from simpletfjob.runs.ending import (
+    End,
+    Ending,
+    explain_failure,
+    failed_line,
+    follow_to_end,
+    succeeded_line,
 )
-from simpletfjob.runs.failure import Keeper, explain_task
+from simpletfjob.runs.failure import Keeper
 from simpletfjob.runs.interrupt import (
     APPLYING,
     DRAINING,
@@ -63,8 +62,8 @@ from simpletfjob.runs.interrupt import (
     interrupted,
 )
 from simpletfjob.runs.planned import P, Plan
-from simpletfjob.runs.state import AMBIGUOUS, DELETING, FAILED, SUCCEEDED, Run, changes
-from simpletfjob.runs.wait import RunFailed, TimedOut, succeeded_line
+from simpletfjob.runs.state import SUCCEEDED, Run, changes
+from simpletfjob.runs.wait import RunFailed, TimedOut
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
@@ -90,12 +89,14 @@ def run_to_end(
     printer: Printer | None,
     progress: Callable[[Run], None] | None = None,
     replan: Callable[[int], P] | None = None,
+    restarted: Callable[[int], None] | None = None,
 ) -> Run:
     """Plan, apply and follow until the run succeeds (returned), restarting it as the options allow.
 
     `progress` is given the run each time it is judged (the command's status line).
     `replan(n)` plans restart n (its template's <<restart>> is n); without it, a restart
-    plans with `make_plan()` (<<restart>> is then 0 in every attempt).
+    plans with `make_plan()` (<<restart>> is then 0 in every attempt). `restarted(n)` is told
+    each whole-run restart as it is made (n so far; the run's annotation counts the same).
     Raises RunFailed (exit 1), TimedOut (exit 3), or the placement's SelectionError.
     """
     from simpletfjob.kube.outage import riding_out
@@ -140,11 +141,13 @@ def run_to_end(
                 where.phase = FOLLOWING
                 logs = _stream_logs(conn, name, planned, options, printer, say, quiet)
                 keeper = Keeper(conn, options.tail_on_failure)
-                last: Run | None = None
+                ending: Ending | None = None
                 while True:  # until the run ends; a task it does not depend on, alone
-                    last, cause = _follow(
-                        conn, name, nodes, deadline, say, policy, keeper, aside, last, progress
+                    before = ending.run if ending is not None else None
+                    ending = _follow(
+                        conn, name, nodes, deadline, say, policy, keeper, aside, before, progress
                     )
+                    last, cause = ending.run, ending.cause
                     if last is None or cause is None or not cause.alone:
                         break
                     decision = decide(cause, restarts + aside.made, policy)
@@ -160,17 +163,18 @@ def run_to_end(
                     )
                     delete_task(conn, last, cause.task, deadline)
                     _apply(conn, planned, options, restarts, first=False, applied=applied)
-                if last is None or (cause is None and last.state != SUCCEEDED):
+                if ending.end == End.TIMED_OUT or last is None:
                     state = f" ({last.state})" if last is not None else ""
                     assert options.timeout is not None
                     raise TimedOut(
                         f"run {name!r} did not end within {format_duration(options.timeout)}"
                         f"{state}; it is left as it is"
                     )
-                if cause is None:
+                if ending.succeeded:
                     where.phase, where.run, where.verdict = ENDED, last, succeeded_line(last)
                     _finish(conn, last, options, say, logs, where)
                     return last
+                assert cause is not None  # Failed or Undecided: with its cause
                 decision = decide(cause, restarts + aside.made, policy)
                 # A lost node's pods must be deleted before the run can be (see _delete).
                 if decision.restart and cause.kind == NODE_LOST and not access.pod_deletes:
@@ -182,11 +186,13 @@ def run_to_end(
                 _explain(conn, last, cause, options, keeper, say)
                 if not decision.restart:
                     where.phase, where.run = ENDED, last
-                    where.verdict = f"run {name!r} failed: {decision.verdict}"
+                    where.verdict = failed_line(last, decision.verdict)
                     _finish(conn, last, options, say, logs, where)
-                    raise RunFailed(where.verdict)
+                    raise RunFailed(where.verdict, run=last, cause=cause)
                 restarts += 1
                 spent = restarts + aside.made
+                if restarted is not None:
+                    restarted(restarts)
                 where.phase, where.restart, where.cause = RESTARTING, restarts, str(cause)
                 lost = {cause.node} if cause.kind == NODE_LOST else set()
                 _delete(conn, name, deadline, lost, where)
@@ -239,13 +245,7 @@ def _apply(
 ) -> None:
     from simpletfjob.runs.apply import Choices, apply_planned
 
-    choices = Choices(
-        replace=options.replace_run and first,
-        timeout=options.timeout if options.timeout is not None else 300.0,
-        force=options.force_conflicts,
-        deadline=options.deadline,
-        cleanup_after=options.cleanup_after,
-    )
+    choices = Choices.of(options, first=first)
     # the summary says it all; a restart says it in its one line
     done = apply_planned(
         conn, planned, choices, lambda line: None, restarts=(restarts, options.max_restarts)
@@ -265,48 +265,54 @@ def _follow(
     aside: Aside | None = None,
     before: Run | None = None,
     progress: Callable[[Run], None] | None = None,
-) -> tuple[Run | None, Cause | None]:
-    """Follow the run to its end: (the run, None) when it succeeded, (the run, the cause) when
-    it failed; the cause None and the run not succeeded (or None) when the deadline passed.
+) -> Ending:
+    """Follow the run to its end (ending.py), with `run`'s own ends: a refused pod, a side
+    task's failure, a lost node (each a Failed Ending, its cause naming it).
 
     `before` is the run as last said (a task restarted alone): only what changed since is said.
     """
-    from simpletfjob.runs.watch import follow
-
     nodes.since.clear()  # a new attempt: its nodes are counted from now
     tick = max(0.5, min(nodes.grace / 2, 10.0))
     pods: list[Object] = []
     next_check = 0.0
+    last: list[Run | None] = [before]
 
     def seen(jobs: Sequence[Object], now: Sequence[Object]) -> None:
         pods[:] = now
         if keeper is not None:
             keeper.seen(jobs, now)
 
-    last: Run | None = before
-    try:
-        for run in follow(conn, name, deadline, seen, tick=tick):
-            for line in changes(last, run):
-                say(line)
-            last = run
-            if progress is not None:
-                progress(run)
-            if run.state == SUCCEEDED:
-                return run, None
-            if run.state in (FAILED, AMBIGUOUS, DELETING):
-                return run, run_failure(run, policy.exit_codes)
-            cause = refusal(run, pods)
-            if cause is None and aside is not None:
-                cause = side_failure(run, policy.exit_codes, aside.left)
-            if cause is None and time.monotonic() >= next_check:
-                next_check = time.monotonic() + tick
-                cause = nodes.check(run)
-            if cause is not None:
-                return run, cause
-    except ClusterError:
-        if deadline is None or deadline.remaining() > 0:
-            raise
-    return last, None
+    def show(run: Run) -> None:
+        was = last[0].tasks if last[0] is not None else None
+        for line in lost_lines(changes(last[0], run), was, run.tasks, run.min_workers):
+            say(line)
+        last[0] = run
+        if progress is not None:
+            progress(run)
+
+    def check(run: Run) -> Cause | None:
+        nonlocal next_check
+        cause = refusal(run, pods)
+        if cause is None and aside is not None:
+            cause = side_failure(run, policy.exit_codes, aside.left)
+        if cause is None and time.monotonic() >= next_check:
+            next_check = time.monotonic() + tick
+            cause = nodes.check(run)
+        return cause
+
+    ending = follow_to_end(
+        conn,
+        name,
+        deadline,
+        on_change=show,
+        check=check,
+        seen=seen,
+        tick=tick,
+        exit_codes=policy.exit_codes,
+    )
+    if ending.run is None and before is not None:
+        return replace(ending, run=before)
+    return ending
 
 
 def _delete(
@@ -350,10 +356,9 @@ def _delete(
 def _explain(
     conn: Connection, run: Run, cause: Cause, options: RunOptions, keeper: Keeper, say: Say
 ) -> None:
-    """What `wait` shows of a failure; a lost node's pods cannot be read (no kubelet answers)."""
-    if cause.kind in (TASK_FAILED, REFUSED):
-        for line in explain_task(conn, run, cause.task, options.tail_on_failure, keeper):
-            say(line)
+    """What `wait` shows of a failure (ending.explain_failure), before a restart or the verdict."""
+    for line in explain_failure(conn, run, cause, options.tail_on_failure, keeper):
+        say(line)
 
 
 def _finish(

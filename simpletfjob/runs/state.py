@@ -21,7 +21,8 @@ The run's state follows the success policy recorded on its documents:
   API server keeps to the second: "the same time" is the same second. A failure with no
   time counts;
 - **Succeeded** when the deciding tasks' Jobs are complete: the framework's (its `deciding`;
-  TensorFlow's chief, else worker 0 or every worker, by the policy);
+  TensorFlow's chief, else worker 0 or every worker, by the policy); of an elastic run, those
+  not Lost (elastic.py);
 - **Failed** with reason `deleted` when a Job that decides success is gone (or being
   deleted) and its end was not seen: deleted by hand, or removed by `ttlSecondsAfterFinished`
   once it ended, which leaves nothing to tell how. `expected` names the tasks known to have
@@ -47,7 +48,8 @@ from typing import Any
 from simpletfjob.frameworks import Framework, independent_roles
 from simpletfjob.frameworks import framework as framework_named
 from simpletfjob.identity import JOB_LABEL
-from simpletfjob.runs.annotations import read_policy, read_restarts
+from simpletfjob.runs.annotations import read_min_workers, read_policy, read_restarts
+from simpletfjob.runs.elastic import lost_line, mark_lost, still_in
 from simpletfjob.runs.taskstate import (
     DELETING,
     FAILED,
@@ -60,6 +62,7 @@ from simpletfjob.runs.taskstate import (
     TaskStatus,
     condition,
     finalizers,
+    in_role_order,
     job_pods,
     labels_of,
     metadata_of,
@@ -114,6 +117,7 @@ class Run:
     wrong_policy: str = ""
     wrong_restarts: str = ""
     framework: str = "tensorflow"  # as its Jobs say (objects.run_framework): who decides, the order
+    min_workers: int | None = None  # an elastic run's (elastic.py), from its annotation
 
     @property
     def finished(self) -> bool:
@@ -156,10 +160,14 @@ class Run:
             and self.policy == "all-workers"
             and not (fw.lead and self.decided_by == fw.lead)
         ):
-            # No one worker decided: the rule did, and the line says so ('all 2 workers').
-            count = len(fw.deciding(self.policy, [t.task for t in self.tasks]))
+            # No one worker decided: the rule did, and the line says so ('all 2 workers'; with
+            # those an elastic run lost: 'all 2 workers succeeded (1 lost; min 2)').
+            count = len(
+                still_in(fw.deciding(self.policy, [t.task for t in self.tasks]), self.tasks)
+            )
             role = self.decided_by.rpartition("-")[0]  # the last of them to succeed
-            return f"all {count} {role}{'s' if count != 1 else ''} succeeded"
+            lost = lost_line(self.tasks, self.min_workers)
+            return f"all {count} {role}{'s' if count != 1 else ''} succeeded{lost}"
         if self.state == SUCCEEDED:
             return f"{self.decided_by} Succeeded"
         return self.state
@@ -183,6 +191,8 @@ class Run:
             "completionTime": rfc3339(self.ended),
             "tasks": [task.as_dict() for task in self.tasks],
         }
+        if self.min_workers is not None:
+            data["minWorkers"] = self.min_workers
         if self.claims:
             data["claims"] = [
                 {"task": c.task, "jobs": list(c.jobs), "copies": list(c.copies)}
@@ -199,20 +209,10 @@ class Run:
 # ---- the run -------------------------------------------------------------------------------------
 
 
-def in_role_order(roles: Sequence[str]) -> Callable[[TaskStatus], tuple[int, str, int, str]]:
-    """A sort key for tasks: by the framework's role order (other roles after), then index."""
-
-    def order(task: TaskStatus) -> tuple[int, str, int, str]:
-        rank = roles.index(task.role) if task.role in roles else len(roles)
-        return rank, task.role, task.index, task.job
-
-    return order
-
-
-def _framework_of(jobs: Sequence[Object]) -> Framework:
+def _framework_of(jobs: Sequence[Object], elastic: bool = False) -> Framework:
     from simpletfjob.runs.objects import run_framework
 
-    return run_framework(jobs)
+    return run_framework(jobs, elastic)
 
 
 def is_gone(obj: Object) -> bool:
@@ -245,10 +245,13 @@ def run_state(
     by_job = pods_by_job(pods)
     if listed and not present:
         return _deleting(name, namespace, listed, by_job, nodes)
-    fw = _framework_of(present)
+    floor, wrong_floor = read_min_workers(present)  # an elastic run's (elastic.py)
+    fw = _framework_of(present, elastic=floor is not None)
     order = in_role_order(fw.role_order)
     tasks = tuple(sorted((judge(j, job_pods(j, by_job), nodes) for j in present), key=order))
+    tasks = mark_lost(tasks, floor, fw)
     policy, wrong_policy = read_policy(present)
+    wrong_policy = wrong_policy or wrong_floor
     restarts = read_restarts(present)
     created = min((t.created for t in tasks if t.created is not None), default=None)
     claims = _claims(tasks)
@@ -257,12 +260,12 @@ def run_state(
     def run(state: str, decided_by: str = "", reason: str = "", at: datetime | None = None) -> Run:
         return Run(
             name, namespace, policy, tasks, state, decided_by, reason, created, claims, (), at,
-            (restarts.done, restarts.limit), wrong_policy, restarts.wrong, fw.name,
+            (restarts.done, restarts.limit), wrong_policy, restarts.wrong, fw.name, floor,
         )  # fmt: skip
 
     if claims or wrong_policy:  # nothing is decided on a guess
         return run(AMBIGUOUS)
-    deciders = fw.deciding(policy, [*by_name, *expected])
+    deciders = still_in(fw.deciding(policy, [*by_name, *expected]), tasks)
     finished_at = {d: _finish(present, by_name[d].job) or NEVER for d in deciders if d in by_name}
     # Only a Job's condition ends a task: a pod that has ended, not yet counted, decides nothing.
     succeeded = all(
@@ -332,11 +335,8 @@ def _deleting(
 ) -> Run:
     """Every Job of the run is being deleted: the run is Deleting, and what holds it is told."""
     fw = _framework_of(jobs)
-    tasks = tuple(
-        sorted(
-            (task_of(j, job_pods(j, by_job), nodes) for j in jobs), key=in_role_order(fw.role_order)
-        )
-    )
+    order = in_role_order(fw.role_order)
+    tasks = tuple(sorted((task_of(j, job_pods(j, by_job), nodes) for j in jobs), key=order))
     holds: dict[str, int] = {}
     for job in jobs:
         for finalizer in finalizers(job):

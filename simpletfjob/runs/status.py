@@ -8,20 +8,29 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from simpletfjob.errors import RunFailed
+from simpletfjob.runs.ending import End, explain_failure, failed_line, follow_to_end, undecided
 from simpletfjob.runs.failure import explain, stuck_reasons
-from simpletfjob.runs.state import AMBIGUOUS, DELETING, FAILED, SUCCEEDED, Run
+from simpletfjob.runs.state import FAILED, Run
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
 
 
-def read_status(conn: Connection, name: str, tail: int | None) -> tuple[Run, list[str]]:
+def read_status(
+    conn: Connection, name: str, tail: int | None, stuck: bool = False
+) -> tuple[Run, list[str]]:
     """`status RUN`: the run as it is now, with its stuck tasks' reasons, and the notes that come
-    after it (events that could not be read; with `tail`, a failed run explained as `explain` does)."""
+    after it (events that could not be read; with `stuck`, each stuck task's reason in full, as
+    the table's REASON column cuts it short; with `tail`, a failed run explained as `explain`
+    does)."""
+    from simpletfjob.runs.taskstate import stuck_lines
     from simpletfjob.runs.watch import read_run
 
     run, note = stuck_reasons(conn, read_run(conn, name))
     notes = [note] if note else []
+    if stuck:
+        notes += stuck_lines(run.tasks)
     if tail is not None and run.state == FAILED:
         notes += explain(conn, run, tail)
     return run, notes
@@ -34,20 +43,15 @@ def watch_status(
     riding out an outage; the run, succeeded. A failed run is explained (`say`) before
     RunFailed; one that cannot be decided is RunFailed at once, as `wait` says it."""
     from simpletfjob.kube.outage import riding_out
-    from simpletfjob.runs.wait import RunFailed, failed_line, undecided
-    from simpletfjob.runs.watch import follow
 
-    last: Run | None = None
     with riding_out(conn, None, say, "it is back (no --timeout)"):
-        for run in follow(conn, name, None):
-            show(run)
-            last = run
-        if last is not None and last.state in (AMBIGUOUS, DELETING):
-            raise RunFailed(undecided(last, None), run=last)
-        if last is not None and last.state != SUCCEEDED:
-            for line in explain(conn, last, tail):
-                say(line)
-    assert last is not None
-    if last.state != SUCCEEDED:
-        raise RunFailed(failed_line(last), run=last)
-    return last
+        ending = follow_to_end(conn, name, None, on_change=show)
+        run = ending.run
+        assert run is not None and ending.end != End.TIMED_OUT  # no deadline: it ended
+        if ending.end == End.UNDECIDED:
+            raise RunFailed(undecided(run, None), run=run, cause=ending.cause)
+        for line in explain_failure(conn, run, ending.cause, tail):
+            say(line)
+    if not ending.succeeded:
+        raise RunFailed(failed_line(run), run=run, cause=ending.cause)
+    return run

@@ -32,7 +32,7 @@ be a Job's name (edited by hand) is not repeated: `copied_from` is then `NOT_A_N
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -41,7 +41,7 @@ from simpletfjob.identity import INDEX_LABEL, NAME_ANNOTATION, ROLE_LABEL
 from simpletfjob.tasks import MAX_TASKS
 
 PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
-UNKNOWN, DELETING = "Unknown", "Deleting"
+UNKNOWN, DELETING, LOST = "Unknown", "Deleting", "Lost"  # Lost: runs/elastic.py
 FINISHED = (SUCCEEDED, FAILED)
 
 Object = Mapping[str, Any]
@@ -76,8 +76,10 @@ class TaskStatus:
 
     @property
     def finished(self) -> bool:
-        """Ended by its Job's condition: a pod that has ended, not yet counted, is not the end."""
-        return self.state in FINISHED and bool(self.job_condition)
+        """Ended by its Job's condition: a pod that has ended, not yet counted, is not the end.
+        A worker an elastic run lost (runs/elastic.py) has ended too: its Job failed, and
+        `wait`'s cleanup keeps it, as a failed one, for `kubectl logs`."""
+        return self.state in (*FINISHED, LOST) and bool(self.job_condition)
 
     @property
     def ended_with(self) -> int | None:
@@ -426,3 +428,13 @@ def held_by(job: Object) -> str:
     """What keeps a Job that is being deleted: 'held by foregroundDeletion', or 'being deleted'."""
     found = finalizers(job)
     return f"held by {', '.join(found)}" if found else "being deleted"
+
+
+def in_role_order(roles: Sequence[str]) -> Callable[[TaskStatus], tuple[int, str, int, str]]:
+    """A sort key for tasks: by the framework's role order (other roles after), then index."""
+
+    def order(task: TaskStatus) -> tuple[int, str, int, str]:
+        rank = roles.index(task.role) if task.role in roles else len(roles)
+        return rank, task.role, task.index, task.job
+
+    return order

@@ -14,7 +14,7 @@ import json
 import math
 import queue
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -148,7 +148,7 @@ def follow(
     seen: Callable[[Sequence[Object], Sequence[Object]], None] | None = None,
     tick: float | None = None,
     every: bool = False,
-) -> Iterator[Run]:
+) -> Generator[Run, None, None]:
     """The run now, then again after each change, until it has ended or the deadline has passed.
 
     One list of Jobs and one of pods, then a watch of each from where its list was read;

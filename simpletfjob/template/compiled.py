@@ -19,7 +19,7 @@ the end, so a large value is built once per run and never parsed.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from simpletfjob.errors import TemplateError, number_problem
@@ -189,6 +189,16 @@ class CompiledTemplate:
             self._paths = frozenset(_value_paths(self._ast))
         return self._paths
 
+    def writes_bare(self, names: Collection[str]) -> bool:
+        """Whether the template only writes each of `names` out as it is (see `bare`)."""
+        from simpletfjob.template.bare import written_bare
+
+        return written_bare(self._ast, names)
+
+    def holds(self, text: str) -> bool:
+        """Whether the template's own text holds `text`."""
+        return text in self._source
+
     def render(self, context: Mapping[str, Any]) -> str:
         """One task's text; its work is bounded (see `sandbox`)."""
         try:
@@ -197,6 +207,13 @@ class CompiledTemplate:
             raise
         except Exception as e:
             raise _template_error(e, self.filename) from e
+
+    def hold(self, length: int) -> None:
+        """Count a task's text made without a render (a skeleton's) toward the bound on all."""
+        try:
+            self._bounds.hold(length)
+        except RenderLimit as e:
+            raise TemplateError(_limit_message(e, self.filename)) from e
 
     def bounded(self, work: Callable[[], T]) -> T:
         """`work()` (a task's render and checks) within the run's memory cap and CPU time."""

@@ -283,14 +283,17 @@ class Bounds:
                 f"the template makes {len(text):,} characters for one task, more than "
                 f"{MAX_TEXT >> 20} MiB; see Limits in the README"
             )
-        # Every task's text is held until all are checked: bound them together too.
-        self.total += len(text)
+        self.hold(len(text))
+        return text
+
+    def hold(self, length: int) -> None:
+        """Every task's text is held until all are checked: bound them together too."""
+        self.total += length
         if self.total > MAX_TOTAL_TEXT:
             raise RenderLimit(
                 f"the template's renders come to more than {MAX_TOTAL_TEXT >> 20} MiB of text "
                 "in all; see Limits in the README"
             )
-        return text
 
     def _line(self, error: BaseException) -> int | None:
         """The template line an error was raised on: jinja gives its frames the template's lines."""

@@ -20,47 +20,18 @@ import re
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import ROOT, console_script
+from tests.support.docs import DOCS, Block, fenced_blocks
 
-DOCS = sorted([ROOT / "README.md", ROOT / "CONTRIBUTING.md", *(ROOT / "docs").rglob("*.md")])
 COMMANDS = [
     "render", "templates", "init", "nodes", "apply", "run", "status", "wait", "logs", "delete"
 ]  # fmt: skip
 FLAG = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)")
-
-
-@dataclass
-class Block:
-    path: Path
-    line: int
-    info: str
-    text: str
-
-
-def fenced_blocks(path: Path) -> list[Block]:
-    """The fenced code blocks of a Markdown file, with their info strings."""
-    blocks: list[Block] = []
-    lines = path.read_text().splitlines()
-    i = 0
-    while i < len(lines):
-        opening = re.match(r"^(`{3,})(.*)$", lines[i])
-        if opening is None:
-            i += 1
-            continue
-        fence, start, body = opening[1], i + 1, []
-        i += 1
-        while i < len(lines) and not lines[i].startswith(fence):
-            body.append(lines[i])
-            i += 1
-        blocks.append(Block(path, start, opening[2].strip(), "\n".join(body) + "\n"))
-        i += 1
-    return blocks
 
 
 def shell_blocks() -> list[Any]:

@@ -10,8 +10,8 @@ import yaml
 from simpletfjob.frameworks import FRAMEWORKS
 from simpletfjob.options.render import header_fields
 from simpletfjob.template.catalog import builtin_names, locate
-from tests.acceptance.test_docs import DOCS, fenced_blocks
 from tests.conftest import ROOT
+from tests.support.docs import DOCS, fenced_blocks
 
 # `status RUN`'s head line (cli/status.py): the state and tasks, the deciding task once
 # ended, the whole-run restarts, then when it started and ended.

@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.acceptance.test_docs import fenced_blocks
 from tests.conftest import ROOT, console_script, load_all
+from tests.support.docs import fenced_blocks
 
 README = ROOT / "README.md"
 

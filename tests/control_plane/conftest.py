@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from tests.control_plane.runs import Apply
 from tests.support.cluster import ADMIN, Cluster, loopback_cluster
 from tests.support.control_plane import ControlPlane, find_assets, start
+from tests.support.runs import Apply
 
 _NEEDS_PLANE = {"control_plane", "kube", "namespace"}
 

@@ -8,9 +8,8 @@ nodes with a label of the test's own, planned from the cluster with `selector`.
 
 from __future__ import annotations
 
-import itertools
 import logging
-import os
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -21,11 +20,11 @@ import pytest
 
 import simpletfjob
 from tests.conftest import write
-from tests.control_plane.test_run import SCRIPT, TEMPLATE
 from tests.support.control_plane import ControlPlane
-from tests.support.kubelet import Kubelet, Node
-
-_names = itertools.count()
+from tests.support.kubelet import Kubelet
+from tests.support.scenes import stand_in_nodes
+from tests.support.templates import RUN as TEMPLATE
+from tests.support.templates import RUN_SCRIPT as SCRIPT
 
 
 class Session:
@@ -59,9 +58,7 @@ class Session:
 
 @pytest.fixture
 def session(kube: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[Session]:
-    n = next(_names)
-    label = f"api-{os.getpid()}-{n}"
-    nodes = [Node(f"api-{n}-{i}", f"127.0.0.{i + 2}", labels={"rt": label}) for i in range(3)]
+    nodes, label = stand_in_nodes("api", 3, label_key="rt", label_prefix="api-")
     with Kubelet(kube, nodes, tmp_path / "kubelet") as kubelet:
         yield Session(kube, kubelet, namespace, tmp_path, label)
 
@@ -114,16 +111,33 @@ def test_a_whole_session_works_and_prints_nothing(
     said = [r.getMessage() for r in caplog.records if r.name == "simpletfjob"]
     assert any(line.startswith("applied run rt in namespace") for line in said), said
     assert 'job.batch "rt-worker-0" deleted' in said
+    # the command's last line, as `simpletfjob delete rt --wait` says it (the workers wait's
+    # cleanup left: worker-0, and worker-1 if it had finished)
+    assert re.fullmatch(
+        rf"deleted run rt in namespace {session.ns} \((\d) objects?: \1 jobs?, 0 services\)"
+        " and its Jobs are gone",
+        said[-1],
+    ), said
 
 
 def test_a_failed_run_is_an_outcome_with_its_cause(session: Session) -> None:
     run = session.apply(mode="fail-always")
     outcome = run.wait(timeout=120)
-    assert (outcome.state, outcome.succeeded) == ("Failed", False)
-    assert outcome.cause == "worker-1 Failed: Error (exit 1)"
+    assert (outcome.state, outcome.succeeded) == (simpletfjob.State.FAILED, False)
+    cause = outcome.cause
+    assert cause is not None
+    assert (cause.kind, cause.tasks, cause.exit_code, cause.category) == (
+        simpletfjob.CauseKind.TASK_FAILED,
+        ("worker-1",),
+        1,
+        "program error",
+    )
+    assert cause.node is not None and cause.node.startswith("api-")
+    assert str(cause) == cause.text == "worker-1 Failed: Error (exit 1)"
     assert outcome.message == "run 'rt' failed: worker-1 Failed: Error (exit 1)"
     failed = {t.name: t for t in run.status().tasks}["worker-1"]
     assert (failed.state, failed.exit_code, failed.reason) == ("Failed", 1, "Error (exit 1)")
+    assert failed.state is simpletfjob.State.FAILED
 
 
 def test_a_timeout_raises_timed_out_and_leaves_the_run(session: Session) -> None:
@@ -137,12 +151,18 @@ def test_a_timeout_raises_timed_out_and_leaves_the_run(session: Session) -> None
     run.delete()
 
 
-def test_client_run_goes_through_one_restart(session: Session) -> None:
+def test_client_run_goes_through_one_restart(
+    session: Session, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="simpletfjob")
     outcome = session.client.run(
         session.template, values=session.values("fail-once"), max_restarts=1, timeout="3m",
         **session.placement,
     )  # fmt: skip
     assert (outcome.state, outcome.succeeded, outcome.restarts) == ("Succeeded", True, 1)
+    said = [r.getMessage() for r in caplog.records if r.name == "simpletfjob"]
+    # what apply did, counted as the command counts it
+    assert f"applied run rt in namespace {session.ns} (3 created)" in said, said
     status = session.client.get("rt").status()
     assert (status.restarts, status.max_restarts) == (1, 1)
 
@@ -154,7 +174,13 @@ def test_client_run_out_of_restarts_is_a_failed_outcome(session: Session) -> Non
     )  # fmt: skip
     assert (outcome.state, outcome.succeeded, outcome.restarts) == ("Failed", False, 1)
     assert (outcome.name, outcome.namespace) == ("rt", session.ns)
-    assert outcome.cause == "worker-1 Failed: Error (exit 1); no restart left (1 of 1 made)"
+    # the cause is why it failed; the message, the CLI's line, also why it was not restarted
+    assert outcome.cause is not None and outcome.cause.kind == "task failed"
+    assert outcome.cause.tasks == ("worker-1",) and outcome.cause.exit_code == 1
+    assert str(outcome.cause) == "worker-1 Failed: Error (exit 1)"
+    assert outcome.message == (
+        "run 'rt' failed: worker-1 Failed: Error (exit 1); no restart left (1 of 1 made)"
+    )
 
 
 def _reading_threads() -> list[threading.Thread]:

@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from tests.conftest import ROOT, assert_one_line_error, tf_config_of, write
-from tests.control_plane.runs import TEMPLATE, Apply, jobs, lines, services
+from tests.conftest import assert_one_line_error, tf_config_of, write
 from tests.support.client import ApiFailure
 from tests.support.cluster import Cluster, LoopbackCluster, wait_for
 from tests.support.kubeapi import KubeAPI, make_node, write_kubeconfig
+from tests.support.runs import Apply, docs_rbac, jobs, lines, services
+from tests.support.templates import MNIST as TEMPLATE
 
 
 def test_apply_creates_the_run_in_the_contexts_namespace(cluster: Cluster, run_in: Any) -> None:
@@ -266,14 +266,6 @@ def test_no_labels_and_replace_with_a_dry_run_are_usage_errors(
 
 
 # -- RBAC -------------------------------------------------------------------------------------------
-
-
-def docs_rbac(kind: str) -> dict[str, Any]:
-    """The Role or the ClusterRole that docs/rbac.md gives."""
-    text = (ROOT / "docs" / "rbac.md").read_text()
-    blocks = [yaml.safe_load(b.split("```", 1)[0]) for b in text.split("```yaml\n")[1:]]
-    (found,) = [b for b in blocks if b["kind"] == kind]
-    return found  # type: ignore[no-any-return]
 
 
 def readme_role() -> dict[str, Any]:

@@ -30,9 +30,10 @@ import pytest
 
 from simpletfjob.cli import main
 from tests.conftest import Result, assert_one_line_error, console_script, write
-from tests.control_plane.runs import TEMPLATE, jobs, lines, services
 from tests.support.client import ApiFailure
 from tests.support.cluster import Cluster, wait_for
+from tests.support.runs import jobs, lines, services
+from tests.support.templates import MNIST as TEMPLATE
 
 NO_PODS = TEMPLATE.replace("  backoffLimit: 0\n", "  backoffLimit: 0\n  parallelism: 0\n")
 

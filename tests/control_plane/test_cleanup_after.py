@@ -12,8 +12,6 @@
 
 from __future__ import annotations
 
-import itertools
-import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -23,14 +21,12 @@ from typing import Any
 import pytest
 
 from tests.conftest import assert_one_line_error, write
-from tests.control_plane.runs import TEMPLATE as MNIST
-from tests.control_plane.test_run import SCRIPT, Runs
 from tests.support.cluster import Cluster, loopback_cluster
 from tests.support.control_plane import ControlPlane, find_assets, start
-from tests.support.kubelet import Kubelet, Node
-from tests.support.parallel import node_address
-
-_names = itertools.count()
+from tests.support.kubelet import Kubelet
+from tests.support.scenes import Runs, stand_in_nodes
+from tests.support.templates import MNIST
+from tests.support.templates import RUN_SCRIPT as SCRIPT
 
 # worker-0, the task that decides the run, fails its first attempt.
 DECIDER_FAILS_ONCE = SCRIPT.replace('name == "worker-1"', 'name == "worker-0"')
@@ -38,9 +34,7 @@ DECIDER_FAILS_ONCE = SCRIPT.replace('name == "worker-1"', 'name == "worker-0"')
 
 @pytest.fixture
 def runs(cli: Any, kube: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[Runs]:
-    n = next(_names)
-    label = f"ca-{os.getpid()}-{n}"
-    nodes = [Node(f"ca-{n}-{i}", node_address(i), labels={"rt": label}) for i in range(3)]
+    nodes, label = stand_in_nodes("ca", 3, label_key="rt", label_prefix="ca-")
     with Kubelet(kube, nodes, tmp_path / "kubelet") as kubelet:
         found = Runs(cli, kube, kubelet, namespace, tmp_path, label)
         found.script = write(tmp_path / "decider.py", DECIDER_FAILS_ONCE)

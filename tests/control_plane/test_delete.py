@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import assert_one_line_error
-from tests.control_plane.runs import Apply, jobs, lines, services
 from tests.support.cluster import ADMIN, Cluster
 from tests.support.kubeapi import KubeAPI, write_kubeconfig
+from tests.support.runs import Apply, jobs, lines, services
 
 
 def job(name: str, labels: dict[str, str], **metadata: Any) -> dict[str, Any]:

@@ -14,25 +14,7 @@ from simpletfjob.manifest.documents import compose_documents
 from simpletfjob.manifest.podspec import pod_tolerations
 from tests.conftest import EXAMPLES, assert_one_line_error, write
 from tests.support.kubeapi import KubeAPI, make_node, write_kubeconfig
-
-TEMPLATE = """\
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: t-<<type>>-<<index>>
-spec:
-  template:
-    spec:
-      nodeName: <<node>>
-{tolerations}      containers:
-        - name: tf
-          image: tensorflow/tensorflow
-          args: ["--listen=<<host>>:<<port>>"]
-          env:
-            - name: TF_CONFIG
-              value: '<<TF_CONFIG>>'
-      restartPolicy: Never
-"""
+from tests.support.templates import TOLERATIONS_SLOT as TEMPLATE
 
 GPU_TOLERATION = """\
       tolerations:

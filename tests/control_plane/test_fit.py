@@ -16,31 +16,12 @@ import pytest
 
 from tests.conftest import assert_one_line_error, write
 from tests.support.control_plane import ControlPlane
+from tests.support.scenes import bound_pod, box
+from tests.support.templates import FIT_BY_ROLE as TEMPLATE
 
 GPU = "nvidia.com/gpu"
 FPGA = "example.com/fpga"
 
-# {worker} and {ps} are each role's resources block (or nothing).
-TEMPLATE = """\
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: fit-<<type>>-<<index>>
-spec:
-  template:
-    spec:
-      nodeName: <<node>>
-      containers:
-        - name: tf
-          image: tensorflow/tensorflow
-          env:
-            - name: TF_CONFIG
-              value: '<<TF_CONFIG>>'
-{% if type == "worker" %}
-{worker}{% else %}
-{ps}{% endif %}
-      restartPolicy: Never
-"""
 
 BASE = {"cpu": "4", "memory": "8Gi", "ephemeral-storage": "20Gi", "pods": "110"}
 
@@ -72,15 +53,7 @@ class Fixture:
 
     def pod(self, name: str, node: str, kind: str = "requests", **amounts: str) -> None:
         """A pod bound to the node that asks for these amounts."""
-        body = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": name},
-            "spec": {
-                "nodeName": node,
-                "containers": [{"name": "main", "image": "busybox", "resources": {kind: amounts}}],
-            },
-        }
+        body = bound_pod(name, node, [box("main", **{kind: amounts})])
         self.kube.create(f"/api/v1/namespaces/{self.ns}/pods", body)
 
     def run(self, command: str, text: str, *args: str) -> Any:

@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from tests.conftest import write
-from tests.process.test_frameworks import TORCH_SCRIPT, free_port
 from tests.support.control_plane import ControlPlane
 from tests.support.kubelet import Kubelet, Node
-from tests.support.parallel import node_address
+from tests.support.parallel import free_port, node_address
+from tests.support.templates import TORCH_SCRIPT
 
 _names = itertools.count()
 BUILTINS = {"pytorch-ddp": "torch", "jax-multiprocess": "jax"}

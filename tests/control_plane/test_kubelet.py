@@ -205,6 +205,52 @@ def test_a_lost_node_goes_not_ready_and_its_processes_die(
     assert run.current.process.wait(5) == -signal.SIGKILL
 
 
+# A container whose process starts a child in a session of its own (as torchrun starts its
+# workers), and a grandchild under that child: each writes its pid, then sleeps.
+TREE = """\
+import os, subprocess, sys, time
+if len(sys.argv) == 1:
+    subprocess.Popen([sys.executable, "-c", os.environ["TREE"], "child"], start_new_session=True)
+elif sys.argv[1] == "child":
+    subprocess.Popen([sys.executable, "-c", os.environ["TREE"], "grandchild"])
+with open(os.environ["PIDS"], "a") as out:
+    out.write(f"{os.getpid()}\\n")
+time.sleep(120)
+"""
+
+
+def _alive(pid: int) -> bool:
+    """The process is there and not a zombie."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("how", ["kill", "lose"])
+def test_a_killed_pod_or_lost_node_ends_every_process_of_the_container(
+    kube: ControlPlane, namespace: str, kubelet: Kubelet, tmp_path: Path, how: str
+) -> None:
+    """As a container's cgroup holds all its processes, whatever session they started: a
+    pod's SIGKILL (Kubelet.kill) or its node's loss takes torchrun's workers too."""
+    node = next(iter(kubelet.nodes))
+    pids = tmp_path / "pids"
+    env = {"PIDS": str(pids), "TREE": TREE}
+    make_pod(kube, namespace, node, "import os; exec(os.environ['TREE'])", env=env)
+
+    def three() -> list[int] | None:
+        found = [int(p) for p in pids.read_text().split()] if pids.exists() else []
+        return found if len(found) == 3 else None
+
+    found = wait_for(three, 60, "the container's three processes")
+    assert all(_alive(pid) for pid in found)
+    if how == "kill":
+        kubelet.kill(namespace, "p")
+    else:
+        kubelet.lose(node)
+    wait_for(lambda: not any(_alive(pid) for pid in found), 30, "every process to die")
+
+
 def test_a_job_runs_to_complete_through_the_job_controller(
     kube: ControlPlane, namespace: str, kubelet: Kubelet
 ) -> None:

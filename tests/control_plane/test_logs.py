@@ -6,7 +6,6 @@ lines, so what `logs` shows is what the pods really wrote, through pods/log.
 
 from __future__ import annotations
 
-import itertools
 import signal
 import subprocess
 import threading
@@ -21,47 +20,10 @@ import yaml
 from tests.conftest import ROOT, Result, assert_one_line_error, console_script, write
 from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
-from tests.support.kubelet import Kubelet, Node
-from tests.support.parallel import node_address
-
-TEMPLATE = """\
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: lg-<<type>>-<<index>>
-spec:
-  backoffLimit: <<backoff>>
-  template:
-    spec:
-      nodeName: <<node>>
-      restartPolicy: <<restart_policy>>
-      containers:
-        - name: tf
-          image: python
-          command:
-            - python
-            - -c
-            - |
-              import json, os, pathlib, sys, time
-              task = json.loads(os.environ["TF_CONFIG"])["task"]
-              name = f"{task['type']}-{task['index']}"
-              for i in range(<<lines>>):
-                  print(name, "line", i, flush=True)
-              marker = pathlib.Path(<<marker>>) / name
-              if name in <<crash>> and not marker.exists():
-                  marker.write_text("x")
-                  print(name, "crashing", flush=True)
-                  sys.exit(3)
-              if task["type"] == "ps":
-                  time.sleep(3600)
-          env:
-            - name: TF_CONFIG
-              value: '<<TF_CONFIG>>'
-        - name: sidecar
-          image: busybox
-"""
-
-_names = itertools.count()
+from tests.support.kubelet import Kubelet
+from tests.support.logruns import prefixed
+from tests.support.scenes import stand_in_nodes
+from tests.support.templates import LOGGED as TEMPLATE
 
 
 class LogsRun:
@@ -98,19 +60,9 @@ class LogsRun:
 
 @pytest.fixture
 def run(cli: Any, kube: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[LogsRun]:
-    n = next(_names)
-    nodes = [Node(f"lg-{n}-{i}", node_address(i)) for i in range(3)]
+    nodes, _ = stand_in_nodes("lg", 3)
     with Kubelet(kube, nodes, tmp_path / "kubelet") as kubelet:
         yield LogsRun(cli, kube, kubelet, namespace, tmp_path)
-
-
-def prefixed(out: str) -> dict[str, list[str]]:
-    """The lines of each task, from `task | line` output."""
-    found: dict[str, list[str]] = {}
-    for line in out.splitlines():
-        task, _, text = line.partition(" | ")
-        found.setdefault(task.strip(), []).append(text)
-    return found
 
 
 def test_logs_of_every_task_are_prefixed_and_cut_to_ten_lines_each(run: LogsRun) -> None:

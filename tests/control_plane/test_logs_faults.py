@@ -23,15 +23,15 @@ import pytest
 import trustme
 
 from tests.conftest import console_script, write
-from tests.control_plane.logruns import PRELUDE, TEMPLATE, Live
-from tests.process.test_faults import BACK, LOST
-from tests.process.test_faults import FAULTS as ALL_FAULTS
 from tests.support import forkserver
 from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
-from tests.support.faultproxy import FaultProxy
+from tests.support.faultproxy import BACK, LOST, FaultProxy
+from tests.support.faultproxy import FAULTS as ALL_FAULTS
 from tests.support.kubelet import Kubelet, Node
+from tests.support.logruns import PRELUDE, Live
 from tests.support.parallel import node_address
+from tests.support.templates import FOLLOWED as TEMPLATE
 
 SCRIPT = console_script()
 LINES = 30  # each worker's lines, one every PACE seconds once the test says go

@@ -9,7 +9,6 @@ lets the test say what it saw live before the task goes on.
 
 from __future__ import annotations
 
-import itertools
 import re
 import threading
 import time
@@ -20,21 +19,18 @@ from typing import Any
 import pytest
 
 from tests.conftest import Result
-from tests.control_plane.logruns import Live, LogRun
-from tests.control_plane.test_logs import prefixed
 from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
-from tests.support.kubelet import Kubelet, Node
-from tests.support.parallel import node_address
+from tests.support.kubelet import Kubelet
+from tests.support.logruns import Live, LogRun, prefixed
+from tests.support.scenes import stand_in_nodes
 
-_names = itertools.count()
 STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z")
 
 
 @pytest.fixture
 def lf(cli: Any, kube: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[LogRun]:
-    n = next(_names)
-    nodes = [Node(f"lf-{n}-{i}", node_address(i)) for i in range(3)]
+    nodes, _ = stand_in_nodes("lf", 3)
     with Kubelet(kube, nodes, tmp_path / "kubelet") as kubelet:
         yield LogRun(cli, kube, kubelet, namespace, tmp_path)
 

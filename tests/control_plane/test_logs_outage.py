@@ -9,7 +9,6 @@ lines of one second must be told apart when a log is opened again from that seco
 
 from __future__ import annotations
 
-import itertools
 import re
 import time
 from collections.abc import Iterator
@@ -19,14 +18,11 @@ from typing import Any
 import pytest
 
 from tests.conftest import Result
-from tests.control_plane.logruns import Live, LogRun
-from tests.control_plane.test_logs import prefixed
 from tests.control_plane.test_outage import outage, outage_lines, plane  # noqa: F401 -- fixtures
 from tests.support.control_plane import ControlPlane
-from tests.support.kubelet import Kubelet, Node
-from tests.support.parallel import node_address
-
-_names = itertools.count()
+from tests.support.kubelet import Kubelet
+from tests.support.logruns import Live, LogRun, prefixed
+from tests.support.scenes import stand_in_nodes
 
 THROUGH = """
 if task["type"] == "ps":
@@ -52,9 +48,8 @@ def lf(
     outage: ControlPlane,  # noqa: F811 -- the fixture
     tmp_path: Path,
 ) -> Iterator[LogRun]:
-    n = next(_names)
     namespace = outage.create_namespace()
-    nodes = [Node(f"lo-{n}-{i}", node_address(i)) for i in range(3)]
+    nodes, _ = stand_in_nodes("lo", 3)
     with Kubelet(outage, nodes, tmp_path / "kubelet") as kubelet:
         yield LogRun(cli, outage, kubelet, namespace, tmp_path)
 

@@ -29,18 +29,18 @@ from simpletfjob.kube.request import ApiError, Deadline
 from simpletfjob.kube.resources import JOBS, PODS
 from simpletfjob.kube.watch import watch
 from tests.conftest import console_script
-from tests.control_plane.test_runs import NODES, create_run, jobs, pod_of
-from tests.loopback.test_runs import (
+from tests.support.cluster import LoopbackCluster, wait_for
+from tests.support.control_plane import ControlPlane, find_assets, start
+from tests.support.controlled import NODES, create_run, jobs, pod_of
+from tests.support.kubeapi import KubeAPI, make_pod, serve, write_kubeconfig
+from tests.support.kubeapi.serving import closed_port
+from tests.support.scenes import (
     NS,
     finish_job,
     load_run,
     run_pod,
     when_watching,
 )
-from tests.support.cluster import LoopbackCluster, wait_for
-from tests.support.control_plane import ControlPlane, find_assets, start
-from tests.support.kubeapi import KubeAPI, make_pod, serve, write_kubeconfig
-from tests.support.kubeapi.serving import closed_port
 
 LOST = re.compile(r"simpletfjob: lost the API server at (\S+) \(context '[^']*'\): (.+); (.+)")
 BACK = re.compile(r"simpletfjob: the API server is back after (\d+)s")
@@ -324,11 +324,6 @@ def test_delete_wait_whose_timeout_passes_in_the_outage_says_since_when(
 
 
 # -- the loopback server: failures past one call's attempts ------------------------------------
-
-
-@pytest.fixture
-def kubeconfig(kubeapi: KubeAPI, tmp_path: Path) -> str:
-    return str(write_kubeconfig(tmp_path / "kubeconfig", kubeapi.url, namespace=NS))
 
 
 @pytest.mark.parametrize(

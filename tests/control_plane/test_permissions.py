@@ -22,13 +22,14 @@ from typing import Any
 import pytest
 
 from tests.conftest import assert_one_line_error, write
-from tests.control_plane.test_apply import docs_rbac
-from tests.control_plane.test_run import SCRIPT, TEMPLATE
 from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
 from tests.support.kubeapi import write_kubeconfig
 from tests.support.kubelet import Kubelet, Node
 from tests.support.parallel import node_address
+from tests.support.runs import docs_rbac
+from tests.support.templates import RUN as TEMPLATE
+from tests.support.templates import RUN_SCRIPT as SCRIPT
 
 _names = itertools.count()
 RBAC = "/apis/rbac.authorization.k8s.io/v1"

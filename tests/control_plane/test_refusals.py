@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import assert_one_line_error
-from tests.control_plane.runs import Apply
 from tests.support.cluster import Cluster, LoopbackCluster, loopback_cluster
 from tests.support.kubeapi import write_kubeconfig
+from tests.support.runs import Apply
 
 REFUSAL = re.compile(
     r"user '(?P<user>[^']+)' cannot (?P<verb>list|watch|get|create|patch|delete) "

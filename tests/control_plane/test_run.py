@@ -11,9 +11,7 @@ cluster with -l: a restart plans again against the nodes as they are then.
 
 from __future__ import annotations
 
-import itertools
 import json
-import os
 import re
 import signal
 import subprocess
@@ -24,111 +22,17 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import assert_one_line_error, console_script, write
+from tests.conftest import assert_one_line_error, console_script
 from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
-from tests.support.kubelet import Kubelet, Node
+from tests.support.kubelet import Kubelet
 from tests.support.parallel import node_address
-
-TEMPLATE = """\
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: rt-<<type>>-<<index>>
-spec:
-  backoffLimit: 0
-  template:
-    spec:
-      nodeName: <<node>>
-      restartPolicy: Never
-      containers:
-        - name: tf
-          image: python
-          command: [python, <<script>>, <<markers>>, <<mode>>, "<<seconds>>"]
-          resources:
-            requests:
-              cpu: 100m
-          env:
-            - name: TF_CONFIG
-              value: '<<TF_CONFIG>>'
-"""
-
-SCRIPT = """\
-import json, os, pathlib, sys, time
-task = json.loads(os.environ["TF_CONFIG"])["task"]
-name = f"{task['type']}-{task['index']}"
-markers, mode, seconds = pathlib.Path(sys.argv[1]), sys.argv[2], float(sys.argv[3])
-print(name, "started", flush=True)
-if task["type"] == "ps":
-    time.sleep(3600)
-if name == "worker-1" and mode in ("fail-once", "fail-always"):
-    marker = markers / "failed"
-    if mode == "fail-always" or not marker.exists():
-        marker.write_text("x")
-        time.sleep(1)
-        print(name, "failing", flush=True)
-        sys.exit(1)
-time.sleep(seconds)
-print(name, "done", flush=True)
-"""
-
-_names = itertools.count()
-
-
-class Runs:
-    """The test's nodes (labelled rt=N), its template, and the commands as a user types them."""
-
-    def __init__(
-        self, cli: Any, kube: ControlPlane, kubelet: Kubelet, ns: str, tmp: Path, label: str
-    ) -> None:
-        self.cli, self.kube, self.kubelet, self.ns, self.label = cli, kube, kubelet, ns, label
-        self.template = write(tmp / "rt.yaml", TEMPLATE)
-        self.script = write(tmp / "task.py", SCRIPT)
-        self.markers = tmp / "markers"
-        self.markers.mkdir()
-        self.kubeconfig = str(kube.kubeconfig(tmp / "kc", namespace=ns))
-
-    def args(self, mode: str = "ok", seconds: float = 3) -> list[str]:
-        return [
-            str(self.template), "-l", f"rt={self.label}", "--address", "internal-ip",
-            "--kubeconfig", self.kubeconfig, "--set", f"script={self.script}",
-            "--set", f"markers={self.markers}", "--set", f"mode={mode}",
-            "--set", f"seconds={seconds}",
-        ]  # fmt: skip
-
-    def run(self, *args: str, mode: str = "ok", seconds: float = 3) -> Any:
-        return self.cli("run", *self.args(mode, seconds), *args)
-
-    def jobs(self) -> dict[str, dict[str, Any]]:
-        answer = self.kube.admin.get(
-            f"/apis/batch/v1/namespaces/{self.ns}/jobs", labelSelector="simpletfjob/job=rt"
-        )
-        return {job["metadata"]["name"]: job for job in answer["items"]}
-
-    def pods(self) -> list[dict[str, Any]]:
-        answer = self.kube.admin.get(
-            f"/api/v1/namespaces/{self.ns}/pods", labelSelector="simpletfjob/job=rt"
-        )
-        return list(answer["items"])
-
-    def running(self, task: str) -> dict[str, Any] | None:
-        return next(
-            (
-                p
-                for p in self.pods()
-                if p["metadata"]["labels"].get("job-name") == f"rt-{task}"
-                and p.get("status", {}).get("phase") == "Running"
-                and not p["metadata"].get("deletionTimestamp")
-            ),
-            None,
-        )
+from tests.support.scenes import Runs, stand_in_nodes
 
 
 @pytest.fixture
 def runs(cli: Any, kube: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[Runs]:
-    n = next(_names)
-    label = f"{os.getpid()}-{n}"
-    nodes = [Node(f"rt-{n}-{i}", node_address(i), labels={"rt": label}) for i in range(3)]
+    nodes, label = stand_in_nodes("rt", 3, label_key="rt")
     with Kubelet(kube, nodes, tmp_path / "kubelet") as kubelet:
         yield Runs(cli, kube, kubelet, namespace, tmp_path, label)
 

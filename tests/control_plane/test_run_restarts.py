@@ -10,9 +10,7 @@ prints its attempt (<<restart>>) as it starts. The tasks bind no port.
 
 from __future__ import annotations
 
-import itertools
 import json
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,33 +18,11 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import write
 from tests.support.control_plane import ControlPlane
-from tests.support.kubelet import Kubelet, Node
+from tests.support.kubelet import Kubelet
 from tests.support.parallel import node_address
-
-TEMPLATE = """\
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: rr-<<type>>-<<index>>
-spec:
-  backoffLimit: 0
-  template:
-    spec:
-      nodeName: <<node>>
-      restartPolicy: Never
-      containers:
-        - name: tf
-          image: python
-          command: [python, <<script>>, <<markers>>, "<<code>>", "<<restart>>", <<who>>, "<<seconds>>"]
-          resources:
-            requests:
-              cpu: 100m
-          env:
-            - name: TF_CONFIG
-              value: '<<TF_CONFIG>>'
-"""
+from tests.support.scenes import Scripted, stand_in_nodes
+from tests.support.templates import RESTARTED as TEMPLATE
 
 SCRIPT = """\
 import json, os, pathlib, signal, sys, time
@@ -68,17 +44,10 @@ time.sleep(seconds if restart != "0" or not code else max(seconds, 10))
 print(name, "done", flush=True)
 """
 
-_names = itertools.count()
 
-
-class Restarts:
+class Restarts(Scripted):
     def __init__(self, cli: Any, kube: ControlPlane, ns: str, tmp: Path, label: str) -> None:
-        self.cli, self.kube, self.ns, self.label = cli, kube, ns, label
-        self.template = write(tmp / "rr.yaml", TEMPLATE)
-        self.script = write(tmp / "task.py", SCRIPT)
-        self.markers = tmp / "markers"
-        self.markers.mkdir()
-        self.kubeconfig = str(kube.kubeconfig(tmp / "kc", namespace=ns))
+        super().__init__(cli, kube, ns, tmp, label, name="rr", template=TEMPLATE, script=SCRIPT)
 
     def args(self, code: int, who: str = "worker-1", seconds: float = 2) -> list[str]:
         return [
@@ -99,9 +68,7 @@ class Restarts:
 
 @pytest.fixture
 def restarts(cli: Any, kube: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[Restarts]:
-    n = next(_names)
-    label = f"{os.getpid()}-{n}"
-    nodes = [Node(f"rr-{n}-{i}", node_address(i), labels={"rr": label}) for i in range(2)]
+    nodes, label = stand_in_nodes("rr", 2, label_key="rr")
     with Kubelet(kube, nodes, tmp_path / "kubelet"):
         yield Restarts(cli, kube, namespace, tmp_path, label)
 

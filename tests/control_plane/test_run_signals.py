@@ -12,8 +12,6 @@ the run has ended. runs/interrupt.py says what each phase says.
 
 from __future__ import annotations
 
-import itertools
-import os
 import re
 import signal
 import subprocess
@@ -30,32 +28,9 @@ from tests.support import forkserver
 from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
 from tests.support.faultproxy import FaultProxy, Seen
-from tests.support.kubelet import Kubelet, Node
-from tests.support.parallel import node_address
-
-TEMPLATE = """\
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: rs-<<type>>-<<index>>
-spec:
-  backoffLimit: 0
-  template:
-    spec:
-      nodeName: <<node>>
-      restartPolicy: Never
-      terminationGracePeriodSeconds: 8
-      containers:
-        - name: tf
-          image: python
-          command: [python, <<script>>, <<markers>>, <<mode>>, "<<seconds>>"]
-          resources:
-            requests:
-              cpu: 100m
-          env:
-            - name: TF_CONFIG
-              value: '<<TF_CONFIG>>'
-"""
+from tests.support.kubelet import Kubelet
+from tests.support.scenes import stand_in_nodes
+from tests.support.templates import SIGNALLED as TEMPLATE
 
 SCRIPT = """\
 import json, os, pathlib, signal, sys, time
@@ -80,7 +55,6 @@ SCRIPT_PATH = console_script()
 PROMPT = 60.0  # seconds: an end within it is prompt here, with a settle and a delete to do
 HELD = 5.0  # seconds the proxy holds a write
 SELECTOR = "app.kubernetes.io/managed-by=simpletfjob,simpletfjob/job=rs"
-_names = itertools.count()
 
 
 class Signalled:
@@ -138,9 +112,7 @@ class Signalled:
 
 @pytest.fixture
 def signalled(kube: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[Signalled]:
-    n = next(_names)
-    label = f"{os.getpid()}-{n}"
-    nodes = [Node(f"rs-{n}-{i}", node_address(i), labels={"rs": label}) for i in range(3)]
+    nodes, label = stand_in_nodes("rs", 3, label_key="rs")
     with (
         Kubelet(kube, nodes, tmp_path / "kubelet"),
         FaultProxy(kube.url, ca_file=kube.ca_file, tls=trustme.CA()) as proxy,

@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from tests.conftest import write
-from tests.control_plane.runs import jobs
 from tests.support.control_plane import ControlPlane
 from tests.support.kubelet import Kubelet, Node
 from tests.support.parallel import free_ports, node_address
+from tests.support.runs import jobs
 
 pytestmark = [
     pytest.mark.skipif(

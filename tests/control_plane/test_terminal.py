@@ -10,7 +10,6 @@ pseudo-terminal (pty) in raw mode, so that what is read is what the process wrot
 
 from __future__ import annotations
 
-import itertools
 import os
 import pty
 import re
@@ -26,28 +25,9 @@ from tests.conftest import console_script, write
 from tests.support import forkserver
 from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
-from tests.support.kubelet import Kubelet, Node
-from tests.support.parallel import node_address
-
-TEMPLATE = """\
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: tt-<<type>>-<<index>>
-spec:
-  backoffLimit: 0
-  template:
-    spec:
-      nodeName: <<node>>
-      restartPolicy: Never
-      containers:
-        - name: tf
-          image: python
-          command: [python, <<script>>, "<<code>>"]
-          env:
-            - name: TF_CONFIG
-              value: '<<TF_CONFIG>>'
-"""
+from tests.support.kubelet import Kubelet
+from tests.support.scenes import stand_in_nodes
+from tests.support.templates import TERMINAL as TEMPLATE
 
 SCRIPT = """\
 import json, os, sys, time
@@ -77,8 +57,6 @@ SHOWN = [
     b"c1 M-BM-^[31m, bytes M-^?M-~, text \xc3\xa9",
 ]
 TIMEOUT = 120  # seconds: generous, for a loaded machine
-
-_names = itertools.count()
 
 
 class Terminal:
@@ -138,8 +116,7 @@ class Terminal:
 
 @pytest.fixture
 def terminal(kube: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[Terminal]:
-    n = next(_names)
-    nodes = [Node(f"tt-{n}-{i}", node_address(i)) for i in range(2)]
+    nodes, _ = stand_in_nodes("tt", 2)
     with Kubelet(kube, nodes, tmp_path / "kubelet") as kubelet:
         yield Terminal(kube, kubelet, namespace, tmp_path)
 

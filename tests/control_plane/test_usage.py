@@ -21,39 +21,12 @@ from tests.conftest import tf_config_of, write
 from tests.support.client import ApiFailure
 from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
+from tests.support.scenes import bound_pod as pod
+from tests.support.scenes import box
+from tests.support.templates import HOST_PORT_GPUS as HOST_TEMPLATE
+from tests.support.templates import PLAIN as GPU_TEMPLATE
 
 GPU = "nvidia.com/gpu"
-
-GPU_TEMPLATE = """\
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: t-<<type>>-<<index>>
-spec:
-  template:
-    spec:
-      nodeName: <<node>>
-      containers:
-        - name: tf
-          image: tensorflow/tensorflow
-          env:
-            - name: TF_CONFIG
-              value: '<<TF_CONFIG>>'
-      restartPolicy: Never
-"""
-
-
-def pod(name: str, node: str, containers: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {"nodeName": node, "containers": containers, **spec},
-    }
-
-
-def box(name: str, **resources: Any) -> dict[str, Any]:
-    return {"name": name, "image": "busybox", "resources": resources}
 
 
 def gpus(n: int) -> dict[str, str]:
@@ -166,33 +139,6 @@ def test_port_auto_steps_over_the_port_a_pod_holds(cli: Any, namespace: str, bus
 
 
 # ---- what a node's pod list shows wrongly, or not yet ---------------------------------------------
-
-# A run on the host network, whose pods hold their port and, with <<gpus>>, GPUs.
-HOST_TEMPLATE = """\
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: <<job>>-<<type>>-<<index>>
-spec:
-  backoffLimit: 0
-  template:
-    spec:
-      nodeName: <<node>>
-      hostNetwork: true
-      containers:
-        - name: tf
-          image: tensorflow/tensorflow
-          env:
-            - name: TF_CONFIG
-              value: '<<TF_CONFIG>>'
-          ports:
-            - containerPort: <<port>>
-              hostPort: <<port>>
-          resources:
-            limits:
-              nvidia.com/gpu: <<gpus>>
-      restartPolicy: Never
-"""
 
 
 @pytest.fixture

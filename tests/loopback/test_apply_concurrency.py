@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import assert_one_line_error, write
-from tests.control_plane.runs import TEMPLATE
 from tests.support.kubeapi import ApiError, KubeAPI, write_kubeconfig
+from tests.support.templates import MNIST as TEMPLATE
 
 NS = "train"
 HOSTS = 20

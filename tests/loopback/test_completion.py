@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from simpletfjob.cli import complete as completion
+from tests.support.completion import complete, plain
 from tests.support.kubeapi import KubeAPI, make_job, write_kubeconfig
-from tests.unit.test_completion import complete, plain
 
 
 def run_job(run: str, name: str, namespace: str) -> dict[str, object]:

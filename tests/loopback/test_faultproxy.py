@@ -20,10 +20,10 @@ import pytest
 import trustme
 
 from tests.conftest import EXAMPLES, open_cluster
-from tests.loopback.test_runs import NS, finish_job, load_run, run_pod
 from tests.support.client import Client
 from tests.support.faultproxy import FaultProxy, verb_of
 from tests.support.kubeapi import KubeAPI, make_node, serve
+from tests.support.scenes import NS, finish_job, load_run, run_pod
 
 PODS = f"/api/v1/namespaces/{NS}/pods"
 JOBS = f"/apis/batch/v1/namespaces/{NS}/jobs"

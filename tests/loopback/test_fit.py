@@ -14,45 +14,19 @@ from tests.conftest import assert_one_line_error, write
 from tests.support.kubeapi import (
     KubeAPI,
     make_job,
-    make_node,
     make_pod,
     serve,
     sidecar,
     write_kubeconfig,
 )
+from tests.support.scenes import node_object
+from tests.support.templates import FIT_WORKER_GPU as TEMPLATE
 
 GPU = "nvidia.com/gpu"
 
-# The workers ask 1 GPU (a limit alone), every task 2 cpu and 4Gi; the ps asks no GPU.
-TEMPLATE = """\
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: t-<<type>>-<<index>>
-  namespace: ml
-spec:
-  template:
-    spec:
-      nodeName: <<node>>
-      containers:
-        - name: tf
-          image: tensorflow/tensorflow
-          env:
-            - name: TF_CONFIG
-              value: '<<TF_CONFIG>>'
-          resources:
-            requests: {cpu: "2", memory: 4Gi}
-{% if type == "worker" %}
-            limits: {nvidia.com/gpu: 1}
-{% endif %}
-      restartPolicy: Never
-"""
-
 
 def node(name: str, gpus: int = 0, cpu: str = "8") -> dict[str, Any]:
-    obj = make_node(name, gpus=gpus)
-    obj["status"]["allocatable"].update(cpu=cpu, memory="16Gi")
-    return obj
+    return node_object(name, gpus, images=36, cpu=cpu, memory="16Gi")
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import assert_one_line_error
-from tests.loopback.test_runs import NS, finish_job, load_run
 from tests.support.kubeapi import KubeAPI, write_kubeconfig
+from tests.support.scenes import NS, finish_job, load_run
 
 
 @pytest.fixture

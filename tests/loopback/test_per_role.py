@@ -17,33 +17,9 @@ from hypothesis import strategies as st
 
 from tests.conftest import assert_one_line_error, load_all, tf_config_of, write
 from tests.support.kubeapi import KubeAPI, make_node, write_kubeconfig
+from tests.support.templates import SPOT_BY_ROLE as TEMPLATE
 
 SPOT = {"key": "spot", "value": "true", "effect": "NoSchedule"}
-
-# The pods of the roles in `{roles}` tolerate the spot taint; the others do not.
-TEMPLATE = """\
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: t-<<type>>-<<index>>
-spec:
-  template:
-    spec:
-      nodeName: <<node>>
-{{% if type in {roles} %}}
-      tolerations:
-        - key: spot
-          operator: Exists
-{{% endif %}}
-      containers:
-        - name: tf
-          image: tensorflow/tensorflow
-          args: ["--listen=<<host>>:<<port>>"]
-          env:
-            - name: TF_CONFIG
-              value: '<<TF_CONFIG>>'
-      restartPolicy: Never
-"""
 
 
 def template_for(*roles: str) -> str:

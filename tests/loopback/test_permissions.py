@@ -17,9 +17,9 @@ from simpletfjob.kube.resources import JOBS, NODES, Action
 from simpletfjob.runs.causes import NodeWatch
 from simpletfjob.runs.watch import read_run
 from tests.conftest import assert_one_line_error, write
-from tests.control_plane.runs import TEMPLATE
-from tests.loopback.test_runs import NS, load_run, run_pod
 from tests.support.kubeapi import KubeAPI, write_kubeconfig
+from tests.support.scenes import NS, load_run, run_pod
+from tests.support.templates import MNIST as TEMPLATE
 
 
 @pytest.fixture

@@ -11,20 +11,12 @@ import subprocess
 import threading
 import time
 import tty
-from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.conftest import assert_one_line_error, console_script
-from tests.loopback.test_runs import NS, finish_job, load_run, run_pod
 from tests.support.cluster import wait_for
-from tests.support.kubeapi import KubeAPI, write_kubeconfig
-
-
-@pytest.fixture
-def kubeconfig(kubeapi: KubeAPI, tmp_path: Path) -> str:
-    return str(write_kubeconfig(tmp_path / "kubeconfig", kubeapi.url, namespace=NS))
+from tests.support.kubeapi import KubeAPI
+from tests.support.scenes import NS, finish_job, load_run, run_pod
 
 
 def stuck_run(api: KubeAPI) -> None:

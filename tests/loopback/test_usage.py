@@ -24,52 +24,9 @@ from tests.support.kubeapi import (
     sidecar,
     write_kubeconfig,
 )
+from tests.support.templates import HOST_NETWORK, POD_NETWORK
 
 GPU = "nvidia.com/gpu"
-
-# A run on the pod network: no host port, so only GPUs decide.
-POD_NETWORK = """\
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: t-<<type>>-<<index>>
-  namespace: ml
-spec:
-  template:
-    spec:
-      nodeName: <<node>>
-      containers:
-        - name: tf
-          image: tensorflow/tensorflow
-          env:
-            - name: TF_CONFIG
-              value: '<<TF_CONFIG>>'
-      restartPolicy: Never
-"""
-
-# A run on the host network whose port follows <<port>>, as the built-in templates do.
-HOST_NETWORK = """\
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: t-<<type>>-<<index>>
-  namespace: ml
-spec:
-  template:
-    spec:
-      nodeName: <<node>>
-      hostNetwork: true
-      containers:
-        - name: tf
-          image: tensorflow/tensorflow
-          env:
-            - name: TF_CONFIG
-              value: '<<TF_CONFIG>>'
-          ports:
-            - containerPort: <<port>>
-              hostPort: <<port>>
-      restartPolicy: Never
-"""
 
 
 # A hostNetwork pod's container port holds the host's port; a UDP port does not hold TCP's.

@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import EXAMPLES, console_script, open_cluster
-from tests.loopback.test_runs import load_run
 from tests.support import forkserver
-from tests.support.faultproxy import FaultProxy
+from tests.support.faultproxy import BACK, FAULTS, LOST, FaultProxy
 from tests.support.kubeapi import KubeAPI, job_status, serve
+from tests.support.scenes import load_run
 
 SCRIPT = console_script()
 WORKERS = 4
@@ -36,28 +36,11 @@ TIMEOUT = 10  # --timeout of the scenarios whose fault lasts
 SLACK = 40.0  # seconds past what a scenario should take before it counts as a hang
 NS = "ml"
 
-FAULTS: dict[str, Callable[[FaultProxy], object]] = {
-    "slow": lambda p: p.delay(1.0),
-    "cut": lambda p: p.cut(after=40),
-    "429": lambda p: p.throttle(1),
-    "500": lambda p: p.fail(500),
-    "503": lambda p: p.fail(503),
-    "410": lambda p: p.gone(),
-    "401": lambda p: p.refuse(401),
-    "403": lambda p: p.refuse(403),
-    "down": lambda p: p.down(),
-    "down, then 401": lambda p: p.down(),  # back with the credentials refused (see `play`)
-}
 REFUSALS = ("401", "403", "down, then 401")
 REQUESTS = 150  # more requests than a scenario needs: a command that spins on a fault
 COMMANDS = ("wait", "status -w", "run")
 WHEN = ("before", "after")
 LASTING = ("500", "cut", "down", "410", "slow")  # the faults left on until --timeout
-
-LOST = re.compile(
-    r"simpletfjob: lost the API server at \S+ \(context '[^']*'\): (.+); retrying until (.+)"
-)
-BACK = re.compile(r"simpletfjob: the API server is back after \d+s")
 
 
 @dataclass(frozen=True)

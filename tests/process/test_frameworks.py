@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import write
-from tests.support.parallel import free_ports
+from tests.support.parallel import free_port
+from tests.support.templates import TORCH_SCRIPT
 
 pytestmark = pytest.mark.slow  # tens of seconds each: started first (tests/conftest.py)
 
@@ -29,11 +30,6 @@ TIMEOUT = 180  # seconds for the three processes; the frameworks take a while to
 def needs(module: str) -> None:
     if importlib.util.find_spec(module) is None:
         pytest.skip(f"{module} is not installed (the test extra installs it)")
-
-
-def free_port() -> int:
-    """A port no one listens on now, the two above it free too: this xdist worker's own."""
-    return free_ports(3)
 
 
 def tasks_of(cli: Any, tmp_path: Path, template: str, script: Path) -> list[dict[str, Any]]:
@@ -85,20 +81,6 @@ def run_all(containers: list[dict[str, Any]], tmp_path: Path, **extra: str) -> l
                 process.wait()
             out.close()
     return outputs
-
-
-TORCH_SCRIPT = """\
-import os
-import torch
-import torch.distributed as dist
-
-dist.init_process_group("gloo")  # env://: what torchrun set from PET_*
-rank, size = dist.get_rank(), dist.get_world_size()
-value = torch.tensor([float(rank + 1)])
-dist.all_reduce(value)
-print(f"rank={rank} world={size} node={os.environ['GROUP_RANK']} sum={value.item():g}", flush=True)
-dist.destroy_process_group()
-"""
 
 
 def test_torchrun_reads_the_rendered_variables_and_three_nodes_all_reduce(

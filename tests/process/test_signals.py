@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import EXAMPLES, console_script, open_cluster
-from tests.loopback.test_runs import NS, finish_job, load_run
 from tests.support import forkserver
 from tests.support.faultproxy import FaultProxy
 from tests.support.kubeapi import KubeAPI, make_pod, serve
+from tests.support.scenes import NS, finish_job, load_run
 
 SCRIPT = console_script()
 PROMPT = 30.0  # seconds: an end well within it is prompt, even on a loaded machine

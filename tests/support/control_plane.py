@@ -174,10 +174,14 @@ def start(
     directory: Path,
     *,
     users: Mapping[str, str] = USERS,
-    timeout: float = 60.0,
+    timeout: float = 180.0,
     feature_gates: str = "TTLAfterFinished=true",
 ) -> ControlPlane:
     """Start the control plane under `directory`; stop what was started if it does not come up.
+
+    `timeout` is generous: on a 2-core machine loaded by other work, kube-apiserver's first TLS
+    handshakes have been seen to take over a minute, and one worker's control plane that does
+    not come up errors every test that worker runs.
 
     `feature_gates` go to kube-apiserver and kube-controller-manager ('' for v1.20's defaults,
     under which the TTL-after-finished controller is off and its field dropped).

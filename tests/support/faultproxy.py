@@ -35,10 +35,12 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+import re
 import socket
 import ssl
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -516,3 +518,25 @@ def _reset(sock: socket.socket) -> None:
 def _close(sock: socket.socket) -> None:
     with contextlib.suppress(OSError):
         sock.close()
+
+
+# ---- what the tests of riding faults out share -------------------------------------------------
+
+# Each fault by the name a test's parameter gives it, switched on in a proxy.
+FAULTS: dict[str, Callable[[FaultProxy], object]] = {
+    "slow": lambda p: p.delay(1.0),
+    "cut": lambda p: p.cut(after=40),
+    "429": lambda p: p.throttle(1),
+    "500": lambda p: p.fail(500),
+    "503": lambda p: p.fail(503),
+    "410": lambda p: p.gone(),
+    "401": lambda p: p.refuse(401),
+    "403": lambda p: p.refuse(403),
+    "down": lambda p: p.down(),
+    "down, then 401": lambda p: p.down(),  # back, credentials refused (test_faults.py: `play`)
+}
+# The lines a command prints when it loses the API server, and when it has it back.
+LOST = re.compile(
+    r"simpletfjob: lost the API server at \S+ \(context '[^']*'\): (.+); retrying until (.+)"
+)
+BACK = re.compile(r"simpletfjob: the API server is back after \d+s")

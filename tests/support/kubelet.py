@@ -29,6 +29,12 @@ controller behave as on a cluster:
   `cut_logs()` ends every stream being served at once, as a kubelet that restarts.
 - **Deletes.** A pod being deleted gets SIGTERM on its process group, SIGKILL once its grace
   period has passed, and is then removed (a delete with grace 0 and the pod's uid).
+- **The container's processes.** As a container's cgroup holds every process it starts,
+  whatever session or parent each has by then (torchrun starts its workers in sessions of
+  their own), each container's processes carry a mark in their environment
+  (`CONTAINER_MARK`), and a SIGKILL (`kill`, a lost node, a grace period's end, `stop`)
+  reaches every process that has it. The end of the first process alone leaves the others
+  be (a real container's would end them): tests use one to write a log that comes late.
 - **Events** for what it does: `Started`, `Killing`, `BackOff`, and admission refusals.
 
 Pods are found by listing each node's pods every `sync` seconds, not by watching, so the
@@ -61,6 +67,9 @@ from urllib.parse import parse_qs, urlsplit
 from tests.support.client import ApiFailure, Client
 
 GPU = "nvidia.com/gpu"
+# In the environment of every process of a container (its children inherit it): which
+# container it belongs to, so that a SIGKILL finds them all, as a cgroup holds them.
+CONTAINER_MARK = "SIMPLETFJOB_TEST_CONTAINER"
 BACKOFF = (0.5, 1.0, 2.0)  # seconds before each restart in place; the last one repeats
 _events = itertools.count()
 
@@ -140,6 +149,8 @@ class Instance:
     log: Path
     started: dt.datetime
     reader: threading.Thread
+    mark: str = ""  # CONTAINER_MARK's value in its processes' environment
+    swept: bool = False  # every process of it killed, its first one had ended: none is left
     finished: dt.datetime | None = None
     exit_code: int | None = None
     reason: str = ""
@@ -250,7 +261,7 @@ class Kubelet:
         with self._lock:
             for run in self.runs.values():
                 for instance in run.instances:
-                    _kill(instance.process, signal.SIGKILL)
+                    _kill(instance, signal.SIGKILL)
         for name in self.nodes:
             with contextlib.suppress(ApiFailure, OSError):
                 self.admin.delete(f"/api/v1/nodes/{name}")
@@ -330,7 +341,7 @@ class Kubelet:
             for run in self.runs.values():
                 if run.node == name:
                     for instance in run.instances:
-                        _kill(instance.process, signal.SIGKILL)
+                        _kill(instance, signal.SIGKILL)
         self.admin.merge_patch(
             f"/api/v1/nodes/{name}/status",
             {"status": {"conditions": [self._ready("Unknown", "NodeStatusUnknown")]}},
@@ -361,7 +372,7 @@ class Kubelet:
                     for run in self.runs.values():
                         if run.node == node.name and run.uid not in seen:
                             for instance in run.instances:  # deleted behind our back
-                                _kill(instance.process, signal.SIGKILL)
+                                _kill(instance, signal.SIGKILL)
 
     def _try(self, call: Any, *args: Any) -> None:
         try:
@@ -426,6 +437,7 @@ class Kubelet:
             "PYTHONUNBUFFERED": "1",
         }
         env.update(self._env(run, container, node))
+        mark = env[CONTAINER_MARK] = f"{run.uid}.{len(run.instances)}"
         if argv and argv[0] == "python":
             argv[0] = sys.executable
         started = now()
@@ -446,7 +458,7 @@ class Kubelet:
             return
         reader = threading.Thread(target=_copy_lines, args=(process, log), daemon=True)
         reader.start()
-        run.instances.append(Instance(process, log, started, reader))
+        run.instances.append(Instance(process, log, started, reader, mark))
         run.phase, run.waiting, run.restart_at = "Running", "", None
         self._event(run, "Normal", "Started", f"Started container {run.container}")
 
@@ -505,7 +517,7 @@ class Kubelet:
             run.killing = True
             self._event(run, "Normal", "Killing", f"Stopping container {run.container}")
             grace = run.pod["metadata"].get("deletionGracePeriodSeconds") or 0
-            _kill(instance.process, signal.SIGTERM)
+            _kill(instance, signal.SIGTERM)
             self._spawn(lambda: self._kill_after(run, instance, float(grace)), f"kill-{run.name}")
             return
         if instance is not None and instance.process.poll() is None:
@@ -529,7 +541,7 @@ class Kubelet:
         while time.monotonic() < deadline and instance.process.poll() is None:
             if self._stop.wait(0.05):
                 break
-        _kill(instance.process, signal.SIGKILL)
+        _kill(instance, signal.SIGKILL)
 
     # -- status and events ------------------------------------------------------------------
 
@@ -650,10 +662,12 @@ class Kubelet:
         return cut
 
     def kill(self, namespace: str, pod: str, sig: int = signal.SIGKILL) -> None:
-        """Kill a running pod's container process, as an OOM kill or a crash would."""
+        """Kill a running pod's container: with SIGKILL (the default) every process in it, as a
+        lost pod's or an OOM-killed container's; another signal goes to its first process's
+        group, as a crash's would."""
         run = self.find(namespace, pod)
         assert run is not None and run.current is not None, f"no process for pod {pod}"
-        _kill(run.current.process, sig)
+        _kill(run.current, sig)
 
 
 def _terminated(instance: Instance) -> dict[str, Any]:
@@ -666,10 +680,30 @@ def _terminated(instance: Instance) -> dict[str, Any]:
     }
 
 
-def _kill(process: subprocess.Popen[bytes], sig: int) -> None:
-    if process.poll() is None:
+def _kill(instance: Instance, sig: int) -> None:
+    """`sig` to the container's first process group; a SIGKILL to every process of the
+    container too, wherever it went (its CONTAINER_MARK), as a cgroup's kill."""
+    if instance.process.poll() is None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, sig)
+            os.killpg(instance.process.pid, sig)
+    if sig == signal.SIGKILL and instance.mark and not instance.swept:
+        ended = instance.process.poll() is not None
+        for pid in _marked(instance.mark):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        instance.swept = ended
+
+
+def _marked(mark: str) -> list[int]:
+    """Every process whose environment says it is of the container `mark`, from /proc."""
+    entry = f"{CONTAINER_MARK}={mark}".encode()
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            with contextlib.suppress(OSError):
+                if entry in Path(f"/proc/{name}/environ").read_bytes().split(b"\0"):
+                    found.append(int(name))
+    return found
 
 
 def _copy_lines(process: subprocess.Popen[bytes], log: Path) -> None:

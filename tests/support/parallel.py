@@ -101,3 +101,8 @@ def node_address(index: int) -> str:
     if not 0 <= index < 250:
         raise ValueError(f"node index {index} is out of 0..249")
     return f"127.0.{worker_index() % 256}.{index + 2}"
+
+
+def free_port() -> int:
+    """A port no one listens on now, the two above it free too: this xdist worker's own."""
+    return free_ports(3)

@@ -13,6 +13,7 @@ import pytest
 
 import simpletfjob
 from tests.conftest import EXAMPLES, ROOT, load_all
+from tests.support.templates import LABELLED
 
 
 def test_import_simpletfjob_imports_nothing_heavy() -> None:
@@ -156,23 +157,6 @@ def test_render_errors_are_the_cli_families(tmp_path: Path) -> None:
         simpletfjob.render(MNIST / "mnist.yaml", nodes="a", num=2)
 
 
-LABELLED = """\
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: t-<<type>>-<<index>>
-  labels:
-    simpletfjob/job: custom
-spec:
-  template:
-    spec:
-      restartPolicy: Never
-      containers:
-      - name: c
-        image: x
-"""
-
-
 def test_render_prints_nothing_and_logs_its_warnings(
     capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture, tmp_path: Path
 ) -> None:
@@ -188,3 +172,66 @@ def test_render_prints_nothing_and_logs_its_warnings(
         )
     ]
     assert docs[0]["metadata"]["labels"]["simpletfjob/job"] == "custom"
+
+
+def test_states_are_a_str_enum_exported_from_the_package() -> None:
+    state = simpletfjob.State.SUCCEEDED
+    assert state == "Succeeded" and str(state) == "Succeeded" and f"{state}" == "Succeeded"
+    assert simpletfjob.State("Running") is simpletfjob.State.RUNNING
+    assert [s.finished for s in (simpletfjob.State.FAILED, simpletfjob.State.UNKNOWN)] == [
+        True,
+        False,
+    ]
+    assert simpletfjob.CauseKind.NODE_LOST == "node lost"
+
+
+def _judged_run(*events: Any) -> Any:
+    from tests.support.recorded import running, states
+
+    jobs, pods = running()
+    return list(states(jobs, pods, list(events)))[-1]
+
+
+def test_an_outcome_carries_the_followers_typed_cause_not_a_message() -> None:
+    """A lost node ends `run` while the run's state still says Running: the Outcome is Failed,
+    with the cause as the follower classified it (its kind, tasks and node)."""
+    from simpletfjob.api.results import outcome
+    from simpletfjob.runs.classify import node_lost
+
+    run = _judged_run()
+    lost = node_lost(["worker-1"], "h3", "NotReady", "1m")
+    ended = outcome(
+        run, "run 'mnist' failed: worker-1 on node h3: NotReady for more than 1m", cause=lost
+    )
+    assert (ended.state, ended.succeeded) == (simpletfjob.State.FAILED, False)
+    cause = ended.cause
+    assert isinstance(cause, simpletfjob.Cause)
+    assert (cause.kind, cause.tasks, cause.node, cause.exit_code, cause.category) == (
+        simpletfjob.CauseKind.NODE_LOST,
+        ("worker-1",),
+        "h3",
+        None,
+        "disruption",
+    )
+    assert str(cause) == "worker-1 on node h3: NotReady for more than 1m"
+
+
+def test_a_failed_runs_outcome_without_a_cause_given_is_classified_from_its_state() -> None:
+    from simpletfjob.api.results import outcome
+    from simpletfjob.kube.watch import Event
+    from tests.support.recorded import job, pod
+
+    failed = job("worker-1", failed=1, failed_reason="BackoffLimitExceeded")
+    run = _judged_run(
+        ("pods", Event("MODIFIED", pod(failed, "Failed", exit_code=137, reason="OOMKilled"))),
+        ("jobs", Event("MODIFIED", failed)),
+    )
+    ended = outcome(run, "run 'mnist' failed: ...")
+    assert ended.state is simpletfjob.State.FAILED and not ended.succeeded
+    assert ended.cause is not None
+    assert (ended.cause.kind, ended.cause.exit_code, ended.cause.category) == (
+        "task failed",
+        137,
+        "disruption",
+    )
+    assert str(ended.cause) == "worker-1 Failed: OOMKilled" == run.outcome()

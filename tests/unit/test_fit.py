@@ -19,45 +19,10 @@ from simpletfjob.hosts.requested import pod_units
 from simpletfjob.hosts.usage import NodeUsage
 from simpletfjob.quantity import scheduler_units, units_text
 from tests.conftest import assert_one_line_error, write
-from tests.support.kubeapi import make_node
+from tests.support.scenes import node_object
+from tests.support.templates import FIT_BY_VALUES as TEMPLATE
 
 GPU = "nvidia.com/gpu"
-
-# A template whose roles ask for different things: the workers GPUs, every task cpu and memory.
-TEMPLATE = """\
-# simpletfjob:
-#   values:
-#     cpu: "1"
-#     memory: 1Gi
-#     gpus: 0
-#     ps_gpus: 0
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: t-<<type>>-<<index>>
-spec:
-  template:
-    spec:
-      nodeName: <<node>>
-      containers:
-        - name: tf
-          image: tensorflow/tensorflow
-          env:
-            - name: TF_CONFIG
-              value: '<<TF_CONFIG>>'
-          resources:
-            requests:
-              cpu: "<<cpu>>"
-              memory: "<<memory>>"
-{% if type == "worker" and gpus %}
-            limits:
-              nvidia.com/gpu: <<gpus>>
-{% elif type == "ps" and ps_gpus %}
-            limits:
-              nvidia.com/gpu: <<ps_gpus>>
-{% endif %}
-      restartPolicy: Never
-"""
 
 
 def node(name: str, gpus: int = 0, cpu: str = "8", memory: str = "32Gi", **more: str) -> Node:
@@ -65,12 +30,6 @@ def node(name: str, gpus: int = 0, cpu: str = "8", memory: str = "32Gi", **more:
     if gpus:
         listed[GPU] = str(gpus)
     return Node(name, gpus=gpus, plain=False, allocatable=listed, origin="test")
-
-
-def node_object(name: str, gpus: int = 0, **allocatable: str) -> dict[str, Any]:
-    obj = make_node(name, gpus=gpus, images=0)
-    obj["status"]["allocatable"].update(allocatable)
-    return obj
 
 
 @pytest.fixture

@@ -10,34 +10,9 @@ import pytest
 from simpletfjob.runs.logsources import framework_container
 from simpletfjob.runs.objects import named_tasks
 from tests.conftest import assert_one_line_error, write
+from tests.support.templates import FRAMEWORK_ENV as JOB
 
 HEADER = "# simpletfjob:\n#   options:\n#     framework: {}\n"
-JOB = """\
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: t-<<type>>-<<index>>
-spec:
-  template:
-    spec:
-      nodeName: <<node>>
-      restartPolicy: Never
-      containers:
-        - name: sidecar
-          image: busybox
-        - name: main
-          image: python
-          command: [python, train.py, "<<extra>>"]
-          env:
-            - name: FIRST
-              value: one
-            <<{env}>>
-            - name: LAST
-              value: two
-          resources:
-            limits:
-              nvidia.com/gpu: <<gpus>>
-"""
 
 
 def template(tmp_path: Path, framework: str, *, extra: str = "x", header: bool = True) -> str:

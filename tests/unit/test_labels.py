@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from tests.conftest import EXAMPLES, write
+from tests.support.templates import COMMENTED_LABELS as TEMPLATE
 
 OURS = ("app.kubernetes.io/managed-by", "simpletfjob/job", "simpletfjob/role", "simpletfjob/index")
 POLICY = "simpletfjob/success-policy"
@@ -127,26 +128,6 @@ def test_no_labels_means_none(cli: Any) -> None:
 def test_name_option_sets_the_job_label(cli: Any) -> None:
     result = cli("mnist.yaml", "--nodes", "a,b", "--name", "run-7", "-o", "-", cwd=EXAMPLES)
     assert {labels_of(d)[0]["simpletfjob/job"] for d in result.docs} == {"run-7"}
-
-
-TEMPLATE = """\
-# a comment at the top
-kind: Job
-apiVersion: batch/v1
-metadata:
-  name: t-<<type>>-<<index>>   # trailing comment
-  labels:
-    team: ml          # who owns it
-    simpletfjob/job: custom
-  annotations:
-    note: keep me
-spec:
-  template:
-    metadata:
-      annotations: {a: b}
-    spec:
-      containers: [{name: c, image: i}]
-"""
 
 
 def test_merge_with_template_labels_and_template_wins(cli: Any, tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import assert_one_line_error, write
+from tests.support.templates import READS_NAME
 
 NODES = ("--nodes", "a,b", "-o", "-")
 BUILTINS = [
@@ -23,18 +24,6 @@ BUILTINS = [
     "tf2-multiworker",
     "tf2-parameter-server",
 ]
-# A template of the user's own that reads the value `name`, with a default in its header.
-READS_NAME = """\
-# A template that names its Jobs from a value.
-#
-# simpletfjob:
-#   values:
-#     name: base
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: <<name>>-<<type>>-<<index>>
-"""
 
 
 def names(result: Any) -> list[tuple[str, str]]:

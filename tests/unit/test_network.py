@@ -9,26 +9,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import EXAMPLES, assert_one_line_error, tf_config_of, write
-
-POD_TEMPLATE = """\
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: t-<<type>>-<<index>>
-spec:
-  template:
-    spec:
-      containers:
-        - name: tf
-          image: tensorflow/tensorflow
-          args: ["--ps_hosts=<<ps_hosts>>", "--worker_hosts=<<worker_hosts>>"]
-          env:
-            - name: TF_CONFIG
-              value: '<<TF_CONFIG>>'
-          ports:
-            - containerPort: <<port>>
-      restartPolicy: Never
-"""
+from tests.support.templates import LEGACY_HOSTS as POD_TEMPLATE
 
 
 def jobs_and_services(docs: list[dict[str, Any]]) -> tuple[list[Any], list[Any]]:

@@ -104,6 +104,7 @@ HEADER_VALUES: dict[str, Any] = {
     "evaluator_in_cluster": True,
     "framework": "pytorch",
     "nproc_per_node": 2,
+    "min_workers": 2,
     "deadline": 300.0,
     "cleanup_after": 600.0,
     "restart_on": "disruption",
@@ -184,6 +185,7 @@ BROKEN: dict[str, list[Any]] = {
     "network": ["hostx", "POD"],
     "framework": ["torch", "TensorFlow"],
     "nproc_per_node": [0, -1],
+    "min_workers": [0, -1],
 }
 # Only `run` has these on its command line: tests/error_table.py holds both wordings.
 RUN_ONLY = {"restart_on"}

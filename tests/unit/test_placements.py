@@ -21,26 +21,8 @@ from hypothesis import strategies as st
 from simpletfjob.cli import main
 from tests.conftest import load_all, write
 from tests.support.kubeapi import make_node
-
-TEMPLATE = """\
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: t-<<type>>-<<index>>
-spec:
-  template:
-    spec:
-      nodeName: <<node>>
-      containers:
-        - name: tf
-          image: tensorflow/tensorflow
-{snippet}
-        - name: after
-          image: busybox
-      restartPolicy: Never
-"""
-# The template line the snippet starts on, for the messages of the failing cases.
-SNIPPET_LINE = 12
+from tests.support.templates import SNIPPET as TEMPLATE
+from tests.support.templates import SNIPPET_LINE
 
 
 def after_equals(value: str) -> Any:

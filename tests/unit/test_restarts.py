@@ -32,7 +32,8 @@ from simpletfjob.runs.classify import (
 )
 from simpletfjob.runs.state import run_state
 from tests.conftest import assert_one_line_error, write
-from tests.unit.test_runstate import job, pod
+from tests.support.scenes import task_job as job
+from tests.support.scenes import task_pod as pod
 
 T0 = "2024-05-01T10:00:00Z"
 

@@ -25,46 +25,13 @@ from simpletfjob.runs.state import (
     task_of,
 )
 from tests.conftest import EXAMPLES
-from tests.support.kubeapi import job_status, make_job, make_pod
+from tests.support.kubeapi import job_status
+from tests.support.scenes import task_job as job
+from tests.support.scenes import task_pod as pod
 
 T0 = "2024-05-01T10:00:00Z"
 LATER = "2024-05-01T10:05:00Z"
 EARLIER = "2024-05-01T09:59:59Z"
-
-
-def job(
-    role: str,
-    index: int,
-    *,
-    run: str = "mnist",
-    policy: str | None = None,
-    node: str | None = None,
-    restart: str = "Never",
-    **status: Any,
-) -> dict[str, Any]:
-    labels = {
-        "app.kubernetes.io/managed-by": "simpletfjob",
-        "simpletfjob/job": run,
-        "simpletfjob/role": role,
-        "simpletfjob/index": str(index),
-    }
-    template: dict[str, Any] = {
-        "spec": {"restartPolicy": restart, "containers": [{"name": "tf", "image": "tf"}]}
-    }
-    if node:
-        template["spec"]["nodeName"] = node
-    return make_job(
-        f"{run}-{role}-{index}",
-        labels=labels,
-        annotations={"simpletfjob/success-policy": policy} if policy else None,
-        template=template,
-        status=job_status(**status) if status else None,
-    )
-
-
-def pod(of: dict[str, Any], suffix: str = "a", **kwargs: Any) -> dict[str, Any]:
-    name = f"{of['metadata']['name']}-{suffix}"
-    return make_pod(name, owner=of, labels={"simpletfjob/job": "mnist"}, **kwargs)
 
 
 def state(jobs: list[dict[str, Any]], pods: Sequence[dict[str, Any]] = (), **kw: Any) -> Run:
@@ -447,7 +414,7 @@ def test_jobs_that_disagree_on_their_restarts_are_flagged() -> None:
     failed["status"] = job_status(failed=1, failed_reason="BackoffLimitExceeded")
     run = state(jobs)
     assert run.wrong_restarts == "simpletfjob/max-restarts on job mnist-worker-0 is more than 1,000"
-    from simpletfjob.runs.wait import failed_line
+    from simpletfjob.runs.ending import failed_line
 
     assert failed_line(run) == (
         "run 'mnist' failed: worker-0 Failed: BackoffLimitExceeded; the restarts it has left are "
@@ -472,7 +439,7 @@ def test_a_success_policy_that_cannot_be_right_leaves_the_run_undecided(
     assert (run.state, run.wrong_policy, run.outcome()) == ("Ambiguous", wrong, wrong)
     data = run.as_dict()
     assert (data["successPolicy"], data["annotationErrors"]) == (None, [wrong])
-    from simpletfjob.runs.wait import undecided
+    from simpletfjob.runs.ending import undecided
 
     assert undecided(run, None) == (
         f"run 'mnist' cannot be decided: {wrong}; set it right (kubectl annotate job -l "

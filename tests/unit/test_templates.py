@@ -20,6 +20,8 @@ from simpletfjob.template.catalog import (
     read_builtin,
 )
 from tests.conftest import ROOT, assert_one_line_error, tf_config_of, write
+from tests.support.templates import HEADER_VALUES as BODY
+from tests.support.templates import OPTIONAL_VALUES as OPTIONAL
 
 TF_BUILTINS = [
     "pod-network",
@@ -147,7 +149,7 @@ def test_tf1_flags_passes_hosts_as_flags(cli: Any, tmp_path: Path) -> None:
     assert all("env" not in d["spec"]["template"]["spec"]["containers"][0] for d in result.docs)
 
 
-# ---- templates and init -----------------------------------------------------------------
+# ---- the templates command -------------------------------------------------------------------
 
 
 def test_templates_lists_every_built_in_with_its_description(cli: Any) -> None:
@@ -159,40 +161,6 @@ def test_templates_lists_every_built_in_with_its_description(cli: Any) -> None:
         description = parse_header(read_builtin(name), name).description
         assert description and line.endswith(description)
     assert cli("templates", "--help").out.startswith("Usage: simpletfjob templates")
-
-
-def test_init_writes_a_copy_that_renders_the_same(cli: Any, tmp_path: Path) -> None:
-    result = cli("init", "tf2-multiworker", cwd=tmp_path)
-    assert result.code == 0, result.err
-    assert result.out == ""
-    copy = tmp_path / "tf2-multiworker.yaml"
-    assert copy.read_text() == read_builtin("tf2-multiworker")
-    assert "simpletfjob tf2-multiworker.yaml --nodes" in result.err
-    nodes = ("--nodes", "a,b,c", "-o", "-")
-    from_copy = cli("tf2-multiworker.yaml", *nodes, cwd=tmp_path)
-    from_builtin = cli("tf2-multiworker", *nodes, cwd=tmp_path)
-    assert from_copy.code == 0, from_copy.err
-    assert from_copy.out == from_builtin.out
-
-
-def test_init_refuses_to_overwrite_without_force(cli: Any, tmp_path: Path) -> None:
-    mine = write(tmp_path / "tf1-flags.yaml", "my edits\n")
-    assert_one_line_error(
-        cli("init", "tf1-flags", cwd=tmp_path), 1, r"'tf1-flags.yaml' already exists; give --force"
-    )
-    assert mine.read_text() == "my edits\n"
-    assert cli("init", "tf1-flags", "--force", cwd=tmp_path).code == 0
-    assert mine.read_text() == read_builtin("tf1-flags")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["tf1-flags.yaml"]
-
-
-def test_init_to_a_file_and_to_stdout(cli: Any, tmp_path: Path) -> None:
-    result = cli("init", "tf1-flags.yaml", "-o", "mine.yaml", cwd=tmp_path)
-    assert result.code == 0, result.err
-    assert (tmp_path / "mine.yaml").read_text() == read_builtin("tf1-flags")
-    result = cli("init", "tf2-parameter-server", "-o", "-", cwd=tmp_path)
-    assert result.out == read_builtin("tf2-parameter-server")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.yaml"]
 
 
 @pytest.mark.parametrize(
@@ -246,17 +214,6 @@ HEADER = """\
 #     res:
 #       cpu: 1
 #       memory: 1Gi
-"""
-
-BODY = """\
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: t-<<type>>-<<index>>
-  annotations:
-    image: "<<image>>:<<tag>>"
-    cpu: "<<res.cpu>>"
-    memory: "<<res.memory>>"
 """
 
 
@@ -372,7 +329,7 @@ def test_values_precedence_header_then_files_in_order_then_set(cli: Any, tmp_pat
         (
             "# simpletfjob:\n#   options:\n#     psm: 0\n",
             r"t.yaml:3: unknown option 'psm' in the template header; a header can set: chief, "
-            r"cleanup-after, deadline, evaluator, evaluator-in-cluster, framework, network, nproc-per-node, num, port, "
+            r"cleanup-after, deadline, evaluator, evaluator-in-cluster, framework, min-workers, network, nproc-per-node, num, port, "
             r"psn, restart-exit-codes, restart-on, tasks-per-host",
         ),
         (
@@ -504,26 +461,6 @@ def test_a_header_can_choose_pod_networking_and_tasks_per_host(cli: Any, tmp_pat
         cwd=tmp_path,
     )
     assert [d["kind"] for d in host.docs] == ["Job", "Job"]
-
-
-OPTIONAL = """\
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: t-<<type>>-<<index>>
-spec:
-  template:
-    spec:
-      containers:
-        - name: tf
-          image: << image | default('tensorflow/tensorflow') >>
-{% if gpus is defined %}
-          resources:
-            limits:
-              nvidia.com/gpu: << gpus >>
-{% endif %}
-      restartPolicy: Never
-"""
 
 
 def test_an_optional_value_is_asked_about_as_in_jinja_and_helm(cli: Any, tmp_path: Path) -> None:

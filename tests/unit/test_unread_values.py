@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import assert_one_line_error, write
+from tests.support.templates import READS_VALUES as BODY
 
 HEADER = """\
 # A template with a header.
@@ -18,43 +19,6 @@ HEADER = """\
 #     image: busybox
 """
 
-BODY = """\
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: t-<<type>>-<<index>>
-spec:
-  template:
-    spec:
-      nodeName: <<host>>
-      containers:
-        - name: tf
-          image: <<image>>
-{% if gpus %}
-          resources:
-            limits:
-              nvidia.com/gpu: <<gpus>>
-{% endif %}
-{% if debug is defined %}
-          args: [--debug]
-{% endif %}
-          env:
-            - name: STEPS
-              value: "<<steps | default(100)>>"
-            - name: LR
-              value: "<<train.lr>>"
-            - name: MOMENTUM
-              value: "<<train['momentum']>>"
-{% for key, value in extra_env.items() %}
-            - name: <<key>>
-              value: "<<value>>"
-{% endfor %}
-            - name: PICKED
-              value: "<<table[pick].size>>"
-            - name: TF_CONFIG
-              value: '<<TF_CONFIG>>'
-      restartPolicy: Never
-"""
 
 VALUES = """\
 train: {lr: 0.1, momentum: 0.9}

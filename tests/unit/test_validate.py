@@ -11,6 +11,7 @@ import pytest
 from simpletfjob.errors import SchemaError, UsageError
 from simpletfjob.manifest.validate import INSTALL_HINT, Validator, resolve_version
 from tests.conftest import EXAMPLES, PLACEMENTS, assert_one_line_error, job_template, write
+from tests.support.templates import SERVICE_AND_JOB as SERVICE
 
 JOB = job_template(PLACEMENTS["literal-indented"]).replace("      restartPolicy: Never\n", "")
 JOB += """\
@@ -171,21 +172,6 @@ def test_without_kubernetes_validate(
 
 
 # ---- the checks that run without --validate -------------------------------------------------
-
-SERVICE = """\
-apiVersion: v1
-kind: Service
-metadata:
-  name: {name}
-spec:
-  ports:
-    - port: <<port>>
----
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: {name}
-"""
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.control_plane.test_runs import (
+from tests.support.cluster import wait_for
+from tests.support.control_plane import ControlPlane
+from tests.support.controlled import (
     create_run,
     jobs,
     joined,
@@ -20,8 +22,6 @@ from tests.control_plane.test_runs import (
     pod_of,
     run_all_pods,
 )
-from tests.support.cluster import wait_for
-from tests.support.control_plane import ControlPlane
 
 
 def copy_job(kube: ControlPlane, namespace: str, name: str, new_name: str) -> dict[str, Any]:

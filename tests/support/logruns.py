@@ -18,26 +18,7 @@ from tests.conftest import Result, console_script, write
 from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
 from tests.support.kubelet import Kubelet
-
-TEMPLATE = """\
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: lf-<<type>>-<<index>>
-spec:
-  backoffLimit: <<backoff>>
-  template:
-    spec:
-      nodeName: <<node>>
-      restartPolicy: <<restart_policy>>
-      containers:
-        - name: tf
-          image: python
-          command: [python, <<script>>, <<markers>>]
-          env:
-            - name: TF_CONFIG
-              value: '<<TF_CONFIG>>'
-"""
+from tests.support.templates import FOLLOWED as TEMPLATE
 
 PRELUDE = """\
 import json, os, pathlib, subprocess, sys, time
@@ -154,3 +135,12 @@ class Live:
         for reader in self._readers:
             reader.join(10)
         return Result(code, "".join(f"{line}\n" for line in self.out), "\n".join(self.err))
+
+
+def prefixed(out: str) -> dict[str, list[str]]:
+    """The lines of each task, from `task | line` output."""
+    found: dict[str, list[str]] = {}
+    for line in out.splitlines():
+        task, _, text = line.partition(" | ")
+        found.setdefault(task.strip(), []).append(text)
+    return found

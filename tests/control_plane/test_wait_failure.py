@@ -4,7 +4,6 @@ Warning events of its Job and pods), a stuck task's reason, the times of tasks a
 
 from __future__ import annotations
 
-import itertools
 import json
 import re
 import threading
@@ -18,47 +17,10 @@ import pytest
 from tests.conftest import Result, write
 from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
-from tests.support.kubelet import Kubelet, Node
-from tests.support.parallel import node_address
+from tests.support.kubelet import Kubelet
+from tests.support.scenes import stand_in_nodes
+from tests.support.templates import FAILING as TEMPLATE
 
-TEMPLATE = """\
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: fl-<<type>>-<<index>>
-spec:
-  backoffLimit: <<backoff>>
-  template:
-    spec:
-      nodeName: <<node>>
-      restartPolicy: <<restart_policy>>
-      containers:
-        - name: tf
-          image: python
-          command:
-            - python
-            - -c
-            - |
-              import json, os, sys, time
-              task = json.loads(os.environ["TF_CONFIG"])["task"]
-              name = f"{task['type']}-{task['index']}"
-              time.sleep(<<sleep>>)
-              for i in range(<<lines>>):
-                  print(name, "line", i, flush=True)
-              if name in <<fail>>:
-                  print(name, "giving up", flush=True)
-                  sys.exit(1)
-              if task["type"] == "ps":
-                  time.sleep(3600)
-          env:
-            - name: TF_CONFIG
-              value: '<<TF_CONFIG>>'
-          resources:
-            limits:
-              example.com/widget: <<widgets>>
-"""
-
-_names = itertools.count()
 # the Job controller may say it more than once
 BACKOFF = r"  BackoffLimitExceeded \(x\d+\) job/fl-worker-1: Job has reached the specified backoff"
 
@@ -100,8 +62,7 @@ class FailRun:
 
 @pytest.fixture
 def run(cli: Any, kube: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[FailRun]:
-    n = next(_names)
-    nodes = [Node(f"fl-{n}-{i}", node_address(i)) for i in range(3)]
+    nodes, _ = stand_in_nodes("fl", 3)
     with Kubelet(kube, nodes, tmp_path / "kubelet") as kubelet:
         yield FailRun(cli, kube, kubelet, namespace, tmp_path)
 

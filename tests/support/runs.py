@@ -5,26 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import Result, write
-from tests.support.cluster import ADMIN, Cluster
+import yaml
 
-TEMPLATE = """\
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: mnist-<<type>>-<<index>>
-spec:
-  backoffLimit: 0
-  template:
-    spec:
-      containers:
-        - name: tf
-          image: <<image>>
-          env:
-            - name: TF_CONFIG
-              value: '<<TF_CONFIG>>'
-      restartPolicy: Never
-"""
+from tests.conftest import ROOT, Result, write
+from tests.support.cluster import ADMIN, Cluster
+from tests.support.templates import MNIST as TEMPLATE
 
 RUN = "app.kubernetes.io/managed-by=simpletfjob,simpletfjob/job=mnist"
 
@@ -70,3 +55,11 @@ class Apply:
 
 def lines(result: Result) -> list[str]:
     return result.err.splitlines()
+
+
+def docs_rbac(kind: str) -> dict[str, Any]:
+    """The Role or the ClusterRole that docs/rbac.md gives."""
+    text = (ROOT / "docs" / "rbac.md").read_text()
+    blocks = [yaml.safe_load(b.split("```", 1)[0]) for b in text.split("```yaml\n")[1:]]
+    (found,) = [b for b in blocks if b["kind"] == kind]
+    return found  # type: ignore[no-any-return]

@@ -10,31 +10,9 @@ import pytest
 
 from tests.conftest import assert_one_line_error, write
 from tests.support.kubeapi import KubeAPI, make_node, make_pod, write_kubeconfig
+from tests.support.templates import TOLERATING_GPU as TOLERATING
 
 GPU = "nvidia.com/gpu"
-
-TOLERATING = """\
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: t-<<type>>-<<index>>
-spec:
-  template:
-    spec:
-      nodeName: <<node>>
-      hostNetwork: true
-      tolerations:
-        - key: nvidia.com/gpu
-          operator: Exists
-          effect: NoSchedule
-      containers:
-        - name: tf
-          image: tensorflow/tensorflow
-          env:
-            - name: TF_CONFIG
-              value: '<<TF_CONFIG>>'
-      restartPolicy: Never
-"""
 
 
 @pytest.fixture

@@ -1,0 +1,227 @@
+"""Following a run to its end, once, for `wait`, `run`, `status -w` and `logs -f`: an Ending.
+
+    follow (watch.py: two lists, two watches, follower.py's verdict)
+      -> each state of the run to `on_change` (what the command shows: wait's and run's lines,
+         status -w's rows, logs -f's new streams)
+      -> `check` (run's: a refused pod, a side task's failure, a lost node): an end that the
+         run's state does not tell
+      -> an Ending: Succeeded; Failed, with its typed Cause (classify.py); Undecided (a task
+         that several Jobs claim, a run being deleted); TimedOut (the deadline passed first,
+         also within a request it cut short)
+
+What a command says of the end is built here too, once: the success line, the failed line
+(and `run`'s, which gives its restart decision's words), the line of a run that cannot be
+decided, and the failing task's last log lines and Warning events (failure.py) that `wait`,
+`run` and `status -w` show before the verdict.
+
+`ending_of` is the pure part: it reads a sequence of judged runs, so that the Ending of
+recorded events is tested without a server (tests/unit/test_ending.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Sequence
+from contextlib import closing
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING
+
+from simpletfjob.errors import ClusterError, RunFailed
+from simpletfjob.identity import JOB_LABEL, POLICY_ANNOTATION
+from simpletfjob.runs.classify import REFUSED, TASK_FAILED, Cause, run_failure
+from simpletfjob.runs.state import AMBIGUOUS, DELETED, DELETING, FAILED, SUCCEEDED, Run
+
+if TYPE_CHECKING:
+    from simpletfjob.kube.connection import Connection
+    from simpletfjob.kube.request import Deadline
+    from simpletfjob.runs.failure import Keeper
+    from simpletfjob.runs.taskstate import Object
+
+# Reasons a new attempt of the whole run would not change: it was deleted, or its deadline passed.
+UNRESTARTABLE = (DELETED, "DeadlineExceeded")
+
+
+class End(str, Enum):
+    """How following a run ended. A str: `End.SUCCEEDED == "Succeeded"`."""
+
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    UNDECIDED = "Undecided"  # Ambiguous (several Jobs claim a task) or Deleting: no verdict
+    TIMED_OUT = "TimedOut"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Ending:
+    """A run's end as followed: how, the run as last judged (None when the deadline passed
+    before it was read), the cause of a failure or of no verdict, and the request that a
+    deadline cut short (TimedOut)."""
+
+    end: End
+    run: Run | None
+    cause: Cause | None = None
+    problem: ClusterError | None = None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.end == End.SUCCEEDED
+
+
+def judged(run: Run, exit_codes: Collection[int] = ()) -> Ending | None:
+    """The Ending of a run whose state has ended it (classify.run_failure's cause for a failure
+    or no verdict); None while it goes on."""
+    if run.state == SUCCEEDED:
+        return Ending(End.SUCCEEDED, run)
+    if run.state == FAILED:
+        return Ending(End.FAILED, run, run_failure(run, exit_codes))
+    if run.state in (AMBIGUOUS, DELETING):
+        return Ending(End.UNDECIDED, run, run_failure(run, exit_codes))
+    return None
+
+
+OnChange = Callable[[Run], None]
+Check = Callable[[Run], Cause | None]
+
+
+def ending_of(
+    runs: Iterable[Run],
+    *,
+    on_change: OnChange | None = None,
+    check: Check | None = None,
+    exit_codes: Collection[int] = (),
+) -> Ending:
+    """The Ending of the run's states as they come (pure): each to `on_change`, then judged; a
+    run still going is given to `check`, whose cause ends it Failed. TimedOut when they stop
+    before an end (watch.follow stops so at its deadline)."""
+    last: Run | None = None
+    for run in runs:
+        if on_change is not None:
+            on_change(run)
+        last = run
+        ended = judged(run, exit_codes)
+        if ended is not None:
+            return ended
+        cause = check(run) if check is not None else None
+        if cause is not None:
+            return Ending(End.FAILED, run, cause)
+    return Ending(End.TIMED_OUT, last)
+
+
+def follow_to_end(
+    conn: Connection,
+    name: str,
+    deadline: Deadline | None = None,
+    *,
+    on_change: OnChange | None = None,
+    check: Check | None = None,
+    seen: Callable[[Sequence[Object], Sequence[Object]], None] | None = None,
+    tick: float | None = None,
+    every: bool = False,
+    exit_codes: Collection[int] = (),
+) -> Ending:
+    """Follow run NAME until it ends (`ending_of` over watch.follow), or the deadline passes.
+
+    `seen`, `tick` and `every` are watch.follow's: the Jobs and pods each state was judged
+    from (wait's Keeper, logs -f's streams), a state again after `tick` quiet seconds (run's
+    node checks), and a state after every batch of events. A request that the deadline cut
+    short is TimedOut, with it as the `problem`; before the deadline, the cluster's error
+    goes up, as does NoRunError.
+    """
+    from simpletfjob.runs.watch import follow
+
+    last: list[Run] = []
+
+    def changed(run: Run) -> None:
+        last[:] = [run]
+        if on_change is not None:
+            on_change(run)
+
+    try:
+        with closing(follow(conn, name, deadline, seen, tick=tick, every=every)) as runs:
+            return ending_of(runs, on_change=changed, check=check, exit_codes=exit_codes)
+    except ClusterError as e:
+        if deadline is None or deadline.remaining() > 0:
+            raise
+        return Ending(End.TIMED_OUT, last[0] if last else None, problem=e)
+
+
+# ---- what is said of the end ----------------------------------------------------------------
+
+
+def explain_failure(
+    conn: Connection, run: Run, cause: Cause | None, tail: int, keeper: Keeper | None = None
+) -> list[str]:
+    """The failing task's last log lines and Warning events (failure.py), for a cause that names
+    a task whose pods can be read: a task that failed, or a pod its node refused (a lost
+    node's pods cannot be read: no kubelet answers). [] for any other."""
+    if cause is None or cause.kind not in (TASK_FAILED, REFUSED):
+        return []
+    from simpletfjob.runs.failure import explain_task
+
+    return explain_task(conn, run, cause.task, tail, keeper)
+
+
+def failed_line(run: Run, verdict: str | None = None) -> str:
+    """'run 'mnist' failed: worker-1 Failed: Error (exit 1)', and the restarts `run` has left.
+
+    `verdict`, `run`'s words (its cause and why it is not restarted), stands for the outcome
+    and the restarts left."""
+    if verdict is not None:
+        return f"run {run.name!r} failed: {verdict}"
+    done, limit = run.restarts
+    left = (
+        f"; {limit - done} of its {limit} restarts are left, which only simpletfjob run "
+        "restarts (wait has no template to plan again from)"
+        if done < limit and run.reason not in UNRESTARTABLE
+        else ""
+    )
+    if run.wrong_restarts:  # tampered with: no count to tell
+        left = f"; the restarts it has left are not known: {run.wrong_restarts}"
+    return f"run {run.name!r} failed: {run.outcome()}{left}"
+
+
+def succeeded_line(run: Run) -> str:
+    return f"run {run.name} succeeded: {run.outcome()}"
+
+
+def verdict(ending: Ending) -> str:
+    """The success line of a run that succeeded; RunFailed with the failed line for any other
+    end that has a run (`logs -f`'s end, which explains nothing)."""
+    if ending.run is None:
+        raise RunFailed("the run ended without being read")
+    if not ending.succeeded:
+        raise RunFailed(failed_line(ending.run), run=ending.run)
+    return succeeded_line(ending.run)
+
+
+def undecided(run: Run, context: str | None) -> str:
+    """Why the run has no verdict, and what to do: a task claimed by several Jobs, or a run being deleted."""
+    where = f"-n {run.namespace}" + (f" --context {context}" if context else "")
+    if run.state == DELETING:
+        return (
+            f"run {run.name!r} is being deleted: {run.deleting()}; it has no verdict to wait "
+            f"for (simpletfjob delete {run.name} {where} --wait waits until it is gone)"
+        )
+    hints = []
+    if run.wrong_policy:
+        hints.append(
+            f"kubectl annotate job -l {JOB_LABEL}={run.name} {POLICY_ANNOTATION}=POLICY "
+            f"--overwrite {where}, with the policy the run was rendered with"
+        )
+    for claim in run.claims:
+        copies = [j for j in claim.jobs if j in claim.copies]
+        if copies and len(copies) < len(claim.jobs):
+            hints.append(f"kubectl delete job {' '.join(copies)} {where}")
+        else:  # nothing tells which one apply made: the user knows
+            hints.append(
+                f"kubectl delete job NAME {where}, for all of {', '.join(claim.jobs)} but one"
+            )
+    mend = "delete what is not the run's" if run.claims else "set it right"
+    if run.claims and run.wrong_policy:
+        mend += " and set its annotation right"
+    return (
+        f"run {run.name!r} cannot be decided: {run.outcome()}; {mend} "
+        f"({'; '.join(hints)}) and wait again; nothing was cleaned up"
+    )

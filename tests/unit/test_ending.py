@@ -1,0 +1,125 @@
+"""ending: the one follower's Ending, over recorded events of a run (no server, no clock).
+
+Each test records what the two watches bring (a list of Jobs and pods, then events),
+folds them with follower.py as watch.follow does, and reads the states through
+`ending_of`, as `wait`, `run`, `status -w` and `logs -f` all do.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from simpletfjob.errors import RunFailed
+from simpletfjob.kube.watch import Event
+from simpletfjob.runs.causes import refusal
+from simpletfjob.runs.classify import REFUSED, TASK_FAILED, UNDECIDED, Cause
+from simpletfjob.runs.ending import End, Ending, ending_of, failed_line, judged, verdict
+from simpletfjob.runs.state import Run
+from tests.support.recorded import job, pod, running, states
+
+
+def test_a_run_whose_deciding_task_completes_succeeds_and_each_state_is_shown() -> None:
+    jobs, pods = running()
+    done = job("worker-0", succeeded=1, complete=True)
+    events = [
+        ("pods", Event("MODIFIED", pod(done, "Succeeded"))),
+        ("jobs", Event("MODIFIED", done)),
+    ]
+    shown: list[str] = []
+
+    ending = ending_of(states(jobs, pods, events), on_change=lambda run: shown.append(run.state))
+
+    assert ending.end == End.SUCCEEDED and ending.succeeded and ending.cause is None
+    assert ending.end == "Succeeded"  # a str
+    assert ending.run is not None and ending.run.decided_by == "worker-0"
+    assert shown[0] == "Running" and shown[-1] == "Succeeded"
+    assert verdict(ending) == "run mnist succeeded: worker-0 Succeeded"
+
+
+def test_a_failed_task_is_a_failed_ending_with_a_typed_cause() -> None:
+    jobs, pods = running()
+    failed = job("worker-1", failed=1, failed_reason="BackoffLimitExceeded")
+    events = [
+        ("pods", Event("MODIFIED", pod(failed, "Failed", exit_code=3, reason="Error"))),
+        ("jobs", Event("MODIFIED", failed)),
+    ]
+
+    ending = ending_of(states(jobs, pods, events), exit_codes={3})
+
+    assert ending.end == End.FAILED and not ending.succeeded
+    cause = ending.cause
+    assert cause is not None
+    assert (cause.kind, cause.tasks, cause.node, cause.exit_code) == (
+        TASK_FAILED,
+        ("worker-1",),
+        "h1",
+        3,
+    )
+    assert cause.klass == "disruption"  # exit 3 is a --restart-exit-codes code
+    assert str(cause) == "worker-1 Failed: Error (exit 3)"
+    with pytest.raises(RunFailed) as raised:
+        verdict(ending)
+    assert str(raised.value) == "run 'mnist' failed: worker-1 Failed: Error (exit 3)"
+
+
+def test_a_task_claimed_by_two_jobs_is_undecided() -> None:
+    jobs, pods = running()
+    copy_of = job("worker-1", name="mnist-worker-1-copy", active=1)
+    events = [("jobs", Event("ADDED", copy_of))]
+
+    ending = ending_of(states(jobs, pods, events))
+
+    assert ending.end == End.UNDECIDED
+    assert ending.cause is not None and ending.cause.kind == UNDECIDED
+    assert ending.cause.tasks == ("worker-1",)
+
+
+def test_a_check_ends_a_running_run_with_its_cause_as_runs_refusal_does() -> None:
+    jobs, pods = running()
+    refused = copy.deepcopy(pods[1])
+    refused["status"] = {"phase": "Failed", "reason": "OutOfcpu", "message": "no room"}
+    events = [("pods", Event("MODIFIED", refused))]
+    latest: list[Any] = []
+
+    def check(run: Run) -> Cause | None:
+        return refusal(run, latest[-1])
+
+    def runs() -> Iterator[Run]:
+        latest.append(pods)
+        for i, run in enumerate(states(jobs, pods, events)):
+            latest.append([refused, pods[0]] if i else pods)
+            yield run
+
+    ending = ending_of(runs(), check=check)
+
+    assert ending.end == End.FAILED
+    assert ending.cause is not None and ending.cause.kind == REFUSED
+    assert str(ending.cause) == "worker-1 refused by node h1: OutOfcpu"
+    assert ending.run is not None and ending.run.state == "Running"
+
+
+def test_states_that_stop_before_an_end_are_timed_out_with_the_last_state() -> None:
+    jobs, pods = running()
+
+    ending = ending_of(states(jobs, pods, []))
+
+    assert ending.end == End.TIMED_OUT
+    assert ending.run is not None and ending.run.state == "Running"
+    assert ending_of(iter(())) == Ending(End.TIMED_OUT, None)
+
+
+def test_judged_says_nothing_of_a_run_that_goes_on() -> None:
+    jobs, pods = running()
+    run = next(states(jobs, pods, []))
+    assert judged(run) is None
+
+
+def test_runs_verdict_stands_for_the_outcome_in_the_failed_line() -> None:
+    jobs, pods = running()
+    run = next(states(jobs, pods, []))
+    words = "worker-1 exited 1 (a program error); --restart-on disruption restarts only disruptions"
+    assert failed_line(run, words) == f"run 'mnist' failed: {words}"

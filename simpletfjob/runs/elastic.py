@@ -82,6 +82,8 @@ def lost_lines(
 
 
 def _why(task: TaskStatus) -> str:
+    if task.refused:
+        return f"refused by node {task.node}: {task.failure_reason}"
     return (
         f"exit {task.exit_code}" if task.exit_code is not None else task.reason or "its Job failed"
     )

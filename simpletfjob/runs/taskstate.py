@@ -82,6 +82,12 @@ class TaskStatus:
         return self.state in (*FINISHED, LOST) and bool(self.job_condition)
 
     @property
+    def refused(self) -> bool:
+        """Its last pod was refused by its node (OutOf..., NodeAffinity): it never ran."""
+        why = self.failure_reason
+        return self.exit_code is None and bool(self.node) and why.startswith(("OutOf", "NodeAff"))
+
+    @property
     def ended_with(self) -> int | None:
         """The exit code it ended with: 0 once succeeded, its last failure's once failed; else None.
 

@@ -271,3 +271,52 @@ def test_a_worker_whose_node_is_lost_is_let_go_and_the_run_trains_on(
         job["metadata"]["annotations"]["simpletfjob/lost"]
         == lost[len("worker-2 lost (") :].split(")")[0]
     )
+
+
+@pytest.mark.slow
+def test_a_worker_whose_node_refuses_its_pod_is_let_go_and_the_others_train_as_two(
+    cli: Any, kube: ControlPlane, namespace: str, three_nodes: tuple[Kubelet, str], tmp_path: Path
+) -> None:
+    """worker-2's node is full (a pod there takes its 8 CPUs, unseen by the plan: --no-usage),
+    so the node refuses worker-2's pod: `run` lets the worker go, and workers 0 and 1 form a
+    world of 2 and finish."""
+    kubelet, label = three_nodes
+    full = sorted(kubelet.nodes)[2]
+    hog = {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "hog"},
+        "spec": {"nodeName": full, "restartPolicy": "Never", "containers": [{
+            "name": "main", "image": "python", "command": ["python", "-c", "import time; time.sleep(600)"],
+            "resources": {"requests": {"cpu": "8"}},
+        }]},
+    }  # fmt: skip
+    kube.create(f"/api/v1/namespaces/{namespace}/pods", hog)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        pod = kube.admin.get(f"/api/v1/namespaces/{namespace}/pods/hog")
+        if pod.get("status", {}).get("phase") == "Running":
+            break
+        time.sleep(0.2)
+    run = f"el{next(_names)}"
+    script = write(tmp_path / "elastic.py", ELASTIC_SCRIPT)
+    values = write(tmp_path / "values.yaml", f"script_args: [{str(tmp_path / 'ckpt')!r}]\n")
+    kubeconfig = str(kube.kubeconfig(tmp_path / "kc", namespace=namespace))
+    result = cli(
+        "run", "pytorch-ddp", "--kubeconfig", kubeconfig, "--name", run, "--max-restarts", "1",
+        "--min-workers", "2", "-l", f"el={label}", "--no-usage",
+        "--address", "internal-ip", "--port", str(free_ports(1)),
+        "--set", "gpus=0", "--set", "cpu=100m", "--set", "memory=256Mi", "--set", "shm=64Mi",
+        "--set", f"script={script}", "-f", str(values),
+        "--set", "backoff_limit=0", "--logs", "all", "--timeout", "300s",
+    )  # fmt: skip
+    status = cli("status", run, "--kubeconfig", kubeconfig, "-o", "json")
+    ended = Ended(result.code, result.out, result.err, json.loads(status.out))
+    assert ended.code == 0, ended.err + ended.out
+    assert ended.restarts(run) == [], ended.err
+    assert (
+        f"worker-2 lost (refused by node {full}: OutOfcpu); "
+        "training goes on with 2 of 3 workers (min 2)"
+    ) in ended.errs, ended.err
+    done = {f"done rank={r} world=2 step={STEPS}" for r in range(2)}
+    assert done <= ended.said, ended.out
+    states = {task["task"]: task["state"] for task in ended.status["tasks"]}
+    assert states == {"worker-0": "Succeeded", "worker-1": "Succeeded", "worker-2": "Lost"}

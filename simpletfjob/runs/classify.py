@@ -145,10 +145,8 @@ def run_failure(run: Run, exit_codes: Collection[int] = ()) -> Cause:
     task = next((t for t in run.tasks if t.task == run.decided_by), None)
     if task is None:  # (state.py names a task it has) nothing to classify by
         return Cause(TASK_FAILED, (run.decided_by,), run.outcome(), PROGRAM)
-    why = task.failure_reason
-    if task.exit_code is None and task.node and (why.startswith("OutOf") or why == "NodeAffinity"):
-        # its Job failed for a pod its node refused, seen before the refusal itself was
-        return refused(task.task, task.node, why)
+    if task.refused:  # its Job failed for a pod its node refused, seen before the refusal was
+        return refused(task.task, task.node, task.failure_reason)
     return task_failure(task, exit_codes, run.outcome())
 
 

@@ -10,8 +10,9 @@ in a static run, and the first one decides it.
 
 `run` says a newly lost task in one line (`lost_lines`), spends no restart on it, and
 follows the others; a failure of the run (fewer than M left, the rendezvous host) is a
-whole-run restart, as in a static run. Only a task whose Job has failed is lost: a pod the
-node refused, or a node lost past --node-grace, is still a whole-run restart.
+whole-run restart, as in a static run. A task whose pod its node refused, or whose node was
+lost past --node-grace, does not fail its Job by itself: `run` lets it go (losing.py), and its
+Job, annotated, is read as a failed one here.
 
 The rendezvous host (PyTorch's worker 0) is never lost: its torchrun agent hosts the c10d
 store, and no agent goes on without it (pytorch/pytorch#67742). Its failure is the run's.
@@ -81,6 +82,8 @@ def lost_lines(
 
 
 def _why(task: TaskStatus) -> str:
+    if task.refused:
+        return f"refused by node {task.node}: {task.failure_reason}"
     return (
         f"exit {task.exit_code}" if task.exit_code is not None else task.reason or "its Job failed"
     )

@@ -61,6 +61,7 @@ from simpletfjob.runs.interrupt import (
     Where,
     interrupted,
 )
+from simpletfjob.runs.losing import let_go, losable
 from simpletfjob.runs.planned import P, Plan
 from simpletfjob.runs.state import SUCCEEDED, Run, changes
 from simpletfjob.runs.wait import RunFailed, TimedOut
@@ -276,6 +277,7 @@ def _follow(
     pods: list[Object] = []
     next_check = 0.0
     last: list[Run | None] = [before]
+    letting_go: set[str] = set()
 
     def seen(jobs: Sequence[Object], now: Sequence[Object]) -> None:
         pods[:] = now
@@ -298,6 +300,11 @@ def _follow(
         if cause is None and time.monotonic() >= next_check:
             next_check = time.monotonic() + tick
             cause = nodes.check(run)
+        if cause is not None and losable(run, cause):  # an elastic run trains on (losing.py)
+            if not letting_go.issuperset(cause.tasks):
+                let_go(conn, run, cause, pods)
+                letting_go.update(cause.tasks)
+            return None
         return cause
 
     ending = follow_to_end(

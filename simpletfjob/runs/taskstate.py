@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from simpletfjob.identity import INDEX_LABEL, NAME_ANNOTATION, ROLE_LABEL
+from simpletfjob.identity import INDEX_LABEL, LOST_ANNOTATION, NAME_ANNOTATION, ROLE_LABEL
 from simpletfjob.tasks import MAX_TASKS
 
 PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
@@ -80,6 +80,12 @@ class TaskStatus:
         A worker an elastic run lost (runs/elastic.py) has ended too: its Job failed, and
         `wait`'s cleanup keeps it, as a failed one, for `kubectl logs`."""
         return self.state in (*FINISHED, LOST) and bool(self.job_condition)
+
+    @property
+    def refused(self) -> bool:
+        """Its last pod was refused by its node (OutOf..., NodeAffinity): it never ran."""
+        why = self.failure_reason
+        return self.exit_code is None and bool(self.node) and why.startswith(("OutOf", "NodeAff"))
 
     @property
     def ended_with(self) -> int | None:
@@ -356,6 +362,9 @@ def task_of(
         state, reason = PENDING, waiting or failure
         if pod is None and not reason:
             reason = "no pod yet"
+    let_go = (metadata.get("annotations") or {}).get(LOST_ANNOTATION)
+    if let_go and failed is None and complete is None:  # an elastic run let it go (losing.py)
+        state, reason, failed = FAILED, str(let_go), {"reason": "Lost"}
     if metadata.get("deletionTimestamp"):
         state, reason = DELETING, held_by(job)
     task = f"{role}-{index}" if role and index >= 0 else name

@@ -37,6 +37,7 @@ from tests.conftest import write
 from tests.support.control_plane import ControlPlane
 from tests.support.kubelet import Kubelet, Node
 from tests.support.parallel import free_ports, node_address
+from tests.support.scenes import stand_in_nodes
 
 _names = itertools.count()
 STEPS = 40
@@ -202,3 +203,120 @@ def test_losing_the_rendezvous_host_costs_one_whole_run_restart_and_the_run_fini
     assert not [line for line in ended.errs if " lost (" in line], ended.err
     assert ended.finished(world=3), ended.out
     assert ended.status["restarts"] == 1
+
+
+@pytest.fixture
+def three_nodes(kube: ControlPlane, tmp_path: Path) -> Iterator[tuple[Kubelet, str]]:
+    """Three nodes (labelled el=LABEL), one worker on each."""
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed (the test extra installs it)")
+    nodes, label = stand_in_nodes("el3", 3, label_key="el", label_prefix="el-")
+    with Kubelet(kube, nodes, tmp_path / "kubelet") as kubelet:
+        yield kubelet, label
+
+
+@pytest.mark.slow
+def test_a_worker_whose_node_is_lost_is_let_go_and_the_run_trains_on(
+    cli: Any, kube: ControlPlane, namespace: str, three_nodes: tuple[Kubelet, str], tmp_path: Path
+) -> None:
+    """worker-2's node stops answering 5 steps in: past --node-grace, `run` lets the worker go
+    (its Job's parallelism 0, annotated lost, its pod deleted at once) instead of restarting the
+    run, and workers 0 and 1 finish as a world of 2."""
+    kubelet, label = three_nodes
+    run = f"el{next(_names)}"
+    script = write(tmp_path / "elastic.py", ELASTIC_SCRIPT)
+    checkpoint = tmp_path / "checkpoint"
+    values = write(tmp_path / "values.yaml", f"script_args: [{str(checkpoint)!r}]\n")
+    kubeconfig = str(kube.kubeconfig(tmp_path / "kc", namespace=namespace))
+
+    def lose() -> None:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            text = checkpoint.read_text() if checkpoint.exists() else ""
+            if text.isdigit() and int(text) >= 5:
+                break
+            time.sleep(0.2)
+        pods = kube.admin.get(
+            f"/api/v1/namespaces/{namespace}/pods?labelSelector=job-name%3D{run}-worker-2"
+        )["items"]
+        kubelet.lose(pods[0]["spec"]["nodeName"])
+
+    loser = threading.Thread(target=lose, daemon=True)
+    loser.start()
+    result = cli(
+        "run", "pytorch-ddp", "--kubeconfig", kubeconfig, "--name", run, "--max-restarts", "1",
+        "--min-workers", "2", "-l", f"el={label}", "--node-grace", "2s",
+        "--address", "internal-ip", "--port", str(free_ports(1)),
+        "--set", "gpus=0", "--set", "cpu=100m", "--set", "memory=256Mi", "--set", "shm=64Mi",
+        "--set", f"script={script}", "-f", str(values),
+        "--set", "backoff_limit=0", "--logs", "all", "--timeout", "300s",
+    )  # fmt: skip
+    loser.join(timeout=10)
+    status = cli("status", run, "--kubeconfig", kubeconfig, "-o", "json")
+    ended = Ended(result.code, result.out, result.err, json.loads(status.out))
+    assert ended.code == 0, ended.err + ended.out
+    assert ended.restarts(run) == [], ended.err
+    [lost] = [line for line in ended.errs if line.startswith("worker-2 lost (")]
+    assert re.fullmatch(
+        r"worker-2 lost \(node el3-\d+-2 \w+ for more than 2s\); "
+        r"training goes on with 2 of 3 workers \(min 2\)",
+        lost,
+    ), lost
+    assert ended.finished(world=2), ended.out
+    states = {task["task"]: task["state"] for task in ended.status["tasks"]}
+    assert states == {"worker-0": "Succeeded", "worker-1": "Succeeded", "worker-2": "Lost"}
+    job = kube.admin.get(f"/apis/batch/v1/namespaces/{namespace}/jobs/{run}-worker-2")
+    assert job["spec"]["parallelism"] == 0
+    assert (
+        job["metadata"]["annotations"]["simpletfjob/lost"]
+        == lost[len("worker-2 lost (") :].split(")")[0]
+    )
+
+
+@pytest.mark.slow
+def test_a_worker_whose_node_refuses_its_pod_is_let_go_and_the_others_train_as_two(
+    cli: Any, kube: ControlPlane, namespace: str, three_nodes: tuple[Kubelet, str], tmp_path: Path
+) -> None:
+    """worker-2's node is full (a pod there takes its 8 CPUs, unseen by the plan: --no-usage),
+    so the node refuses worker-2's pod: `run` lets the worker go, and workers 0 and 1 form a
+    world of 2 and finish."""
+    kubelet, label = three_nodes
+    full = sorted(kubelet.nodes)[2]
+    hog = {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "hog"},
+        "spec": {"nodeName": full, "restartPolicy": "Never", "containers": [{
+            "name": "main", "image": "python", "command": ["python", "-c", "import time; time.sleep(600)"],
+            "resources": {"requests": {"cpu": "8"}},
+        }]},
+    }  # fmt: skip
+    kube.create(f"/api/v1/namespaces/{namespace}/pods", hog)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        pod = kube.admin.get(f"/api/v1/namespaces/{namespace}/pods/hog")
+        if pod.get("status", {}).get("phase") == "Running":
+            break
+        time.sleep(0.2)
+    run = f"el{next(_names)}"
+    script = write(tmp_path / "elastic.py", ELASTIC_SCRIPT)
+    values = write(tmp_path / "values.yaml", f"script_args: [{str(tmp_path / 'ckpt')!r}]\n")
+    kubeconfig = str(kube.kubeconfig(tmp_path / "kc", namespace=namespace))
+    result = cli(
+        "run", "pytorch-ddp", "--kubeconfig", kubeconfig, "--name", run, "--max-restarts", "1",
+        "--min-workers", "2", "-l", f"el={label}", "--no-usage",
+        "--address", "internal-ip", "--port", str(free_ports(1)),
+        "--set", "gpus=0", "--set", "cpu=100m", "--set", "memory=256Mi", "--set", "shm=64Mi",
+        "--set", f"script={script}", "-f", str(values),
+        "--set", "backoff_limit=0", "--logs", "all", "--timeout", "300s",
+    )  # fmt: skip
+    status = cli("status", run, "--kubeconfig", kubeconfig, "-o", "json")
+    ended = Ended(result.code, result.out, result.err, json.loads(status.out))
+    assert ended.code == 0, ended.err + ended.out
+    assert ended.restarts(run) == [], ended.err
+    assert (
+        f"worker-2 lost (refused by node {full}: OutOfcpu); "
+        "training goes on with 2 of 3 workers (min 2)"
+    ) in ended.errs, ended.err
+    done = {f"done rank={r} world=2 step={STEPS}" for r in range(2)}
+    assert done <= ended.said, ended.out
+    states = {task["task"]: task["state"] for task in ended.status["tasks"]}
+    assert states == {"worker-0": "Succeeded", "worker-1": "Succeeded", "worker-2": "Lost"}

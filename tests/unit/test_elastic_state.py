@@ -131,3 +131,57 @@ def test_which_tasks_an_elastic_run_may_lose_is_the_frameworks_rule() -> None:
     assert str(raised.value) == (
         "--min-workers 4 is more than the run's 3 workers; give at most 3, or more hosts"
     )
+
+
+def let_go(job: dict[str, Any], why: str) -> dict[str, Any]:
+    """The Job as `run` leaves a worker it let go (runs/losing.py)."""
+    job["metadata"].setdefault("annotations", {})["simpletfjob/lost"] = why
+    job["spec"]["parallelism"] = 0
+    return job
+
+
+def test_a_worker_let_go_is_lost_with_its_reason_and_the_others_decide_success() -> None:
+    why = "node h3 NotReady for more than 2s"
+    run = state(worker(0, active=1), worker(1, active=1), let_go(worker(2, active=1), why))
+    assert [t.state for t in run.tasks] == ["Pending", "Pending", "Lost"]
+    assert describe(run.tasks[2]) == f"worker-2 Lost: {why}"
+    assert run.tasks[2].finished
+    run = state(worker(0, **DONE), worker(1, **DONE), let_go(worker(2), why))
+    assert run.state == "Succeeded"
+    assert run.outcome() == "all 2 workers succeeded (1 lost; min 2)"
+
+
+@pytest.mark.parametrize(
+    ("cause", "floor", "let_go_of"),
+    [
+        ("refused", "2", True),
+        ("node", "2", True),
+        ("node", "3", False),  # fewer than M would remain: the run's failure
+        ("refused", None, False),  # not elastic
+    ],
+)
+def test_which_refusals_and_lost_nodes_an_elastic_run_trains_on_without(
+    cause: str, floor: str | None, let_go_of: bool
+) -> None:
+    from simpletfjob.runs.classify import node_lost, refused
+    from simpletfjob.runs.losing import losable, reason
+
+    run = state(*(worker(i, floor, active=1) for i in range(3)))
+    made = (
+        refused("worker-2", "h3", "OutOfcpu")
+        if cause == "refused"
+        else node_lost(["worker-2"], "h3", "NotReady", "2s")
+    )
+    assert losable(run, made) is let_go_of
+    words = {"refused": "refused by node h3: OutOfcpu", "node": "node h3 NotReady for more than 2s"}
+    assert reason(made) == words[cause]
+
+
+def test_the_rendezvous_host_is_never_let_go() -> None:
+    from simpletfjob.runs.classify import node_lost
+    from simpletfjob.runs.losing import losable
+
+    run = state(*(worker(i, active=1) for i in range(3)))
+    assert not losable(run, node_lost(["worker-0"], "h1", "NotReady", "2s"))
+    assert not losable(run, node_lost(["worker-1", "worker-2"], "h2", "NotReady", "2s"))
+    assert losable(run, node_lost(["worker-1"], "h2", "NotReady", "2s"))

@@ -141,20 +141,33 @@ def run_losing(
 ) -> Ended:
     """`run` three elastic workers with --min-workers, one restart allowed; `victim`'s pod is
     killed 5 steps in."""
+    checkpoint = tmp_path / "checkpoint"
+    killer = _kill_when_training(kube, kubelet, namespace, f"{run}-{victim}", checkpoint)
+    try:
+        return run_elastic(
+            cli, kube, namespace, tmp_path, run, "--min-workers", str(min_workers),
+            "--tasks-per-host", "3", "--port", str(free_ports(3)),
+        )  # fmt: skip
+    finally:
+        killer.join(timeout=10)
+
+
+def run_elastic(
+    cli: Any, kube: ControlPlane, namespace: str, tmp_path: Path, run: str, *args: str
+) -> Ended:
+    """`run pytorch-ddp` of ELASTIC_SCRIPT (its checkpoint TMP_PATH/checkpoint) with `args`,
+    one restart allowed, and the run's status after."""
     script = write(tmp_path / "elastic.py", ELASTIC_SCRIPT)
     checkpoint = tmp_path / "checkpoint"
     values = write(tmp_path / "values.yaml", f"script_args: [{str(checkpoint)!r}]\n")
     kubeconfig = str(kube.kubeconfig(tmp_path / "kc", namespace=namespace))
-    killer = _kill_when_training(kube, kubelet, namespace, f"{run}-{victim}", checkpoint)
     result = cli(
         "run", "pytorch-ddp", "--kubeconfig", kubeconfig, "--name", run, "--max-restarts", "1",
-        "--min-workers", str(min_workers),
-        "--tasks-per-host", "3", "--address", "internal-ip", "--port", str(free_ports(3)),
+        *args, "--address", "internal-ip",
         "--set", "gpus=0", "--set", "cpu=100m", "--set", "memory=256Mi", "--set", "shm=64Mi",
         "--set", f"script={script}", "-f", str(values),
         "--set", "backoff_limit=0", "--logs", "all", "--timeout", "300s",
     )  # fmt: skip
-    killer.join(timeout=10)
     status = cli("status", run, "--kubeconfig", kubeconfig, "-o", "json")
     assert status.code in (0, 1), status.err
     return Ended(result.code, result.out, result.err, json.loads(status.out))
@@ -224,10 +237,7 @@ def test_a_worker_whose_node_is_lost_is_let_go_and_the_run_trains_on(
     run, and workers 0 and 1 finish as a world of 2."""
     kubelet, label = three_nodes
     run = f"el{next(_names)}"
-    script = write(tmp_path / "elastic.py", ELASTIC_SCRIPT)
     checkpoint = tmp_path / "checkpoint"
-    values = write(tmp_path / "values.yaml", f"script_args: [{str(checkpoint)!r}]\n")
-    kubeconfig = str(kube.kubeconfig(tmp_path / "kc", namespace=namespace))
 
     def lose() -> None:
         deadline = time.monotonic() + 240
@@ -243,17 +253,11 @@ def test_a_worker_whose_node_is_lost_is_let_go_and_the_run_trains_on(
 
     loser = threading.Thread(target=lose, daemon=True)
     loser.start()
-    result = cli(
-        "run", "pytorch-ddp", "--kubeconfig", kubeconfig, "--name", run, "--max-restarts", "1",
-        "--min-workers", "2", "-l", f"el={label}", "--node-grace", "2s",
-        "--address", "internal-ip", "--port", str(free_ports(1)),
-        "--set", "gpus=0", "--set", "cpu=100m", "--set", "memory=256Mi", "--set", "shm=64Mi",
-        "--set", f"script={script}", "-f", str(values),
-        "--set", "backoff_limit=0", "--logs", "all", "--timeout", "300s",
+    ended = run_elastic(
+        cli, kube, namespace, tmp_path, run, "--min-workers", "2", "-l", f"el={label}",
+        "--node-grace", "2s", "--port", str(free_ports(1)),
     )  # fmt: skip
     loser.join(timeout=10)
-    status = cli("status", run, "--kubeconfig", kubeconfig, "-o", "json")
-    ended = Ended(result.code, result.out, result.err, json.loads(status.out))
     assert ended.code == 0, ended.err + ended.out
     assert ended.restarts(run) == [], ended.err
     [lost] = [line for line in ended.errs if line.startswith("worker-2 lost (")]
@@ -297,19 +301,10 @@ def test_a_worker_whose_node_refuses_its_pod_is_let_go_and_the_others_train_as_t
             break
         time.sleep(0.2)
     run = f"el{next(_names)}"
-    script = write(tmp_path / "elastic.py", ELASTIC_SCRIPT)
-    values = write(tmp_path / "values.yaml", f"script_args: [{str(tmp_path / 'ckpt')!r}]\n")
-    kubeconfig = str(kube.kubeconfig(tmp_path / "kc", namespace=namespace))
-    result = cli(
-        "run", "pytorch-ddp", "--kubeconfig", kubeconfig, "--name", run, "--max-restarts", "1",
-        "--min-workers", "2", "-l", f"el={label}", "--no-usage",
-        "--address", "internal-ip", "--port", str(free_ports(1)),
-        "--set", "gpus=0", "--set", "cpu=100m", "--set", "memory=256Mi", "--set", "shm=64Mi",
-        "--set", f"script={script}", "-f", str(values),
-        "--set", "backoff_limit=0", "--logs", "all", "--timeout", "300s",
+    ended = run_elastic(
+        cli, kube, namespace, tmp_path, run, "--min-workers", "2", "-l", f"el={label}",
+        "--no-usage", "--port", str(free_ports(1)),
     )  # fmt: skip
-    status = cli("status", run, "--kubeconfig", kubeconfig, "-o", "json")
-    ended = Ended(result.code, result.out, result.err, json.loads(status.out))
     assert ended.code == 0, ended.err + ended.out
     assert ended.restarts(run) == [], ended.err
     assert (

@@ -126,8 +126,14 @@ def cut_short(
     `e.unsettled`, and is named.
     """
     out = [] if sending is None else [sending] if isinstance(sending, Write) else list(sending)
-    done += sum(1 for w in out if w.landed)
-    pending = [w for w in out if not w.answered]
+    # Each write is read once, answered or not: one answered between two separate reads
+    # (landed, then answered) would be counted neither done nor pending.
+    pending: list[Write[Any]] = []
+    for write in out:
+        if not write.answered:
+            pending.append(write)
+        elif write.landed:
+            done += 1
     e.unsettled.extend(pending)
     if not pending:
         return f"{verb} {done} of {total} objects{of}"

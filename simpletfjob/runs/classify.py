@@ -78,7 +78,7 @@ class Cause:
     klass: str
     node: str = ""  # the node it names (a refusal, a lost node)
     exit_code: int | None = None
-    reason: str = ""  # the container's, pod's or Job's reason it was classified by
+    reason: str = ""  # the container's, pod's or Job's reason it was classified by (a lost node: "NotReady for more than 1m")
     alone: bool = False  # a task the training does not depend on: the run goes on without it
 
     def __str__(self) -> str:
@@ -169,8 +169,9 @@ def refused(task: str, node: str, reason: str) -> Cause:
 
 def node_lost(tasks: Collection[str], node: str, how: str, grace: str) -> Cause:
     """'worker-1, ps-0 on node h3: NotReady for more than 1m': a disruption."""
-    text = f"{', '.join(tasks)} on node {node}: {how} for more than {grace}"
-    return Cause(NODE_LOST, tuple(tasks), text, DISRUPTION, node, reason=how)
+    why = f"{how} for more than {grace}"
+    text = f"{', '.join(tasks)} on node {node}: {why}"
+    return Cause(NODE_LOST, tuple(tasks), text, DISRUPTION, node, reason=why)
 
 
 @dataclass(frozen=True)

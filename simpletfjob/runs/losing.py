@@ -52,7 +52,7 @@ def reason(cause: Cause) -> str:
     'node h3 NotReady for more than 1m'."""
     if cause.kind == REFUSED:
         return f"refused by node {cause.node}: {cause.reason}"
-    return f"node {cause.node} {cause.text.rpartition(f' on node {cause.node}: ')[2]}"
+    return f"node {cause.node} {cause.reason}"
 
 
 def let_go(conn: Connection, run: Run, cause: Cause, pods: Iterable[Mapping[str, Any]]) -> None:

@@ -26,7 +26,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -107,26 +107,36 @@ class Ended:
         return done <= self.said and bool(resumed)
 
 
-def _kill_when_training(
-    kube: ControlPlane, kubelet: Kubelet, namespace: str, job: str, checkpoint: Path
-) -> threading.Thread:
-    """Once the training is 5 steps in, kill the Job's pod (every process in it)."""
+def _when_training(checkpoint: Path, then: Callable[[], None]) -> threading.Thread:
+    """Once the training is 5 steps in (its checkpoint says so), do `then`, in a thread."""
 
-    def kill() -> None:
+    def wait_then() -> None:
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
             text = checkpoint.read_text() if checkpoint.exists() else ""
             if text.isdigit() and int(text) >= 5:
                 break
             time.sleep(0.2)
-        pods = kube.admin.get(
-            f"/api/v1/namespaces/{namespace}/pods?labelSelector=job-name%3D{job}"
-        )["items"]
-        kubelet.kill(namespace, pods[0]["metadata"]["name"])  # the agent and its processes
+        then()
 
-    thread = threading.Thread(target=kill, daemon=True)
+    thread = threading.Thread(target=wait_then, daemon=True)
     thread.start()
     return thread
+
+
+def _pod_of(kube: ControlPlane, namespace: str, job: str) -> dict[str, Any]:
+    pods = kube.admin.get(f"/api/v1/namespaces/{namespace}/pods?labelSelector=job-name%3D{job}")
+    return dict(pods["items"][0])
+
+
+def _kill_when_training(
+    kube: ControlPlane, kubelet: Kubelet, namespace: str, job: str, checkpoint: Path
+) -> threading.Thread:
+    """Once the training is 5 steps in, kill the Job's pod (every process in it)."""
+    return _when_training(
+        checkpoint,
+        lambda: kubelet.kill(namespace, _pod_of(kube, namespace, job)["metadata"]["name"]),
+    )
 
 
 def run_losing(
@@ -239,20 +249,10 @@ def test_a_worker_whose_node_is_lost_is_let_go_and_the_run_trains_on(
     run = f"el{next(_names)}"
     checkpoint = tmp_path / "checkpoint"
 
-    def lose() -> None:
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline:
-            text = checkpoint.read_text() if checkpoint.exists() else ""
-            if text.isdigit() and int(text) >= 5:
-                break
-            time.sleep(0.2)
-        pods = kube.admin.get(
-            f"/api/v1/namespaces/{namespace}/pods?labelSelector=job-name%3D{run}-worker-2"
-        )["items"]
-        kubelet.lose(pods[0]["spec"]["nodeName"])
-
-    loser = threading.Thread(target=lose, daemon=True)
-    loser.start()
+    loser = _when_training(
+        checkpoint,
+        lambda: kubelet.lose(_pod_of(kube, namespace, f"{run}-worker-2")["spec"]["nodeName"]),
+    )
     ended = run_elastic(
         cli, kube, namespace, tmp_path, run, "--min-workers", "2", "-l", f"el={label}",
         "--node-grace", "2s", "--port", str(free_ports(1)),

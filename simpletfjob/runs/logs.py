@@ -3,9 +3,10 @@
     the run's Jobs and pods (one list each) -> the tasks asked for -> one log stream per
     task's pod and container -> lines, whole, in order of arrival -> `worker-0 | line`
 
-Each stream is read in a thread of its own and hands over whole lines only, so two tasks'
-output never mixes within a line. There is no limit on streams (kubectl stops at
-`--max-log-requests 5`).
+Each stream of a running container is read in a thread of its own, and the logs of ended
+containers a few at a time over kept connections (logstreams.py); each hands over whole
+lines only, so two tasks' output never mixes within a line. There is no limit on streams
+(kubectl stops at `--max-log-requests 5`).
 
 With `follow`, the run's pods are watched as well, every change of them: a pod the Job
 controller makes later (a new attempt after a failure) and a container started again in
@@ -155,6 +156,7 @@ def show_logs(
     found = sources_now(tasks, chosen, selection, request_.previous, note, gone)
     printer.know(s.label for s, _ in found)
     merger = Merger(conn, request_, note)
+    merger.known = {str((p.get("metadata") or {}).get("name")): p for p in pods}
     for source, readable in found:
         if readable:
             merger.start(source)

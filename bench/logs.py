@@ -35,15 +35,17 @@ median of 3, bytecode not written): simpletfjob 3.78 s wall and 1.49 s of CPU, k
 - the main thread prefixing 100,000 lines one by one (a check and a join per line).
 
 What changed: the client's packages are registered without their `__init__`, which runs on
-first need (kube/deferred.py): its import is 0.336 s -> 0.231 s of CPU (medians of 10,
-load 12); the logs of ended containers are read four at a time over kept connections
+first need (kube/deferred.py): its import is 811 -> 586 million instructions (callgrind,
+after simpletfjob's own modules), 0.336 s -> 0.231 s of CPU (medians of 10, load 12); the logs of ended containers are read four at a time over kept connections
 (runs/logstreams.py): 4 connections for 100 pods in all, lists and watches included,
 and 4 reader threads; a batch of lines is prefixed with one replace over the joined batch.
 
-Measured after (load 6 to 10, median of 3): simpletfjob 1.93 s wall and 0.85 s of CPU,
-kubectl 18.42 s wall and 0.83 s of CPU: wall 0.10x, CPU 1.02x. By hand on the same scene
+Measured after, twice (medians of 3): at load 6 to 10, simpletfjob 1.93 s wall and 0.85 s
+of CPU, kubectl 18.42 s wall and 0.83 s of CPU: wall 0.10x, CPU 1.02x; at load 7 to 20,
+simpletfjob 2.28 s and 0.81 s, kubectl 18.41 s and 0.86 s: wall 0.12x, CPU 0.95x. By hand on the same scene
 (median of 6, load 5 to 9): 0.60 s of CPU against kubectl's 0.75 to 0.88 s. What is left:
-the client's import (0.23 s: pydantic, dateutil, oauthlib, urllib3), click and
+the client's import (0.23 s: pydantic, dateutil, oauthlib, urllib3; with the garbage
+collector off during it, 1% fewer instructions: not worth it), click and
 simpletfjob's modules (0.2 s), the interpreter's start (0.03 s), and 102 requests through
 the client's REST layer.
 """

@@ -15,6 +15,7 @@ import contextlib
 import logging
 import os
 import re
+import socket
 import sys
 import time
 import warnings
@@ -29,6 +30,7 @@ from typing import Any, NamedTuple, Protocol
 from simpletfjob import __version__
 from simpletfjob.errors import ClusterError, InputError, UsageError
 from simpletfjob.inputs import describe_value
+from simpletfjob.kube.deferred import defer
 from simpletfjob.kube.kubeconfig import Chosen
 from simpletfjob.kube.paths import SERVICE_ACCOUNT_DIR, kubeconfig_paths
 
@@ -166,8 +168,6 @@ class Connection:
 
 def _cut(response: Any) -> None:
     """Shut a streamed answer's socket: a thread blocked reading it wakes with an error."""
-    import socket
-
     sock = getattr(getattr(response, "connection", None), "sock", None)
     if sock is not None:
         with contextlib.suppress(OSError):
@@ -198,11 +198,11 @@ def _connect(settings: Settings, purpose: str, alternative: str, stack: ExitStac
             f"--context {settings.context!r} names a kubeconfig context, but there is no "
             "kubeconfig here ($KUBECONFIG, ~/.kube/config); give one with --kubeconfig FILE"
         )
-    # The kubeconfig is read and checked before the client is imported (most of a second):
-    # a malformed file or an alias bomb is refused at once.
+    # Checked before the client is imported: a malformed file or alias bomb is refused at once.
     chosen = choose(read_kubeconfigs(paths), settings.context) if paths is not None else None
     namespace = resolve_namespace(settings, chosen)
 
+    defer()  # the client's parts that simpletfjob uses, not all of it (deferred.py)
     from kubernetes.client.api_client import ApiClient
     from kubernetes.client.configuration import Configuration
 

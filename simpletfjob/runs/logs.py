@@ -3,9 +3,10 @@
     the run's Jobs and pods (one list each) -> the tasks asked for -> one log stream per
     task's pod and container -> lines, whole, in order of arrival -> `worker-0 | line`
 
-Each stream is read in a thread of its own and hands over whole lines only, so two tasks'
-output never mixes within a line. There is no limit on streams (kubectl stops at
-`--max-log-requests 5`).
+Each stream of a running container is read in a thread of its own, and the logs of ended
+containers a few at a time over kept connections (logstreams.py); each hands over whole
+lines only, so two tasks' output never mixes within a line. There is no limit on streams
+(kubectl stops at `--max-log-requests 5`).
 
 With `follow`, the run's pods are watched as well, every change of them: a pod the Job
 controller makes later (a new attempt after a failure) and a container started again in
@@ -87,16 +88,17 @@ class Printer:
             self.colors.setdefault(label, COLORS[len(self.colors) % len(COLORS)])
 
     def render(self, source: Source, lines: Sequence[bytes]) -> bytes:
-        """The lines as they are printed."""
-        if not all(line.endswith(b"\n") for line in lines):
-            lines = _whole(lines)
+        """The lines as they are printed: each line of the batch, up to a newline, gets the
+        prefix once, so that a piece that ends with a lone carriage return (which
+        `bytes.splitlines` also splits at) stays in its line, as `kubectl logs` shows it.
+        The batch is joined and prefixed as one string (a replace in C, not a loop a line)."""
+        blob = b"".join(lines)
         if self.visible:
             from simpletfjob.streams import visible_lines
 
-            # the batch at once (each line ends with a newline, which stays as it is)
-            lines = visible_lines(b"".join(lines)).splitlines(keepends=True)
+            blob = visible_lines(blob)  # newlines stay as they are
         if not self.prefix:
-            return b"".join(lines)
+            return blob
         head = self.heads.get(source.label)
         if head is None:
             self.know([source.label])
@@ -104,23 +106,8 @@ class Printer:
             if self.color:
                 text = f"\x1b[{self.colors[source.label]}m{text}\x1b[0m"
             head = self.heads[source.label] = text.encode() + b" "
-        return head + head.join(lines)
-
-
-def _whole(lines: Sequence[bytes]) -> list[bytes]:
-    """Lines that end with a newline: a piece that ends with a lone carriage return (which
-    `bytes.splitlines` also splits at) is joined to the rest of its line, as `kubectl logs`
-    shows it, so that the prefix comes once, at the start of the line."""
-    whole: list[bytes] = []
-    piece = b""
-    for line in lines:
-        piece += line
-        if line.endswith(b"\n"):
-            whole.append(piece)
-            piece = b""
-    if piece:
-        whole.append(piece)
-    return whole
+        shown = head + blob.replace(b"\n", b"\n" + head)
+        return shown[: -len(head)] if blob.endswith(b"\n") else shown
 
 
 # ---- the command's work ---------------------------------------------------------------------------
@@ -155,6 +142,7 @@ def show_logs(
     found = sources_now(tasks, chosen, selection, request_.previous, note, gone)
     printer.know(s.label for s, _ in found)
     merger = Merger(conn, request_, note)
+    merger.known = {str((p.get("metadata") or {}).get("name")): p for p in pods}
     for source, readable in found:
         if readable:
             merger.start(source)

@@ -1,7 +1,11 @@
 """The streams of a run's logs: what to read of each container, each read in a thread of its own.
 
 `Merger` reads each stream in a thread and hands its batches of whole lines to the caller's
-thread, in order of arrival. While following, each is read with kube/podlog.py's
+thread, in order of arrival. A container that runs has a thread (and a connection) of its
+own, as its log goes on as long as it runs. The log of one that has ended ends by itself:
+those are read ENDED_AT_ONCE at a time, each to its end and then the next, by threads that
+keep their connection (the client's pool keeps it alive between two), so that a finished
+run of a hundred tasks costs a few TLS handshakes, not a hundred. While following, each is read with kube/podlog.py's
 `follow_log`, which reads on across a break from where it stopped; `Merger._again` tells it
 where the run of the container it reads stands then (logsources.run_now), from the pod as
 the follow last told of it or, when that says it still runs, as it is now.
@@ -12,6 +16,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -55,6 +60,7 @@ class LogRequest:
 
 
 END = object()
+ENDED_AT_ONCE = 4  # logs of ended containers read at once (kubectl's --max-log-requests is 5)
 PAUSES = (0.5, 1.0, 2.0)  # seconds: the pod of a log that ended while it runs is read again
 
 
@@ -71,16 +77,53 @@ class Merger:
         self.request = request_
         self.note = note
         self.lines: queue.Queue[tuple[Source, Any]] = queue.Queue()  # batches, errors, END
-        self.open: dict[Source, threading.Thread] = {}
+        self.open: dict[Source, threading.Thread | _Queued] = {}
+        self._ended: deque[tuple[Source, Sequence[tuple[str, str | int]], _Queued]] = deque()
+        self._readers = 0  # threads reading the logs of ended containers, one after another
+        self._lock = threading.Lock()
         self.stopped: set[Source] = set()
         self.failed: list[str] = []  # what broke the streams that failed, one line each
         self.known: Mapping[str, Object] = {}  # the pods by name, as the follow last told of them
 
     def start(self, source: Source, *, whole: bool = False) -> None:
         query = self.request.query(source.container, whole=whole, earlier=source.earlier)
-        thread = threading.Thread(target=self._read, args=(source, query), daemon=True)
-        self.open[source] = thread
-        thread.start()
+        if not self._has_ended(source):
+            thread = threading.Thread(target=self._read, args=(source, query), daemon=True)
+            self.open[source] = thread
+            thread.start()
+            return
+        queued = self.open[source] = _Queued()
+        with self._lock:
+            self._ended.append((source, query, queued))
+            if self._readers >= ENDED_AT_ONCE:
+                return
+            self._readers += 1
+        threading.Thread(target=self._read_ended, daemon=True).start()
+
+    def _has_ended(self, source: Source) -> bool:
+        """Whether the log read for `source` ends by itself: that run of its container has
+        ended, by its pod as last told (a log read without `follow` ends too, but one whose
+        container runs is read at once, as it is followed)."""
+        if source.earlier or self.request.previous:
+            return True
+        pod = self.known.get(source.pod)
+        return pod is not None and run_now(pod, source) == "ended"
+
+    def _read_ended(self) -> None:
+        """Read the queued logs of ended containers, one after another, until none is left."""
+        while True:
+            with self._lock:
+                if not self._ended:
+                    self._readers -= 1
+                    return
+                source, query, queued = self._ended.popleft()
+            try:
+                if source not in self.stopped:
+                    self._read(source, query)
+                else:
+                    self.lines.put((source, END))
+            finally:
+                queued.done.set()
 
     def _read(self, source: Source, query: Sequence[tuple[str, str | int]]) -> None:
         try:
@@ -149,6 +192,16 @@ class Merger:
 
     def busy(self) -> bool:
         return any(thread.is_alive() for thread in self.open.values()) or not self.lines.empty()
+
+
+class _Queued:
+    """A log of an ended container, waiting for a reader or being read: alive until read."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+
+    def is_alive(self) -> bool:
+        return not self.done.is_set()
 
 
 def read_pod(conn: Connection, name: str) -> Object | None:

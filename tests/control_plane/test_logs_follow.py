@@ -17,10 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trustme
 
+from simpletfjob.runs.logstreams import ENDED_AT_ONCE
 from tests.conftest import Result
 from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
+from tests.support.faultproxy import FaultProxy
 from tests.support.kubelet import Kubelet
 from tests.support.logruns import Live, LogRun, prefixed
 from tests.support.scenes import stand_in_nodes
@@ -358,6 +361,40 @@ def test_follow_of_150_tasks_reads_every_line_of_every_task(lf: LogRun) -> None:
     for task, lines in by_task.items():
         assert lines == [f"{task} line {i}" for i in range(200)], task
     assert sum(len(lines) for lines in by_task.values()) == 30_000
+
+
+# -- finished tasks' logs over a few kept connections -------------------------------------------
+
+
+FINISHED = """
+sys.stdout.write("".join(f"{name} line {i}\\n" for i in range(50)))
+"""
+
+
+@pytest.mark.parametrize("follow", [["-f"], []], ids=["follow", "once"])
+def test_finished_tasks_logs_are_read_over_fewer_connections_than_pods(
+    lf: LogRun, tmp_path: Path, follow: list[str]
+) -> None:
+    """18 tasks that have ended: their logs end by themselves, so they are read a few at a time,
+    one after another on kept connections, not each over a TLS handshake of its own."""
+    lf.apply(FINISHED, "--psn", "0", "-N", "3", "--tasks-per-host", "6")
+
+    def finished() -> bool:
+        pods = lf.kube.pods(lf.ns, "simpletfjob/job=lf")
+        return len([p for p in pods if p.get("status", {}).get("phase") == "Succeeded"]) == 18
+
+    wait_for(finished, 180, "every task to end")
+    with FaultProxy(lf.kube.url, ca_file=lf.kube.ca_file, tls=trustme.CA()) as proxy:
+        config = proxy.kubeconfig(tmp_path / "proxied", token=lf.kube.admin_token, namespace=lf.ns)
+        result = lf.cli("logs", "lf", *follow, "--tail", "-1", "--kubeconfig", str(config))
+        assert result.code == 0, result.err
+        by_task = prefixed(result.out)
+        assert sorted(by_task) == sorted(f"worker-{i}" for i in range(18))
+        for task, lines in by_task.items():
+            assert lines == [f"{task} line {i}" for i in range(50)], task
+        assert len(proxy.seen("get", "pods/log")) == 18
+        # the readers' kept connections, and the lists' and watches' (fewer than the pods)
+        assert proxy.connections <= ENDED_AT_ONCE + 2, proxy.connections
 
 
 # -- a kubelet that cuts its log streams --------------------------------------------------------

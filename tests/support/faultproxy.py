@@ -177,6 +177,7 @@ class FaultProxy:
         self._streams: dict[socket.socket, Seen] = {}  # the open watches, and what each is
         self._clients: set[socket.socket] = set()
         self.requests: list[Seen] = []
+        self.connections = 0  # accepted from clients: one per TLS handshake
         self._listener: socket.socket | None = None
         self.port = 0
         self._closed = False
@@ -319,6 +320,7 @@ class FaultProxy:
     def _serve(self, raw: socket.socket) -> None:
         with self._lock:
             self._clients.add(raw)
+            self.connections += 1
         client: socket.socket = raw
         try:
             if self._tls is not None:

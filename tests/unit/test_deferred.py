@@ -1,0 +1,94 @@
+"""The client's package loaded in part by a connection, and whole for whoever asks it more.
+
+Each case runs in a fresh Python: what is imported is the process's state.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+KUBECONFIG = """\
+apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u, namespace: ml}}]
+current-context: x
+"""
+
+CONNECT = """\
+from simpletfjob.kube.connection import Settings, connect
+conn = connect(Settings(kubeconfig=KUBECONFIG))
+print("connected", conn.namespace)
+"""
+
+# What a user's own code does with the client, after simpletfjob or before it.
+USER = """\
+import kubernetes
+from kubernetes import watch, dynamic
+import kubernetes.client
+assert kubernetes.client.CoreV1Api.__name__ == "CoreV1Api"
+assert callable(kubernetes.config.load_kube_config)
+assert watch.Watch.__name__ == "Watch" and dynamic.DynamicClient.__name__ == "DynamicClient"
+assert kubernetes.__version__ and callable(kubernetes.utils.create_from_yaml)
+assert kubernetes.stream.stream is not None
+print("user ok")
+"""
+
+HEAVY = """\
+heavy = ("kubernetes.dynamic", "kubernetes.watch", "kubernetes.stream", "kubernetes.informer",
+         "kubernetes.leaderelection", "kubernetes.utils.create_from_yaml", "jsonschema")
+print("loaded", sorted(m for m in heavy if m in sys.modules))
+"""
+
+
+def run(tmp_path: Path, code: str) -> list[str]:
+    config = tmp_path / "kubeconfig"
+    config.write_text(KUBECONFIG)
+    prelude = f"import sys\nKUBECONFIG = {str(config)!r}\n"
+    proc = subprocess.run(
+        [sys.executable, "-c", prelude + code], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.splitlines()
+
+
+def test_a_connection_loads_only_the_parts_of_the_client_it_uses(tmp_path: Path) -> None:
+    assert run(tmp_path, CONNECT + HEAVY) == ["connected ml", "loaded []"]
+
+
+def test_the_users_code_finds_the_whole_client_after_a_connection(tmp_path: Path) -> None:
+    out = run(tmp_path, CONNECT + USER + HEAVY)
+    assert out[:2] == ["connected ml", "user ok"]
+    assert out[2].startswith("loaded ['jsonschema', 'kubernetes.dynamic'")
+
+
+def test_a_client_the_user_imported_first_is_used_as_it_is(tmp_path: Path) -> None:
+    code = (
+        "import kubernetes\nwhole = kubernetes\n"
+        + CONNECT
+        + "assert sys.modules['kubernetes'] is whole and '__getattr__' not in vars(whole)\n"
+        + USER
+    )
+    assert run(tmp_path, code) == ["connected ml", "user ok"]
+
+
+@pytest.mark.parametrize("first", ["from kubernetes import watch", "import kubernetes.watch"])
+def test_a_part_asked_by_name_after_a_connection_is_there(tmp_path: Path, first: str) -> None:
+    code = CONNECT + first + "\nimport kubernetes\nprint(kubernetes.watch.Watch.__name__)\n"
+    assert run(tmp_path, code) == ["connected ml", "Watch"]
+
+
+def test_threads_that_ask_the_client_at_once_each_find_it_whole(tmp_path: Path) -> None:
+    code = (
+        CONNECT
+        + "import threading, kubernetes\nfound = []\n"
+        + "def ask():\n    found.append(kubernetes.dynamic.DynamicClient.__name__)\n"
+        + "threads = [threading.Thread(target=ask) for _ in range(8)]\n"
+        + "[t.start() for t in threads]; [t.join() for t in threads]\nprint(found)\n"
+    )
+    assert run(tmp_path, code) == ["connected ml", str(["DynamicClient"] * 8)]

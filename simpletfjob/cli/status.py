@@ -184,7 +184,7 @@ HEADER = ("TASK", "NODE", "STATE", "RESTARTS", "AGE", "REASON")
 
 
 def _row(t: TaskStatus, claimed: Mapping[str, Claim]) -> tuple[str, ...]:
-    from simpletfjob.runs.state import age
+    from simpletfjob.options.table import age
 
     return (
         t.task,
@@ -231,7 +231,8 @@ def _reason(task: TaskStatus, claimed: Mapping[str, Claim]) -> str:
 
 
 def _every_run(runs: Sequence[Run], every_namespace: bool = False) -> list[str]:
-    from simpletfjob.runs.state import DELETING, FAILED, SUCCEEDED, age
+    from simpletfjob.options.table import age
+    from simpletfjob.runs.state import DELETING, FAILED, SUCCEEDED
 
     def ended(run: Run, state: str) -> str:  # by its Job's condition
         return str(sum(t.finished and t.state == state for t in run.tasks))

@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from simpletfjob.errors import UsageError
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from typing_extensions import Self, dataclass_transform
 else:
 
@@ -397,3 +399,30 @@ def format_duration(seconds: float) -> str:
     if seconds == int(seconds):
         return f"{int(seconds)}s"
     return f"{seconds:.9f}".rstrip("0") + "s"  # no exponent: Go's syntax has none
+
+
+def age(created: datetime | None, now: datetime | None = None) -> str:
+    """An age as kubectl prints it: 45s, 3m20s, 45m, 3h20m, 20h, 3d4h, 30d, 2y; '<unknown>' without one."""
+    if created is None:
+        return "<unknown>"
+    from datetime import datetime, timezone
+
+    seconds = int(((now or datetime.now(timezone.utc)) - created).total_seconds())
+    if seconds < 0:
+        return "0s"
+    minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
+    if seconds < 120:
+        return f"{seconds}s"
+    if minutes < 10:
+        return f"{minutes}m{seconds % 60}s" if seconds % 60 else f"{minutes}m"
+    if hours < 3:
+        return f"{minutes}m"
+    if hours < 8:
+        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    if days < 8:
+        return f"{days}d{hours % 24}h" if hours % 24 else f"{days}d"
+    if days < 365 * 2:
+        return f"{days}d"
+    return f"{days // 365}y"

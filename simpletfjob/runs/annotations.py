@@ -44,21 +44,44 @@ class Restarts:
     wrong: str = ""  # then done and limit are 0: nothing is known of them
 
 
+KEYS = (POLICY_ANNOTATION, MIN_WORKERS_ANNOTATION, MAX_RESTARTS_ANNOTATION, RESTARTS_ANNOTATION)
+
+
+@dataclass(frozen=True)
+class Found:
+    """What values_of read: for each of KEYS, each value given, with the Jobs that give it."""
+
+    values: Mapping[str, Mapping[str, list[str]]]
+
+
 def _annotations(job: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
     metadata = job.get("metadata")
-    metadata = metadata if isinstance(metadata, Mapping) else {}
+    if not isinstance(metadata, dict) and not isinstance(metadata, Mapping):
+        return "", {}
     found = metadata.get("annotations")
-    return str(metadata.get("name") or ""), found if isinstance(found, Mapping) else {}
+    if not isinstance(found, dict) and not isinstance(found, Mapping):
+        found = {}
+    return str(metadata.get("name") or ""), found
 
 
-def _values(jobs: Iterable[Mapping[str, Any]], key: str) -> dict[str, list[str]]:
-    """Each value the Jobs give `key`, with the Jobs that give it, in the Jobs' order."""
-    found: dict[str, list[str]] = {}
+def values_of(jobs: Iterable[Mapping[str, Any]]) -> Found:
+    """Each value the Jobs give each of KEYS, with the Jobs that give it, in the Jobs' order:
+    one pass over the Jobs for every reading below (`wait` reads a run of 1000 Jobs on each
+    event)."""
+    found: dict[str, dict[str, list[str]]] = {key: {} for key in KEYS}
     for job in jobs:
         name, annotations = _annotations(job)
-        if key in annotations:
-            found.setdefault(str(annotations[key]), []).append(name)
-    return found
+        if not annotations:
+            continue
+        for key in KEYS:
+            if key in annotations:
+                found[key].setdefault(str(annotations[key]), []).append(name)
+    return Found(found)
+
+
+def _values(jobs: Iterable[Mapping[str, Any]] | Found, key: str) -> Mapping[str, list[str]]:
+    """Each value the Jobs give `key` (or what values_of found), with the Jobs that give it."""
+    return (jobs if isinstance(jobs, Found) else values_of(jobs)).values[key]
 
 
 def _disagree(key: str, found: Mapping[str, list[str]]) -> str:
@@ -71,7 +94,7 @@ def _said(value: str) -> str:
     return repr(value) if len(value) <= 24 and value.isprintable() else "a value too long to show"
 
 
-def read_policy(jobs: Iterable[Mapping[str, Any]]) -> tuple[str, str]:
+def read_policy(jobs: Iterable[Mapping[str, Any]] | Found) -> tuple[str, str]:
     """The run's success policy and '', or the default and why what the Jobs say cannot be right."""
     found = {value: names for value, names in _values(jobs, POLICY_ANNOTATION).items() if value}
     if not found:
@@ -87,7 +110,7 @@ def read_policy(jobs: Iterable[Mapping[str, Any]]) -> tuple[str, str]:
     return next(iter(found)), ""
 
 
-def read_min_workers(jobs: Iterable[Mapping[str, Any]]) -> tuple[int | None, str]:
+def read_min_workers(jobs: Iterable[Mapping[str, Any]] | Found) -> tuple[int | None, str]:
     """An elastic run's --min-workers and '', or None and why what the Jobs say cannot be right."""
     found = _values(jobs, MIN_WORKERS_ANNOTATION)
     if not found:
@@ -111,9 +134,9 @@ def _count(value: str, most: int) -> int | str:
     return int(value)
 
 
-def read_restarts(jobs: Iterable[Mapping[str, Any]]) -> Restarts:
+def read_restarts(jobs: Iterable[Mapping[str, Any]] | Found) -> Restarts:
     """The restarts `run` recorded on the Jobs (see the module); Restarts() for a run it did not apply."""
-    jobs = list(jobs)
+    jobs = jobs if isinstance(jobs, Found) else values_of(jobs)
     limits = _values(jobs, MAX_RESTARTS_ANNOTATION)
     if not limits:
         return Restarts()

@@ -174,7 +174,8 @@ class Keeper:
 
     `seen(jobs, pods)` is given each state `wait` judges: a container that has restarted
     (its restartCount grew) or waits to start again after a crash has its crashed instance
-    read (`previous`) at once, in a thread, while its pod is still there.
+    read (`previous`) at once, in a thread, while its pod is still there. A pod object seen
+    before (the same object: a watch's event brings a new one) is not looked at again.
     """
 
     def __init__(self, conn: Connection, tail: int) -> None:
@@ -184,11 +185,15 @@ class Keeper:
         self.read: set[tuple[str, str, str]] = set()  # (pod uid, container, crash)
         self.threads: list[threading.Thread] = []
         self.lock = threading.Lock()
+        self.looked: dict[int, Object] = {}  # id(pod) -> the pod, of the last `seen`
 
     def seen(self, jobs: Sequence[Object], pods: Sequence[Object]) -> None:
         if self.tail <= 0:
             return
+        looked, self.looked = self.looked, {id(pod): pod for pod in pods}
         for pod in pods:
+            if looked.get(id(pod)) is pod:
+                continue
             job = str(labels_of(pod).get("job-name") or "")
             metadata = metadata_of(pod)
             for status in (pod.get("status") or {}).get("containerStatuses") or ():

@@ -29,10 +29,11 @@ not seen. `run` restarts on that failure as on any other.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from simpletfjob.runs.reading import Kept
 from simpletfjob.runs.state import (
     AMBIGUOUS,
     DELETED,
@@ -44,12 +45,9 @@ from simpletfjob.runs.state import (
     run_state,
 )
 from simpletfjob.runs.taskstate import (
-    Object,
-    TaskStatus,
     condition,
     metadata_of,
     pods_by_job,
-    task_of,
 )
 
 if TYPE_CHECKING:
@@ -88,36 +86,6 @@ def _uid(obj: Mapping[str, Any]) -> str:
     return str(metadata_of(obj).get("uid") or "")
 
 
-class Memo:
-    """Each Job's task as last judged, and the objects it was judged from: an event about one
-    task of a thousand judges that task again, not all of them (task_of is pure).
-
-    The objects are compared by identity, and the memo holds them, so that an identity is
-    never another object's: a watch's event brings a new object, never the old one changed.
-    """
-
-    def __init__(self) -> None:
-        self.kept: dict[str, tuple[tuple[Any, ...], TaskStatus]] = {}
-
-    def task(
-        self, job: Object, pods: Sequence[Object], nodes: Mapping[str, str] | None
-    ) -> TaskStatus:
-        key = (job, *pods, tuple(sorted(nodes.items())) if nodes else ())
-        uid = str(metadata_of(job).get("uid") or metadata_of(job).get("name"))
-        kept = self.kept.get(uid)
-        if kept is not None and _same(kept[0], key):
-            return kept[1]
-        task = task_of(job, pods, nodes)
-        self.kept[uid] = (key, task)
-        return task
-
-
-def _same(before: tuple[Any, ...], now: tuple[Any, ...]) -> bool:
-    if len(before) != len(now) or before[-1] != now[-1]:
-        return False
-    return all(a is b for a, b in zip(before[:-1], now[:-1], strict=True))
-
-
 class Follower:
     """A run's Jobs and pods, brought up to date event by event, and judged."""
 
@@ -133,10 +101,11 @@ class Follower:
         self.namespace = namespace
         self.stores = {"jobs": Store(jobs), "pods": Store(pods)}
         self.expected = list(expected)
+        self._expected = set(self.expected)
         self.restarts: dict[str, int] = {}  # the last count seen of each Job's task, by uid
         self.ended: dict[str, Mapping[str, Any]] = {}  # Job name -> the Job as seen ended
         self._keep_ends(self.stores["jobs"].objects.values())
-        self.memo = Memo()
+        self.reading = Kept()
 
     def take(self, plural: str, event: Event) -> None:
         """One event of the Jobs' watch ('jobs') or the pods' ('pods')."""
@@ -164,7 +133,7 @@ class Follower:
         every = {**kept, **pods} if kept else pods
         run = run_state(
             self.name, self.namespace, jobs.values(), every.values(), self.expected, nodes,
-            self.memo.task,
+            self.reading,
         )  # fmt: skip
         tasks = []
         for task in run.tasks:
@@ -183,7 +152,10 @@ class Follower:
 
     def remember(self, run: Run) -> None:
         """The tasks seen: one whose Job is deleted later is known to have existed."""
-        self.expected += [task.task for task in run.tasks if task.task not in self.expected]
+        for task in run.tasks:
+            if task.task not in self._expected:
+                self.expected.append(task.task)
+                self._expected.add(task.task)
 
     def unknown_nodes(self) -> set[str]:
         return unknown_nodes(self.stores["pods"].objects.values())

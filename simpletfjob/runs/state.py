@@ -39,7 +39,7 @@ the run keeps the state it ended in.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import cache
@@ -50,6 +50,7 @@ from simpletfjob.frameworks import framework as framework_named
 from simpletfjob.identity import JOB_LABEL
 from simpletfjob.runs.annotations import read_min_workers, read_policy, read_restarts
 from simpletfjob.runs.elastic import lost_line, mark_lost, still_in
+from simpletfjob.runs.reading import Reading
 from simpletfjob.runs.taskstate import (
     DELETING,
     FAILED,
@@ -66,7 +67,6 @@ from simpletfjob.runs.taskstate import (
     job_pods,
     labels_of,
     metadata_of,
-    pods_by_job,
     rfc3339,
     task_of,
     timestamp,
@@ -75,10 +75,11 @@ from simpletfjob.runs.taskstate import (
 AMBIGUOUS = "Ambiguous"
 __all__ = [  # what the commands read from here; the task's part lives in taskstate.py
     "AMBIGUOUS", "DELETING", "FAILED", "PENDING", "RUNNING", "SUCCEEDED", "UNKNOWN",
-    "Claim", "Run", "TaskStatus", "age", "changes", "deciding", "describe", "group_runs",
+    "Claim", "Run", "TaskStatus", "changes", "deciding", "describe", "group_runs",
     "run_state", "task_of",
 ]  # fmt: skip
 DELETED = "deleted"
+READ = Reading()  # every object read afresh
 NEVER = datetime.min.replace(tzinfo=timezone.utc)  # a time the server did not write
 
 
@@ -233,26 +234,27 @@ def run_state(
     pods: Iterable[Object],
     expected: Iterable[str] = (),
     nodes: Mapping[str, str] | None = None,
-    judge: Callable[[Object, Sequence[Object], Mapping[str, str] | None], TaskStatus] = task_of,
+    reading: Reading = READ,
 ) -> Run:
     """The run's tasks and state from its Jobs and pods; `expected` names tasks known to have existed.
 
-    `nodes` says how the nodes of pods in phase Unknown are (taskstate.task_of). `judge` gives
-    each Job's task (follower.py's keeps the tasks judged from the same objects before).
+    `nodes` says how the nodes of pods in phase Unknown are (taskstate.task_of). `reading`
+    reads the objects (reading.py: follower.py's keeps what it read of each object before).
     """
     listed = list(jobs)
     present = [job for job in listed if not is_gone(job)]
-    by_job = pods_by_job(pods)
+    by_job = reading.by_job(pods)
     if listed and not present:
         return _deleting(name, namespace, listed, by_job, nodes)
-    floor, wrong_floor = read_min_workers(present)  # an elastic run's (elastic.py)
+    found = reading.values(present)  # the run's annotations, read in one pass
+    floor, wrong_floor = read_min_workers(found)  # an elastic run's (elastic.py)
     fw = _framework_of(present, elastic=floor is not None)
     order = in_role_order(fw.role_order)
-    tasks = tuple(sorted((judge(j, job_pods(j, by_job), nodes) for j in present), key=order))
+    tasks = tuple(sorted(reading.tasks(present, by_job, nodes), key=order))
     tasks = mark_lost(tasks, floor, fw)
-    policy, wrong_policy = read_policy(present)
+    policy, wrong_policy = read_policy(found)
     wrong_policy = wrong_policy or wrong_floor
-    restarts = read_restarts(present)
+    restarts = read_restarts(found)
     created = min((t.created for t in tasks if t.created is not None), default=None)
     claims = _claims(tasks)
     by_name = {task.task: task for task in tasks}
@@ -316,6 +318,8 @@ def side_failures(run: Run) -> list[TaskStatus]:
 
 
 def _claims(tasks: Sequence[TaskStatus]) -> tuple[Claim, ...]:
+    if len({task.task for task in tasks}) == len(tasks):
+        return ()  # no task claimed twice
     jobs: dict[str, list[TaskStatus]] = {}
     for task in tasks:
         jobs.setdefault(task.task, []).append(task)
@@ -384,31 +388,6 @@ def group_runs(jobs: Iterable[Object]) -> dict[str, list[Object]]:
     return dict(sorted(runs.items()))
 
 
-def age(created: datetime | None, now: datetime | None = None) -> str:
-    """An age as kubectl prints it: 45s, 3m20s, 45m, 3h20m, 20h, 3d4h, 30d, 2y; '<unknown>' without one."""
-    if created is None:
-        return "<unknown>"
-    seconds = int(((now or datetime.now(timezone.utc)) - created).total_seconds())
-    if seconds < 0:
-        return "0s"
-    minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
-    if seconds < 120:
-        return f"{seconds}s"
-    if minutes < 10:
-        return f"{minutes}m{seconds % 60}s" if seconds % 60 else f"{minutes}m"
-    if hours < 3:
-        return f"{minutes}m"
-    if hours < 8:
-        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
-    if hours < 48:
-        return f"{hours}h"
-    if days < 8:
-        return f"{days}d{hours % 24}h" if hours % 24 else f"{days}d"
-    if days < 365 * 2:
-        return f"{days}d"
-    return f"{days // 365}y"
-
-
 def describe(task: TaskStatus) -> str:
     """One line for a task's state: 'worker-0 Running on h100', 'worker-1 Failed: Error (exit 1)'.
 
@@ -443,8 +422,15 @@ def pod_words(reason: str) -> str:
 
 def changes(before: Run | None, after: Run) -> list[str]:
     """A line for each task whose line differs from before (all of them at first), in role order."""
-    seen = {t.task: describe(t) for t in before.tasks} if before is not None else {}
-    lines = [line for t in after.tasks if seen.get(t.task) != (line := describe(t))]
+    was = {t.task: t for t in before.tasks} if before is not None else {}
+    lines = []
+    for task in after.tasks:
+        old = was.get(task.task)
+        if old is task:  # judged from the same objects (follower.Memo): the same line
+            continue
+        line = describe(task)
+        if old is None or describe(old) != line:
+            lines.append(line)
     now = {t.task for t in after.tasks}
-    lines += [f"{task} deleted" for task in seen if task not in now]
+    lines += [f"{task} deleted" for task in was if task not in now]
     return lines

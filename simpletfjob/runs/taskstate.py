@@ -137,13 +137,13 @@ def timestamp(value: Any) -> datetime | None:
 
 
 def metadata_of(obj: Object) -> Mapping[str, Any]:
-    metadata = obj.get("metadata")
-    return metadata if isinstance(metadata, Mapping) else {}
+    metadata = obj.get("metadata")  # a dict, as JSON gives it, is told at once
+    return metadata if isinstance(metadata, (dict, Mapping)) else {}
 
 
 def labels_of(obj: Object) -> Mapping[str, Any]:
     labels = metadata_of(obj).get("labels")
-    return labels if isinstance(labels, Mapping) else {}
+    return labels if isinstance(labels, (dict, Mapping)) else {}
 
 
 def condition(job: Object, kind: str) -> Mapping[str, Any] | None:

@@ -241,26 +241,35 @@ def test_a_job_made_again_under_the_name_of_one_seen_ended_is_judged_as_it_is_no
 def test_an_event_about_one_task_of_many_judges_that_task_again_not_every_task(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """wait judged the whole run again on every event: at 1000 tasks, most of its reaction."""
-    import simpletfjob.runs.follower as follower_module
+    """wait judged the whole run again on every event: at 1000 tasks, most of its reaction. Each
+    object's owner and annotations are read again only for the objects the events brought."""
+    import simpletfjob.runs.reading as reading_module
 
     tasks = ["ps-0", *(f"worker-{i}" for i in range(300))]
     jobs, pods = start("worker0", dict.fromkeys(tasks))
     follower = Follower("mnist", "default", jobs, pods, tasks)
     follower.judge()
     judged: list[str] = []
-    original = follower_module.task_of
+    read: list[str] = []
 
-    def counted(job: Any, *args: Any) -> Any:
-        judged.append(job["metadata"]["name"])
-        return original(job, *args)
+    def counted(original: Any, into: list[str], many: bool = False) -> Any:
+        def reading(first: Any, *args: Any) -> Any:
+            objects = list(first) if many else [first]
+            into.extend(o["metadata"]["name"] for o in objects)
+            return original(objects if many else first, *args)
 
-    monkeypatch.setattr(follower_module, "task_of", counted)
+        return reading
+
+    monkeypatch.setattr(reading_module, "task_of", counted(reading_module.task_of, judged))
+    for name in ("pods_by_job", "values_of"):
+        original = getattr(reading_module, name)
+        monkeypatch.setattr(reading_module, name, counted(original, read, many=True))
     failed = job("worker-7", "worker0", failed=1, failed_reason="BackoffLimitExceeded")
     follower.take("pods", Event("MODIFIED", pod(failed, "Failed", exit_code=1, reason="Error")))
     follower.take("jobs", Event("MODIFIED", failed))
     run = follower.judge()
     assert judged == ["mnist-worker-7"]
+    assert sorted(read) == ["mnist-worker-7", "mnist-worker-7-p"]  # the Job, then its pod
     # and it is the judgement of every object afresh
     now = run_state(
         "mnist", "default", follower.stores["jobs"].objects.values(),
@@ -269,4 +278,5 @@ def test_an_event_about_one_task_of_many_judges_that_task_again_not_every_task(
     assert run == now
     assert next(t for t in run.tasks if t.task == "worker-7").state == "Failed"
     judged.clear()
-    assert follower.judge() == now and judged == []  # nothing changed: nothing judged again
+    read.clear()
+    assert follower.judge() == now and judged == read == []  # nothing changed: nothing read

@@ -1,0 +1,126 @@
+"""How state.run_state reads a run's objects: each Job's task, the pods of each Job, and the
+run's annotations.
+
+`Reading` reads everything afresh: `status` judges one list, once. `Kept` (follower.py's, for
+`wait`, `run`, `status -w` and `logs -f`) keeps what it read of each object, by the object's
+identity, so that an event about one task of a thousand reads that task again, not the
+thousand: a watch's event brings a new object, never the old one changed, so an object seen
+before has not changed. What it keeps holds the objects themselves (an identity is never
+another object's), and only those of the last reading: nothing grows as a run goes on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from simpletfjob.runs.annotations import KEYS, Found, values_of
+from simpletfjob.runs.taskstate import Object, TaskStatus, metadata_of, pods_by_job, task_of
+
+
+class Reading:
+    """Every object read afresh."""
+
+    def tasks(
+        self,
+        jobs: Sequence[Object],
+        by_job: Mapping[str, list[Object]],
+        nodes: Mapping[str, str] | None,
+    ) -> list[TaskStatus]:
+        """Each Job's task, with its pods (by its uid, else by its name's job-name label)."""
+        return [task_of(job, _pods(by_job, *_ids(job)), nodes) for job in jobs]
+
+    def by_job(self, pods: Iterable[Object]) -> dict[str, list[Object]]:
+        return pods_by_job(pods)
+
+    def values(self, jobs: Iterable[Object]) -> Found:
+        return values_of(jobs)
+
+
+def _ids(job: Object) -> tuple[str, str]:
+    metadata = metadata_of(job)
+    return str(metadata.get("uid")), str(metadata.get("name"))
+
+
+def _pods(by_job: Mapping[str, list[Object]], uid: str, name: str) -> list[Object]:
+    return by_job.get(uid) or by_job.get(f"name:{name}") or []
+
+
+class Kept(Reading):
+    """What was read of each object, kept by its identity (see the module)."""
+
+    def __init__(self) -> None:
+        # a Job's uid -> (the Job, its pods, the nodes' news) the task was judged from, the task
+        self.judged: dict[str, tuple[tuple[Object, tuple[Object, ...], dict[str, str]], TaskStatus]]
+        self.judged = {}
+        self.ids: dict[int, tuple[Object, tuple[str, str]]] = {}  # id(Job) -> its uid and name
+        self.owners: dict[int, tuple[Object, str]] = {}  # id(pod) -> its Job's key (pods_by_job)
+        self.said: dict[int, tuple[Object, str, tuple[Any, ...]]] = {}  # id(Job) -> annotations
+
+    def tasks(
+        self,
+        jobs: Sequence[Object],
+        by_job: Mapping[str, list[Object]],
+        nodes: Mapping[str, str] | None,
+    ) -> list[TaskStatus]:
+        ids: dict[int, tuple[Object, tuple[str, str]]] = {}
+        found = []
+        news = dict(nodes) if nodes else {}
+        for job in jobs:
+            kept = self.ids.get(id(job))
+            uid, name = kept[1] if kept is not None and kept[0] is job else _ids(job)
+            ids[id(job)] = (job, (uid, name))
+            pods = _pods(by_job, uid, name)
+            key = uid if uid not in ("None", "") else name
+            was = self.judged.get(key)
+            if was is not None and _same(was[0], job, pods, news):
+                found.append(was[1])
+                continue
+            task = task_of(job, pods, nodes)
+            self.judged[key] = ((job, tuple(pods), news), task)
+            found.append(task)
+        self.ids = ids
+        return found
+
+    def by_job(self, pods: Iterable[Object]) -> dict[str, list[Object]]:
+        owners: dict[int, tuple[Object, str]] = {}
+        found: dict[str, list[Object]] = {}
+        for pod in pods:
+            kept = self.owners.get(id(pod))
+            if kept is not None and kept[0] is pod:
+                key = kept[1]
+            else:
+                key = next(iter(pods_by_job([pod])))
+            owners[id(pod)] = (pod, key)
+            found.setdefault(key, []).append(pod)
+        self.owners = owners
+        return found
+
+    def values(self, jobs: Iterable[Object]) -> Found:
+        said: dict[int, tuple[Object, str, tuple[Any, ...]]] = {}
+        found: dict[str, dict[str, list[str]]] = {key: {} for key in KEYS}
+        for job in jobs:
+            kept = self.said.get(id(job))
+            if kept is None or kept[0] is not job:
+                one = values_of([job]).values
+                name = next((n[0] for v in one.values() for n in v.values()), "")
+                kept = (job, name, tuple(next(iter(one[key]), None) for key in KEYS))
+            said[id(job)] = kept
+            for key, value in zip(KEYS, kept[2], strict=True):
+                if value is not None:
+                    found[key].setdefault(value, []).append(kept[1])
+        self.said = said
+        return Found(found)
+
+
+def _same(
+    before: tuple[Object, tuple[Object, ...], dict[str, str]],
+    job: Object,
+    pods: Sequence[Object],
+    nodes: Mapping[str, str],
+) -> bool:
+    """Whether a task was judged from these very objects, and the same news of the nodes."""
+    was_job, was_pods, was_nodes = before
+    if was_job is not job or len(was_pods) != len(pods) or was_nodes != nodes:
+        return False
+    return all(a is b for a, b in zip(was_pods, pods, strict=True))

@@ -14,7 +14,7 @@ system, from wait4), each side by side:
 Both read the same 100,000 lines through pods/log; each run's output is counted to check it.
 Not a test: machines are noisy, so nothing here asserts a speed.
 
-Before the bytecode is measured, it is written (`_compile_bytecode`), as pip writes it at
+Before the bytecode is measured, it is written (`bench.common.compile_bytecode`, for every bench), as pip writes it at
 install: an editable install run with PYTHONDONTWRITEBYTECODE set (as here) would compile
 its modules again on every run, 0.1 to 0.15 s of CPU that no installed copy spends.
 
@@ -150,7 +150,6 @@ def main() -> None:
                 return len(done) == TASKS
 
             wait_for(finished, 300, "every task to write its lines")
-            _compile_bytecode()
             ours = [console_script(), "logs", RUN, "-f", "--kubeconfig", str(kubeconfig)]
             theirs = [
                 kubectl or "kubectl", "--kubeconfig", str(kubeconfig), "logs", "-l",
@@ -167,17 +166,6 @@ def main() -> None:
         plane.stop()
         shutil.rmtree(work, ignore_errors=True)
     _report(results)
-
-
-def _compile_bytecode() -> None:
-    """Write the bytecode of the simpletfjob that runs, as pip does when it installs it: an
-    editable install run with PYTHONDONTWRITEBYTECODE set has none, and each run would
-    compile its modules again (0.1 to 0.15 s of CPU, which no installed copy spends)."""
-    where = subprocess.run(
-        [sys.executable, "-c", "import simpletfjob, os; print(os.path.dirname(simpletfjob.__file__))"],
-        check=True, capture_output=True, text=True,
-    ).stdout.strip()  # fmt: skip
-    subprocess.run([sys.executable, "-m", "compileall", "-q", where], check=True)
 
 
 def _report(results: dict[str, list[tuple[float, float, int]]]) -> None:

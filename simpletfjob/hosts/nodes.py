@@ -34,7 +34,8 @@ class Taint(NamedTuple):
         return f"{self.key}{value}:{self.effect}"
 
 
-_EMPTY: Mapping[str, str] = MappingProxyType({})
+EMPTY: Mapping[str, str] = MappingProxyType({})  # no labels, no allocatable
+_EMPTY = EMPTY
 _NO_ADDRESSES: Mapping[str, Sequence[str]] = MappingProxyType({})
 
 

@@ -118,16 +118,25 @@ def shape(resource: Resource, body: Mapping[str, Any]) -> Shaped:
 
 
 def _walk(node: Any, path: Path, patterns: Sequence[tuple[str, ...]], out: dict[Path, str]) -> Any:
-    if isinstance(node, str) and any(_matches(p, path) for p in patterns):
-        out[path] = node
-        return None  # blanked: the shape holds no varying string
+    """`node` with its varying strings blanked (and put in `out`); `patterns` are what is left
+    of each varying place's path below `path`, for those that lead here."""
+    if not patterns:
+        return node  # nothing varies below: as it is
+    if isinstance(node, str):
+        if any(not p for p in patterns):
+            out[path] = node
+            return None  # blanked: the shape holds no varying string
+        return node
     if isinstance(node, Mapping):
-        # Keys in order: the server keeps a mapping's order where it matters (none does), and
-        # equal JSON is a stricter test than equal content.
-        return {k: _walk(v, (*path, k), patterns, out) for k, v in node.items()}
+        # Keys in order: equal JSON is a stricter test than equal content.
+        return {k: _walk(v, (*path, k), _below(patterns, k), out) for k, v in node.items()}
     if isinstance(node, list):
-        return [_walk(v, (*path, i), patterns, out) for i, v in enumerate(node)]
+        return [_walk(v, (*path, i), _below(patterns, i), out) for i, v in enumerate(node)]
     return node
+
+
+def _below(patterns: Sequence[tuple[str, ...]], step: str | int) -> list[tuple[str, ...]]:
+    return [p[1:] for p in patterns if p and p[0] in (ANY, step)]
 
 
 def _matches(pattern: tuple[str, ...], path: Path) -> bool:

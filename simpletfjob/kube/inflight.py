@@ -10,6 +10,8 @@ interrupt leaves says which write had no answer yet.
 
 from __future__ import annotations
 
+import os
+import queue
 import threading
 from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import Any, Generic, TypeVar
@@ -17,6 +19,57 @@ from typing import Any, Generic, TypeVar
 from simpletfjob.errors import Interrupted
 
 T = TypeVar("T")
+
+
+class _Threads:
+    """Threads kept for the next write once theirs is done: each write still runs in a thread
+    of its own, never queued behind another, but starting a thread waits until it runs, which
+    on a loaded machine took apply of 1000 objects several seconds (one thread a write)."""
+
+    KEPT = 16  # idle threads kept at most; one more leaves once its write is done
+    IDLE = 2.0  # seconds an idle thread waits for another write before it leaves (a library
+    # in a long-lived process, such as a notebook, keeps no thread of a finished command)
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: list[queue.SimpleQueue[Callable[[], None]]] = []
+
+    def run(self, call: Callable[[], None]) -> None:
+        """Run `call` (which raises nothing) in a thread other than the caller's, at once."""
+        with self._lock:
+            inbox = self._idle.pop() if self._idle else None
+        if inbox is None:
+            inbox = queue.SimpleQueue()
+            threading.Thread(
+                target=self._serve, args=(inbox,), name="simpletfjob-write", daemon=True
+            ).start()
+        inbox.put(call)
+
+    def _serve(self, inbox: queue.SimpleQueue[Callable[[], None]]) -> None:
+        call = inbox.get()
+        while True:
+            call()
+            with self._lock:
+                if len(self._idle) >= self.KEPT:
+                    return
+                self._idle.append(inbox)
+            try:
+                call = inbox.get(timeout=self.IDLE)
+            except queue.Empty:
+                with self._lock:
+                    if inbox in self._idle:  # no write for it: it leaves
+                        self._idle.remove(inbox)
+                        return
+                call = inbox.get()  # taken meanwhile: its write is on its way
+
+    def forget(self) -> None:
+        """In a forked child: the parent's threads are not there."""
+        self._lock = threading.Lock()
+        self._idle = []
+
+
+_THREADS = _Threads()
+os.register_at_fork(after_in_child=_THREADS.forget)
 
 
 class Write(Generic[T]):
@@ -34,7 +87,7 @@ class Write(Generic[T]):
         """Send it. Kept apart from making it, so that the caller holds the write before it
         goes: an interrupt can come between any two steps."""
         self.started = True
-        threading.Thread(target=self._run, name="simpletfjob-write", daemon=True).start()
+        _THREADS.run(self._run)
         return self
 
     def _run(self) -> None:

@@ -107,18 +107,20 @@ def request(
     passthrough: Collection[int] = (),
     stream: bool = False,
     read_timeout: float | None = None,
+    accept: str = "application/json",
 ) -> Answer:
     """One request for `action`, retried as needed; an error status not in `passthrough` raises.
 
     `body` is a JSON value, or bytes sent as they are (with a content type that is not JSON,
     such as server-side apply's YAML). With `stream`, a 200 answer is handed back unread (`Answer.stream`), for a watch.
-    `read_timeout` replaces the settings' own (a watch waits longer than a list).
+    `read_timeout` replaces the settings' own (a watch waits longer than a list). `accept` is
+    the Accept header (a list of names only asks for `METADATA_ONLY`).
     While the connection rides out an outage (outage.py), what is worth retrying is retried
     past the attempts and the call's deadline, until the ride's.
     """
     settings, target = conn.settings, conn.target
     deadline = deadline or Deadline.after(settings.deadline)
-    headers = {"Accept": "application/json"}
+    headers = {"Accept": accept}
     if body is not None:
         headers["Content-Type"] = content_type
     ride = conn.ride

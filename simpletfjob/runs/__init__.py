@@ -11,8 +11,9 @@ ending.py      the one follower of a run's end (wait, run, status -w, logs -f): 
 status.py      `status RUN` and `status -w`: one run read now, or followed until it ends
 manifests.py   what apply sends: the documents as manifests, checked before any request
 planned.py     what runs/ reads of a plan (its Protocols), declared once for apply.py and run.py
-apply.py       applying a run: connect, plan, server-side apply after a dry run of every object
-judge.py       the server's dry run of every object, and how each differs from the live one
+apply.py       applying a run: connect, plan, server-side apply once the server has judged every object
+judge.py       the server's dry runs (of each object, or of one of each shape), and how each differs
+shapes.py      which objects a dry run of one judges: one shape, each value checked by its rule
 replace.py     what `apply --replace` checks before it deletes anything
 delete.py      deleting a run, and waiting until its Jobs are gone
 permissions.py what `run` and `wait` will need, asked of the server before they rely on it

@@ -1,18 +1,22 @@
-"""Applying a run to the cluster: server-side apply, after the server has judged every object.
+"""Applying a run to the cluster: server-side apply, once the server has judged every object.
 
     `apply_run`: connect -> the plan, for the namespace the run goes to
               -> manifests (manifests.py: one namespace, the run's labels)
               -> the run as it is (objects.py)
               -> --replace: dry runs of every delete and every new object (replace.py),
                  then delete it (each object by its uid), wait for its Jobs and Services
-              -> else a server-side dry run of every object: refused, or a different run?
+              -> else the names others hold (one list of names), and a server-side dry run
+                 of every object the run has and of one object of each shape it would
+                 create (shapes.py; of every object with --dry-run=server): refused, or a
+                 different run?
               -> Services, then Jobs, applied for real (or, with --dry-run=server, not)
 
-Nothing is changed until every object has passed the server's dry run, so a refusal
-(RBAC, validation, a conflict with another field manager, named with the ways out
-that `kubectl apply --server-side` gives) or a run that differs from this render
-changes nothing; with --replace, nothing is deleted until both halves have passed. What can still fail half-way (a quota that the next object
-exceeds) is reported with what was applied and what was not.
+Nothing is changed until every object has passed the server's dry run (its own, or its
+shape's), so a refusal (RBAC, validation, a conflict with another field manager, named with
+the ways out that `kubectl apply --server-side` gives) or a run that differs from this render
+changes nothing; with --replace, nothing is deleted until both halves have passed. What can
+still fail half-way (a quota that the next object exceeds, a webhook that judges one task's
+values: shapes.py) is reported with what was applied and what was not.
 "Different" is judged as `kubectl diff` judges it: against the server's dry run, so
 that the fields the server fills in do not count. A Job whose pod template (or another
 immutable field) would change, or an object of the run that the render lacks, makes
@@ -35,7 +39,16 @@ from simpletfjob.kube.objects import Applied, apply, get
 from simpletfjob.kube.request import ApplyConflict
 from simpletfjob.kube.resources import JOBS, SERVICES
 from simpletfjob.runs.delete import delete_run, wait_until_gone
-from simpletfjob.runs.judge import conflicts_line, dry_runs, judge_all
+from simpletfjob.runs.judge import (
+    Carried,
+    conflicts_line,
+    dry_runs,
+    expected_objects,
+    judge_all,
+    maybe_there,
+    names_held,
+    sampled_dry_runs,
+)
 from simpletfjob.runs.limits import add_limits
 from simpletfjob.runs.manifests import Manifest, manifests
 from simpletfjob.runs.objects import (
@@ -59,12 +72,6 @@ if TYPE_CHECKING:
 
 Report = Callable[[str], None]
 Warn = Report | None  # where the warning that TLS is not checked goes (None: stderr)
-
-
-# When the template spells its objects' names out, --name does not rename them.
-_RENAME_OBJECTS = (
-    "rename the template's objects (metadata.name; --name changes only the run's label)"
-)
 
 
 class RunDiffers(SimpleTFJobError):
@@ -235,16 +242,20 @@ def apply_manifests(
             conn, run, wanted, {}, made, report, scope, applied, force, rename, replaced=True,
             owner_first=owner_first,
         )  # fmt: skip
-    answers = dry_runs(conn, wanted, live, force=force)
-    # The name check, from the dry runs: an object the list did not have that the dry run
-    # found (or could not judge) is read, and judged again if another apply of the run made it.
-    found = [
-        i for i, (m, answer) in enumerate(answers) if m.key not in live and _maybe_there(answer)
-    ]
+    carried: Carried = {}
+    if dry_run:  # every object judged by the server, as --dry-run=server says
+        answers = dry_runs(conn, wanted, live, force=force)
+    else:  # the names others hold, from one list; one dry run of each shape (shapes.py)
+        unlisted = [m for m in wanted if m.key not in live]
+        _check_names(conn, run, names_held(conn, unlisted), live, replace, rename)
+        answers, carried = sampled_dry_runs(conn, wanted, live, force=force)
+    # An object the lists did not have that its dry run found (or could not judge) is read,
+    # and judged again if another apply of the run made it.
+    found = [i for i, (m, a) in enumerate(answers) if m.key not in live and maybe_there(a)]
     if found:
-        ours = _check_names(conn, run, [wanted[i] for i in found], live, replace, rename)
-        again = [i for i in found if wanted[i].key in ours]
-        rejudged = dry_runs(conn, [wanted[i] for i in again], live, force=force)
+        ours = _check_names(conn, run, [answers[i][0] for i in found], live, replace, rename)
+        again = [i for i in found if answers[i][0].key in ours]
+        rejudged = dry_runs(conn, [answers[i][0] for i in again], live, force=force)
         for i, answer in zip(again, rejudged, strict=True):
             answers[i] = answer
     judged = judge_all(answers)
@@ -260,7 +271,7 @@ def apply_manifests(
             f"{where} already exists and differs from this render: {some(differences)}; "
             f"give --replace to delete it and apply this render{beside}"
         )
-    expected = {m.key: applied.object for m, (applied, _) in judged if applied is not None}
+    expected = expected_objects(judged, carried)
     check(expected)
     if dry_run:
         outcomes = [(m, applied.outcome) for m, (applied, _) in judged if applied is not None]
@@ -271,17 +282,6 @@ def apply_manifests(
         conn, run, wanted, live, expected, report, scope, applied, force, rename,
         owner_first=owner_first,
     )  # fmt: skip
-
-
-def _maybe_there(answer: tuple[Applied | None, str] | Exception) -> bool:
-    """Whether a dry run says an object may be there: it found one (the answer has a
-    resourceVersion, which a dry run of a create has not), or it could not judge."""
-    if isinstance(answer, Exception):
-        return True
-    applied, _ = answer
-    return applied is not None and bool(
-        (applied.object.get("metadata") or {}).get("resourceVersion")
-    )
 
 
 def _check_names(

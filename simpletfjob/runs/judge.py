@@ -2,7 +2,10 @@
 from the live object: what `apply` judges a run by (apply.py).
 
 The dry runs change nothing, so they go `conn.settings.in_flight` at a time; their answers
-are judged in the render's order.
+are judged in the render's order. An apply dry-runs one object of each shape it would create
+and carries that verdict to the others of the shape (`sampled_dry_runs`; shapes.py says when
+that holds), having found the names that others' objects hold from one list of names
+(`names_held`).
 """
 
 from __future__ import annotations
@@ -15,11 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 from simpletfjob.errors import ClusterError
 from simpletfjob.kube.inflight import in_order
+from simpletfjob.kube.lists import list_metadata
 from simpletfjob.kube.objects import Applied, apply
 from simpletfjob.kube.request import ApiError, ApplyConflict
 from simpletfjob.kube.resources import JOBS
 from simpletfjob.runs.manifests import Manifest
-from simpletfjob.runs.objects import some
+from simpletfjob.runs.objects import object_name, some
+from simpletfjob.runs.shapes import Expected, Shaped, sample
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
@@ -37,6 +42,61 @@ def dry_runs(
     runs = [partial(_dry_run, conn, m, live, force=force) for m in wanted]
     with closing(in_order(runs, conn.settings.in_flight)) as answers:
         return list(zip(wanted, answers, strict=True))
+
+
+Answer = tuple[Applied | None, str] | Exception
+Carried = dict[tuple[str, str], tuple[tuple[str, str], Shaped, Shaped]]
+
+
+def sampled_dry_runs(
+    conn: Connection,
+    wanted: Sequence[Manifest],
+    live: Mapping[tuple[str, str], dict[str, Any]],
+    *,
+    force: bool,
+) -> tuple[list[tuple[Manifest, Answer]], Carried]:
+    """The server's dry run of each object the run has (`live`), and of one object of each
+    shape among those it would create (shapes.py), in the render's order; and for each other
+    object, by key: its sample's key, and the shapes that derive its would-be object.
+
+    The first refusal in the render's order is still the one said: an object that takes its
+    sample's verdict comes after its sample."""
+    chosen = sample([(m.resource, m.body) for m in wanted], lambda i: wanted[i].key in live)
+    sent = [wanted[i] for i in chosen.sent]
+    carried: Carried = {
+        wanted[i].key: (wanted[by].key, chosen.shaped[by], chosen.shaped[i])
+        for i, by in chosen.sample_of.items()
+    }
+    return dry_runs(conn, sent, live, force=force), carried
+
+
+def expected_objects(
+    judged: Sequence[tuple[Manifest, tuple[Applied | None, str]]], carried: Carried
+) -> Expected:
+    """Each object as the server's dry run has it (its own, or its sample's, derived)."""
+    found = {m.key: applied.object for m, (applied, _) in judged if applied is not None}
+    return Expected(found, carried)
+
+
+def maybe_there(answer: Answer) -> bool:
+    """Whether a dry run says an object may be there: it found one (the answer has a
+    resourceVersion, which a dry run of a create has not), or it could not judge."""
+    if isinstance(answer, Exception):
+        return True
+    applied, _ = answer
+    return applied is not None and bool(
+        (applied.object.get("metadata") or {}).get("resourceVersion")
+    )
+
+
+def names_held(conn: Connection, unlisted: Sequence[Manifest]) -> list[Manifest]:
+    """Those of `unlisted` (objects the run's list did not have) whose name an object holds
+    in the namespace: one list of names (metadata only) of each resource among them."""
+    held = set()
+    for resource in dict.fromkeys(m.resource for m in unlisted):
+        listed = list_metadata(conn, resource)
+        held |= {(resource.plural, object_name(obj)) for obj in listed.items}
+    return [m for m in unlisted if m.key in held]
 
 
 def judge_all(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from simpletfjob.kube.lists import METADATA_ONLY
 from tests.conftest import assert_one_line_error
 from tests.support.cluster import ADMIN, Cluster
 from tests.support.kubeapi import KubeAPI, write_kubeconfig
@@ -132,13 +133,18 @@ def test_apply_and_delete_list_each_resource_once_whatever_the_number_of_tasks(
     apply = Apply(cli, None, tmp_path, "default", kubeconfig=kubeconfig)  # type: ignore[arg-type]
     hosts = ",".join(f"h{i}" for i in range(12))
     assert apply("--network", "pod", hosts=hosts).code == 0
-    assert [r.query.get("labelSelector") for r in kubeapi.requests_for("jobs", "list")] == [
-        "app.kubernetes.io/managed-by=simpletfjob,simpletfjob/job=mnist"
+    # The run, by its labels; and the names the namespace's objects hold (metadata only).
+    listed = [
+        (r.query.get("labelSelector"), r.accept) for r in kubeapi.requests_for("jobs", "list")
     ]
-    assert len(kubeapi.requests_for("services", "list")) == 1
-    assert apply.delete().code == 0
-    assert len(kubeapi.requests_for("jobs", "list")) == 2
+    assert listed == [
+        ("app.kubernetes.io/managed-by=simpletfjob,simpletfjob/job=mnist", "application/json"),
+        (None, METADATA_ONLY),
+    ]
     assert len(kubeapi.requests_for("services", "list")) == 2
+    assert apply.delete().code == 0
+    assert len(kubeapi.requests_for("jobs", "list")) == 3
+    assert len(kubeapi.requests_for("services", "list")) == 3
     assert len(kubeapi.requests_for("jobs", "delete")) == 12
 
 
@@ -191,5 +197,5 @@ def test_wait_of_jobs_the_server_deleted_at_once_lists_them_no_more(
     assert waited.code == 0, waited.err
     assert lines(waited)[-1].endswith("(3 objects: 3 jobs, 0 services) and its Jobs are gone")
     assert kubeapi.objects("jobs", "default") == []
-    assert len(kubeapi.requests_for("jobs", "list")) == 2  # apply's and delete's, no more
+    assert len(kubeapi.requests_for("jobs", "list")) == 3  # apply's two and delete's, no more
     assert kubeapi.requests_for("jobs", "watch") == []

@@ -50,7 +50,7 @@ def in_render_order() -> list[str]:
     return ["job.batch/mnist-ps-0"] + [f"job.batch/mnist-worker-{i}" for i in range(HOSTS - 1)]
 
 
-def test_reads_and_dry_runs_go_a_few_at_a_time_and_the_lines_keep_the_renders_order(
+def test_requests_go_a_few_at_a_time_and_the_lines_keep_the_renders_order(
     cli: Any, kubeapi: KubeAPI, tmp_path: Path
 ) -> None:
     kubeapi.add_faults(resource="jobs", delay=0.05)  # long enough for requests to meet
@@ -58,9 +58,33 @@ def test_reads_and_dry_runs_go_a_few_at_a_time_and_the_lines_keep_the_renders_or
     assert result.code == 0, result.err
     assert objects(result.err) == [f"{ref} created" for ref in in_render_order()]
     assert 1 < kubeapi.peak_in_flight <= 8  # the connection's in_flight, by default
-    dry_runs = [r for r in kubeapi.requests_for("jobs", "patch") if r.query.get("dryRun")]
-    assert len(dry_runs) == HOSTS
     assert len(kubeapi.objects("jobs", NS)) == HOSTS
+
+
+def test_a_new_run_is_dry_run_once_for_each_shape_and_names_held_are_listed_once(
+    cli: Any, kubeapi: KubeAPI, tmp_path: Path
+) -> None:
+    """Every task's Job of this template differs from the others only in the task's values
+    (runs/shapes.py): one dry run judges them all, where there was one each. The names that
+    others' objects hold come from one list of names, not from each object's dry run."""
+    result = apply(cli, kubeapi, tmp_path)
+    assert result.code == 0, result.err
+    assert objects(result.err) == [f"{ref} created" for ref in in_render_order()]
+    dry_runs = [r for r in kubeapi.requests_for("jobs", "patch") if r.query.get("dryRun")]
+    assert [r.name for r in dry_runs] == ["mnist-ps-0"]  # the first of the render's shape
+    lists = kubeapi.requests_for("jobs", "list")
+    names_only = [r for r in lists if "as=PartialObjectMetadataList" in r.accept]
+    assert len(names_only) == 1 and not names_only[0].query.get("labelSelector")
+    assert kubeapi.requests_for("jobs", "get") == []
+    # The same run again: each object the run has is judged against itself, every one.
+    kubeapi.requests.clear()
+    again = apply(cli, kubeapi, tmp_path)
+    assert again.code == 0, again.err
+    assert objects(again.err) == [f"{ref} unchanged" for ref in in_render_order()]
+    dry_runs = [r for r in kubeapi.requests_for("jobs", "patch") if r.query.get("dryRun")]
+    assert sorted(r.name or "" for r in dry_runs) == sorted(
+        ref.removeprefix("job.batch/") for ref in in_render_order()
+    )
 
 
 def test_dry_runs_throttled_with_retry_after_are_ridden_out(

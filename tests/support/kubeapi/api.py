@@ -108,6 +108,7 @@ class Request:
     namespace: str | None = None
     name: str | None = None
     subresource: str = ""
+    accept: str = ""  # the Accept header: a list of names only asks for PartialObjectMetadataList
 
 
 @dataclass
@@ -342,7 +343,9 @@ class KubeAPI:
         headers: Mapping[str, str] | None = None,
     ) -> Answer:
         headers = headers or {}
-        request = Request(path, dict(query), authorization, method)
+        request = Request(
+            path, dict(query), authorization, method, accept=headers.get("Accept", "")
+        )
         info = _route(method, path, query)
         if info is not None:
             (
@@ -501,7 +504,7 @@ class KubeAPI:
                 store.get_body(resource.name, ns, str(request.name)),
             )
         if verb == "list":
-            return self._list(resource, ns, query, faults)
+            return self._list(resource, ns, query, faults, request.accept)
         if verb == "watch":
             return self._watch(resource, request, ns, query, faults)
         if verb == "create" and sub == "binding":
@@ -610,8 +613,15 @@ class KubeAPI:
             )
 
     def _list(
-        self, resource: Resource, ns: str | None, query: dict[str, str], faults: list[Faults]
+        self,
+        resource: Resource,
+        ns: str | None,
+        query: dict[str, str],
+        faults: list[Faults],
+        accept: str = "",
     ) -> Answer:
+        """A page of a list; with `as=PartialObjectMetadataList` first in Accept (client-go's
+        metadata client), each item's metadata only, as a PartialObjectMetadataList."""
         try:
             limit = int(query.get("limit") or 0)
         except ValueError:
@@ -631,17 +641,23 @@ class KubeAPI:
             metadata["continue"] = result.token
         if result.remaining is not None:
             metadata["remainingItemCount"] = result.remaining
-        head = compact_json(
-            {
-                "kind": resource.kind + "List",
-                "apiVersion": resource.api_version,
-                "metadata": metadata,
-            }
-        )  # compact, as Go's encoding/json writes it, metadata before items
         items = list(result.items)
+        kind, api_version = resource.kind + "List", resource.api_version
+        if "as=PartialObjectMetadataList" in accept.split(",")[0]:
+            kind, api_version = "PartialObjectMetadataList", "meta.k8s.io/v1"
+            partial = {"kind": "PartialObjectMetadata", "apiVersion": api_version}
+            items = [
+                compact_json({**partial, "metadata": json.loads(i)["metadata"]}) for i in items
+            ]
+        head = compact_json(
+            {"kind": kind, "apiVersion": api_version, "metadata": metadata}
+        )  # compact, as Go's encoding/json writes it, metadata before items
         repeat = max((f.repeat_items for f in faults), default=0)
         items += items[:repeat]
-        body = b"".join([head[:-1], b',"items":[', b",".join(items), b"]}"])
+        listed = b"[" + b",".join(items) + b"]"
+        if kind == "PartialObjectMetadataList" and not items:
+            listed = b"null"  # as Go writes this list's nil slice
+        body = b"".join([head[:-1], b',"items":', listed, b"}"])
         return Answer(200, {"Content-Type": "application/json"}, body)
 
     def _watch(

@@ -1,0 +1,263 @@
+"""Which objects apply asks the server to dry-run: one of each shape it would create, and the
+others of that shape judged by that one's verdict (apply.py).
+
+A run's tasks of one role are rendered from one skeleton, so their objects differ only in
+the task's values: a name, an index label, a node, its framework's variables. The server judges an object
+by its fields, and for the fields where those values stand its rule is a rule of that value
+alone, which is checked here. So:
+
+- **Shape.** Two manifests of one resource have the same shape when they are equal but at
+  the *varying* places below, where each holds a string (`VARYING`; a number, a list or a
+  mapping there is part of the shape). Everything else (image, ports, resources, tolerations,
+  restart policy, ...) is equal, field for field, and in the same order.
+- **Sampled.** The first object of each shape, in the render's order, gets the server's dry
+  run, as every object did before; so do the objects the run's list has (an update depends
+  on the live object, so it is never carried), and any object whose own values fail a check
+  below (the server then says what is wrong, in its own words).
+- **Checked here**, for each object that takes its sample's verdict, at each varying place
+  where it differs from its sample, as the API server checks it: `metadata.name` a DNS-1123
+  subdomain of at most 63 characters for a Job (its pods carry it as the `job-name` label),
+  a DNS-1035 label for a Service; a label's value, and a Service's selector's, a label value;
+  `nodeName` a DNS-1123 subdomain; the annotations of one object at most 256 KiB together; an
+  env variable's value, a command's and an argument's words, any string; and the whole object,
+  as JSON, no larger than its sample or within 512 KiB (the API server and etcd cap an
+  object's size).
+- **Names held by others** are found from one list, of names only (metadata), of the
+  namespace's Jobs and of its Services (apply.py), not from each object's dry run.
+
+What this does not catch, where the object's dry run would have: an admission webhook, or
+a policy engine, that judges one task's values (such as one node name it refuses); a quota
+of objects (`count/jobs.batch`) is not caught either way, as each dry run is judged alone.
+Objects are still applied one by one, so such a refusal stops the apply half-way, and it says
+what was applied (apply.py). `--dry-run=server` dry-runs every object.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, NamedTuple
+
+from simpletfjob.identity import is_label_value
+from simpletfjob.kube.resources import JOBS, SERVICES, Resource
+
+Path = tuple[str | int, ...]
+
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+ANNOTATIONS_MOST = 256 * 1024  # bytes: the API server's TotalAnnotationSizeLimitB
+SIZE_ANYWAY = 512 * 1024  # bytes of JSON an object may have whatever its sample's
+
+
+def _any(value: str) -> bool:
+    return True
+
+
+def _subdomain(value: str) -> bool:
+    return len(value) <= 253 and _DNS1123_SUBDOMAIN.fullmatch(value) is not None
+
+
+def _job_name(value: str) -> bool:
+    return len(value) <= 63 and _subdomain(value)
+
+
+def _service_name(value: str) -> bool:
+    return len(value) <= 63 and _DNS1035_LABEL.fullmatch(value) is not None
+
+
+def _label(value: str) -> bool:
+    return is_label_value(value)
+
+
+ANY = "*"  # any key of a mapping, any index of a list
+_POD = ("spec", "template", "spec")
+_CONTAINERS = [
+    (*_POD, kind, ANY, words, ANY)
+    for kind in ("containers", "initContainers")
+    for words in ("command", "args")
+] + [(*_POD, kind, ANY, "env", ANY, "value") for kind in ("containers", "initContainers")]
+_METADATA: list[tuple[tuple[str, ...], Callable[[str], bool]]] = [
+    (("metadata", "labels", ANY), _label),
+    (("metadata", "annotations", ANY), _any),
+]
+
+# Where objects of one shape may differ, and the check of a value there (the server's rule).
+VARYING: dict[Resource, list[tuple[tuple[str, ...], Callable[[str], bool]]]] = {
+    JOBS: [
+        (("metadata", "name"), _job_name),
+        *_METADATA,
+        (("spec", "template", "metadata", "labels", ANY), _label),
+        (("spec", "template", "metadata", "annotations", ANY), _any),
+        ((*_POD, "nodeName"), _subdomain),
+        *((path, _any) for path in _CONTAINERS),
+    ],
+    SERVICES: [
+        (("metadata", "name"), _service_name),
+        *_METADATA,
+        (("spec", "selector", ANY), _label),
+    ],
+}
+
+
+class Shaped(NamedTuple):
+    """An object's shape (its body, each varying string blanked) and its varying strings."""
+
+    key: str
+    values: dict[Path, str]  # each varying place's string, by its path in the body
+    size: int  # its JSON's length
+
+
+def shape(resource: Resource, body: Mapping[str, Any]) -> Shaped:
+    """The object's shape and what varies in it (VARYING)."""
+    values: dict[Path, str] = {}
+    patterns = [p for p, _ in VARYING.get(resource, ())]
+    blank = _walk(body, (), patterns, values)
+    key = json.dumps([resource.plural, blank], separators=(",", ":"))
+    return Shaped(key, values, len(json.dumps(body, separators=(",", ":"))))
+
+
+def _walk(node: Any, path: Path, patterns: Sequence[tuple[str, ...]], out: dict[Path, str]) -> Any:
+    """`node` with its varying strings blanked (and put in `out`); `patterns` are what is left
+    of each varying place's path below `path`, for those that lead here."""
+    if not patterns:
+        return node  # nothing varies below: as it is
+    if isinstance(node, str):
+        if any(not p for p in patterns):
+            out[path] = node
+            return None  # blanked: the shape holds no varying string
+        return node
+    if isinstance(node, Mapping):
+        # Keys in order: equal JSON is a stricter test than equal content.
+        return {k: _walk(v, (*path, k), _below(patterns, k), out) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_walk(v, (*path, i), _below(patterns, i), out) for i, v in enumerate(node)]
+    return node
+
+
+def _below(patterns: Sequence[tuple[str, ...]], step: str | int) -> list[tuple[str, ...]]:
+    return [p[1:] for p in patterns if p and p[0] in (ANY, step)]
+
+
+def _matches(pattern: tuple[str, ...], path: Path) -> bool:
+    return len(pattern) == len(path) and all(
+        p in (ANY, q) for p, q in zip(pattern, path, strict=True)
+    )
+
+
+def _rule(resource: Resource, path: Path) -> Callable[[str], bool]:
+    for pattern, rule in VARYING[resource]:
+        if _matches(pattern, path):
+            return rule
+    raise AssertionError(f"not a varying place: {path}")
+
+
+def carries(resource: Resource, sample: Shaped, other: Shaped) -> bool:
+    """Whether the server's verdict on `sample` holds for `other`, of the same shape: each of
+    its values that differs passes the server's rule for its place, its annotations fit, and
+    its size does too."""
+    if other.size > max(sample.size, SIZE_ANYWAY):
+        return False
+    for path, value in other.values.items():
+        if sample.values.get(path) != value and not _rule(resource, path)(value):
+            return False
+    return _annotations(other.values, ("metadata",)) and _annotations(
+        other.values, ("spec", "template", "metadata")
+    )
+
+
+def _annotations(values: Mapping[Path, str], where: Path) -> bool:
+    # Counted over the varying annotations only: a fixed annotation is the sample's, judged.
+    # Every annotation of a Job or Service here is a string, so every one of them varies.
+    at = (*where, "annotations")
+    total = sum(len(str(p[-1])) + len(v) for p, v in values.items() if p[:-1] == at)
+    return total <= ANNOTATIONS_MOST
+
+
+class Sampling(NamedTuple):
+    """What the dry runs cover: the objects sent (their indexes in the render's order), and
+    for each other object, the index of its sample."""
+
+    sent: list[int]
+    sample_of: dict[int, int]
+    shaped: dict[int, Shaped]
+
+
+def sample(
+    objects: Sequence[tuple[Resource, Mapping[str, Any]]], judged: Callable[[int], bool]
+) -> Sampling:
+    """Choose the objects to dry-run: every one for which `judged(i)` is true (an update),
+    the first of each shape among the others, and any whose verdict its sample's does not
+    carry (`carries`)."""
+    sent: list[int] = []
+    sample_of: dict[int, int] = {}
+    shaped: dict[int, Shaped] = {}
+    first: dict[str, int] = {}
+    for i, (resource, body) in enumerate(objects):
+        if judged(i):
+            sent.append(i)
+            continue
+        mine = shaped[i] = shape(resource, body)
+        at = first.get(mine.key)
+        if at is not None and carries(resource, shaped[at], mine):
+            sample_of[i] = at
+        else:
+            first.setdefault(mine.key, i)
+            sent.append(i)
+    return Sampling(sent, sample_of, shaped)
+
+
+def derived(answer: Mapping[str, Any], sample: Shaped, other: Shaped) -> dict[str, Any] | None:
+    """The server's dry run of `other` as its sample's tells it: the sample's answer with
+    other's values written in; None when a place is not where the answer has it."""
+    obj: dict[str, Any] = json.loads(json.dumps(answer))
+    for path, value in other.values.items():
+        if sample.values.get(path) == value:
+            continue
+        holder: Any = obj
+        for step in path[:-1]:
+            holder = _step(holder, step)
+            if holder is None:
+                return None
+        if _step(holder, path[-1]) is None:  # (a varying place holds a string, never None)
+            return None
+        holder[path[-1]] = value
+    return obj
+
+
+def _step(holder: Any, step: str | int) -> Any:
+    if isinstance(holder, dict) and isinstance(step, str):
+        return holder.get(step)
+    if isinstance(holder, list) and isinstance(step, int) and step < len(holder):
+        return holder[step]
+    return None
+
+
+class Expected(Mapping[tuple[str, str], dict[str, Any]]):
+    """Each object's dry run, by key: those the server judged, and those their samples judged
+    for them, derived when asked (most never are: only an object another writer created
+    meanwhile, and --cleanup-after's owner, are looked at)."""
+
+    def __init__(
+        self,
+        judged: dict[tuple[str, str], dict[str, Any]],
+        carried: dict[tuple[str, str], tuple[tuple[str, str], Shaped, Shaped]],
+    ) -> None:
+        self._judged = judged
+        self._carried = carried  # key: (its sample's key, the sample's shape, its own)
+
+    def __getitem__(self, key: tuple[str, str]) -> dict[str, Any]:
+        if key in self._judged:
+            return self._judged[key]
+        by, sample_shape, own = self._carried[key]
+        found = derived(self._judged[by], sample_shape, own) if by in self._judged else None
+        if found is None:
+            raise KeyError(key)
+        return found
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        yield from self._judged
+        yield from (k for k in self._carried if k not in self._judged)
+
+    def __len__(self) -> int:
+        return len(self._judged) + sum(k not in self._judged for k in self._carried)

@@ -14,6 +14,12 @@ later `import kubernetes; kubernetes.watch.Watch()`, `from kubernetes import dyn
 `kubernetes.__version__`, by simpletfjob or by the user's own code in the same process
 (the Python API in a notebook), finds the whole package, as if it had been imported the
 usual way. A package that is already imported (or being imported) is left as it is.
+
+Only the command-line tool defers (`enable()`, from its entry point): its own threads never
+ask the client for more than it loaded. In a process of the user's own (the Python API in
+a notebook), a thread could import `kubernetes.dynamic` while another runs the deferred
+`__init__`, each then waiting for the other's lock; there the client is imported the usual
+way.
 """
 
 from __future__ import annotations
@@ -27,10 +33,19 @@ from types import ModuleType
 # Parents first: a subpackage is found through its parent's path.
 PACKAGES = ("kubernetes", "kubernetes.utils")
 _LOCK = threading.RLock()
+_ENABLED = [False]
+
+
+def enable() -> None:
+    """Let `defer()` defer: the command-line tool's process (see the module)."""
+    _ENABLED[0] = True
 
 
 def defer(packages: tuple[str, ...] = PACKAGES) -> None:
-    """Register each package not imported yet, its `__init__` run on first need."""
+    """Register each package not imported yet, its `__init__` run on first need; nothing
+    unless `enable()` was called."""
+    if not _ENABLED[0]:
+        return
     with _LOCK:
         for name in packages:
             if name in sys.modules:

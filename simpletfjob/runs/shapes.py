@@ -59,7 +59,10 @@ def _subdomain(value: str) -> bool:
 
 
 def _job_name(value: str) -> bool:
-    return len(value) <= 63 and _subdomain(value)
+    # An Indexed Job's name must also leave room for '-<index>' in a 63-character label (its
+    # completions read nowhere here): a name longer than that room for 10 digits is judged
+    # by its own dry run.
+    return len(value) <= 63 - 11 and _subdomain(value)
 
 
 def _service_name(value: str) -> bool:
@@ -170,7 +173,9 @@ def _annotations(values: Mapping[Path, str], where: Path) -> bool:
     # Counted over the varying annotations only: a fixed annotation is the sample's, judged.
     # Every annotation of a Job or Service here is a string, so every one of them varies.
     at = (*where, "annotations")
-    total = sum(len(str(p[-1])) + len(v) for p, v in values.items() if p[:-1] == at)
+    total = sum(  # bytes of UTF-8, as the server counts them
+        len(str(p[-1]).encode()) + len(v.encode()) for p, v in values.items() if p[:-1] == at
+    )
     return total <= ANNOTATIONS_MOST
 
 

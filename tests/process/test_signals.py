@@ -203,7 +203,7 @@ def test_apply_interrupted_in_its_server_dry_runs_has_applied_nothing(
 ) -> None:
     proxied.proxy.delay(HELD, verb="apply", dry_run=True)
     proc = proxied.start(*APPLY)
-    out_now(proxied.proxy, "apply", None, dry_run=True, count=2)
+    out_now(proxied.proxy, "apply", None, dry_run=True, count=1)  # one shape: one dry run
     status, out, err, took = ended(proc, signum)
     assert (status, out, err) == (code, "", "simpletfjob: interrupted\n")
     assert took < PROMPT

@@ -21,6 +21,8 @@ current-context: x
 """
 
 CONNECT = """\
+from simpletfjob.kube import deferred
+deferred.enable()  # as the command-line tool does
 from simpletfjob.kube.connection import Settings, connect
 conn = connect(Settings(kubeconfig=KUBECONFIG))
 print("connected", conn.namespace)
@@ -59,6 +61,14 @@ def run(tmp_path: Path, code: str) -> list[str]:
 
 def test_a_connection_loads_only_the_parts_of_the_client_it_uses(tmp_path: Path) -> None:
     assert run(tmp_path, CONNECT + HEAVY) == ["connected ml", "loaded []"]
+
+
+def test_a_users_own_process_imports_the_client_the_usual_way(tmp_path: Path) -> None:
+    """In a notebook's threads, a deferred __init__ and an import of a part could wait for each
+    other's lock: only the command-line tool defers."""
+    code = CONNECT.replace("deferred.enable()", "pass") + HEAVY
+    out = run(tmp_path, code)
+    assert out[0] == "connected ml" and "kubernetes.dynamic" in out[1]
 
 
 def test_the_users_code_finds_the_whole_client_after_a_connection(tmp_path: Path) -> None:

@@ -106,6 +106,10 @@ def test_an_object_that_differs_elsewhere_has_a_shape_and_a_dry_run_of_its_own(
         {"metadata__labels__simpletfjob/index": "-1"},  # not a label value
         {"spec__template__metadata__labels__simpletfjob/index": "x" * 64},
         {"metadata__annotations__simpletfjob/name": "x" * (256 * 1024)},  # past the total
+        # bytes of UTF-8, as the server counts them: 170K characters of 2 bytes each
+        {"metadata__annotations__simpletfjob/name": "é" * (170 * 1024)},
+        # an Indexed Job's pods are named '<job>-<index>', a 63-character label
+        {"metadata__name": "mnist-worker-" + "1" * 45},
     ],
 )
 def test_an_object_whose_own_value_breaks_the_servers_rule_is_dry_run_itself(

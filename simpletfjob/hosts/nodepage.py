@@ -13,15 +13,11 @@ path never decides anything the careful one would not.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import msgspec
 
 from simpletfjob.hosts.nodes import EMPTY, Node, Taint
+from simpletfjob.kube.lists import Page
 from simpletfjob.quantity import parse_quantity_count
-
-if TYPE_CHECKING:
-    from simpletfjob.kube.lists import Page
 
 
 class _Meta(msgspec.Struct):
@@ -79,8 +75,6 @@ def decode_nodes(data: bytes, origin: str, gpu_resource: str) -> Page[list[Node]
     """The page's nodes, continue token and resourceVersion; None if any of it is unusual (see
     the module), for the caller to decode the careful way. `origin` is where the list came
     from, as node_from_object's (each node's is `origin` and its index)."""
-    from simpletfjob.kube.lists import Page
-
     try:
         page = _DECODER.decode(data)
     except (msgspec.DecodeError, RecursionError):  # ValidationError is a DecodeError

@@ -12,9 +12,8 @@ another object's), and only those of the last reading: nothing grows as a run go
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
-from simpletfjob.runs.annotations import KEYS, Found, values_of
+from simpletfjob.runs.annotations import Found, Said, gathered, said_by, values_of
 from simpletfjob.runs.taskstate import Object, TaskStatus, metadata_of, pods_by_job, task_of
 
 
@@ -55,7 +54,7 @@ class Kept(Reading):
         self.judged = {}
         self.ids: dict[int, tuple[Object, tuple[str, str]]] = {}  # id(Job) -> its uid and name
         self.owners: dict[int, tuple[Object, str]] = {}  # id(pod) -> its Job's key (pods_by_job)
-        self.said: dict[int, tuple[Object, str, tuple[Any, ...]]] = {}  # id(Job) -> annotations
+        self.said: dict[int, tuple[Object, Said]] = {}  # id(Job) -> its annotations read
 
     def tasks(
         self,
@@ -97,20 +96,12 @@ class Kept(Reading):
         return found
 
     def values(self, jobs: Iterable[Object]) -> Found:
-        said: dict[int, tuple[Object, str, tuple[Any, ...]]] = {}
-        found: dict[str, dict[str, list[str]]] = {key: {} for key in KEYS}
+        said: dict[int, tuple[Object, Said]] = {}
         for job in jobs:
             kept = self.said.get(id(job))
-            if kept is None or kept[0] is not job:
-                one = values_of([job]).values
-                name = next((n[0] for v in one.values() for n in v.values()), "")
-                kept = (job, name, tuple(next(iter(one[key]), None) for key in KEYS))
-            said[id(job)] = kept
-            for key, value in zip(KEYS, kept[2], strict=True):
-                if value is not None:
-                    found[key].setdefault(value, []).append(kept[1])
+            said[id(job)] = kept if kept is not None and kept[0] is job else (job, said_by(job))
         self.said = said
-        return Found(found)
+        return gathered(read for _, read in said.values())
 
 
 def _same(

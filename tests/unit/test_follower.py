@@ -261,9 +261,10 @@ def test_an_event_about_one_task_of_many_judges_that_task_again_not_every_task(
         return reading
 
     monkeypatch.setattr(reading_module, "task_of", counted(reading_module.task_of, judged))
-    for name in ("pods_by_job", "values_of"):
-        original = getattr(reading_module, name)
-        monkeypatch.setattr(reading_module, name, counted(original, read, many=True))
+    monkeypatch.setattr(reading_module, "said_by", counted(reading_module.said_by, read))
+    monkeypatch.setattr(
+        reading_module, "pods_by_job", counted(reading_module.pods_by_job, read, many=True)
+    )
     failed = job("worker-7", "worker0", failed=1, failed_reason="BackoffLimitExceeded")
     follower.take("pods", Event("MODIFIED", pod(failed, "Failed", exit_code=1, reason="Error")))
     follower.take("jobs", Event("MODIFIED", failed))

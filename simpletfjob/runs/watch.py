@@ -37,6 +37,9 @@ if TYPE_CHECKING:
 
 MANAGER = "simpletfjob"
 
+# The longest the caller's thread waits at once for the next event (see _next).
+POLL = 0.25
+
 
 def _both(
     conn: Connection,
@@ -283,16 +286,20 @@ class NodeReader:
 def _next(
     events: queue.Queue[tuple[str, Event] | BaseException], deadline: Deadline | None
 ) -> tuple[str, Event] | BaseException | None:
-    """The next event, waiting at most until the deadline; None when it has passed."""
-    if deadline is None:
-        return events.get()
-    remaining = deadline.remaining()
-    if remaining <= 0:
-        return None
-    try:
-        return events.get(timeout=remaining)
-    except queue.Empty:
-        return None
+    """The next event, waiting at most until the deadline; None when it has passed.
+
+    The wait is taken in short steps: a Ctrl-C that a notebook or a caller's thread
+    delivers (`_thread.interrupt_main()`) only raises when the main thread runs Python
+    again, and a queue's wait with no timeout would hold it off until the next event.
+    """
+    while True:
+        step = POLL if deadline is None else min(POLL, deadline.remaining())
+        if step <= 0:
+            return None
+        try:
+            return events.get(timeout=step)
+        except queue.Empty:
+            continue
 
 
 def clean_up(conn: Connection, run: Run, cleanup: str, report: Callable[[str], None]) -> None:

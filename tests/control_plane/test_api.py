@@ -8,6 +8,7 @@ nodes with a label of the test's own, planned from the cluster with `selector`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import threading
@@ -216,13 +217,24 @@ def test_an_option_the_run_commands_refuse_is_the_cli_error(session: Session) ->
         session.client.get("bad name")  # checked before the server is asked
 
 
-def _interrupt_after(seconds: float) -> threading.Timer:
-    """Ctrl-C in the test's (main) thread, as a notebook's interrupt button sends it."""
+@contextlib.contextmanager
+def _interrupted_after(seconds: float) -> Iterator[None]:
+    """Ctrl-C in the test's (main) thread, as a notebook's interrupt button sends it.
+
+    `_thread.interrupt_main()` raises only once the main thread runs Python again: a
+    wait blocked with no timeout would hold it off. The block must raise it soon after.
+    """
     import _thread
 
     timer = threading.Timer(seconds, _thread.interrupt_main)
+    started = time.monotonic()
     timer.start()
-    return timer
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            yield
+    finally:
+        timer.cancel()  # a block that ended first leaves no Ctrl-C for another test
+    assert time.monotonic() - started < seconds + 10
 
 
 def _ours(thread: threading.Thread) -> bool:
@@ -247,12 +259,10 @@ def _threads_settle(before: set[threading.Thread]) -> list[threading.Thread]:
 def test_ctrl_c_propagates_from_wait_and_logs_and_leaves_no_thread(session: Session) -> None:
     run = session.apply(seconds=120)
     before = set(threading.enumerate())
-    with pytest.raises(KeyboardInterrupt):
-        _interrupt_after(3)
+    with _interrupted_after(3):
         run.wait()
     assert _threads_settle(before) == []
-    with pytest.raises(KeyboardInterrupt):
-        _interrupt_after(3)
+    with _interrupted_after(3):
         for _ in run.logs(follow=True):
             pass
     assert _threads_settle(before) == []

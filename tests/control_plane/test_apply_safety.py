@@ -21,10 +21,11 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 
@@ -257,9 +258,8 @@ def test_wait_cleanup_leaves_alone_a_job_that_took_a_listed_name(
         "lastProbeTime": "2026-11-26T08:00:00Z",
         "lastTransitionTime": "2026-11-26T08:00:00Z",
     }
-    cluster.job_synced(ns, "mnist-worker-0")  # else the Job controller may write over it
-    cluster.admin.merge_patch(
-        f"/apis/batch/v1/namespaces/{ns}/jobs/mnist-worker-0/status",
+    cluster.finish_job(
+        ns, "mnist-worker-0",
         {"status": {"succeeded": 1, "startTime": "2026-11-26T07:00:00Z",
                     "completionTime": "2026-11-26T08:00:00Z", "conditions": [complete]}},
     )  # fmt: skip
@@ -395,6 +395,33 @@ def start_apply(template: Path, kubeconfig: Path, count: int, *args: str) -> sub
     )  # fmt: skip
 
 
+def interrupt_once_said(proc: subprocess.Popen[str], said: int) -> tuple[str, str]:
+    """SIGINT once `proc` has said `said` lines on stderr (an object each); then its output.
+
+    The lines are read as they come, so that the signal lands while the command is still at
+    work, however fast the cluster answers (a poll of the namespace's Jobs could miss it).
+    """
+    assert proc.stdout is not None and proc.stderr is not None
+    lines: list[str] = []
+    enough = threading.Event()
+
+    def read(stream: IO[str]) -> None:
+        for line in stream:
+            lines.append(line)
+            if len(lines) >= said:
+                enough.set()
+        enough.set()
+
+    reader = threading.Thread(target=read, args=(proc.stderr,), daemon=True)
+    reader.start()
+    assert enough.wait(timeout=120), "the command said too few lines"
+    proc.send_signal(signal.SIGINT)
+    out = proc.stdout.read()
+    proc.wait(timeout=60)
+    reader.join(timeout=60)
+    return out, "".join(lines)
+
+
 def test_two_applies_of_one_render_at_once_behave_as_one_after_the_other(
     kube: Cluster, namespace: str, tmp_path: Path
 ) -> None:
@@ -427,13 +454,7 @@ def test_sigint_during_an_apply_says_how_many_objects_were_applied_and_the_ways_
     template = write(tmp_path / "mnist.yaml", NO_PODS)
     kubeconfig = kube.kubeconfig(tmp_path / "kc", namespace=namespace)
     proc = start_apply(template, kubeconfig, 300, "--context", kube.name)
-    wait_for(
-        lambda: proc.poll() is not None or len(jobs(kube, namespace)) >= 20,
-        timeout=120,
-        what="some Jobs",
-    )
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    out, err = interrupt_once_said(proc, 20)
     assert proc.returncode == 130, err
     assert out == ""
     *created, last = err.splitlines()
@@ -472,13 +493,7 @@ def test_sigint_during_a_delete_says_how_many_objects_were_deleted_and_how_to_go
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "HOME": str(tmp_path)},
     )  # fmt: skip
-    wait_for(
-        lambda: proc.poll() is not None or len(jobs(kube, namespace)) <= 180,
-        timeout=120,
-        what="some Jobs to go",
-    )
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    out, err = interrupt_once_said(proc, 20)
     assert proc.returncode == 130, err
     assert out == ""
     *deleted, last = err.splitlines()

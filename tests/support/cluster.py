@@ -127,21 +127,24 @@ class Cluster:
             if response.code not in (200, 404):
                 raise ApiFailure("DELETE", f"/api/v1/nodes/{name}", response.code, response.body)
 
-    def job_synced(self, namespace: str, name: str, timeout: float = 60.0) -> None:
-        """Wait until the Job controller has written the Job's status once, before a test
-        writes a status of its own (a Job that has ended, say).
+    def finish_job(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        """Write an ended status (a Complete or Failed condition) on a Job, and see it stay.
 
         kube-controller-manager v1.20 writes a Job's whole status over the latest object (it
-        reads the Job, sets the status it computed, updates), so a status written before its
-        first sync of a new Job may be lost; later syncs write only when its counts change.
-        On a loaded machine that first sync comes seconds after the Job.
+        reads the Job, sets the status it computed, updates). A sync that started before the
+        test's write, from an older copy of the Job, can so write over it; once the
+        controller has seen the Job ended, it leaves it alone. So the status is written
+        again until it has stayed for a second.
         """
         path = f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}"
-        wait_for(
-            lambda: (self.admin.get(path).get("status") or {}).get("startTime"),
-            timeout,
-            f"the Job controller to sync Job {name}",
-        )
+        conditions = status["status"]["conditions"]
+
+        def stays() -> bool:
+            self.admin.merge_patch(f"{path}/status", dict(status))
+            time.sleep(1.0)
+            return bool((self.admin.get(path).get("status") or {}).get("conditions") == conditions)
+
+        wait_for(stays, 60, f"the status of Job {name} to stay as written")
 
     def create(self, path: str, obj: Mapping[str, Any]) -> dict[str, Any]:
         return self.admin.post(path, dict(obj))  # type: ignore[no-any-return]
@@ -263,8 +266,11 @@ class LoopbackCluster(Cluster):
 
     api: KubeAPI | None = None
 
-    def job_synced(self, namespace: str, name: str, timeout: float = 60.0) -> None:
+    def finish_job(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
         """No Job controller writes over a status here."""
+        self.admin.merge_patch(
+            f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}/status", dict(status)
+        )
 
     def grant(
         self,

@@ -29,9 +29,10 @@ restarts only disruptions; neither restarts a deadline or a final cause, and
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, MutableMapping
 from dataclasses import dataclass, replace
 
+from simpletfjob.runs.follower import TIE
 from simpletfjob.runs.state import AMBIGUOUS, DELETED, DELETING, Run, side_failures
 from simpletfjob.runs.taskstate import TaskStatus
 
@@ -151,13 +152,30 @@ def run_failure(run: Run, exit_codes: Collection[int] = ()) -> Cause:
 
 
 def side_failure(
-    run: Run, exit_codes: Collection[int] = (), left: Collection[str] = ()
+    run: Run,
+    exit_codes: Collection[int] = (),
+    left: Collection[str] = (),
+    *,
+    told_by_job: MutableMapping[str, float] | None = None,
+    now: float = 0.0,
 ) -> Cause | None:
     """The first failed task of a role the training does not depend on (an evaluator), as a
-    cause of its own (`alone`); those whose Job's uid is in `left` are passed over."""
+    cause of its own (`alone`); those whose Job's uid is in `left` are passed over.
+
+    With `told_by_job`, a failure that only its Job's condition tells (BackoffLimitExceeded:
+    the Jobs' watch brought it before the pods' watch brought the exit) waits up to TIE
+    seconds of the clock `now` for its pod's news, as wait's verdict does (follower.py), so
+    that it is classified and said by its exit ('Error (exit 1)'). `told_by_job` keeps when
+    each was first seen so, by its Job's uid.
+    """
     for task in side_failures(run):
-        if task.uid not in left:
-            return replace(task_failure(task, exit_codes), alone=True)
+        if task.uid in left:
+            continue
+        if told_by_job is not None and task.reason_from_job:
+            first = told_by_job.setdefault(task.uid, now)
+            if now - first < TIE:
+                continue
+        return replace(task_failure(task, exit_codes), alone=True)
     return None
 
 

@@ -278,6 +278,7 @@ def _follow(
     next_check = 0.0
     last: list[Run | None] = [before]
     letting_go: set[str] = set()
+    told_by_job: dict[str, float] = {}  # side failures seen by their Job's condition alone
 
     def seen(jobs: Sequence[Object], now: Sequence[Object]) -> None:
         pods[:] = now
@@ -296,7 +297,9 @@ def _follow(
         nonlocal next_check
         cause = refusal(run, pods)
         if cause is None and aside is not None:
-            cause = side_failure(run, policy.exit_codes, aside.left)
+            cause = side_failure(
+                run, policy.exit_codes, aside.left, told_by_job=told_by_job, now=time.monotonic()
+            )
         if cause is None and time.monotonic() >= next_check:
             next_check = time.monotonic() + tick
             cause = nodes.check(run)

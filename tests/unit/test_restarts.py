@@ -30,6 +30,7 @@ from simpletfjob.runs.classify import (
     run_failure,
     side_failure,
 )
+from simpletfjob.runs.follower import TIE
 from simpletfjob.runs.state import run_state
 from tests.conftest import assert_one_line_error, write
 from tests.support.scenes import task_job as job
@@ -269,6 +270,26 @@ def test_a_failed_evaluator_fails_no_run_and_is_a_cause_of_its_own() -> None:
     )  # fmt: skip
     # Once reported and left (its Job's uid), it is not a cause again.
     assert side_failure(run, left={run.tasks[-1].uid}) is None
+
+
+def test_a_side_failure_told_by_its_job_alone_waits_a_moment_for_its_pods_exit() -> None:
+    """The Jobs' watch can bring BackoffLimitExceeded before the pods' watch brings the exit."""
+    chief = job("chief", 0, active=1)
+    evaluator = job("evaluator", 0, failed=1, failed_reason="BackoffLimitExceeded")
+    running = pod(chief, node="h1", phase="Running")
+    by_job = run_state("mnist", "default", [chief, evaluator], [running])
+    told: dict[str, float] = {}
+    assert side_failure(by_job, told_by_job=told, now=100.0) is None
+    assert side_failure(by_job, told_by_job=told, now=100.0 + TIE / 2) is None
+    # The pod's exit comes: the failure is said by it.
+    failed = pod(evaluator, node="h2", phase="Failed", exit_code=1)
+    both = run_state("mnist", "default", [chief, evaluator], [running, failed])
+    cause = side_failure(both, told_by_job=told, now=100.0 + TIE / 2)
+    assert cause is not None and str(cause) == "evaluator-0 Failed: Error (exit 1)"
+    # No news of the pod within TIE: the Job's word is taken.
+    late = side_failure(by_job, told_by_job=told, now=100.0 + TIE)
+    assert late is not None and str(late) == "evaluator-0 Failed: BackoffLimitExceeded"
+    assert late.alone
 
 
 def test_a_failed_worker_still_fails_the_run_and_is_no_side_failure() -> None:

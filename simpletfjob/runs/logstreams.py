@@ -21,9 +21,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from simpletfjob.errors import ClusterError
 from simpletfjob.kube.podlog import Again, follow_log, read_log
 from simpletfjob.kube.resources import PODS
-from simpletfjob.runs.logsources import Object, Source, run_now
+from simpletfjob.runs.logsources import Object, Source, container_state, run_now
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
@@ -118,10 +119,14 @@ class Merger:
                     return
                 source, query, queued = self._ended.popleft()
             try:
-                if source not in self.stopped:
-                    self._read(source, query)
-                else:
+                now = at_its_turn(self.request, source, self.known.get(source.pod), query)
+                if source in self.stopped:
                     self.lines.put((source, END))
+                elif now is None:
+                    self.lines.put((source, ClusterError(LOST.format(source=source))))
+                    self.lines.put((source, END))
+                else:
+                    self._read(source, now)
             finally:
                 queued.done.set()
 
@@ -156,8 +161,6 @@ class Merger:
         then. Followed again too soon, a container started again in place meanwhile would
         have its new run read as the rest of the old one.
         """
-        from simpletfjob.errors import ClusterError
-
         known = self.known.get(source.pod)
         if not broke and known is not None and run_now(known, source) != "running":
             return None
@@ -192,6 +195,36 @@ class Merger:
 
     def busy(self) -> bool:
         return any(thread.is_alive() for thread in self.open.values()) or not self.lines.empty()
+
+
+LOST = (
+    "pod {source.pod}: container {source.container} was started again twice before its log "
+    "was read; that log is lost"
+)
+
+
+def at_its_turn(
+    request: LogRequest,
+    source: Source,
+    pod: Object | None,
+    query: Sequence[tuple[str, str | int]],
+) -> Sequence[tuple[str, str | int]] | None:
+    """The query of an ended container's log that waited for a reader, as the run of that
+    container stands in `pod` (as the follow last told of it) when its turn comes.
+
+    One started again in place meanwhile (restartPolicy OnFailure) has the run that ended
+    read as pods/log's `previous`, and not followed into its new run, which a stream of its
+    own reads. None when it was started again twice: pods/log no longer has that run.
+    """
+    if source.earlier or request.previous or pod is None:
+        return query
+    where = run_now(pod, source)
+    if where == "previous":
+        kept = [(k, v) for k, v in query if k not in ("follow", "previous")]
+        return [*kept, ("previous", "true")]
+    if where == "lost" and container_state(pod, source.container)[1] > source.instance + 1:
+        return None
+    return query
 
 
 class _Queued:

@@ -111,3 +111,26 @@ def test_after_a_break_the_run_read_is_found_again_or_known_lost() -> None:
     assert run_now(pod("waiting", 2), run_1) == "previous"  # it crashed; waits to start again
     assert run_now(pod("running", 2), run_1) == "previous"  # started again once since
     assert run_now(pod("running", 3), run_1) == "lost"  # twice: pods/log keeps only two runs
+
+
+def test_an_ended_log_queued_for_a_reader_is_read_as_its_run_stands_at_its_turn() -> None:
+    """A container started again in place while its ended log waited for one of the few
+    readers: that run is read as `previous`, never followed into the new run."""
+    from simpletfjob.runs.logstreams import LogRequest, at_its_turn
+
+    follow = LogRequest(follow=True, tail=10)
+    run_1 = Source("worker-0", "p", "tf", "worker-0", 1)
+    query = follow.query("tf")
+    assert ("follow", "true") in query
+    assert at_its_turn(follow, run_1, pod("terminated", 1), query) == query
+    assert at_its_turn(follow, run_1, None, query) == query  # not told of yet: as queued
+    again = at_its_turn(follow, run_1, pod("running", 2), query)
+    assert again is not None
+    assert dict(again) == {"container": "tf", "tailLines": 10, "previous": "true"}
+    waits = at_its_turn(follow, run_1, pod("waiting", 2), query)
+    assert waits is not None and dict(waits)["previous"] == "true"
+    assert at_its_turn(follow, run_1, pod("running", 3), query) is None  # that run is gone
+    # The run before the current one, and --previous, are read as asked.
+    earlier = Source("worker-0", "p", "tf", "worker-0", 1, earlier=True)
+    assert at_its_turn(follow, earlier, pod("running", 3), query) == query
+    assert at_its_turn(LogRequest(previous=True), run_1, pod("running", 2), query) == query

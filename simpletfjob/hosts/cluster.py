@@ -156,11 +156,19 @@ class Cluster:
 
         `others` are the resources besides `resource` that a run's fit asks about.
         """
+        from simpletfjob.hosts.jobpage import decode_jobs
+
         target, path = self.target, JOBS.path("")
+        origin = f"{target}: the job list's items"  # once: it redacts the server's URL
 
         def parse(data: bytes) -> Page[list[JobUse]]:
+            try:
+                fast = decode_jobs(data, origin, resource, JOB_LABEL, others)
+            except InputError as e:  # the server's answer, not the user's input
+                raise ClusterError(str(e)) from e
+            if fast is not None:
+                return fast
             page = decode_page(data, target, JOBS, path, slim=without_managed_fields)
-            origin = f"{target}: the job list's items"
             try:
                 uses = [job_use(item, resource, JOB_LABEL, origin, others) for item in page.value]
             except InputError as e:  # the server's answer, not the user's input

@@ -1,5 +1,6 @@
-"""A page of the cluster's Job list decoded the fast way gives exactly what the careful way gives
-(json, then usage.job_use), refuses what it refuses in the same words, or leaves the page to it."""
+"""A page of the cluster's Jobs or pods decoded the fast way gives exactly what the careful way
+gives (json, then usage.job_use or usage.pod_use), refuses what it refuses in the same words, or
+leaves the page to it."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simpletfjob.errors import InputError
-from simpletfjob.hosts.jobpage import decode_jobs
-from simpletfjob.hosts.usage import job_use
-from tests.support.scenes import task_job
+from simpletfjob.hosts.usage import job_use, pod_use
+from simpletfjob.hosts.usepage import decode_jobs, decode_pods
+from tests.support.scenes import task_job, task_pod
 
 ORIGIN = "https://k8s.example:6443: the job list's items"
 GPU = "nvidia.com/gpu"
@@ -142,3 +143,75 @@ def test_what_is_not_a_job_list_is_left_to_the_careful_way() -> None:
                  b'{"items": [], "metadata": {"continue": 3}}', b'{"items": [{"metadata": []}]}'):  # fmt: skip
         assert decode_jobs(data, ORIGIN, GPU, LABEL) is None
     assert decode_jobs(b'{"items": []}', ORIGIN, GPU, LABEL) is not None
+
+
+def careful_pods(items: list[Any]) -> list[Any]:
+    return [pod_use(item, GPU, LABEL, ORIGIN, OTHERS) for item in items]
+
+
+def realistic_pods(count: int) -> list[dict[str, Any]]:
+    """The pods of realistic_jobs' Jobs, as the API server lists them: bound, some running,
+    some finished or being deleted, each with its Job's pod spec."""
+    pods = []
+    for i, job in enumerate(realistic_jobs(count)):
+        pod = task_pod(job)
+        pod["status"]["phase"] = ["Pending", "Running", "Succeeded", "Failed"][i % 4]
+        pod["metadata"].update(
+            namespace=job["metadata"]["namespace"],
+            managedFields=job["metadata"]["managedFields"],
+            labels=job["metadata"]["labels"],
+        )
+        if i % 5 == 3:
+            pod["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        pod["spec"] = copy.deepcopy(job["spec"]["template"]["spec"])
+        pods.append(pod)
+    return pods
+
+
+def test_a_realistic_pod_page_decodes_to_the_very_pods_the_careful_way_gives() -> None:
+    items = realistic_pods(60)
+    fast = decode_pods(page(items), ORIGIN, GPU, LABEL, OTHERS)
+    assert fast is not None
+    assert fast.value == careful_pods(items)
+    uses = careful_pods(items)
+    assert any(u.owner for u in uses) and any(u.deleting for u in uses)
+    assert any(u.ports for u in uses) and any(u.requested for u in uses)
+    assert {u.phase for u in uses} == {"Pending", "Running", "Succeeded", "Failed"}
+
+
+POD_PLACES = [
+    ("metadata",), ("metadata", "name"), ("metadata", "namespace"), ("metadata", "labels"),
+    ("metadata", "ownerReferences"), ("metadata", "deletionTimestamp"), ("spec",),
+    ("spec", "nodeName"), ("spec", "hostNetwork"), ("spec", "overhead"), ("spec", "containers"),
+    ("spec", "initContainers"), ("status",), ("status", "phase"),
+]  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(changes=st.lists(st.tuples(st.integers(0, 2), st.sampled_from(POD_PLACES), ODD), max_size=3))
+def test_an_odd_pod_field_is_decoded_as_the_careful_way_decodes_it_or_left_to_it(
+    changes: list[tuple[int, tuple[str, ...], Any]],
+) -> None:
+    items = copy.deepcopy(realistic_pods(3))
+    for index, place, value in changes:
+        into: dict[str, Any] = items[index]
+        for key in place[:-1]:
+            if not isinstance(into.get(key), dict):
+                into[key] = {}
+            into = into[key]
+        into[place[-1]] = value
+    try:
+        expected: Any = careful_pods(items)
+    except InputError as e:
+        expected = e
+    try:
+        fast: Any = decode_pods(page(items), ORIGIN, GPU, LABEL, OTHERS)
+    except InputError as e:
+        fast = e
+    if fast is None:
+        return
+    if isinstance(expected, InputError):
+        assert isinstance(fast, InputError), f"fast took what is wrong: {expected}"
+        assert str(fast) == str(expected)
+    else:
+        assert fast.value == expected

@@ -1,17 +1,18 @@
-"""A page of the cluster's Job list decoded straight into `JobUse`s: only the fields read.
+"""Pages of the cluster's Jobs and pods decoded straight into what the counting rules read.
 
-A Job's JSON is mostly what the counting rules need none of: its managed fields, and in
-its pod template every container's command, arguments and environment (a framework's
-cluster spec of a thousand tasks is tens of kB, in every Job of such a run). msgspec decodes a page skipping
-all of that without building it, and keeps only the fields `usage.job_use` reads: the
-metadata's name, namespace, uid, labels and deletionTimestamp; the spec's parallelism,
-completions, suspend and the pod template's nodeName, hostNetwork, overhead and, of each
-container and init container, its name, resources, ports and restartPolicy; the status's
-conditions and succeeded count. Those are put together as the small object they are in the
-Job and handed to `job_use` itself, so that every check and every message is the careful
+A Job's or a pod's JSON is mostly what usage.py's rules need none of: its managed fields,
+and in its pod spec every container's command, arguments and environment (a framework's
+cluster spec of a thousand tasks is tens of kB, in every Job and pod of such a run).
+msgspec decodes a page skipping all of that without building it, and keeps only the fields
+`usage.job_use` and `usage.pod_use` read: the metadata's name, namespace, uid, labels,
+ownerReferences and deletionTimestamp; a Job's parallelism, completions, suspend and
+status; a pod's phase; and of the pod spec (a Job's template's) the nodeName, hostNetwork,
+overhead and, of each container and init container, its name, resources, ports and
+restartPolicy. Those are put together as the small object they are in the item and handed
+to `job_use` or `pod_use` itself, so that every check and every message is the careful
 way's, by construction. A page whose shape this cannot take (an item, metadata, spec,
-template or container that is not a mapping, a list that is not a list...) is left to the
-careful decoder (`None`), as hosts/nodepage.py leaves odd node pages.
+template or container that is not a mapping, a list of containers that is not a list...)
+is left to the careful decoder (`None`), as hosts/nodepage.py leaves odd node pages.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 
 import msgspec
 
-from simpletfjob.hosts.usage import JobUse, job_use
+from simpletfjob.hosts.usage import JobUse, PodUse, job_use, pod_use
 from simpletfjob.kube.lists import Page
 
 _MISSING: Any = msgspec.UNSET  # a key the Job does not have stays out of the object made
@@ -32,6 +33,7 @@ class _Meta(msgspec.Struct):
     namespace: Any = _MISSING
     uid: Any = _MISSING
     labels: Any = _MISSING
+    ownerReferences: Any = _MISSING
     deletionTimestamp: Any = _MISSING
 
 
@@ -64,11 +66,18 @@ class _Spec(msgspec.Struct):
 class _Status(msgspec.Struct):
     conditions: Any = _MISSING
     succeeded: Any = _MISSING
+    phase: Any = _MISSING
 
 
 class _Job(msgspec.Struct):
     metadata: _Meta | None = _MISSING
     spec: _Spec | None = _MISSING
+    status: _Status | None = _MISSING
+
+
+class _Pod(msgspec.Struct):
+    metadata: _Meta | None = _MISSING
+    spec: _PodSpec | None = _MISSING
     status: _Status | None = _MISSING
 
 
@@ -82,7 +91,13 @@ class _List(msgspec.Struct):
     metadata: _ListMeta | None = None
 
 
+class _PodList(msgspec.Struct):
+    items: list[_Pod]
+    metadata: _ListMeta | None = None
+
+
 _DECODER = msgspec.json.Decoder(_List)
+_PODS = msgspec.json.Decoder(_PodList)
 
 
 def decode_jobs(
@@ -98,6 +113,19 @@ def decode_jobs(
     except (msgspec.DecodeError, RecursionError):  # ValidationError is a DecodeError
         return None
     uses = [job_use(_as_object(item), resource, job_label, origin, others) for item in page.items]
+    meta = page.metadata or _ListMeta()
+    return Page(uses, meta.token or None, meta.resourceVersion or "")
+
+
+def decode_pods(
+    data: bytes, origin: str, resource: str, job_label: str, others: Sequence[str] = ()
+) -> Page[list[PodUse]] | None:
+    """The page's pods as `pod_use` reads them, as `decode_jobs` reads Jobs."""
+    try:
+        page = _PODS.decode(data)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    uses = [pod_use(_as_object(item), resource, job_label, origin, others) for item in page.items]
     meta = page.metadata or _ListMeta()
     return Page(uses, meta.token or None, meta.resourceVersion or "")
 

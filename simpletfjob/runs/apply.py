@@ -430,7 +430,7 @@ def _apply_one(
 ) -> Applied:
     return apply(
         conn, m.resource, m.body, namespace=conn.namespace, live=live.get(m.key), force=force,
-        expected=expected.get(m.key),
+        expected=partial(expected.get, m.key),  # derived only if it is needed (shapes.py)
     )  # fmt: skip
 
 

@@ -137,7 +137,7 @@ class Reader:
         with self._lock:
             kept = self._roles.get(id(skeleton))
             if kept is None or kept[0] is not skeleton:
-                if len(self._roles) > 64:
+                if len(self._roles) > 16:
                     self._roles.clear()
                 kept = self._roles[id(skeleton)] = (skeleton, _read(skeleton, compiled, loader))
         read = kept[1]
@@ -196,7 +196,7 @@ class Reader:
         with self._lock:
             kept = self._blocks.get(id(text))
             if kept is None or kept[0] is not text:
-                if len(self._blocks) > 16:
+                if len(self._blocks) > 4:
                     self._blocks.clear()
                 kept = self._blocks[id(text)] = (text, _Block(text, indent))
             return kept[1]

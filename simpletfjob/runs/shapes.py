@@ -34,6 +34,7 @@ what was applied (apply.py). `--dry-run=server` dry-runs every object.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -176,6 +177,7 @@ def _matches(pattern: tuple[str, ...], path: Path) -> bool:
     )
 
 
+@functools.lru_cache(maxsize=4096)  # the same few places in every object of a run
 def _rule(resource: Resource, path: Path) -> Callable[[str], bool]:
     for pattern, rule in VARYING[resource]:
         if _matches(pattern, path):

@@ -72,7 +72,7 @@ def test_every_example_reads_back_as_its_text_parses(
         assert fast or case.name in LINES_OF_THEIR_OWN, "no task was read from its skeleton"
 
 
-def test_a_thousand_task_run_is_read_from_its_skeletons() -> None:
+def test_a_large_run_is_read_from_its_skeletons() -> None:
     planned = plan_for(
         Options, EXAMPLES / "mnist.yaml", nodes=[f"node-{i:04d}" for i in range(300)], num=-1,
         values=None, options={"namespace": "ns"}, caller="test",

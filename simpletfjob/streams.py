@@ -198,10 +198,20 @@ def status_cleared() -> Iterator[None]:
 
 
 def _is_terminal(stream: object) -> bool:
+    """Whether the stream is a terminal; asked once per stream object (apply says a line per
+    object it writes, and each ask is a system call)."""
+    known = _TERMINAL[0]
+    if known is not None and known[0] is stream:
+        return known[1]
     try:
-        return bool(stream.isatty())  # type: ignore[attr-defined]
+        answer = bool(stream.isatty())  # type: ignore[attr-defined]
     except (AttributeError, ValueError, OSError):  # closed, or not a file
         return False
+    _TERMINAL[0] = (stream, answer)
+    return answer
+
+
+_TERMINAL: list[tuple[object, bool] | None] = [None]  # the last stream asked, and its answer
 
 
 def shown(text: str, terminal: bool) -> str:

@@ -138,11 +138,19 @@ class Cluster:
     def _pod_parser(
         self, resource: str, path: str, others: Sequence[str] = ()
     ) -> Callable[[bytes], Page[list[PodUse]]]:
+        from simpletfjob.hosts.usepage import decode_pods
+
         target = self.target
+        origin = f"{target}: the pod list's items"  # once: it redacts the server's URL
 
         def parse(data: bytes) -> Page[list[PodUse]]:
+            try:
+                fast = decode_pods(data, origin, resource, JOB_LABEL, others)
+            except InputError as e:  # the server's answer, not the user's input
+                raise ClusterError(str(e)) from e
+            if fast is not None:
+                return fast
             page = decode_page(data, target, PODS, path, slim=without_managed_fields)
-            origin = f"{target}: the pod list's items"
             try:
                 uses = [pod_use(item, resource, JOB_LABEL, origin, others) for item in page.value]
             except InputError as e:  # the server's answer, not the user's input
@@ -156,11 +164,19 @@ class Cluster:
 
         `others` are the resources besides `resource` that a run's fit asks about.
         """
+        from simpletfjob.hosts.usepage import decode_jobs
+
         target, path = self.target, JOBS.path("")
+        origin = f"{target}: the job list's items"  # once: it redacts the server's URL
 
         def parse(data: bytes) -> Page[list[JobUse]]:
+            try:
+                fast = decode_jobs(data, origin, resource, JOB_LABEL, others)
+            except InputError as e:  # the server's answer, not the user's input
+                raise ClusterError(str(e)) from e
+            if fast is not None:
+                return fast
             page = decode_page(data, target, JOBS, path, slim=without_managed_fields)
-            origin = f"{target}: the job list's items"
             try:
                 uses = [job_use(item, resource, JOB_LABEL, origin, others) for item in page.value]
             except InputError as e:  # the server's answer, not the user's input

@@ -7,7 +7,7 @@ the manifest does).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import EllipsisType
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
@@ -61,7 +61,7 @@ def apply(
     force: bool = False,
     dry_run: bool = False,
     live: Mapping[str, Any] | EllipsisType | None = ...,
-    expected: Mapping[str, Any] | None = None,
+    expected: Mapping[str, Any] | Callable[[], Mapping[str, Any] | None] | None = None,
     deadline: Deadline | None = None,
 ) -> Applied:
     """Server-side apply of one object, and whether that created, configured or left it unchanged.
@@ -82,7 +82,8 @@ def apply(
     run twice at once. What it was before this write is not known; `expected` (the
     server's dry run of creating it) stands in for it: 'unchanged' when the object is
     what this apply would have created, as a second apply made after the first finds
-    it, else 'configured'. Without `expected` it counts as 'created', as before.
+    it, else 'configured'. Without `expected` it counts as 'created', as before. `expected`
+    may be a function that gives it (or None), called only then: deriving it costs.
     """
     metadata = manifest.get("metadata")
     name = metadata.get("name") if isinstance(metadata, Mapping) else None
@@ -114,11 +115,13 @@ def apply(
         conn, action, query=query, body=body, content_type=APPLY_PATCH, deadline=deadline
     )
     applied = _object(answer.data, conn, action)
-    if answer.status == 201 or (live is None and expected is None):
+    if answer.status == 201:
         return Applied(applied, "created")
     if live is None:
-        assert expected is not None
-        same = _identity_free(applied) == _identity_free(expected)
+        before = expected() if callable(expected) else expected
+        if before is None:
+            return Applied(applied, "created")
+        same = _identity_free(applied) == _identity_free(before)
         return Applied(applied, "unchanged" if same else "configured")
     if _content(applied) == _content(live):
         return Applied(applied, "unchanged")

@@ -35,7 +35,7 @@ from simpletfjob.manifest.podspec import (
     pod_resources,
     pod_tolerations,
 )
-from simpletfjob.manifest.skeleton import Skeletons
+from simpletfjob.manifest.skeleton import Skeleton, Skeletons
 from simpletfjob.manifest.textedit import Edit, TextEditor
 from simpletfjob.tasks import Task
 from simpletfjob.template.compiled import CompiledTemplate
@@ -49,14 +49,23 @@ Port = tuple[int, str]
 
 
 class Rendered:
-    """One task's rendered text (split at the placed values' markers) and its documents' ids."""
+    """One task's rendered text (split at the placed values' markers) and its documents' ids;
+    for a task filled in from its role's skeleton, the skeleton and the text written for each
+    of its tokens (manifest/parsed.py reads the task's object from them)."""
 
-    __slots__ = ("ids", "pieces", "task")
+    __slots__ = ("filled", "ids", "pieces", "task")
 
-    def __init__(self, task: Task, pieces: list[str], ids: list[DocumentId]) -> None:
+    def __init__(
+        self,
+        task: Task,
+        pieces: list[str],
+        ids: list[DocumentId],
+        filled: tuple[Skeleton, list[str]] | None = None,
+    ) -> None:
         self.task = task
         self.pieces = pieces
         self.ids = ids
+        self.filled = filled
 
 
 def task_context(task: Task, values: RunValues, num_tasks: int, restart: int = 0) -> dict[str, Any]:
@@ -112,8 +121,10 @@ def render_tasks(
     for task in tasks:
         context = context_of(task)
         filled = skeletons.fill(task, context)
+        made: tuple[Skeleton, list[str]] | None = None
         if filled is not None:
-            pieces, task_ids = filled
+            skeleton, (pieces, task_ids, written) = filled
+            made = (skeleton, written)
             compiled.hold(sum(map(len, pieces)))
         else:
             # Rendering and checking one task is bounded as one piece of work (see `sandbox`).
@@ -124,7 +135,7 @@ def render_tasks(
             pieces, task_ids = compiled.bounded(work)
         ids += [(number + i, doc_id) for i, doc_id in enumerate(task_ids)]
         number += len(task_ids)
-        rendered.append(Rendered(task, pieces, task_ids))
+        rendered.append(Rendered(task, pieces, task_ids, made))
     check_unique(ids)
     return rendered
 

@@ -66,6 +66,7 @@ class Skeleton:
         ids: Sequence[DocumentId],
     ) -> None:
         self.variables = variables
+        self.token = token
         # Each text piece as [text, token number, text, ...]; markers' pieces as they are.
         self.pieces: list[list[str] | str] = [
             token.split(p) if i % 2 == 0 else p for i, p in enumerate(pieces)
@@ -74,8 +75,9 @@ class Skeleton:
 
     def fill(
         self, task: Task, context: Mapping[str, Any]
-    ) -> tuple[list[str], list[DocumentId]] | None:
-        """The task's pieces and ids; None where its values may not simply be written in."""
+    ) -> tuple[list[str], list[DocumentId], list[str]] | None:
+        """The task's pieces and ids, and the text written for each token (the index label's
+        last); None where its values may not simply be written in."""
         written = []
         for name in self.variables:
             value = context[name]
@@ -94,7 +96,7 @@ class Skeleton:
                 doc_id = doc_id._replace(name=name)
             ids.append(doc_id)
         pieces = [_join(p, written) if type(p) is list else p for p in self.pieces]
-        return pieces, ids  # type: ignore[return-value]
+        return pieces, ids, written  # type: ignore[return-value]
 
 
 def _join(parts: Sequence[str], written: Sequence[str]) -> str:
@@ -140,12 +142,14 @@ class Skeletons:
 
     def fill(
         self, task: Task, context: Mapping[str, Any]
-    ) -> tuple[list[str], list[DocumentId]] | None:
-        """The task's pieces and ids from its role's skeleton; None: render it on its own."""
+    ) -> tuple[Skeleton, tuple[list[str], list[DocumentId], list[str]]] | None:
+        """The role's skeleton, and the task's pieces, ids and written values from it (as
+        Skeleton.fill); None: render it on its own."""
         if task.role not in self.made:
             self.made[task.role] = self._make(self.roles[task.role])
         skeleton = self.made[task.role]
-        return None if skeleton is None else skeleton.fill(task, context)
+        filled = None if skeleton is None else skeleton.fill(task, context)
+        return None if filled is None or skeleton is None else (skeleton, filled)
 
     def _make(self, members: Sequence[Task]) -> Skeleton | None:
         if len(members) < MIN_TASKS or any(t.host != t.node for t in members):

@@ -15,7 +15,7 @@ import os
 import re
 from collections.abc import Iterator, Sequence
 from functools import partial
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from simpletfjob.errors import RenderCheckError, SelectionError, UsageError
 from simpletfjob.frameworks import Framework, Pin, RunValues, framework
@@ -38,12 +38,14 @@ from simpletfjob.kube.paths import kubeconfig_files
 from simpletfjob.manifest.decoration import Decoration
 from simpletfjob.manifest.documents import DocumentId, check_name, check_unique
 from simpletfjob.manifest.network import dns_name, service_document
+from simpletfjob.manifest.parsed import READER
 from simpletfjob.manifest.render import (
     Rendered,
     compile_template,
     gpus_requested,
     render_tasks,
 )
+from simpletfjob.manifest.skeleton import Skeleton
 from simpletfjob.options.render import Options, check_options
 from simpletfjob.options.rules import AUTO_PORT
 from simpletfjob.plan.eligibility import (
@@ -80,7 +82,7 @@ class Document:
     `separator` is the line that comes before it in the stream.
     """
 
-    __slots__ = ("_pieces", "_template", "_values", "id", "separator", "task")
+    __slots__ = ("_filled", "_pieces", "_template", "_values", "id", "separator", "task")
 
     def __init__(
         self,
@@ -90,6 +92,7 @@ class Document:
         template: CompiledTemplate | None,
         values: RunValues | None,
         separator: str = "---\n",
+        filled: tuple[Skeleton, list[str]] | None = None,
     ) -> None:
         self.id = doc_id
         self.task = task
@@ -97,6 +100,7 @@ class Document:
         self._pieces = pieces
         self._template = template
         self._values = values
+        self._filled = filled  # the whole of a task filled in from its role's skeleton
 
     @property
     def kind(self) -> str:
@@ -125,6 +129,14 @@ class Document:
     @property
     def text(self) -> str:
         return "".join(self.chunks())
+
+    def body(self, loader: type[Any]) -> tuple[bool, Any]:
+        """(True, the object `loader` reads from the text) where that is had from its role's
+        skeleton, read once (manifest/parsed.py); else (False, None)."""
+        if self._filled is None or self._template is None or self._values is None:
+            return False, None
+        skeleton, written = self._filled
+        return READER.document(skeleton, written, self._template, self._values, self.task, loader)
 
 
 class Plan(NamedTuple):
@@ -382,8 +394,10 @@ def split_documents(
     after = {id(s.task): s for s in services}
     documents = []
     for r in rendered:
+        filled = None
         if len(r.ids) == 1 and not any("---" in piece for piece in r.pieces[::2]):
             parts = [("", r.pieces)]  # one document and no '---' line in it: nothing to cut
+            filled = r.filled
         else:
             parts = _split_at_document_starts(r.pieces)
         if len(parts) != len(r.ids):
@@ -393,7 +407,9 @@ def split_documents(
             )
         for i, ((separator, pieces), doc_id) in enumerate(zip(parts, r.ids, strict=True)):
             documents.append(
-                Document(doc_id, r.task, pieces, compiled, values, separator if i else "---\n")
+                Document(
+                    doc_id, r.task, pieces, compiled, values, separator if i else "---\n", filled
+                )
             )
         if id(r.task) in after:
             documents.append(after[id(r.task)])

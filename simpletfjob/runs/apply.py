@@ -157,9 +157,7 @@ def apply_planned(
     `restarts` (done, most) are recorded on the run for `run --max-restarts`.
     """
     assert planned.job is not None  # a plan to apply has its labels (the options say so)
-    documents = (
-        (d.text, f"document {i} ({d.id})") for i, d in enumerate(planned.documents, start=1)
-    )
+    documents = ((d, f"document {i} ({d.id})") for i, d in enumerate(planned.documents, start=1))
     wanted = manifests(documents, planned.job, conn.namespace)  # refused in one line, if at all
     owner = add_limits(
         wanted, deadline=choices.deadline, cleanup_after=choices.cleanup_after, restarts=restarts
@@ -432,7 +430,7 @@ def _apply_one(
 ) -> Applied:
     return apply(
         conn, m.resource, m.body, namespace=conn.namespace, live=live.get(m.key), force=force,
-        expected=expected.get(m.key),
+        expected=partial(expected.get, m.key),  # derived only if it is needed (shapes.py)
     )  # fmt: skip
 
 

@@ -16,6 +16,7 @@ from simpletfjob.errors import RenderCheckError, UsageError
 from simpletfjob.identity import JOB_LABEL, MANAGED_BY, MANAGER
 from simpletfjob.kube.resources import JOBS, SERVICES, Resource
 from simpletfjob.runs.objects import belongs_to, object_name
+from simpletfjob.runs.planned import PlannedDocument
 
 APPLIED_ORDER = (SERVICES, JOBS)  # DNS names exist before the pods that look them up start
 
@@ -40,10 +41,15 @@ class Manifest(NamedTuple):
         return self.resource.plural, self.name
 
 
-def manifests(documents: Iterable[tuple[str, str]], run: str, namespace: str) -> list[Manifest]:
-    """The documents (text, how to name it) as manifests, Services first; every check before any request.
+def manifests(
+    documents: Iterable[tuple[str | PlannedDocument, str]], run: str, namespace: str
+) -> list[Manifest]:
+    """The documents (text or planned document, how to name it) as manifests, Services first;
+    every check before any request.
 
-    Each must be a Job or a Service carrying the run's labels, in `namespace` or in none.
+    Each must be a Job or a Service carrying the run's labels, in `namespace` or in none. A
+    planned document's object is what its text reads as, had without parsing the framework's
+    placed values where that is sure (manifest/parsed.py), else from its text.
     """
     import yaml
 
@@ -51,9 +57,12 @@ def manifests(documents: Iterable[tuple[str, str]], run: str, namespace: str) ->
 
     loader = manifest_loader()
     found = []
-    for text, document in documents:
+    for source, document in documents:
+        body: Any
+        read, body = (False, None) if isinstance(source, str) else source.body(loader)
         try:
-            body = load(text, loader)
+            if not read:
+                body = load(source if isinstance(source, str) else source.text, loader)
         except yaml.YAMLError as e:  # the render's checks parsed it; a constructor may object
             raise RenderCheckError(f"{document} cannot be read: {e}") from e
         resource = _resource_of(body, document)

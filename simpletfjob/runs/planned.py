@@ -8,7 +8,7 @@ rename it, its tasks and documents, and its framework), and plan.Plan fits it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 __all__ = ["P", "Plan", "PlannedDocument", "PlannedTask"]
 
@@ -25,10 +25,13 @@ class PlannedTask(Protocol):
 
 
 class PlannedDocument(Protocol):
-    """A planned document: its text, what messages call it, and its kind."""
+    """A planned document: its text, what messages call it, and its kind; and its object as
+    `loader` reads its text, where that is had without reading all of it ((False, None) when
+    not: the text is then parsed)."""
 
     @property
     def text(self) -> str: ...
+    def body(self, loader: type[Any]) -> tuple[bool, Any]: ...
     @property
     def id(self) -> object: ...
     @property

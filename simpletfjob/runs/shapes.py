@@ -34,6 +34,7 @@ what was applied (apply.py). `--dry-run=server` dry-runs every object.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -114,32 +115,60 @@ class Shaped(NamedTuple):
 def shape(resource: Resource, body: Mapping[str, Any]) -> Shaped:
     """The object's shape and what varies in it (VARYING)."""
     values: dict[Path, str] = {}
-    patterns = [p for p, _ in VARYING.get(resource, ())]
-    blank = _walk(body, (), patterns, values)
+    blank = _walk(body, (), _places(resource), values)
     key = json.dumps([resource.plural, blank], separators=(",", ":"))
     return Shaped(key, values, len(json.dumps(body, separators=(",", ":"))))
 
 
-def _walk(node: Any, path: Path, patterns: Sequence[tuple[str, ...]], out: dict[Path, str]) -> Any:
-    """`node` with its varying strings blanked (and put in `out`); `patterns` are what is left
-    of each varying place's path below `path`, for those that lead here."""
-    if not patterns:
+class _Places:
+    """What is left of the varying places' paths below one place, as a tree: whether a varying
+    place ends here, and each next step (a key, or ANY) that leads to one."""
+
+    __slots__ = ("_below", "ends", "steps")
+
+    def __init__(self, patterns: Sequence[tuple[str, ...]]) -> None:
+        self.ends = any(not p for p in patterns)
+        self.steps: dict[str | int, list[tuple[str, ...]]] = {}  # a list's index is only ANY
+        for p in patterns:
+            if p:
+                self.steps.setdefault(p[0], []).append(p[1:])
+        self._below: dict[str | int, _Places | None] = {}
+
+    def below(self, step: str | int) -> _Places | None:
+        """The places below `step` (those of its key and of ANY); None when none lead there."""
+        found = self._below.get(step, self)
+        if found is self:
+            patterns = [*self.steps.get(step, ()), *self.steps.get(ANY, ())]
+            found = self._below[step] = _Places(patterns) if patterns else None
+        return found
+
+
+_PLACES: dict[Resource, _Places] = {}
+
+
+def _places(resource: Resource) -> _Places:
+    found = _PLACES.get(resource)
+    if found is None:
+        found = _PLACES[resource] = _Places([p for p, _ in VARYING.get(resource, ())])
+    return found
+
+
+def _walk(node: Any, path: Path, places: _Places | None, out: dict[Path, str]) -> Any:
+    """`node` with its varying strings blanked (and put in `out`); `places` are what is left
+    of the varying places' paths below `path` (None: none lead here)."""
+    if places is None or (not places.steps and not places.ends):
         return node  # nothing varies below: as it is
     if isinstance(node, str):
-        if any(not p for p in patterns):
+        if places.ends:
             out[path] = node
             return None  # blanked: the shape holds no varying string
         return node
     if isinstance(node, Mapping):
         # Keys in order: equal JSON is a stricter test than equal content.
-        return {k: _walk(v, (*path, k), _below(patterns, k), out) for k, v in node.items()}
+        return {k: _walk(v, (*path, k), places.below(k), out) for k, v in node.items()}
     if isinstance(node, list):
-        return [_walk(v, (*path, i), _below(patterns, i), out) for i, v in enumerate(node)]
+        return [_walk(v, (*path, i), places.below(i), out) for i, v in enumerate(node)]
     return node
-
-
-def _below(patterns: Sequence[tuple[str, ...]], step: str | int) -> list[tuple[str, ...]]:
-    return [p[1:] for p in patterns if p and p[0] in (ANY, step)]
 
 
 def _matches(pattern: tuple[str, ...], path: Path) -> bool:
@@ -148,6 +177,7 @@ def _matches(pattern: tuple[str, ...], path: Path) -> bool:
     )
 
 
+@functools.lru_cache(maxsize=4096)  # the same few places in every object of a run
 def _rule(resource: Resource, path: Path) -> Callable[[str], bool]:
     for pattern, rule in VARYING[resource]:
         if _matches(pattern, path):

@@ -192,3 +192,25 @@ def test_every_service_is_made_before_a_job_is_sent(
     jobs = [int(j["metadata"]["resourceVersion"]) for j in kubeapi.objects("jobs", NS)]
     assert len(services) == len(jobs) == HOSTS
     assert max(services) < min(jobs)
+
+
+def test_the_objects_a_sample_judged_are_not_derived_from_its_answer_unless_one_is_needed(
+    cli: Any, kubeapi: KubeAPI, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """An object its shape's sample judged is what the sample's dry run says with its own values
+    in (shapes.derived), which is looked at only where another writer made the object
+    meanwhile: a new run's writes derive none (each was a JSON copy of a whole answer)."""
+    from simpletfjob.runs import shapes
+
+    derived: list[str] = []
+    real = shapes.derived
+
+    def counted(answer: Any, sample: Any, other: Any) -> Any:
+        derived.append(other.values.get(("metadata", "name"), "?"))
+        return real(answer, sample, other)
+
+    monkeypatch.setattr(shapes, "derived", counted)
+    result = apply(cli, kubeapi, tmp_path)
+    assert result.code == 0, result.err
+    assert objects(result.err) == [f"{ref} created" for ref in in_render_order()]
+    assert derived == []

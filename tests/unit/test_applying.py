@@ -10,6 +10,7 @@ from simpletfjob.errors import RenderCheckError, UsageError
 from simpletfjob.kube.resources import JOBS, SERVICES
 from simpletfjob.runs.manifests import manifests
 from simpletfjob.runs.objects import NoRunError, belongs_to, run_selector
+from simpletfjob.yamlload import manifest_loader
 
 OURS = "    app.kubernetes.io/managed-by: simpletfjob\n    simpletfjob/job: mnist\n"
 
@@ -118,3 +119,21 @@ def test_numeric_quantities_go_as_the_strings_server_side_apply_takes() -> None:
     assert spec["initContainers"][0]["resources"]["limits"] == {"cpu": "1"}
     assert spec["volumes"][0]["emptyDir"] == {"medium": "Memory", "sizeLimit": "1000"}
     assert spec["overhead"] == {"cpu": "1"}
+
+
+def test_a_planned_run_sends_what_its_text_reads_as_each_task_read_from_its_skeleton() -> None:
+    from simpletfjob.api.render import plan_for
+    from simpletfjob.options.render import Options
+    from tests.conftest import EXAMPLES
+
+    for network in ("host", "pod"):
+        planned = plan_for(
+            Options, EXAMPLES / "mnist.yaml", nodes=[f"node-{i}" for i in range(40)], num=-1,
+            values=None, options={"namespace": "ml", "network": network}, caller="test",
+        )  # fmt: skip
+        assert planned.job is not None
+        named = [(d, f"document {i}") for i, d in enumerate(planned.documents, start=1)]
+        texts = [(d.text, name) for d, name in named]
+        assert manifests(named, planned.job, "ml") == manifests(texts, planned.job, "ml")
+        read = [d for d, _ in named if d.body(manifest_loader())[0]]
+        assert len(read) == 39  # every worker; the one ps, a role of one task, is parsed

@@ -119,7 +119,7 @@ class Reader:
     part read once too (both kept by identity)."""
 
     def __init__(self) -> None:
-        self._roles: dict[int, tuple[Skeleton, _Read | None]] = {}
+        self._roles: dict[tuple[int, type[Any]], tuple[Skeleton, _Read | None]] = {}
         self._blocks: dict[int, tuple[str, _Block]] = {}
         self._lock = threading.Lock()
 
@@ -135,11 +135,12 @@ class Reader:
         """(True, the object `yamlload.load` reads from the text of a task that its role's
         skeleton filled in with `written`), or (False, None) where that is not sure."""
         with self._lock:
-            kept = self._roles.get(id(skeleton))
+            key = (id(skeleton), loader)  # a loader of its own reads scalars its own way
+            kept = self._roles.get(key)
             if kept is None or kept[0] is not skeleton:
                 if len(self._roles) > 16:
                     self._roles.clear()
-                kept = self._roles[id(skeleton)] = (skeleton, _read(skeleton, compiled, loader))
+                kept = self._roles[key] = (skeleton, _read(skeleton, compiled, loader))
         read = kept[1]
         if read is None:
             return False, None
@@ -203,6 +204,9 @@ class Reader:
 
 
 _UNSURE = object()
+
+# The deepest nesting read from a skeleton: each task's copy (_copy) recurses once a level.
+DEEPEST = 100
 
 
 def _resolved(value: str, loader: type[Any]) -> Any:
@@ -274,6 +278,8 @@ def _read(skeleton: Skeleton, compiled: CompiledTemplate, loader: type[Any]) -> 
     stack: list[tuple[Any, Any, tuple[Any, ...]]] = [(node, obj, ())]
     while stack:
         current, value, path = stack.pop()
+        if len(path) > DEEPEST:
+            return None  # copied by recursion for each task: left to the parse
         if isinstance(current, yaml.MappingNode):
             if type(value) is not dict or len(value) != len(current.value):
                 return None  # a merge key, or a key given twice

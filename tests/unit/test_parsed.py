@@ -33,7 +33,9 @@ def read_back(planned: Plan) -> int:
         read, body = document.body(LOADER)
         if read:
             fast += 1
-            assert body == load(document.text, LOADER), document.id
+            text = load(document.text, LOADER)
+            # repr too: True == 1 and 1 == 1.0 in Python, not in what is sent
+            assert body == text and repr(body) == repr(text), document.id
             assert body is not document.body(LOADER)[1]  # each task its own object
     return fast
 
@@ -139,3 +141,42 @@ def test_odd_templates_and_values_read_back_as_their_text_parses(
     except SimpleTFJobError:
         assume(False)  # a template or a value the render refuses: nothing to read back
     read_back(planned)
+
+
+def _planned(tmp_path: Path, odd: str) -> Plan:
+    template = tmp_path / "odd.yaml"
+    template.write_text(
+        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: odd-<<type>>-<<index>>\n"
+        f"spec:\n  template:\n    spec:\n      nodeName: <<node>>\nodd:\n{odd}\n"
+    )
+    return plan_for(
+        Options, template, nodes=[f"h{i}" for i in range(5)], num=-1, values={},
+        options={"namespace": "ns"}, caller="test",
+    )  # fmt: skip
+
+
+def test_a_deeply_nested_template_is_left_to_the_parse() -> None:
+    """Each task's copy of its skeleton's object recurses once a level: past DEEPEST levels the
+    text is parsed (as it is, without recursion, in libyaml), never a RecursionError."""
+    import tempfile
+
+    from simpletfjob.manifest.parsed import DEEPEST
+
+    with tempfile.TemporaryDirectory() as directory:
+        for depth in (DEEPEST // 2, DEEPEST + 1, 900):
+            deep = "[" * depth + "x" + "]" * depth
+            planned = _planned(Path(directory), f"  a: <<node>>\n  deep: {deep}")
+            fast = read_back(planned)
+            assert (fast > 0) == (depth < DEEPEST), depth
+
+
+def test_a_skeleton_is_read_again_for_another_loader(tmp_path: Path) -> None:
+    import yaml
+
+    planned = _planned(tmp_path, "  a: <<node>>\n  when: 2001-12-14")
+    document = planned.documents[-1]
+    read, body = document.body(yaml.CSafeLoader)  # a timestamp: a date
+    assert read and str(type(body["odd"]["when"])) == "<class 'datetime.date'>"
+    read, body = document.body(LOADER)  # the manifests' loader reads it as a string
+    assert read and body["odd"]["when"] == "2001-12-14"
+    assert body == load(document.text, LOADER)

@@ -33,6 +33,10 @@ from tests.support.logruns import PRELUDE, Live
 from tests.support.parallel import node_address
 from tests.support.templates import FOLLOWED as TEMPLATE
 
+# The scenarios run from one module-scoped fixture for a minute or two: started first
+# (tests/conftest.py), so that the run does not end with one worker busy with them alone.
+pytestmark = pytest.mark.slow
+
 SCRIPT = console_script()
 LINES = 30  # each worker's lines, one every PACE seconds once the test says go
 PACE = 0.2

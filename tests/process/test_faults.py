@@ -29,6 +29,10 @@ from tests.support.faultproxy import BACK, FAULTS, LOST, FaultProxy
 from tests.support.kubeapi import KubeAPI, job_status, serve
 from tests.support.scenes import load_run
 
+# The scenarios run from one module-scoped fixture for a minute or two: started first
+# (tests/conftest.py), so that the run does not end with one worker busy with them alone.
+pytestmark = pytest.mark.slow
+
 SCRIPT = console_script()
 WORKERS = 4
 HOLD = 4.0  # seconds a passing fault lasts: past one call's first retries

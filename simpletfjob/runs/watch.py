@@ -29,8 +29,8 @@ from simpletfjob.kube.watch import Event, watch
 from simpletfjob.runs.delete import replaced_line
 from simpletfjob.runs.follower import TIE, Follower, unknown_nodes, verdict
 from simpletfjob.runs.objects import NoRunError, named_tasks, run_selector
-from simpletfjob.runs.state import FAILED, Run, changes, group_runs, run_state
-from simpletfjob.runs.taskstate import Object, name_or_invalid
+from simpletfjob.runs.state import FAILED, Run, changes, run_state
+from simpletfjob.runs.taskstate import Object, labels_of, name_or_invalid
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
@@ -123,6 +123,15 @@ def read_runs(conn: Connection, every_namespace: bool = False) -> list[Run]:
         for namespace in sorted(jobs_in)
         for name, run_jobs in group_runs(jobs_in[namespace]).items()
     ]
+
+
+def group_runs(jobs: Iterable[Object]) -> dict[str, list[Object]]:
+    """The Jobs of each run (by the simpletfjob/job label), runs in name order; those being
+    deleted too (a run whose Jobs all are is Deleting)."""
+    runs: dict[str, list[Object]] = {}
+    for job in jobs:
+        runs.setdefault(str(labels_of(job).get(JOB_LABEL, "")), []).append(job)
+    return dict(sorted(runs.items()))
 
 
 def _namespace_of(obj: Object, conn: Connection) -> str:

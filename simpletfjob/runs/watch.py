@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from simpletfjob.errors import Interrupted
 from simpletfjob.identity import JOB_LABEL, NAME_ANNOTATION
 from simpletfjob.kube.inflight import Write, cut_short
-from simpletfjob.kube.lists import ObjectList, list_objects
+from simpletfjob.kube.lists import ObjectList, list_objects, without_managed_fields
 from simpletfjob.kube.objects import Deleted, delete
 from simpletfjob.kube.request import Action, Deadline, request
 from simpletfjob.kube.resources import JOBS, NODES, PODS, SERVICES, Resource
@@ -53,6 +53,8 @@ def _both(
 
     The pods in a thread, the Jobs in the caller's: an interrupt goes up from there at
     once, never into the other thread's errors while the pods' list rides out an outage.
+    Each is read without its managedFields (never read here; at 1000 tasks, a large part of
+    what a followed run keeps), as are the objects the watches bring.
     """
     found: list[ObjectList] = []
     failed: list[BaseException] = []
@@ -67,6 +69,7 @@ def _both(
                     namespace=namespace,
                     label_selector=run_selector(name),
                     deadline=within,
+                    slim=without_managed_fields,
                 )
             )
         except BaseException as e:  # handed to the caller, in its thread
@@ -75,8 +78,9 @@ def _both(
     pods = threading.Thread(target=read_pods, daemon=True)
     pods.start()
     jobs = list_objects(
-        conn, JOBS, namespace=namespace, label_selector=run_selector(name), deadline=within
-    )
+        conn, JOBS, namespace=namespace, label_selector=run_selector(name), deadline=within,
+        slim=without_managed_fields,
+    )  # fmt: skip
     pods.join()
     if failed:
         raise failed[0]
@@ -203,6 +207,7 @@ def follow(
                 label_selector=run_selector(name),
                 resource_version=listed.resource_version,
                 deadline=until,
+                slim=without_managed_fields,
             ):
                 if until.stopped.is_set():
                     return
@@ -247,6 +252,7 @@ def follow(
                 settle = None
             ended = verdict(now, settled)
             if ended is not None:
+                until.stopped.set()  # the watches read no more: the verdict is said first
                 tell()
                 yield ended
                 return

@@ -406,3 +406,22 @@ def test_a_followed_run_is_kept_without_the_managed_fields_the_server_sends(
     assert len(kept[-1]) == 6
     assert [o["metadata"]["name"] for o in kept[-1] if o["metadata"].get("managedFields")] == []
     assert all(o["metadata"]["name"] and o["metadata"]["labels"] for o in kept[-1])
+
+
+def test_wait_says_its_verdict_before_it_closes_its_connection(
+    cli: Any, kubeapi: KubeAPI, kubeconfig: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the deciding event, the verdict first: closing the connection (its watches cut, its
+    pool emptied) comes after the line a script waits for."""
+    import simpletfjob.streams
+    from simpletfjob.kube.connection import Connection
+
+    said: list[str] = []
+    say, close = simpletfjob.streams.say, Connection.close
+    monkeypatch.setattr(simpletfjob.streams, "say", lambda line: (said.append(line), say(line)))
+    monkeypatch.setattr(Connection, "close", lambda conn: (said.append("closed"), close(conn)))
+    load_run(kubeapi)
+    finish_job(kubeapi, "mnist-worker-0")
+    result = cli("wait", "mnist", "--cleanup", "none", "--kubeconfig", kubeconfig)
+    assert result.code == 0, result.err
+    assert said[-2:] == ["run mnist succeeded: worker-0 Succeeded", "closed"]

@@ -71,4 +71,4 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
             say=say,
             progress=status,
         )
-    say(succeeded_line(run))
+        say(succeeded_line(run))  # the verdict first; then the connection is closed

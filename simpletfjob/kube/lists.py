@@ -141,13 +141,15 @@ def list_objects(
     resource_version: str | None = None,
     deadline: Deadline | None = None,
     alternative: str = "",
+    slim: Callable[[bytes], bytes] | None = None,
 ) -> ObjectList:
-    """Every object of a list (matching the selectors), and the resourceVersion to watch from."""
+    """Every object of a list (matching the selectors), and the resourceVersion to watch from;
+    `slim` may cut from each page what the caller needs none of (decode_page)."""
     path = resource.path(namespace_for(conn, resource, namespace))
     listed = list_pages(
         conn,
         resource,
-        lambda data: decode_page(data, conn.target, resource, path),
+        lambda data: decode_page(data, conn.target, resource, path, slim),
         namespace=namespace,
         label_selector=label_selector,
         field_selector=field_selector,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from simpletfjob.errors import ClusterError
@@ -55,11 +55,14 @@ def watch(
     resource_version: str | None = None,
     deadline: Deadline | None = None,
     bookmarks: bool = True,
+    slim: Callable[[bytes], bytes] | None = None,
 ) -> Iterator[Event]:
     """Changes to the objects that match, from `resource_version` (None: list first, as a RELIST).
 
     It ends when `deadline` passes (None: never); a server that keeps failing, or refuses,
-    is a `ClusterError`.
+    is a `ClusterError`. `slim` may cut what the caller needs none of from each event's JSON
+    and each page of a list again, before they are parsed (a result that does not parse is
+    parsed whole): lists.without_managed_fields.
     """
     settings = conn.settings
     ns = namespace_for(conn, resource, namespace)
@@ -80,6 +83,7 @@ def watch(
             label_selector=label_selector,
             field_selector=field_selector,
             deadline=_within(deadline, settings.deadline),
+            slim=slim,
         )
         nonlocal version
         version = listed.resource_version
@@ -132,7 +136,7 @@ def watch(
                 opened_once = True
                 if failures and conn.ride is not None and conn.ride.returns > returns:
                     failures = 0
-                events = _events(answer.stream, conn, action, deadline, read_timeout)
+                events = _events(answer.stream, conn, action, deadline, read_timeout, slim)
                 for event in events:
                     seen += 1
                     fresh = False
@@ -219,6 +223,7 @@ def _events(
     action: Action,
     deadline: Deadline | None,
     read_timeout: float,
+    slim: Callable[[bytes], bytes] | None = None,
 ) -> Generator[Event, None, None]:
     """The events of one open watch, until its stream ends or the deadline; an ERROR event ends it too."""
     from urllib3.exceptions import HTTPError
@@ -226,7 +231,7 @@ def _events(
     try:
         for line in _lines(response, deadline, read_timeout):
             try:
-                event = json.loads(line)
+                event = _parsed(line, slim)
             except (ValueError, RecursionError) as e:
                 raise ClusterError(
                     f"{conn.target}: the watch of {action.what} sent a line that is not JSON"
@@ -249,6 +254,16 @@ def _events(
         raise _Dropped(f"connection dropped: {broken(e)}") from e
     finally:
         response.close()  # a watch is never read to its end: the connection cannot be reused
+
+
+def _parsed(line: bytes, slim: Callable[[bytes], bytes] | None) -> Any:
+    """An event's JSON, cut by `slim` first; whole when what `slim` gives does not parse."""
+    if slim is not None:
+        try:
+            return json.loads(slim(line))
+        except (ValueError, RecursionError):
+            pass
+    return json.loads(line)
 
 
 def _lines(response: Any, deadline: Deadline | None, read_timeout: float) -> Iterator[bytes]:

@@ -29,6 +29,7 @@ not seen. `run` restarts on that failure as on any other.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -44,6 +45,7 @@ from simpletfjob.runs.state import (
     is_gone,
     run_state,
 )
+from simpletfjob.runs.tally import Tally
 from simpletfjob.runs.taskstate import (
     condition,
     metadata_of,
@@ -106,10 +108,17 @@ class Follower:
         self.ended: dict[str, Mapping[str, Any]] = {}  # Job name -> the Job as seen ended
         self._keep_ends(self.stores["jobs"].objects.values())
         self.reading = Kept()
+        self.tally = Tally()
+        self.unknown = Counter(unknown_node(pod) for pod in self.stores["pods"].objects.values())
+        self.unknown.pop("", None)
 
     def take(self, plural: str, event: Event) -> None:
         """One event of the Jobs' watch ('jobs') or the pods' ('pods')."""
-        self.stores[plural].apply(event)
+        store = self.stores[plural]
+        self.tally.news(plural, event, store.objects)
+        if plural == "pods":
+            self._count_unknown(store.objects, event)
+        store.apply(event)
         if plural == "jobs":
             self._keep_ends(event.objects if event.type == "RELIST" else [event.object])
 
@@ -121,15 +130,34 @@ class Follower:
                 self.ended[_name(job)] = job
 
     def judge(self, nodes: Mapping[str, str] | None = None) -> Run:
-        """The run as `status` would judge these objects, each Job seen ended judged so."""
+        """The run as `status` would judge these objects, each Job seen ended judged so: from
+        the tasks the events since were about, and the run's counts (tally.py), when they can
+        tell; else from every object (`judge_all`)."""
+        news = nodes or {}
+        run = self.tally.judge(self.stores["jobs"].objects, news, self.expected, self.restarts)
+        if run is None:
+            run, whole = self._judge_all(nodes)
+            objects = {plural: store.objects for plural, store in self.stores.items()}
+            self.tally.reset(run if whole else None, objects["jobs"], objects["pods"], news)
+        return run
+
+    def judge_all(self, nodes: Mapping[str, str] | None = None) -> Run:
+        """The run judged from every object (run_state), as `judge` would judge it."""
+        return self._judge_all(nodes)[0]
+
+    def _judge_all(self, nodes: Mapping[str, str] | None) -> tuple[Run, bool]:
+        """The run from every object, and whether the objects judged are those of the stores
+        (no Job seen ended stands in for one that is gone)."""
         jobs = dict(self.stores["jobs"].objects)
         pods = self.stores["pods"].objects
         kept: dict[str, Mapping[str, Any]] = {}
+        whole = True
         for name, job in self.ended.items():
             now = jobs.get(name)
             if now is None or (is_gone(now) and _uid(now) == _uid(job)):
                 jobs[name] = job  # deleted since its end was seen: it ended so
                 kept.update(self._pods_of(job))
+                whole = False
         every = {**kept, **pods} if kept else pods
         run = run_state(
             self.name, self.namespace, jobs.values(), every.values(), self.expected, nodes,
@@ -143,7 +171,7 @@ class Follower:
             elif key in self.restarts:  # its pod is gone: the count seen while it was there
                 task = replace(task, restarts=self.restarts[key])
             tasks.append(task)
-        return replace(run, tasks=tuple(tasks))
+        return replace(run, tasks=tuple(tasks)), whole
 
     def _pods_of(self, job: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
         """The pods last seen of a Job that is gone, gone with it or not."""
@@ -152,23 +180,46 @@ class Follower:
 
     def remember(self, run: Run) -> None:
         """The tasks seen: one whose Job is deleted later is known to have existed."""
+        counted = run is self.tally.run
+        if counted and self.tally.remembered:
+            return  # the tasks of the run the tally follows: their names are known
         for task in run.tasks:
             if task.task not in self._expected:
                 self.expected.append(task.task)
                 self._expected.add(task.task)
+        if counted:  # the deciding tasks read now, not on the next event
+            self.tally.remembered = True
+            self.tally.expect(self.expected)
 
     def unknown_nodes(self) -> set[str]:
-        return unknown_nodes(self.stores["pods"].objects.values())
+        """The nodes of the pods in phase Unknown (counted as the pods' events come)."""
+        return {node for node, count in self.unknown.items() if node and count}
+
+    def _count_unknown(self, pods: Mapping[str, Mapping[str, Any]], event: Event) -> None:
+        """The pods in phase Unknown on each node, as the event changes them (before the store
+        takes it)."""
+        if event.type == "RELIST":
+            self.unknown = Counter(unknown_node(pod) for pod in event.objects)
+            return
+        if event.object is None:
+            return
+        was = pods.get(_name(event.object))
+        if was is not None:
+            self.unknown[unknown_node(was)] -= 1
+        if event.type in ("ADDED", "MODIFIED"):
+            self.unknown[unknown_node(event.object)] += 1
+        self.unknown.pop("", None)
 
 
 def unknown_nodes(pods: Iterable[Mapping[str, Any]]) -> set[str]:
     """The nodes of pods in phase Unknown, whose condition says why."""
-    return {
-        str((pod.get("spec") or {}).get("nodeName"))
-        for pod in pods
-        if (pod.get("status") or {}).get("phase") == "Unknown"
-        and (pod.get("spec") or {}).get("nodeName")
-    }
+    return {node for node in map(unknown_node, pods) if node}
+
+
+def unknown_node(pod: Mapping[str, Any]) -> str:
+    """The node of a pod in phase Unknown; '' for any other pod."""
+    node = (pod.get("spec") or {}).get("nodeName")
+    return str(node) if node and (pod.get("status") or {}).get("phase") == "Unknown" else ""
 
 
 def verdict(run: Run, settled: bool) -> Run | None:

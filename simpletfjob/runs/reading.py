@@ -27,7 +27,7 @@ class Reading:
         nodes: Mapping[str, str] | None,
     ) -> list[TaskStatus]:
         """Each Job's task, with its pods (by its uid, else by its name's job-name label)."""
-        return [task_of(job, _pods(by_job, *_ids(job)), nodes) for job in jobs]
+        return [task_of(job, pods_of(by_job, *ids_of(job)), nodes) for job in jobs]
 
     def by_job(self, pods: Iterable[Object]) -> dict[str, list[Object]]:
         return pods_by_job(pods)
@@ -36,12 +36,14 @@ class Reading:
         return values_of(jobs)
 
 
-def _ids(job: Object) -> tuple[str, str]:
+def ids_of(job: Object) -> tuple[str, str]:
+    """A Job's uid and name, as its pods are found by (str(None) where one is missing)."""
     metadata = metadata_of(job)
     return str(metadata.get("uid")), str(metadata.get("name"))
 
 
-def _pods(by_job: Mapping[str, list[Object]], uid: str, name: str) -> list[Object]:
+def pods_of(by_job: Mapping[str, Sequence[Object]], uid: str, name: str) -> Sequence[Object]:
+    """A Job's pods: those it owns (by its uid), else those its name's job-name label names."""
     return by_job.get(uid) or by_job.get(f"name:{name}") or []
 
 
@@ -67,9 +69,9 @@ class Kept(Reading):
         news = dict(nodes) if nodes else {}
         for job in jobs:
             kept = self.ids.get(id(job))
-            uid, name = kept[1] if kept is not None and kept[0] is job else _ids(job)
+            uid, name = kept[1] if kept is not None and kept[0] is job else ids_of(job)
             ids[id(job)] = (job, (uid, name))
-            pods = _pods(by_job, uid, name)
+            pods = pods_of(by_job, uid, name)
             key = uid if uid not in ("None", "") else name
             was = self.judged.get(key)
             if was is not None and _same(was[0], job, pods, news):

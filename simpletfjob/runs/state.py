@@ -39,7 +39,7 @@ the run keeps the state it ended in.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import cache
@@ -47,7 +47,6 @@ from typing import Any
 
 from simpletfjob.frameworks import Framework, independent_roles
 from simpletfjob.frameworks import framework as framework_named
-from simpletfjob.identity import JOB_LABEL
 from simpletfjob.runs.annotations import read_min_workers, read_policy, read_restarts
 from simpletfjob.runs.elastic import lost_line, mark_lost, still_in
 from simpletfjob.runs.reading import Reading
@@ -65,7 +64,6 @@ from simpletfjob.runs.taskstate import (
     finalizers,
     in_role_order,
     job_pods,
-    labels_of,
     metadata_of,
     rfc3339,
     task_of,
@@ -75,7 +73,7 @@ from simpletfjob.runs.taskstate import (
 AMBIGUOUS = "Ambiguous"
 __all__ = [  # what the commands read from here; the task's part lives in taskstate.py
     "AMBIGUOUS", "DELETING", "FAILED", "PENDING", "RUNNING", "SUCCEEDED", "UNKNOWN",
-    "Claim", "Run", "TaskStatus", "changes", "deciding", "describe", "group_runs",
+    "Claim", "Run", "TaskStatus", "changes", "deciding", "describe",
     "run_state", "task_of",
 ]  # fmt: skip
 DELETED = "deleted"
@@ -268,7 +266,9 @@ def run_state(
     if claims or wrong_policy:  # nothing is decided on a guess
         return run(AMBIGUOUS)
     deciders = still_in(fw.deciding(policy, [*by_name, *expected]), tasks)
-    finished_at = {d: _finish(present, by_name[d].job) or NEVER for d in deciders if d in by_name}
+    finished_at = {
+        d: _at(present, by_name[d].job, completed_at) or NEVER for d in deciders if d in by_name
+    }
     # Only a Job's condition ends a task: a pod that has ended, not yet counted, decides nothing.
     succeeded = all(
         d in by_name and by_name[d].finished and by_name[d].state == SUCCEEDED for d in deciders
@@ -276,9 +276,9 @@ def run_state(
     success_time = max(finished_at.values(), default=NEVER)
     # A failure counts unless the run had succeeded by then: success wins a tie (the same
     # second). A failure with no time counts.
-    aside = _independent()
+    aside = independent()
     failures = sorted(
-        (_failure_time(present, t.job) or NEVER, order(t), t)
+        (_at(present, t.job, failed_at) or NEVER, order(t), t)
         for t in tasks
         if t.finished and t.state == FAILED and t.role not in aside
     )
@@ -306,14 +306,14 @@ def run_state(
 
 
 @cache
-def _independent() -> frozenset[str]:
+def independent() -> frozenset[str]:
     """The roles whose failure fails no run (frameworks' `independent`), read once."""
     return independent_roles()
 
 
 def side_failures(run: Run) -> list[TaskStatus]:
     """The tasks of roles the training does not depend on whose Job has failed, in role order."""
-    aside = _independent()
+    aside = independent()
     return [t for t in run.tasks if t.role in aside and t.finished and t.state == FAILED]
 
 
@@ -364,28 +364,23 @@ def _second(when: datetime | None) -> datetime | None:
     return None if when is None else when.replace(microsecond=0)
 
 
-def _finish(jobs: Sequence[Object], name: str) -> datetime | None:
-    for job in jobs:
-        if metadata_of(job).get("name") == name:
-            return _second(timestamp((job.get("status") or {}).get("completionTime")))
-    return None
+def _at(
+    jobs: Sequence[Object], name: str, when: Callable[[Object], datetime | None]
+) -> datetime | None:
+    """`when` of the Job of that name (None when there is none)."""
+    job = next((job for job in jobs if metadata_of(job).get("name") == name), None)
+    return None if job is None else when(job)
 
 
-def _failure_time(jobs: Sequence[Object], name: str) -> datetime | None:
-    for job in jobs:
-        if metadata_of(job).get("name") == name:
-            failed = condition(job, "Failed")
-            return _second(timestamp(failed.get("lastTransitionTime"))) if failed else None
-    return None
+def completed_at(job: Object) -> datetime | None:
+    """When the Job completed, to the second (None if it has not, or its time is not known)."""
+    return _second(timestamp((job.get("status") or {}).get("completionTime")))
 
 
-def group_runs(jobs: Iterable[Object]) -> dict[str, list[Object]]:
-    """The Jobs of each run (by the simpletfjob/job label), runs in name order; those being
-    deleted too (a run whose Jobs all are is Deleting)."""
-    runs: dict[str, list[Object]] = {}
-    for job in jobs:
-        runs.setdefault(str(labels_of(job).get(JOB_LABEL, "")), []).append(job)
-    return dict(sorted(runs.items()))
+def failed_at(job: Object) -> datetime | None:
+    """When the Job's Failed condition came, to the second (None without one, or its time)."""
+    failed = condition(job, "Failed")
+    return _second(timestamp(failed.get("lastTransitionTime"))) if failed else None
 
 
 def describe(task: TaskStatus) -> str:
@@ -422,6 +417,25 @@ def pod_words(reason: str) -> str:
 
 def changes(before: Run | None, after: Run) -> list[str]:
     """A line for each task whose line differs from before (all of them at first), in role order."""
+    one_each = before is not None and len(before.tasks) == len(after.tasks)
+    if (
+        before is not None
+        and one_each
+        and not (before.claims or after.claims)
+        and DELETING not in (before.state, after.state)
+    ):
+        # Most often the same tasks in the same order (the follower's runs, most of them the
+        # same objects): each compared with its own, most by identity alone.
+        lines = []
+        for then, task in zip(before.tasks, after.tasks, strict=True):
+            if then is task:
+                continue
+            if then.task != task.task:
+                break  # not in the same order: compared by name below
+            if describe(then) != (line := describe(task)):
+                lines.append(line)
+        else:
+            return lines
     was = {t.task: t for t in before.tasks} if before is not None else {}
     lines = []
     for task in after.tasks:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from simpletfjob.errors import Interrupted
 from simpletfjob.identity import JOB_LABEL, NAME_ANNOTATION
 from simpletfjob.kube.inflight import Write, cut_short
-from simpletfjob.kube.lists import ObjectList, list_objects
+from simpletfjob.kube.lists import ObjectList, list_objects, without_managed_fields
 from simpletfjob.kube.objects import Deleted, delete
 from simpletfjob.kube.request import Action, Deadline, request
 from simpletfjob.kube.resources import JOBS, NODES, PODS, SERVICES, Resource
@@ -29,8 +29,8 @@ from simpletfjob.kube.watch import Event, watch
 from simpletfjob.runs.delete import replaced_line
 from simpletfjob.runs.follower import TIE, Follower, unknown_nodes, verdict
 from simpletfjob.runs.objects import NoRunError, named_tasks, run_selector
-from simpletfjob.runs.state import FAILED, Run, changes, group_runs, run_state
-from simpletfjob.runs.taskstate import Object, name_or_invalid
+from simpletfjob.runs.state import FAILED, Run, changes, run_state
+from simpletfjob.runs.taskstate import Object, labels_of, name_or_invalid
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
@@ -53,6 +53,8 @@ def _both(
 
     The pods in a thread, the Jobs in the caller's: an interrupt goes up from there at
     once, never into the other thread's errors while the pods' list rides out an outage.
+    Each is read without its managedFields (never read here; at 1000 tasks, a large part of
+    what a followed run keeps), as are the objects the watches bring.
     """
     found: list[ObjectList] = []
     failed: list[BaseException] = []
@@ -67,6 +69,7 @@ def _both(
                     namespace=namespace,
                     label_selector=run_selector(name),
                     deadline=within,
+                    slim=without_managed_fields,
                 )
             )
         except BaseException as e:  # handed to the caller, in its thread
@@ -75,8 +78,9 @@ def _both(
     pods = threading.Thread(target=read_pods, daemon=True)
     pods.start()
     jobs = list_objects(
-        conn, JOBS, namespace=namespace, label_selector=run_selector(name), deadline=within
-    )
+        conn, JOBS, namespace=namespace, label_selector=run_selector(name), deadline=within,
+        slim=without_managed_fields,
+    )  # fmt: skip
     pods.join()
     if failed:
         raise failed[0]
@@ -123,6 +127,15 @@ def read_runs(conn: Connection, every_namespace: bool = False) -> list[Run]:
         for namespace in sorted(jobs_in)
         for name, run_jobs in group_runs(jobs_in[namespace]).items()
     ]
+
+
+def group_runs(jobs: Iterable[Object]) -> dict[str, list[Object]]:
+    """The Jobs of each run (by the simpletfjob/job label), runs in name order; those being
+    deleted too (a run whose Jobs all are is Deleting)."""
+    runs: dict[str, list[Object]] = {}
+    for job in jobs:
+        runs.setdefault(str(labels_of(job).get(JOB_LABEL, "")), []).append(job)
+    return dict(sorted(runs.items()))
 
 
 def _namespace_of(obj: Object, conn: Connection) -> str:
@@ -194,6 +207,7 @@ def follow(
                 label_selector=run_selector(name),
                 resource_version=listed.resource_version,
                 deadline=until,
+                slim=without_managed_fields,
             ):
                 if until.stopped.is_set():
                     return
@@ -238,6 +252,7 @@ def follow(
                 settle = None
             ended = verdict(now, settled)
             if ended is not None:
+                until.stopped.set()  # the watches read no more: the verdict is said first
                 tell()
                 yield ended
                 return

@@ -378,3 +378,50 @@ def test_wait_refuses_a_task_two_jobs_claim_when_neither_says_which_is_a_copy(
     }
     every = cli("status", "--kubeconfig", kubeconfig)
     assert every.out.splitlines()[1].split()[:6] == ["mnist", "4", "3", "1", "0", "Ambiguous"]
+
+
+def test_a_followed_run_is_kept_without_the_managed_fields_the_server_sends(
+    kubeapi: KubeAPI, kubeconfig: str
+) -> None:
+    """At 1000 tasks the Jobs' and pods' managedFields were a large part of what wait kept (and
+    of the process it leaves): they are cut before the lists and the events are parsed."""
+    from simpletfjob.kube.connection import Settings, connect
+    from simpletfjob.kube.request import Deadline
+    from simpletfjob.runs.watch import follow
+
+    load_run(kubeapi)
+    kept: list[list[dict[str, Any]]] = []
+    with connect(Settings(kubeconfig=kubeconfig)) as conn:
+        runs = follow(
+            conn, "mnist", Deadline.after(30), lambda j, p: kept.append([*j, *p]), every=True
+        )
+        listed = next(runs)
+        run_pod(kubeapi, "mnist-worker-0", "h100")  # the pods' watch brings it
+        watched = next(run for run in runs if run.tasks[1].state == "Running")
+        runs.close()
+    assert [t.state for t in listed.tasks] == ["Pending"] * 3
+    assert [t.state for t in watched.tasks] == ["Pending", "Running", "Pending"]
+    sent = kubeapi.get("pods", "mnist-worker-0-x", NS)["metadata"]
+    assert sent["managedFields"]  # the server's object has them
+    assert len(kept[-1]) == 6
+    assert [o["metadata"]["name"] for o in kept[-1] if o["metadata"].get("managedFields")] == []
+    assert all(o["metadata"]["name"] and o["metadata"]["labels"] for o in kept[-1])
+
+
+def test_wait_says_its_verdict_before_it_closes_its_connection(
+    cli: Any, kubeapi: KubeAPI, kubeconfig: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the deciding event, the verdict first: closing the connection (its watches cut, its
+    pool emptied) comes after the line a script waits for."""
+    import simpletfjob.streams
+    from simpletfjob.kube.connection import Connection
+
+    said: list[str] = []
+    say, close = simpletfjob.streams.say, Connection.close
+    monkeypatch.setattr(simpletfjob.streams, "say", lambda line: (said.append(line), say(line)))
+    monkeypatch.setattr(Connection, "close", lambda conn: (said.append("closed"), close(conn)))
+    load_run(kubeapi)
+    finish_job(kubeapi, "mnist-worker-0")
+    result = cli("wait", "mnist", "--cleanup", "none", "--kubeconfig", kubeconfig)
+    assert result.code == 0, result.err
+    assert said[-2:] == ["run mnist succeeded: worker-0 Succeeded", "closed"]

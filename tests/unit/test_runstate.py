@@ -20,10 +20,10 @@ from simpletfjob.runs.state import (
     changes,
     deciding,
     describe,
-    group_runs,
     run_state,
     task_of,
 )
+from simpletfjob.runs.watch import group_runs
 from tests.conftest import EXAMPLES
 from tests.support.kubeapi import job_status
 from tests.support.scenes import task_job as job

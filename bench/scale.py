@@ -138,7 +138,7 @@ after the event: about 8 to 17 ms, most of it the process's end and the woken wa
 threads, not the judgement. Side by side, one plane, the old code and the new (before the
 verdict was said ahead of the close) taking turns with kubectl beside each (3 each; load
 average 2.6 to 11, the other sessions' tests on the same 2 cores; a script of its own, as
-this module's wait part calls ControlPlane.job_synced, which tests/support does not have):
+this module's wait part could not run then: ControlPlane.job_synced was briefly missing):
 
     old   135.7, 57.0, 36.2 ms  vs kubectl 103.5, 30.2, 28.0 ms   1.31x, 1.89x, 1.29x
     new    45.1, 52.9, 37.3 ms  vs kubectl  37.1, 37.1, 23.2 ms   1.22x, 1.43x, 1.61x
@@ -223,8 +223,7 @@ After (load average 10 falling to 1 while it ran; kubectl's apply took the loade
     delete --wait, 1000 tasks      8.82 s vs 207.3 s   0.04x
 
 Both runs stopped at wait's reaction: the bench asks the control plane fixture for
-`job_synced`, which tests/support/control_plane.py does not have on this branch (not
-measured). The fairer comparison is the side by side above (old, new and kubectl taking
+`job_synced`, which tests/support had briefly lost (it is back; not measured then). The fairer comparison is the side by side above (old, new and kubectl taking
 turns in one plane): 0.48x, 0.47x and 0.51x, from 0.73x, 0.59x and 0.60x.
 
 Before this round: neither goal at 1000 tasks was met here. The API server shares the two busy cores, and it

@@ -363,9 +363,10 @@ def without_managed_fields(data: bytes) -> bytes:
     nothing a reader of requests needs. The API server writes it last in an item's
     metadata, right before `"spec":`, and its entries have no key named "spec" or
     "metadata" (theirs are `f:spec`, `k:{...}`, and quotes inside strings are escaped),
-    so it ends at the `}]}` before the first `"spec":` after it. An item laid out
-    otherwise is left as it is; the caller parses the whole page when the result
-    is not JSON.
+    so it ends at the `}]}` before the first `"spec":` after it. Its entries hold no
+    list, so a `]` before that end means another key came after it (ownerReferences,
+    say): such an item, and any laid out otherwise, is left as it is; the caller parses
+    the whole page when the result is not JSON.
     """
     pieces: list[memoryview] = []  # views, not copies
     view = memoryview(data)
@@ -376,7 +377,11 @@ def without_managed_fields(data: bytes) -> bytes:
         end = data.find(_SPEC_KEY, start)
         if end < 0:
             break
-        if data[end - 4 : end] == b"}]}," and data.find(_METADATA_KEY, start, end) < 0:
+        if (
+            data[end - 4 : end] == b"}]},"
+            and data.find(_METADATA_KEY, start, end) < 0
+            and data.find(b"]", start, end - 3) < 0  # no key after it: ownerReferences' ']'
+        ):
             pieces.append(view[kept:start])
             kept = end - 3  # from the list's closing ']'
         at = data.find(_MANAGED_KEY, end)

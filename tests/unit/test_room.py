@@ -164,3 +164,15 @@ def test_an_item_laid_out_otherwise_is_left_whole() -> None:
     pod["metadata"]["managedFields"] = [{"manager": "x", "fieldsV1": {"f:spec": {}}}]
     data = json.dumps({"items": [pod]}, separators=(",", ":")).encode()
     assert without_managed_fields(data) == data
+
+
+def test_an_item_whose_managed_fields_come_before_other_keys_keeps_them() -> None:
+    # metadata laid out with ownerReferences after managedFields (a proxy that reorders keys):
+    # a cut up to the `}]},"spec":` would take the owner away with it.
+    pod: dict[str, Any] = {"metadata": {"name": "p"}}
+    pod["metadata"]["managedFields"] = [{"manager": "x", "fieldsV1": {"f:spec": {}}}]
+    pod["metadata"]["ownerReferences"] = [{"kind": "Job", "name": "j", "uid": "u"}]
+    pod["spec"] = {"nodeName": "n1"}
+    data = json.dumps({"items": [pod]}, separators=(",", ":")).encode()
+    kept = json.loads(without_managed_fields(data))["items"][0]["metadata"]
+    assert kept["ownerReferences"] == [{"kind": "Job", "name": "j", "uid": "u"}]

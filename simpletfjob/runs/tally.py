@@ -137,7 +137,7 @@ class Tally:
     def news(self, plural: str, event: Event, objects: Mapping[str, Object]) -> None:
         """An event of the Jobs' watch ('jobs') or the pods' ('pods'), before the store (by
         name: `objects`) takes it: the tasks it is about are marked."""
-        if self.run is None:
+        if self.run is None or event.type == "BOOKMARK":  # a bookmark: a resourceVersion only
             return
         obj = event.object
         if event.type not in ("ADDED", "MODIFIED", "DELETED") or obj is None:

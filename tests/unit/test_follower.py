@@ -284,6 +284,10 @@ def test_an_event_about_one_task_of_many_judges_that_task_again_not_every_task(
     judged.clear()
     read.clear()
     assert follower.judge() == now and judged == read == []  # nothing changed: nothing read
+    # A watch's bookmark (a resourceVersion only) changes nothing either.
+    for plural in ("jobs", "pods"):
+        follower.take(plural, Event("BOOKMARK", {"metadata": {"resourceVersion": "99"}}))
+    assert follower.judge() == now and judged == read == []
 
 
 class Whole(Follower):

@@ -56,19 +56,17 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     options = WaitOptions(**values)
     check_run_name(options.run)
     connection = (options.kubeconfig, options.context, options.namespace)
-    with (
-        connect_for(*connection, purpose="wait for a run on") as conn,
-        pointing_elsewhere(conn),
-        StatusLine(options.run) as status,
-    ):
-        run = wait_for_run(
-            conn,
-            options.run,
-            timeout=options.timeout,
-            cleanup=options.cleanup,
-            tail=options.tail_on_failure,
-            context=options.context,
-            say=say,
-            progress=status,
-        )
-        say(succeeded_line(run))  # the verdict first; then the connection is closed
+    with connect_for(*connection, purpose="wait for a run on") as conn, pointing_elsewhere(conn):
+        with StatusLine(options.run) as status:
+            run = wait_for_run(
+                conn,
+                options.run,
+                timeout=options.timeout,
+                cleanup=options.cleanup,
+                tail=options.tail_on_failure,
+                context=options.context,
+                say=say,
+                progress=status,
+            )
+        # The status line erased, the verdict is said before the connection is closed.
+        say(succeeded_line(run))

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import closing
-from typing import Any
+from typing import Any, TypeVar
 
 from simpletfjob.errors import ClusterError, InputError
 from simpletfjob.hosts.nodes import GPU_RESOURCE, Node, node_from_object, without_images
@@ -49,11 +49,13 @@ from simpletfjob.kube.lists import (
     list_pages,
     without_managed_fields,
 )
-from simpletfjob.kube.resources import JOBS, NODES, PODS
+from simpletfjob.kube.resources import JOBS, NODES, PODS, Resource
 
 # What a user can do instead of reading the cluster, in the messages that refuse it.
 INSTEAD = "give the hosts with --nodes H1,H2,... or --nodes-file FILE"
 INSTEAD_OF_RBAC = "give the hosts with --nodes or --nodes-file"
+
+U = TypeVar("U")  # what a Job or a pod holds (usage.py)
 
 
 def read_cluster_nodes(
@@ -140,24 +142,9 @@ class Cluster:
     ) -> Callable[[bytes], Page[list[PodUse]]]:
         from simpletfjob.hosts.usepage import decode_pods
 
-        target = self.target
-        origin = f"{target}: the pod list's items"  # once: it redacts the server's URL
-
-        def parse(data: bytes) -> Page[list[PodUse]]:
-            try:
-                fast = decode_pods(data, origin, resource, JOB_LABEL, others)
-            except InputError as e:  # the server's answer, not the user's input
-                raise ClusterError(str(e)) from e
-            if fast is not None:
-                return fast
-            page = decode_page(data, target, PODS, path, slim=without_managed_fields)
-            try:
-                uses = [pod_use(item, resource, JOB_LABEL, origin, others) for item in page.value]
-            except InputError as e:  # the server's answer, not the user's input
-                raise ClusterError(str(e)) from e
-            return Page(uses, page.token, page.resource_version)
-
-        return parse
+        return _use_parser(
+            self.target, PODS, path, "pod", decode_pods, pod_use, resource, others
+        )  # fmt: skip
 
     def jobs(self, resource: str, alternative: str, others: Sequence[str] = ()) -> list[JobUse]:
         """Every namespace's Jobs, reduced to what the counting rules need.
@@ -166,23 +153,9 @@ class Cluster:
         """
         from simpletfjob.hosts.usepage import decode_jobs
 
-        target, path = self.target, JOBS.path("")
-        origin = f"{target}: the job list's items"  # once: it redacts the server's URL
-
-        def parse(data: bytes) -> Page[list[JobUse]]:
-            try:
-                fast = decode_jobs(data, origin, resource, JOB_LABEL, others)
-            except InputError as e:  # the server's answer, not the user's input
-                raise ClusterError(str(e)) from e
-            if fast is not None:
-                return fast
-            page = decode_page(data, target, JOBS, path, slim=without_managed_fields)
-            try:
-                uses = [job_use(item, resource, JOB_LABEL, origin, others) for item in page.value]
-            except InputError as e:  # the server's answer, not the user's input
-                raise ClusterError(str(e)) from e
-            return Page(uses, page.token, page.resource_version)
-
+        parse = _use_parser(
+            self.target, JOBS, JOBS.path(""), "job", decode_jobs, job_use, resource, others
+        )  # fmt: skip
         listed = list_pages(self.conn, JOBS, parse, namespace="", alternative=alternative)
         return [job for page in listed.pages for job in page]
 
@@ -282,3 +255,31 @@ def _nodes(items: list[Any], target: Target, gpu_resource: str) -> list[Node]:
         ]
     except InputError as e:  # the same checks as for a saved NodeList, but the server's fault
         raise ClusterError(str(e)) from e
+
+
+def _use_parser(
+    target: Target,
+    kind: Resource,
+    path: str,
+    noun: str,
+    fast: Callable[[bytes, str, str, str, Sequence[str]], Page[list[U]] | None],
+    careful: Callable[[Any, str, str, str, Sequence[str]], U],
+    resource: str,
+    others: Sequence[str],
+) -> Callable[[bytes], Page[list[U]]]:
+    """A list page of Jobs or pods, reduced to what the counting rules read: decoded the
+    fast way (usepage.py), or the careful way where that leaves the page."""
+    origin = f"{target}: the {noun} list's items"  # once: it redacts the server's URL
+
+    def parse(data: bytes) -> Page[list[U]]:
+        try:
+            decoded = fast(data, origin, resource, JOB_LABEL, others)
+            if decoded is not None:
+                return decoded
+            page = decode_page(data, target, kind, path, slim=without_managed_fields)
+            uses = [careful(item, resource, JOB_LABEL, origin, others) for item in page.value]
+        except InputError as e:  # the server's answer, not the user's input
+            raise ClusterError(str(e)) from e
+        return Page(uses, page.token, page.resource_version)
+
+    return parse

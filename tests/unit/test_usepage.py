@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Callable
 from typing import Any
 
 from hypothesis import given, settings
@@ -113,29 +114,7 @@ ODD = st.one_of(
 def test_an_odd_field_is_decoded_as_the_careful_way_decodes_it_or_left_to_it(
     changes: list[tuple[int, tuple[str, ...], Any]],
 ) -> None:
-    items = copy.deepcopy(realistic_jobs(3))
-    for index, place, value in changes:
-        into: dict[str, Any] = items[index]
-        for key in place[:-1]:
-            if not isinstance(into.get(key), dict):
-                into[key] = {}
-            into = into[key]
-        into[place[-1]] = value
-    try:
-        expected: Any = careful(items)
-    except InputError as e:
-        expected = e
-    try:
-        fast: Any = decode_jobs(page(items), ORIGIN, GPU, LABEL, OTHERS)
-    except InputError as e:
-        fast = e
-    if fast is None:
-        return  # left to the careful way
-    if isinstance(expected, InputError):
-        assert isinstance(fast, InputError), f"fast took what is wrong: {expected}"
-        assert str(fast) == str(expected)
-    else:
-        assert fast.value == expected
+    same_or_left(realistic_jobs(3), changes, careful, decode_jobs)
 
 
 def test_what_is_not_a_job_list_is_left_to_the_careful_way() -> None:
@@ -192,7 +171,18 @@ POD_PLACES = [
 def test_an_odd_pod_field_is_decoded_as_the_careful_way_decodes_it_or_left_to_it(
     changes: list[tuple[int, tuple[str, ...], Any]],
 ) -> None:
-    items = copy.deepcopy(realistic_pods(3))
+    same_or_left(realistic_pods(3), changes, careful_pods, decode_pods)
+
+
+def same_or_left(
+    realistic: list[dict[str, Any]],
+    changes: list[tuple[int, tuple[str, ...], Any]],
+    careful_way: Callable[[list[dict[str, Any]]], Any],
+    fast_way: Callable[..., Any],
+) -> None:
+    """The items with `changes` made: decoded the fast way as the careful way decodes them
+    (the same uses, or the same error), or left to the careful way (None)."""
+    items = copy.deepcopy(realistic)
     for index, place, value in changes:
         into: dict[str, Any] = items[index]
         for key in place[:-1]:
@@ -201,15 +191,15 @@ def test_an_odd_pod_field_is_decoded_as_the_careful_way_decodes_it_or_left_to_it
             into = into[key]
         into[place[-1]] = value
     try:
-        expected: Any = careful_pods(items)
+        expected: Any = careful_way(items)
     except InputError as e:
         expected = e
     try:
-        fast: Any = decode_pods(page(items), ORIGIN, GPU, LABEL, OTHERS)
+        fast: Any = fast_way(page(items), ORIGIN, GPU, LABEL, OTHERS)
     except InputError as e:
         fast = e
     if fast is None:
-        return
+        return  # left to the careful way
     if isinstance(expected, InputError):
         assert isinstance(fast, InputError), f"fast took what is wrong: {expected}"
         assert str(fast) == str(expected)

@@ -226,6 +226,17 @@ Both runs stopped at wait's reaction: the bench asks the control plane fixture f
 `job_synced`, which tests/support had briefly lost (it is back; not measured then). The fairer comparison is the side by side above (old, new and kubectl taking
 turns in one plane): 0.48x, 0.47x and 0.51x, from 0.73x, 0.59x and 0.60x.
 
+Then on the tip with both rounds (skeletons read once; wait's tally; a quiet machine, load
+average 0.9 at the start, nothing else running; `python -m bench.scale --tasks 1000`, one
+repeat):
+
+    apply, 1000 tasks              6.88 s vs 18.94 s   0.36x   (goal <= 0.5x)
+    delete --wait, 1000 tasks      4.55 s vs 209.5 s   0.02x   (goal <= 1.0x)
+    wait's reaction, 1000 tasks    0.042 s vs 0.033 s  1.26x   (goal <= 1.0x)
+    restart, 1000 tasks           14.35 s: deletes 5.32 s, pods gone 1.97 s, again 7.05 s
+                                  (goal <= 30 s)
+    peak RSS, 1000 tasks: apply 119 MB, wait 102 MB, run 188 MB (goal <= 300 MB)
+
 Before this round: neither goal at 1000 tasks was met here. The API server shares the two busy cores, and it
 is its CPU that bounds both: kubectl sends one write an object, one after the other; apply
 sends two (the dry run of every object, which the rule "nothing changes until every object

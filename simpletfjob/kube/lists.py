@@ -142,14 +142,15 @@ def list_objects(
     deadline: Deadline | None = None,
     alternative: str = "",
     slim: Callable[[bytes], bytes] | None = None,
+    lean: Callable[[dict[str, Any]], None] | None = None,
 ) -> ObjectList:
     """Every object of a list (matching the selectors), and the resourceVersion to watch from;
-    `slim` may cut from each page what the caller needs none of (decode_page)."""
+    `slim` and `lean` may cut from each page what the caller keeps none of (decode_page)."""
     path = resource.path(namespace_for(conn, resource, namespace))
     listed = list_pages(
         conn,
         resource,
-        lambda data: decode_page(data, conn.target, resource, path, slim),
+        lambda data: decode_page(data, conn.target, resource, path, slim, lean),
         namespace=namespace,
         label_selector=label_selector,
         field_selector=field_selector,
@@ -197,10 +198,13 @@ def decode_page(
     resource: Resource,
     path: str,
     slim: Callable[[bytes], bytes] | None = None,
+    lean: Callable[[dict[str, Any]], None] | None = None,
 ) -> Page[list[Any]]:
     """A list page's items and metadata, checked; `slim` may cut what the caller needs none of first.
 
-    When what `slim` gives does not parse, the whole page is parsed instead.
+    When what `slim` gives does not parse, the whole page is parsed instead. `lean` is given
+    each item (a mapping) as it is parsed, to cut in place what the caller keeps none of:
+    cut page by page, the page's parsed whole is never held for all the pages at once.
     """
     try:
         page = json.loads(slim(data) if slim is not None else data)
@@ -220,6 +224,10 @@ def decode_page(
         or not isinstance(metadata.get("continue") or "", str)
     ):
         raise ClusterError(not_a_list)
+    if lean is not None:
+        for item in items:
+            if isinstance(item, dict):
+                lean(item)
     return Page(items, metadata.get("continue") or None, str(metadata.get("resourceVersion") or ""))
 
 
@@ -389,3 +397,20 @@ def without_managed_fields(data: bytes) -> bytes:
         return data
     pieces.append(view[kept:])
     return b"".join(pieces)
+
+
+def release_freed() -> None:
+    """Give the memory a list's pages left freed back to the system, where the C library can.
+
+    A list of 1000 Jobs and pods is parsed page by page, and what of each page is not kept is
+    freed; the C library's allocator keeps the freed pages for itself (RSS), and a caller that
+    then follows the run for hours holds them all along, and pays for them again at exit. glibc's
+    `malloc_trim` returns them (about 1 ms, 15 to 20 MB at 1000 tasks); elsewhere, nothing.
+    """
+    import ctypes
+
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError, TypeError):  # not glibc (Windows: no CDLL(None))
+        return
+    trim(0)

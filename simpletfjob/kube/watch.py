@@ -56,13 +56,15 @@ def watch(
     deadline: Deadline | None = None,
     bookmarks: bool = True,
     slim: Callable[[bytes], bytes] | None = None,
+    lean: Callable[[dict[str, Any]], None] | None = None,
 ) -> Iterator[Event]:
     """Changes to the objects that match, from `resource_version` (None: list first, as a RELIST).
 
     It ends when `deadline` passes (None: never); a server that keeps failing, or refuses,
     is a `ClusterError`. `slim` may cut what the caller needs none of from each event's JSON
     and each page of a list again, before they are parsed (a result that does not parse is
-    parsed whole): lists.without_managed_fields.
+    parsed whole): lists.without_managed_fields. `lean` is given each object parsed (an
+    event's, a list's item), to cut in place what the caller keeps none of.
     """
     settings = conn.settings
     ns = namespace_for(conn, resource, namespace)
@@ -84,6 +86,7 @@ def watch(
             field_selector=field_selector,
             deadline=_within(deadline, settings.deadline),
             slim=slim,
+            lean=lean,
         )
         nonlocal version
         version = listed.resource_version
@@ -136,7 +139,7 @@ def watch(
                 opened_once = True
                 if failures and conn.ride is not None and conn.ride.returns > returns:
                     failures = 0
-                events = _events(answer.stream, conn, action, deadline, read_timeout, slim)
+                events = _events(answer.stream, conn, action, deadline, read_timeout, slim, lean)
                 for event in events:
                     seen += 1
                     fresh = False
@@ -224,6 +227,7 @@ def _events(
     deadline: Deadline | None,
     read_timeout: float,
     slim: Callable[[bytes], bytes] | None = None,
+    lean: Callable[[dict[str, Any]], None] | None = None,
 ) -> Generator[Event, None, None]:
     """The events of one open watch, until its stream ends or the deadline; an ERROR event ends it too."""
     from urllib3.exceptions import HTTPError
@@ -249,6 +253,8 @@ def _events(
                     f"error event: {obj.get('code')} {obj.get('reason') or ''}: "
                     f"{first_line(obj.get('message') or '')}"
                 )
+            if lean is not None and kind != "BOOKMARK":
+                lean(obj)
             yield Event(kind, obj)
     except HTTPError as e:  # reset, broken chunk, timed out: the server or network let go
         raise _Dropped(f"connection dropped: {broken(e)}") from e

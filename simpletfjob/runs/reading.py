@@ -12,6 +12,7 @@ another object's), and only those of the last reading: nothing grows as a run go
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from simpletfjob.runs.annotations import Found, Said, gathered, said_by, values_of
 from simpletfjob.runs.taskstate import Object, TaskStatus, metadata_of, pods_by_job, task_of
@@ -117,3 +118,39 @@ def _same(
     if was_job is not job or len(was_pods) != len(pods) or was_nodes != nodes:
         return False
     return all(a is b for a, b in zip(was_pods, pods, strict=True))
+
+
+# What of a container no reader of a run reads: what it runs and its variables' values (the
+# container holding a framework's variables is found by their names, which stay). At 1000
+# TensorFlow tasks the cluster spec in each names every host: 12 KB a Job, and again its pod's.
+_UNREAD = ("command", "args")
+_CONTAINERS = ("containers", "initContainers", "ephemeralContainers")
+
+
+def lean_job(job: dict[str, Any]) -> None:
+    """Cut in place, from a Job as it is read, what no reader of a run reads (see `lean_pod`)."""
+    spec = job.get("spec")
+    template = spec.get("template") if isinstance(spec, dict) else None
+    if isinstance(template, dict):
+        lean_pod(template)
+
+
+def lean_pod(pod: dict[str, Any]) -> None:
+    """Cut in place, from a pod (or a Job's pod template) as it is read, what no reader of a
+    run reads: each container's command, args and env values. The objects a run is judged from
+    are kept for as long as it is followed; every one of them is cut alike, so two readings of
+    one object still compare equal exactly when the rest of them does."""
+    spec = pod.get("spec")
+    if not isinstance(spec, dict):
+        return
+    for key in _CONTAINERS:
+        containers = spec.get(key)
+        for container in containers if isinstance(containers, list) else ():
+            if not isinstance(container, dict):
+                continue
+            for word in _UNREAD:
+                container.pop(word, None)
+            env = container.get("env")
+            for variable in env if isinstance(env, list) else ():
+                if isinstance(variable, dict):
+                    variable.pop("value", None)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from simpletfjob.errors import Interrupted
 from simpletfjob.identity import JOB_LABEL, NAME_ANNOTATION
 from simpletfjob.kube.inflight import Write, cut_short
-from simpletfjob.kube.lists import ObjectList, list_objects, without_managed_fields
+from simpletfjob.kube.lists import ObjectList, list_objects, release_freed, without_managed_fields
 from simpletfjob.kube.objects import Deleted, delete
 from simpletfjob.kube.request import Action, Deadline, request
 from simpletfjob.kube.resources import JOBS, NODES, PODS, SERVICES, Resource
@@ -29,6 +29,7 @@ from simpletfjob.kube.watch import Event, watch
 from simpletfjob.runs.delete import replaced_line
 from simpletfjob.runs.follower import TIE, Follower, unknown_nodes, verdict
 from simpletfjob.runs.objects import NoRunError, named_tasks, run_selector
+from simpletfjob.runs.reading import lean_job, lean_pod
 from simpletfjob.runs.state import FAILED, Run, changes, run_state
 from simpletfjob.runs.taskstate import Object, labels_of, name_or_invalid
 
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
 
 MANAGER = "simpletfjob"
+
+LEAN = {JOBS.plural: lean_job, PODS.plural: lean_pod}  # what each followed object keeps
 
 # The longest the caller's thread waits at once for the next event (see _next).
 POLL = 0.25
@@ -54,7 +57,8 @@ def _both(
     The pods in a thread, the Jobs in the caller's: an interrupt goes up from there at
     once, never into the other thread's errors while the pods' list rides out an outage.
     Each is read without its managedFields (never read here; at 1000 tasks, a large part of
-    what a followed run keeps), as are the objects the watches bring.
+    what a followed run keeps), and without what its containers run and their variables'
+    values (reading.lean_pod), as are the objects the watches bring.
     """
     found: list[ObjectList] = []
     failed: list[BaseException] = []
@@ -70,6 +74,7 @@ def _both(
                     label_selector=run_selector(name),
                     deadline=within,
                     slim=without_managed_fields,
+                    lean=lean_pod,
                 )
             )
         except BaseException as e:  # handed to the caller, in its thread
@@ -79,7 +84,7 @@ def _both(
     pods.start()
     jobs = list_objects(
         conn, JOBS, namespace=namespace, label_selector=run_selector(name), deadline=within,
-        slim=without_managed_fields,
+        slim=without_managed_fields, lean=lean_job,
     )  # fmt: skip
     pods.join()
     if failed:
@@ -196,6 +201,7 @@ def follow(
     yield run
     if once or verdict(run, settled=False) is not None:
         return
+    release_freed()  # what the lists' pages left (it is followed from here on, maybe for hours)
     events: queue.Queue[tuple[str, Event] | BaseException] = queue.Queue()
     until = _until(deadline)
 
@@ -208,6 +214,7 @@ def follow(
                 resource_version=listed.resource_version,
                 deadline=until,
                 slim=without_managed_fields,
+                lean=LEAN[resource.plural],
             ):
                 if until.stopped.is_set():
                     return

@@ -8,6 +8,7 @@ in the same second come in any order), the pods watch interleaved with it at ran
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 from simpletfjob.kube.watch import Event
 from simpletfjob.runs.follower import ENDS, Follower, unknown_nodes, verdict
 from simpletfjob.runs.state import Run, describe, run_state
+from simpletfjob.runs.watch import LEAN
 from tests.support.kubeapi import job_status, make_job, make_pod
 
 
@@ -34,7 +36,9 @@ def job(task: str, policy: str, **status: Any) -> dict[str, Any]:
     }
     name = f"mnist-{task}"
     annotations = {"simpletfjob/success-policy": policy, "simpletfjob/name": name}
-    template = {"spec": {"restartPolicy": "Never", "containers": [{"name": "tf", "image": "t"}]}}
+    tf = {"name": "tf", "image": "t", "command": ["python", "-c", "train()"], "args": ["-v"]}
+    tf["env"] = [{"name": "TF_CONFIG", "value": json.dumps({"task": {"type": role}})}]
+    template = {"spec": {"restartPolicy": "Never", "containers": [tf]}}
     return make_job(
         name,
         labels=labels,
@@ -46,7 +50,10 @@ def job(task: str, policy: str, **status: Any) -> dict[str, Any]:
 
 def pod(of: dict[str, Any], phase: str, **status: Any) -> dict[str, Any]:
     name = f"{of['metadata']['name']}-p"
-    return make_pod(name, owner=of, node="h1", phase=phase, labels={"x": "y"}, **status)
+    containers = of["spec"]["template"]["spec"]["containers"]
+    return make_pod(
+        name, owner=of, node="h1", phase=phase, labels={"x": "y"}, containers=containers, **status
+    )
 
 
 # A task's end: None (still running), or (outcome, the second its Job recorded it).
@@ -91,13 +98,25 @@ def start(policy: str, ends: dict[str, End]) -> tuple[list[Any], list[Any]]:
     return jobs, [pod(j, "Running") for j in jobs]
 
 
+def leaned(plural: str, obj: dict[str, Any]) -> dict[str, Any]:
+    """The object as `follow` keeps it: without what its containers run and their values."""
+    kept = copy.deepcopy(obj)
+    LEAN[plural](kept)
+    return kept
+
+
 def replay(policy: str, ends: dict[str, End], events: list[tuple[str, Event]]) -> Run | None:
-    """What `wait` ends with: runs/watch.py's follow loop without a server.
+    """What `wait` ends with: runs/watch.py's follow loop without a server, on the objects as
+    it keeps them (LEAN), where `final` (status) judges them whole.
 
     A failure waits until its second has passed on the server: here, until every Job event
     stamped with that second or before has come (the Jobs watch brings them in that order).
     """
     jobs, pods = start(policy, ends)
+    jobs, pods = [leaned("jobs", j) for j in jobs], [leaned("pods", p) for p in pods]
+    events = [
+        (plural, Event(e.type, e.object and leaned(plural, e.object))) for plural, e in events
+    ]
     follower = Follower("mnist", "default", jobs, pods, [t for t in ends])
     run = follower.judge()
     if (found := verdict(run, settled=False)) is not None:

@@ -251,6 +251,7 @@ def console_main(prog_name: str = PROGRAM) -> None:
     from simpletfjob.kube import deferred
 
     deferred.enable()  # only the parts of the kubernetes client used (kube/deferred.py)
+    streams.exit_at_once()  # os._exit, below
     try:
         streams.install_signal_handlers()
         streams.guard_standard_streams()

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, NamedTuple, Protocol
 
-from simpletfjob import __version__
+from simpletfjob import __version__, streams
 from simpletfjob.errors import ClusterError, InputError, UsageError
 from simpletfjob.inputs import describe_value
 from simpletfjob.kube.deferred import defer
@@ -147,8 +147,8 @@ class Connection:
 
     def close(self) -> None:
         self.closed = True
-        try:
-            for response in list(self.streams):
+        try:  # (the console script's process leaves them to its end: streams.exits_at_once)
+            for response in [] if streams.exits_at_once() else list(self.streams):
                 _cut(response)
             self.client.close()
         finally:

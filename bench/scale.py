@@ -246,13 +246,16 @@ process's end costs about 0.12 ms a resident MB here (an 11 MB `python -c` ends 
 66 MB one in 8 ms; each thread still alive adds 1 to 2 ms), and wait's was 88 MB, of which
 48 MB is the interpreter and the kubernetes client (what a 3-task wait holds: its
 kubeconfig loader brings oauthlib and requests, its ApiClient pydantic). Now a followed run
-keeps its Jobs and pods without their containers' commands, args and env values (runs/
-reading.py's lean_pod; each TF_CONFIG names the 1000 hosts, 12 KB a Job and again its pod),
-the memory the lists left freed is given back once it is followed (kube/lists.py
-release_freed), and the console script leaves its open watches to os._exit (streams.py
-exits_at_once): RSS at the verdict 70 MB (88 before), the close 0.1 ms. Side by side, one
-plane, old and new taking turns with kubectl wait beside each (4 each, load average 0.2 to
-6.6):
+keeps its Jobs and pods without their containers' commands, args and env values, but a
+Job's framework variables, which name the run's tasks (runs/reading.py's lean_job and
+lean_pod; each TF_CONFIG names the 1000 hosts, 12 KB a Job and again its pod), the memory
+the lists left freed is given back once it is followed (kube/lists.py release_freed), and
+the console script leaves its open watches to os._exit (streams.py exits_at_once): the close
+0.1 ms; RSS while following 81 MB (88 before; 70 MB when the side by side below was taken,
+with the Jobs' TF_CONFIG cut too, which a review found wrong: a deciding Job already gone is
+named only by the others' TF_CONFIG; restored, not measured side by side again). Side by
+side, one plane, old and new taking turns with kubectl wait beside each (4 each, load
+average 0.2 to 6.6):
 
     old  37.8, 154.3, 28.1, 29.7 ms  vs kubectl 23.1, 111.9, 21.3, 25.4 ms
          1.64x, 1.38x, 1.32x, 1.17x  (median 1.35x)

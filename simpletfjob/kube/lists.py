@@ -407,10 +407,10 @@ def release_freed() -> None:
     then follows the run for hours holds them all along, and pays for them again at exit. glibc's
     `malloc_trim` returns them (about 1 ms, 15 to 20 MB at 1000 tasks); elsewhere, nothing.
     """
-    import ctypes
-
     try:
+        import ctypes
+
         trim = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError, TypeError):  # not glibc (Windows: no CDLL(None))
+    except (ImportError, OSError, AttributeError, TypeError):  # not glibc, or no ctypes
         return
     trim(0)

@@ -414,15 +414,18 @@ def test_a_followed_run_keeps_no_container_commands_nor_variable_values(
 ) -> None:
     """At 1000 tasks each TF_CONFIG names every host (12 KB in each Job and again in its pod):
     what the containers run and their variables' values are read by nothing that follows a
-    run, and are cut as the lists and the events are parsed. The variables' names stay: they
-    tell the framework's container from a sidecar listed before it (`logs`)."""
+    run, and are cut as the lists and the events are parsed; but a Job's framework variables,
+    which name the run's tasks. The variables' names stay: they tell the framework's
+    container from a sidecar listed before it (`logs`)."""
     from simpletfjob.kube.connection import Settings, connect
     from simpletfjob.kube.request import Deadline
     from simpletfjob.runs.logsources import framework_container
+    from simpletfjob.runs.objects import named_tasks
     from simpletfjob.runs.watch import follow
 
     tf_config = json.dumps({"cluster": {"worker": [f"h{i}:2222" for i in range(400)]}})
     named = {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+    level = {"name": "LEVEL", "value": "debug"}
     spec = {
         "restartPolicy": "Never",
         "initContainers": [{"name": "setup", "image": "busybox", "command": ["sh", "-c", "true"]}],
@@ -432,7 +435,7 @@ def test_a_followed_run_keeps_no_container_commands_nor_variable_values(
                 "name": "tensorflow",
                 "image": "tensorflow/tensorflow",
                 "command": ["python", "-c", "import this"],
-                "env": [{"name": "TF_CONFIG", "value": tf_config}, named],
+                "env": [{"name": "TF_CONFIG", "value": tf_config}, named, level],
             },
         ],
     }
@@ -467,13 +470,22 @@ def test_a_followed_run_keeps_no_container_commands_nor_variable_values(
     assert sent["command"] and sent["env"][0]["value"] == tf_config  # the server's are whole
     for objects in (kept[0], kept[-1]):  # as listed, and as the watch brought the pod
         job_kept, pod_kept = objects
-        for pod_spec in (job_kept["spec"]["template"]["spec"], pod_kept["spec"]):
+        for kept_from, pod_spec in (
+            ("job", job_kept["spec"]["template"]["spec"]),
+            ("pod", pod_kept["spec"]),
+        ):
             (setup,) = pod_spec["initContainers"]
             shipper, framework = pod_spec["containers"]
             images = [c["image"] for c in (setup, shipper, framework)]
             assert images == ["busybox", "fluent-bit", "tensorflow/tensorflow"]
             assert not any(c.keys() & {"command", "args"} for c in (setup, shipper, framework))
-            assert framework["env"] == [{"name": "TF_CONFIG"}, named]
+            tf = (
+                {"name": "TF_CONFIG", "value": tf_config}
+                if kept_from == "job"
+                else {"name": "TF_CONFIG"}
+            )
+            assert framework["env"] == [tf, named, {"name": "LEVEL"}]
+        assert named_tasks([job_kept]) == [f"worker-{i}" for i in range(400)]
         assert framework_container(pod_kept) == "tensorflow"
     assert kept[-1][1]["spec"]["nodeName"] == "h100"
 

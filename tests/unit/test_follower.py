@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from simpletfjob.kube.watch import Event
 from simpletfjob.runs.follower import ENDS, Follower, unknown_nodes, verdict
+from simpletfjob.runs.objects import named_tasks, run_framework
 from simpletfjob.runs.state import Run, describe, run_state
 from simpletfjob.runs.watch import LEAN
 from tests.support.kubeapi import job_status, make_job, make_pod
@@ -242,6 +243,51 @@ def test_a_job_deleted_before_its_end_was_seen_is_still_deleted() -> None:
         follower.take("jobs", event)
     run = follower.judge()
     assert (run.state, run.decided_by, run.reason) == ("Failed", "worker-0", "deleted")
+
+
+def framework_job(task: str, variables: dict[str, str]) -> dict[str, Any]:
+    """A Job of a run whose framework variables are `variables` (as the server writes them)."""
+    made = job(task, "worker0", active=1)
+    container = made["spec"]["template"]["spec"]["containers"][0]
+    container["env"] = [{"name": k, "value": v} for k, v in variables.items()]
+    return made
+
+
+TF_CLUSTER = json.dumps({"cluster": {"chief": ["h0:1"], "worker": ["h1:1", "h2:1"]}})
+
+
+@pytest.mark.parametrize(
+    ("variables", "framework", "tasks"),
+    [
+        ({"TF_CONFIG": TF_CLUSTER}, "tensorflow", ["chief-0", "worker-0", "worker-1"]),
+        ({"PET_NNODES": "1:3", "RANK": "0"}, "pytorch", ["worker-0", "worker-1", "worker-2"]),
+        ({"JAX_NUM_PROCESSES": "2"}, "jax", ["worker-0", "worker-1"]),
+    ],
+    ids=["tensorflow", "pytorch", "jax"],
+)
+def test_a_followed_job_keeps_the_framework_variables_that_name_the_run_s_tasks(
+    variables: dict[str, str], framework: str, tasks: list[str]
+) -> None:
+    """follow keeps Jobs without their variables' values (LEAN) but the frameworks' own: the
+    run's tasks, and its framework, are read from them as from the whole Job."""
+    whole = framework_job("worker-0", {**variables, "DEBUG": "1"})
+    kept = leaned("jobs", whole)
+    assert named_tasks([kept]) == named_tasks([whole]) == tasks
+    assert run_framework([kept]).name == run_framework([whole]).name == framework
+    env = kept["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert env[-1] == {"name": "DEBUG"}
+
+
+def test_a_chief_whose_job_is_gone_before_the_first_list_fails_the_followed_run() -> None:
+    """The chief decides a TensorFlow run: the workers' Jobs, as follow keeps them, still name it,
+    so a run whose chief's Job is gone (deleted, or removed after it ended) is not taken for
+    one that worker 0 decides."""
+    jobs = [leaned("jobs", framework_job(f"worker-{i}", {"TF_CONFIG": TF_CLUSTER})) for i in (0, 1)]
+    jobs[0]["status"] = job_status(succeeded=1, complete=True)  # worker 0 has finished
+    pods = [leaned("pods", pod(j, "Running")) for j in jobs]
+    follower = Follower("mnist", "default", jobs, pods, named_tasks(jobs))
+    run = follower.judge()
+    assert (run.state, run.decided_by, run.reason) == ("Failed", "chief-0", "deleted")
 
 
 def test_a_job_made_again_under_the_name_of_one_seen_ended_is_judged_as_it_is_now() -> None:

@@ -35,6 +35,17 @@ from typing import TYPE_CHECKING
 
 from simpletfjob.errors import Interrupted
 
+if TYPE_CHECKING:
+    import re
+    from collections.abc import Iterator
+
+try:
+    # The C module that `signal` wraps: importing `signal` builds three enums, a
+    # millisecond of a 60 ms start, and the handlers need only the numbers.
+    import _signal  # type: ignore[import-not-found]
+except ImportError:  # not CPython
+    import signal as _signal
+
 _AT_ONCE = [False]
 
 
@@ -56,17 +67,6 @@ def exits_at_once() -> bool:
     """
     return _AT_ONCE[0]
 
-
-if TYPE_CHECKING:
-    import re
-    from collections.abc import Iterator
-
-try:
-    # The C module that `signal` wraps: importing `signal` builds three enums, a
-    # millisecond of a 60 ms start, and the handlers need only the numbers.
-    import _signal  # type: ignore[import-not-found]
-except ImportError:  # not CPython
-    import signal as _signal
 
 # Descriptors of the standard streams that were closed when the process started.
 closed_at_start: frozenset[int] = frozenset()

@@ -58,7 +58,8 @@ def _both(
     once, never into the other thread's errors while the pods' list rides out an outage.
     Each is read without its managedFields (never read here; at 1000 tasks, a large part of
     what a followed run keeps), and without what its containers run and their variables'
-    values (reading.lean_pod), as are the objects the watches bring.
+    values, but a Job's framework variables (reading.lean_job, lean_pod), as are the objects
+    the watches bring.
     """
     found: list[ObjectList] = []
     failed: list[BaseException] = []

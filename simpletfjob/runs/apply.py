@@ -64,7 +64,7 @@ from simpletfjob.runs.objects import (
 )
 from simpletfjob.runs.planned import P, Plan
 from simpletfjob.runs.replace import check_replace
-from simpletfjob.runs.state import is_gone, run_state
+from simpletfjob.runs.state import DELETED, is_gone, run_state
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection, Settings
@@ -222,9 +222,12 @@ def apply_manifests(
     if old.jobs and not replace:
         # A run that has ended, whose unfinished tasks wait's cleanup removed: applying it
         # would start those again beside the finished ones, a ps that never ends among them.
+        # A deciding Job missing while no task has ended is one not applied yet (by an apply
+        # under way, or cut short): applying finishes the run, as the interrupt's line says.
         ended = run_state(run, namespace, old.jobs, (), named_tasks(old.jobs))
+        ran = ended.reason != DELETED or any(task.finished for task in ended.tasks)
         starting = [m.ref for m in wanted if m.resource is JOBS and m.key not in live]
-        if ended.finished and starting:
+        if ended.finished and ran and starting:
             raise ClusterError(
                 f"{where} has ended ({ended.outcome()}); applying it again would start "
                 f"{some(starting)} beside what is left of it; give --replace to run it "

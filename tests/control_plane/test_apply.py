@@ -134,6 +134,27 @@ def test_a_run_that_has_ended_is_not_started_again_by_a_plain_apply(
     assert sorted(jobs(cluster, ns)) == ["mnist-ps-0", "mnist-worker-0", "mnist-worker-1"]
 
 
+def test_a_run_whose_deciding_job_was_never_applied_is_finished_by_apply_again(
+    cluster: Cluster, run_in: Any
+) -> None:
+    """An apply cut short (or still at work) before worker-0: no task has ended, so it is not
+    a run whose deciding Job is gone after its end, and apply again creates what is missing."""
+    ns = cluster.create_namespace()
+    apply = run_in(ns)
+    assert apply().code == 0
+    jobs_path = f"/apis/batch/v1/namespaces/{ns}/jobs"
+    cluster.admin.delete(f"{jobs_path}/mnist-worker-0", {"propagationPolicy": "Background"})
+    wait_for(lambda: "mnist-worker-0" not in jobs(cluster, ns), what="worker-0's Job to go")
+    before = {name: job["metadata"]["uid"] for name, job in jobs(cluster, ns).items()}
+    again = apply()
+    assert again.code == 0, again.err
+    assert "job.batch/mnist-worker-0 created" in lines(again)
+    assert "job.batch/mnist-ps-0 unchanged" in lines(again)
+    now = jobs(cluster, ns)
+    assert sorted(now) == ["mnist-ps-0", "mnist-worker-0", "mnist-worker-1"]
+    assert all(now[name]["metadata"]["uid"] == uid for name, uid in before.items())
+
+
 def test_replace_deletes_the_old_run_waits_for_it_then_applies(
     cluster: Cluster, run_in: Any
 ) -> None:

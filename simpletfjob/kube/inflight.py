@@ -82,6 +82,8 @@ class Write(Generic[T]):
         self._result: T | None = None
         self._error: BaseException | None = None
         self.started = False
+        self._lock = threading.Lock()
+        self._taken_up = False  # its thread has begun the call: the request may be out
 
     def start(self) -> Write[T]:
         """Send it. Kept apart from making it, so that the caller holds the write before it
@@ -90,7 +92,19 @@ class Write(Generic[T]):
         _THREADS.run(self._run)
         return self
 
+    def withdraw(self) -> bool:
+        """Keep it from going if its thread has not begun it yet (an interrupt came first, on
+        a loaded machine): whether nothing was sent. It then counts as never started."""
+        with self._lock:
+            if not self._taken_up:
+                self.started = False
+            return not self.started
+
     def _run(self) -> None:
+        with self._lock:
+            if not self.started:  # withdrawn
+                return
+            self._taken_up = True
         try:
             self._result = self._call()
         except BaseException as e:  # handed to the caller, in its thread
@@ -175,14 +189,17 @@ def cut_short(
     being applied, with no answer yet: it may still be carried out)'.
 
     `sending` is the write, or the writes, out when it came: each answered and carried out
-    counts as done (the caller had not taken its answer yet); each with no answer yet goes to
-    `e.unsettled`, and is named.
+    counts as done (the caller had not taken its answer yet); each whose thread had not begun
+    it is withdrawn (nothing was sent); each with no answer yet goes to `e.unsettled`, and is
+    named.
     """
     out = [] if sending is None else [sending] if isinstance(sending, Write) else list(sending)
     # Each write is read once, answered or not: one answered between two separate reads
     # (landed, then answered) would be counted neither done nor pending.
     pending: list[Write[Any]] = []
     for write in out:
+        if write.withdraw():
+            continue  # not sent: neither done nor out
         if not write.answered:
             pending.append(write)
         elif write.landed:

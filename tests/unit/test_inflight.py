@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
+from simpletfjob.errors import Interrupted
 from simpletfjob.kube import inflight
-from simpletfjob.kube.inflight import Sending, Write
+from simpletfjob.kube.inflight import Sending, Write, cut_short
 
 
 def test_writes_run_in_order_outside_the_callers_thread_on_a_few_threads() -> None:
@@ -53,3 +55,37 @@ def test_idle_threads_leave(monkeypatch: pytest.MonkeyPatch) -> None:
     while ours() and time.monotonic() < deadline:
         time.sleep(0.02)
     assert ours() == []
+
+
+def test_an_interrupt_withdraws_the_writes_whose_thread_had_not_begun_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On a loaded machine a write's thread may not have run when the interrupt comes: that
+    write is never sent, so the line names only those whose request may be out."""
+    release = threading.Event()
+    calls: list[str] = []
+
+    def begun() -> bool:
+        calls.append("out")
+        return release.wait(30)
+
+    out = Write("job.batch/out", begun).start()
+    deadline = time.monotonic() + 10
+    while not calls and time.monotonic() < deadline:  # its thread has begun it
+        time.sleep(0.01)
+    queued: list[Callable[[], None]] = []
+    monkeypatch.setattr(inflight._THREADS, "run", queued.append)  # threads that have not run
+    late = Write("job.batch/late", lambda: calls.append("late")).start()
+    e = Interrupted(130)
+    line = cut_short("applied", 1, 3, " of run 'mnist'", [out, late], e)
+    assert line == (
+        "applied 1 of 3 objects of run 'mnist' (job.batch/out was being applied, with no "
+        "answer yet: it may still be carried out)"
+    )
+    assert e.unsettled == [out]
+    assert late.answered and not late.landed and not late.started
+    for call in queued:  # its thread runs at last: the withdrawn write is not sent
+        call()
+    assert calls == ["out"]
+    release.set()
+    assert out.result() is True

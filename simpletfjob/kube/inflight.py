@@ -153,8 +153,8 @@ class Sending(Generic[T]):
     def __iter__(self) -> Iterator[tuple[Write[T], T]]:
         while self.taken < len(self.writes):
             while self._sent < min(len(self.writes), self.taken + self.in_flight):
-                self.writes[self._sent].start()
-                self._sent += 1
+                self._sent += 1  # counted out first: one an interrupt keeps from going is withdrawn
+                self.writes[self._sent - 1].start()
             write = self.writes[self.taken]
             answer = write.result()  # its error is raised here, and `taken` stays on it
             yield write, answer

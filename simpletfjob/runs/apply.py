@@ -62,6 +62,7 @@ from simpletfjob.runs.objects import (
     scope_flags,
     some,
 )
+from simpletfjob.runs.order import groups, only_deciding
 from simpletfjob.runs.planned import P, Plan
 from simpletfjob.runs.replace import check_replace
 from simpletfjob.runs.state import DELETED, is_gone, run_state
@@ -222,10 +223,11 @@ def apply_manifests(
     if old.jobs and not replace:
         # A run that has ended, whose unfinished tasks wait's cleanup removed: applying it
         # would start those again beside the finished ones, a ps that never ends among them.
-        # A deciding Job missing while no task has ended is one not applied yet (by an apply
-        # under way, or cut short): applying finishes the run, as the interrupt's line says.
-        ended = run_state(run, namespace, old.jobs, (), named_tasks(old.jobs))
-        ran = ended.reason != DELETED or any(task.finished for task in ended.tasks)
+        # Only deciding Jobs there, none ended: an apply under way, or cut short (order.py).
+        named = named_tasks(old.jobs)
+        ended = run_state(run, namespace, old.jobs, (), named)
+        ran = ended.reason != DELETED or any(t.finished for t in ended.tasks)
+        ran = ran or not only_deciding(old.jobs, named)
         starting = [m.ref for m in wanted if m.resource is JOBS and m.key not in live]
         if ended.finished and ran and starting:
             raise ClusterError(
@@ -362,49 +364,47 @@ def _apply_all(
     """Apply each manifest for real, `in_flight` at a time; a failure says what was applied,
     what was not, and how to remove it.
 
-    The writes go out in the render's order and their lines are said in that order, as each
-    answer is taken (kube/inflight.py's `Sending`); with `owner_first`, the first goes alone,
-    before the rest; and the Jobs go once every Service before them has been answered. A failure stops the sending: the writes already out are waited for, and
-    those that landed are said and counted among the applied. An interruption (SIGINT) says on
-    its way out how many objects were applied (every write answered, the answers not yet
-    taken too), which writes had no answer yet, and the two ways on.
+    The writes go in groups (order.py), each all answered before the next goes, `in_flight` out
+    at a time (kube/inflight.py's `Sending`); the lines are said in the render's order, each as
+    soon as those before it are. A failure stops the sending: the writes out are waited for,
+    and those that landed are said and counted among the applied. An interruption (SIGINT)
+    says how many objects were applied (every write answered, the answers not yet said too),
+    which writes had no answer yet, and the two ways on.
 
     No object is read just before its apply: the dry runs judged every name (apply_manifests),
-    and an object another apply of the run creates meanwhile is judged by `expected`.
-    """
+    and an object another apply of the run creates meanwhile is judged by `expected`."""
     done: list[tuple[Manifest, str]] = []
     writes = [
         Write(m.ref, partial(_apply_one, conn, m, live, expected, force=force)) for m in wanted
     ]
-    # The Services' writes all answered before the Jobs' go (their pods' DNS names first);
-    # the owner alone before either.
-    stages: list[list[Write[Applied]]] = []
-    for i, write in enumerate(writes):
-        alone = owner_first and i <= 1
-        if not stages or alone or wanted[i].resource is not wanted[i - 1].resource:
-            stages.append([])
-        stages[-1].append(write)
+    ready: dict[int, Applied] = {}  # answers taken, not yet said (one before them is not)
+
+    def say(i: int) -> None:
+        m, applied = wanted[i], ready.pop(i)
+        hook(m, applied.object)
+        done.append((m, applied.outcome))
+        report(f"{m.ref} {applied.outcome}")
+
     sending: Sending[Applied] | None = None  # the writes whose requests are out, if any
+    at: list[int] = []  # the group being sent: the writes' indices
     try:
-        for stage in stages:
-            sending = Sending(stage, conn.settings.in_flight)
-            for _, applied in sending:
-                m = wanted[len(done)]
-                hook(m, applied.object)
-                done.append((m, applied.outcome))
-                report(f"{m.ref} {applied.outcome}")
+        for at in groups(wanted, owner_first):
+            sending = Sending([writes[i] for i in at], conn.settings.in_flight)
+            for n, (_, applied) in enumerate(sending):
+                ready[at[n]] = applied
+                while len(done) in ready:
+                    say(len(done))
             sending = None
     except ClusterError as e:
-        failed = wanted[len(done)]
+        failed = wanted[at[sending.taken]] if sending is not None else wanted[len(done)]
         said = str(e)
         if isinstance(e, ApplyConflict):  # a manager that wrote after the dry run
             said = conflicts_line([(failed, e)], halfway=bool(done))
-        landed = {id(w) for w in sending.settle(conn.settings.deadline)} if sending else set()
-        for m, write in zip(wanted, writes, strict=True):
-            if id(write) in landed:
-                answer = write.result()
-                done.append((m, answer.outcome))
-                report(f"{m.ref} {answer.outcome}")
+        landed = sending.settle(conn.settings.deadline) if sending else []
+        for write in landed:
+            ready[writes.index(write)] = write.result()
+        for i in sorted(ready):
+            say(i)
         if not done and replaced:
             said = f"{said}; the old run {run!r} was deleted (--replace), and nothing of this render was applied"
         applied_keys = {m.key for m, _ in done}
@@ -412,9 +412,11 @@ def _apply_all(
         raise ClusterError(_halfway(said, run, len(wanted), len(done), left, scope)) from e
     except Interrupted as e:
         of = f" of run {run!r} in namespace {conn.namespace}"
+        # The answers taken but not said (one before them had none yet) are counted as done.
         reported = {m.ref for m, _ in done}
-        out = [w for w in sending.out() if w.what not in reported] if sending else None
-        e.progress = cut_short("applied", len(done), len(wanted), of, out, e)
+        out = [*(writes[i] for i in sorted(ready)), *(sending.out() if sending else ())]
+        out = list({id(w): w for w in out if w.what not in reported}.values())
+        e.progress = cut_short("applied", len(done), len(wanted), of, out or None, e)
         e.detail = (
             f"{e.progress}; apply again to finish it, or remove it with "
             f"simpletfjob delete {run} {scope}"

@@ -134,25 +134,50 @@ def test_a_run_that_has_ended_is_not_started_again_by_a_plain_apply(
     assert sorted(jobs(cluster, ns)) == ["mnist-ps-0", "mnist-worker-0", "mnist-worker-1"]
 
 
-def test_a_run_whose_deciding_job_was_never_applied_is_finished_by_apply_again(
+def test_a_run_whose_deciding_job_was_deleted_beside_its_other_tasks_is_not_started_again(
     cluster: Cluster, run_in: Any
 ) -> None:
-    """An apply cut short (or still at work) before worker-0: no task has ended, so it is not
-    a run whose deciding Job is gone after its end, and apply again creates what is missing."""
+    """apply sends the deciding Jobs first (runs/order.py): worker-0 missing beside ps-0 and
+    worker-1 was deleted (by hand, or by a TTL once it ended), so applying would start it
+    beside what is left of the run."""
     ns = cluster.create_namespace()
     apply = run_in(ns)
     assert apply().code == 0
     jobs_path = f"/apis/batch/v1/namespaces/{ns}/jobs"
     cluster.admin.delete(f"{jobs_path}/mnist-worker-0", {"propagationPolicy": "Background"})
     wait_for(lambda: "mnist-worker-0" not in jobs(cluster, ns), what="worker-0's Job to go")
-    before = {name: job["metadata"]["uid"] for name, job in jobs(cluster, ns).items()}
     again = apply()
+    line = assert_one_line_error(
+        again, 1, contains=(f"run 'mnist' in namespace {ns} has ended (worker-0's Job is gone",)
+    )
+    assert "would start job.batch/mnist-worker-0 beside" in line, line
+    assert sorted(jobs(cluster, ns)) == ["mnist-ps-0", "mnist-worker-1"]
+
+
+def test_a_run_left_with_only_its_deciding_jobs_is_finished_by_apply_again(
+    cluster: Cluster, run_in: Any
+) -> None:
+    """An apply cut short (or still at work) after the deciding Jobs: under all-workers every
+    worker decides, and only some are there, none ended. apply again creates the rest."""
+    ns = cluster.create_namespace()
+    apply = run_in(ns)
+    policy = ("--success-policy", "all-workers")
+    assert apply(*policy).code == 0
+    jobs_path = f"/apis/batch/v1/namespaces/{ns}/jobs"
+    for name in ("mnist-ps-0", "mnist-worker-1"):  # as if never applied
+        cluster.admin.delete(f"{jobs_path}/{name}", {"propagationPolicy": "Background"})
+    wait_for(lambda: sorted(jobs(cluster, ns)) == ["mnist-worker-0"], what="the Jobs to go")
+    uid = jobs(cluster, ns)["mnist-worker-0"]["metadata"]["uid"]
+    again = apply(*policy)
     assert again.code == 0, again.err
-    assert "job.batch/mnist-worker-0 created" in lines(again)
-    assert "job.batch/mnist-ps-0 unchanged" in lines(again)
+    assert lines(again)[:3] == [
+        "job.batch/mnist-ps-0 created",
+        "job.batch/mnist-worker-0 unchanged",
+        "job.batch/mnist-worker-1 created",
+    ]
     now = jobs(cluster, ns)
     assert sorted(now) == ["mnist-ps-0", "mnist-worker-0", "mnist-worker-1"]
-    assert all(now[name]["metadata"]["uid"] == uid for name, uid in before.items())
+    assert now["mnist-worker-0"]["metadata"]["uid"] == uid
 
 
 def test_replace_deletes_the_old_run_waits_for_it_then_applies(

@@ -150,6 +150,32 @@ def test_the_real_applies_go_a_few_at_a_time_in_order_with_no_read_before_each(
     assert len(kubeapi.objects("jobs", NS)) == HOSTS
 
 
+def test_the_deciding_job_is_applied_before_any_other_and_the_lines_keep_the_renders_order(
+    cli: Any, kubeapi: KubeAPI, tmp_path: Path
+) -> None:
+    """worker-0 decides this run (runs/order.py): no other Job of it is written before
+    worker-0's is, so no apply, cut short or beside another, leaves them without it."""
+    kubeapi.add_faults(resource="jobs", verb="patch", delay=0.1)
+    namespace(kubeapi)
+    original = kubeapi.store.patch
+    seen: list[tuple[str, bool]] = []  # each real write, and whether worker-0 was there then
+
+    def patch(name: str, namespace: str | None, obj_name: str, *a: Any, **k: Any) -> Any:
+        if name == "jobs" and not k.get("dry_run"):
+            there = any(
+                j["metadata"]["name"] == "mnist-worker-0" for j in kubeapi.objects("jobs", NS)
+            )
+            seen.append((obj_name, there))
+        return original(name, namespace, obj_name, *a, **k)
+
+    kubeapi.store.patch = patch  # type: ignore[method-assign]
+    result = apply(cli, kubeapi, tmp_path)
+    assert result.code == 0, result.err
+    assert objects(result.err) == [f"{ref} created" for ref in in_render_order()]
+    assert seen[0] == ("mnist-worker-0", False)
+    assert len(seen) == HOSTS and all(there for _, there in seen[1:]), seen
+
+
 def test_a_refusal_half_way_counts_the_writes_that_were_out_and_landed(
     cli: Any, kubeapi: KubeAPI, tmp_path: Path
 ) -> None:

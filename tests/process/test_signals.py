@@ -218,7 +218,10 @@ def test_apply_interrupted_with_a_write_out_names_it_as_maybe_carried_out(
     proxied.proxy.delay(HELD, verb="apply", dry_run=False)
     proc = proxied.start(*APPLY)
     out_now(proxied.proxy, "apply", "jobs", dry_run=False, count=2)
-    held = {held_name(r) for r in proxied.proxy.seen("apply", "jobs") if not r.dry_run}
+    # worker-0 decides the run: it goes alone first, and the others once it is answered.
+    seen = [r for r in proxied.proxy.seen("apply", "jobs") if not r.dry_run]
+    assert held_name(seen[0]) == "mnist-worker-0", seen
+    held = {held_name(r) for r in seen if not r.done}
     status, _out, err, took = ended(proc, signum)
     assert status == code and took < PROMPT, err
     applied, out = cut_short(
@@ -230,7 +233,7 @@ def test_apply_interrupted_with_a_write_out_names_it_as_maybe_carried_out(
     # The writes go several at a time: those held when the signal came are named as out; one
     # whose thread had not sent it yet (a loaded machine) is withdrawn, and named nowhere.
     said = {ref.removeprefix("job.batch/") for ref in out}
-    assert len(held) >= 2 and held <= said and applied + len(out) <= 3, (held, err)
+    assert applied >= 1 and held and held <= said and applied + len(out) <= 3, (held, err)
     deadline = time.monotonic() + PROMPT  # the held writes are carried out: the line said so
     while not held <= names(proxied.api):
         assert time.monotonic() < deadline, (held, names(proxied.api))
@@ -378,7 +381,10 @@ def test_apply_replace_interrupted_while_applying_again(proxied: Proxied) -> Non
         3,
         f"; apply again to finish it, or remove it with simpletfjob delete mnist -n {TRAIN}",
     )
-    assert "job.batch/mnist-worker-0" in sent and applied + len(sent) == 3, err
+    # worker-0 (the deciding Job) went alone first and was answered; the others were out (one
+    # whose thread had not begun it is withdrawn, and named nowhere).
+    others = {"job.batch/mnist-ps-0", "job.batch/mnist-worker-1"}
+    assert applied == 1 and sent and set(sent) <= others, err
 
 
 def test_signals_one_after_another_end_it_with_the_first_ones_status(proxied: Proxied) -> None:

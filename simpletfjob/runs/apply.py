@@ -62,10 +62,10 @@ from simpletfjob.runs.objects import (
     scope_flags,
     some,
 )
-from simpletfjob.runs.order import groups, only_deciding
+from simpletfjob.runs.order import being_applied, groups
 from simpletfjob.runs.planned import P, Plan
 from simpletfjob.runs.replace import check_replace
-from simpletfjob.runs.state import DELETED, is_gone, run_state
+from simpletfjob.runs.state import is_gone, run_state
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection, Settings
@@ -226,10 +226,8 @@ def apply_manifests(
         # Only deciding Jobs there, none ended: an apply under way, or cut short (order.py).
         named = named_tasks(old.jobs)
         ended = run_state(run, namespace, old.jobs, (), named)
-        ran = ended.reason != DELETED or any(t.finished for t in ended.tasks)
-        ran = ran or not only_deciding(old.jobs, named)
         starting = [m.ref for m in wanted if m.resource is JOBS and m.key not in live]
-        if ended.finished and ran and starting:
+        if ended.finished and starting and not being_applied(ended, old.jobs, named):
             raise ClusterError(
                 f"{where} has ended ({ended.outcome()}); applying it again would start "
                 f"{some(starting)} beside what is left of it; give --replace to run it "
@@ -379,10 +377,11 @@ def _apply_all(
     ]
     ready: dict[int, Applied] = {}  # answers taken, not yet said (one before them is not)
 
-    def say(i: int) -> None:
-        m, applied = wanted[i], ready.pop(i)
+    def say(i: int) -> None:  # out of `ready` only once in `done`: an interrupt finds it
+        m, applied = wanted[i], ready[i]
         hook(m, applied.object)
         done.append((m, applied.outcome))
+        del ready[i]
         report(f"{m.ref} {applied.outcome}")
 
     sending: Sending[Applied] | None = None  # the writes whose requests are out, if any
@@ -397,14 +396,14 @@ def _apply_all(
             sending = None
     except ClusterError as e:
         failed = wanted[at[sending.taken]] if sending is not None else wanted[len(done)]
-        said = str(e)
-        if isinstance(e, ApplyConflict):  # a manager that wrote after the dry run
-            said = conflicts_line([(failed, e)], halfway=bool(done))
         landed = sending.settle(conn.settings.deadline) if sending else []
         for write in landed:
             ready[writes.index(write)] = write.result()
         for i in sorted(ready):
             say(i)
+        said = str(e)
+        if isinstance(e, ApplyConflict):  # a manager that wrote after the dry run
+            said = conflicts_line([(failed, e)], halfway=bool(done))
         if not done and replaced:
             said = f"{said}; the old run {run!r} was deleted (--replace), and nothing of this render was applied"
         applied_keys = {m.key for m, _ in done}

@@ -19,11 +19,14 @@ the rest, as the interrupt's line says to).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from simpletfjob.identity import INDEX_LABEL, ROLE_LABEL
 from simpletfjob.kube.resources import JOBS
 from simpletfjob.runs.manifests import Manifest
+
+if TYPE_CHECKING:
+    from simpletfjob.runs.state import Run
 
 
 def groups(wanted: Sequence[Manifest], owner_first: bool) -> list[list[int]]:
@@ -68,3 +71,14 @@ def task_name(job: Mapping[str, Any]) -> str:
 def only_deciding(jobs: Sequence[Mapping[str, Any]], named: Iterable[str]) -> bool:
     """Whether every one of a run's Jobs (as listed) decides its success, of the tasks `named`."""
     return bool(jobs) and len(deciding_jobs(jobs, named)) == len(jobs)
+
+
+def being_applied(ended: Run, jobs: Sequence[Mapping[str, Any]], named: Iterable[str]) -> bool:
+    """Whether a run judged ended (state.py) is one an apply was still making, or had made when
+    it was cut short: a deciding Job missing (reason `deleted`), only deciding Jobs there, and
+    none of them ended. Where every Job decides (PyTorch's and JAX's runs, or `all-workers`
+    with no other role), a worker deleted while the run went on looks the same."""
+    from simpletfjob.runs.state import DELETED
+
+    finished = any(task.finished for task in ended.tasks)
+    return ended.reason == DELETED and not finished and only_deciding(jobs, named)

@@ -206,6 +206,36 @@ def test_a_refusal_half_way_counts_the_writes_that_were_out_and_landed(
     assert len(created) > 4  # the writes out beside the refused one landed, and are said
 
 
+def test_a_conflict_after_the_deciding_job_landed_counts_it_and_says_it_in_order(
+    cli: Any, kubeapi: KubeAPI, tmp_path: Path
+) -> None:
+    """worker-0 goes first and lands; ps-0, before it in the render, then meets a field
+    manager's conflict: worker-0 is said and counted, and the line does not say that nothing
+    was applied."""
+    namespace(kubeapi)
+    original = kubeapi.store.patch
+
+    def patch_or_conflict(
+        name: str, namespace: str | None, obj_name: str, *a: Any, **k: Any
+    ) -> Any:
+        if name == "jobs" and obj_name == "mnist-ps-0" and not k.get("dry_run"):
+            cause = {"reason": "FieldManagerConflict", "message": 'conflict with "helm"'}
+            cause["field"] = '.spec.template.spec.containers[name="c"].image'
+            raise ApiError(409, "Conflict", "Apply failed with 1 conflict", {"causes": [cause]})
+        return original(name, namespace, obj_name, *a, **k)
+
+    kubeapi.store.patch = patch_or_conflict  # type: ignore[method-assign]
+    result = apply(cli, kubeapi, tmp_path)
+    assert result.code == 1 and result.out == "", result.err
+    *said, error = result.err.splitlines()
+    assert said[0] == "job.batch/mnist-worker-0 created", result.err
+    assert "nothing was applied" not in error and "--force-conflicts" in error, error
+    found = re.search(r"; applied (\d+) of 20 objects of run 'mnist' \(listed above\)", error)
+    created = {j["metadata"]["name"] for j in kubeapi.objects("jobs", NS)}
+    assert found and int(found[1]) == len(said) == len(created), result.err
+    assert "mnist-ps-0" not in created and "mnist-worker-0" in created
+
+
 def test_every_service_is_made_before_a_job_is_sent(
     cli: Any, kubeapi: KubeAPI, tmp_path: Path
 ) -> None:

@@ -25,10 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from simpletfjob.errors import ClusterError
 from simpletfjob.identity import (
-    INDEX_LABEL,
     MAX_RESTARTS_ANNOTATION,
     RESTARTS_ANNOTATION,
-    ROLE_LABEL,
 )
 from simpletfjob.kube.resources import JOBS
 
@@ -41,16 +39,12 @@ def deciding_job(wanted: Sequence[Manifest]) -> Manifest | None:
     """The Job of the task whose success is the run's: the framework's lead (TensorFlow's chief),
     else worker 0 (the first of the deciding workers, whatever the success policy)."""
     from simpletfjob.runs.objects import run_framework
+    from simpletfjob.runs.order import task_name
 
-    jobs = {_task(m.body): m for m in wanted if m.resource is JOBS}
+    jobs = {task_name(m.body): m for m in wanted if m.resource is JOBS}
     fw = run_framework(m.body for m in wanted if m.resource is JOBS)
     first = fw.deciding(fw.default_policy, jobs)[:1]
     return jobs.get(first[0]) if first else None
-
-
-def _task(body: Mapping[str, Any]) -> str:
-    labels = (body.get("metadata") or {}).get("labels") or {}
-    return f"{labels.get(ROLE_LABEL)}-{labels.get(INDEX_LABEL)}"
 
 
 def add_limits(

@@ -76,8 +76,9 @@ def only_deciding(jobs: Sequence[Mapping[str, Any]], named: Iterable[str]) -> bo
 def being_applied(ended: Run, jobs: Sequence[Mapping[str, Any]], named: Iterable[str]) -> bool:
     """Whether a run judged ended (state.py) is one an apply was still making, or had made when
     it was cut short: a deciding Job missing (reason `deleted`), only deciding Jobs there, and
-    none of them ended. Where every Job decides (PyTorch's and JAX's runs, or `all-workers`
-    with no other role), a worker deleted while the run went on looks the same."""
+    none of them ended. Whatever else left a run so looks the same: a worker deleted while
+    the run went on where every Job decides (`all-workers`, PyTorch's and JAX's default, with
+    workers only), or a cleanup or a delete cut short after the other Jobs were gone."""
     from simpletfjob.runs.state import DELETED
 
     finished = any(task.finished for task in ended.tasks)

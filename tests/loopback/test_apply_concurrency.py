@@ -206,6 +206,27 @@ def test_a_refusal_half_way_counts_the_writes_that_were_out_and_landed(
     assert len(created) > 4  # the writes out beside the refused one landed, and are said
 
 
+def test_under_all_workers_every_worker_is_applied_before_the_ps(
+    cli: Any, kubeapi: KubeAPI, tmp_path: Path
+) -> None:
+    """Every worker decides: the ps goes once all of them are answered; the lines keep the
+    render's order (the ps's first)."""
+    namespace(kubeapi)
+    original = kubeapi.store.patch
+    seen: list[tuple[str, int]] = []  # each real write, and how many Jobs were there then
+
+    def patch(name: str, namespace: str | None, obj_name: str, *a: Any, **k: Any) -> Any:
+        if name == "jobs" and not k.get("dry_run"):
+            seen.append((obj_name, len(kubeapi.objects("jobs", NS))))
+        return original(name, namespace, obj_name, *a, **k)
+
+    kubeapi.store.patch = patch  # type: ignore[method-assign]
+    result = apply(cli, kubeapi, tmp_path, "--success-policy", "all-workers")
+    assert result.code == 0, result.err
+    assert objects(result.err) == [f"{ref} created" for ref in in_render_order()]
+    assert seen[-1] == ("mnist-ps-0", HOSTS - 1), seen
+
+
 def test_a_conflict_after_the_deciding_job_landed_counts_it_and_says_it_in_order(
     cli: Any, kubeapi: KubeAPI, tmp_path: Path
 ) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,19 @@ def objects(err: str) -> list[str]:
 def in_render_order() -> list[str]:
     """What `render` makes of those hosts: a ps on the first, a worker on each other one."""
     return ["job.batch/mnist-ps-0"] + [f"job.batch/mnist-worker-{i}" for i in range(HOSTS - 1)]
+
+
+def before_each_job_write(kubeapi: KubeAPI, call: Callable[[str], None]) -> None:
+    """`call` with the Job's name before the server carries out each real (not dry-run) write
+    of a Job; it may raise the server's refusal (an ApiError)."""
+    original = kubeapi.store.patch
+
+    def patch(name: str, namespace: str | None, obj_name: str, *a: Any, **k: Any) -> Any:
+        if name == "jobs" and not k.get("dry_run"):
+            call(obj_name)
+        return original(name, namespace, obj_name, *a, **k)
+
+    kubeapi.store.patch = patch  # type: ignore[method-assign]
 
 
 def test_requests_go_a_few_at_a_time_and_the_lines_keep_the_renders_order(
@@ -157,18 +171,13 @@ def test_the_deciding_job_is_applied_before_any_other_and_the_lines_keep_the_ren
     worker-0's is, so no apply, cut short or beside another, leaves them without it."""
     kubeapi.add_faults(resource="jobs", verb="patch", delay=0.1)
     namespace(kubeapi)
-    original = kubeapi.store.patch
     seen: list[tuple[str, bool]] = []  # each real write, and whether worker-0 was there then
 
-    def patch(name: str, namespace: str | None, obj_name: str, *a: Any, **k: Any) -> Any:
-        if name == "jobs" and not k.get("dry_run"):
-            there = any(
-                j["metadata"]["name"] == "mnist-worker-0" for j in kubeapi.objects("jobs", NS)
-            )
-            seen.append((obj_name, there))
-        return original(name, namespace, obj_name, *a, **k)
+    def note(obj_name: str) -> None:
+        jobs = {j["metadata"]["name"] for j in kubeapi.objects("jobs", NS)}
+        seen.append((obj_name, "mnist-worker-0" in jobs))
 
-    kubeapi.store.patch = patch  # type: ignore[method-assign]
+    before_each_job_write(kubeapi, note)
     result = apply(cli, kubeapi, tmp_path)
     assert result.code == 0, result.err
     assert objects(result.err) == [f"{ref} created" for ref in in_render_order()]
@@ -183,14 +192,12 @@ def test_a_refusal_half_way_counts_the_writes_that_were_out_and_landed(
     kubeapi.add_faults(resource="jobs", verb="patch", delay=0.1)
     namespace(kubeapi)
     refused = "mnist-worker-3"
-    original = kubeapi.store.patch
 
-    def patch_or_refuse(name: str, namespace: str | None, obj_name: str, *a: Any, **k: Any) -> Any:
-        if obj_name == refused and not k.get("dry_run"):
+    def refuse(obj_name: str) -> None:
+        if obj_name == refused:
             raise ApiError(403, "Forbidden", f'jobs.batch "{refused}" is forbidden: exceeded quota')
-        return original(name, namespace, obj_name, *a, **k)
 
-    kubeapi.store.patch = patch_or_refuse  # type: ignore[method-assign]
+    before_each_job_write(kubeapi, refuse)
     result = apply(cli, kubeapi, tmp_path)
     assert result.code == 1 and result.out == "", result.err
     *said, error = result.err.splitlines()
@@ -212,15 +219,10 @@ def test_under_all_workers_every_worker_is_applied_before_the_ps(
     """Every worker decides: the ps goes once all of them are answered; the lines keep the
     render's order (the ps's first)."""
     namespace(kubeapi)
-    original = kubeapi.store.patch
     seen: list[tuple[str, int]] = []  # each real write, and how many Jobs were there then
-
-    def patch(name: str, namespace: str | None, obj_name: str, *a: Any, **k: Any) -> Any:
-        if name == "jobs" and not k.get("dry_run"):
-            seen.append((obj_name, len(kubeapi.objects("jobs", NS))))
-        return original(name, namespace, obj_name, *a, **k)
-
-    kubeapi.store.patch = patch  # type: ignore[method-assign]
+    before_each_job_write(
+        kubeapi, lambda name: seen.append((name, len(kubeapi.objects("jobs", NS))))
+    )
     result = apply(cli, kubeapi, tmp_path, "--success-policy", "all-workers")
     assert result.code == 0, result.err
     assert objects(result.err) == [f"{ref} created" for ref in in_render_order()]
@@ -234,18 +236,14 @@ def test_a_conflict_after_the_deciding_job_landed_counts_it_and_says_it_in_order
     manager's conflict: worker-0 is said and counted, and the line does not say that nothing
     was applied."""
     namespace(kubeapi)
-    original = kubeapi.store.patch
 
-    def patch_or_conflict(
-        name: str, namespace: str | None, obj_name: str, *a: Any, **k: Any
-    ) -> Any:
-        if name == "jobs" and obj_name == "mnist-ps-0" and not k.get("dry_run"):
+    def conflict(obj_name: str) -> None:
+        if obj_name == "mnist-ps-0":
             cause = {"reason": "FieldManagerConflict", "message": 'conflict with "helm"'}
             cause["field"] = '.spec.template.spec.containers[name="c"].image'
             raise ApiError(409, "Conflict", "Apply failed with 1 conflict", {"causes": [cause]})
-        return original(name, namespace, obj_name, *a, **k)
 
-    kubeapi.store.patch = patch_or_conflict  # type: ignore[method-assign]
+    before_each_job_write(kubeapi, conflict)
     result = apply(cli, kubeapi, tmp_path)
     assert result.code == 1 and result.out == "", result.err
     *said, error = result.err.splitlines()

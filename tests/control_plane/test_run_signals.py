@@ -349,7 +349,13 @@ def test_a_restart_starts_no_task_while_a_pod_of_the_old_attempt_is_still_stoppi
     proc = s.start(
         "-N", "2", "--psn", "0", "--max-restarts", "1", mode="fail-once stubborn", seconds=10
     )  # fmt: skip
-    old_jobs = {job["metadata"]["uid"] for job in wait_for(s.jobs, timeout=120).values()}
+
+    # Both of the first attempt's Jobs: apply sends the deciding one (worker-0) alone first.
+    def both() -> set[str]:
+        uids = {job["metadata"]["uid"] for job in s.jobs().values()}
+        return uids if len(uids) == 2 else set()
+
+    old_jobs = wait_for(both, timeout=120, what="both of the first attempt's Jobs")
     old_pods: set[str] = set()
     gone_at = new_at = 0.0
     while proc.poll() is None:

@@ -33,6 +33,7 @@ test to wait on or to count.
 from __future__ import annotations
 
 import contextlib
+import errno
 import http.client
 import json
 import re
@@ -209,8 +210,20 @@ class FaultProxy:
         listener = socket.socket()
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         # first on a port of this xdist worker's own, outside the ephemeral range, so that no
-        # connection the machine opens while the proxy is down takes it before `up`
-        listener.bind(("127.0.0.1", self.port or free_ports()))
+        # connection the machine opens while the proxy is down takes it before `up`. Where the
+        # ephemeral range leaves no room for the blocks (parallel.port_block) a connection may
+        # still take one between the check and the bind: a first `up` then moves on to the next
+        # free port, and a later one waits for its own port to be let go (10 s at most).
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                listener.bind(("127.0.0.1", self.port or free_ports()))
+                break
+            except OSError as e:
+                if e.errno != errno.EADDRINUSE or time.monotonic() > deadline:
+                    listener.close()
+                    raise
+                time.sleep(0.05 if self.port else 0)
         listener.listen(64)
         self.port = listener.getsockname()[1]
         self._listener = listener

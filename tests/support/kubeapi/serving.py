@@ -10,7 +10,7 @@ import ssl
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -59,6 +59,16 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True  # the client gave up (a timeout test)
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
+
+    def setup(self) -> None:
+        super().setup()
+        with self.server.lock:
+            self.server.open.add(self.connection)
+
+    def finish(self) -> None:
+        with self.server.lock:
+            self.server.open.discard(self.connection)
+        super().finish()
 
     def _reset(self) -> None:
         """Close with RST: the client sees its connection dropped with no answer."""
@@ -121,6 +131,20 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     api: KubeAPI
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lock = threading.Lock()
+        self.open: set[socket.socket] = set()  # the connections being served
+
+    def close_connections(self) -> None:
+        """End every kept connection, as a server that goes away does: a client's kept
+        connection must not go on being answered by this server once a new one has its port."""
+        with self.lock:
+            connections = list(self.open)
+        for connection in connections:
+            with suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         pass  # a client that hangs up mid-answer is expected in the fault tests
 
@@ -148,6 +172,7 @@ def serve(api: KubeAPI, tls: Any = None) -> Iterator[KubeAPI]:
         api.closing.set()  # open watches end
         server.shutdown()
         server.server_close()
+        server.close_connections()
         thread.join(timeout=5)
 
 

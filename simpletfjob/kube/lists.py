@@ -397,20 +397,3 @@ def without_managed_fields(data: bytes) -> bytes:
         return data
     pieces.append(view[kept:])
     return b"".join(pieces)
-
-
-def release_freed() -> None:
-    """Give the memory a list's pages left freed back to the system, where the C library can.
-
-    A list of 1000 Jobs and pods is parsed page by page, and what of each page is not kept is
-    freed; the C library's allocator keeps the freed pages for itself (RSS), and a caller that
-    then follows the run for hours holds them all along, and pays for them again at exit. glibc's
-    `malloc_trim` returns them (about 1 ms, 15 to 20 MB at 1000 tasks); elsewhere, nothing.
-    """
-    try:
-        import ctypes
-
-        trim = ctypes.CDLL(None).malloc_trim
-    except (ImportError, OSError, AttributeError, TypeError):  # not glibc, or no ctypes
-        return
-    trim(0)

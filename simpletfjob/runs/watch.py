@@ -21,11 +21,12 @@ from typing import TYPE_CHECKING, Any
 from simpletfjob.errors import Interrupted
 from simpletfjob.identity import JOB_LABEL, NAME_ANNOTATION
 from simpletfjob.kube.inflight import Write, cut_short
-from simpletfjob.kube.lists import ObjectList, list_objects, release_freed, without_managed_fields
+from simpletfjob.kube.lists import ObjectList, list_objects, without_managed_fields
 from simpletfjob.kube.objects import Deleted, delete
 from simpletfjob.kube.request import Action, Deadline, request
 from simpletfjob.kube.resources import JOBS, NODES, PODS, SERVICES, Resource
 from simpletfjob.kube.watch import Event, watch
+from simpletfjob.memory import fold_for_exit, release_freed
 from simpletfjob.runs.delete import replaced_line
 from simpletfjob.runs.follower import TIE, Follower, unknown_nodes, verdict
 from simpletfjob.runs.objects import NoRunError, named_tasks, run_selector
@@ -203,6 +204,7 @@ def follow(
     if once or verdict(run, settled=False) is not None:
         return
     release_freed()  # what the lists' pages left (it is followed from here on, maybe for hours)
+    fold_for_exit()  # and what it keeps, into huge pages: its end is quicker (memory.py)
     events: queue.Queue[tuple[str, Event] | BaseException] = queue.Queue()
     until = _until(deadline)
 

@@ -22,8 +22,9 @@ from simpletfjob.hosts.selection import (
     left_out_text,
 )
 from simpletfjob.hosts.usage import EMPTY, NodeUsage
-from simpletfjob.kube.lists import release_freed, without_managed_fields
+from simpletfjob.kube.lists import without_managed_fields
 from simpletfjob.manifest.podspec import pod_host_ports
+from simpletfjob.memory import release_freed
 from tests.support.kubeapi import make_pod
 
 HELD = NodeUsage(6, 3, {(2222, "TCP"): "ml/other-worker-3", (53, "UDP"): "kube-system/dns"})

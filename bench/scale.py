@@ -279,11 +279,12 @@ Not met.
 
 Then the end itself, which the system takes a 4 KiB page at a time: the same memory in 2 MiB
 pages ends in a fraction of the time (a 112 MB process alone: 12.9 ms, 4.8 ms folded; 61 MB:
-10 ms, 4.5 ms; the resident size 1 to 2 MB more). The console script's follower now folds
-what it keeps into huge pages once its run is read (memory.py fold_for_exit, a thread of its
-own, Linux's MADV_COLLAPSE on each 2 MiB range at least half resident; 30 to 120 ms once,
-while it waits): at 1000 tasks 38 of its 64 MB of anonymous memory (the rest is Python's
-1 MiB arenas, each too small to fold, and 19 MB is its libraries' files). Its end, from
+10 ms, 4.5 ms; the resident size 1 to 2 MB more). The console script's follower (wait, run,
+status -w, logs -f) now folds what it keeps into huge pages once its run is read (memory.py
+fold_for_exit, a thread of its own, Linux's MADV_COLLAPSE on each 2 MiB range at least half
+resident; 30 to 120 ms once, while it waits): at 1000 tasks 38 of its 64 MB of anonymous
+memory (the rest lies in mappings of 1 to a few MiB, Python's arenas, whose 2 MiB-aligned
+ranges are few or less than half resident; and 19 MB is its libraries' files). Its end, from
 os._exit to the parent seeing it, went from 11.7 and 12.3 ms (old) to 9.0 and 9.8 ms (new),
 taking turns on one plane. Its two watches' threads, blocked on their sockets, cost 1 to 3 ms
 of it (a folded 62 MB process alone: 2.4 ms with no other thread, 5.7 ms with two). Side by

@@ -12,10 +12,13 @@ Why the second: the moment a run's verdict is due, what is left is the end of th
 and the system takes it down a 4 KiB page at a time. Measured here, that costs about 0.13 ms
 per resident MB: 10 to 13 ms for `wait` following 1000 tasks (80 MB, 41 of them the Python
 interpreter and the kubernetes client), where `kubectl wait`'s whole reaction after the event
-is 5 to 8 ms. The same memory held in 2 MiB pages ends in a tenth of that. Linux (6.1 and
-later) folds a range in place on `madvise(MADV_COLLAPSE)`, whatever the system's setting for
-huge pages but "never"; it costs 30 to 120 ms of one thread's time, once, and the resident
-size hardly moves, because only the 2 MiB ranges that are at least half there are folded.
+is 5 to 8 ms. The same memory held in 2 MiB pages ends in less than half that. Linux (6.1
+and later) copies a range into a new huge page on `madvise(MADV_COLLAPSE)`; it is asked only
+where the system's setting for huge pages is not "never" and the process's own is not off
+(prctl PR_SET_THP_DISABLE), with 4 KiB pages and 2 MiB huge pages. It costs 30 to 120 ms of
+one thread's time, once, and the resident size hardly moves, because only the 2 MiB ranges
+that are at least half there are folded. `wait`, `run`, `status -w` and `logs -f` follow a
+run this way (runs/watch.py `follow`).
 
 It is not done from the Python API: that process is the caller's (a notebook, a pipeline
 step), which goes on after the run, and whose memory is not the library's to rearrange.
@@ -23,6 +26,7 @@ step), which goes on after the run, and whose memory is not the library's to rea
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import threading
@@ -53,16 +57,37 @@ def release_freed() -> None:
 
 
 def fold_for_exit() -> threading.Thread | None:
-    """In the console script's process, on Linux, fold the memory it holds into huge pages,
-    in a daemon thread (returned; None where nothing is done). Once per process."""
-    if not streams.exits_at_once() or not sys.platform.startswith("linux") or _FOLDED[0]:
-        return None
-    if os.sysconf("SC_PAGE_SIZE") != PAGE:
+    """In the console script's process, where the system can, fold the memory it holds into
+    huge pages, in a daemon thread (returned; None where nothing is done). Once per process."""
+    if not streams.exits_at_once() or _FOLDED[0] or not can_fold():
         return None
     _FOLDED[0] = True
     thread = threading.Thread(target=fold, name="simpletfjob-fold", daemon=True)
-    thread.start()
+    try:
+        thread.start()
+    except RuntimeError:  # no thread to be had (a limit on processes): not worth failing for
+        return None
     return thread
+
+
+def can_fold() -> bool:
+    """Linux with 4 KiB pages and 2 MiB huge pages, the system's huge pages not "never" and
+    this process's not turned off."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        if os.sysconf("SC_PAGE_SIZE") != PAGE:
+            return False
+        with open("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size") as f:
+            if int(f.read()) != HUGE:
+                return False
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            if "[never]" in f.read():
+                return False
+        with open("/proc/self/status") as f:
+            return all(line.split() != ["THP_enabled:", "0"] for line in f)
+    except (OSError, ValueError):
+        return False
 
 
 def fold() -> int:
@@ -75,48 +100,59 @@ def fold() -> int:
         madvise = libc.madvise
         madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
         madvise.restype = ctypes.c_int
-        ranges = list(foldable(_anonymous()))
+        ranges = foldable(_anonymous())
     except (ImportError, OSError, AttributeError, ValueError):
         return 0
     folded = 0
     for start in ranges:
         if madvise(start, HUGE, MADV_COLLAPSE) == 0:
             folded += 1
-        elif ctypes.get_errno() in (22, 1, 38):  # EINVAL, EPERM, ENOSYS: not on this system
+        elif ctypes.get_errno() in (errno.EINVAL, errno.EPERM, errno.ENOSYS, errno.ENOMEM):
+            # not on this system (EINVAL also for a mapping marked never to be folded: the
+            # rest is left too), or no memory to fold into: each further try would reclaim
             break
     return folded
 
 
 def _anonymous() -> list[tuple[int, int]]:
     """The 2 MiB-aligned parts of this process's private writable memory that no file backs
-    (the C heap, Python's arenas, threads' stacks): (start, end) pairs."""
+    (the C heap, Python's arenas, threads' stacks) with at least 1 MiB of it resident:
+    (start, end) pairs. A large reservation barely touched is not scanned."""
     regions = []
-    with open("/proc/self/maps") as maps:
-        for line in maps:
+    with open("/proc/self/smaps") as smaps:
+        low = high = 0
+        wanted = False
+        for line in smaps:
             fields = line.split()
-            if len(fields) < 5 or fields[1] != "rw-p" or fields[4] != "0":  # inode 0: no file
+            if not fields:
                 continue
-            if len(fields) > 5 and fields[5] != "[heap]":  # [stack], [vvar], ...
-                continue
-            low, high = (int(x, 16) for x in fields[0].split("-"))
-            low = -(-low // HUGE) * HUGE
-            high = high // HUGE * HUGE
-            if high > low:
+            if "-" in fields[0] and len(fields) >= 5:  # a mapping's first line
+                wanted = fields[1] == "rw-p" and fields[4] == "0"  # inode 0: no file
+                if len(fields) > 5 and fields[5] != "[heap]":  # [stack], [vvar], ...
+                    wanted = False
+                first, last = (int(x, 16) for x in fields[0].split("-"))
+                low, high = -(-first // HUGE) * HUGE, last // HUGE * HUGE
+            elif fields[0] == "Rss:" and wanted and high > low and int(fields[1]) >= 1024:
                 regions.append((low, high))
     return regions
 
 
+# The bytes of a pagemap entry but the one holding bit 63 (present), in each 8-byte entry.
+_LOW_BITS = bytes(range(128))
+
+
 def foldable(regions: list[tuple[int, int]], pagemap: str = "/proc/self/pagemap") -> list[int]:
     """The starts of the 2 MiB ranges of `regions` with at least half their pages resident
-    (bit 63 of each page's entry in /proc/self/pagemap): a range mostly empty, such as the
-    unused depth of a thread's stack, would be made wholly resident by folding it."""
+    (bit 63 of each page's native-endian entry in /proc/self/pagemap): a range mostly empty,
+    such as the unused depth of a thread's stack, would be made wholly resident by folding it."""
+    top = 7 if sys.byteorder == "little" else 0  # the byte of each entry that holds bit 63
     starts = []
     with open(pagemap, "rb", buffering=0) as entries:
         for low, high in regions:
             for start in range(low, high, HUGE):
                 entries.seek(start // PAGE * 8)
                 data = entries.read(HUGE // PAGE * 8)
-                present = sum(data[i] >> 7 for i in range(7, len(data), 8))
+                present = len(data[top::8].translate(None, _LOW_BITS))
                 if present * 2 >= HUGE // PAGE:
                     starts.append(start)
     return starts

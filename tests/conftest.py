@@ -230,12 +230,12 @@ def console_script() -> str:
 
 def cannot_fold() -> str:
     """Why this system cannot fold a process's memory into huge pages (simpletfjob/memory.py:
-    not Linux, transparent huge pages off, a kernel before 6.1), or ''."""
-    if not sys.platform.startswith("linux"):
-        return "huge pages are folded on Linux only"
-    enabled = Path("/sys/kernel/mm/transparent_hugepage/enabled")
-    if not enabled.exists() or "[never]" in enabled.read_text():
-        return "transparent huge pages are off here"
+    not Linux, not 4 KiB and 2 MiB pages, transparent huge pages off, a kernel before 6.1),
+    or ''."""
+    from simpletfjob import memory
+
+    if not memory.can_fold():
+        return "no transparent huge pages of 2 MiB here (or they are off)"
     release = re.match(r"(\d+)\.(\d+)", platform.release())
     if release is None or (int(release[1]), int(release[2])) < (6, 1):
         return "MADV_COLLAPSE needs Linux 6.1"

@@ -190,8 +190,8 @@ def _no_kubeconfig_from_home(kube_env: Path) -> None:
 def test_the_console_scripts_wait_folds_its_memory_into_huge_pages_while_it_follows(
     cli: Any, kube: ControlPlane, namespace: str, tmp_path: Path
 ) -> None:
-    """What it keeps while it follows a run ends in a tenth of the time at its verdict
-    (simpletfjob/memory.py); the in-process `cli` never folds (test_memory.py)."""
+    """What it keeps while it follows a run then ends in less than half the time at its
+    verdict (simpletfjob/memory.py); the in-process `cli` never folds (test_memory.py)."""
     if cannot_fold():
         pytest.skip(cannot_fold())
     kubeconfig = create_run(cli, kube, namespace, tmp_path, "-N", "3")
@@ -200,8 +200,13 @@ def test_the_console_scripts_wait_folds_its_memory_into_huge_pages_while_it_foll
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        wait_for(lambda: huge_pages_of(wait.pid) >= 2048, 30, "wait to fold its memory")
-        assert wait.poll() is None  # still following: the run has not ended
+        # several MiB: more than the system's own background folding would have made by then
+        wait_for(
+            lambda: wait.poll() is not None or huge_pages_of(wait.pid) >= 6 * 1024,
+            30,
+            "wait to fold its memory",
+        )
+        assert wait.poll() is None, wait.communicate()[1]  # still following: not ended
     finally:
         wait.kill()
         wait.communicate()

@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 
 from simpletfjob import memory, streams
-from tests.conftest import cannot_fold
+from tests.conftest import ROOT, cannot_fold
 
 HUGE = memory.HUGE
 ENTRIES = HUGE // memory.PAGE  # pagemap entries in one 2 MiB range
-PRESENT = (1 << 63).to_bytes(8, "little")
+PRESENT = (1 << 63).to_bytes(8, sys.byteorder)  # pagemap's entries are native-endian
 ABSENT = bytes(8)
 
 
@@ -60,7 +60,6 @@ def test_the_python_api_never_folds() -> None:
 CHILD = """
 import json, sys
 from simpletfjob import memory, streams
-from tests.conftest import cannot_fold
 
 def rollup():
     out = {}
@@ -84,23 +83,22 @@ print(json.dumps({"thread": thread is not None, "again": again is not None,
 
 def run_child(mode: str) -> dict[str, Any]:
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, mode], capture_output=True, text=True, timeout=120
-    )
+        [sys.executable, "-c", CHILD, mode],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr
     seen: dict[str, Any] = json.loads(done.stdout)
     return seen
 
 
 def test_the_console_scripts_process_folds_its_memory_once_and_stays_its_size() -> None:
-    seen = run_child("console")
-    if not sys.platform.startswith("linux"):
-        pytest.skip("huge pages are folded on Linux only")
-    assert seen["thread"] and not seen["again"]  # a thread, once per process
     why = cannot_fold()
     if why:
         pytest.skip(why)
+    seen = run_child("console")
+    assert seen["thread"] and not seen["again"]  # a thread, once per process
     before, after = seen["before"], seen["after"]
-    assert after["AnonHugePages"] >= before["AnonHugePages"] + 64 * 1024  # of its 96 MiB, in kB
+    assert after["AnonHugePages"] >= 64 * 1024  # most of its 96 MiB, in kB
     assert after["Rss"] <= before["Rss"] + 8 * 1024  # at most a few ranges made whole
 
 

@@ -27,9 +27,11 @@ step), which goes on after the run, and whose memory is not the library's to rea
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import sys
 import threading
+from typing import Any
 
 from simpletfjob import streams
 
@@ -47,13 +49,20 @@ def release_freed() -> None:
     then follows the run for hours holds them all along, and pays for them again at exit. glibc's
     `malloc_trim` returns them (about 1 ms, 15 to 20 MB at 1000 tasks); elsewhere, nothing.
     """
+    trim = getattr(_libc(), "malloc_trim", None)  # glibc's
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _libc() -> Any:
+    """The process's C library through ctypes (errno kept), or None without ctypes."""
     try:
         import ctypes
 
-        trim = ctypes.CDLL(None).malloc_trim
-    except (ImportError, OSError, AttributeError, TypeError):  # not glibc, or no ctypes
-        return
-    trim(0)
+        return ctypes.CDLL(None, use_errno=True)
+    except (ImportError, OSError, TypeError):
+        return None
 
 
 def fold_for_exit() -> threading.Thread | None:
@@ -93,15 +102,16 @@ def can_fold() -> bool:
 def fold() -> int:
     """Fold each 2 MiB range of this process's own writable memory that is at least half
     resident into a huge page; the number folded (0 where the system cannot)."""
-    try:
-        import ctypes
+    madvise = getattr(_libc(), "madvise", None)
+    if madvise is None:
+        return 0
+    import ctypes
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        madvise = libc.madvise
-        madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-        madvise.restype = ctypes.c_int
+    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    madvise.restype = ctypes.c_int
+    try:
         ranges = foldable(_anonymous())
-    except (ImportError, OSError, AttributeError, ValueError):
+    except (OSError, ValueError):
         return 0
     folded = 0
     for start in ranges:

@@ -15,7 +15,7 @@ import json
 import math
 import time
 from collections.abc import Callable, Generator, Iterator
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from simpletfjob.errors import ClusterError
 from simpletfjob.kube.lists import list_objects, namespace_for
@@ -24,6 +24,7 @@ from simpletfjob.kube.refusals import first_line
 from simpletfjob.kube.request import OUTAGE_CAP, Action, Deadline, KeptFailing, OutOfTime, request
 from simpletfjob.kube.resources import Resource
 from simpletfjob.kube.send import Unreachable, broken
+from simpletfjob.kube.turns import Waiting, ready
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
@@ -66,6 +67,50 @@ def watch(
     parsed whole): lists.without_managed_fields. `lean` is given each object parsed (an
     event's, a list's item), to cut in place what the caller keeps none of.
     """
+    return cast(
+        "Iterator[Event]",
+        _watch(
+            conn, resource, namespace, label_selector, field_selector, resource_version,
+            deadline, bookmarks, slim, lean, in_turns=False,
+        ),
+    )  # fmt: skip
+
+
+def watch_in_turns(
+    conn: Connection,
+    resource: Resource,
+    *,
+    namespace: str | None = None,
+    label_selector: str | None = None,
+    field_selector: str | None = None,
+    resource_version: str | None = None,
+    deadline: Deadline | None = None,
+    bookmarks: bool = True,
+    slim: Callable[[bytes], bytes] | None = None,
+    lean: Callable[[dict[str, Any]], None] | None = None,
+) -> Iterator[Event | Waiting]:
+    """`watch`, read in the caller's thread beside others (turns.Turns): before a read that
+    would block on the socket, it yields `Waiting`, and is resumed once the socket is readable
+    (or by the time its read must begin: a silent connection times out as it would have)."""
+    return _watch(
+        conn, resource, namespace, label_selector, field_selector, resource_version,
+        deadline, bookmarks, slim, lean, in_turns=True,
+    )  # fmt: skip
+
+
+def _watch(
+    conn: Connection,
+    resource: Resource,
+    namespace: str | None,
+    label_selector: str | None,
+    field_selector: str | None,
+    resource_version: str | None,
+    deadline: Deadline | None,
+    bookmarks: bool,
+    slim: Callable[[bytes], bytes] | None,
+    lean: Callable[[dict[str, Any]], None] | None,
+    in_turns: bool,
+) -> Iterator[Event | Waiting]:
     settings = conn.settings
     ns = namespace_for(conn, resource, namespace)
     action = Action("watch", resource, ns)
@@ -77,7 +122,7 @@ def watch(
 
     version = resource_version or ""
 
-    def relist() -> Iterator[Event]:
+    def relist() -> Iterator[Event | Waiting]:
         listed = list_objects(
             conn,
             resource,
@@ -92,7 +137,7 @@ def watch(
         version = listed.resource_version
         yield Event("RELIST", None, tuple(listed.items))
 
-    def follow(fresh: bool) -> Iterator[Event]:
+    def follow(fresh: bool) -> Iterator[Event | Waiting]:
         nonlocal version
         # Failures in a row. Once the ride has said the server is back (another call was
         # answered), a watch opened again counts from 0: a later break is a new outage's first
@@ -122,7 +167,7 @@ def watch(
                 query.append(("allowWatchBookmarks", "true"))
             opened = time.monotonic()
             seen = 0
-            events: Generator[Event, None, None] | None = None
+            events: Generator[Event | Waiting, None, None] | None = None
             try:
                 read_timeout = remaining if remaining <= WINDOW else WINDOW + SLACK
                 answer = request(
@@ -139,8 +184,13 @@ def watch(
                 opened_once = True
                 if failures and conn.ride is not None and conn.ride.returns > returns:
                     failures = 0
-                events = _events(answer.stream, conn, action, deadline, read_timeout, slim, lean)
+                events = _events(
+                    answer.stream, conn, action, deadline, read_timeout, slim, lean, in_turns
+                )
                 for event in events:
+                    if isinstance(event, Waiting):
+                        yield event  # (turns.Turns resumes it once its socket is readable)
+                        continue
                     seen += 1
                     fresh = False
                     if failures >= settings.attempts and conn.ride is not None:
@@ -228,12 +278,17 @@ def _events(
     read_timeout: float,
     slim: Callable[[bytes], bytes] | None = None,
     lean: Callable[[dict[str, Any]], None] | None = None,
-) -> Generator[Event, None, None]:
-    """The events of one open watch, until its stream ends or the deadline; an ERROR event ends it too."""
+    in_turns: bool = False,
+) -> Generator[Event | Waiting, None, None]:
+    """The events of one open watch, until its stream ends or the deadline; an ERROR event ends
+    it too. `in_turns`: a `Waiting` before each read that would block (watch_in_turns)."""
     from urllib3.exceptions import HTTPError
 
     try:
-        for line in _lines(response, deadline, read_timeout):
+        for line in _lines(response, deadline, read_timeout, in_turns):
+            if isinstance(line, Waiting):
+                yield line
+                continue
             try:
                 event = _parsed(line, slim)
             except (ValueError, RecursionError) as e:
@@ -272,9 +327,12 @@ def _parsed(line: bytes, slim: Callable[[bytes], bytes] | None) -> Any:
     return json.loads(line)
 
 
-def _lines(response: Any, deadline: Deadline | None, read_timeout: float) -> Iterator[bytes]:
+def _lines(
+    response: Any, deadline: Deadline | None, read_timeout: float, in_turns: bool = False
+) -> Iterator[bytes | Waiting]:
     """Each newline-ended line of a streamed body, as soon as it has come, until the deadline;
-    `_Dropped` when the stream ends in the middle of a line."""
+    `_Dropped` when the stream ends in the middle of a line. `in_turns`: a `Waiting` before each
+    read that would block (none where the socket cannot be found: each read then blocks)."""
     if response.chunked and response.supports_chunked_reads():
         chunks: Iterator[bytes] = response.read_chunked(decode_content=True)
     else:
@@ -284,12 +342,24 @@ def _lines(response: Any, deadline: Deadline | None, read_timeout: float) -> Ite
     sock = getattr(getattr(response, "connection", None), "sock", None)
     pending = b""
     while True:
-        if deadline is not None:
-            remaining = deadline.remaining()
-            if remaining <= 0:
-                return
-            if sock is not None:
-                sock.settimeout(min(remaining, read_timeout))
+        remaining = math.inf if deadline is None else deadline.remaining()
+        if remaining <= 0:
+            return
+        if in_turns and sock is not None:
+            limit = min(remaining, read_timeout)
+            try:
+                waits = not ready(response, sock)
+            except OSError as e:  # reset, TLS: as the read would have found it
+                raise _Dropped(f"connection dropped: {broken(e)}") from e
+            if waits:
+                by = time.monotonic() + limit
+                yield Waiting(sock, by)
+                if deadline is not None and deadline.remaining() <= 0:
+                    return
+                limit = max(0.001, min(by - time.monotonic(), limit))
+            sock.settimeout(limit)  # what is left of the time this read may take
+        elif deadline is not None and sock is not None:
+            sock.settimeout(min(remaining, read_timeout))
         chunk = next(chunks, None)
         if chunk is None:
             break

@@ -3,7 +3,8 @@
 `status` reads with two lists (Jobs, pods), made at the same time, whatever the number of
 tasks. `wait` lists each once, then watches both from the lists' resourceVersions (a dropped
 watch resumes from where it was; on 410 it re-lists, in kube/watch.py); it never polls. The
-two watches run in threads that hand their events to the caller's thread.
+two watches are read in the caller's thread, in turns (kube/turns.py): no thread is left
+blocked on a socket, to be woken at the process's end.
 
 state.py judges what is read here.
 """
@@ -11,8 +12,6 @@ state.py judges what is read here.
 from __future__ import annotations
 
 import json
-import math
-import queue
 import threading
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from functools import partial
@@ -24,8 +23,9 @@ from simpletfjob.kube.inflight import Write, cut_short
 from simpletfjob.kube.lists import ObjectList, list_objects, without_managed_fields
 from simpletfjob.kube.objects import Deleted, delete
 from simpletfjob.kube.request import Action, Deadline, request
-from simpletfjob.kube.resources import JOBS, NODES, PODS, SERVICES, Resource
-from simpletfjob.kube.watch import Event, watch
+from simpletfjob.kube.resources import JOBS, NODES, PODS, SERVICES
+from simpletfjob.kube.turns import Turns
+from simpletfjob.kube.watch import Event, watch_in_turns
 from simpletfjob.memory import fold_for_exit, release_freed
 from simpletfjob.runs.delete import replaced_line
 from simpletfjob.runs.follower import TIE, Follower, unknown_nodes, verdict
@@ -33,6 +33,7 @@ from simpletfjob.runs.objects import NoRunError, named_tasks, run_selector
 from simpletfjob.runs.reading import lean_job, lean_pod
 from simpletfjob.runs.state import FAILED, Run, changes, run_state
 from simpletfjob.runs.taskstate import Object, labels_of, name_or_invalid
+from simpletfjob.streams import exits_at_once
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
@@ -41,8 +42,10 @@ MANAGER = "simpletfjob"
 
 LEAN = {JOBS.plural: lean_job, PODS.plural: lean_pod}  # what each followed object keeps
 
-# The longest the caller's thread waits at once for the next event (see _next).
-POLL = 0.25
+# The watches of the last run followed, where the process ends with os._exit as soon as its
+# command returns (the console script): left open rather than closed on the verdict's way
+# out; closed when another run is followed (run's next attempt).
+_LEFT: list[Turns[Event]] = []
 
 
 def _both(
@@ -149,21 +152,6 @@ def _namespace_of(obj: Object, conn: Connection) -> str:
     return str((obj.get("metadata") or {}).get("namespace") or conn.namespace)
 
 
-class _Until(Deadline):
-    """The caller's deadline, which also passes once the caller stops: the watches then end."""
-
-    stopped: threading.Event
-
-    def remaining(self) -> float:
-        return 0.0 if self.stopped.is_set() else super().remaining()
-
-
-def _until(deadline: Deadline | None) -> _Until:
-    until = _Until(math.inf, math.inf) if deadline is None else _Until(*deadline)
-    until.stopped = threading.Event()
-    return until
-
-
 def follow(
     conn: Connection,
     name: str,
@@ -205,36 +193,25 @@ def follow(
         return
     release_freed()  # what the lists' pages left (it is followed from here on, maybe for hours)
     fold_for_exit()  # and what it keeps, into huge pages: its end is quicker (memory.py)
-    events: queue.Queue[tuple[str, Event] | BaseException] = queue.Queue()
-    until = _until(deadline)
-
-    def follow_one(resource: Resource, listed: ObjectList) -> None:
-        try:
-            for event in watch(
+    while _LEFT:
+        _LEFT.pop().close()
+    watches = Turns(
+        {
+            resource.plural: watch_in_turns(
                 conn,
                 resource,
                 label_selector=run_selector(name),
                 resource_version=listed.resource_version,
-                deadline=until,
+                deadline=deadline,
                 slim=without_managed_fields,
                 lean=LEAN[resource.plural],
-            ):
-                if until.stopped.is_set():
-                    return
-                events.put((resource.plural, event))
-        except BaseException as e:  # handed to the caller, in its thread
-            events.put(e)
-
-    for resource, listed in ((JOBS, jobs), (PODS, pods)):
-        threading.Thread(target=follow_one, args=(resource, listed), daemon=True).start()
-
-    def take(item: tuple[str, Event] | BaseException) -> None:
-        if isinstance(item, BaseException):
-            raise item
-        follower.take(*item)
-
+            )
+            for resource, listed in ((JOBS, jobs), (PODS, pods))
+        }
+    )
     settle: Deadline | None = Deadline.after(TIE) if run.state == FAILED else None
     shown = run  # what the caller was last given
+    ended = None
     try:
         while True:
             wait_until = deadline if settle is None else settle
@@ -242,13 +219,12 @@ def follow(
                 wait_until = deadline.sooner(settle.remaining())
             if tick is not None:
                 wait_until = Deadline.after(tick) if wait_until is None else wait_until.sooner(tick)
-            item = _next(events, wait_until)
-            ticked = item is None and tick is not None
-            if item is not None:
-                take(item)
-                while not events.empty():  # every event that has come, then judge the run once
-                    take(events.get_nowait())
-            elif deadline is not None and deadline.remaining() <= 0:
+            # Every event that has come (at least one), then the run judged once.
+            items = watches.take(wait_until)
+            ticked = not items and tick is not None
+            for plural, event in items:
+                follower.take(plural, event)
+            if not items and deadline is not None and deadline.remaining() <= 0:
                 if run.state == FAILED:
                     tell()
                     yield run  # the deadline cut the wait for its second short: it failed
@@ -262,7 +238,6 @@ def follow(
                 settle = None
             ended = verdict(now, settled)
             if ended is not None:
-                until.stopped.set()  # the watches read no more: the verdict is said first
                 tell()
                 yield ended
                 return
@@ -272,7 +247,10 @@ def follow(
                 shown = now
             run = now
     finally:
-        until.stopped.set()
+        if ended is not None and exits_at_once():
+            _LEFT.append(watches)  # the process ends next: os._exit closes them
+        else:
+            watches.close()
 
 
 class NodeReader:
@@ -306,25 +284,6 @@ class NodeReader:
             else:
                 self.known[name] = node_condition(json.loads(answer.data))
         return self.known
-
-
-def _next(
-    events: queue.Queue[tuple[str, Event] | BaseException], deadline: Deadline | None
-) -> tuple[str, Event] | BaseException | None:
-    """The next event, waiting at most until the deadline; None when it has passed.
-
-    The wait is taken in short steps: a Ctrl-C that a notebook or a caller's thread
-    delivers (`_thread.interrupt_main()`) only raises when the main thread runs Python
-    again, and a queue's wait with no timeout would hold it off until the next event.
-    """
-    while True:
-        step = POLL if deadline is None else min(POLL, deadline.remaining())
-        if step <= 0:
-            return None
-        try:
-            return events.get(timeout=step)
-        except queue.Empty:
-            continue
 
 
 def clean_up(conn: Connection, run: Run, cleanup: str, report: Callable[[str], None]) -> None:

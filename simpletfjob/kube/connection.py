@@ -129,8 +129,8 @@ class Connection:
         # Closed: a call still trying in another thread (a list whose caller was interrupted,
         # riding out an outage with no deadline) gives up at its next try.
         self.closed = False
-        # Streamed answers (watches, followed logs) still open, each read in a thread of its
-        # own: closing the connection cuts them, so that no thread stays blocked on one.
+        # Streamed answers (watches, followed logs) still open, read in a thread of their own
+        # or in turns (turns.py): closing the connection cuts them, so that none stays blocked.
         self.streams: weakref.WeakSet[Any] = weakref.WeakSet()
 
     @property

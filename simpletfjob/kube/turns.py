@@ -7,10 +7,15 @@ every event that had come, and then waits on all their sockets at once (poll(2))
 `POLL` seconds at a time: the caller's thread runs Python again that often, so that a Ctrl-C
 a notebook sends (`_thread.interrupt_main()`) is raised soon.
 
-What a watch does besides waiting for its next event (opening itself again, a list after
-410 Gone, the pause between two tries while the server is away) it does in the caller's
-thread too, each bounded by the caller's deadline: meanwhile the other watch's events wait
-on its socket, and are read right after, in order.
+A watch's pause between two tries (its server away, or its connection dropped) is a wait
+like the others: meanwhile the other watch is read. What a watch does to open itself again
+(a request, with the request's own retries while the server is away) and to list again after
+410 Gone, it does in the caller's thread, each bounded by the caller's deadline: meanwhile
+the other watch's events wait on its socket, and are read right after, in order. A Ctrl-C
+from the terminal (SIGINT) stops either at once; a notebook's, when it next runs Python.
+
+A read that poll(2) woke takes what has come and may wait for the rest of it (half of a TLS
+record, of a chunk): the server writes each event whole, so that wait is short.
 
 Why no threads: a process ends only once each of its threads has been woken and has ended.
 `wait`'s reaction ends with its process's end, and two threads blocked on their sockets
@@ -31,9 +36,10 @@ T = TypeVar("T")
 
 
 class Waiting(NamedTuple):
-    """A watch's next read would block: resume it once `sock` is readable, or at `by`."""
+    """A watch's next read would block: resume it once `sock` is readable, or at `by`; with no
+    `sock`, a pause (before a watch's next try) that ends at `by`."""
 
-    sock: Any  # a socket (plain or TLS): what poll(2) waits on
+    sock: Any  # a socket (plain or TLS): what poll(2) waits on; None for a pause
     by: float  # time.monotonic(): when the read must begin all the same (it then times out)
 
 
@@ -111,6 +117,8 @@ class Turns(Generic[T]):
         poller = select.poll()
         names: dict[int, list[str]] = {}
         for name, waiting in list(self.waiting.items()):
+            if waiting.sock is None:  # a pause: its `by` ends it
+                continue
             fd = waiting.sock.fileno()
             if fd < 0:  # closed under it (the connection's close): its read says what happened
                 del self.waiting[name]

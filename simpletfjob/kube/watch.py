@@ -137,6 +137,14 @@ def _watch(
         version = listed.resource_version
         yield Event("RELIST", None, tuple(listed.items))
 
+    def pause(seconds: float) -> Iterator[Waiting]:
+        """The pause before the next try: read in turns, a wait the caller takes while it reads
+        the other watches (turns.Turns); else settings.sleep."""
+        if in_turns:
+            yield Waiting(None, time.monotonic() + seconds)
+        else:
+            settings.sleep(seconds)
+
     def follow(fresh: bool) -> Iterator[Event | Waiting]:
         nonlocal version
         # Failures in a row. Once the ride has said the server is back (another call was
@@ -240,9 +248,9 @@ def _watch(
                     ride.lost(problem.removeprefix(" (last: ").removesuffix(")"))
                 delay = min(delay, OUTAGE_CAP)
             if deadline is not None and deadline.remaining() <= delay:
-                settings.sleep(max(0.0, deadline.remaining()))
+                yield from pause(max(0.0, deadline.remaining()))
                 return  # the deadline passes before the next try: the watch is over
-            settings.sleep(delay)
+            yield from pause(delay)
 
     try:
         if resource_version is None:
@@ -253,7 +261,7 @@ def _watch(
             raise
         # The caller's deadline comes while the server is failing: the watch is over then,
         # as it would be had the server been quiet.
-        settings.sleep(max(0.0, deadline.remaining()))
+        yield from pause(max(0.0, deadline.remaining()))
     except StillAway:
         # The ride's deadline passed with the server away (outage.py): so did the watch's,
         # unless it has one of its own, later; the caller reads the ride's note.
@@ -347,17 +355,15 @@ def _lines(
             return
         if in_turns and sock is not None:
             limit = min(remaining, read_timeout)
-            try:
-                waits = not ready(response, sock)
-            except OSError as e:  # reset, TLS: as the read would have found it
-                raise _Dropped(f"connection dropped: {broken(e)}") from e
-            if waits:
+            if not _on_socket(ready, response, sock):
                 by = time.monotonic() + limit
                 yield Waiting(sock, by)
-                if deadline is not None and deadline.remaining() <= 0:
+                remaining = math.inf if deadline is None else deadline.remaining()
+                if remaining <= 0:
                     return
-                limit = max(0.001, min(by - time.monotonic(), limit))
-            sock.settimeout(limit)  # what is left of the time this read may take
+                # Woken by its socket, the read has its whole time; past `by`, it times out.
+                limit = min(remaining, read_timeout) if time.monotonic() < by else 0.001
+            _on_socket(sock.settimeout, limit)
         elif deadline is not None and sock is not None:
             sock.settimeout(min(remaining, read_timeout))
         chunk = next(chunks, None)
@@ -372,6 +378,15 @@ def _lines(
         # Every event ends with a newline: this one was cut off on its way (a proxy, the
         # network). The watch goes on from the last whole event, which loses nothing.
         raise _Dropped("connection dropped: the stream broke off in the middle of an event")
+
+
+def _on_socket(call: Callable[..., Any], *args: Any) -> Any:
+    """A call on the watch's socket (turns.ready, settimeout); a broken or closed connection is
+    `_Dropped`, as the read would have found it."""
+    try:
+        return call(*args)
+    except OSError as e:  # reset, TLS, closed under it
+        raise _Dropped(f"connection dropped: {broken(e)}") from e
 
 
 def _version_of(event: Event) -> str | None:

@@ -195,8 +195,7 @@ def follow(
         return
     release_freed()  # what the lists' pages left (it is followed from here on, maybe for hours)
     fold_for_exit()  # and what it keeps, into huge pages: its end is quicker (memory.py)
-    while _LEFT:
-        _LEFT.pop()[0].close()
+    release_followed()
     watches = Turns(
         {
             resource.plural: watch_in_turns(
@@ -253,6 +252,13 @@ def follow(
             _LEFT.append((watches, (follower, jobs, pods, run, shown, ended)))
         else:
             watches.close()
+
+
+def release_followed() -> None:
+    """Close the watches and free the Jobs and pods that the last followed run's verdict left
+    held (the console script's: `_LEFT`); `run` calls it before it restarts a run."""
+    while _LEFT:
+        _LEFT.pop()[0].close()
 
 
 class NodeReader:

@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def as_worker(monkeypatch: pytest.MonkeyPatch, index: int) -> None:
+    monkeypatch.delenv("SIMPLETFJOB_TEST_SESSION", raising=False)
     monkeypatch.setenv("PYTEST_XDIST_WORKER", f"gw{index}")
     monkeypatch.setattr(parallel, "_cursor", None)
 
@@ -70,9 +71,13 @@ def test_node_addresses_are_the_workers_own_and_on_loopback(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    monkeypatch.delenv("SIMPLETFJOB_TEST_SESSION", raising=False)
     assert [parallel.node_address(i) for i in range(3)] == ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
     as_worker(monkeypatch, 3)
     assert parallel.node_address(0) == "127.0.3.2"
+    monkeypatch.setenv("SIMPLETFJOB_TEST_SESSION", "2")  # a second session's workers
+    assert parallel.node_address(0) == "127.0.19.2"
+    assert parallel.port_block() == parallel.port_block(19)
     with socket.socket() as s:  # the whole of 127/8 is this machine
         s.bind((parallel.node_address(1), 0))
 

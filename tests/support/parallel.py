@@ -17,7 +17,7 @@ process that does (a framework's task run by the kubelet stand-in), takes its po
 
 Outside xdist (`-n 0`, `-p no:xdist`, a single test file) the worker is number 0. Two pytest
 sessions on one machine (two checkouts tested at once) set `SIMPLETFJOB_TEST_SESSION` to
-different numbers (0 to 5): session S's workers are numbered from 8 * S, so that their blocks
+different numbers (0 to 8): session S's workers are numbered from 6 * S, so that their blocks
 and addresses do not meet. Stdlib only: the benchmark imports it.
 """
 
@@ -37,11 +37,11 @@ _cursor: int | None = None
 
 def worker_index() -> int:
     """This process's xdist worker number (gw0 -> 0, gw3 -> 3; 0 outside xdist), after the
-    session's first (8 * SIMPLETFJOB_TEST_SESSION)."""
+    session's first (6 * SIMPLETFJOB_TEST_SESSION)."""
     name = os.environ.get("PYTEST_XDIST_WORKER", "")
     index = int(name[2:]) if name.startswith("gw") and name[2:].isdigit() else 0
     session = os.environ.get("SIMPLETFJOB_TEST_SESSION", "0")
-    return index + 8 * (int(session) if session.isascii() and session.isdigit() else 0)
+    return index + 6 * (int(session) if session.isascii() and session.isdigit() else 0)
 
 
 def _ephemeral() -> tuple[int, int]:

@@ -45,7 +45,7 @@ from typing import Any
 
 import yaml
 
-from tests.conftest import EXAMPLES, job_template, load_all
+from tests.conftest import EXAMPLES, job_template, load_all, missing_extra
 from tests.support.kubeapi import closed_port, make_node
 
 TIMEOUT = 120  # seconds: generous, for a loaded machine; a row that takes it has hung
@@ -2006,6 +2006,7 @@ def _document_rows() -> dict[str, Case]:
             1,
             holding(f"document 1 (Job 't-ps-0'): {message}"),
             files={"t.yaml": TEMPLATE.replace("apiVersion: batch/v1", f"apiVersion: {value}")},
+            skip=missing_extra("validate"),
         )
     for value in ("1", "true", "1.5"):
         for validate in ((), ("--validate",)):
@@ -2033,6 +2034,7 @@ def _document_rows() -> dict[str, Case]:
         files={
             "t.yaml": MNIST.replace("metadata:\n", f"metadata:\n  annotations:\n    x: {deep}\n", 1)
         },
+        skip=missing_extra("validate"),
     )
     rows["values/nested-1001-deep"] = Case(
         ["mnist.yaml", "--nodes", "a,b", "-f", "v.yaml", "-o", "-"],

@@ -523,6 +523,20 @@ CASES: dict[str, Case] = {
         r"nodes file 'list' lists no hosts",
         files={"list": "\n  \n# none yet\n"},
     ),
+    "hosts/nodes-from-a-nodes-file-and-a-kubeconfig": Case(
+        ["nodes", "--nodes-file", "list", "--kubeconfig", "kubeconfig"],
+        2,
+        line(
+            "simpletfjob: error: --kubeconfig reads nodes from a cluster; it cannot go with --nodes-file"
+        ),
+        files={"list": "a\n"},
+    ),
+    "hosts/nodes-gpus-of-a-host-list": Case(
+        ["nodes", "--nodes-file", "list", "--gpus", "1"],
+        2,
+        r"--gpus needs node objects, but nodes file 'list' gives only host names",
+        files={"list": "a\n"},
+    ),
     "hosts/bad-host-name": Case(
         ["mnist.yaml", "--nodes-file", "hosts", "-o", "-"],
         1,

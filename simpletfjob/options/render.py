@@ -219,8 +219,8 @@ class ValueOptions(OptionGroup):
     )
 
 
-class NodesOptions(NodeChoiceOptions, ClusterOptions, ValueOptions):
-    """`simpletfjob nodes`: what the cluster has free, and which nodes a render could use."""
+class NodesOptions(NodeChoiceOptions, NodeOptions, ClusterOptions, ValueOptions):
+    """`simpletfjob nodes`: what the nodes have free, which a render could use (--nodes-file alone of NodeOptions)."""
 
     template: str | None = option(
         "--template",

@@ -598,12 +598,10 @@ CASES: dict[str, Case] = {
             "templates": 'apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: mnist-<<type>>-<<index>>\nspec:\n  template:\n    spec:\n      nodeName: <<host>>\n      hostNetwork: true\n      containers:\n        - name: tensorflow\n          image: tensorflow/tensorflow:1.13.1-py3\n          command: ["python", "mnist_cnn.py", "--strategy=ps", "--steps=5000"]\n          workingDir: /root/share/tensorflow/mnist\n          env:\n            - name: TF_CONFIG\n              value: >\n<<TF_CONFIG>>\n          ports:\n            - containerPort: 2222\n              hostPort: 2222\n              name: tfjob-port\n          volumeMounts:\n            - mountPath: /root/share\n              name: mynfs\n      restartPolicy: OnFailure\n      volumes:\n        - name: mynfs\n          persistentVolumeClaim:\n            claimName: nfs-pvc\n  backoffLimit: 4\n'
         },
     ),
-    "commands/apply-dry-run-client": Case(
-        ["apply", "mnist.yaml", "--nodes", "a,b", "--dry-run=client"],
+    "commands/apply-dry-run-all": Case(
+        ["apply", "mnist.yaml", "--nodes", "a,b", "--dry-run=all"],
         2,
-        line(
-            "simpletfjob: error: --dry-run must be none or server, not 'client'; to see the documents, use simpletfjob render"
-        ),
+        line("simpletfjob: error: --dry-run must be none, server or client, not 'all'"),
     ),
     "commands/apply-timeout-without-a-unit": Case(
         ["apply", "mnist.yaml", "--nodes", "a,b", "--timeout", "5"],

@@ -14,6 +14,7 @@ from simpletfjob.streams import say
 if TYPE_CHECKING:
     from simpletfjob.plan import Plan
     from simpletfjob.runs.apply import AppliedRun
+    from simpletfjob.runs.preview import Preview
 
 
 @make_command(
@@ -32,7 +33,9 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     render lacks) is refused; --replace deletes it first, once the server's
     dry run has accepted every delete and every new object. The same run
     again is applied as unchanged. Fields that another field manager owns
-    are refused, naming it; --force-conflicts takes them over.
+    are refused, naming it; --force-conflicts takes them over. --dry-run=client
+    prints the objects it would send (stdout) and what it would do with each,
+    and sends nothing.
 
     \b
     Example:
@@ -52,6 +55,9 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     options = prepare_options(options, given, sets)
     for rule in LIMIT_RULES:  # once the header and the framework have given the policy
         rule(options)
+    if options.dry_run == "client":
+        say_previewed(options, preview(options))
+        return
     say_applied(options, run(options))
 
 
@@ -73,6 +79,43 @@ def run(options: ApplyOptions) -> AppliedRun[Plan]:
         Choices.of(options),
         report=say,
     )
+
+
+def preview(options: ApplyOptions) -> Preview[Plan]:
+    """--dry-run=client: what apply would send (runs/preview.py), sending nothing."""
+    from simpletfjob.cli.report import plan_explained
+    from simpletfjob.kube.connection import Settings
+    from simpletfjob.output import spare_inputs_from_stderr
+    from simpletfjob.plan import inputs
+    from simpletfjob.runs.apply import Choices
+    from simpletfjob.runs.preview import preview_run
+
+    spare_inputs_from_stderr(inputs(options))
+    return preview_run(
+        Settings(
+            kubeconfig=options.kubeconfig, context=options.context, namespace=options.namespace
+        ),
+        lambda namespace: plan_explained(options.replace(namespace=namespace)),
+        Choices.of(options),
+        report=say,
+    )
+
+
+def say_previewed(options: ApplyOptions, previewed: Preview[Plan]) -> None:
+    """The objects on stdout, as kubectl -o yaml prints them; the summary line on stderr."""
+    import yaml
+
+    from simpletfjob.cli.report import summary, tell
+    from simpletfjob.output import write_stdout
+
+    write_stdout(
+        [yaml.safe_dump_all(previewed.objects, sort_keys=False, width=1 << 30, allow_unicode=True)]
+    )
+    planned = previewed.planned
+    tell(planned, options.replace(namespace=previewed.namespace))
+    where = f"run {planned.job} in namespace {previewed.namespace}"
+    line = summary(planned.tasks, where, verb="would apply")
+    say(f"{line} ({previewed.counts()}; client dry run, nothing sent)")
 
 
 def say_applied(options: ApplyOptions, applied: AppliedRun[Plan]) -> None:

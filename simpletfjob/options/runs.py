@@ -32,17 +32,6 @@ from simpletfjob.options.table import (
 )
 
 
-class DryRun(OneOf):
-    """kubectl's --dry-run words; only the server can judge a run against the one it holds."""
-
-    def __call__(self, value: Any) -> str | None:
-        if value == "client":
-            return (
-                "must be none or server, not 'client'; to see the documents, use simpletfjob render"
-            )
-        return super().__call__(value)
-
-
 class ApplyOptions(Options, LimitOptions):
     """`simpletfjob apply TEMPLATE`: a render's options, and how to apply the run."""
 
@@ -65,9 +54,9 @@ class ApplyOptions(Options, LimitOptions):
     dry_run: str = option(
         "--dry-run",
         default="none",
-        metavar="[none|server]",
-        rule=DryRun("none", "server"),
-        help="server: the server judges every object, and nothing is changed.",
+        rule=OneOf("none", "server", "client"),
+        help="server: the server judges every object, and nothing is changed; client: print the "
+        "objects apply would send, and send nothing (only reads reach the server).",
     )
     timeout: float = timeout(300.0, "How long --replace waits for the old run to go.")
 

@@ -27,15 +27,10 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     """Render TEMPLATE as `render` does, and apply the run to the cluster.
 
     Nothing is sent unless every document passes the render's checks and the
-    server's dry run. Server-side apply (field manager simpletfjob), Services
-    first, then Jobs, into the namespace: -n, else the context's, else default.
-    A run of the same name that differs (another pod template, a task this
-    render lacks) is refused; --replace deletes it first, once the server's
-    dry run has accepted every delete and every new object. The same run
-    again is applied as unchanged. Fields that another field manager owns
-    are refused, naming it; --force-conflicts takes them over. --dry-run=client
-    prints the objects it would send (stdout) and what it would do with each,
-    and sends nothing.
+    server's dry run; then server-side apply (field manager simpletfjob),
+    Services first, into the namespace: -n, else the context's, else default.
+    A run of the same name that differs is refused; --replace deletes it first.
+    --dry-run=client prints the objects it would send, and sends nothing.
 
     \b
     Example:

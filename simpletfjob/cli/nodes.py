@@ -15,7 +15,7 @@ NODES_OMIT = ("nodes", "exc", "address", "explain")
 @make_command(
     "nodes",
     NodesOptions,
-    short_help="Show the cluster's nodes: eligible or why not, free GPUs, pods, host ports.",
+    short_help="Show the nodes: eligible or why not, free GPUs, pods.",
     omit=NODES_OMIT,
 )
 def command(values: dict[str, Any], given: frozenset[str]) -> None:

@@ -4,10 +4,15 @@ A command is a function taking its options' values by field name; `make_command(
 gives it one click parameter per field of its option group, checks each value
 against its option's rule as click reads it, and passes the set of options the
 command line gave (a template header's defaults fill in only the others).
+
+A command's --help lists its options under their groups' headings, each by the first
+sentence of its help (`summary`), so that it stays short; the whole help, and how the
+command behaves, is on its page (docs/commands/NAME.md), which the epilog names.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
@@ -140,8 +145,6 @@ def parameter(field: Field) -> click.Parameter:
 
 def summary(text: str) -> str:
     """An option's line in --help: the first sentence of its help (the whole is on its page)."""
-    import re
-
     end = re.search(r"\.\s", text)
     return text[: end.start() + 1] if end else text
 

@@ -39,6 +39,7 @@ class Playground:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            start_new_session=True,  # a process group of its own, as a terminal's job is
         )
         self.kubeconfig = self._first_line().removeprefix("KUBECONFIG=")
 
@@ -60,9 +61,13 @@ class Playground:
         )
 
     def stop(self, sig: int = signal.SIGINT) -> tuple[int, str]:
-        """Send `sig`; its exit status and what it said on stderr."""
+        """Send `sig`, SIGINT to its whole group as a terminal's Ctrl-C does (the control
+        plane's processes get it too); its exit status and what it said on stderr."""
         if self.process.poll() is None:
-            self.process.send_signal(sig)
+            if sig == signal.SIGINT:
+                os.killpg(self.process.pid, sig)
+            else:
+                self.process.send_signal(sig)
         _, err = self.process.communicate(timeout=60)
         return self.process.returncode, err
 

@@ -132,6 +132,29 @@ def skip_reason(report: Any) -> str:
     return reason.removeprefix("Skipped: ")
 
 
+# The optional extras of pyproject.toml and the modules each brings, for `needs_extra`.
+EXTRAS = {"validate": ("kubernetes_validate", "jsonschema", "referencing")}
+
+
+def missing_extra(name: str) -> str | None:
+    """Why a test that needs the optional extra NAME cannot run here, naming it; None: it can."""
+    import importlib.util
+
+    missing = [module for module in EXTRAS[name] if importlib.util.find_spec(module) is None]
+    if not missing:
+        return None
+    return f"needs the [{name}] extra (pip install -e '.[{name}]'; {', '.join(missing)} missing)"
+
+
+def needs_extra(name: str) -> pytest.MarkDecorator:
+    """Skip a test that needs the optional extra NAME where it is not installed, saying which.
+
+    The `test` extra installs them all; a venv with only the project and pytest runs the rest.
+    """
+    reason = missing_extra(name)
+    return pytest.mark.skipif(reason is not None, reason=reason or "")
+
+
 # PyYAML's safe loader on libyaml's parser where PyYAML has it: the documents
 # yaml.safe_load_all reads, many times faster for the tests that read whole runs back.
 YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

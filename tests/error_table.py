@@ -45,7 +45,7 @@ from typing import Any
 
 import yaml
 
-from tests.conftest import EXAMPLES, job_template, load_all
+from tests.conftest import EXAMPLES, job_template, load_all, missing_extra
 from tests.support.kubeapi import closed_port, make_node
 
 TIMEOUT = 120  # seconds: generous, for a loaded machine; a row that takes it has hung
@@ -523,6 +523,20 @@ CASES: dict[str, Case] = {
         r"nodes file 'list' lists no hosts",
         files={"list": "\n  \n# none yet\n"},
     ),
+    "hosts/nodes-from-a-nodes-file-and-a-kubeconfig": Case(
+        ["nodes", "--nodes-file", "list", "--kubeconfig", "kubeconfig"],
+        2,
+        line(
+            "simpletfjob: error: --kubeconfig reads nodes from a cluster; it cannot go with --nodes-file"
+        ),
+        files={"list": "a\n"},
+    ),
+    "hosts/nodes-gpus-of-a-host-list": Case(
+        ["nodes", "--nodes-file", "list", "--gpus", "1"],
+        2,
+        r"--gpus needs node objects, but nodes file 'list' gives only host names",
+        files={"list": "a\n"},
+    ),
     "hosts/bad-host-name": Case(
         ["mnist.yaml", "--nodes-file", "hosts", "-o", "-"],
         1,
@@ -584,12 +598,10 @@ CASES: dict[str, Case] = {
             "templates": 'apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: mnist-<<type>>-<<index>>\nspec:\n  template:\n    spec:\n      nodeName: <<host>>\n      hostNetwork: true\n      containers:\n        - name: tensorflow\n          image: tensorflow/tensorflow:1.13.1-py3\n          command: ["python", "mnist_cnn.py", "--strategy=ps", "--steps=5000"]\n          workingDir: /root/share/tensorflow/mnist\n          env:\n            - name: TF_CONFIG\n              value: >\n<<TF_CONFIG>>\n          ports:\n            - containerPort: 2222\n              hostPort: 2222\n              name: tfjob-port\n          volumeMounts:\n            - mountPath: /root/share\n              name: mynfs\n      restartPolicy: OnFailure\n      volumes:\n        - name: mynfs\n          persistentVolumeClaim:\n            claimName: nfs-pvc\n  backoffLimit: 4\n'
         },
     ),
-    "commands/apply-dry-run-client": Case(
-        ["apply", "mnist.yaml", "--nodes", "a,b", "--dry-run=client"],
+    "commands/apply-dry-run-all": Case(
+        ["apply", "mnist.yaml", "--nodes", "a,b", "--dry-run=all"],
         2,
-        line(
-            "simpletfjob: error: --dry-run must be none or server, not 'client'; to see the documents, use simpletfjob render"
-        ),
+        line("simpletfjob: error: --dry-run must be none, server or client, not 'all'"),
     ),
     "commands/apply-timeout-without-a-unit": Case(
         ["apply", "mnist.yaml", "--nodes", "a,b", "--timeout", "5"],
@@ -2006,6 +2018,7 @@ def _document_rows() -> dict[str, Case]:
             1,
             holding(f"document 1 (Job 't-ps-0'): {message}"),
             files={"t.yaml": TEMPLATE.replace("apiVersion: batch/v1", f"apiVersion: {value}")},
+            skip=missing_extra("validate"),
         )
     for value in ("1", "true", "1.5"):
         for validate in ((), ("--validate",)):
@@ -2033,6 +2046,7 @@ def _document_rows() -> dict[str, Case]:
         files={
             "t.yaml": MNIST.replace("metadata:\n", f"metadata:\n  annotations:\n    x: {deep}\n", 1)
         },
+        skip=missing_extra("validate"),
     )
     rows["values/nested-1001-deep"] = Case(
         ["mnist.yaml", "--nodes", "a,b", "-f", "v.yaml", "-o", "-"],

@@ -99,7 +99,7 @@ class Client:
         """`simpletfjob apply TEMPLATE`: render as `render()` does and apply the run; the Run applied.
 
         Options as render()'s, and apply's: `replace_run` (--replace), `force_conflicts`,
-        `dry_run="server"`, `timeout`, `deadline`, `cleanup_after`.
+        `dry_run="server"` (the command line's "client" has no Run to return: use render()), `timeout`, `deadline`, `cleanup_after`.
         """
         from simpletfjob.api.render import log_warnings, prepared_options
         from simpletfjob.kube.connection import Settings
@@ -119,6 +119,13 @@ class Client:
             fixed=self._fields(),
             check_first=True,
         )
+        if prepared.dry_run == "client":
+            from simpletfjob.errors import UsageError
+
+            raise UsageError(
+                "apply(dry_run='client') sends nothing and makes no run; render() gives the "
+                "documents, and dry_run='server' has the server judge them"
+            )
         for rule in LIMIT_RULES:
             rule(prepared)
         applied = apply_run(

@@ -68,6 +68,15 @@ DEFAULT = "render"  # what runs when the first word is not a command
 KUBECTL_VERBS = ("get", "list", "ls", "describe")
 KUBECTL_NOUNS = ("runs", "run", "jobs", "job")  # `get runs`: the noun kubectl would want
 CLOSE = 0.7  # how alike a word and a command must be for the word to be a mistyped command
+ABOUT = (
+    "Turn one Kubernetes Job template into the Jobs of a distributed TensorFlow, PyTorch "
+    "or JAX run, and run it: apply, follow, clean up."
+)
+EXAMPLES = (
+    "templates",
+    "tf2-multiworker --nodes h1,h2,h3 -o -",
+    "run tf2-multiworker -N 2 -n ml",
+)
 
 
 class CommandGroup(ParseErrorsInContext, click.Group):
@@ -115,15 +124,23 @@ class CommandGroup(ParseErrorsInContext, click.Group):
         formatter.write_usage(context.command_path, "COMMAND [ARGS]...", prefix="       ")
 
     def format_help(self, context: click.Context, formatter: click.HelpFormatter) -> None:
-        """The default command's help, as before there were commands, and the list of commands."""
-        default = self.get_command(context, DEFAULT)
-        assert default is not None
-        with default.make_context("", [], parent=context, resilient_parsing=True) as inner:
-            self.format_usage(context, formatter)
-            self.format_commands(context, formatter)
-            default.format_help_text(inner, formatter)
-            default.format_options(inner, formatter)
-            default.format_epilog(inner, formatter)
+        """A short overview, as kubectl's and helm's: what it does, the commands one line each,
+        and how to see a command's options (the render's are `render --help`'s)."""
+        self.format_usage(context, formatter)
+        formatter.write_paragraph()
+        with formatter.indentation():
+            formatter.write_text(ABOUT)
+        self.format_commands(context, formatter)
+        click.Command.format_options(self, context, formatter)
+        program = context.command_path
+        with formatter.section("Examples"):
+            for example in EXAMPLES:
+                formatter.write_text(f"{program} {example}")
+        formatter.write_paragraph()
+        formatter.write_text(
+            f"Use \"{program} COMMAND --help\" for a command's options (the default command's: "
+            f'"{program} render --help").'
+        )
 
 
 def refuse_kubectl_verb(program: str, args: Sequence[str]) -> None:

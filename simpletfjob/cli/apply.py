@@ -14,6 +14,7 @@ from simpletfjob.streams import say
 if TYPE_CHECKING:
     from simpletfjob.plan import Plan
     from simpletfjob.runs.apply import AppliedRun
+    from simpletfjob.runs.preview import Preview
 
 
 @make_command(
@@ -26,13 +27,10 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     """Render TEMPLATE as `render` does, and apply the run to the cluster.
 
     Nothing is sent unless every document passes the render's checks and the
-    server's dry run. Server-side apply (field manager simpletfjob), Services
-    first, then Jobs, into the namespace: -n, else the context's, else default.
-    A run of the same name that differs (another pod template, a task this
-    render lacks) is refused; --replace deletes it first, once the server's
-    dry run has accepted every delete and every new object. The same run
-    again is applied as unchanged. Fields that another field manager owns
-    are refused, naming it; --force-conflicts takes them over.
+    server's dry run; then server-side apply (field manager simpletfjob),
+    Services first, into the namespace: -n, else the context's, else default.
+    A run of the same name that differs is refused; --replace deletes it first.
+    --dry-run=client prints the objects it would send, and sends nothing.
 
     \b
     Example:
@@ -52,6 +50,9 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     options = prepare_options(options, given, sets)
     for rule in LIMIT_RULES:  # once the header and the framework have given the policy
         rule(options)
+    if options.dry_run == "client":
+        say_previewed(options, preview(options))
+        return
     say_applied(options, run(options))
 
 
@@ -73,6 +74,43 @@ def run(options: ApplyOptions) -> AppliedRun[Plan]:
         Choices.of(options),
         report=say,
     )
+
+
+def preview(options: ApplyOptions) -> Preview[Plan]:
+    """--dry-run=client: what apply would send (runs/preview.py), sending nothing."""
+    from simpletfjob.cli.report import plan_explained
+    from simpletfjob.kube.connection import Settings
+    from simpletfjob.output import spare_inputs_from_stderr
+    from simpletfjob.plan import inputs
+    from simpletfjob.runs.apply import Choices
+    from simpletfjob.runs.preview import preview_run
+
+    spare_inputs_from_stderr(inputs(options))
+    return preview_run(
+        Settings(
+            kubeconfig=options.kubeconfig, context=options.context, namespace=options.namespace
+        ),
+        lambda namespace: plan_explained(options.replace(namespace=namespace)),
+        Choices.of(options),
+        report=say,
+    )
+
+
+def say_previewed(options: ApplyOptions, previewed: Preview[Plan]) -> None:
+    """The objects on stdout, as kubectl -o yaml prints them; the summary line on stderr."""
+    import yaml
+
+    from simpletfjob.cli.report import summary, tell
+    from simpletfjob.output import write_stdout
+
+    write_stdout(
+        [yaml.safe_dump_all(previewed.objects, sort_keys=False, width=1 << 30, allow_unicode=True)]
+    )
+    planned = previewed.planned
+    tell(planned, options.replace(namespace=previewed.namespace))
+    where = f"run {planned.job} in namespace {previewed.namespace}"
+    line = summary(planned.tasks, where, verb="would apply")
+    say(f"{line} ({previewed.counts()}; client dry run, nothing sent)")
 
 
 def say_applied(options: ApplyOptions, applied: AppliedRun[Plan]) -> None:

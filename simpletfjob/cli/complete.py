@@ -3,6 +3,9 @@
 - the command words, with the default command's templates, at the first word;
 - the choices of an option that takes one of a few words (`-o`, `--network`, `--cleanup`);
 - the built-in template names where a template goes (and the shell's own file names);
+- the shell's own file names after an option that names a file (`-f`, `--values`,
+  `--nodes-file`, `--kubeconfig`, `--psf`, `-E`, render's and init's `-o`), as kubectl's
+  `-f` offers them;
 - the runs of the namespace where a run goes (status, wait, logs, delete), and a run's
   tasks after `logs RUN`, when a cluster answers within `RUN_TIMEOUT` seconds;
 - the namespaces after -n (from the cluster, as quickly), the contexts after --context
@@ -171,6 +174,13 @@ def template_value_names(template: str, framework_name: str | None) -> list[str]
     return sorted(name for name in names if name.isidentifier())
 
 
+def files(_: click.Context, __: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """The shell's own file names, as kubectl's -f offers them (cobra's default directive)."""
+    from click.shell_completion import CompletionItem
+
+    return [CompletionItem(incomplete, type="file")]
+
+
 def builtins(_: click.Context, __: click.Parameter, incomplete: str) -> list[CompletionItem]:
     """The built-in templates that start as typed (init copies only those)."""
     from click.shell_completion import CompletionItem
@@ -189,6 +199,8 @@ def for_option(name: str) -> Completer | None:
     """The completer of an option that takes no fixed choices, by its field's name."""
     return {
         "template": templates,  # nodes --template
+        # the options that name a file: the shell's file names
+        **dict.fromkeys(("value_files", "nodes_file", "kubeconfig", "psf", "exc", "output"), files),
         "namespace": namespaces,
         "context": contexts,
         "set_values": value_names,

@@ -12,17 +12,10 @@ from simpletfjob.options.runs import DeleteOptions
 def command(values: dict[str, Any], given: frozenset[str]) -> None:
     """Delete every Job and Service of run RUN (propagation Background).
 
-    Only objects labelled simpletfjob/job=RUN and managed by simpletfjob are
-    deleted, each only if it is still the object listed (its uid): one that
-    took a listed name since is left alone, and said so. A run that does not
-    exist is an error, unless --ignore-not-found is given: then the command
-    prints nothing and exits 0, as kubectl does. --wait returns once the Jobs
-    are gone (their pods may still be stopping); an API server that goes away
-    meanwhile is waited for until --timeout, with one line when it goes and one
-    when it is back. Exit status: 0 when the run is deleted (and with --wait,
-    gone), 1 when it is not there, the cluster refuses, or --timeout passes
-    first (the line names what is left, or since when the server has been
-    away), 2 for a usage error.
+    Only the run's own objects are deleted, each only if it is still the object
+    listed. --wait returns once the Jobs are gone. Exit status: 0 when the run
+    is deleted, 1 when it is not there (0 with --ignore-not-found), the cluster
+    refuses, or --timeout passes first; 2 for a usage error.
 
     \b
     Example:

@@ -18,15 +18,9 @@ from simpletfjob.options.runs import LogsOptions
 def command(values: dict[str, Any], given: frozenset[str]) -> None:
     """Show the logs of RUN's tasks: every task, or the TASKs named as status prints them (worker-0).
 
-    Lines from several tasks are merged whole, in order of arrival, each prefixed with
-    its task as stern prints them (worker-0 | ...). A task with nothing to show yet (no
-    pod, or a container waiting to start) gets one line on stderr with the reason; that
-    is no error. It needs RBAC permission to get pods/log, besides listing Jobs and pods.
-
-    With -f it follows every task at once, with no limit on streams, picks up pods
-    made later (a new attempt after a failure) and containers started again in place,
-    and ends when the run ends by its success policy, with wait's exit status: 0 when
-    it succeeded, 1 when it failed; an interrupt (Ctrl-C) ends it quietly, with 130.
+    Lines from several tasks are merged whole, in order of arrival, each
+    prefixed with its task (worker-0 | ...). With -f it follows every task until
+    the run ends, and exits as wait does: 0 when it succeeded, 1 when it failed.
 
     \b
     Examples:

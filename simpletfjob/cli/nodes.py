@@ -7,11 +7,16 @@ from typing import Any
 from simpletfjob.cli.params import make_command
 from simpletfjob.options.render import NodesOptions
 
+# A render's host options that a view of every node has no use for: it shows each node
+# under its name, excludes none and tells why of each anyway.
+NODES_OMIT = ("nodes", "exc", "address", "explain")
+
 
 @make_command(
     "nodes",
     NodesOptions,
-    short_help="Show the cluster's nodes: eligible or why not, free GPUs, pods, host ports.",
+    short_help="Show the nodes: eligible or why not, free GPUs, pods.",
+    omit=NODES_OMIT,
 )
 def command(values: dict[str, Any], given: frozenset[str]) -> None:
     """Show each node of the cluster as a render would judge it, with its free GPUs.
@@ -20,7 +25,9 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     request, counted as `kubectl describe node` counts them. With --template, the
     template's tolerations and host ports are judged as a render of it would judge
     them; without one, every taint counts as untolerated and the host ports in use
-    are shown but decide nothing. A last line on stderr sums it up.
+    are shown but decide nothing. --nodes-file reads the nodes from a file, as a
+    render does (a saved NodeList has no pods: GPUs count by allocatable). A last
+    line on stderr sums it up.
 
     \b
     Example:

@@ -4,10 +4,15 @@ A command is a function taking its options' values by field name; `make_command(
 gives it one click parameter per field of its option group, checks each value
 against its option's rule as click reads it, and passes the set of options the
 command line gave (a template header's defaults fill in only the others).
+
+A command's --help lists its options under their groups' headings, each by the first
+sentence of its help (`summary`), so that it stays short; the whole help, and how the
+command behaves, is on its page (docs/commands/NAME.md), which the epilog names.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
@@ -58,6 +63,9 @@ class TableCommand(ParseErrorsInContext):
     def __init__(self, *args: Any, sections: dict[str, str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.sections = sections  # parameter name -> heading; the others go under "Options"
+        for param in self.params:  # one line each in --help; the whole on the command's page
+            if isinstance(param, click.Option) and param.help:
+                param.help = summary(param.help)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         # Completing an option's value (`--set wor<TAB>`): the option is last, without its
@@ -135,6 +143,12 @@ def parameter(field: Field) -> click.Parameter:
     return click.Option([*flags, field.name], **settings)
 
 
+def summary(text: str) -> str:
+    """An option's line in --help: the first sentence of its help (the whole is on its page)."""
+    end = re.search(r"\.\s", text)
+    return text[: end.start() + 1] if end else text
+
+
 def _reader(declared: Option) -> Callable[[click.Context, click.Parameter, Any], Any]:
     # The option's own parse (a duration) turns the text into its value; then the rule is
     # checked as click reads the value, so that a bad value is reported before any file is
@@ -191,6 +205,7 @@ def make_command(
             params=[*(parameter(f) for f in table), *extra, help_option()],
             help=function.__doc__,
             short_help=short_help,
+            epilog=f"Every option in full, and how {name} behaves: docs/commands/{name}.md",
             context_settings=CONTEXT,
             add_help_option=False,
             sections={f.name: f.section for f in table},

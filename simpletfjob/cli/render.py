@@ -35,23 +35,11 @@ TASK_OPTION = click.Option(
 def command(values: dict[str, Any], given: frozenset[str]) -> None:
     """Render TEMPLATE once per task into one multi-document Job stream.
 
-    TEMPLATE is a file, or the name of a built-in template; a file that exists
-    wins (write ./NAME to render a file named like a built-in or a command).
-    A first word that is neither but is close to a command is a mistyped
-    command (exit 2, with the command it is like).
-    A template's header can give defaults for variables and for --framework,
-    --psn, --chief, --evaluator, --evaluator-in-cluster, --nproc-per-node,
-    --port, -N, --tasks-per-host and --network; the command line wins.
-    A built-in's default output is ./NAME_tfjob.yaml (_pytorchjob, _jaxjob).
-
-    \b
-    Variables: <<type>> <<index>> <<host>> <<node>> <<port>> <<num_tasks>>
-    <<restart>> (run's restart count; 0 here), and --set values; TensorFlow's <<TF_CONFIG>> <<ps_hosts>> <<worker_hosts>>
-    <<chief_hosts>>; PyTorch's <<TORCH_ENV>> (env entries) <<node_rank>>
-    <<nnodes>> <<nproc_per_node>> <<world_size>> <<master_addr>> <<master_port>>;
-    JAX's <<JAX_ENV>> (env entries) <<coordinator_address>> <<num_processes>>
-    <<process_id>>.
-    The original tool's {{.type}} {{.index}} {{.host}} {{.TF_CONFIG}} work too.
+    TEMPLATE is a file, or a built-in template's name (simpletfjob templates); a
+    file that exists wins (./NAME renders a file named like a built-in or a
+    command). A template's header may give defaults for its variables and some
+    options; the command line wins. The variables a template reads (<<host>>,
+    <<TF_CONFIG>>, <<TORCH_ENV>>, <<JAX_ENV>>, ...): docs/templates.md.
 
     \b
     Example:

@@ -20,37 +20,18 @@ if TYPE_CHECKING:
 @make_command(
     "run",
     RunOptions,
-    short_help="Apply TEMPLATE's run and follow it to its end, restarting it on failure.",
+    short_help="Apply a run and follow it to its end, restarting it on failure.",
     omit=("output",),
 )
 def command(values: dict[str, Any], given: frozenset[str]) -> None:
     """Render TEMPLATE as `apply` does, apply the run, and follow it as `wait` does.
 
-    Each task's changes go to stderr; the logs of the task that decides success (the
-    chief, or worker 0) stream to stdout, prefixed (--logs all|none|TASK,...). When the
-    run ends, wait's cleanup (--cleanup). Exit status: 0 when it succeeds, 1 when it
-    fails, 2 for a usage error, 3 when --timeout passes first (the run is left as it is).
-
-    With --max-restarts N the whole run is restarted, up to N times, when a task's Job
-    fails, a node refuses a task's pod (OutOf..., NodeAffinity), or a task's node is
-    NotReady or gone for longer than --node-grace: the run is deleted (until its Jobs,
-    Services and pods are gone), planned again against the cluster as it is now (a
-    lost or busy node is left out), applied and followed again, with one line on stderr.
-    The limit and the count are annotations on the run's Jobs (status: restarts 1/3).
-    A run that --deadline stopped is not restarted. --restart-on disruption restarts
-    only disruptions (a lost node, a pod evicted, refused or deleted, a signal: exit
-    128 or more) and the --restart-exit-codes: a program error (exit 1-127) ends the
-    run at once. A failed TensorFlow evaluator fails nothing, and is restarted alone.
-    Before a restart or the verdict, the failing task's last lines and Warning events.
-
-    An interrupt (SIGINT, SIGTERM, SIGHUP) leaves the run as it is and says what that is
-    (applied how far, running, being deleted for a restart, or ended: the verdict, and
-    what of the cleanup was left undone) and how to go on (exit 130, 143, 129);
-    --on-interrupt delete deletes it instead, and says so once nothing of it is left.
-
-    On a terminal, one status line under the others is kept up to date: the tasks by
-    state, their restarts and the time so far (never written when stderr is not a
-    terminal).
+    Each task's changes go to stderr; the logs of the task that decides success
+    stream to stdout (--logs). When the run ends, wait's cleanup (--cleanup).
+    --max-restarts N restarts the whole run when it fails (--restart-on says
+    which failures). Exit status: 0 when it succeeds, 1 when it fails, 2 for a
+    usage error, 3 when --timeout passes first; 130, 143 or 129 when an
+    interrupt leaves the run as it is (--on-interrupt delete deletes it).
 
     \b
     Example:

@@ -23,35 +23,10 @@ if TYPE_CHECKING:
 def command(values: dict[str, Any], given: frozenset[str]) -> None:
     """Show the tasks of RUN (the simpletfjob/job label), or without RUN every run in the namespace.
 
-    -A/--all-namespaces lists the runs of every namespace, with a NAMESPACE column first
-    (in -o json|yaml, each run's namespace, and a null top-level namespace), as kubectl
-    get -A does; it cannot go with RUN (exit 2).
-
-    The run's state: Succeeded when the chief's Job is complete, with no chief worker 0's
-    (--success-policy worker0) or every worker's (all-workers); Failed when a task's Job
-    has failed, unless the run had succeeded by then (success wins a tie: the same
-    second); else Running when a pod runs, else Unknown when a pod's node is lost, else
-    Pending. Ambiguous when several Jobs claim one task (they are named), Deleting when
-    every Job of the run is being deleted. Exits 0 whatever the state (but with --watch);
-    1 when there is no such run.
-
-    With RUN, the head line says when the run started and, once it has, ended; -o
-    json|yaml gives each task's and the run's startTime and completionTime. A Pending
-    task whose pod says nothing better gives its latest Warning event's reason
-    (FailedMount). A run that has failed is explained on stderr after the table: the
-    failing task's last log lines (--tail-on-failure) and the Warning events of its Job
-    and pods.
-
-    -w/--watch prints a task's row again whenever it changes, as kubectl get -w does,
-    until the run ends, and exits as wait does: 0 when it succeeded, 1 when it failed
-    (then explained as above, the error line last). It rides out an API server outage.
-
-    -o name prints one job.batch/NAME line per task's Job, as kubectl get -o name does,
-    in the table's order (runs by name, then tasks by role and index): the Jobs only,
-    since the tasks are Jobs (a run's Services, if any, carry the same names).
-
-    A run that `run --max-restarts` applied shows its whole-run restarts on its line
-    (restarts 1/3; in -o json, restarts and maxRestarts).
+    A run is Succeeded, Failed, Running, Unknown, Pending, Ambiguous or
+    Deleting, as wait judges it; a failed run is explained on stderr after the
+    table. -w follows it until it ends and exits as wait does; otherwise the
+    exit status is 0 whatever the state, 1 when there is no such run.
 
     \b
     Example:

@@ -16,32 +16,11 @@ from simpletfjob.options.runs import WaitOptions
 def command(values: dict[str, Any], given: frozenset[str]) -> None:
     """Wait for RUN to succeed or fail, printing each task's changes to stderr, then clean up.
 
-    It watches the run's Jobs and pods (no polling). Exit status: 0 when the run
-    succeeds, 1 when it fails (the last line names the task and why), the cluster
-    fails, or the cleanup is refused (the line still says how the run ended),
-    3 when --timeout passes first (the run is left as it is, or its cleanup is
-    unfinished), 2 for a usage error. A run that has already ended returns at
-    once, cleanup included.
-
-    An API server that goes away meanwhile (connection refused or reset, TLS,
-    429, 5xx) is waited for until --timeout, cleanup included: one line when
-    it goes, one when it is back; if --timeout passes first, the exit 3 line
-    says since when it has been away. What the server answers about the run
-    (401, 403, 404) ends the wait at once.
-
-    A failure in the same second as the run's success does not undo it. A run
-    that cannot be decided is exit 1, and nothing is cleaned up: a task that
-    several Jobs claim (the line names them and what to delete), or a run
-    whose Jobs are being deleted.
-
-    When the run fails, the failing task's last log lines (--tail-on-failure, kept
-    when its crashed container's pod is deleted) and the Warning events of its Job
-    and pods come before the last line; what cannot be read is said in one line.
-
-    \b
-    On a terminal, one status line under the others is kept up to date: the tasks by
-    state, their restarts and the time so far (never written when stderr is not a
-    terminal).
+    It watches the run's Jobs and pods, and rides out an API server outage
+    until --timeout. Exit status: 0 when the run succeeds; 1 when it fails (the
+    failing task's last log lines and Warning events come before the last line,
+    which names the task and why) or cannot be decided; 3 when --timeout passes
+    first (the run is left as it is); 2 for a usage error.
 
     \b
     Example, in CI:

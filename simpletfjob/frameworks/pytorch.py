@@ -227,7 +227,7 @@ class PyTorchOptions(OptionGroup):
         format=str,
         metavar="N|gpu",
         header=True,
-        help="Processes per task (torchrun's); gpu: as many as the task's container requests GPUs.",
+        help="Processes per task (torchrun's). gpu: as many as the task's container requests GPUs.",
     )
 
     min_workers: int | None = option(
@@ -237,7 +237,7 @@ class PyTorchOptions(OptionGroup):
         metavar="M",
         rule=Must("at least 1", lambda n: n is None or n >= 1),
         header=True,
-        help="Elastic: torchrun's c10d rendezvous, --nnodes M:N; training goes on while at "
-        "least M workers remain (a lost worker is not a whole-run restart under run). "
-        "Recorded as the annotation simpletfjob/min-workers.",
+        help="Elastic: go on while M workers remain. torchrun's c10d rendezvous, --nnodes M:N; a "
+        "lost worker is not a whole-run restart under run. Recorded as the annotation "
+        "simpletfjob/min-workers.",
     )

@@ -416,13 +416,13 @@ class TensorFlowOptions(OptionGroup):
         show_default=True,
         rule=at_least(0),
         header=True,
-        help="Parameter servers; 0 means none, as for all-reduce.",
+        help="Parameter servers; 0 for none (all-reduce).",
     )
     psf: str | None = option(
         "--psf",
         default=None,
         metavar="FILE",
-        help="Hosts that must be the parameter servers, one per line; overrides --psn.",
+        help="Hosts that must be the parameter servers. One per line; overrides --psn.",
     )
     # Each switch has a --no- form so that the command line can turn off a template header's default.
     chief: bool = option(
@@ -430,7 +430,7 @@ class TensorFlowOptions(OptionGroup):
         default=False,
         negatable=True,
         header=True,
-        help="Add one chief task (ParameterServerStrategy, Estimator).",
+        help="Add one chief task. For ParameterServerStrategy or an Estimator.",
     )
     evaluator: bool = option(
         "--evaluator",
@@ -444,5 +444,5 @@ class TensorFlowOptions(OptionGroup):
         default=False,
         negatable=True,
         header=True,
-        help="List the evaluator in TF_CONFIG's cluster too (TensorFlow leaves it out).",
+        help="List the evaluator in TF_CONFIG's cluster. TensorFlow leaves it out.",
     )

@@ -27,7 +27,7 @@ class LimitOptions(OptionGroup):
         format=format_duration,
         metavar="DURATION",
         header=True,
-        help="A wall-clock limit for the run: activeDeadlineSeconds on every Job, so the "
+        help="A wall-clock limit for the run. It is activeDeadlineSeconds on every Job, so the "
         "parameter servers stop too; status and wait then say DeadlineExceeded.",
     )
     cleanup_after: float | None = option(
@@ -38,8 +38,8 @@ class LimitOptions(OptionGroup):
         format=format_duration,
         metavar="DURATION",
         header=True,
-        help="Once the task that decides success (the chief, or worker 0) has finished and "
-        "this long has passed, the cluster deletes the run: that task's Job owns the run's "
-        "other Jobs and Services, and has ttlSecondsAfterFinished. Not under --success-policy "
-        "all-workers.",
+        help="Have the cluster delete the run after this. Once the task that decides success (the "
+        "chief, or worker 0) has finished and this long has passed, the cluster deletes the run: "
+        "that task's Job owns the run's other Jobs and Services, and has ttlSecondsAfterFinished. "
+        "Not under --success-policy all-workers.",
     )

@@ -92,13 +92,13 @@ class ClusterOptions(OptionGroup):
         "--kubeconfig",
         default=None,
         metavar="FILE",
-        help="The cluster to ask, from this kubeconfig (default: $KUBECONFIG, ~/.kube/config, then in-cluster).",
+        help="The kubeconfig file to use. Without it: $KUBECONFIG, ~/.kube/config, then in-cluster, as kubectl reads them.",
     )
     context: str | None = option(
         "--context",
         default=None,
         metavar="NAME",
-        help="The kubeconfig context to use (default: current).",
+        help="The kubeconfig context to use. The default is the current one.",
     )
 
 
@@ -113,9 +113,7 @@ class ConnectionOptions(ClusterOptions):
         default=None,
         metavar="NS",
         rule=DnsName(label=True),
-        help="The run's namespace (apply, run, status, wait, logs, delete: default the context's, else "
-        "default); a render writes it into documents that set none (without it, only --network "
-        "pod does, with default).",
+        help="The run's namespace. Default: the context's, else default; a render writes it into documents that set none.",
     )
 
 
@@ -134,7 +132,7 @@ class NodeOptions(OptionGroup):
         "--nodes-file",
         default=None,
         metavar="FILE",
-        help="Hosts from a file, one per line, or a saved `kubectl get nodes -o json|yaml`.",
+        help="Hosts from a file instead of a cluster. One per line, or a saved `kubectl get nodes -o json|yaml`.",
     )
     exc: str | None = option(
         "-E",
@@ -142,20 +140,19 @@ class NodeOptions(OptionGroup):
         default=None,
         bare="exc",
         metavar="[FILE]",
-        help="Exclude the hosts listed in FILE (one per line); given bare, FILE is ./exc.",
+        help="Exclude the hosts listed in FILE. One per line; given bare, FILE is ./exc.",
     )
     address: str = option(
         "--address",
         default="name",
         show_default=True,
         rule=OneOf(*ADDRESS_CHOICES),
-        help="What TF_CONFIG and <<host>> name: the node name, its InternalIP, or its hostname label.",
+        help="How the tasks name their nodes. The node name, its InternalIP, or its hostname label.",
     )
     explain: bool = option(
         "--explain",
         default=False,
-        help="Print to stderr, per node, whether it is eligible, why not, the task it gets, "
-        "and its free GPUs when the pods were read.",
+        help="Print each node's verdict to stderr. Eligible or why not, its task, its free GPUs when the pods were read.",
     )
 
 
@@ -173,15 +170,14 @@ class NodeChoiceOptions(OptionGroup):
         default=None,
         metavar="LABELS",
         rule=Selector(),
-        help="Only nodes with these labels, as kubectl -l: 'pool=gpu,zone in (a,b)'.",
+        help="Only nodes with these labels, as kubectl -l. For example 'pool=gpu,zone in (a,b)'.",
     )
     gpus: int = option(
         "--gpus",
         default=0,
         metavar="N",
         rule=at_least(0),
-        help="Only nodes with at least N free GPUs: allocatable less what their pods request "
-        "(from a saved NodeList, or with --no-usage: allocatable).",
+        help="Only nodes with N or more free GPUs. Allocatable less pods' requests (saved lists, --no-usage: allocatable).",
     )
     gpu_resource: str = option(
         "--gpu-resource",
@@ -189,12 +185,12 @@ class NodeChoiceOptions(OptionGroup):
         show_default=True,
         metavar="NAME",
         rule=Must("a resource name such as amd.com/gpu", lambda v: bool(v) and " " not in v),
-        help="The resource --gpus counts (amd.com/gpu, gpu.intel.com/i915, ...).",
+        help="The resource --gpus counts. For example amd.com/gpu or gpu.intel.com/i915.",
     )
     usage: bool = option(
         "--no-usage",
         default=True,
-        help="Do not read the cluster's pods: judge GPUs by allocatable alone, and host ports not at all.",
+        help="Do not read the cluster's pods. GPUs are then judged by allocatable alone, and host ports not at all.",
     )
 
 
@@ -206,8 +202,8 @@ class ValueOptions(OptionGroup):
         default=(),
         multiple=True,
         metavar="KEY=VALUE",
-        help="A template variable (repeatable; dotted keys nest, as in helm). A name the "
-        "template never reads is a usage error that offers the closest one it reads.",
+        help="A template variable (repeatable). Keys nest with dots, as in helm; a name the "
+        "template never reads is refused.",
     )
     value_files: tuple[str, ...] = option(
         "-f",
@@ -215,18 +211,19 @@ class ValueOptions(OptionGroup):
         default=(),
         multiple=True,
         metavar="FILE",
-        help="Template variables from a YAML mapping (repeatable; later files win, --set wins over all).",
+        help="Template variables from a YAML file. A mapping; repeatable: later files win, and --set wins over all.",
     )
 
 
-class NodesOptions(NodeChoiceOptions, ClusterOptions, ValueOptions):
-    """`simpletfjob nodes`: what the cluster has free, and which nodes a render could use."""
+class NodesOptions(NodeChoiceOptions, NodeOptions, ClusterOptions, ValueOptions):
+    """`simpletfjob nodes`: what the nodes have free, which a render could use (--nodes-file alone of NodeOptions)."""
 
     template: str | None = option(
         "--template",
         default=None,
         metavar="FILE",
-        help="Judge tolerations, host ports and what each role's task asks (the fit) as a render of this template (a file or a built-in) would.",
+        help="Judge the nodes for this template's run. Its tolerations, host ports and each role's "
+        "asks, as its render would.",
     )
     output: str = output_format(
         "table", "wide", "json", default="table", help="How to print the nodes."
@@ -243,7 +240,7 @@ class RenderOptions(OptionGroup):
         show_default=True,
         rule=OneOf(*FRAMEWORKS),
         header=True,
-        help="The run's framework: its roles, variables, default port and success policy.",
+        help="The run's framework. It gives the run's roles, variables, default port and success policy.",
     )
     num: int = option(
         "-N",
@@ -253,7 +250,7 @@ class RenderOptions(OptionGroup):
         rule=HOST_COUNT,
         header=True,
         shown="-N",  # as the original tool named it
-        help="Hosts to use in total; -1 means all eligible hosts.",
+        help="Hosts to use in total; -1: all eligible.",
     )
     port: int = option(
         "--port",
@@ -263,8 +260,8 @@ class RenderOptions(OptionGroup):
         format=str,
         metavar="PORT|auto",
         header=True,
-        help="Task 0's port (TF server, torchrun master, JAX coordinator); default 2222, 29500 or "
-        "1234 by --framework; auto: the lowest from there up that is free on every chosen node.",
+        help="Task 0's port, or auto. Default 2222, 29500 or 1234 by --framework; auto: the lowest "
+        "from there up that is free on every chosen node.",
     )
     tasks_per_host: int = option(
         "--tasks-per-host",
@@ -272,7 +269,7 @@ class RenderOptions(OptionGroup):
         show_default=True,
         rule=at_least(1),
         header=True,
-        help="Tasks on each selected host, on ports port, port+1, ...",
+        help="Tasks on each selected host. They take the ports port, port+1, ...",
     )
     network: str = option(
         "--network",
@@ -280,45 +277,48 @@ class RenderOptions(OptionGroup):
         show_default=True,
         rule=OneOf("host", "pod"),
         header=True,
-        help="host: TF_CONFIG names hosts. pod: one headless Service per task, named by its DNS name.",
+        help="How the tasks reach each other. host: TF_CONFIG names hosts. pod: one headless "
+        "Service per task, named by its DNS name.",
     )
     cluster_domain: str | None = option(
         "--cluster-domain",
         default=None,
         metavar="DOMAIN",
         rule=DnsName(),
-        help="With --network pod, use NAME.NAMESPACE.svc.DOMAIN (for example cluster.local).",
+        help="The cluster's DNS domain, for --network pod. Tasks are then named "
+        "NAME.NAMESPACE.svc.DOMAIN (for example cluster.local).",
     )
     output: str | None = option(
         "-o",
         "--output",
         default=None,
         metavar="FILE|-",
-        help="Where to write; default <template dir>/<template stem>_tfjob.yaml; '-' is stdout.",
+        help="Where to write; '-' is stdout. The default is <template dir>/<template stem>_tfjob.yaml.",
     )
     name: str | None = option(
         "--name",
         default=None,
         metavar="NAME",
         rule=LabelValue(),
-        help="The run's name: the simpletfjob/job label, and the value `name` of a template "
-        "that reads it, as the built-ins name their objects (default: the template's stem).",
+        help="The run's name (default: the template's stem). It is the simpletfjob/job label, and "
+        "the value `name` of a template that reads it, as the built-ins name their objects.",
     )
     labels: bool = option(
         "--no-labels",
         default=True,
-        help="Do not add the app.kubernetes.io/managed-by and simpletfjob/* labels.",
+        help="Do not add the run's labels. Those are app.kubernetes.io/managed-by and simpletfjob/*.",
     )
     validate: bool = option(
         "--validate",
         default=False,
-        help="Check every document against the Kubernetes schema before writing (offline).",
+        help="Check the documents against the schema. Every document, against the Kubernetes "
+        "schema, offline, before anything is written.",
     )
     kube_version: str | None = option(
         "--kube-version",
         default=None,
         metavar="VERSION",
-        help="Kubernetes version for --validate (implies it); default: the newest kubernetes-validate has.",
+        help="The Kubernetes version for --validate. It implies --validate; default: the newest kubernetes-validate has.",
     )
     # Filled in by the render command, not given on the command line:
     # the template's text when it has been read already (a built-in, or a file whose header
@@ -344,8 +344,8 @@ class PolicyOptions(OptionGroup):
         "--success-policy",
         default="worker0",
         rule=OneOf(*SUCCESS_POLICIES),
-        help="When the run has succeeded without a chief: once worker 0 has, or every worker "
-        "(default: worker0 for tensorflow, all-workers for pytorch and jax). "
+        help="When a run without a chief has succeeded. Once worker 0 has (worker0), or every "
+        "worker (all-workers); default: worker0 for tensorflow, all-workers for pytorch and jax. "
         "Recorded as the annotation simpletfjob/success-policy (not with --no-labels).",
     )
 
@@ -445,6 +445,6 @@ class InitOptions(OptionGroup):
         "--output",
         default=None,
         metavar="FILE|DIR|-",
-        help="Where to write; default ./NAME.yaml; a directory gets DIR/NAME.yaml; '-' is stdout.",
+        help="Where to write; '-' is stdout. The default is ./NAME.yaml; a directory gets DIR/NAME.yaml.",
     )
     force: bool = option("--force", default=False, help="Overwrite FILE if it exists.")

@@ -62,10 +62,10 @@ class RestartOptions(OptionGroup):
         show_default=True,
         rule=OneOf(*RESTART_ON),
         header=True,
-        help="Which failures --max-restarts restarts: failure, every failure but a deadline "
-        "(a program error: exit 1-127; a disruption: a node lost or NotReady, a pod evicted, "
-        "refused or deleted, a container killed by a signal, exit 128 or more, OOMKilled "
-        "included); disruption, only disruptions: a program error ends the run at once.",
+        help="Which failures --max-restarts restarts. failure: every failure but a deadline (a "
+        "program error: exit 1-127; a disruption: a node lost or NotReady, a pod evicted, refused "
+        "or deleted, a container killed by a signal, exit 128 or more, OOMKilled included); "
+        "disruption: only disruptions, so that a program error ends the run at once.",
     )
     restart_exit_codes: frozenset[int] = option(
         "--restart-exit-codes",
@@ -75,6 +75,6 @@ class RestartOptions(OptionGroup):
         format=format_exit_codes,
         metavar="CODES",
         header=True,
-        help="Exit codes that count as disruptions, as 3,42 or 3-5 (a program that exits 3 "
-        "to be restarted from its checkpoint).",
+        help="Exit codes that count as disruptions. As 3,42 or 3-5 (a program that exits 3 to be "
+        "restarted from its checkpoint).",
     )

@@ -32,17 +32,6 @@ from simpletfjob.options.table import (
 )
 
 
-class DryRun(OneOf):
-    """kubectl's --dry-run words; only the server can judge a run against the one it holds."""
-
-    def __call__(self, value: Any) -> str | None:
-        if value == "client":
-            return (
-                "must be none or server, not 'client'; to see the documents, use simpletfjob render"
-            )
-        return super().__call__(value)
-
-
 class ApplyOptions(Options, LimitOptions):
     """`simpletfjob apply TEMPLATE`: a render's options, and how to apply the run."""
 
@@ -51,25 +40,26 @@ class ApplyOptions(Options, LimitOptions):
     replace_run: bool = option(
         "--replace",
         default=False,
-        help="Delete the run if it exists (propagation Foreground), wait until its Jobs and "
-        "Services are gone, then apply: how to change a run's pod templates, or run it again. "
-        "Nothing is deleted unless the server's dry run accepts every delete and every new "
-        "object first.",
+        help="Delete the run first if it exists. Propagation Foreground, and wait until its Jobs "
+        "and Services are gone, then apply: how to change a run's pod templates, or run it again. "
+        "Nothing is deleted unless the server's dry run accepts every delete and every new object "
+        "first.",
     )
     force_conflicts: bool = option(
         "--force-conflicts",
         default=False,
-        help="Take over fields that another field manager owns (server-side apply force), "
-        "as kubectl apply --server-side --force-conflicts does.",
+        help="Take over fields another manager owns. Server-side apply's force, as kubectl apply "
+        "--server-side --force-conflicts does.",
     )
     dry_run: str = option(
         "--dry-run",
         default="none",
-        metavar="[none|server]",
-        rule=DryRun("none", "server"),
-        help="server: the server judges every object, and nothing is changed.",
+        rule=OneOf("none", "server", "client"),
+        help="A dry run, that changes nothing. server: the server judges every object, and nothing "
+        "is changed; client: print the objects apply would send, and send nothing (only reads "
+        "reach the server).",
     )
-    timeout: float = timeout(300.0, "How long --replace waits for the old run to go.")
+    timeout: float = timeout(300.0, "How long --replace waits for the old run.")
 
 
 def labels_on(options: Options) -> None:
@@ -118,8 +108,8 @@ class DeleteOptions(ConnectionOptions):
     ignore_not_found: bool = option(
         "--ignore-not-found",
         default=False,
-        help="A run that does not exist is no error: exit 0 and print nothing, as kubectl "
-        "delete --ignore-not-found does (for a cleanup step that may find nothing to do).",
+        help="A run that is not there is no error. Exit 0 and print nothing, as kubectl delete "
+        "--ignore-not-found does (for a cleanup step that may find nothing to do).",
     )
 
 
@@ -135,8 +125,8 @@ def failure_tail() -> Any:
         show_default=True,
         metavar="N",
         rule=Must("0 or more", lambda value: value >= 0),
-        help="When the run has failed, show the failing task's last N log lines on stderr, "
-        "with the Warning events of its Job and pods; 0 shows no lines.",
+        help="Log lines to show of the failing task. When the run has failed, its last N log "
+        "lines on stderr, with the Warning events of its Job and pods; 0 shows no lines.",
     )
 
 
@@ -150,23 +140,22 @@ class StatusOptions(ConnectionOptions):
         "yaml",
         "name",
         default="table",
-        help="How to print: a table, JSON or YAML; name: one job.batch/NAME line per Job of "
-        "the run (of every run, without RUN), as kubectl get -o name prints them.",
+        help="How to print. A table, JSON or YAML; name: one job.batch/NAME line per Job of the "
+        "run (of every run, without RUN), as kubectl get -o name prints them.",
     )
     watch: bool = option(
         "-w",
         "--watch",
         default=False,
-        help="After the table, print a task's row again whenever it changes, as kubectl get "
-        "-w does, until the run ends; exit as wait does (0 succeeded, 1 failed). Needs RUN.",
+        help="Follow the run until it ends. After the table, print a task's row again whenever it "
+        "changes, as kubectl get -w does; exit as wait does (0 succeeded, 1 failed). Needs RUN.",
     )
     tail_on_failure: int = failure_tail()
     all_namespaces: bool = option(
         "-A",
         "--all-namespaces",
         default=False,
-        help="Every run in every namespace, with a NAMESPACE column first, as kubectl get -A "
-        "lists them. Not with RUN.",
+        help="Every run in every namespace. With a NAMESPACE column first, as kubectl get -A lists them. Not with RUN.",
     )
 
     def check(self) -> None:
@@ -188,15 +177,15 @@ class WaitOptions(ConnectionOptions):
 
     run: str = argument()
     timeout: float | None = timeout(
-        None, "Give up after this long (30s, 5m, 1h), exit 3 and leave the run as it is."
+        None, "Give up after this long (30s, 5m, 1h). Exit 3 and leave the run as it is."
     )
     cleanup: str = option(
         "--cleanup",
         default="running",
         show_default=True,
         rule=OneOf(*CLEANUP_CHOICES),
-        help="When the run ends: delete the Jobs and Services of the tasks still not finished "
-        "(running), the whole run (all), or nothing (none).",
+        help="What to delete when the run ends. The Jobs and Services of the tasks still not "
+        "finished (running), the whole run (all), or nothing (none).",
     )
     tail_on_failure: int = failure_tail()
 
@@ -213,13 +202,13 @@ class LogsOptions(ConnectionOptions):
         default=(),
         multiple=True,
         metavar="ROLE",
-        help="Only the tasks of this role (chief, ps, worker, evaluator); may be repeated.",
+        help="Only the tasks of this role (repeatable). Chief, ps, worker or evaluator, as the run's framework has them.",
     )
     follow: bool = option(
         "-f",
         "--follow",
         default=False,
-        help="Stream every task's log, pods made later included, until the run ends; exit "
+        help="Follow the logs until the run ends. Every task's log, pods made later included; exit "
         "as wait does (0 succeeded, 1 failed).",
     )
     tail: int | None = option(
@@ -227,8 +216,7 @@ class LogsOptions(ConnectionOptions):
         default=None,
         type=int,
         rule=Must("-1 or more", lambda value: value >= -1),
-        help="Lines from the end of each log: all for one task, 10 per task for several; "
-        "-1 for all.",
+        help="Lines from the end of each log. All for one task, 10 per task for several; -1 for all.",
     )
     since: float | None = option(
         "--since",
@@ -246,14 +234,14 @@ class LogsOptions(ConnectionOptions):
         "-p",
         "--previous",
         default=False,
-        help="Each pod's last terminated container: the crash of a task that keeps restarting.",
+        help="Each pod's last terminated container. The crash of a task that keeps restarting.",
     )
     container: str | None = option(
         "-c",
         "--container",
         default=None,
         metavar="NAME",
-        help="This container (default: the one that carries TF_CONFIG or the framework's env, else the first).",
+        help="This container. The default is the one that carries TF_CONFIG or the framework's env, else the first.",
     )
     all_containers: bool = option(
         "--all-containers", default=False, help="Every container of each pod."
@@ -263,14 +251,14 @@ class LogsOptions(ConnectionOptions):
         default=None,
         type=bool,
         negatable=True,
-        help="Prefix each line with its task (default: when more than one task is shown).",
+        help="Prefix each line with its task. The default: when more than one task is shown.",
     )
     color: str = option(
         "--color",
         default="auto",
         show_default=True,
         rule=OneOf("auto", "always", "never"),
-        help="Colour each task's prefix: auto when stdout is a terminal.",
+        help="Colour each task's prefix. With auto, when stdout is a terminal.",
     )
 
     def check(self) -> None:
@@ -290,10 +278,11 @@ class RunOptions(Options, LimitOptions, RestartOptions):
         show_default=True,
         metavar="N",
         rule=between(0, MOST_RESTARTS),  # status reads a larger count back as wrong
-        help="Restart the whole run (delete it, plan again against the cluster as it is, "
-        "apply) up to N times (at most 1000) when a task's Job fails, a node refuses a task's pod, or a "
-        "task's node is NotReady or gone for longer than --node-grace, as --restart-on says; "
-        "a task the training does not depend on (a TensorFlow evaluator) is restarted alone.",
+        help="Restart the run whole up to N times. Delete it, plan it again against the cluster as "
+        "it is, and apply it (at most 1000 times), when a task's Job fails, a node refuses a "
+        "task's pod, or a task's node is NotReady or gone for longer than --node-grace, as "
+        "--restart-on says; a task the training does not depend on (a TensorFlow evaluator) is "
+        "restarted alone.",
     )
     node_grace: float = option(
         "--node-grace",
@@ -303,7 +292,7 @@ class RunOptions(Options, LimitOptions, RestartOptions):
         format=format_duration,
         metavar="DURATION",
         show_default=True,
-        help="How long a task's node may be NotReady or gone before the run counts as failed.",
+        help="How long a task's node may be away. NotReady or gone for longer, it fails the run.",
     )
     logs: str = option(
         "--logs",
@@ -315,42 +304,41 @@ class RunOptions(Options, LimitOptions, RestartOptions):
                 bool(re.fullmatch(r"all|none|[a-z]+-\d+(,[a-z]+-\d+)*", value)) or value == ""
             ),
         ),
-        help="Whose logs to stream to stdout, prefixed by task (default: the task that "
-        "decides success, the chief or worker 0).",
+        help="Whose logs to stream to stdout. Prefixed by task; the default is the task that "
+        "decides success (the chief, or worker 0).",
     )
     on_interrupt: str = option(
         "--on-interrupt",
         default="leave",
         show_default=True,
         rule=OneOf("leave", "delete"),
-        help="On SIGINT, SIGTERM or SIGHUP: leave the run as it is (and say what that is, "
-        "and how to go on), or delete it, once the writes in flight are answered (once the "
-        "run has ended, only what --cleanup deletes).",
+        help="What an interrupt does to the run. On SIGINT, SIGTERM or SIGHUP: leave the run as it "
+        "is (and say what that is, and how to go on), or delete it, once the writes in flight are "
+        "answered (once the run has ended, only what --cleanup deletes).",
     )
     cleanup: str = option(
         "--cleanup",
         default="running",
         show_default=True,
         rule=OneOf(*CLEANUP_CHOICES),
-        help="When the run ends, as wait does: delete the Jobs and Services of the tasks "
-        "still not finished (running), the whole run (all), or nothing (none).",
+        help="What to delete at the end, as wait does. The Jobs and Services of the tasks still "
+        "not finished (running), the whole run (all), or nothing (none).",
     )
     replace_run: bool = option(
         "--replace",
         default=False,
-        help="Delete the run if it exists (propagation Foreground) and wait until it is "
-        "gone before the first apply, as apply --replace does.",
+        help="Delete the run first if it exists. As apply --replace does: propagation Foreground, "
+        "and wait until it is gone before the first apply.",
     )
     force_conflicts: bool = option(
         "--force-conflicts",
         default=False,
-        help="Take over fields that another field manager owns, as apply does.",
+        help="Take over fields another manager owns. As apply --force-conflicts does.",
     )
     tail_on_failure: int = failure_tail()
     timeout: float | None = timeout(
         None,
-        "Give up after this long (30s, 5m, 1h), restarts included: exit 3 and leave the run "
-        "as it is.",
+        "Give up after this long, restarts included. As 30s, 5m, 1h: exit 3 and leave the run as it is.",
     )
 
 

@@ -26,13 +26,14 @@ from simpletfjob.errors import UsageError
 from simpletfjob.frameworks import framework
 from simpletfjob.hosts.cluster import Cluster
 from simpletfjob.hosts.fit import Ask, ordered
-from simpletfjob.hosts.selection import Rules, Verdict, judge_nodes
+from simpletfjob.hosts.nodes import Node, nodes_from_file
+from simpletfjob.hosts.selection import Rules, Verdict, judge_nodes, parse_selector
 from simpletfjob.hosts.usage import NOBODY, Tally
 from simpletfjob.kube.connection import Settings
 from simpletfjob.kube.request import ApiError
 from simpletfjob.manifest.render import RoleNeeds, compile_template
 from simpletfjob.options.render import NodesOptions, Options
-from simpletfjob.plan.eligibility import Asked, role_needs_of, rules_for
+from simpletfjob.plan.eligibility import Asked, check_node_options, role_needs_of, rules_for
 from simpletfjob.plan.fit import role_asks
 from simpletfjob.template.catalog import prepare_options
 from simpletfjob.template.values import parse_set
@@ -56,17 +57,36 @@ def survey(options: NodesOptions, warn: Callable[[str], None]) -> Survey:
         needs = role_needs_of(render, fw, compiled)
         asks = role_asks(needs, compiled.filename)
     others = tuple(ordered(r for ask in asks.values() for r, _ in ask))
-    settings = Settings(kubeconfig=options.kubeconfig, context=options.context)
-    with Cluster(settings, warn, alternative="") as cluster:
-        nodes = cluster.nodes(options.selector, options.gpu_resource)
-        tally = read_tally(options, cluster, warn, others) if options.usage else None
+    tally: Tally | None = None
+    if options.nodes_file is not None:
+        nodes = saved_nodes(options, render)
+    else:
+        settings = Settings(kubeconfig=options.kubeconfig, context=options.context)
+        with Cluster(settings, warn, alternative="") as cluster:
+            nodes = cluster.nodes(options.selector, options.gpu_resource)
+            tally = read_tally(options, cluster, warn, others) if options.usage else None
     if render is None:
-        rules = Rules(min_gpus=options.gpus)
+        # The server applies the selector to a live list; a saved list is filtered here.
+        saved = options.nodes_file is not None
+        selector = parse_selector(options.selector) if saved and options.selector else ()
+        rules = Rules(min_gpus=options.gpus, selector=selector)
     else:
         check_ports = tally is not None
         rules = rules_for(Asked.of(render), needs, nodes, check_ports, asks)
     usage = None if tally is None else tally.node
     return Survey(judge_nodes(nodes, {}, rules, usage), tally is not None)
+
+
+def saved_nodes(options: NodesOptions, render: Options | None) -> list[Node]:
+    """The nodes of --nodes-file, read as a render reads them: a saved NodeList (no pods, so
+    GPUs are judged by allocatable) or a host list (names only)."""
+    assert options.nodes_file is not None
+    if options.kubeconfig is not None or options.context is not None:
+        flag = "--kubeconfig" if options.kubeconfig is not None else "--context"
+        raise UsageError(f"{flag} reads nodes from a cluster; it cannot go with --nodes-file")
+    nodes = nodes_from_file(options.nodes_file, options.gpu_resource)
+    check_node_options(render or plain_render_options(options), nodes)
+    return nodes
 
 
 def render_options(options: NodesOptions) -> Options | None:
@@ -76,10 +96,17 @@ def render_options(options: NodesOptions) -> Options | None:
             flag = "--set" if options.set_values else "-f/--values"
             raise UsageError(f"{flag} gives a template's variables: it needs --template FILE")
         return None
-    given = Options(
-        template=options.template,
-        set_values=options.set_values,
-        value_files=options.value_files,
+    given = plain_render_options(options).replace(
+        set_values=options.set_values, value_files=options.value_files
+    )
+    sets = [parse_set(item) for item in options.set_values]
+    return prepare_options(given, frozenset({"output"}), sets)
+
+
+def plain_render_options(options: NodesOptions) -> Options:
+    """A render's options that read the nodes as `nodes` reads them (its template aside)."""
+    return Options(
+        template=options.template or "",
         kubeconfig=options.kubeconfig,
         context=options.context,
         selector=options.selector,
@@ -87,10 +114,9 @@ def render_options(options: NodesOptions) -> Options | None:
         gpu_resource=options.gpu_resource,
         usage=options.usage,
         nodes=None,
+        nodes_file=options.nodes_file,
         output="-",
     )
-    sets = [parse_set(item) for item in options.set_values]
-    return prepare_options(given, frozenset({"output"}), sets)
 
 
 def read_tally(

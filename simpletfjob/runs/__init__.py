@@ -13,6 +13,7 @@ status.py      `status RUN` and `status -w`: one run read now, or followed until
 manifests.py   what apply sends: the documents as manifests, checked before any request
 planned.py     what runs/ reads of a plan (its Protocols), declared once for apply.py and run.py
 apply.py       applying a run: connect, plan, server-side apply once the server has judged every object
+preview.py     `apply --dry-run=client`: the objects apply would send, and what it would do with each; none sent
 judge.py       the server's dry runs (of each object, or of one of each shape), and how each differs
 shapes.py      which objects a dry run of one judges: one shape, each value checked by its rule
 replace.py     what `apply --replace` checks before it deletes anything

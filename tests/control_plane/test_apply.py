@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import assert_one_line_error, tf_config_of, write
+from tests.conftest import assert_one_line_error, load_all, tf_config_of, write
 from tests.support.client import ApiFailure
 from tests.support.cluster import Cluster, LoopbackCluster, wait_for
 from tests.support.kubeapi import KubeAPI, make_node, write_kubeconfig
@@ -231,6 +231,72 @@ def test_a_server_dry_run_creates_nothing(cluster: Cluster, run_in: Any) -> None
     assert jobs(cluster, ns) == {}
 
 
+def test_a_client_dry_run_prints_what_apply_would_send_and_writes_nothing(
+    cluster: Cluster, run_in: Any
+) -> None:
+    """As kubectl's: the objects on stdout, a line for each with (dry run), no request that
+    writes: a user who may only read does it, and the server holds nothing after it."""
+    ns = cluster.create_namespace()
+    for resources, group in ((["jobs"], "batch"), (["services"], "")):
+        cluster.grant("carol", ["get", "list"], resources, namespace=ns, api_group=group)
+    carol = run_in(ns, "carol")
+    dry = carol("--dry-run=client", "--network", "pod", "--deadline", "1h", hosts="h1,h2")
+    assert dry.code == 0, dry.err
+    assert lines(dry) == [
+        "service/mnist-ps-0 created (dry run)",
+        "service/mnist-worker-0 created (dry run)",
+        "job.batch/mnist-ps-0 created (dry run)",
+        "job.batch/mnist-worker-0 created (dry run)",
+        f"simpletfjob: would apply 2 tasks to run mnist in namespace {ns}: 1 ps (h1), "
+        "1 worker (h2) (4 created; client dry run, nothing sent)",
+    ]
+    assert jobs(cluster, ns) == {} and services(cluster, ns) == {}
+    shown = load_all(dry.out)
+    assert [(d["kind"], d["metadata"]["name"]) for d in shown] == [
+        ("Service", "mnist-ps-0"), ("Service", "mnist-worker-0"),
+        ("Job", "mnist-ps-0"), ("Job", "mnist-worker-0"),
+    ]  # fmt: skip
+    # What the real apply then sends is what was shown: the server holds every field of it.
+    applied = run_in(ns)("--network", "pod", "--deadline", "1h", hosts="h1,h2")
+    assert applied.code == 0, applied.err
+    stored = {("Job", n): o for n, o in jobs(cluster, ns).items()}
+    stored.update({("Service", n): o for n, o in services(cluster, ns).items()})
+    for doc in shown:
+        held = stored[doc["kind"], doc["metadata"]["name"]]
+        assert doc["metadata"]["namespace"] == ns
+        assert doc["metadata"]["labels"].items() <= held["metadata"]["labels"].items()
+        if doc["kind"] == "Job":
+            assert doc["spec"]["activeDeadlineSeconds"] == 3600
+            assert held["spec"]["activeDeadlineSeconds"] == 3600
+            assert tf_config_of(doc) == tf_config_of(held)
+    # The same run again: each object as the server holds it already is unchanged.
+    again = carol("--dry-run=client", "--network", "pod", "--deadline", "1h", hosts="h1,h2")
+    assert again.code == 0, again.err
+    assert lines(again)[0] == "service/mnist-ps-0 unchanged (dry run)"
+    assert lines(again)[-1].endswith("(4 unchanged; client dry run, nothing sent)")
+    # Another image: the Jobs would be configured (the server's dry run says whether it may).
+    other = carol(
+        "--dry-run=client", "--network", "pod", "--deadline", "1h", hosts="h1,h2", image="other"
+    )
+    assert lines(other)[2:4] == [
+        "job.batch/mnist-ps-0 configured (dry run)",
+        "job.batch/mnist-worker-0 configured (dry run)",
+    ]
+    # --replace: what it would delete, then what it would create.
+    replaced = carol("--dry-run=client", "--replace", "--psn", "0", hosts="h1")
+    assert replaced.code == 0, replaced.err
+    assert lines(replaced) == [
+        "job.batch/mnist-ps-0 deleted (dry run)",
+        "job.batch/mnist-worker-0 deleted (dry run)",
+        "service/mnist-ps-0 deleted (dry run)",
+        "service/mnist-worker-0 deleted (dry run)",
+        "job.batch/mnist-worker-0 created (dry run)",
+        f"simpletfjob: would apply 1 task to run mnist in namespace {ns}: 1 worker (h1) "
+        "(4 deleted, 1 created; client dry run, nothing sent)",
+    ]
+    assert sorted(jobs(cluster, ns)) == ["mnist-ps-0", "mnist-worker-0"]
+
+
 def test_services_go_first_and_a_document_for_another_namespace_is_a_usage_error(
     cluster: Cluster, run_in: Any
 ) -> None:
@@ -305,7 +371,6 @@ def test_no_labels_and_replace_with_a_dry_run_are_usage_errors(
     assert_one_line_error(
         apply("--replace", "--dry-run=server"), 2, contains=("--replace cannot go with --dry-run",)
     )
-    assert_one_line_error(apply("--dry-run=client"), 2, contains=("simpletfjob render",))
     assert_one_line_error(apply("-o", "x.yaml"), 2, contains=("No such option '-o'",))
     assert jobs(cluster, ns) == {}
 

@@ -193,3 +193,78 @@ def test_variables_without_a_template_are_a_usage_error(
     refused = cli("nodes", "--kubeconfig", "kubeconfig", *given, cwd=work)
     assert_one_line_error(refused, 2, contains=["a template's variables: it needs --template FILE"])
     assert kubeapi.requests_for("nodes") == []  # refused before the cluster is asked
+
+
+# -- a saved list: --nodes-file, as a render takes it ---------------------------------------------
+
+
+def saved_list(kubeapi: KubeAPI, path: Path, form: str) -> Path:
+    """The loopback cluster's nodes as `kubectl get nodes -o json|yaml` saves them."""
+    import yaml
+
+    document = {"apiVersion": "v1", "kind": "List", "items": kubeapi.nodes}
+    path.write_text(json.dumps(document) if form == "json" else yaml.safe_dump(document))
+    return path
+
+
+@pytest.mark.parametrize("form", ["json", "yaml"])
+def test_a_saved_node_list_is_judged_as_the_cluster_it_came_from(
+    cli: Any, kubeapi: KubeAPI, work: Path, form: str
+) -> None:
+    """A saved list has no pods: what it shows is the cluster's own view with --no-usage."""
+    saved = saved_list(kubeapi, work / f"nodes.{form}", form)
+    live = nodes(cli, work, "-o", "json", "--no-usage", "--gpus", "4", "-l", "pool=gpu")
+    asked = len(kubeapi.requests)
+    result = cli(
+        "nodes", "--nodes-file", saved.name, "-o", "json", "--gpus", "4", "-l", "pool=gpu", cwd=work
+    )
+    assert result.code == 0, result.err
+    assert len(kubeapi.requests) == asked  # read from the file, not the cluster
+    # The same verdicts as the cluster's; the nodes -l leaves out stay, saying why (as
+    # render --explain says it of a saved list, which the server did not filter).
+    found, shown = by_name(result), by_name(live)
+    assert {name: found[name] for name in shown} == shown
+    assert list(shown) == ["full", "half", "ported", "tainted"]
+    assert found["cpu"]["reasons"] == ["labels do not match --selector", "0 GPUs < 4"]
+    assert found["cordoned"]["reasons"] == ["cordoned", "labels do not match --selector"]
+    assert found["tainted"]["reasons"] == ["taint nvidia.com/gpu=present:NoSchedule"]
+    assert live.err == "4 nodes: 2 eligible, 16 GPUs allocatable (pods not read)\n"
+    assert result.err == "6 nodes: 2 eligible, 16 GPUs allocatable (pods not read)\n"
+    # --template judges it as a render from the same file would
+    judged = cli(
+        "nodes", "--nodes-file", saved.name, "-o", "json", "--template", "tolerating.yaml", cwd=work
+    )
+    assert by_name(judged)["tainted"]["eligible"] is True
+    render = cli("tolerating.yaml", "--nodes-file", saved.name, "-o", "-", cwd=work)
+    assert render.code == 0, render.err
+    used = {d["spec"]["template"]["spec"]["nodeName"] for d in render.docs}
+    assert used == {name for name, n in by_name(judged).items() if n["eligible"]}
+
+
+def test_a_host_list_file_is_taken_as_a_render_takes_it(cli: Any, tmp_path: Path) -> None:
+    write(tmp_path / "hosts", "# two hosts\nh2\nh1\n")
+    result = cli("nodes", "--nodes-file", "hosts", cwd=tmp_path)
+    assert result.code == 0, result.err
+    rows = [line.split() for line in result.out.splitlines()]
+    assert rows == [
+        ["NAME", "ELIGIBLE", "REASON", "GPU(FREE/ALLOC)", "PODS"],
+        ["h2", "yes", "-", "0/0", "-"],  # the file's order, as a render keeps it
+        ["h1", "yes", "-", "0/0", "-"],
+    ]
+    refused = cli("nodes", "--nodes-file", "hosts", "--gpus", "1", cwd=tmp_path)
+    assert_one_line_error(
+        refused,
+        2,
+        contains=["--gpus needs node objects, but nodes file 'hosts' gives only host names"],
+    )
+
+
+def test_a_nodes_file_and_a_cluster_are_one_or_the_other(
+    cli: Any, kubeapi: KubeAPI, work: Path
+) -> None:
+    write(work / "hosts", "h1\n")
+    refused = cli("nodes", "--nodes-file", "hosts", "--kubeconfig", "kubeconfig", cwd=work)
+    assert_one_line_error(refused, 2, contains=["--kubeconfig reads nodes from a cluster"])
+    missing = cli("nodes", "--nodes-file", "nope.json", cwd=work)
+    assert_one_line_error(missing, 1, contains=["nope.json"])
+    assert kubeapi.requests_for("nodes") == []

@@ -14,7 +14,8 @@ controller behave as on a cluster:
 - **Pods.** Every pod bound to one of its nodes (`spec.nodeName`) runs as a process group:
   the first container's `command` and `args`, with the pod's `env` values (plain values,
   and `fieldRef`s to the pod's name, namespace, node and IP), on the host's network. A
-  command named `python` runs the test's interpreter. The status is what a kubelet reports:
+  command named `python` runs the test's interpreter (or the one given as `python`; its
+  directory leads PATH, for torchrun). The status is what a kubelet reports:
   the phase, and `containerStatuses` with `running`, `waiting` or `terminated` (exit code and
   reason), `restartCount` and `lastState`. Other containers are reported as running and run
   nothing. With `restartPolicy: OnFailure` a container that fails is started again in place
@@ -208,8 +209,10 @@ class Kubelet:
         *,
         sync: float = 0.2,
         heartbeat: float = 2.0,
+        python: str | None = None,
     ) -> None:
         self.cluster = cluster
+        self.python = python or sys.executable  # what a container's `python` runs
         self.admin: Client = cluster.admin
         self.nodes = {node.name: node for node in nodes}
         self.workdir = workdir
@@ -432,14 +435,14 @@ class Kubelet:
         node = self.nodes[run.node]
         env = {
             **os.environ,
-            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+            "PATH": f"{Path(self.python).parent}{os.pathsep}{os.environ.get('PATH', '')}",
             "HOSTNAME": run.name,
             "PYTHONUNBUFFERED": "1",
         }
         env.update(self._env(run, container, node))
         mark = env[CONTAINER_MARK] = f"{run.uid}.{len(run.instances)}"
         if argv and argv[0] == "python":
-            argv[0] = sys.executable
+            argv[0] = self.python
         started = now()
         try:
             process = subprocess.Popen(

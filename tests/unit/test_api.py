@@ -146,6 +146,17 @@ def test_an_unknown_keyword_or_a_wrong_type_is_a_usage_error() -> None:
         simpletfjob.render(MNIST / "mnist.yaml", nodes="a", port="x")
 
 
+def test_apply_sends_nothing_with_a_client_dry_run_and_says_to_render_instead(
+    tmp_path: Path,
+) -> None:
+    """The command line prints what a client dry run would send; the API's render() returns it."""
+    client = simpletfjob.Client(kubeconfig=str(tmp_path / "no-kubeconfig"))
+    with pytest.raises(
+        simpletfjob.UsageError, match=r"dry_run='client'\) sends nothing.*render\(\)"
+    ):
+        client.apply(MNIST / "mnist.yaml", nodes="a,b", dry_run="client")
+
+
 def test_render_errors_are_the_cli_families(tmp_path: Path) -> None:
     with pytest.raises(simpletfjob.InputError):
         simpletfjob.render(tmp_path / "missing.yaml", nodes="a")

@@ -101,8 +101,8 @@ def test_custom_port(cli: Any, workdir: Path) -> None:
 
 
 def test_help_and_version(cli: Any) -> None:
-    assert "--nodes-file" in cli("--help").out
-    assert "--psf" in cli("-h").out
+    assert "--nodes-file" in cli("render", "--help").out
+    assert "--psf" in cli("mnist.yaml", "-h").out  # a template's help is the render's
     from simpletfjob import __version__
 
     assert __version__ in cli("--version").out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -47,20 +48,62 @@ def test_a_template_named_like_a_command_renders_as_dot_slash_name(
     assert cli(name, "--help", cwd=tmp_path).out.startswith(f"Usage: simpletfjob {name} ")
 
 
-def test_help_lists_the_commands_and_the_render_options(cli: Any) -> None:
-    for flag in ("--help", "-h"):
-        result = cli(flag)
-        assert result.code == 0 and result.err == ""
+COMMANDS = [
+    "render",
+    "templates",
+    "init",
+    "nodes",
+    "apply",
+    "run",
+    "status",
+    "wait",
+    "logs",
+    "delete",
+]
+
+
+def test_help_is_a_short_overview_of_the_commands(
+    cli: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As kubectl's and helm's: the commands, one line each, and how to see one's options."""
+    monkeypatch.setenv("COLUMNS", "80")  # a common terminal
+    for args in ((), ("--help",), ("-h",)):
+        result = cli(*args)
+        assert (result.code, result.err) == (0, ""), args
         lines = result.out.splitlines()
+        assert len(lines) <= 40, len(lines)
         assert lines[:2] == [
             "Usage: simpletfjob [render] [OPTIONS] [TEMPLATE]",
             "       simpletfjob COMMAND [ARGS]...",
         ]
-        commands = lines[lines.index("Commands:") + 1 : lines.index("Commands:") + 4]
-        assert [line.split()[0] for line in commands] == ["render", "templates", "init"]
-        for option in ("--nodes-file", "--psn", "-n, --namespace", "--version", "-h, --help"):
+        listed = lines[lines.index("Commands:") + 1 : lines.index("Commands:") + 1 + len(COMMANDS)]
+        assert [line.split()[0] for line in listed] == COMMANDS
+        for line in listed:  # one line each, whole (click cuts a long one with '...')
+            assert len(line) <= 80 and not line.endswith("..."), line
+        assert "simpletfjob COMMAND --help" in result.out
+        for option in ("--version", "-h, --help"):
             assert option in result.out
-        assert "TensorFlow options:" in result.out and "Cluster options:" in result.out
+        # the render's options are render --help's, not the overview's
+        assert "--psn" not in result.out and "--nodes-file" not in result.out
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_each_commands_help_groups_its_options_within_100_lines(
+    cli: Any, monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    result = cli(command, "--help")
+    assert (result.code, result.err) == (0, "")
+    lines = result.out.splitlines()
+    assert len(lines) <= 100, len(lines)
+    assert all(len(line) <= 80 for line in lines)
+    headings = [line for line in lines if re.fullmatch(r"[A-Z][\w ]*options:|Options:", line)]
+    options = sum(1 for line in lines if re.match(r"^  -", line))
+    if options > 12:  # a command of many options shows them under headings
+        assert len(headings) >= 3, headings
+    assert "-h, --help" in result.out
+    # the details are on the command's page
+    assert f"docs/commands/{command}.md" in result.out
 
 
 @pytest.mark.parametrize(

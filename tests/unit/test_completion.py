@@ -80,6 +80,30 @@ def test_a_template_is_a_built_in_or_a_file(
     ]
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        "simpletfjob mnist.yaml -f ",
+        "simpletfjob render mnist.yaml --values va",
+        "simpletfjob apply mnist.yaml --nodes-file ho",
+        "simpletfjob nodes --nodes-file ",
+        "simpletfjob nodes --template t.yaml -f ",
+        "simpletfjob status --kubeconfig ~/.kube/",
+        "simpletfjob --kubeconfig ",
+        "simpletfjob mnist.yaml --psf ",
+        "simpletfjob mnist.yaml -E ",
+        "simpletfjob mnist.yaml -o ",
+        "simpletfjob init tf1-flags -o ",
+    ],
+)
+def test_a_file_option_offers_the_shells_file_names(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], line: str
+) -> None:
+    """As kubectl's -f: the shell completes file names (bash's `compgen -f` for a `file` item)."""
+    typed = "" if line.endswith(" ") else line.split()[-1]
+    assert complete(monkeypatch, capsys, line) == [("file", typed)]
+
+
 def test_no_cluster_offers_no_run_and_says_nothing(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -199,6 +223,11 @@ def test_kubectl_plugin_completion_prints_candidates_then_a_cobra_directive(
     ]
     assert kubectl_complete(capsys, "status", "-o", "") == ["table", "json", "yaml", "name", ":4"]
     assert kubectl_complete(capsys, "tf2-multiworker", "--set", "gp") == ["gpus=", ":6"]
+    # a file goes after -f, --values, --nodes-file, --kubeconfig: the shell's file names (:0)
+    assert kubectl_complete(capsys, "tf2-multiworker", "-f", "") == [":0"]
+    assert kubectl_complete(capsys, "apply", "mnist.yaml", "--values", "v") == [":0"]
+    assert kubectl_complete(capsys, "nodes", "--nodes-file", "") == [":0"]
+    assert kubectl_complete(capsys, "status", "--kubeconfig", "") == [":0"]
     monkeypatch.setenv("KUBECONFIG", "/nonexistent/kubeconfig")
     assert kubectl_complete(capsys, "status", "") == [":4"]
     assert kubectl_complete(capsys) == kubectl_complete(capsys, "")

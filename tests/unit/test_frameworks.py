@@ -9,7 +9,7 @@ import pytest
 
 from simpletfjob.runs.logsources import framework_container
 from simpletfjob.runs.objects import named_tasks
-from tests.conftest import assert_one_line_error, write
+from tests.conftest import assert_one_line_error, needs_extra, write
 from tests.support.templates import FRAMEWORK_ENV as JOB
 
 HEADER = "# simpletfjob:\n#   options:\n#     framework: {}\n"
@@ -260,6 +260,7 @@ def test_the_env_placeholder_must_stand_alone_on_its_line(cli: Any, tmp_path: Pa
     assert_one_line_error(result, 1, r"t\.yaml:22: <<TORCH_ENV>> must stand alone on its line")
 
 
+@needs_extra("validate")
 def test_the_env_entries_take_the_placeholders_indentation(cli: Any, tmp_path: Path) -> None:
     body = (
         "kind: Job\napiVersion: batch/v1\nmetadata:\n  name: t-<<index>>\nspec:\n  template:\n"
@@ -311,6 +312,7 @@ def test_a_runs_tasks_are_read_from_its_jobs_env_whatever_its_framework(
     assert named_tasks([job_with_env({"PET_NNODES": "two"}), {}]) == []
 
 
+@needs_extra("validate")
 @pytest.mark.parametrize(
     ("name", "variable", "port"),
     [("pytorch-ddp", "PET_MASTER_PORT", "29500"), ("jax-multiprocess", "JAX_NUM_PROCESSES", "4")],

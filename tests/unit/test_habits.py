@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import assert_one_line_error, write
+from tests.conftest import ROOT, assert_one_line_error, write
 
 
 @pytest.mark.parametrize(
@@ -47,10 +47,10 @@ def test_a_bare_simpletfjob_prints_its_help_and_exits_0(cli: Any) -> None:
     assert bare.out == cli("--help").out
     lines = bare.out.splitlines()
     assert lines[0] == "Usage: simpletfjob [render] [OPTIONS] [TEMPLATE]"
-    # The commands come first, right after the usage, before the render's own help.
-    assert lines[3] == "Commands:"
-    commands = [line.split()[0] for line in lines[4:] if line.startswith("  ") and line[2] != " "]
-    assert commands[:10] == [
+    # The commands come first, right after the usage and what the program does.
+    assert "Commands:" in lines[:8]
+    commands = [line.split()[0] for line in lines[lines.index("Commands:") + 1 :][:10]]
+    assert commands == [
         "render", "templates", "init", "nodes", "apply",
         "run", "status", "wait", "logs", "delete",
     ]  # fmt: skip
@@ -58,9 +58,13 @@ def test_a_bare_simpletfjob_prints_its_help_and_exits_0(cli: Any) -> None:
 
 
 @pytest.mark.parametrize("command", ["render", "apply", "run", "status", "wait", "logs", "delete"])
-def test_the_help_of_n_names_every_command_that_uses_it(cli: Any, command: str) -> None:
-    text = " ".join(cli(command, "--help").out.split())
-    assert "(apply, run, status, wait, logs, delete: default the context's" in text
+def test_the_help_of_n_is_one_line_and_its_page_names_every_command_that_uses_it(
+    cli: Any, command: str
+) -> None:
+    rows = [line.split() for line in cli(command, "--help").out.splitlines()]
+    assert ["-n,", "--namespace", "NS", "The", "run's", "namespace."] in rows
+    page = " ".join((ROOT / "docs" / "commands" / f"{command}.md").read_text().split())
+    assert "(apply, run, status, wait, logs, delete: default the context's" in page
 
 
 # -- render --task ----------------------------------------------------------------------------

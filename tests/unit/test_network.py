@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import EXAMPLES, assert_one_line_error, tf_config_of, write
+from tests.conftest import EXAMPLES, assert_one_line_error, needs_extra, tf_config_of, write
 from tests.support.templates import LEGACY_HOSTS as POD_TEMPLATE
 
 
@@ -193,6 +193,7 @@ def test_tasks_per_host_limits(cli: Any) -> None:
     assert result.code == 2 and "goes past port 65535" in result.err
 
 
+@needs_extra("validate")
 def test_pod_network_output_validates(cli: Any, tmp_path: Path) -> None:
     template = write(tmp_path / "t.yaml", POD_TEMPLATE)
     result = cli(str(template), "--nodes", "a,b,c", "--network", "pod", "--validate", "-o", "-")

@@ -19,7 +19,7 @@ from simpletfjob.template.catalog import (
     parse_header,
     read_builtin,
 )
-from tests.conftest import ROOT, assert_one_line_error, tf_config_of, write
+from tests.conftest import ROOT, assert_one_line_error, needs_extra, tf_config_of, write
 from tests.support.templates import HEADER_VALUES as BODY
 from tests.support.templates import OPTIONAL_VALUES as OPTIONAL
 
@@ -44,6 +44,7 @@ def roles_of(docs: list[Any]) -> list[str]:
     return [d["metadata"]["labels"]["tf-role"] for d in docs]
 
 
+@needs_extra("validate")
 @pytest.mark.parametrize("name", TF_BUILTINS)
 def test_each_built_in_renders_from_a_host_list_alone_and_validates(
     cli: Any, tmp_path: Path, name: str
@@ -110,6 +111,7 @@ def test_a_built_ins_default_output_is_in_the_current_directory(cli: Any, tmp_pa
     assert "wrote 2 tasks to tf1-flags_tfjob.yaml" in result.err
 
 
+@needs_extra("validate")
 def test_values_switch_the_data_volume(cli: Any, tmp_path: Path) -> None:
     nodes = ("--nodes", "a,b", "-o", "-")
     volume = cli("tf2-multiworker", *nodes, cwd=tmp_path).docs[0]["spec"]["template"]["spec"][
@@ -509,7 +511,7 @@ def test_a_built_in_asks_for_no_gpu_and_no_volume_until_one_set_asks(
     """Out of the box a built-in runs on a one-node CPU cluster; GPUs come back with one --set."""
     gpus = "worker_gpus" if name == "tf2-parameter-server" else "gpus"
     assert f"--set {gpus}=1" in read_builtin(name)  # its header says how
-    plain = cli(name, "--nodes", "a,b,c", "-o", "-", "--validate", cwd=tmp_path)
+    plain = cli(name, "--nodes", "a,b,c", "-o", "-", cwd=tmp_path)
     assert plain.code == 0, plain.err
     for job in _jobs(plain.docs):
         spec = job["spec"]["template"]["spec"]
@@ -543,7 +545,7 @@ def test_the_mnist_example_needs_no_volume_and_runs_the_tf1_built_ins_program(
     cli: Any, tmp_path: Path
 ) -> None:
     """examples/mnist.yaml, a template of the user's own kind, runs where tf1-ps-hostnetwork runs."""
-    mnist = cli(str(ROOT / "examples" / "mnist.yaml"), "--nodes", "a,b", "-o", "-", "--validate")
+    mnist = cli(str(ROOT / "examples" / "mnist.yaml"), "--nodes", "a,b", "-o", "-")
     builtin = cli("tf1-ps-hostnetwork", "--nodes", "a,b", "-o", "-", cwd=tmp_path)
     assert mnist.code == 0, mnist.err
 

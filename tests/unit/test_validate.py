@@ -10,7 +10,14 @@ import pytest
 
 from simpletfjob.errors import SchemaError, UsageError
 from simpletfjob.manifest.validate import INSTALL_HINT, Validator, resolve_version
-from tests.conftest import EXAMPLES, PLACEMENTS, assert_one_line_error, job_template, write
+from tests.conftest import (
+    EXAMPLES,
+    PLACEMENTS,
+    assert_one_line_error,
+    job_template,
+    needs_extra,
+    write,
+)
 from tests.support.templates import SERVICE_AND_JOB as SERVICE
 
 JOB = job_template(PLACEMENTS["literal-indented"]).replace("      restartPolicy: Never\n", "")
@@ -30,6 +37,7 @@ def run_broken(cli: Any, tmp_path: Path, text: str, *args: str) -> Any:
     return result
 
 
+@needs_extra("validate")
 def test_a_sound_template_validates(cli: Any, tmp_path: Path) -> None:
     write(tmp_path / "t.yaml", JOB)
     result = cli("t.yaml", "--nodes", "a,b", "--validate", "-o", "-", cwd=tmp_path)
@@ -38,6 +46,7 @@ def test_a_sound_template_validates(cli: Any, tmp_path: Path) -> None:
     assert len(result.docs) == 2
 
 
+@needs_extra("validate")
 def test_the_mnist_example_validates_and_comes_out_the_same(cli: Any) -> None:
     args = ("mnist.yaml", "--nodes-file", "../hosts", "-N", "3", "--no-labels", "-o", "-")
     original = EXAMPLES / "mnist"  # the original tool's template, and its output
@@ -46,6 +55,7 @@ def test_the_mnist_example_validates_and_comes_out_the_same(cli: Any) -> None:
     assert checked.out == plain.out == (EXAMPLES / "mnist" / "expected.yaml").read_text()
 
 
+@needs_extra("validate")
 def test_a_misspelled_field(cli: Any, tmp_path: Path) -> None:
     result = run_broken(cli, tmp_path, JOB.replace("containers:", "contianers:"))
     assert_one_line_error(
@@ -56,6 +66,7 @@ def test_a_misspelled_field(cli: Any, tmp_path: Path) -> None:
     )
 
 
+@needs_extra("validate")
 def test_a_string_where_an_integer_belongs(cli: Any, tmp_path: Path) -> None:
     result = run_broken(cli, tmp_path, JOB.replace("backoffLimit: 2", 'backoffLimit: "2"'))
     assert_one_line_error(
@@ -65,6 +76,7 @@ def test_a_string_where_an_integer_belongs(cli: Any, tmp_path: Path) -> None:
     )
 
 
+@needs_extra("validate")
 def test_a_wrong_type_inside_a_list(cli: Any, tmp_path: Path) -> None:
     result = run_broken(
         cli, tmp_path, JOB.replace("containerPort: <<port>>", "containerPort: p<<port>>")
@@ -77,6 +89,7 @@ def test_a_wrong_type_inside_a_list(cli: Any, tmp_path: Path) -> None:
     )
 
 
+@needs_extra("validate")
 def test_only_some_documents_wrong(cli: Any, tmp_path: Path) -> None:
     broken = JOB.replace("backoffLimit: 2", "backoffLimit: <<2 if type == 'ps' else 'x'>>")
     result = run_broken(cli, tmp_path, broken)
@@ -87,6 +100,7 @@ def test_only_some_documents_wrong(cli: Any, tmp_path: Path) -> None:
     )
 
 
+@needs_extra("validate")
 def test_more_problems_are_counted(cli: Any, tmp_path: Path) -> None:
     broken = JOB.replace("containers:", "contianers:").replace("backoffLimit: 2", "backoffLimit: x")
     result = run_broken(cli, tmp_path, broken)
@@ -94,6 +108,7 @@ def test_more_problems_are_counted(cli: Any, tmp_path: Path) -> None:
     assert_one_line_error(result, 1, r"contianers: unknown field .* \(and 2 more problems\)")
 
 
+@needs_extra("validate")
 def test_kinds_without_a_schema(cli: Any, tmp_path: Path) -> None:
     result = run_broken(cli, tmp_path, JOB.replace("batch/v1", "batch/v2"))
     assert_one_line_error(
@@ -109,6 +124,7 @@ def test_kinds_without_a_schema(cli: Any, tmp_path: Path) -> None:
     )
 
 
+@needs_extra("validate")
 def test_custom_resources_are_warned_about_not_checked(cli: Any, tmp_path: Path) -> None:
     write(
         tmp_path / "t.yaml",
@@ -123,6 +139,7 @@ def test_custom_resources_are_warned_about_not_checked(cli: Any, tmp_path: Path)
     assert result.err.count("warning") == 1
 
 
+@needs_extra("validate")
 def test_kube_version(cli: Any, tmp_path: Path) -> None:
     write(tmp_path / "t.yaml", JOB)
     # --kube-version alone turns validation on
@@ -200,6 +217,7 @@ def test_names_are_checked_without_validate(
     assert_one_line_error(result, 1, pattern)
 
 
+@needs_extra("validate")
 def test_a_schema_layout_it_cannot_read(
     cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

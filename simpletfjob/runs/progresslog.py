@@ -41,7 +41,8 @@ MOST_PENDING = 65536  # an unended line held longer than this is dropped, and it
 
 _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
 _BREAK = re.compile(r"[\r\n]")
-_RANK = re.compile(r"\[[A-Za-z_-]*(\d{1,6})\]:")  # torchrun --tee: `[default0]:`
+# torchrun --tee's `[default0]:`, where a line starts or right after a bar's `]` (its unended line)
+_RANK = re.compile(r"(?:^|(?<=\]))\[[A-Za-z_-]*(\d{1,6})\]:")
 _EPOCH = re.compile(r"Epoch (\d{1,9})/(\d{1,9})")
 _KERAS = re.compile(r"(\d{1,15})/(\d{1,15}|Unknown) (?:━+ |\[[=>.]*\] |- |\d+(?:\.\d+)?m?s )(.*)")
 _KERAS_METRIC = re.compile(r"(?:^| - )([A-Za-z_][\w./-]*): (\S+)")

@@ -196,6 +196,7 @@ def test_a_log_cut_anywhere_gives_the_same_reports(cuts: list[int]) -> None:
         ("120/1000 [==>...........] - ETA: 2s - loss: 0.3100", 120, 1000, {"loss": 0.31}),
         ("      120/Unknown 3s 20ms/step - loss: 0.3100", 120, None, {"loss": 0.31}),
         ("[default0]:\x1b[1m120/1000\x1b[0m 2s 2ms/step - loss: 0.31", 120, 1000, {"loss": 0.31}),
+        ('[default0]:{"step": 4, "note": "[gpu1]: ok"}', 4, None, {}),
     ],
 )
 def test_each_form_gives_its_step_total_and_metrics(
@@ -226,6 +227,7 @@ def test_a_bar_gives_the_rate_it_says() -> None:
         "50%|█████     | 5/10",
         "x" * 5000 + '{"step": 1}',
         "[default1]:" + '{"step": 1}',
+        '[default1]:50%|█████     | 5/10 [00:10<00:10, 2.00s/it][default2]:{"step": 1}',
     ],
 )
 def test_a_line_that_only_looks_like_progress_gives_none(line: str) -> None:

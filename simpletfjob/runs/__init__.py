@@ -9,6 +9,9 @@ follower.py    `wait`'s verdict, folded from the watches' events (no cluster, no
 tally.py       follower.py's run kept up to date task by task: its counts, and the verdict from them
 watch.py       reading a run, following it through watches, cleaning it up
 ending.py      the one follower of a run's end (wait, run, status -w, logs -f): an Ending, and its lines
+progresslog.py progress read from a task's log as it arrives: JSON lines, tqdm, Keras, a pattern (pure)
+progress.py    a run's progress kept from its reporting task's reports, and shown (pure, no clock)
+budget.py      what progress decides: a stall, and a restart budget that follows progress (pure)
 status.py      `status RUN` and `status -w`: one run read now, or followed until it ends
 manifests.py   what apply sends: the documents as manifests, checked before any request
 planned.py     what runs/ reads of a plan (its Protocols), declared once for apply.py and run.py

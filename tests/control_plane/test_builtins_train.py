@@ -7,7 +7,8 @@ Nothing is set but what the stand-in needs: a port range free on this shared mac
 not be taken. The node is named `localhost`, so that TF_CONFIG, torchrun's master and JAX's
 coordinator name it as a kind node is named, by a name that resolves. No --set: each task runs
 the template's own program, which trains a small model on synthetic data; the task that
-decides prints its losses, and the run must end, exit 0, with a small loss.
+decides prints its progress as JSON lines, which runs/progresslog.py must read as progress
+up to the last step, with a falling loss, and the run must end, exit 0, with a small loss.
 
 `pod-network` is left out: its tasks find each other through their Services' DNS names,
 which the stand-in, on this machine's network and without cluster DNS, cannot resolve.
@@ -24,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from simpletfjob.runs.progresslog import LogReader
 from tests.support.control_plane import ControlPlane
 from tests.support.kubelet import Kubelet, Node
 from tests.support.parallel import free_ports
@@ -36,8 +38,6 @@ RUNS = [
     ("tf1-ps-hostnetwork", "tensorflow", 2, ()),  # 1 ps, 1 worker (-N -1: every host)
     ("tf1-flags", "tensorflow", 2, ()),
 ]
-# A line of the deciding task's log, as `run` streams it: 'worker-0 | worker 0: epoch 3 loss 0.01'.
-LOSS = re.compile(r"^(\S+) \| .*: (?:epoch|step) \d+ loss (\S+)$")
 TRAINED = re.compile(r"^(\S+) \| .*: trained, loss (\S+)$")
 
 
@@ -72,8 +72,15 @@ def test_a_built_in_trains_on_one_cpu_node_as_it_ships(
     )  # fmt: skip
     assert result.code == 0, result.err + result.out
     assert result.err.splitlines()[-1].startswith(f"run {builtin} succeeded"), result.err
-    losses = [float(m[2]) for line in result.out.splitlines() if (m := LOSS.match(line))]
+    # Rank 0's lines, as `run` streams them: 'worker-0 | {"step": 30, "total": 150, ...}' (no
+    # run here has a chief: worker 0 is rank 0).
+    rank0 = "worker-0 | "
+    ours = [line[len(rank0) :] for line in result.out.splitlines() if line.startswith(rank0)]
+    reports = LogReader().feed("\n".join(ours) + "\n")
+    assert [(r.step, r.total) for r in reports][-1] == (150, 150), result.out
+    assert [r.step for r in reports] == sorted(r.step for r in reports) and len(reports) >= 3
+    losses = [dict(r.metrics)["loss"] for r in reports]
     trained = [m for line in result.out.splitlines() if (m := TRAINED.match(line))]
-    assert len(losses) >= 3 and trained, result.out
+    assert trained, result.out
     assert losses[0] > losses[-1], result.out  # it learned
     assert float(trained[-1][2]) < 0.01, result.out  # y = 2a - b + c/2 + 3d + 1, nearly

@@ -1,0 +1,256 @@
+"""A run's progress: kept from its reporting task's reports, and shown; pure, no cluster, no clock.
+
+The reporting task is rank 0, the chief where the run has one and else worker 0 (the framework
+says which), unless the run names another (`--progress-task`). Its log is read by
+progresslog.py. A `Tracker` keeps one attempt's latest report and the time of its last new
+step (times are given, in seconds since the epoch): reports are ordered by (epoch, step), so
+one that is not ahead of the last never moves it back, unless the last had reached its total:
+a count that has ended (an epoch's bar without the epoch's number, a data set's bar before
+the training's) may be followed by one of its form (a bar by a bar) that starts afresh. It gives the `Progress` that `status`,
+`wait`, `run` and the Python API show; below are the status line, the JSON object of
+`status -o json`, and the note a finished run keeps in an annotation.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from calendar import timegm
+from collections import deque
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from simpletfjob.runs.annotations import DEFAULT_POLICY
+from simpletfjob.runs.progresslog import MOST_METRICS, MOST_NAME, Report, Stepped, metric, whole
+
+if TYPE_CHECKING:
+    from simpletfjob.frameworks import Framework
+
+SHOWN_METRICS = 3  # metrics on the status line (the JSON has them all)
+SPARK = 8  # the first metric's last values the sparkline shows
+WINDOW = 10  # the last new steps the rate is measured over
+BARS = "▁▂▃▄▅▆▇█"
+MOST_NOTE = 4096  # a longer note cannot be one that `run` or `wait` wrote
+
+
+def reporting_task(fw: Framework, tasks: Collection[str], chosen: str = "") -> str:
+    """The task whose log tells the run's progress: the one chosen (--progress-task), else rank
+    0: the framework's first deciding task under the default policy (its lead where the run
+    has one, TensorFlow's chief; else worker 0)."""
+    if chosen:
+        return chosen
+    found = fw.deciding(DEFAULT_POLICY, tasks)
+    return found[0] if found else ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Progress:
+    """A run's latest progress, as `status`, `wait`, `run` and the Python API show it; a field
+    that cannot be known is None, and so is a metric that is not finite."""
+
+    task: str  # the reporting task
+    step: int
+    total: int | None = None
+    epoch: int | None = None
+    epochs: int | None = None
+    percent: float | None = None  # of the whole fit, from 0 to 100
+    metrics: Mapping[str, float | None] = field(default_factory=dict)
+    steps_per_second: float | None = None
+    eta_seconds: float | None = None
+    updated: float | None = None  # when its step was first seen (seconds since the epoch)
+
+
+class Tracker:
+    """One attempt's progress, from its reporting task's reports in the order they came."""
+
+    def __init__(self, task: str) -> None:
+        self.task = task
+        self.last: Report | None = None
+        self.best: Report | None = None  # the furthest report (a new count started afresh is not)
+        self.updated: float | None = None  # when the last new step was seen
+        self.trend: deque[float | None] = deque(maxlen=SPARK)  # the first metric's last values
+        self._trend_of = ""
+        self._seen: deque[tuple[float, int]] = deque(maxlen=WINDOW)  # (when, position)
+
+    def add(self, report: Report, now: float) -> bool:
+        """Take a report seen at `now`; True when it is a new step: ahead of the last, or below
+        a last of its form that finished its count (the next epoch's bar, the training's after
+        a data set's). Else it moves nothing; the same step said again is the latest word."""
+        last = self.last
+        afresh = (
+            last is not None and last.form == report.form and last.finished() and last.after(report)
+        )
+        if last is not None and not report.after(last) and not afresh:
+            if not last.after(report):  # Keras's `8/8` after `8/Unknown`, a summary line
+                self.last = report
+            return False
+        position = report.position()
+        if self._seen and position <= self._seen[-1][1]:  # counted afresh: not comparable
+            self._seen.clear()
+        self._seen.append((now, position))
+        if report.metrics:
+            name, value = report.metrics[0]
+            if name != self._trend_of:
+                self.trend.clear()
+                self._trend_of = name
+            self.trend.append(value)
+        if self.best is None or report.after(self.best):
+            self.best = report
+        self.last, self.updated = report, now
+        return True
+
+    def rate(self) -> float | None:
+        """Steps a second over the last new steps; else as the program's bar says it."""
+        if len(self._seen) > 1 and self._seen[-1][0] > self._seen[0][0]:
+            (then, first), (now, last) = self._seen[0], self._seen[-1]
+            return (last - first) / (now - then)
+        return self.last.rate if self.last is not None else None
+
+    def progress(self) -> Progress | None:
+        """The latest progress, or None before any report."""
+        last = self.last
+        if last is None:
+            return None
+        done, rate, left = last.done(), self.rate(), last.left()
+        return Progress(
+            task=self.task,
+            step=last.step,
+            total=last.total,
+            epoch=last.epoch,
+            epochs=last.epochs,
+            percent=None if done is None else 100 * done,
+            metrics=dict(last.metrics),
+            steps_per_second=rate,
+            eta_seconds=left / rate if left is not None and rate else None,
+            updated=self.updated,
+        )
+
+
+def span(seconds: float) -> str:
+    """A duration in short words: 45s, 1m15s, 2m, 3h20m, 2d3h."""
+    s = max(int(seconds), 0)
+    for size, unit, part, smaller in (
+        (86400, "d", 3600, "h"),
+        (3600, "h", 60, "m"),
+        (60, "m", 1, "s"),
+    ):
+        if s >= size:
+            rest = s % size // part
+            return f"{s // size}{unit}" + (f"{rest}{smaller}" if rest else "")
+    return f"{s}s"
+
+
+def clock(when: float) -> str:
+    """A time of day in the local zone, as the user's clock shows it: 10:41:07."""
+    return time.strftime("%H:%M:%S", time.localtime(when))
+
+
+def utc(when: float) -> str:
+    """A time as Kubernetes writes one: 2026-11-29T07:15:00Z."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when))
+
+
+def at(p: Stepped) -> str:
+    """Where a report or progress stands: 'step 120/1000', 'epoch 3/10 step 120/1000'."""
+    step = f"step {p.step}" + (f"/{p.total}" if p.total else "")
+    if p.epoch is None:
+        return step
+    return f"epoch {p.epoch}" + (f"/{p.epochs}" if p.epochs else "") + f" {step}"
+
+
+def sparkline(values: Sequence[float | None]) -> str:
+    """The values' trend in block characters (those not finite left out); '' for fewer than 2."""
+    finite = [v for v in values if v is not None and math.isfinite(v)]
+    if len(finite) < 2:
+        return ""
+    low, high = min(finite), max(finite)
+    if high == low:
+        return BARS[3] * len(finite)
+    return "".join(BARS[int((v - low) / (high - low) * (len(BARS) - 1))] for v in finite)
+
+
+def _shown(value: float | None) -> str:
+    return "nan" if value is None else f"{value:.4g}"
+
+
+def progress_line(p: Progress, now: float, trend: Sequence[float | None] = ()) -> str:
+    """`progress  step 120/1000 (12%)  loss 0.31  11.6 steps/s  ETA 1m15s  worker-0, 3s ago`;
+    with a trend, the first metric's sparkline follows its value."""
+    parts = [at(p) + (f" ({int(p.percent)}%)" if p.percent is not None else "")]
+    for i, (name, value) in enumerate(list(p.metrics.items())[:SHOWN_METRICS]):
+        spark = sparkline(trend) if i == 0 else ""
+        parts.append(f"{name} {_shown(value)}" + (f" {spark}" if spark else ""))
+    rate = p.steps_per_second
+    if rate:
+        parts.append(f"{rate:.3g} steps/s" if rate < 1000 else f"{rate:.0f} steps/s")
+    if p.eta_seconds is not None:
+        parts.append(f"ETA {span(p.eta_seconds)}")
+    parts.append(p.task + ("" if p.updated is None else f", {span(now - p.updated)} ago"))
+    return "progress  " + "  ".join(parts)
+
+
+def progress_json(p: Progress | None) -> dict[str, Any] | None:
+    """The `progress` of `status -o json`, or None when none was seen."""
+    if p is None:
+        return None
+    rate, eta = p.steps_per_second, p.eta_seconds
+    return {
+        "task": p.task,
+        "step": p.step,
+        "total": p.total,
+        "epoch": p.epoch,
+        "epochs": p.epochs,
+        "percent": None if p.percent is None else round(p.percent, 2),
+        "metrics": dict(p.metrics),
+        "stepsPerSecond": None if rate is None else round(rate, 3),
+        "etaSeconds": None if eta is None else round(eta),
+        "updated": None if p.updated is None else utc(p.updated),
+    }
+
+
+def progress_note(p: Progress) -> str:
+    """The annotation a finished run keeps its last progress in: its JSON object, no ETA."""
+    data = progress_json(p)
+    assert data is not None
+    del data["etaSeconds"]
+    return json.dumps(data, separators=(",", ":"), allow_nan=False)
+
+
+def read_note(text: str) -> Progress | None:
+    """A finished run's last progress from its note, or None when the note cannot be right."""
+    try:
+        data = json.loads(text) if len(text) <= MOST_NOTE else None
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or not isinstance(metrics := data.get("metrics"), dict):
+        return None
+    task, step = data.get("task"), whole(data.get("step"))
+    counts = {name: data.get(name) for name in ("total", "epoch", "epochs")}
+    numbers = [data.get("percent"), data.get("stepsPerSecond"), *metrics.values()]
+    if (
+        not isinstance(task, str)
+        or not (0 < len(task) <= MOST_NAME and task.isprintable())
+        or step is None
+        or len(metrics) > MOST_METRICS
+        or not all(isinstance(name, str) and len(name) <= MOST_NAME for name in metrics)
+        or any(v is not None and whole(v) is None for v in counts.values())
+        or any(v is not None and metric("number", v) != ("number", v) for v in numbers)
+    ):
+        return None
+    try:
+        updated = data.get("updated")
+        when = None if updated is None else timegm(time.strptime(updated, "%Y-%m-%dT%H:%M:%SZ"))
+    except (TypeError, ValueError):
+        return None
+    percent = data.get("percent")
+    return Progress(
+        task=task,
+        step=step,
+        percent=None if percent is None else min(max(percent, 0), 100),
+        metrics=metrics,
+        steps_per_second=data.get("stepsPerSecond"),
+        updated=when,
+        **counts,
+    )

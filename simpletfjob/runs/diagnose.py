@@ -68,14 +68,7 @@ def diagnose(conn: Connection, name: str, path: str, now: datetime) -> None:
         status = pool.submit(read_status, conn, name, None)
         jobs_read = pool.submit(_listed, conn, JOBS, name)
         pods_read = pool.submit(_listed, conn, PODS, name)
-        services_read = pool.submit(
-            _or_none,
-            list_objects,
-            conn,
-            SERVICES,
-            label_selector=run_selector(name),
-            slim=without_managed_fields,
-        )
+        services_read = pool.submit(_or_none, _listed, conn, SERVICES, name)
         events_read = pool.submit(_or_none, list_objects, conn, EVENTS)
         version = pool.submit(_server_version, conn)
     run, _ = status.result()  # NoRunError: no file
@@ -92,9 +85,7 @@ def diagnose(conn: Connection, name: str, path: str, now: datetime) -> None:
     services, why = services_read.result()
     if services is None:
         unread.append(f"services: {why}")
-    files.append(
-        ("manifests.yaml", bundle.manifests_yaml(jobs, services.items if services else []))
-    )
+    files.append(("manifests.yaml", bundle.manifests_yaml(jobs, services or [])))
     files = [(file, bundle.redact(data, secrets)) for file, data in files]
     cause = bundle.first_failure(run)
     first = [f"tasks/{cause.task}.log", f"tasks/{cause.task}.previous.log"] if cause else []
@@ -164,6 +155,7 @@ def read_logs(
         if readable:
             merger.start(source)
     lines: dict[str, list[bytes]] = {}
+    refused = False  # one line for a refusal, the same for every log
     while merger.busy():
         item = merger.next(0.2)
         if item is None:
@@ -172,7 +164,12 @@ def read_logs(
         if isinstance(batch, list):
             lines.setdefault(source.label, []).extend(batch)
         elif isinstance(batch, ClusterError):
-            unread.append(f"{source.label}: its log: {batch}")
+            forbidden = "(403" in str(batch)
+            if not (forbidden and refused):
+                unread.append(
+                    f"logs: {batch}" if forbidden else f"{source.label}: its log: {batch}"
+                )
+            refused = refused or forbidden
         elif isinstance(batch, BaseException):
             raise batch
     return {
@@ -199,8 +196,8 @@ def read_nodes(
     refused = False  # one line for a refusal, the same for every node
     for node, (answer, why) in zip(names, read, strict=True):
         if answer is None and not (refused and "(403" in why):
-            refused = refused or "(403" in why
             unread.append(f"nodes: {why}" if "(403" in why else f"node {node}: {why}")
+            refused = refused or "(403" in why
         elif answer is not None and answer.status == 404:
             unread.append(f"node {node}: it is gone")
         elif answer is not None:

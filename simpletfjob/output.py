@@ -13,8 +13,8 @@ import errno
 import os
 import stat
 import sys
-from collections.abc import Iterable, Iterator
-from typing import NamedTuple
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, NamedTuple
 
 from simpletfjob import streams
 from simpletfjob.errors import Interrupted, OutputError, UsageError
@@ -307,7 +307,17 @@ def write_atomic(path: str, chunks: Iterable[str]) -> None:
         raise OutputError(f"cannot write {path!r}: {e.strerror or e}") from e
 
 
-def _write_atomic(shown: str, chunks: Iterable[str]) -> None:
+def write_atomic_bytes(path: str, chunks: Iterable[bytes]) -> None:
+    """`write_atomic` of bytes as they are (an archive)."""
+    try:
+        _write_atomic(path, chunks, iter)
+    except OSError as e:
+        raise OutputError(f"cannot write {path!r}: {e.strerror or e}") from e
+
+
+def _write_atomic(
+    shown: str, chunks: Iterable[Any], encode: Callable[[Iterable[Any]], Iterator[bytes]] = encoded
+) -> None:
     _check_file_target(shown)
     path = _target(shown)
     directory = os.path.dirname(path) or "."
@@ -322,7 +332,7 @@ def _write_atomic(shown: str, chunks: Iterable[str]) -> None:
             # A device or a FIFO (/dev/null, a named pipe) cannot be renamed over:
             # write to it in place, after every check has passed, as for stdout.
             with open(path, "wb") as f:
-                for data in encoded(chunks):
+                for data in encode(chunks):
                     f.write(data)
             return
         mode = status.st_mode & 0o7777
@@ -341,7 +351,7 @@ def _write_atomic(shown: str, chunks: Iterable[str]) -> None:
             ) from e
         created = True
         with os.fdopen(fd, "wb") as f:
-            for data in encoded(chunks):
+            for data in encode(chunks):
                 f.write(data)
             f.flush()
             os.fsync(f.fileno())

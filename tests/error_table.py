@@ -682,6 +682,18 @@ CASES: dict[str, Case] = {
         2,
         line("simpletfjob: error: Missing argument 'RUN'. (see simpletfjob delete --help)"),
     ),
+    "commands/diagnose-into-a-missing-directory": Case(
+        ["diagnose", "mnist", "-o", "no/such/mnist.tgz"],
+        1,
+        line(
+            "simpletfjob: error: cannot write 'no/such/mnist.tgz': directory 'no/such' does not exist"
+        ),
+    ),
+    "commands/diagnose-to-stdout": Case(
+        ["diagnose", "mnist", "-o", "-"],
+        2,
+        line("simpletfjob: error: -o -: the bundle is a .tar.gz archive; give a file name"),
+    ),
     "commands/mistyped-command": Case(
         ["statsu", "mnist", "-n", "ml"],
         2,

@@ -1,4 +1,5 @@
-"""The options of the commands that act on a run on the cluster: apply, run, status, wait, delete.
+"""The options of the commands that act on a run on the cluster: apply, run, status, wait, logs,
+delete, diagnose.
 
 They build on render.py's groups: apply and run take every option of a render (but -o)
 and its limits (LimitOptions), and the others only which cluster and namespace.
@@ -265,6 +266,22 @@ class LogsOptions(ConnectionOptions):
         """What the options cannot say together."""
         if self.container and self.all_containers:
             raise UsageError("-c/--container cannot go with --all-containers")
+
+
+class DiagnoseOptions(ConnectionOptions):
+    """`simpletfjob diagnose RUN`: one bundle with what a bug report about the run needs."""
+
+    section = "Diagnose options"
+
+    run: str = argument()
+    output: str | None = option(
+        "-o",
+        "--output",
+        default=None,
+        metavar="FILE",
+        help="Write the bundle to FILE (default: RUN-diagnose-TIME.tar.gz in the current "
+        "directory, TIME in UTC, such as 20261129T071500Z).",
+    )
 
 
 class RunOptions(Options, LimitOptions, RestartOptions):

@@ -26,4 +26,5 @@ interrupt.py   what an interrupt leaves of a run that `run` follows, phase by ph
 logsources.py  which containers a run's logs come from
 logstreams.py  what to read of each container, each stream read in a thread, read on after a break
 logs.py        a run's logs, every task's at once, merged line by line
+errorlines.py  the error in a failed task's log: its last traceback (torchrun's failed child's), else what reads as one (pure)
 """

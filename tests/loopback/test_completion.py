@@ -34,7 +34,7 @@ def runs(kubeapi: KubeAPI) -> KubeAPI:
     return kubeapi
 
 
-@pytest.mark.parametrize("command", ["status", "wait", "logs", "delete"])
+@pytest.mark.parametrize("command", ["status", "wait", "logs", "delete", "diagnose"])
 def test_the_runs_of_the_namespace_are_offered(
     runs: KubeAPI,
     tmp_path: Path,

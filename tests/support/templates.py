@@ -748,6 +748,38 @@ spec:
 """
 
 
+# `diagnose`'s run: the ps restarts in place (a previous container), the workers do not; a
+# literal token and a Secret's reference in the env; a Service per task (--network pod).
+DIAGNOSED = """\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: dg-<<type>>-<<index>>
+spec:
+  backoffLimit: <<3 if type == 'ps' else 0>>
+  template:
+    spec:
+      nodeName: <<node>>
+      restartPolicy: <<'OnFailure' if type == 'ps' else 'Never'>>
+      containers:
+        - name: tf
+          image: python
+          command: [python, <<script>>, <<markers>>]
+          env:
+            - name: TF_CONFIG
+              value: '<<TF_CONFIG>>'
+            - name: Api_Token
+              value: <<token>>
+            - name: DB_PASSWORD
+              valueFrom:
+                secretKeyRef: {name: db, key: password}
+          resources:
+            requests:
+              cpu: 250m
+              memory: 64Mi
+"""
+
+
 # A program of torchrun's workers: each all-reduces its rank + 1 over gloo and prints the sum.
 TORCH_SCRIPT = """\
 import os

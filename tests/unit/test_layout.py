@@ -111,7 +111,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "template": frozenset({"frameworks", "options"}),
     "manifest": frozenset({"frameworks", "options", "template"}),
     "plan": frozenset({"kube", "hosts", "frameworks", "options", "template", "manifest"}),
-    "runs": frozenset({"kube", "frameworks", "options"}),
+    "runs": frozenset({"kube", "hosts", "frameworks", "options"}),
     # The Python API: the same layers as the commands, without click.
     "api": frozenset(
         {"kube", "hosts", "frameworks", "options", "template", "manifest", "plan", "runs"}

@@ -325,6 +325,8 @@ class TensorFlow(Rules):
     independent: tuple[str, ...] = ("evaluator",)
     role_order: tuple[str, ...] = ROLES  # the order render writes the tasks in
     lead: str = "chief-0"
+    collective: tuple[str, ...] = ("chief", "worker")  # MultiWorkerMirroredStrategy's (no ps)
+    serving: str = "ps"  # never ends, nor do a ParameterServerStrategy's workers beside it
 
     def roles(self, options: TensorFlowOptions) -> tuple[str, ...]:
         has_ps = bool(options.psf) or options.psn > 0

@@ -42,6 +42,10 @@ class Rules:
     # a framework whose runs are never elastic.
     elastic: str = ""
     rendezvous: str = ""
+    # The roles whose tasks end by themselves once the run has succeeded (`ends_by_itself`),
+    # and a role whose tasks never do, nor the others beside them ('' for none).
+    collective: tuple[str, ...] = (WORKER,)
+    serving: str = ""
 
     def deciding(self, policy: str, names: Iterable[str]) -> list[str]:
         """The tasks, of those named, whose success is the run's."""
@@ -58,6 +62,14 @@ class Rules:
     def settle(self, options: Any, gpus: Callable[[], int]) -> Any:
         """The options with the defaults that wait for the template settled; `gpus`: what a task asks."""
         return options
+
+    def ends_by_itself(self, roles: Collection[str]) -> frozenset[str]:
+        """The roles of `collective` (all end once the work is done: torchrun's and JAX's
+        workers), unless the run has a `serving` role (then none: its tasks serve until they
+        are stopped, and so do the others beside them)."""
+        if self.serving and self.serving in roles:
+            return frozenset()
+        return frozenset(roles) & set(self.collective)
 
     def check_floor(self, floor: int | None, roles: Iterable[str]) -> None:
         """--min-workers M against the run's tasks' `roles`: at most its tasks of the elastic

@@ -404,3 +404,17 @@ def test_a_run_is_read_as_the_framework_its_jobs_carry() -> None:
     )
     # Nothing to read: the default, whose rules keep to the workers' when there is no chief.
     assert run_framework([worker(0, [])]).name == "tensorflow"
+
+
+def test_each_framework_says_which_tasks_end_by_themselves_once_the_run_has_succeeded() -> None:
+    """wait's cleanup gives them --cleanup-grace to end: the workers of a collective (TensorFlow's
+    MultiWorkerMirroredStrategy, torchrun, JAX) end with the one that decided; a ps never
+    ends, nor do the workers of a ParameterServerStrategy, which a ps tells."""
+    from simpletfjob.frameworks import framework
+
+    tf, torch, jax = framework("tensorflow"), framework("pytorch"), framework("jax")
+    assert tf.ends_by_itself(("worker",)) == frozenset({"worker"})
+    assert tf.ends_by_itself(("chief", "worker", "evaluator")) == frozenset({"chief", "worker"})
+    assert tf.ends_by_itself(("ps", "worker")) == frozenset()
+    assert tf.ends_by_itself(("chief", "ps", "worker", "evaluator")) == frozenset()
+    assert torch.ends_by_itself(("worker",)) == jax.ends_by_itself(("worker",)) == {"worker"}

@@ -14,28 +14,35 @@ What a command says of the end is built here too, once: the success line, the fa
 decided, and the failing task's last log lines and Warning events (failure.py) that `wait`,
 `run` and `status -w` show before the verdict.
 
+After a success, before the cleanup, the tasks that end by themselves (the framework's
+`ends_by_itself`: a collective's workers end a moment after the task that decided) are
+given --cleanup-grace to end (`let_finish`: one list and one watch of the run's Jobs), so
+that the cleanup does not take their Jobs and logs.
+
 `ending_of` is the pure part: it reads a sequence of judged runs, so that the Ending of
-recorded events is tested without a server (tests/unit/test_ending.py).
+recorded events is tested without a server (tests/unit/test_ending.py); so are
+`finishing`, `still_finishing` and `finished_since`, the grace's rules.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import TYPE_CHECKING
 
 from simpletfjob.errors import ClusterError, RunFailed
+from simpletfjob.frameworks import framework as framework_named
 from simpletfjob.identity import JOB_LABEL, POLICY_ANNOTATION
 from simpletfjob.runs.classify import REFUSED, TASK_FAILED, Cause, run_failure
-from simpletfjob.runs.state import AMBIGUOUS, DELETED, DELETING, FAILED, SUCCEEDED, Run
+from simpletfjob.runs.state import AMBIGUOUS, DELETED, DELETING, FAILED, SUCCEEDED, Run, is_gone
+from simpletfjob.runs.taskstate import Object, TaskStatus, condition, metadata_of, task_of
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
     from simpletfjob.kube.request import Deadline
     from simpletfjob.runs.failure import Keeper
-    from simpletfjob.runs.taskstate import Object
 
 # Reasons a new attempt of the whole run would not change: it was deleted, or its deadline passed.
 UNRESTARTABLE = (DELETED, "DeadlineExceeded")
@@ -145,6 +152,105 @@ def follow_to_end(
         if deadline is None or deadline.remaining() > 0:
             raise
         return Ending(End.TIMED_OUT, last[0] if last else None, problem=e)
+
+
+# ---- after a success: the tasks that end by themselves ---------------------------------------
+
+
+def finishing(run: Run) -> list[TaskStatus]:
+    """Of a run that has succeeded, the tasks that have not ended but end by themselves, as its
+    framework says (`ends_by_itself`: the workers of a collective end with the task that
+    decided, a moment later; a ps never does): the cleanup gives them --cleanup-grace to end,
+    so that their Jobs and logs stay. [] for any other run, and for a task that is a copy
+    (the cleanup leaves it anyway) or is being deleted."""
+    if run.state != SUCCEEDED:
+        return []
+    roles = framework_named(run.framework).ends_by_itself({t.role for t in run.tasks})
+    return [
+        t
+        for t in run.tasks
+        if t.role in roles and not t.finished and t.applied and t.state != DELETING
+    ]
+
+
+def still_finishing(run: Run, jobs: Mapping[str, Object]) -> list[str]:
+    """The Jobs of the run's `finishing` tasks that have not ended, as `jobs` (by name, as the
+    server has them now) say; one that is gone, being deleted or made anew is not waited for."""
+    waiting = []
+    for task in finishing(run):
+        job = jobs.get(task.job)
+        if job is None or is_gone(job) or metadata_of(job).get("uid") != task.uid:
+            continue
+        if not (condition(job, "Complete") or condition(job, "Failed")):
+            waiting.append(task.job)
+    return waiting
+
+
+def finished_since(run: Run, waited: Collection[str], jobs: Mapping[str, Object]) -> Run:
+    """The run with each task whose Job was `waited` for and has ended since (of `jobs`, by
+    name) taken as it ended; its state and verdict stay as they were."""
+    tasks = []
+    for task in run.tasks:
+        job = jobs.get(task.job)
+        if (
+            task.job in waited
+            and job is not None
+            and metadata_of(job).get("uid") == task.uid
+            and not is_gone(job)
+            and (condition(job, "Complete") or condition(job, "Failed"))
+        ):
+            # (its pods are not read again: where it ran and its restarts stay as they were)
+            task = replace(task_of(job, ()), node=task.node, restarts=task.restarts)
+        tasks.append(task)
+    return replace(run, tasks=tuple(tasks))
+
+
+def let_finish(
+    conn: Connection,
+    run: Run,
+    grace: float,
+    deadline: Deadline | None,
+    say: Callable[[str], None] | None = None,
+) -> Run:
+    """Give a run that has succeeded `grace` seconds (no more than `deadline` leaves) for its
+    `finishing` tasks to end: one list and one watch of its Jobs, until each has ended. The
+    run, with those that ended taken as they ended (the cleanup then leaves them); each is
+    said to `say` as it ends (`worker-1 Succeeded`)."""
+    if grace <= 0 or not finishing(run):
+        return run
+    from simpletfjob.kube.request import Deadline
+    from simpletfjob.kube.resources import JOBS
+    from simpletfjob.kube.watch import watch
+    from simpletfjob.runs.objects import run_selector
+    from simpletfjob.runs.state import changes
+
+    until = Deadline.after(grace) if deadline is None else deadline.sooner(grace)
+    jobs: dict[str, Object] = {}
+    waiting = [t.job for t in finishing(run)]
+    now = run
+    for event in watch(conn, JOBS, label_selector=run_selector(run.name), deadline=until):
+        if event.type == "RELIST":
+            jobs = {_name(job): job for job in event.objects}
+        elif event.type == "DELETED" and event.object is not None:
+            jobs.pop(_name(event.object), None)
+        elif event.type in ("ADDED", "MODIFIED") and event.object is not None:
+            jobs[_name(event.object)] = event.object
+        else:
+            continue
+        left = still_finishing(run, jobs)
+        if len(left) < len(waiting):  # some have ended (or gone) since
+            later = finished_since(now, waiting, jobs)
+            for line in changes(now, later):
+                if say is not None:
+                    say(line)
+            now, waiting = later, left
+        if not left:
+            break
+    return now
+
+
+def _name(obj: Object) -> str:
+    return str(metadata_of(obj).get("name"))
 
 
 # ---- what is said of the end ----------------------------------------------------------------

@@ -267,6 +267,29 @@ def test_deadline_stops_every_task_and_status_wait_and_run_say_deadline_exceeded
     assert waited.err.splitlines()[-1].endswith("Failed: DeadlineExceeded"), waited.err
 
 
+def test_the_workers_that_end_just_after_worker_0_keep_their_jobs_and_logs(runs: Runs) -> None:
+    """MultiWorkerMirroredStrategy (no ps): every worker ends a moment after worker 0, whose
+    success decides the run. The cleanup gives them their grace: none is deleted."""
+    runs.script.write_text(
+        "import json, os, sys, time\n"
+        "task = json.loads(os.environ['TF_CONFIG'])['task']\n"
+        "name = f\"{task['type']}-{task['index']}\"\n"
+        "print(name, 'started', flush=True)\n"
+        "time.sleep(1 if name == 'worker-0' else 1.5)\n"
+        "print(name, 'done', flush=True)\n"
+    )
+    result = runs.run("--psn", "0", "--logs", "all")
+    assert result.code == 0, result.err
+    assert not [line for line in result.err.splitlines() if line.endswith(" deleted")], result.err
+    assert result.err.splitlines()[-1] == "run rt succeeded: worker-0 Succeeded"
+    jobs = runs.jobs()
+    assert set(jobs) == {"rt-worker-0", "rt-worker-1", "rt-worker-2"}
+    assert all(job["status"].get("succeeded") == 1 for job in jobs.values()), jobs
+    lines = result.out.splitlines()
+    for worker in ("worker-0", "worker-1", "worker-2"):
+        assert f"{worker} | {worker} done" in lines, result.out
+
+
 def test_cleanup_after_removes_the_parameter_servers_once_the_chief_is_done(runs: Runs) -> None:
     applied = runs.cli(
         "apply", *runs.args(seconds=1), "-N", "3", "--chief", "--cleanup-after", "2s"

@@ -17,7 +17,17 @@ from simpletfjob.errors import RunFailed
 from simpletfjob.kube.watch import Event
 from simpletfjob.runs.causes import refusal
 from simpletfjob.runs.classify import REFUSED, TASK_FAILED, UNDECIDED, Cause
-from simpletfjob.runs.ending import End, Ending, ending_of, failed_line, judged, verdict
+from simpletfjob.runs.ending import (
+    End,
+    Ending,
+    ending_of,
+    failed_line,
+    finished_since,
+    finishing,
+    judged,
+    still_finishing,
+    verdict,
+)
 from simpletfjob.runs.state import Run
 from tests.support.recorded import job, pod, running, states
 
@@ -123,3 +133,40 @@ def test_runs_verdict_stands_for_the_outcome_in_the_failed_line() -> None:
     run = next(states(jobs, pods, []))
     words = "worker-1 exited 1 (a program error); --restart-on disruption restarts only disruptions"
     assert failed_line(run, words) == f"run 'mnist' failed: {words}"
+
+
+def _succeeded(*others: str) -> Run:
+    """A run whose worker 0 has succeeded, with these other tasks running."""
+    done = job("worker-0", succeeded=1, complete=True)
+    jobs = [done, *(job(task, active=1) for task in others)]
+    pods = [pod(done, "Succeeded"), *(pod(j, "Running") for j in jobs[1:])]
+    return list(states(jobs, pods, []))[-1]
+
+
+def test_the_tasks_that_end_by_themselves_are_those_a_success_waits_for() -> None:
+    """After a success, wait's cleanup gives the workers of a collective their grace to end;
+    a ps never ends by itself, and a run with one (ParameterServerStrategy) waits for none."""
+    collective = _succeeded("worker-1", "worker-2", "evaluator-0")
+    assert collective.state == "Succeeded"
+    assert [t.task for t in finishing(collective)] == ["worker-1", "worker-2"]
+    assert finishing(_succeeded("ps-0", "worker-1")) == []
+    jobs, pods = running()
+    assert finishing(next(states(jobs, pods, []))) == []  # not a success: nothing to wait for
+
+
+def test_a_task_that_ended_within_the_grace_is_taken_as_it_ended() -> None:
+    run = _succeeded("worker-1", "worker-2")
+    ended = job("worker-1", succeeded=1, complete=True)
+    worker2 = job("worker-2", active=1)
+    waiting = [t.job for t in finishing(run)]
+    assert still_finishing(run, {"mnist-worker-1": ended, "mnist-worker-2": worker2}) == [
+        "mnist-worker-2"
+    ]
+    assert still_finishing(run, {"mnist-worker-1": ended}) == []  # worker-2's Job is gone
+    after = finished_since(run, waiting, {"mnist-worker-1": ended, "mnist-worker-2": worker2})
+    assert [(t.task, t.state, t.finished) for t in after.tasks] == [
+        ("worker-0", "Succeeded", True),
+        ("worker-1", "Succeeded", True),
+        ("worker-2", "Running", False),
+    ]
+    assert (after.state, after.decided_by) == ("Succeeded", "worker-0")

@@ -155,7 +155,7 @@ class NodeOptions(OptionGroup):
         "--explain",
         default=False,
         help="Print to stderr, per node, whether it is eligible, why not, the task it gets, "
-        "and its free GPUs when the pods were read.",
+        "and its free GPUs when the pods were read; then what the tasks reach each other at.",
     )
 
 

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from simpletfjob.hosts.selection import Verdict, breakdown
 from simpletfjob.tasks import Task
 
-# What the tasks' addresses are (TF_CONFIG's hosts, torchrun's master, JAX's coordinator), by
-# --address; and whether a pod must resolve them (a node's name resolves inside a pod only
-# where the cluster's DNS knows it).
+# What the tasks' addresses are (the hosts a framework's variables name: TensorFlow's
+# cluster, torchrun's master, JAX's coordinator), by --address; and whether a pod must
+# resolve them (a node's name resolves inside a pod only where the cluster's DNS knows it).
 ADDRESSES = {
     "name": "their nodes' names (--address name), which their pods must resolve; "
     "--address internal-ip gives them the nodes' InternalIP",

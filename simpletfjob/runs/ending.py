@@ -36,7 +36,16 @@ from simpletfjob.errors import ClusterError, RunFailed
 from simpletfjob.frameworks import framework as framework_named
 from simpletfjob.identity import JOB_LABEL, POLICY_ANNOTATION
 from simpletfjob.runs.classify import REFUSED, TASK_FAILED, Cause, run_failure
-from simpletfjob.runs.state import AMBIGUOUS, DELETED, DELETING, FAILED, SUCCEEDED, Run, is_gone
+from simpletfjob.runs.state import (
+    AMBIGUOUS,
+    DELETED,
+    DELETING,
+    FAILED,
+    RUNNING,
+    SUCCEEDED,
+    Run,
+    is_gone,
+)
 from simpletfjob.runs.taskstate import Object, TaskStatus, condition, metadata_of, task_of
 
 if TYPE_CHECKING:
@@ -256,17 +265,87 @@ def _name(obj: Object) -> str:
 # ---- what is said of the end ----------------------------------------------------------------
 
 
+# A line of a task's log that says a host name did not resolve: getaddrinfo's words (glibc,
+# musl, macOS), torch's `gai error`, gRPC's (TensorFlow's) `DNS resolution failed`.
+UNRESOLVED = (
+    r"gai error|Name or service not known|Temporary failure in name resolution|"
+    r"nodename nor servname|No address associated with hostname|Name does not resolve|"
+    r"DNS resolution failed|Could not resolve host|getaddrinfo"
+)
+
+
+def names_to_resolve(run: Run, jobs: Iterable[Object]) -> list[str]:
+    """The node names the run's tasks reach each other at, when they do so by name: the hosts
+    its framework's variables name (as its Jobs carry them: `peer_hosts`) that are the nodes
+    its tasks are on, and no IP address. A node's name resolves inside a pod only where the
+    cluster's DNS knows it. [] for addresses (--address internal-ip) or Services' names."""
+    import ipaddress
+
+    fw = framework_named(run.framework)
+    hosts = next((found for job in jobs if (found := fw.peer_hosts(job))), [])
+    nodes = {task.node for task in run.tasks if task.node}
+    named = []
+    for host in dict.fromkeys(hosts):
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            if host in nodes:
+                named.append(host)
+    return sorted(named)
+
+
+def _names(hosts: Sequence[str]) -> str:
+    shown = ", ".join(hosts[:3]) + (f" and {len(hosts) - 3} more" if len(hosts) > 3 else "")
+    return f"their nodes' names ({shown})"
+
+
+TAKE_IP = "--address internal-ip gives them the nodes' InternalIP"
+
+
+def unresolved_hint(run: Run, jobs: Iterable[Object]) -> str:
+    """What a run that did not end says of its tasks' addresses, when some of them run and
+    reach each other by node name: '; its tasks reach each other at their nodes' names (h1,
+    h2): ...'; '' otherwise."""
+    names = names_to_resolve(run, jobs) if run.count(RUNNING) else []
+    if not names:
+        return ""
+    return (
+        f"; its tasks reach each other at {_names(names)}: where their pods cannot resolve "
+        f"those, they wait for each other until stopped; {TAKE_IP}"
+    )
+
+
+def unresolved_note(task: str, lines: Sequence[str], run: Run, jobs: Iterable[Object]) -> list[str]:
+    """The line that follows a failed task's explanation (`lines`) when its log says a name
+    did not resolve and the run's tasks reach each other by node name; [] otherwise."""
+    import re
+
+    said = [line for line in lines if line.startswith(f"{task} | ")]
+    if not any(re.search(UNRESOLVED, line, re.IGNORECASE) for line in said):
+        return []
+    names = names_to_resolve(run, jobs)
+    if not names:
+        return []
+    return [
+        f"{task}: its log says a name did not resolve; its tasks reach each other at "
+        f"{_names(names)}, which their pods may not resolve: {TAKE_IP}"
+    ]
+
+
 def explain_failure(
     conn: Connection, run: Run, cause: Cause | None, tail: int, keeper: Keeper | None = None
 ) -> list[str]:
     """The failing task's last log lines and Warning events (failure.py), for a cause that names
     a task whose pods can be read: a task that failed, or a pod its node refused (a lost
-    node's pods cannot be read: no kubelet answers). [] for any other."""
+    node's pods cannot be read: no kubelet answers); then, when its log says a name did not
+    resolve and the tasks reach each other by node name, that (`unresolved_note`). [] for
+    any other."""
     if cause is None or cause.kind not in (TASK_FAILED, REFUSED):
         return []
     from simpletfjob.runs.failure import explain_task
 
-    return explain_task(conn, run, cause.task, tail, keeper)
+    lines = explain_task(conn, run, cause.task, tail, keeper)
+    return lines + unresolved_note(cause.task, lines, run, keeper.jobs if keeper else ())
 
 
 def failed_line(run: Run, verdict: str | None = None) -> str:

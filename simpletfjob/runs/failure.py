@@ -215,7 +215,8 @@ def _event_parts(event: Object) -> tuple[str, str, str]:
 
 
 class Keeper:
-    """The last lines of each container seen crashing while `wait` follows the run, by Job.
+    """The last lines of each container seen crashing while `wait` follows the run, by Job;
+    and the run's Jobs as last seen (ending.py reads what they say of the tasks' addresses).
 
     `seen(jobs, pods)` is given each state `wait` judges: a container that has restarted
     (its restartCount grew) or waits to start again after a crash has its crashed instance
@@ -231,8 +232,10 @@ class Keeper:
         self.threads: list[threading.Thread] = []
         self.lock = threading.Lock()
         self.looked: dict[int, Object] = {}  # id(pod) -> the pod, of the last `seen`
+        self.jobs: Sequence[Object] = ()
 
     def seen(self, jobs: Sequence[Object], pods: Sequence[Object]) -> None:
+        self.jobs = jobs  # the last seen: what their variables say of the tasks' addresses
         if self.tail <= 0:
             return
         looked, self.looked = self.looked, {id(pod): pod for pod in pods}

@@ -48,6 +48,7 @@ from simpletfjob.runs.ending import (
     failed_line,
     follow_to_end,
     succeeded_line,
+    unresolved_hint,
 )
 from simpletfjob.runs.failure import Keeper
 from simpletfjob.runs.interrupt import (
@@ -166,7 +167,7 @@ def run_to_end(
                     delete_task(conn, last, cause.task, deadline)
                     _apply(conn, planned, options, restarts, first=False, applied=applied)
                 if ending.end == End.TIMED_OUT or last is None:
-                    state = f" ({last.state})" if last is not None else ""
+                    state = f" ({last.state}){unresolved_hint(last, keeper.jobs)}" if last else ""
                     assert options.timeout is not None
                     raise TimedOut(
                         f"run {name!r} did not end within {format_duration(options.timeout)}"

@@ -29,6 +29,7 @@ from simpletfjob.runs.ending import (
     let_finish,
     succeeded_line,
     undecided,
+    unresolved_hint,
 )
 from simpletfjob.runs.follower import ENDS
 from simpletfjob.runs.state import Run, changes
@@ -99,9 +100,10 @@ def wait_for_run(
             assert timeout is not None  # without one, following ends only when the run does
             state = f" ({last.state})" if last is not None else ""
             away = f"; {ride.note()}" if ride.away else ""
+            hint = unresolved_hint(last, keeper.jobs) if last is not None else ""
             raise TimedOut(
                 f"run {name!r} did not end within {format_duration(timeout)}"
-                f"{state}{away}{stuck_and_next(last, name, scope_flags(conn))}"
+                f"{state}{away}{hint}{stuck_and_next(last, name, scope_flags(conn))}"
             ) from ending.problem
         ended = "succeeded" if ending.succeeded else "failed"
         # read before the cleanup, which takes pods with it

@@ -290,6 +290,57 @@ def test_the_workers_that_end_just_after_worker_0_keep_their_jobs_and_logs(runs:
         assert f"{worker} | {worker} done" in lines, result.out
 
 
+RESOLVING = """\
+import json, os, socket, sys, time
+config = json.loads(os.environ["TF_CONFIG"])
+peer = config["cluster"]["worker"][0].rsplit(":", 1)[0]
+print("resolving", peer, flush=True)
+while True:
+    try:
+        socket.getaddrinfo(peer, 2222)
+        break
+    except socket.gaierror:
+        if sys.argv[2] == "fail":
+            raise
+        time.sleep(0.5)
+"""
+
+
+def resolving(runs: Runs, mode: str) -> tuple[Any, str]:
+    """A run whose workers resolve worker 0's host, by its node's name (--address name): the
+    stand-in's node names resolve nowhere. `fail`: a worker gives up with the resolver's
+    words in its log; `retry`: it tries again, and the run goes on until --timeout."""
+    runs.script.write_text(RESOLVING)
+    result = runs.run(
+        "--psn", "0", "--address", "name", "--logs", "none", "--timeout", "8s", mode=mode
+    )
+    nodes = ", ".join(sorted(runs.kubelet.nodes))
+    return result, f"its tasks reach each other at their nodes' names ({nodes})"
+
+
+def test_a_task_whose_log_says_a_node_name_did_not_resolve_is_told_to_take_the_ip(
+    runs: Runs,
+) -> None:
+    result, names = resolving(runs, "fail")
+    assert result.code == 1, result.err
+    said = [line for line in result.err.splitlines() if "a name did not resolve" in line]
+    assert said and re.fullmatch(
+        rf"worker-\d: its log says a name did not resolve; {re.escape(names)}, which their "
+        r"pods may not resolve: --address internal-ip gives them the nodes' InternalIP",
+        said[0],
+    ), result.err
+
+
+def test_tasks_that_wait_for_a_node_name_to_resolve_time_out_saying_so(runs: Runs) -> None:
+    result, names = resolving(runs, "retry")
+    assert result.code == 3, result.err
+    assert result.err.splitlines()[-1] == (
+        f"simpletfjob: error: run 'rt' did not end within 8s (Running); {names}: where "
+        "their pods cannot resolve those, they wait for each other until stopped; "
+        "--address internal-ip gives them the nodes' InternalIP; it is left as it is"
+    ), result.err
+
+
 def test_cleanup_after_removes_the_parameter_servers_once_the_chief_is_done(runs: Runs) -> None:
     applied = runs.cli(
         "apply", *runs.args(seconds=1), "-N", "3", "--chief", "--cleanup-after", "2s"

@@ -200,6 +200,23 @@ def test_wait_times_out_with_exit_3_and_leaves_the_run(
     assert len(jobs(kube, namespace)) == 3
 
 
+def test_a_running_run_whose_tasks_reach_each_other_by_node_name_times_out_saying_so(
+    cli: Any, kube: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    """A node's name resolves inside a pod only where the cluster's DNS knows it: tasks that
+    wait for each other at names that do not resolve run until the timeout."""
+    kubeconfig = create_run(cli, kube, namespace, tmp_path, "-N", "3")
+    run_all_pods(kube, namespace, 3)
+    result = cli("wait", "tfrun", "--kubeconfig", str(kubeconfig), "--timeout", "3s")
+    assert result.code == 3, result.err
+    assert result.err.splitlines()[-1].startswith(
+        "simpletfjob: error: run 'tfrun' did not end within 3s (Running); its tasks reach each "
+        f"other at their nodes' names ({', '.join(NODES[:3])}): where their pods cannot resolve "
+        "those, they wait for each other until stopped; --address internal-ip gives them the "
+        "nodes' InternalIP; it is left as it is; see: "
+    ), result.err
+
+
 def test_a_user_limited_by_rbac_is_told_which_verb_on_which_resource(
     cli: Any, kube: ControlPlane, namespace: str, tmp_path: Path
 ) -> None:

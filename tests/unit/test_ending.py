@@ -25,7 +25,10 @@ from simpletfjob.runs.ending import (
     finished_since,
     finishing,
     judged,
+    names_to_resolve,
     still_finishing,
+    unresolved_hint,
+    unresolved_note,
     verdict,
 )
 from simpletfjob.runs.state import Run
@@ -170,3 +173,46 @@ def test_a_task_that_ended_within_the_grace_is_taken_as_it_ended() -> None:
         ("worker-2", "Running", False),
     ]
     assert (after.state, after.decided_by) == ("Succeeded", "worker-0")
+
+
+def _addressed(*endpoints: str, phase: str = "Running") -> tuple[list[dict[str, Any]], Run]:
+    """A run of two workers on nodes h1 and h2, their TF_CONFIG naming these endpoints."""
+    import json
+
+    jobs = [job(f"worker-{i}", active=1) for i in range(2)]
+    for i, made in enumerate(jobs):
+        config = {"cluster": {"worker": list(endpoints)}, "task": {"type": "worker", "index": i}}
+        container = made["spec"]["template"]["spec"]["containers"][0]
+        container["env"] = [{"name": "TF_CONFIG", "value": json.dumps(config)}]
+    pods = [pod(made, phase, node=f"h{i + 1}") for i, made in enumerate(jobs)]
+    return jobs, next(states(jobs, pods, []))
+
+
+def test_tasks_that_reach_each_other_by_node_name_are_told_to_take_the_internal_ip() -> None:
+    """A node's name resolves inside a pod only where the cluster's DNS knows it: a run whose
+    tasks wait for each other at names that do not resolve runs until its timeout."""
+    jobs, run = _addressed("h1:2222", "h2:2222")
+    assert names_to_resolve(run, jobs) == ["h1", "h2"]
+    assert unresolved_hint(run, jobs) == (
+        "; its tasks reach each other at their nodes' names (h1, h2): where their pods cannot "
+        "resolve those, they wait for each other until stopped; --address internal-ip gives "
+        "them the nodes' InternalIP"
+    )
+    log = [
+        "worker-1: the last 2 lines of its log (pod mnist-worker-1-p, container tf):",
+        "worker-1 | torch.distributed: [c10d] The hostname of the client socket cannot be "
+        "retrieved (gai error: -2 - Name or service not known)",
+        "worker-1 | RuntimeError: bad",
+    ]
+    assert unresolved_note("worker-1", log, run, jobs) == [
+        "worker-1: its log says a name did not resolve; its tasks reach each other at their "
+        "nodes' names (h1, h2), which their pods may not resolve: --address internal-ip gives "
+        "them the nodes' InternalIP"
+    ]
+    assert unresolved_note("worker-1", log[:1] + log[2:], run, jobs) == []  # no such error
+    # Addresses, or tasks that never ran, have nothing to resolve.
+    ips, by_ip = _addressed("10.0.0.1:2222", "10.0.0.2:2222")
+    assert names_to_resolve(by_ip, ips) == [] and unresolved_hint(by_ip, ips) == ""
+    assert unresolved_note("worker-1", log, by_ip, ips) == []
+    pending_jobs, pending = _addressed("h1:2222", "h2:2222", phase="Pending")
+    assert unresolved_hint(pending, pending_jobs) == ""

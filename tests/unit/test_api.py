@@ -261,3 +261,11 @@ def test_a_job_failed_at_its_backoff_limit_carries_the_exit_code_its_pod_showed(
         "program error",
     )
     assert str(ended.cause) == "worker-1 Failed: BackoffLimitExceeded" == run.outcome()
+
+
+def test_wait_takes_its_cleanup_grace_as_the_command_line_does_before_it_connects() -> None:
+    from simpletfjob.api.client import Run
+
+    waiting = Run(simpletfjob.Client(kubeconfig="/nonexistent/kubeconfig"), "mnist", "ml")
+    with pytest.raises(simpletfjob.UsageError, match="--cleanup-grace"):
+        waiting.wait(cleanup_grace="soon")

@@ -21,12 +21,12 @@ that the cleanup does not take their Jobs and logs.
 
 `ending_of` is the pure part: it reads a sequence of judged runs, so that the Ending of
 recorded events is tested without a server (tests/unit/test_ending.py); so are
-`finishing`, `still_finishing` and `finished_since`, the grace's rules.
+`finishing` and `finished_as`, the grace's rules.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from contextlib import closing
 from dataclasses import dataclass, replace
 from enum import Enum
@@ -182,36 +182,16 @@ def finishing(run: Run) -> list[TaskStatus]:
     ]
 
 
-def still_finishing(run: Run, jobs: Mapping[str, Object]) -> list[str]:
-    """The Jobs of the run's `finishing` tasks that have not ended, as `jobs` (by name, as the
-    server has them now) say; one that is gone, being deleted or made anew is not waited for."""
-    waiting = []
-    for task in finishing(run):
-        job = jobs.get(task.job)
-        if job is None or is_gone(job) or metadata_of(job).get("uid") != task.uid:
-            continue
-        if not (condition(job, "Complete") or condition(job, "Failed")):
-            waiting.append(task.job)
-    return waiting
-
-
-def finished_since(run: Run, waited: Collection[str], jobs: Mapping[str, Object]) -> Run:
-    """The run with each task whose Job was `waited` for and has ended since (of `jobs`, by
-    name) taken as it ended; its state and verdict stay as they were."""
-    tasks = []
-    for task in run.tasks:
-        job = jobs.get(task.job)
-        if (
-            task.job in waited
-            and job is not None
-            and metadata_of(job).get("uid") == task.uid
-            and not is_gone(job)
-            and (condition(job, "Complete") or condition(job, "Failed"))
-        ):
-            # (its pods are not read again: where it ran and its restarts stay as they were)
-            task = replace(task_of(job, ()), node=task.node, restarts=task.restarts)
-        tasks.append(task)
-    return replace(run, tasks=tuple(tasks))
+def finished_as(task: TaskStatus, job: Object | None) -> TaskStatus | None:
+    """A `finishing` task as its Job (as the server has it now; None: gone) says it is: the
+    task as it ended, once the Job has ended; the task itself, unchanged, when the Job is
+    gone, being deleted or made anew (nothing is left to wait for); None while it goes on."""
+    if job is None or is_gone(job) or metadata_of(job).get("uid") != task.uid:
+        return task
+    if not (condition(job, "Complete") or condition(job, "Failed")):
+        return None
+    # (its pods are not read again: where it ran and its restarts stay as they were)
+    return replace(task_of(job, ()), node=task.node, restarts=task.restarts)
 
 
 def let_finish(
@@ -224,38 +204,42 @@ def let_finish(
     """Give a run that has succeeded `grace` seconds (no more than `deadline` leaves) for its
     `finishing` tasks to end: one list and one watch of its Jobs, until each has ended. The
     run, with those that ended taken as they ended (the cleanup then leaves them); each is
-    said to `say` as it ends (`worker-1 Succeeded`)."""
-    if grace <= 0 or not finishing(run):
+    said to `say` as it ends (`worker-1 Succeeded`). Its state and verdict stay as they were."""
+    waiting = {task.job: task for task in finishing(run)}
+    if grace <= 0 or not waiting:
         return run
     from simpletfjob.kube.request import Deadline
     from simpletfjob.kube.resources import JOBS
     from simpletfjob.kube.watch import watch
     from simpletfjob.runs.objects import run_selector
-    from simpletfjob.runs.state import changes
+    from simpletfjob.runs.state import describe
 
     until = Deadline.after(grace) if deadline is None else deadline.sooner(grace)
-    jobs: dict[str, Object] = {}
-    waiting = [t.job for t in finishing(run)]
-    now = run
+    ended: dict[str, TaskStatus] = {}
     for event in watch(conn, JOBS, label_selector=run_selector(run.name), deadline=until):
         if event.type == "RELIST":
-            jobs = {_name(job): job for job in event.objects}
-        elif event.type == "DELETED" and event.object is not None:
-            jobs.pop(_name(event.object), None)
-        elif event.type in ("ADDED", "MODIFIED") and event.object is not None:
-            jobs[_name(event.object)] = event.object
+            listed = {_name(job): job for job in event.objects}
+            news = [(name, listed.get(name)) for name in waiting]
+        elif event.type in ("ADDED", "MODIFIED", "DELETED") and event.object is not None:
+            gone = event.type == "DELETED"
+            news = [(_name(event.object), None if gone else event.object)]
         else:
             continue
-        left = still_finishing(run, jobs)
-        if len(left) < len(waiting):  # some have ended (or gone) since
-            later = finished_since(now, waiting, jobs)
-            for line in changes(now, later):
-                if say is not None:
-                    say(line)
-            now, waiting = later, left
-        if not left:
+        for name, job in news:
+            task = waiting.get(name)
+            now = finished_as(task, job) if task is not None else None
+            if task is None or now is None:
+                continue
+            del waiting[name]
+            if now is not task:
+                ended[name] = now
+                if say is not None and describe(now) != describe(task):  # as state.changes
+                    say(describe(now))
+        if not waiting:
             break
-    return now
+    if not ended:
+        return run
+    return replace(run, tasks=tuple(ended.get(task.job, task) for task in run.tasks))
 
 
 def _name(obj: Object) -> str:

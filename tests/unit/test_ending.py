@@ -22,11 +22,10 @@ from simpletfjob.runs.ending import (
     Ending,
     ending_of,
     failed_line,
-    finished_since,
+    finished_as,
     finishing,
     judged,
     names_to_resolve,
-    still_finishing,
     unresolved_hint,
     unresolved_note,
     verdict,
@@ -158,21 +157,21 @@ def test_the_tasks_that_end_by_themselves_are_those_a_success_waits_for() -> Non
 
 
 def test_a_task_that_ended_within_the_grace_is_taken_as_it_ended() -> None:
-    run = _succeeded("worker-1", "worker-2")
-    ended = job("worker-1", succeeded=1, complete=True)
-    worker2 = job("worker-2", active=1)
-    waiting = [t.job for t in finishing(run)]
-    assert still_finishing(run, {"mnist-worker-1": ended, "mnist-worker-2": worker2}) == [
-        "mnist-worker-2"
-    ]
-    assert still_finishing(run, {"mnist-worker-1": ended}) == []  # worker-2's Job is gone
-    after = finished_since(run, waiting, {"mnist-worker-1": ended, "mnist-worker-2": worker2})
-    assert [(t.task, t.state, t.finished) for t in after.tasks] == [
-        ("worker-0", "Succeeded", True),
-        ("worker-1", "Succeeded", True),
-        ("worker-2", "Running", False),
-    ]
-    assert (after.state, after.decided_by) == ("Succeeded", "worker-0")
+    run = _succeeded("worker-1")
+    (task,) = finishing(run)
+    assert finished_as(task, job("worker-1", active=1)) is None  # it goes on: wait on
+    ended = finished_as(task, job("worker-1", succeeded=1, complete=True))
+    assert ended is not None
+    assert (ended.task, ended.state, ended.finished, ended.node) == (
+        "worker-1", "Succeeded", True, "h1",
+    )  # fmt: skip
+    failed = finished_as(task, job("worker-1", failed=1, failed_reason="BackoffLimitExceeded"))
+    assert failed is not None and (failed.state, failed.finished) == ("Failed", True)
+    # Gone, or made anew under its name: nothing to wait for, and nothing to take from it.
+    assert finished_as(task, None) is task
+    again = job("worker-1", succeeded=1, complete=True)
+    again["metadata"]["uid"] = "another"
+    assert finished_as(task, again) is task
 
 
 def _addressed(*endpoints: str, phase: str = "Running") -> tuple[list[dict[str, Any]], Run]:

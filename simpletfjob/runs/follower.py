@@ -150,17 +150,24 @@ class Follower:
         failed), with the exit codes those pods showed while they were there: its cause
         carries them (classify.py). Its lines say what they said."""
         tasks = list(run.tasks)
+        seen_pods: dict[str, list[Mapping[str, Any]]] | None = None  # by Job, read once if asked
+        changed = False
         for i, task in enumerate(tasks):
             if task.state != FAILED or not task.finished or task.exit_code is not None:
                 continue
             job = self.stores["jobs"].objects.get(task.job) or self.ended.get(task.job)
-            seen = last_failure(list(self._pods_of(job).values())) if job else None
-            if seen is not None and seen.exit_code is not None:
+            if job is None:
+                continue
+            if seen_pods is None:
+                seen_pods = pods_by_job(self.stores["pods"].last.values())
+            seen = last_failure(seen_pods.get(_uid(job), []))
+            if seen.exit_code is not None:
                 tasks[i] = replace(
                     task, exit_code=seen.exit_code, failure_reason=seen.reason,
                     failure_deleted=seen.deleted,
                 )  # fmt: skip
-        return replace(run, tasks=tuple(tasks)) if tasks != list(run.tasks) else run
+                changed = True
+        return replace(run, tasks=tuple(tasks)) if changed else run
 
     def judge_all(self, nodes: Mapping[str, str] | None = None) -> Run:
         """The run judged from every object (run_state), as `judge` would judge it."""

@@ -292,12 +292,14 @@ class Run:
         timeout: float | str | None = None,
         *,
         cleanup: str = "running",
+        cleanup_grace: float | str = 10.0,
         tail_on_failure: int = 20,
     ) -> Outcome:
         """`simpletfjob wait NAME`: follow the run to its end, then clean up as wait does.
 
         `timeout` in seconds or as "30m" (None: as long as it takes); `cleanup` is --cleanup
-        (running: delete what still runs; all; none). A run that fails, or cannot be
+        (running: delete what still runs; all; none), after `cleanup_grace` (seconds or "10s")
+        for the tasks that end by themselves, once the run has succeeded. A run that fails, or cannot be
         decided, is an Outcome with `succeeded` False (its failing task's last lines and
         events are logged); TimedOut when `timeout` passes first (the run left as it is).
         """
@@ -309,7 +311,7 @@ class Run:
 
         checked = _checked(
             WaitOptions, "wait()", timeout=timeout, cleanup=cleanup,
-            tail_on_failure=tail_on_failure,
+            cleanup_grace=cleanup_grace, tail_on_failure=tail_on_failure,
         )  # fmt: skip
         with self._connect("wait for a run on") as conn:
             try:
@@ -321,6 +323,7 @@ class Run:
                     tail=checked["tail_on_failure"],
                     context=self.client.context,
                     say=report.say,
+                    grace=checked["cleanup_grace"],
                 )
             except RunFailed as e:
                 if e.run is None:

@@ -1,4 +1,5 @@
-"""--explain: a table on stderr, one row per node, saying whether it is eligible, why not, and its task."""
+"""--explain: a table on stderr, one row per node, saying whether it is eligible, why not, and its
+task; then what the tasks reach each other at (a node's name must resolve inside their pods)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,29 @@ from collections.abc import Sequence
 from simpletfjob.hosts.selection import Verdict, breakdown
 from simpletfjob.tasks import Task
 
+# What the tasks' addresses are (the hosts a framework's variables name: TensorFlow's
+# cluster, torchrun's master, JAX's coordinator), by --address; and whether a pod must
+# resolve them (a node's name resolves inside a pod only where the cluster's DNS knows it).
+ADDRESSES = {
+    "name": "their nodes' names (--address name), which their pods must resolve; "
+    "--address internal-ip gives them the nodes' InternalIP",
+    "internal-ip": "their nodes' InternalIP (--address internal-ip)",
+    "hostname": "their nodes' kubernetes.io/hostname labels (--address hostname), which their "
+    "pods must resolve; --address internal-ip gives them the nodes' InternalIP",
+}
 
-def explain_table(verdicts: Sequence[Verdict], tasks: Sequence[Task], limited: bool = True) -> str:
-    """The table, ending with the short breakdown; `tasks` is empty when selection failed.
+
+def address_line(address: str, network: str) -> str:
+    """'the tasks reach each other at ...': what --explain says of the tasks' addresses."""
+    where = "their Services' DNS names (--network pod)" if network == "pod" else ADDRESSES[address]
+    return f"the tasks reach each other at {where}"
+
+
+def explain_table(
+    verdicts: Sequence[Verdict], tasks: Sequence[Task], limited: bool = True, address: str = ""
+) -> str:
+    """The table, ending with the short breakdown, then `address` (address_line) when tasks
+    were seated; `tasks` is empty when selection failed.
 
     A node that only some roles may use says which in ELIGIBLE ('only ps'), and
     each reason that holds for some roles only names them ('taint k:NoSchedule
@@ -45,4 +66,6 @@ def explain_table(verdicts: Sequence[Verdict], tasks: Sequence[Task], limited: b
         for row in rows
     ]
     lines.append(breakdown(verdicts))
+    if tasks and address:
+        lines.append(address)
     return "\n".join(line.rstrip() for line in lines)

@@ -68,7 +68,7 @@ def write_run(options: Options, only: Sequence[str] = ()) -> None:
 
     With `only` (--task), only those tasks' documents are written; the run is planned whole.
     """
-    from simpletfjob.cli.report import explain, plan_explained, summary, tell
+    from simpletfjob.cli.report import explain_plan, plan_explained, summary, tell
     from simpletfjob.output import destination, refuse_inputs, spare_inputs_from_stderr, write_to
     from simpletfjob.plan import default_output_name, inputs
     from simpletfjob.streams import stream_fd
@@ -100,7 +100,7 @@ def write_run(options: Options, only: Sequence[str] = ()) -> None:
         write_to(dest, planned.chunks())
     except SimpleTFJobError:
         if options.explain:
-            explain(planned.verdicts, planned.tasks, limited=options.num != -1)
+            explain_plan(planned, options)
         raise
     tell(planned, options)
     checked = f"; valid for Kubernetes {planned.validated}" if planned.validated else ""

@@ -45,18 +45,29 @@ def tell(planned: Plan, options: Options) -> None:
     for message in planned.warnings[:early]:
         warn(message)
     if options.explain:
-        explain(planned.verdicts, planned.tasks, limited=options.num != -1)
+        explain_plan(planned, options)
     for message in planned.warnings[early:]:
         warn(message)
     for note in planned.notes:
         say(f"simpletfjob: {note}")
 
 
-def explain(verdicts: Sequence[Verdict], tasks: Sequence[Task], limited: bool) -> None:
-    """--explain: the verdicts table, on stderr; `limited`: -N limited the hosts."""
+def explain_plan(planned: Plan, options: Options) -> None:
+    """--explain's table of a plan: its verdicts and tasks, and the tasks' addresses."""
+    from simpletfjob.cli.explain import address_line
+
+    address = address_line(options.address, options.network)
+    explain(planned.verdicts, planned.tasks, limited=options.num != -1, address=address)
+
+
+def explain(
+    verdicts: Sequence[Verdict], tasks: Sequence[Task], limited: bool, address: str = ""
+) -> None:
+    """--explain: the verdicts table, on stderr; `limited`: -N limited the hosts; `address`:
+    what the tasks reach each other at (explain.address_line)."""
     from simpletfjob.cli.explain import explain_table
 
-    for line in explain_table(verdicts, tasks, limited=limited).splitlines():
+    for line in explain_table(verdicts, tasks, limited=limited, address=address).splitlines():
         say(line)
 
 

@@ -46,6 +46,7 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
                 context=options.context,
                 say=say,
                 progress=status,
+                grace=options.cleanup_grace,
             )
         # The status line erased, the verdict is said before the connection is closed.
         say(succeeded_line(run))

@@ -138,6 +138,15 @@ class Framework(Protocol):
     def run_tasks(self, job: Mapping[str, Any]) -> list[str]:
         """Every task of the run ('worker-1'), as one of its Jobs (from the server) names them; [] if it does not."""
 
+    def peer_hosts(self, job: Mapping[str, Any]) -> list[str]:
+        """The hosts the run's tasks reach each other at, as one of its Jobs names them in its
+        env (TensorFlow's cluster, torchrun's master, JAX's coordinator); [] if it does not."""
+
+    def ends_by_itself(self, roles: Collection[str]) -> frozenset[str]:
+        """Of a run's roles, those whose tasks end by themselves once the run has succeeded
+        (the workers of a collective end with the task that decided, a moment later): `wait`'s
+        cleanup gives them --cleanup-grace to end before it deletes what still runs."""
+
 
 def framework(name: str = "tensorflow") -> Framework:
     """The framework of that name (each module is imported only when its framework is asked for)."""

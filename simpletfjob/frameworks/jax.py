@@ -21,6 +21,7 @@ from simpletfjob.frameworks.workers import (
     EnvValues,
     WorkersOnly,
     address_of,
+    first_host,
     workers_from,
 )
 from simpletfjob.tasks import Task
@@ -96,6 +97,10 @@ class Jax(WorkersOnly):
     def run_tasks(self, job: Mapping[str, Any]) -> list[str]:
         """Every worker ('worker-1'), from JAX_NUM_PROCESSES in a Job's env; [] when it has none."""
         return workers_from(job, "JAX_NUM_PROCESSES")
+
+    def peer_hosts(self, job: Mapping[str, Any]) -> list[str]:
+        """The coordinator's host, in a Job's env; [] when it names none."""
+        return first_host(job, "JAX_COORDINATOR_ADDRESS")
 
 
 JAX = Jax()

@@ -33,6 +33,7 @@ from simpletfjob.frameworks.workers import (
     EnvValues,
     WorkersOnly,
     address_of,
+    first_host,
     workers_from,
 )
 from simpletfjob.options.table import Must, OptionGroup, option
@@ -168,7 +169,9 @@ class PyTorch(WorkersOnly):
     )
     placed: tuple[str, ...] = ()
     blocks: tuple[str, ...] = (TORCH_ENV,)  # placed as lines of env entries
-    env_names: tuple[str, ...] = ("PET_NNODES", "PET_NODE_RANK", "MASTER_ADDR", "RANK")
+    env_names: tuple[str, ...] = (
+        "PET_NNODES", "PET_NODE_RANK", "MASTER_ADDR", "RANK", "PET_RDZV_ENDPOINT",
+    )  # fmt: skip
     legacy: tuple[str, ...] = ()
     addresses: frozenset[str] = frozenset({TORCH_ENV, "master_addr"})
     port_name: str = "pytorchjob-port"  # as the PyTorchJob operator names it
@@ -205,6 +208,11 @@ class PyTorch(WorkersOnly):
     def run_tasks(self, job: Mapping[str, Any]) -> list[str]:
         """Every worker ('worker-1'), from PET_NNODES in a Job's env (N, or M:N elastic); [] when it has none."""
         return workers_from(job, "PET_NNODES", elastic=True)
+
+    def peer_hosts(self, job: Mapping[str, Any]) -> list[str]:
+        """Where torchrun's agents meet, in a Job's env: an elastic run's rendezvous, else the
+        master; [] when it names neither."""
+        return first_host(job, "PET_RDZV_ENDPOINT", "MASTER_ADDR")
 
 
 PYTORCH = PyTorch()

@@ -17,7 +17,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from simpletfjob.errors import InputError, SelectionError, UsageError
-from simpletfjob.frameworks.workers import Rules
+from simpletfjob.frameworks.workers import Rules, env_values, host_of
 from simpletfjob.hosts.nodes import check_host_names, parse_host_lines
 from simpletfjob.inputs import read_text
 from simpletfjob.options.table import OptionGroup, at_least, option
@@ -325,6 +325,8 @@ class TensorFlow(Rules):
     independent: tuple[str, ...] = ("evaluator",)
     role_order: tuple[str, ...] = ROLES  # the order render writes the tasks in
     lead: str = "chief-0"
+    collective: tuple[str, ...] = ("chief", "worker")  # MultiWorkerMirroredStrategy's (no ps)
+    serving: str = "ps"  # never ends, nor do a ParameterServerStrategy's workers beside it
 
     def roles(self, options: TensorFlowOptions) -> tuple[str, ...]:
         has_ps = bool(options.psf) or options.psn > 0
@@ -378,27 +380,25 @@ class TensorFlow(Rules):
     def run_tasks(self, job: Mapping[str, Any]) -> list[str]:
         """Every task of the run ('chief-0', 'worker-1'), from the cluster in a Job's TF_CONFIG;
         [] when its pod template has no TF_CONFIG with a cluster (flags instead, say)."""
+        return [
+            f"{role}-{i}" for role, hosts in _cluster_of(job).items() for i in range(len(hosts))
+        ]
+
+    def peer_hosts(self, job: Mapping[str, Any]) -> list[str]:
+        """The hosts of the cluster in a Job's TF_CONFIG; [] when it has none."""
+        return [host_of(endpoint) for hosts in _cluster_of(job).values() for endpoint in hosts]
+
+
+def _cluster_of(job: Mapping[str, Any]) -> dict[str, list[Any]]:
+    """The cluster of a Job's first TF_CONFIG that has one (roles with a list); {} if none."""
+    for value in env_values(job, TF_CONFIG):
         try:
-            spec = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
-            containers = [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
-        except (AttributeError, TypeError):  # not a Job as the API server writes one
-            return []
-        for container in containers:
-            for env in (container.get("env") if isinstance(container, Mapping) else None) or ():
-                if not isinstance(env, Mapping) or env.get("name") != TF_CONFIG:
-                    continue
-                try:
-                    cluster = json.loads(str(env.get("value"))).get("cluster")
-                except (ValueError, AttributeError):
-                    continue
-                if isinstance(cluster, dict):
-                    return [
-                        f"{role}-{i}"
-                        for role, hosts in cluster.items()
-                        if isinstance(hosts, list)
-                        for i in range(len(hosts))
-                    ]
-        return []
+            cluster = json.loads(str(value)).get("cluster")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(cluster, dict):
+            return {role: hosts for role, hosts in cluster.items() if isinstance(hosts, list)}
+    return {}
 
 
 TENSORFLOW = TensorFlow()

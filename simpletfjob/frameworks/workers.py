@@ -42,6 +42,10 @@ class Rules:
     # a framework whose runs are never elastic.
     elastic: str = ""
     rendezvous: str = ""
+    # The roles whose tasks end by themselves once the run has succeeded (`ends_by_itself`),
+    # and a role whose tasks never do, nor the others beside them ('' for none).
+    collective: tuple[str, ...] = (WORKER,)
+    serving: str = ""
 
     def deciding(self, policy: str, names: Iterable[str]) -> list[str]:
         """The tasks, of those named, whose success is the run's."""
@@ -58,6 +62,14 @@ class Rules:
     def settle(self, options: Any, gpus: Callable[[], int]) -> Any:
         """The options with the defaults that wait for the template settled; `gpus`: what a task asks."""
         return options
+
+    def ends_by_itself(self, roles: Collection[str]) -> frozenset[str]:
+        """The roles of `collective` (all end once the work is done: torchrun's and JAX's
+        workers), unless the run has a `serving` role (then none: its tasks serve until they
+        are stopped, and so do the others beside them)."""
+        if self.serving and self.serving in roles:
+            return frozenset()
+        return frozenset(roles) & set(self.collective)
 
     def check_floor(self, floor: int | None, roles: Iterable[str]) -> None:
         """--min-workers M against the run's tasks' `roles`: at most its tasks of the elastic
@@ -132,19 +144,44 @@ def env_entries(pairs: Sequence[tuple[str, object]]) -> str:
     return "\n".join(f"- name: {name}\n  value: {json.dumps(str(value))}" for name, value in pairs)
 
 
-def env_value(job: Mapping[str, Any], name: str) -> str | None:
-    """The value of env entry `name` in any container of a Job's pod template (as the server wrote it)."""
+def env_values(job: Mapping[str, Any], name: str) -> list[Any]:
+    """The values of every env entry `name` in a Job's pod template, init containers first (as
+    the server wrote them: any type)."""
     try:
         spec = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
         containers = [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
     except (AttributeError, TypeError):  # not a Job as the API server writes one
-        return None
-    for container in containers:
-        for env in (container.get("env") if isinstance(container, Mapping) else None) or ():
-            if isinstance(env, Mapping) and env.get("name") == name:
-                value = env.get("value")
-                return value if isinstance(value, str) else None
-    return None
+        return []
+    return [
+        env.get("value")
+        for container in containers
+        for env in (container.get("env") if isinstance(container, Mapping) else None) or ()
+        if isinstance(env, Mapping) and env.get("name") == name
+    ]
+
+
+def env_value(job: Mapping[str, Any], name: str) -> str | None:
+    """The value of env entry `name` in any container of a Job's pod template (as the server wrote it)."""
+    values = env_values(job, name)
+    return values[0] if values and isinstance(values[0], str) else None
+
+
+def host_of(endpoint: object) -> str:
+    """The host of an endpoint: 'h1' of 'h1:2222', '::1' of '[::1]:2222'; a host alone as it is."""
+    text = str(endpoint)
+    if text.startswith("["):
+        return text[1:].partition("]")[0]
+    return text.partition(":")[0] if text.count(":") == 1 else text
+
+
+def first_host(job: Mapping[str, Any], *names: str) -> list[str]:
+    """The host of the first of these env entries a Job's pod template has (a worker-only
+    framework's meeting point: torchrun's master, JAX's coordinator), as a list; [] if none."""
+    for name in names:
+        value = env_value(job, name)
+        if value:
+            return [host_of(value)]
+    return []
 
 
 def workers_from(job: Mapping[str, Any], count_variable: str, elastic: bool = False) -> list[str]:

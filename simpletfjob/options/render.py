@@ -152,7 +152,7 @@ class NodeOptions(OptionGroup):
     explain: bool = option(
         "--explain",
         default=False,
-        help="Print each node's verdict to stderr. Eligible or why not, its task, its free GPUs when the pods were read.",
+        help="Print each node's verdict to stderr. Eligible or why not, its task, its free GPUs when the pods were read, and what the tasks reach each other at.",
     )
 
 

@@ -131,6 +131,24 @@ def failure_tail() -> Any:
     )
 
 
+def cleanup_grace() -> Any:
+    """--cleanup-grace D, for wait and run: how long the tasks that end by themselves are given
+    to end, after a success, before the cleanup deletes what still runs."""
+    return option(
+        "--cleanup-grace",
+        default=10.0,
+        type=float,
+        parse=parse_duration,
+        format=format_duration,
+        metavar="DURATION",
+        show_default=True,
+        help="After a success, how long the tasks that end by themselves (the workers of "
+        "MultiWorkerMirroredStrategy, torchrun and JAX) are given to end before --cleanup "
+        "deletes what still runs; it ends as soon as they have. A run with a parameter server "
+        "waits for none. 0 deletes at once.",
+    )
+
+
 class StatusOptions(ConnectionOptions):
     """`simpletfjob status [RUN]`: one run's tasks, or every run in the namespace."""
 
@@ -188,6 +206,7 @@ class WaitOptions(ConnectionOptions):
         help="What to delete when the run ends. The Jobs and Services of the tasks still not "
         "finished (running), the whole run (all), or nothing (none).",
     )
+    cleanup_grace: float = cleanup_grace()
     tail_on_failure: int = failure_tail()
 
 
@@ -341,6 +360,7 @@ class RunOptions(Options, LimitOptions, RestartOptions):
         help="What to delete at the end, as wait does. The Jobs and Services of the tasks still "
         "not finished (running), the whole run (all), or nothing (none).",
     )
+    cleanup_grace: float = cleanup_grace()
     replace_run: bool = option(
         "--replace",
         default=False,

@@ -14,28 +14,44 @@ What a command says of the end is built here too, once: the success line, the fa
 decided, and the failing task's last log lines and Warning events (failure.py) that `wait`,
 `run` and `status -w` show before the verdict.
 
+After a success, before the cleanup, the tasks that end by themselves (the framework's
+`ends_by_itself`: a collective's workers end a moment after the task that decided) are
+given --cleanup-grace to end (`let_finish`: one list and one watch of the run's Jobs), so
+that the cleanup does not take their Jobs and logs.
+
 `ending_of` is the pure part: it reads a sequence of judged runs, so that the Ending of
-recorded events is tested without a server (tests/unit/test_ending.py).
+recorded events is tested without a server (tests/unit/test_ending.py); so are
+`finishing` and `finished_as`, the grace's rules.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Sequence
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import TYPE_CHECKING
 
 from simpletfjob.errors import ClusterError, RunFailed
+from simpletfjob.frameworks import framework as framework_named
 from simpletfjob.identity import JOB_LABEL, POLICY_ANNOTATION
 from simpletfjob.runs.classify import REFUSED, TASK_FAILED, Cause, run_failure
-from simpletfjob.runs.state import AMBIGUOUS, DELETED, DELETING, FAILED, SUCCEEDED, Run
+from simpletfjob.runs.state import (
+    AMBIGUOUS,
+    DELETED,
+    DELETING,
+    FAILED,
+    RUNNING,
+    SUCCEEDED,
+    Run,
+    is_gone,
+)
+from simpletfjob.runs.taskstate import Object, TaskStatus, condition, metadata_of, task_of
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
     from simpletfjob.kube.request import Deadline
     from simpletfjob.runs.failure import Keeper
-    from simpletfjob.runs.taskstate import Object
 
 # Reasons a new attempt of the whole run would not change: it was deleted, or its deadline passed.
 UNRESTARTABLE = (DELETED, "DeadlineExceeded")
@@ -147,7 +163,157 @@ def follow_to_end(
         return Ending(End.TIMED_OUT, last[0] if last else None, problem=e)
 
 
+# ---- after a success: the tasks that end by themselves ---------------------------------------
+
+
+def finishing(run: Run) -> list[TaskStatus]:
+    """Of a run that has succeeded, the tasks that have not ended but end by themselves, as its
+    framework says (`ends_by_itself`: the workers of a collective end with the task that
+    decided, a moment later; a ps never does): the cleanup gives them --cleanup-grace to end,
+    so that their Jobs and logs stay. [] for any other run, and for a task that is a copy
+    (the cleanup leaves it anyway) or is being deleted."""
+    if run.state != SUCCEEDED:
+        return []
+    roles = framework_named(run.framework).ends_by_itself({t.role for t in run.tasks})
+    return [
+        t
+        for t in run.tasks
+        if t.role in roles and not t.finished and t.applied and t.state != DELETING
+    ]
+
+
+def finished_as(task: TaskStatus, job: Object | None) -> TaskStatus | None:
+    """A `finishing` task as its Job (as the server has it now; None: gone) says it is: the
+    task as it ended, once the Job has ended; the task itself, unchanged, when the Job is
+    gone, being deleted or made anew (nothing is left to wait for); None while it goes on."""
+    if job is None or is_gone(job) or metadata_of(job).get("uid") != task.uid:
+        return task
+    if not (condition(job, "Complete") or condition(job, "Failed")):
+        return None
+    # (its pods are not read again: where it ran and its restarts stay as they were)
+    return replace(task_of(job, ()), node=task.node, restarts=task.restarts)
+
+
+def let_finish(
+    conn: Connection,
+    run: Run,
+    grace: float,
+    deadline: Deadline | None,
+    say: Callable[[str], None] | None = None,
+) -> Run:
+    """Give a run that has succeeded `grace` seconds (no more than `deadline` leaves) for its
+    `finishing` tasks to end: one list and one watch of its Jobs, until each has ended. The
+    run, with those that ended taken as they ended (the cleanup then leaves them); each is
+    said to `say` as it ends (`worker-1 Succeeded`). Its state and verdict stay as they were."""
+    waiting = {task.job: task for task in finishing(run)}
+    if grace <= 0 or not waiting:
+        return run
+    from simpletfjob.kube.request import Deadline
+    from simpletfjob.kube.resources import JOBS
+    from simpletfjob.kube.watch import watch
+    from simpletfjob.runs.objects import run_selector
+    from simpletfjob.runs.state import describe
+
+    until = Deadline.after(grace) if deadline is None else deadline.sooner(grace)
+    ended: dict[str, TaskStatus] = {}
+    for event in watch(conn, JOBS, label_selector=run_selector(run.name), deadline=until):
+        if event.type == "RELIST":
+            listed = {_name(job): job for job in event.objects}
+            news = [(name, listed.get(name)) for name in waiting]
+        elif event.type in ("ADDED", "MODIFIED", "DELETED") and event.object is not None:
+            gone = event.type == "DELETED"
+            news = [(_name(event.object), None if gone else event.object)]
+        else:
+            continue
+        for name, job in news:
+            task = waiting.get(name)
+            now = finished_as(task, job) if task is not None else None
+            if task is None or now is None:
+                continue
+            del waiting[name]
+            if now is not task:
+                ended[name] = now
+                if say is not None and describe(now) != describe(task):  # as state.changes
+                    say(describe(now))
+        if not waiting:
+            break
+    if not ended:
+        return run
+    return replace(run, tasks=tuple(ended.get(task.job, task) for task in run.tasks))
+
+
+def _name(obj: Object) -> str:
+    return str(metadata_of(obj).get("name"))
+
+
 # ---- what is said of the end ----------------------------------------------------------------
+
+
+# A line of a task's log that says a host name did not resolve: getaddrinfo's words (glibc,
+# musl, macOS), torch's `gai error`, gRPC's (TensorFlow's) `DNS resolution failed`.
+UNRESOLVED = (
+    r"gai error|Name or service not known|Temporary failure in name resolution|"
+    r"nodename nor servname|No address associated with hostname|Name does not resolve|"
+    r"DNS resolution failed|Could not resolve host|getaddrinfo"
+)
+
+
+def names_to_resolve(run: Run, jobs: Iterable[Object]) -> list[str]:
+    """The node names the run's tasks reach each other at, when they do so by name: the hosts
+    its framework's variables name (as its Jobs carry them: `peer_hosts`) that are the nodes
+    its tasks are on, and no IP address. A node's name resolves inside a pod only where the
+    cluster's DNS knows it. [] for addresses (--address internal-ip) or Services' names."""
+    import ipaddress
+
+    fw = framework_named(run.framework)
+    hosts = next((found for job in jobs if (found := fw.peer_hosts(job))), [])
+    nodes = {task.node for task in run.tasks if task.node}
+    named = []
+    for host in dict.fromkeys(hosts):
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            if host in nodes:
+                named.append(host)
+    return sorted(named)
+
+
+def _names(hosts: Sequence[str]) -> str:
+    shown = ", ".join(hosts[:3]) + (f" and {len(hosts) - 3} more" if len(hosts) > 3 else "")
+    return f"their nodes' names ({shown})"
+
+
+TAKE_IP = "--address internal-ip gives them the nodes' InternalIP"
+
+
+def unresolved_hint(run: Run, jobs: Iterable[Object]) -> str:
+    """What a run that did not end says of its tasks' addresses, when some of them run and
+    reach each other by node name: '; its tasks reach each other at their nodes' names (h1,
+    h2): ...'; '' otherwise."""
+    names = names_to_resolve(run, jobs) if run.count(RUNNING) else []
+    if not names:
+        return ""
+    return (
+        f"; its tasks reach each other at {_names(names)}: where their pods cannot resolve "
+        f"those, they wait for each other until stopped; {TAKE_IP}"
+    )
+
+
+def unresolved_note(task: str, lines: Sequence[str], run: Run, jobs: Iterable[Object]) -> list[str]:
+    """The line that follows a failed task's explanation (`lines`) when its log says a name
+    did not resolve and the run's tasks reach each other by node name; [] otherwise."""
+    import re
+
+    said = [line for line in lines if line.startswith(f"{task} | ")]
+    if not any(re.search(UNRESOLVED, line, re.IGNORECASE) for line in said):
+        return []
+    names = names_to_resolve(run, jobs)
+    if not names:
+        return []
+    return [
+        f"{task}: its log says a name did not resolve; its tasks reach each other at "
+        f"{_names(names)}, which their pods may not resolve: {TAKE_IP}"
+    ]
 
 
 def explain_failure(
@@ -155,12 +321,15 @@ def explain_failure(
 ) -> list[str]:
     """The failing task's last log lines and Warning events (failure.py), for a cause that names
     a task whose pods can be read: a task that failed, or a pod its node refused (a lost
-    node's pods cannot be read: no kubelet answers). [] for any other."""
+    node's pods cannot be read: no kubelet answers); then, when its log says a name did not
+    resolve and the tasks reach each other by node name, that (`unresolved_note`). [] for
+    any other."""
     if cause is None or cause.kind not in (TASK_FAILED, REFUSED):
         return []
     from simpletfjob.runs.failure import explain_task
 
-    return explain_task(conn, run, cause.task, tail, keeper)
+    lines = explain_task(conn, run, cause.task, tail, keeper)
+    return lines + unresolved_note(cause.task, lines, run, keeper.jobs if keeper else ())
 
 
 def failed_line(run: Run, verdict: str | None = None) -> str:

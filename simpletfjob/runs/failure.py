@@ -36,9 +36,19 @@ from typing import TYPE_CHECKING, Any
 from simpletfjob.kube.request import Action, Deadline, request
 from simpletfjob.kube.resources import EVENTS, PODS
 from simpletfjob.runs.state import DELETED, PENDING, Run
-from simpletfjob.runs.taskstate import Object, TaskStatus, labels_of, metadata_of, one_line
+from simpletfjob.runs.taskstate import (
+    Object,
+    TaskStatus,
+    labels_of,
+    metadata_of,
+    one_line,
+    pods_by_job,
+    timestamp,
+)
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from simpletfjob.kube.connection import Connection
 
 DEFAULT_TAIL = 20
@@ -134,7 +144,18 @@ def list_task_pods(conn: Connection, task: TaskStatus) -> list[Object]:
     from simpletfjob.kube.lists import list_objects
 
     pods = list_objects(conn, PODS, label_selector=f"job-name={task.job}").items
-    return sorted(pods, key=lambda p: str(metadata_of(p).get("creationTimestamp") or ""))
+    return sorted(
+        own_pods(pods, task), key=lambda p: str(metadata_of(p).get("creationTimestamp") or "")
+    )
+
+
+def own_pods(pods: Iterable[Object], task: TaskStatus) -> list[Object]:
+    """The pods of the task's Job as it is now (by its uid), not those of an earlier Job of its
+    name (`run`'s earlier attempt); all of them when its uid is not known."""
+    if not task.uid:
+        return list(pods)
+    by_job = pods_by_job(pods)
+    return [*by_job.get(task.uid, ()), *by_job.get(f"name:{task.job}", ())]
 
 
 def _pod_name(job: str) -> re.Pattern[str]:
@@ -142,9 +163,15 @@ def _pod_name(job: str) -> re.Pattern[str]:
 
 
 def task_events(
-    events: Iterable[Object], task: TaskStatus, pods: Iterable[Object] = ()
+    events: Iterable[Object],
+    task: TaskStatus,
+    pods: Iterable[Object] = (),
+    since: datetime | None = None,
 ) -> list[Object]:
-    """The events of the task's Job and of its pods, those that are gone too."""
+    """The events of the task's Job and of its pods, those that are gone too (known by their
+    name, JOB-xxxxx). With `since` (the Job's creation: a failed task's explanation), only the
+    events of such a pod that came from then on: an earlier Job of the same name (`run`'s
+    earlier attempt) had pods named alike."""
     uids = {str(metadata_of(p).get("uid")) for p in pods}
     named = _pod_name(task.job)
     found = []
@@ -152,25 +179,44 @@ def task_events(
         about = event.get("involvedObject") or {}
         kind, name, uid = about.get("kind"), str(about.get("name") or ""), about.get("uid")
         job = kind == "Job" and name == task.job and (not task.uid or not uid or uid == task.uid)
-        if job or (kind == "Pod" and (uid in uids or named.fullmatch(name))):
+        gone_pod = named.fullmatch(name) and not _before(event, since)
+        if job or (kind == "Pod" and (uid in uids or gone_pod)):
             found.append(event)
     return found
 
 
-def event_line(event: Object) -> str:
-    """'  BackoffLimitExceeded (x1) job/mnist-worker-1: Job has reached the specified backoff limit'."""
+def _before(event: Object, created: datetime | None) -> bool:
+    """Whether the event last came before that time (to the second); False when either is not known."""
+    when = timestamp(_when(event) + "Z") if _when(event) else None
+    return created is not None and when is not None and when < created.replace(microsecond=0)
+
+
+def event_lines(events: Iterable[Object]) -> list[str]:
+    """'  BackoffLimitExceeded (x1) job/mnist-worker-1: Job has reached the specified backoff
+    limit': one line for the events that say the same of the same object (reason, object,
+    message), their counts summed (a kubelet may record each back-off as an event of its own), in the
+    order they first came."""
+    counts: dict[tuple[str, str, str], int] = {}
+    for event in events:
+        key = _event_parts(event)
+        count = event.get("count") or (event.get("series") or {}).get("count") or 1
+        counts[key] = counts.get(key, 0) + (count if type(count) is int else 1)
+    return [f"  {reason} (x{n}) {ref}: {message}" for (reason, ref, message), n in counts.items()]
+
+
+def _event_parts(event: Object) -> tuple[str, str, str]:
     about = event.get("involvedObject") or {}
-    count = event.get("count") or (event.get("series") or {}).get("count") or 1
     ref = f"{str(about.get('kind') or '').lower()}/{about.get('name')}"
     message = " ".join(str(event.get("message") or "").split())
-    return f"  {event.get('reason')} (x{count}) {ref}: {message}"
+    return str(event.get("reason")), ref, message
 
 
 # ---- kept lines ---------------------------------------------------------------------------------
 
 
 class Keeper:
-    """The last lines of each container seen crashing while `wait` follows the run, by Job.
+    """The last lines of each container seen crashing while `wait` follows the run, by Job;
+    and the run's Jobs as last seen (ending.py reads what they say of the tasks' addresses).
 
     `seen(jobs, pods)` is given each state `wait` judges: a container that has restarted
     (its restartCount grew) or waits to start again after a crash has its crashed instance
@@ -181,13 +227,15 @@ class Keeper:
     def __init__(self, conn: Connection, tail: int) -> None:
         self.conn = conn
         self.tail = tail
-        self.kept: dict[str, Kept] = {}  # by Job
+        self.kept: dict[str, Kept] = {}  # by Job, as pods_by_job files its pods (its uid)
         self.read: set[tuple[str, str, str]] = set()  # (pod uid, container, crash)
         self.threads: list[threading.Thread] = []
         self.lock = threading.Lock()
         self.looked: dict[int, Object] = {}  # id(pod) -> the pod, of the last `seen`
+        self.jobs: Sequence[Object] = ()
 
     def seen(self, jobs: Sequence[Object], pods: Sequence[Object]) -> None:
+        self.jobs = jobs  # the last seen: what their variables say of the tasks' addresses
         if self.tail <= 0:
             return
         looked, self.looked = self.looked, {id(pod): pod for pod in pods}
@@ -204,22 +252,24 @@ class Keeper:
                 if key in self.read:
                     continue
                 self.read.add(key)
-                args = (job, str(metadata.get("name")), str(status.get("name")))
+                # by its Job's uid: an earlier Job of the name (`run`'s) is not this one
+                owner = next(iter(pods_by_job([pod])))
+                args = (owner, str(metadata.get("name")), str(status.get("name")))
                 thread = threading.Thread(target=self._keep, args=args, daemon=True)
                 self.threads.append(thread)
                 thread.start()
 
-    def _keep(self, job: str, pod: str, container: str) -> None:
+    def _keep(self, key: str, pod: str, container: str) -> None:
         lines, _ = read_tail(self.conn, pod, container, self.tail, previous=True)
         if lines:
             with self.lock:
-                self.kept[job] = Kept(pod, container, tuple(lines))
+                self.kept[key] = Kept(pod, container, tuple(lines))
 
-    def kept_for(self, job: str) -> Kept | None:
+    def kept_for(self, task: TaskStatus) -> Kept | None:
         for thread in self.threads:
             thread.join(READ_WITHIN)
         with self.lock:
-            return self.kept.get(job)
+            return self.kept.get(task.uid) or self.kept.get(f"name:{task.job}")
 
 
 def _crash(status: Mapping[str, Any]) -> str | None:
@@ -255,10 +305,10 @@ def explain(conn: Connection, run: Run, tail: int, keeper: Keeper | None = None)
     if why:
         lines.append(f"{task.task}: the events could not be read: {why}")
     else:
-        mine = task_events(events, task, pods)
+        mine = task_events(events, task, pods, since=task.created)
         if mine:
             lines.append(f"{task.task}: Warning events of its Job and pods:")
-            lines += [event_line(e) for e in mine]
+            lines += event_lines(mine)
     return lines
 
 
@@ -278,7 +328,7 @@ def _log_lines(
 ) -> list[str]:
     from simpletfjob.runs.logsources import container_state, framework_container
 
-    kept = keeper.kept_for(task.job) if keeper is not None else None
+    kept = keeper.kept_for(task) if keeper is not None else None
     pod = _failing_pod(pods)
     going = pod is not None and bool(metadata_of(pod).get("deletionTimestamp"))
     if pod is None or (going and kept is not None):

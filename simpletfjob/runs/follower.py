@@ -17,7 +17,9 @@ same of the same objects. `verdict` says whether `wait` may end on that judgemen
   failure (the server's clock was at least at that second then), taking events meanwhile.
 
 A task's restarts that can no longer be counted (its pod gone: taskstate.py) are the count
-last seen while following, so `wait`, `run` and `status -w` keep what they saw.
+last seen while following, so `wait`, `run` and `status -w` keep what they saw. Likewise a
+failed task's exit code, once its pods no longer tell it (the Job controller deletes an
+OnFailure pod at the backoff limit): the code its pods showed, which the cause carries.
 
 A Job's end, once seen, is kept (`Follower.ended`): a Job seen Complete or Failed that is
 then deleted (by ttlSecondsAfterFinished, which may come within the failure's second, or
@@ -48,6 +50,7 @@ from simpletfjob.runs.state import (
 from simpletfjob.runs.tally import Tally
 from simpletfjob.runs.taskstate import (
     condition,
+    last_failure,
     metadata_of,
     pods_by_job,
 )
@@ -139,11 +142,37 @@ class Follower:
             run, whole = self._judge_all(nodes)
             objects = {plural: store.objects for plural, store in self.stores.items()}
             self.tally.reset(run if whole else None, objects["jobs"], objects["pods"], news)
-        return run
+        return self._failures_seen(run) if run.state == FAILED else run
+
+    def _failures_seen(self, run: Run) -> Run:
+        """A failed run whose failed tasks' pods no longer tell how they failed (the Job
+        controller deletes an OnFailure pod at the backoff limit, before it marks the Job
+        failed), with the exit codes those pods showed while they were there: its cause
+        carries them (classify.py). Its lines say what they said."""
+        tasks = list(run.tasks)
+        seen_pods: dict[str, list[Mapping[str, Any]]] | None = None  # by Job, read once if asked
+        changed = False
+        for i, task in enumerate(tasks):
+            if task.state != FAILED or not task.finished or task.exit_code is not None:
+                continue
+            job = self.stores["jobs"].objects.get(task.job) or self.ended.get(task.job)
+            if job is None:
+                continue
+            if seen_pods is None:
+                seen_pods = pods_by_job(self.stores["pods"].last.values())
+            seen = last_failure(seen_pods.get(_uid(job), []))
+            if seen.exit_code is not None:
+                tasks[i] = replace(
+                    task, exit_code=seen.exit_code, failure_reason=seen.reason,
+                    failure_deleted=seen.deleted,
+                )  # fmt: skip
+                changed = True
+        return replace(run, tasks=tuple(tasks)) if changed else run
 
     def judge_all(self, nodes: Mapping[str, str] | None = None) -> Run:
         """The run judged from every object (run_state), as `judge` would judge it."""
-        return self._judge_all(nodes)[0]
+        run = self._judge_all(nodes)[0]
+        return self._failures_seen(run) if run.state == FAILED else run
 
     def _judge_all(self, nodes: Mapping[str, str] | None) -> tuple[Run, bool]:
         """The run from every object, and whether the objects judged are those of the stores

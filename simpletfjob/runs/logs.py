@@ -38,6 +38,7 @@ from simpletfjob.runs.logsources import (
     Object,
     Selection,
     Source,
+    gone_tasks,
     pods_gone,
     run_now,
     sources_now,
@@ -133,7 +134,8 @@ def show_logs(
     """Print the logs of the run's chosen tasks once (no follow)."""
     jobs, pods = read_jobs_and_pods(conn, name)
     tasks = tasks_of(jobs, pods)
-    chosen = tasks_asked(list(tasks), selection.tasks, selection.roles, name)
+    deleted = gone_tasks(name, jobs, pods, tasks) if selection.tasks else {}
+    chosen = tasks_asked(list(tasks), selection.tasks, selection.roles, name, deleted, note)
     gone = pods_gone(jobs, tasks)
     if request_.previous and chosen and all(task in gone for task in chosen):
         # Nothing to read, and nothing will be: an error, as kubectl logs -p of a pod that
@@ -305,9 +307,12 @@ def _follow(
                 merger.known = {str((p.get("metadata") or {}).get("name")): p for p in pods}
                 tasks = tasks_of(jobs, pods)
                 if chosen is None:
-                    chosen = tasks_asked(list(tasks), selection.tasks, selection.roles, name)
+                    deleted = gone_tasks(name, jobs, pods, tasks) if selection.tasks else {}
+                    asked = selection.tasks, selection.roles, name, deleted, note
+                    chosen = tasks_asked(list(tasks), *asked)
                 said: list[str] = []
-                found = sources_now(tasks, chosen, selection, request_.previous, said.append)
+                left = pods_gone(jobs, tasks)  # a finished task's pod gone is not "no pod yet"
+                found = sources_now(tasks, chosen, selection, request_.previous, said.append, left)
                 for line in said:
                     task = line.split(":", 1)[0]
                     if told.get(task) != line:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from simpletfjob.errors import UsageError
+from simpletfjob.errors import SimpleTFJobError, UsageError
 from simpletfjob.runs.objects import run_framework
 from simpletfjob.runs.taskstate import in_role_order, pods_by_job, task_of, waiting_why, why
 
@@ -57,18 +57,58 @@ def _created(pod: Object) -> str:
 
 
 def tasks_asked(
-    known: Sequence[str], tasks: Sequence[str], roles: Sequence[str], run: str
+    known: Sequence[str],
+    tasks: Sequence[str],
+    roles: Sequence[str],
+    run: str,
+    gone: Mapping[str, str] | None = None,
+    note: Callable[[str], None] | None = None,
 ) -> list[str]:
-    """The tasks asked for, in the run's order; every task when none is named."""
-    unknown = [t for t in tasks if t not in known]
+    """The tasks asked for, in the run's order; every task when none is named.
+
+    `gone` says of each task whose Job is gone what became of it (`gone_tasks`): one named
+    is said to `note`, and is an error when no other task named is there.
+    """
+    unknown = [t for t in tasks if t not in known and t not in (gone or {})]
     if unknown:
         raise UsageError(
             f"run {run!r} has no task {unknown[0]!r}; its tasks are {', '.join(known)}"
         )
+    told = [(gone or {})[t] for t in tasks if t not in known]
+    if told and all(t not in known for t in tasks):
+        raise SimpleTFJobError(told[0])
+    for line in told:
+        if note is not None:
+            note(line)
     if not tasks and not roles:
         return list(known)
     wanted = set(tasks)
     return [t for t in known if t in wanted or t.rsplit("-", 1)[0] in roles]
+
+
+def gone_tasks(
+    run: str, jobs: Sequence[Object], pods: Iterable[Object], known: Collection[str]
+) -> dict[str, str]:
+    """The tasks the run's Jobs name (the framework's variables they carry: objects.named_tasks)
+    that have no Job left, each with what became of it: deleted by the cleanup, when the run,
+    as its other Jobs say, has ended by another task's end (a cleanup deletes the tasks that
+    had not finished then); else gone, deleted or removed by ttlSecondsAfterFinished."""
+    from simpletfjob.runs.objects import named_tasks
+    from simpletfjob.runs.state import DELETED, run_state
+
+    named = named_tasks(jobs)
+    missing = [t for t in named if t not in known]
+    if not missing:
+        return {}
+    judged = run_state(run, "", jobs, pods, named)
+    cleaned = judged.finished and judged.reason != DELETED
+    return {
+        task: f"{task}'s Job was deleted by the cleanup after the verdict; its logs went with it"
+        if cleaned and task != judged.decided_by
+        else f"{task}'s Job is gone (deleted, or removed by ttlSecondsAfterFinished); its logs "
+        "went with it"
+        for task in missing
+    }
 
 
 def current_pod(pods: Sequence[Object]) -> Object | None:

@@ -4,7 +4,7 @@
             line, or a warning for each thing it can do without (node loss not watched)
          -> apply -> follow as `wait` does (task changes on stderr, the deciding task's
             logs on stdout)
-         -> succeeded: wait's cleanup, done
+         -> succeeded: wait's cleanup (after --cleanup-grace), done
          -> failed (causes.py): restarts left? delete the whole run (Background, until its
             Jobs, Services and pods are gone), plan again against the cluster as it is now, apply,
             follow again; else exit 1 with the cause
@@ -48,6 +48,7 @@ from simpletfjob.runs.ending import (
     failed_line,
     follow_to_end,
     succeeded_line,
+    unresolved_hint,
 )
 from simpletfjob.runs.failure import Keeper
 from simpletfjob.runs.interrupt import (
@@ -166,7 +167,7 @@ def run_to_end(
                     delete_task(conn, last, cause.task, deadline)
                     _apply(conn, planned, options, restarts, first=False, applied=applied)
                 if ending.end == End.TIMED_OUT or last is None:
-                    state = f" ({last.state})" if last is not None else ""
+                    state = f" ({last.state}){unresolved_hint(last, keeper.jobs)}" if last else ""
                     assert options.timeout is not None
                     raise TimedOut(
                         f"run {name!r} did not end within {format_duration(options.timeout)}"
@@ -174,7 +175,7 @@ def run_to_end(
                     )
                 if ending.succeeded:
                     where.phase, where.run, where.verdict = ENDED, last, succeeded_line(last)
-                    _finish(conn, last, options, say, logs, where)
+                    _finish(conn, last, options, say, logs, where, deadline)
                     return last
                 assert cause is not None  # Failed or Undecided: with its cause
                 decision = decide(cause, restarts + aside.made, policy)
@@ -189,7 +190,7 @@ def run_to_end(
                 if not decision.restart:
                     where.phase, where.run = ENDED, last
                     where.verdict = failed_line(last, decision.verdict)
-                    _finish(conn, last, options, say, logs, where)
+                    _finish(conn, last, options, say, logs, where, deadline)
                     raise RunFailed(where.verdict, run=last, cause=cause)
                 restarts += 1
                 release_followed()  # what the last attempt's verdict held: not needed now
@@ -374,14 +375,19 @@ def _explain(
 
 
 def _finish(
-    conn: Connection, run: Run, options: RunOptions, say: Say, logs: Any, where: Where
-) -> None:
-    """wait's cleanup, then the logs read out (a finished task's stream ends by itself)."""
+    conn: Connection, run: Run, options: RunOptions, say: Say, logs: Any, where: Where,
+    deadline: Deadline | None,
+) -> None:  # fmt: skip
+    """wait's cleanup (after a success, once --cleanup-grace is over: ending.let_finish),
+    then the logs read out (a finished task's stream ends by itself)."""
     from simpletfjob.options.table import format_duration
+    from simpletfjob.runs.ending import let_finish
     from simpletfjob.runs.watch import clean_up
 
     ended = "succeeded" if run.state == SUCCEEDED else "failed"
     try:
+        if run.state == SUCCEEDED and options.cleanup != "none":
+            run = where.run = let_finish(conn, run, options.cleanup_grace, deadline, say)
         clean_up(conn, run, options.cleanup, say)
         where.phase = DRAINING
     except ClusterError as e:

@@ -211,7 +211,7 @@ class Failure:
     deleted: bool = False  # its pod was being deleted
 
 
-def _last_failure(pods: Sequence[Object]) -> Failure:
+def last_failure(pods: Sequence[Object]) -> Failure:
     """The latest container or pod failure among the pods."""
     latest = Failure()
     for pod in pods:
@@ -335,7 +335,7 @@ def task_of(
     spec = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
     node = str(((pod or {}).get("spec") or {}).get("nodeName") or spec.get("nodeName") or "")
     restarts = _restarts(job, pods, spec)
-    last = _last_failure(pods)
+    last = last_failure(pods)
     failure = last.words
     failed = condition(job, "Failed")
     complete = condition(job, "Complete")
@@ -355,7 +355,7 @@ def task_of(
     elif phase == "Succeeded":  # its Job active until the Job controller counts the pod
         state, reason = SUCCEEDED, ""
     elif phase == "Failed" and pod is not None:  # the Job then retries, or fails
-        last = _last_failure([pod])
+        last = last_failure([pod])
         state, reason = FAILED, last.words
     else:
         waiting, message = waiting_why(pod) if pod is not None else ("", "")

@@ -6,6 +6,7 @@
       -> --timeout first: TimedOut (exit 3), the run left as it is
       -> failed: why (failure.py: its last lines, its Warning events), before the cleanup
          that takes its pods
+      -> succeeded: the tasks that end by themselves given --cleanup-grace to end (ending.py)
       -> the cleanup (--cleanup), then the verdict: RunFailed, or the success line
 
 `wait`, `status -w`, `logs -f` and `run` end with the same lines (ending.py), so that a
@@ -25,8 +26,10 @@ from simpletfjob.runs.ending import (
     explain_failure,
     failed_line,
     follow_to_end,
+    let_finish,
     succeeded_line,
     undecided,
+    unresolved_hint,
 )
 from simpletfjob.runs.follower import ENDS
 from simpletfjob.runs.state import Run, changes
@@ -46,11 +49,14 @@ def wait_for_run(
     tail: int,
     context: str | None,
     say: Say,
+    grace: float,
     progress: Callable[[Run], None] | None = None,
 ) -> Run:
     """Follow run NAME to its end, saying each task's changes, then clean up; the run, succeeded.
 
-    `progress` is given the run each time it is judged (the command's status line).
+    `progress` is given the run each time it is judged (the command's status line). After a
+    success, the tasks that end by themselves are given `grace` seconds (--cleanup-grace) to
+    end before the cleanup (ending.let_finish); those that do are said, and kept.
 
     What the following and the cleanup need is asked once the run is found going on
     (permissions.py): a cleanup that would be refused once the run has ended is refused
@@ -94,15 +100,18 @@ def wait_for_run(
             assert timeout is not None  # without one, following ends only when the run does
             state = f" ({last.state})" if last is not None else ""
             away = f"; {ride.note()}" if ride.away else ""
+            hint = unresolved_hint(last, keeper.jobs) if last is not None else ""
             raise TimedOut(
                 f"run {name!r} did not end within {format_duration(timeout)}"
-                f"{state}{away}{stuck_and_next(last, name, scope_flags(conn))}"
+                f"{state}{away}{hint}{stuck_and_next(last, name, scope_flags(conn))}"
             ) from ending.problem
         ended = "succeeded" if ending.succeeded else "failed"
         # read before the cleanup, which takes pods with it
         for line in explain_failure(conn, last, ending.cause, tail, keeper):
             say(line)
         try:
+            if ending.succeeded and cleanup != "none":
+                last = let_finish(conn, last, grace, deadline, say)
             clean_up(conn, last, cleanup, say)
         except Interrupted as e:  # the verdict is known: it is the news, with what is undone
             verdict = succeeded_line(last) if ending.succeeded else failed_line(last)

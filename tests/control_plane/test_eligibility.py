@@ -199,8 +199,11 @@ def test_explain_prints_a_row_per_node(cli: Any, cluster: Path) -> None:
     assert rows["new1"].split()[1:5] == ["no", "-", "0/0", "NotReady"]
     assert rows["cp0"].endswith("taint node-role.kubernetes.io/control-plane:NoSchedule")
     assert lines[11] == "10 nodes: 6 eligible, 2 NotReady, 1 cordoned, 1 tainted"
-    assert lines[12].startswith("simpletfjob: wrote 3 tasks to stdout")
-    assert len(lines) == 13
+    assert (
+        lines[12] == "the tasks reach each other at their nodes' InternalIP (--address internal-ip)"
+    )
+    assert lines[13].startswith("simpletfjob: wrote 3 tasks to stdout")
+    assert len(lines) == 14
 
 
 def test_explain_still_prints_when_selection_fails(cli: Any, cluster: Path) -> None:

@@ -99,6 +99,35 @@ def test_role_selects_tasks_and_an_unknown_task_is_a_usage_error(run: LogsRun) -
     assert_one_line_error(run.logs("worker-7"), 2, contains=["no task 'worker-7'", "worker-0"])
 
 
+def test_a_task_whose_job_the_cleanup_deleted_is_said_so_not_unknown(run: LogsRun) -> None:
+    """The run's Jobs still name the ps that wait's cleanup deleted (their TF_CONFIG)."""
+    run.apply(lines=3)
+    waited = run.cli("wait", "lg", "--kubeconfig", run.kubeconfig, "--timeout", "60s")
+    assert waited.code == 0, waited.err
+    assert "job.batch/lg-ps-0 deleted" in waited.err.splitlines()
+    gone = "ps-0's Job was deleted by the cleanup after the verdict; its logs went with it"
+    assert_one_line_error(run.logs("ps-0"), 1, f"^simpletfjob: error: {gone}$")
+    both = run.logs("ps-0", "worker-0")
+    assert both.code == 0, both.err
+    assert prefixed(both.out) == {"worker-0": [f"worker-0 line {i}" for i in range(3)]}
+    assert both.err.splitlines() == [gone]
+    # a task no Job names is still one the run does not have
+    assert_one_line_error(run.logs("ps-1"), 2, contains=["no task 'ps-1'"])
+
+
+def test_follow_of_a_finished_run_says_a_pod_that_is_gone_is_gone(run: LogsRun) -> None:
+    run.apply(lines=3)
+    wait_for(lambda: run.job_done("lg-worker-0") and run.job_done("lg-worker-1"), 60, "workers")
+    (pod,) = run.kube.pods(run.ns, "job-name=lg-worker-1")
+    run.kube.admin.delete(f"/api/v1/namespaces/{run.ns}/pods/{pod['metadata']['name']}")
+    wait_for(lambda: not run.kube.pods(run.ns, "job-name=lg-worker-1"), 30, "the pod gone")
+    followed = run.logs("-f", "--role", "worker")
+    assert followed.code == 0, followed.err
+    lines = followed.err.splitlines()
+    assert "worker-1: its pod is gone; its logs went with it" in lines, followed.err
+    assert not [line for line in lines if line.endswith("no pod yet")], followed.err
+
+
 def test_previous_shows_the_crashed_container_of_a_task_that_restarted(run: LogsRun) -> None:
     run.apply(lines=2, crash=("worker-1",), restart="OnFailure")
     wait_for(lambda: run.job_done("lg-worker-1"), 60, "worker 1")

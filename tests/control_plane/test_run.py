@@ -267,6 +267,80 @@ def test_deadline_stops_every_task_and_status_wait_and_run_say_deadline_exceeded
     assert waited.err.splitlines()[-1].endswith("Failed: DeadlineExceeded"), waited.err
 
 
+def test_the_workers_that_end_just_after_worker_0_keep_their_jobs_and_logs(runs: Runs) -> None:
+    """MultiWorkerMirroredStrategy (no ps): every worker ends a moment after worker 0, whose
+    success decides the run. The cleanup gives them their grace: none is deleted."""
+    runs.script.write_text(
+        "import json, os, sys, time\n"
+        "task = json.loads(os.environ['TF_CONFIG'])['task']\n"
+        "name = f\"{task['type']}-{task['index']}\"\n"
+        "print(name, 'started', flush=True)\n"
+        "time.sleep(1 if name == 'worker-0' else 1.5)\n"
+        "print(name, 'done', flush=True)\n"
+    )
+    result = runs.run("--psn", "0", "--logs", "all")
+    assert result.code == 0, result.err
+    assert not [line for line in result.err.splitlines() if line.endswith(" deleted")], result.err
+    assert result.err.splitlines()[-1] == "run rt succeeded: worker-0 Succeeded"
+    jobs = runs.jobs()
+    assert set(jobs) == {"rt-worker-0", "rt-worker-1", "rt-worker-2"}
+    assert all(job["status"].get("succeeded") == 1 for job in jobs.values()), jobs
+    lines = result.out.splitlines()
+    for worker in ("worker-0", "worker-1", "worker-2"):
+        assert f"{worker} | {worker} done" in lines, result.out
+
+
+RESOLVING = """\
+import json, os, socket, sys, time
+config = json.loads(os.environ["TF_CONFIG"])
+peer = config["cluster"]["worker"][0].rsplit(":", 1)[0]
+print("resolving", peer, flush=True)
+while True:
+    try:
+        socket.getaddrinfo(peer, 2222)
+        break
+    except socket.gaierror:
+        if sys.argv[2] == "fail":
+            raise
+        time.sleep(0.5)
+"""
+
+
+def resolving(runs: Runs, mode: str) -> tuple[Any, str]:
+    """A run whose workers resolve worker 0's host, by its node's name (--address name): the
+    stand-in's node names resolve nowhere. `fail`: a worker gives up with the resolver's
+    words in its log; `retry`: it tries again, and the run goes on until --timeout."""
+    runs.script.write_text(RESOLVING)
+    result = runs.run(
+        "--psn", "0", "--address", "name", "--logs", "none", "--timeout", "8s", mode=mode
+    )
+    nodes = ", ".join(sorted(runs.kubelet.nodes))
+    return result, f"its tasks reach each other at their nodes' names ({nodes})"
+
+
+def test_a_task_whose_log_says_a_node_name_did_not_resolve_is_told_to_take_the_ip(
+    runs: Runs,
+) -> None:
+    result, names = resolving(runs, "fail")
+    assert result.code == 1, result.err
+    said = [line for line in result.err.splitlines() if "a name did not resolve" in line]
+    assert said and re.fullmatch(
+        rf"worker-\d: its log says a name did not resolve; {re.escape(names)}, which their "
+        r"pods may not resolve: --address internal-ip gives them the nodes' InternalIP",
+        said[0],
+    ), result.err
+
+
+def test_tasks_that_wait_for_a_node_name_to_resolve_time_out_saying_so(runs: Runs) -> None:
+    result, names = resolving(runs, "retry")
+    assert result.code == 3, result.err
+    assert result.err.splitlines()[-1] == (
+        f"simpletfjob: error: run 'rt' did not end within 8s (Running); {names}: where "
+        "their pods cannot resolve those, they wait for each other until stopped; "
+        "--address internal-ip gives them the nodes' InternalIP; it is left as it is"
+    ), result.err
+
+
 def test_cleanup_after_removes_the_parameter_servers_once_the_chief_is_done(runs: Runs) -> None:
     applied = runs.cli(
         "apply", *runs.args(seconds=1), "-N", "3", "--chief", "--cleanup-after", "2s"

@@ -40,9 +40,15 @@ def test_a_ps_worker_run_succeeds_through_worker0_then_wait_deletes_the_running_
         kube.set_pod_status(namespace, worker0, "Succeeded")
 
     kubelet = meanwhile(play)
-    result = cli("wait", "tfrun", "--kubeconfig", str(kubeconfig), "--timeout", "60s")
+    began = time.monotonic()
+    # a ps never ends by itself, nor do the workers of a run with one: no grace is waited out
+    result = cli(
+        "wait", "tfrun", "--kubeconfig", str(kubeconfig), "--timeout", "60s",
+        "--cleanup-grace", "2m",
+    )  # fmt: skip
     joined(kubelet)
     assert result.code == 0, result.err
+    assert time.monotonic() - began < 60
     lines = result.err.splitlines()
     assert f"ps-0 Running on {NODES[0]}" in lines
     # worker-0 runs and succeeds at once: its Running row shows unless both come in one batch
@@ -74,17 +80,27 @@ def test_a_run_with_a_chief_succeeds_when_the_chief_does(
     cli: Any, kube: ControlPlane, namespace: str, tmp_path: Path
 ) -> None:
     kubeconfig = create_run(cli, kube, namespace, tmp_path, "-N", "3", "--chief", "--psn", "0")
+    during_grace: list[set[str]] = []
 
     def play() -> None:
         worker0 = pod_of(kube, namespace, "tfrun-worker-0")
         kube.set_pod_status(namespace, worker0, "Succeeded")  # a worker alone decides nothing
         wait_for(lambda: jobs(kube, namespace)["tfrun-worker-0"]["status"].get("succeeded"), 30)
         kube.set_pod_status(namespace, pod_of(kube, namespace, "tfrun-chief-0"), "Succeeded")
+        wait_for(lambda: jobs(kube, namespace)["tfrun-chief-0"]["status"].get("succeeded"), 30)
+        time.sleep(1.5)
+        during_grace.append(set(jobs(kube, namespace)))
 
     kubelet = meanwhile(play)
-    result = cli("wait", "tfrun", "--kubeconfig", str(kubeconfig), "--timeout", "60s")
+    # worker-1 never ends: under MultiWorkerMirroredStrategy (no ps) it is given its grace
+    # to end with the chief, then deleted
+    result = cli(
+        "wait", "tfrun", "--kubeconfig", str(kubeconfig), "--timeout", "60s",
+        "--cleanup-grace", "5s",
+    )  # fmt: skip
     joined(kubelet)
     assert result.code == 0, result.err
+    assert "tfrun-worker-1" in during_grace[0]
     lines = result.err.splitlines()
     # Both rows are shown; when both Jobs' ends come in one batch of events (a loaded machine),
     # the rows come in role order, chief first, so only the verdict says who decided.
@@ -93,6 +109,39 @@ def test_a_run_with_a_chief_succeeds_when_the_chief_does(
         "job.batch/tfrun-worker-1 deleted",
         "run tfrun succeeded: chief-0 Succeeded",
     ]
+
+
+def test_after_a_success_the_workers_of_a_collective_are_given_their_grace_to_end(
+    cli: Any, kube: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    """MultiWorkerMirroredStrategy (no ps): every worker ends with worker 0, a moment later.
+    Their Jobs and logs stay; the grace ends as soon as the last of them has ended."""
+    kubeconfig = create_run(cli, kube, namespace, tmp_path, "-N", "3", "--psn", "0")
+
+    def play() -> None:
+        run_all_pods(kube, namespace, 3)
+        kube.set_pod_status(namespace, pod_of(kube, namespace, "tfrun-worker-0"), "Succeeded")
+        wait_for(lambda: jobs(kube, namespace)["tfrun-worker-0"]["status"].get("succeeded"), 30)
+        time.sleep(1)
+        for worker in ("tfrun-worker-1", "tfrun-worker-2"):
+            kube.set_pod_status(namespace, pod_of(kube, namespace, worker), "Succeeded")
+
+    kubelet = meanwhile(play)
+    began = time.monotonic()
+    result = cli(
+        "wait", "tfrun", "--kubeconfig", str(kubeconfig), "--timeout", "2m",
+        "--cleanup-grace", "2m",
+    )  # fmt: skip
+    joined(kubelet)
+    assert result.code == 0, result.err
+    assert time.monotonic() - began < 60  # not the whole grace
+    lines = result.err.splitlines()
+    assert "worker-1 Succeeded" in lines and "worker-2 Succeeded" in lines, result.err
+    assert not [line for line in lines if line.endswith(" deleted")], result.err
+    assert lines[-1] == "run tfrun succeeded: worker-0 Succeeded"
+    assert set(jobs(kube, namespace)) == {"tfrun-worker-0", "tfrun-worker-1", "tfrun-worker-2"}
+    for job in jobs(kube, namespace).values():
+        assert job["status"].get("succeeded") == 1, job["status"]
 
 
 def test_all_workers_waits_for_the_last_worker(
@@ -149,6 +198,23 @@ def test_wait_times_out_with_exit_3_and_leaves_the_run(
         "simpletfjob: error: run 'tfrun' did not end within 2s ("
     )
     assert len(jobs(kube, namespace)) == 3
+
+
+def test_a_running_run_whose_tasks_reach_each_other_by_node_name_times_out_saying_so(
+    cli: Any, kube: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    """A node's name resolves inside a pod only where the cluster's DNS knows it: tasks that
+    wait for each other at names that do not resolve run until the timeout."""
+    kubeconfig = create_run(cli, kube, namespace, tmp_path, "-N", "3")
+    run_all_pods(kube, namespace, 3)
+    result = cli("wait", "tfrun", "--kubeconfig", str(kubeconfig), "--timeout", "3s")
+    assert result.code == 3, result.err
+    assert result.err.splitlines()[-1].startswith(
+        "simpletfjob: error: run 'tfrun' did not end within 3s (Running); its tasks reach each "
+        f"other at their nodes' names ({', '.join(NODES[:3])}): where their pods cannot resolve "
+        "those, they wait for each other until stopped; --address internal-ip gives them the "
+        "nodes' InternalIP; it is left as it is; see: "
+    ), result.err
 
 
 def test_a_user_limited_by_rbac_is_told_which_verb_on_which_resource(

@@ -159,6 +159,10 @@ def test_an_on_failure_task_whose_pod_is_deleted_shows_the_lines_wait_kept(
         *(f"worker-1 | worker-1 line {i}" for i in range(6, 25)),
         "worker-1 | worker-1 giving up",
     ]
+    # each back-off the stand-in records as an event of its own: one line, the counts summed
+    backoffs = [line for line in told if line.startswith("  BackOff ")]
+    assert len(backoffs) == 1, result.err
+    assert re.match(r"  BackOff \(x[2-9]\) pod/fl-worker-1-\w{5}: Back-off restarting", backoffs[0])
     assert result.err.splitlines()[-1].startswith("simpletfjob: error: run 'fl' failed: worker-1")
     # a wait that starts after the pod is gone says so, and shows the events
     later = run.run("wait")
@@ -170,6 +174,38 @@ def test_an_on_failure_task_whose_pod_is_deleted_shows_the_lines_wait_kept(
     assert row.split()[2:4] == ["Failed", "-"]
     tasks = json.loads(run.run("status", "-o", "json").out)["tasks"]
     assert next(t for t in tasks if t["task"] == "worker-1")["restarts"] is None
+
+
+def test_the_events_of_an_earlier_jobs_pods_of_the_same_name_are_not_the_tasks(
+    run: FailRun, kube: ControlPlane
+) -> None:
+    """`run` restarts a run under the same Job names, and the Job controller names their pods
+    alike (JOB-xxxxx): an earlier attempt's pod, gone, is not this attempt's."""
+    kube.admin.post(
+        f"/api/v1/namespaces/{run.ns}/events",
+        {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": "fl-worker-1-old00.backoff"},
+            "involvedObject": {
+                "apiVersion": "v1", "kind": "Pod", "name": "fl-worker-1-old00",
+                "namespace": run.ns, "uid": "an-earlier-attempts-pod",
+            },
+            "reason": "BackOff",
+            "message": "Back-off restarting failed container",
+            "type": "Warning",
+            "count": 3,
+            "firstTimestamp": "2020-01-01T00:00:00Z",
+            "lastTimestamp": "2020-01-01T00:01:00Z",
+            "source": {"component": "kubelet", "host": "h1"},
+        },
+    )  # fmt: skip
+    run.apply(lines=2, fail=("worker-1",))
+    result = run.run("wait", "--timeout", "90s")
+    assert result.code == 1, result.err
+    told = after_verdict(result.err)
+    assert any(re.match(BACKOFF, line) for line in told), result.err
+    assert "fl-worker-1-old00" not in result.err
 
 
 def test_events_that_may_not_be_read_leave_the_verdict_as_it_is(

@@ -246,3 +246,37 @@ def test_a_failed_runs_outcome_without_a_cause_given_is_classified_from_its_stat
         "disruption",
     )
     assert str(ended.cause) == "worker-1 Failed: OOMKilled" == run.outcome()
+
+
+def test_a_job_failed_at_its_backoff_limit_carries_the_exit_code_its_pod_showed() -> None:
+    """OnFailure: the container restarts in place, and at the backoff limit the Job controller
+    deletes the pod before it marks the Job failed (BackoffLimitExceeded). The exit code was
+    seen while the pod was there: the cause carries it, and is classified by it."""
+    from simpletfjob.api.results import outcome
+    from simpletfjob.kube.watch import Event
+    from tests.support.recorded import job, pod, running
+
+    jobs, _ = running()
+    crashing = pod(jobs[1], "Running", restarts=2, waiting="CrashLoopBackOff")
+    failed = job("worker-1", failed=1, failed_reason="BackoffLimitExceeded")
+    run = _judged_run(
+        ("pods", Event("MODIFIED", crashing)),
+        ("pods", Event("DELETED", crashing)),
+        ("jobs", Event("MODIFIED", failed)),
+    )
+    ended = outcome(run, "run 'mnist' failed: worker-1 Failed: BackoffLimitExceeded")
+    assert ended.cause is not None
+    assert (ended.cause.kind, ended.cause.exit_code, ended.cause.category) == (
+        "task failed",
+        1,
+        "program error",
+    )
+    assert str(ended.cause) == "worker-1 Failed: BackoffLimitExceeded" == run.outcome()
+
+
+def test_wait_takes_its_cleanup_grace_as_the_command_line_does_before_it_connects() -> None:
+    from simpletfjob.api.client import Run
+
+    waiting = Run(simpletfjob.Client(kubeconfig="/nonexistent/kubeconfig"), "mnist", "ml")
+    with pytest.raises(simpletfjob.UsageError, match="--cleanup-grace"):
+        waiting.wait(cleanup_grace="soon")

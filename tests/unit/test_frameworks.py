@@ -406,3 +406,36 @@ def test_a_run_is_read_as_the_framework_its_jobs_carry() -> None:
     )
     # Nothing to read: the default, whose rules keep to the workers' when there is no chief.
     assert run_framework([worker(0, [])]).name == "tensorflow"
+
+
+def test_each_framework_says_which_tasks_end_by_themselves_once_the_run_has_succeeded() -> None:
+    """wait's cleanup gives them --cleanup-grace to end: the workers of a collective (TensorFlow's
+    MultiWorkerMirroredStrategy, torchrun, JAX) end with the one that decided; a ps never
+    ends, nor do the workers of a ParameterServerStrategy, which a ps tells."""
+    from simpletfjob.frameworks import framework
+
+    tf, torch, jax = framework("tensorflow"), framework("pytorch"), framework("jax")
+    assert tf.ends_by_itself(("worker",)) == frozenset({"worker"})
+    assert tf.ends_by_itself(("chief", "worker", "evaluator")) == frozenset({"chief", "worker"})
+    assert tf.ends_by_itself(("ps", "worker")) == frozenset()
+    assert tf.ends_by_itself(("chief", "ps", "worker", "evaluator")) == frozenset()
+    assert torch.ends_by_itself(("worker",)) == jax.ends_by_itself(("worker",)) == {"worker"}
+
+
+def test_each_framework_reads_from_a_job_the_hosts_its_tasks_reach_each_other_at() -> None:
+    """What a Job's env names as the tasks' meeting points: TensorFlow's cluster, torchrun's
+    master (or an elastic run's rendezvous), JAX's coordinator; a pod must resolve a name."""
+    import json
+
+    from simpletfjob.frameworks import framework
+
+    tf, torch, jax = framework("tensorflow"), framework("pytorch"), framework("jax")
+    cluster = {"ps": ["h1:2222"], "worker": ["h2:2222", "h3:2223", "[fd00::1]:2222"]}
+    config = json.dumps({"cluster": cluster, "task": {"type": "ps", "index": 0}})
+    assert tf.peer_hosts(job_with_env({"TF_CONFIG": config})) == ["h1", "h2", "h3", "fd00::1"]
+    assert tf.peer_hosts(job_with_env({"TF_CONFIG": "{not json"})) == []
+    assert torch.peer_hosts(job_with_env({"MASTER_ADDR": "h1", "PET_NNODES": "2"})) == ["h1"]
+    elastic = job_with_env({"PET_RDZV_ENDPOINT": "10.0.0.1:29400", "PET_NNODES": "1:2"})
+    assert torch.peer_hosts(elastic) == ["10.0.0.1"]
+    assert jax.peer_hosts(job_with_env({"JAX_COORDINATOR_ADDRESS": "h1:1234"})) == ["h1"]
+    assert jax.peer_hosts(job_with_env({})) == torch.peer_hosts(job_with_env({})) == []

@@ -49,3 +49,49 @@ def test_a_container_not_started_has_nothing_to_read_and_says_why() -> None:
     )
     assert [readable for _, readable in found] == [False]
     assert said == ["worker-0: waiting to start: ErrImagePull"]
+
+
+def _job(task: str, cluster: dict[str, list[str]], **status: Any) -> dict[str, Any]:
+    """A Job of run f9 as the server has it, its TF_CONFIG naming every task."""
+    import json
+
+    from tests.support.recorded import job
+
+    made = job(task, name=f"f9-{task}", **status)
+    role, index = task.rsplit("-", 1)
+    config = {"cluster": cluster, "task": {"type": role, "index": int(index)}}
+    container = made["spec"]["template"]["spec"]["containers"][0]
+    container["env"] = [{"name": "TF_CONFIG", "value": json.dumps(config)}]
+    return made
+
+
+def test_a_task_the_cleanup_deleted_is_told_as_deleted_not_as_unknown() -> None:
+    """worker-1 failed and decided the run; wait's cleanup deleted worker-0, which still ran.
+    worker-1's TF_CONFIG still names it."""
+    import pytest
+
+    from simpletfjob.errors import SimpleTFJobError, UsageError
+    from simpletfjob.runs.logsources import gone_tasks, tasks_asked
+
+    cluster = {"worker": ["h1:2222", "h2:2222"]}
+    jobs = [_job("worker-1", cluster, failed=1, failed_reason="BackoffLimitExceeded")]
+    gone = gone_tasks("f9", jobs, [], ["worker-1"])
+    line = "worker-0's Job was deleted by the cleanup after the verdict; its logs went with it"
+    assert gone == {"worker-0": line}
+    with pytest.raises(SimpleTFJobError) as raised:
+        tasks_asked(["worker-1"], ["worker-0"], [], "f9", gone)
+    assert str(raised.value) == line and not isinstance(raised.value, UsageError)
+    said: list[str] = []
+    assert tasks_asked(["worker-1"], ["worker-0", "worker-1"], [], "f9", gone, said.append) == [
+        "worker-1"
+    ]
+    assert said == [line]
+    with pytest.raises(UsageError, match="run 'f9' has no task 'worker-7'; its tasks are worker-1"):
+        tasks_asked(["worker-1"], ["worker-7"], [], "f9", gone)
+    # A run that has not ended lost its Job otherwise: by hand, or a TTL.
+    running = [_job("worker-1", cluster, active=1)]
+    assert gone_tasks("f9", running, [], ["worker-1"]) == {
+        "worker-0": "worker-0's Job is gone (deleted, or removed by ttlSecondsAfterFinished); "
+        "its logs went with it"
+    }
+    assert gone_tasks("f9", jobs, [], ["worker-0", "worker-1"]) == {}

@@ -290,3 +290,24 @@ def test_tasks_on_one_node_may_not_hold_the_same_host_port(
         r"task's port, or give each task a node of its own$",
     )
     assert cli("fixed.yaml", "--nodes", "a,b", "-o", "-", cwd=tmp_path).code == 0  # one each: fine
+
+
+def test_explain_says_which_address_the_tasks_reach_each_other_at(cli: Any, tmp_path: Path) -> None:
+    """A node's name resolves inside a pod only where the cluster's DNS knows it: --explain says
+    the tasks use names, and how to give them an address instead."""
+    template = write(tmp_path / "t.yaml", POD_TEMPLATE)
+    named = cli(str(template), "--nodes", "a,b", "-o", "-", "--explain")
+    assert named.code == 0, named.err
+    lines = named.err.splitlines()
+    assert lines[3] == "2 nodes: 2 eligible"
+    assert lines[4] == (
+        "the tasks reach each other at their nodes' names (--address name), which their pods "
+        "must resolve; --address internal-ip gives them the nodes' InternalIP"
+    )
+    pods = cli(str(template), "--nodes", "a,b", "-o", "-", "--explain", "--network", "pod")
+    assert pods.err.splitlines()[4] == (
+        "the tasks reach each other at their Services' DNS names (--network pod)"
+    )
+    failed = cli(str(template), "--nodes", "a", "-N", "2", "-o", "-", "--explain")
+    assert failed.code == 1
+    assert "reach each other" not in failed.err  # no tasks, no addresses

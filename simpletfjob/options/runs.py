@@ -142,10 +142,10 @@ def cleanup_grace() -> Any:
         format=format_duration,
         metavar="DURATION",
         show_default=True,
-        help="After a success, how long the tasks that end by themselves (the workers of "
-        "MultiWorkerMirroredStrategy, torchrun and JAX) are given to end before --cleanup "
-        "deletes what still runs; it ends as soon as they have. A run with a parameter server "
-        "waits for none. 0 deletes at once.",
+        help="How long finishing tasks get to end before the cleanup. After a success, the "
+        "tasks that end by themselves (the workers of MultiWorkerMirroredStrategy, torchrun and "
+        "JAX) are given this long before --cleanup deletes what still runs; it ends as soon as "
+        "they have. A run with a parameter server waits for none. 0 deletes at once.",
     )
 
 

@@ -26,7 +26,7 @@ from simpletfjob.hosts.usage import TERMINATED_PHASES
 from simpletfjob.quantity import units_text
 from simpletfjob.runs.classify import Cause, run_failure, task_failure
 from simpletfjob.runs.errorlines import task_error
-from simpletfjob.runs.failure import event_line
+from simpletfjob.runs.failure import event_lines
 from simpletfjob.runs.state import FAILED, Run
 
 Object = Mapping[str, Any]
@@ -120,7 +120,7 @@ def events_text(events: Iterable[Object], jobs: Iterable[Object], pods: Iterable
         ):
             mine.append(event)
     mine.sort(key=_when)
-    return "".join(f"{_when(e)} {e.get('type')} {event_line(e).lstrip()}\n" for e in mine).encode()
+    return "".join(f"{_when(e)} {e.get('type')} {event_lines([e])[0].lstrip()}\n" for e in mine).encode()
 
 
 def node_json(node: Object, pods: Iterable[Object]) -> bytes:

@@ -247,15 +247,17 @@ class Slots:
     def seat_rest_leaving_one(self, role: str, later: str) -> None:
         """seat_rest, passing over any slot whose taking would leave the `later` role none."""
         room = _Room(self, later)
-        host = self.first_free(role)
-        while host is not None:
-            if room.allows(host):
+        # One pass over the hosts in the role's order, each host once: a host passed over
+        # stays passed over, and a host taken to the full is closed, so the walk ends.
+        order = self._order(role)
+        hosts = chain(*order) if order is not None else range(self.next_host[role], len(self.hosts))
+        for host in hosts:
+            while self.open_to(role, host):
+                if not room.allows(host):
+                    self.kept_for = (role, later)
+                    break
                 room.taking(host)
                 self.take(role, host)
-            else:
-                self.next_host[role] = host + 1  # stays closed: see first_free
-                self.kept_for = (role, later)
-            host = self.first_free(role)
 
     def breakdown(self) -> str:
         return f" ({self.note()})" if self.note is not None else ""

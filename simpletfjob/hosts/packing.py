@@ -44,9 +44,9 @@ from simpletfjob.hosts.search import (
     enough,
 )
 
-# The steps the search may take (search.py): every run of up to 12 tasks is searched to its
-# end within a tenth of them; past them, a second or so has gone.
-STEPS = 200_000
+# The steps the search may take (search.py): the hardest runs of 12 tasks we know of take a
+# tenth of them (tests/unit/test_seating.py); past them it stops, and says so.
+STEPS = 1_000_000
 
 
 class Packed(NamedTuple):
@@ -228,7 +228,7 @@ def shortage(packing: Packing, steps: int | None = None) -> tuple[Shortage | Non
     """See `Shortage`, for a run that has no seating; None when no part of the run alone is
     short (with -N: its tasks fit on fewer nodes, not on exactly -N) or none was found
     within the steps, and whether the steps ran out."""
-    budget = [STEPS if steps is None else steps]
+    budget = [STEPS // 4 if steps is None else steps]  # (only the refusal's words wait on it)
     nodes = _pinned(packing)
     if nodes is not None:  # (alike nodes left out once, for every part of the run)
         packing = _alike_left_out(packing, nodes)[1]

@@ -158,11 +158,15 @@ class Search:
         # The least multisets still wanted: a node that fits none of them fits none wanted
         # (a node that fits a multiset fits each part of it).
         least = self._least(wanted)
-        for node in range(len(self.rooms)):
+        floor = self._floor(least)
+        for node, room in enumerate(self.rooms):
             if not least:
                 break
-            if node in packing.pinned:
-                continue
+            self.spend(1)
+            if node in packing.pinned or any(
+                have < need for have, need in zip(room, floor, strict=True)
+            ):
+                continue  # (short of what every least multiset asks of some resource)
             self.spend(len(least))
             if not any(self._fits(node, k) for k in least):
                 continue
@@ -171,8 +175,17 @@ class Search:
                 wanted[k] -= 1
             if not all(wanted[k] for k in mine):
                 least = self._least(wanted)
+                floor = self._floor(least)
             order.append((node, mine))
         return order
+
+    def _floor(self, least: Sequence[int]) -> Counts:
+        """The least that any of these multisets asks of each resource."""
+        if not least:
+            return ()
+        return tuple(
+            min(amounts) for amounts in zip(*(self.demands[k] for k in least), strict=True)
+        )
 
     def _least(self, wanted: Sequence[int]) -> list[int]:
         """The multisets still wanted none of whose parts one task smaller is."""

@@ -19,12 +19,11 @@ seated seats as before; the search is asked only for a run the walk could not se
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from simpletfjob.errors import InputError, SelectionError
 from simpletfjob.frameworks import Framework, Pin
 from simpletfjob.hosts.fit import Ask, Fit, ordered
-from simpletfjob.hosts.packing import pack
-from simpletfjob.hosts.search import UNKNOWN, Packing
 from simpletfjob.hosts.selection import (
     Rules,
     Verdict,
@@ -37,6 +36,9 @@ from simpletfjob.manifest.render import RoleNeeds
 from simpletfjob.options.render import Options
 from simpletfjob.plan.refusal import asked_text, plural, refusal
 from simpletfjob.tasks import Seating, Slots
+
+if TYPE_CHECKING:  # (the search is read only for a run the walk cannot seat)
+    from simpletfjob.hosts.search import Packing
 
 
 def role_asks(needs: Mapping[str, RoleNeeds], template: str) -> dict[str, Ask]:
@@ -147,6 +149,8 @@ def _searched(
     The run has the tasks it would have without the fit; with -N -1, the role that takes the
     slots left (`fills`) one task in the search, and then every slot left where it fits.
     """
+    from simpletfjob.hosts.packing import pack
+
     try:
         plain, without = _seat_without_fit(options, fw, verdicts, rules, pins)
     except SelectionError as e:
@@ -195,6 +199,8 @@ def _packing(
     want: Mapping[str, int],
 ) -> Packing:
     """The run as the search takes it: numbers per role and per node, in the seating's order."""
+    from simpletfjob.hosts.search import UNKNOWN, Packing
+
     pinned: dict[int, list[int]] = {}
     position = {v.node.name: i for i, v in enumerate(eligible)}
     for pin in pins:

@@ -20,13 +20,16 @@ never that the run does not fit.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from simpletfjob.errors import SelectionError
 from simpletfjob.hosts.fit import Ask, ask_text, free, ordered, tasks_that_fit
-from simpletfjob.hosts.packing import Packed, shortage
-from simpletfjob.hosts.search import Packing
 from simpletfjob.hosts.selection import Verdict, counted, roles_text
 from simpletfjob.quantity import units_text
+
+if TYPE_CHECKING:  # (read only for a run that no seating holds)
+    from simpletfjob.hosts.packing import Packed
+    from simpletfjob.hosts.search import Packing
 
 # How many of the nodes that could take a role a refusal names.
 SHOWN_NODES = 5
@@ -72,6 +75,8 @@ def _no_seating(
 ) -> SelectionError:
     """The fewest roles whose tasks have no seating among themselves, and what they are
     short of where; or the bound that ran out."""
+    from simpletfjob.hosts.packing import shortage
+
     run = packing.run
     short, untold = shortage(packing)
     if short is None and packed.exhausted:

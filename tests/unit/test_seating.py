@@ -156,6 +156,16 @@ def test_workers_that_fit_on_other_nodes_than_the_first_are_seated(
     assert nodes_of(result) == expected
 
 
+def test_a_searched_seating_is_the_same_bytes_every_time(cli: Any, abc: Path) -> None:
+    args = ("--set", "gpus.worker=1", "--psn", "1", "-N", "1", "--tasks-per-host", "3")
+    first = cli("t.yaml", "--nodes-file", "nodes.json", "-o", "-", *args, cwd=abc)
+    assert first.code == 0, first.err
+    for _ in range(3):
+        assert (
+            cli("t.yaml", "--nodes-file", "nodes.json", "-o", "-", *args, cwd=abc).out == first.out
+        )
+
+
 def test_a_ps_and_its_workers_that_fit_together_are_seated(cli: Any, abc: Path) -> None:
     args = ("--set", "gpus.worker=1", "--psn", "1", "-N", "1", "--tasks-per-host", "3")
     result = cli("t.yaml", "--nodes-file", "nodes.json", "-o", "-", *args, cwd=abc)

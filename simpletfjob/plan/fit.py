@@ -164,8 +164,8 @@ def _searched(
     fit = Fit([(v.node, v.usage) for v in eligible], asks)
     packing = _packing(options, roles, eligible, fit, pins, want)
     packed = pack(packing)
+    names = [v.node.name for v in eligible]
     if packed.seats is None:
-        names = [v.node.name for v in eligible]
         searched = (packing, packed, names, fit.resources)
         error = refusal(
             roles, want, asks, plain, options.tasks_per_host, options.num, searched=searched
@@ -173,7 +173,6 @@ def _searched(
         error.verdicts = verdicts
         raise error
     may_take = lambda role, i: eligible[i].may_take(role)  # noqa: E731
-    names = [v.node.name for v in eligible]
     note = lambda: breakdown(verdicts)  # noqa: E731
     slots = Slots(names, roles, options.num, options.tasks_per_host, may_take, note, fit)
     position = {name: i for i, name in enumerate(names)}

@@ -79,6 +79,15 @@ def tasks_per_host_for(hosts: int, tasks: int) -> int | None:
     return per_host if per_host > 1 and hosts * per_host <= MAX_TASKS else None
 
 
+def layout_for(hosts: int, tasks: int) -> tuple[int, int] | None:
+    """The -N and --tasks-per-host that give exactly `tasks` tasks on at most `hosts` hosts,
+    on as many hosts as can be; None when a run cannot have that many (MAX_TASKS)."""
+    if hosts < 1 or not 0 < tasks <= MAX_TASKS:
+        return None
+    num = max(h for h in range(1, min(hosts, tasks) + 1) if tasks % h == 0)
+    return num, tasks // num
+
+
 # Where each role's tasks go, in index order: (host position, slot) pairs; a task's
 # port is port + slot.
 Seating = dict[str, list[tuple[int, int]]]
@@ -247,15 +256,17 @@ class Slots:
     def seat_rest_leaving_one(self, role: str, later: str) -> None:
         """seat_rest, passing over any slot whose taking would leave the `later` role none."""
         room = _Room(self, later)
-        host = self.first_free(role)
-        while host is not None:
-            if room.allows(host):
+        # One pass over the hosts in the role's order, each host once: a host passed over
+        # stays passed over, and a host taken to the full is closed, so the walk ends.
+        order = self._order(role)
+        hosts = chain(*order) if order is not None else range(self.next_host[role], len(self.hosts))
+        for host in hosts:
+            while self.open_to(role, host):
+                if not room.allows(host):
+                    self.kept_for = (role, later)
+                    break
                 room.taking(host)
                 self.take(role, host)
-            else:
-                self.next_host[role] = host + 1  # stays closed: see first_free
-                self.kept_for = (role, later)
-            host = self.first_free(role)
 
     def breakdown(self) -> str:
         return f" ({self.note()})" if self.note is not None else ""

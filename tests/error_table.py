@@ -556,7 +556,7 @@ CASES: dict[str, Case] = {
         1,
         line(
             "simpletfjob: error: -N 5 asks for more hosts than are eligible (4 nodes: 4 eligible); "
-            "4 eligible hosts fit 4 tasks at 1 per host; for 8 tasks, give -N 4 --tasks-per-host 2"
+            "4 eligible hosts fit 4 tasks at 1 per host; for 5 tasks, give -N 1 --tasks-per-host 5"
         ),
         files={"hosts": "h10\nh100\nh14\nh23\n"},
     ),

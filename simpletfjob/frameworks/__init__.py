@@ -79,6 +79,7 @@ class Framework(Protocol):
     independent: tuple[str, ...]
     role_order: tuple[str, ...]  # every role it may have, in the order render writes the tasks in
     lead: str  # the task that decides a run whatever its success policy, when it has one; or ''
+    fills: str  # the role whose tasks take every slot left where they fit (-N -1)
 
     def deciding(self, policy: str, names: Iterable[str]) -> list[str]:
         """The tasks, of those named, whose success is the run's under the success policy."""

@@ -5,5 +5,8 @@ cluster.py    nodes and their pods read from a live cluster (through kube/)
 requested.py  what a pod spec asks of its node: each resource's request, its host ports
 usage.py      what a node's pods request and which host ports they hold
 fit.py        what a task asks against what a node has free; the room left as tasks are seated
+packing.py    a seating searched for where the walk finds none: a heuristic, then search.py,
+              and why a run has none (a multiset of roles per node, in numbers)
+search.py     the search over seatings, node by node, within a bound of steps
 selection.py  the rules a node must pass for a role, a verdict per node, and -N
 """

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from simpletfjob.errors import SelectionError, UsageError
 from simpletfjob.hosts.fit import Ask, shortfall
 from simpletfjob.hosts.nodes import Node, Taint
-from simpletfjob.tasks import Pin, tasks_per_host_for
+from simpletfjob.tasks import MAX_TASKS, Pin, layout_for
 
 if TYPE_CHECKING:
     from simpletfjob.hosts.requested import Port
@@ -426,15 +426,17 @@ def eligible_hosts(
 
 
 def _fewer_hosts_hint(hosts: int, tasks: int, tasks_per_host: int) -> str:
-    """'; 1 eligible host fits 1 task at 1 per host; for 3 tasks, give -N 1 --tasks-per-host 3'."""
+    """'; 1 eligible host fits 1 task at 1 per host; for 3 tasks, give -N 1 --tasks-per-host 3':
+    a layout of exactly the tasks -N and --tasks-per-host ask for, or why there is none."""
     if not hosts:
         return ""
     fit = counted(hosts * tasks_per_host, "task", "tasks")
     hint = f"; {counted(hosts, 'eligible host fits', 'eligible hosts fit')} {fit} at {tasks_per_host} per host"
-    per_host = tasks_per_host_for(hosts, tasks)
-    if per_host is None:
-        return hint
-    return f"{hint}; for {hosts * per_host} tasks, give -N {hosts} --tasks-per-host {per_host}"
+    layout = layout_for(hosts, tasks)
+    if layout is None:
+        return f"{hint}; no layout on them gives {tasks:,} tasks: a run has at most {MAX_TASKS:,}"
+    num, per_host = layout
+    return f"{hint}; for {tasks} tasks, give -N {num} --tasks-per-host {per_host}"
 
 
 def unknown_exclusions(nodes: Sequence[Node], excluded: Iterable[str]) -> list[str]:

@@ -157,7 +157,7 @@ def test_a_restart_that_cannot_be_placed_exits_1_with_the_placement_error(runs: 
     assert last == (
         "simpletfjob: error: -N 3 asks for more hosts than are eligible "
         "(3 nodes: 2 eligible, 1 NotReady); 2 eligible hosts fit 2 tasks at 1 per host; "
-        "for 4 tasks, give -N 2 --tasks-per-host 2"
+        "for 3 tasks, give -N 1 --tasks-per-host 3"
     ), result.err
     assert runs.jobs() == {}  # the old run was deleted before the plan
 

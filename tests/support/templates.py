@@ -266,6 +266,38 @@ spec:
 """
 
 
+# Each role asks what its entry of the values `cpu` and `gpus` says (`--set gpus.evaluator=1`):
+# a run whose roles ask unlike things of the nodes, for the seating's tests.
+FIT_PER_ROLE = """\
+# simpletfjob:
+#   values:
+#     cpu: {chief: "1", ps: "1", worker: "1", evaluator: "1"}
+#     gpus: {chief: 0, ps: 0, worker: 0, evaluator: 0}
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: t-<<type>>-<<index>>
+spec:
+  template:
+    spec:
+      nodeName: <<node>>
+      containers:
+        - name: tf
+          image: tensorflow/tensorflow
+          env:
+            - name: TF_CONFIG
+              value: '<<TF_CONFIG>>'
+          resources:
+            requests:
+              cpu: "<<cpu[type]>>"
+{% if gpus[type] %}
+            limits:
+              nvidia.com/gpu: <<gpus[type]>>
+{% endif %}
+      restartPolicy: Never
+"""
+
+
 SERVICE_AND_JOB = """\
 apiVersion: v1
 kind: Service

@@ -21,7 +21,7 @@ from simpletfjob.hosts.selection import (
     unknown_exclusions,
 )
 from simpletfjob.tasks import Pin
-from tests.conftest import assert_one_line_error
+from tests.conftest import ROOT, assert_one_line_error
 
 
 def plain(*names: str) -> list[Node]:
@@ -152,9 +152,12 @@ def test_too_few_hosts_counts_the_tasks_per_host_already_asked() -> None:
         "(3 nodes: 2 eligible, 1 excluded); 2 eligible hosts fit 4 tasks at 2 per host; "
         "for 6 tasks, give -N 2 --tasks-per-host 3"
     )
-    with pytest.raises(SelectionError) as raised:  # past a run's size: only what fits
+    with pytest.raises(SelectionError) as raised:  # past a run's size: what fits, and no layout
         eligible_hosts(verdicts, 10**6, ())
-    assert str(raised.value).endswith("; 2 eligible hosts fit 2 tasks at 1 per host")
+    assert str(raised.value).endswith(
+        "; 2 eligible hosts fit 2 tasks at 1 per host; no layout on them gives 1,000,000 "
+        "tasks: a run has at most 10,000"
+    )
     none = judge_nodes(plain("a"), {"a"}, Rules())
     with pytest.raises(SelectionError) as raised:  # nothing fits: nothing to offer
         eligible_hosts(none, 2, ())
@@ -162,6 +165,50 @@ def test_too_few_hosts_counts_the_tasks_per_host_already_asked() -> None:
         str(raised.value)
         == "-N 2 asks for more hosts than are eligible (1 node: 0 eligible, 1 excluded)"
     )
+
+
+@pytest.mark.parametrize(
+    ("hosts", "num", "per_host", "layout"),
+    [
+        (2, 3, 1, "for 3 tasks, give -N 1 --tasks-per-host 3"),  # (was: for 4 tasks)
+        (2, 5, 1, "for 5 tasks, give -N 1 --tasks-per-host 5"),  # (was: for 6)
+        (3, 4, 1, "for 4 tasks, give -N 2 --tasks-per-host 2"),
+        (7, 99, 1, "for 99 tasks, give -N 3 --tasks-per-host 33"),  # (was: for 105)
+        (3, 5, 2, "for 10 tasks, give -N 2 --tasks-per-host 5"),
+        (2, 10**6, 1, "no layout on them gives 1,000,000 tasks: a run has at most 10,000"),
+    ],
+)
+def test_too_few_hosts_offers_a_layout_of_exactly_the_tasks_asked_for(
+    cli: Any, hosts: int, num: int, per_host: int, layout: str
+) -> None:
+    """The hint gives the tasks -N and --tasks-per-host ask for, not more; the layout it
+    gives, run, has exactly them."""
+    names = ",".join(f"h{i}" for i in range(hosts))
+    asked = ("--nodes", names, "-N", str(num), "--tasks-per-host", str(per_host), "-o", "-")
+    line = assert_one_line_error(cli("tf2-multiworker", *asked))
+    assert line.endswith(f" at {per_host} per host; {layout}"), line
+    if ", give " in layout:
+        offered = layout.rpartition("give ")[2].split()
+        done = cli("tf2-multiworker", "--nodes", names, *offered, "-o", "-")
+        assert done.code == 0, done.err
+        assert sum(d["kind"] == "Job" for d in yaml.safe_load_all(done.out)) == num * per_host
+
+
+def test_the_readme_exclusion_example_works_with_the_example_hosts(cli: Any) -> None:
+    """The README's first command, with a bare -E (./exc), run where examples/exc is beside
+    examples/hosts; and the hint for -N 3 there gives exactly 3 tasks."""
+    readme = (ROOT / "README.md").read_text()
+    command = next(line for line in readme.splitlines() if " -E " in line and "$ " in line)
+    args = command.split("$ ", 1)[1].split("|")[0].split()[1:]
+    assert args[args.index("-E") + 1].startswith("-")  # bare: ./exc
+    template = ROOT / "examples" / args[0]
+    args = [str(template), *args[1:], "--nodes-file", "hosts"]
+    done = cli(*args, cwd=ROOT / "examples")
+    assert done.code == 0, done.err
+    three = cli(
+        "mnist.yaml", "--nodes-file", "hosts", "-N", "3", "-E", "-o", "-", cwd=ROOT / "examples"
+    )
+    assert assert_one_line_error(three).endswith("; for 3 tasks, give -N 1 --tasks-per-host 3")
 
 
 @pytest.mark.parametrize(

@@ -62,6 +62,7 @@ COMMANDS = {
     "wait": "simpletfjob.cli.wait",
     "logs": "simpletfjob.cli.logs",
     "delete": "simpletfjob.cli.delete",
+    "queue": "simpletfjob.cli.queue",
 }
 DEFAULT = "render"  # what runs when the first word is not a command
 # kubectl's words for reading objects: a pointer to status, never a template's name.

@@ -12,7 +12,9 @@ from typing import Any
 from simpletfjob.errors import UsageError
 from simpletfjob.identity import MOST_RESTARTS
 from simpletfjob.options.limits import LimitOptions
+from simpletfjob.options.queue import QUEUE_NAME, QueueOptions, queue_namespace
 from simpletfjob.options.render import (
+    ClusterOptions,
     ConnectionOptions,
     Options,
     nodes_or_nodes_file,
@@ -21,6 +23,7 @@ from simpletfjob.options.render import (
     timeout,
 )
 from simpletfjob.options.restarts import RestartOptions
+from simpletfjob.options.rules import DnsName
 from simpletfjob.options.table import (
     Must,
     OneOf,
@@ -43,7 +46,7 @@ class DryRun(OneOf):
         return super().__call__(value)
 
 
-class ApplyOptions(Options, LimitOptions):
+class ApplyOptions(Options, LimitOptions, QueueOptions):
     """`simpletfjob apply TEMPLATE`: a render's options, and how to apply the run."""
 
     section = "Apply options"
@@ -69,7 +72,11 @@ class ApplyOptions(Options, LimitOptions):
         rule=DryRun("none", "server"),
         help="server: the server judges every object, and nothing is changed.",
     )
-    timeout: float = timeout(300.0, "How long --replace waits for the old run to go.")
+    timeout: float | None = timeout(
+        None,
+        "How long --replace waits for the old run to go (default 5m), and --queue for the "
+        "run's turn (default: as long as it takes; then exit 3, nothing applied).",
+    )
 
 
 def labels_on(options: Options) -> None:
@@ -168,6 +175,7 @@ class StatusOptions(ConnectionOptions):
         help="Every run in every namespace, with a NAMESPACE column first, as kubectl get -A "
         "lists them. Not with RUN.",
     )
+    queue_namespace: str | None = queue_namespace()
 
     def check(self) -> None:
         """What the options cannot say together."""
@@ -279,7 +287,7 @@ class LogsOptions(ConnectionOptions):
             raise UsageError("-c/--container cannot go with --all-containers")
 
 
-class RunOptions(Options, LimitOptions, RestartOptions):
+class RunOptions(Options, LimitOptions, RestartOptions, QueueOptions):
     """`simpletfjob run TEMPLATE`: a render's options, how to follow the run, and its restarts."""
 
     section = "Run options"
@@ -355,3 +363,26 @@ class RunOptions(Options, LimitOptions, RestartOptions):
 
 
 RunOptions._rules = (nodes_or_nodes_file, ports_fit, labels_on)
+
+
+class QueueListOptions(ClusterOptions):
+    """`simpletfjob queue NAME`: the runs waiting in a queue, in order."""
+
+    name: str = argument()
+    namespace: str | None = option(
+        "-n",
+        "--namespace",
+        default=None,
+        metavar="NS",
+        rule=DnsName(label=True),
+        help="The queue's namespace (default: the context's, else default).",
+    )
+    output: str = output_format(
+        "table", "json", default="table", help="How to print: a table, or a JSON list."
+    )
+
+    def check(self) -> None:
+        """The queue's name follows --queue's rule."""
+        found = QUEUE_NAME(self.name)
+        if found:
+            raise UsageError(f"the queue's name {found}")

@@ -29,7 +29,8 @@ from tests.conftest import ROOT, console_script
 from tests.support.docs import DOCS, Block, fenced_blocks
 
 COMMANDS = [
-    "render", "templates", "init", "nodes", "apply", "run", "status", "wait", "logs", "delete"
+    "render", "templates", "init", "nodes", "apply", "run", "status", "wait", "logs", "delete",
+    "queue",
 ]  # fmt: skip
 FLAG = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)")
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
@@ -90,15 +90,9 @@ class Entry:
 
     def as_dict(self, position: int, state: str) -> dict[str, Any]:
         """As `queue NAME -o json` gives it."""
-        asks = [{"role": a.role, "tasks": a.tasks, "requests": dict(a.requests)} for a in self.asks]
-        return {
-            "position": position,
-            "run": self.run,
-            "namespace": self.namespace,
-            "since": self.since,
-            "asks": asks,
-            "state": state,
-        }
+        asks = [asdict(a) for a in self.asks]
+        return {"position": position, "run": self.run, "namespace": self.namespace,
+                "since": self.since, "asks": asks, "state": state}  # fmt: skip
 
 
 def lease_body(
@@ -124,8 +118,8 @@ def lease_body(
 
 
 def entry_annotations(run: str, namespace: str, asks: Sequence[Ask]) -> dict[str, str]:
-    listed = [{"role": a.role, "tasks": a.tasks, "requests": dict(a.requests)} for a in asks]
-    return {RUN: run, NAMESPACE: namespace, ASKS: json.dumps(listed, separators=(",", ":"))}
+    listed = json.dumps([asdict(a) for a in asks], separators=(",", ":"))
+    return {RUN: run, NAMESPACE: namespace, ASKS: listed}
 
 
 def micro_time() -> str:

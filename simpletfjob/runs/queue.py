@@ -25,10 +25,12 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from simpletfjob.errors import ClusterError, Interrupted, SelectionError, TimedOut
 from simpletfjob.kube.lists import list_objects
+from simpletfjob.kube.objects import get
 from simpletfjob.kube.request import ApiError, Deadline, request
 from simpletfjob.kube.resources import LEASES, Action
 from simpletfjob.options.table import format_duration
@@ -55,7 +57,6 @@ if TYPE_CHECKING:
     from simpletfjob.options.queue import QueueOptions
     from simpletfjob.options.runs import ApplyOptions, RunOptions
     from simpletfjob.runs.apply import AppliedRun
-    from simpletfjob.runs.manifests import Manifest
     from simpletfjob.runs.planned import P, Plan
 
 R = TypeVar("R")
@@ -129,16 +130,10 @@ def apply_queued(
     where = (cluster.kubeconfig, cluster.context, cluster.namespace, "apply the run to", warn)
     with connect_for(*where) as conn:
         options = options.replace(namespace=conn.namespace)
-        choices = Choices.of(options)
-
-        def admit() -> tuple[P, list[tuple[Manifest, str]]]:
-            planned = plan(options)
-            return planned, apply_planned(conn, planned, choices, report)
-
+        send = partial(apply_planned, conn, choices=Choices.of(options), report=report)
         deadline = None if options.timeout is None else Deadline.after(options.timeout)
-        planned, done = wait_turn(
-            conn, options, plan(empty_nodes(options)), admit, waiting, deadline
-        )
+        first, now = plan(empty_nodes(options)), partial(plan, options)
+        planned, done = wait_turn(conn, options, first, now, send, waiting, deadline)
     return AppliedRun(planned, conn.namespace, Counter(outcome for _, outcome in done))
 
 
@@ -159,37 +154,30 @@ def queued(
         send(planned)
         return planned
     assert replan is not None  # (the CLI and the API give it)
-
-    def admit() -> P:
-        now = replan(restart)
-        send(now)
-        return now
-
-    return wait_turn(conn, options, planned, admit, waiting or (lambda line: None), deadline)
+    now = partial(replan, restart)
+    return wait_turn(conn, options, planned, now, send, waiting or (lambda line: None), deadline)[0]
 
 
 def wait_turn(
     conn: Connection,
     options: QueueOptions,
     first: Plan,
-    admit: Callable[[], R],
+    plan: Callable[[], P],
+    send: Callable[[P], R],
     waiting: Callable[[str], None],
     deadline: Deadline | None,
-) -> R:
-    """Enter the queue, wait for the run's turn, and `admit()` it there; see the module doc.
-
-    `first` is the run planned on empty nodes (`empty_nodes`): its name and what it asks.
-    `admit()` plans the run as the cluster is now and applies it, or raises SelectionError
-    when it does not fit. `waiting` is given the waiting line each time it changes.
-    Raises TimedOut when `deadline` passes first, with nothing applied.
-    """
+) -> tuple[P, R]:
+    """Enter the queue, wait for the run's turn, and there `send` it as `plan()` plans it (as the
+    cluster is now; SelectionError: it does not fit yet); see the module doc. `first` is the run
+    planned on empty nodes (`empty_nodes`): its name and what it asks. `waiting` is given the
+    waiting line as it changes. TimedOut when `deadline` passes first, nothing applied."""
     assert options.queue is not None and first.job is not None  # (a run to apply has its labels)
     namespace = options.queue_namespace or conn.namespace
     check_rights(conn, namespace)
     asks = asks_of((t.role for t in first.tasks), first.asks)
     turn = _Turn(conn, options.queue, namespace, options.queue_lease, first.job, asks)
     try:
-        return turn.wait(admit, waiting, deadline)
+        return turn.wait(lambda: (planned := plan(), send(planned)), waiting, deadline)
     except Interrupted as e:
         left = turn.leave()
         if not e.detail and not e.progress:
@@ -295,21 +283,23 @@ class _Turn:
         return found
 
     def _watch(self, version: str) -> None:
-        """The queue's Leases' events to `events`, until `stop` (thread)."""
+        """The queue's Leases' events to `events`, until `stop` (thread). Each watch is read for
+        WATCH_SPAN seconds, then opened again from the last resourceVersion it brought."""
         from simpletfjob.kube.watch import watch
 
-        first: str | None = version
+        since: str | None = version
         try:
             while not self.stop.is_set():
                 span = Deadline.after(WATCH_SPAN)
                 for event in watch(
                     self.conn, LEASES, namespace=self.namespace, label_selector=self.selector,
-                    resource_version=first, deadline=span,
+                    resource_version=since, deadline=span,
                 ):  # fmt: skip
                     self.events.put(event)
+                    # A RELIST says no version: the next watch lists first, missing nothing.
+                    since = (event.object or {}).get("metadata", {}).get("resourceVersion")
                     if self.stop.is_set():
                         return
-                first = None  # the next watch lists first: nothing is missed between them
         except Exception as e:  # raised in the waiting loop
             self.events.put(e)
 
@@ -365,8 +355,9 @@ class _Turn:
         """At the head: take the lock, and admit the run under it; None when the lock is not free
         or the run is not the head after all. The entries are listed after the lock is read, so
         that the entry of a client that took it before is among them."""
-        lock_id = lock_name(self.queue)
-        lock = self._get(lock_id)
+        lock = get(
+            self.conn, LEASES, lock_name(self.queue), namespace=self.namespace, missing_ok=True
+        )
         listed = list_objects(
             self.conn, LEASES, namespace=self.namespace, label_selector=self.selector
         )
@@ -403,11 +394,6 @@ class _Turn:
         with self.writing:
             self.held = taken  # None: another client took it first
         return taken is not None
-
-    def _get(self, name: str) -> dict[str, Any] | None:
-        action = Action("get", LEASES, self.namespace, name)
-        answer = request(self.conn, action, passthrough=(404,))
-        return None if answer.status == 404 else dict(json.loads(answer.data))
 
     def _release(self) -> None:
         """Give the lock back, if held."""

@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trustme
 
 from tests.conftest import assert_one_line_error, console_script, write
 from tests.support import forkserver
 from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
+from tests.support.faultproxy import FaultProxy
 from tests.support.kubelet import Kubelet
 from tests.support.runs import docs_rbac
 from tests.support.scenes import stand_in_nodes
@@ -171,6 +173,40 @@ def test_two_runs_that_fit_alone_but_not_together_run_one_after_the_other(
     assert queue.cli(cli, "queue", "team").err == (
         f'No runs waiting in queue "team" in {queue.ns} namespace.\n'
     )
+
+
+def test_status_lists_the_leases_once_and_only_for_a_run_without_jobs(
+    queue: Queue, cli: Any, kube: ControlPlane, tmp_path: Path
+) -> None:
+    """A run with Jobs reads no Lease; one without, one list of them; a user who may not list
+    them is told there is no such run, as before."""
+    first = queue.start("qa", seconds=30)
+    queue.start("qb").kill()  # its entry stays (it expires in 30 s)
+    with FaultProxy(kube.url, ca_file=kube.ca_file, tls=trustme.CA()) as proxy:
+        kubeconfig = str(
+            proxy.kubeconfig(tmp_path / "kp", token=kube.admin_token, namespace=queue.ns)
+        )
+
+        def status(run: str) -> tuple[Any, list[str]]:
+            before = len(proxy.requests)
+            result = cli("status", run, "-o", "json", "--kubeconfig", kubeconfig)
+            return result, [r.verb for r in proxy.requests[before:] if r.resource == "leases"]
+
+        running, read = status("qa")
+        assert (running.code, read) == (0, []), running.err
+        assert json.loads(running.out)["state"] in ("Pending", "Running")
+        queued, read = status("qb")
+        assert (queued.code, read, json.loads(queued.out)["state"]) == (0, ["list"], "Queued")
+        missing, read = status("qc")
+        assert read == ["list"]
+        assert_one_line_error(missing, 1, contains=["no run 'qc' in namespace"])
+    kube.grant("erin", ["list"], ["jobs"], queue.ns, "batch")
+    kube.grant("erin", ["list"], ["pods"], queue.ns)
+    erin = str(kube.kubeconfig(tmp_path / "erin", user="erin", namespace=queue.ns))
+    refused = cli("status", "qb", "--kubeconfig", erin)
+    assert_one_line_error(refused, 1, contains=[f"no run 'qb' in namespace '{queue.ns}'"])
+    first.send_signal(signal.SIGTERM)
+    ended(first)
 
 
 def test_three_clients_keep_their_order_apply_among_them(queue: Queue, cli: Any) -> None:

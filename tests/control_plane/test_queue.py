@@ -5,13 +5,18 @@ no two of them may overlap, and they must run in the order their clients entered
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import json
+import os
+import pty
+import re
 import signal
 import subprocess
 import threading
 import time
+import tty
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -428,3 +433,36 @@ def test_the_python_api_applies_at_the_runs_turn_and_says_a_queued_run_is_queued
     assert ended(first).code == 0
     assert run.wait(timeout="2m").succeeded
     one_after_another(queue.ran(), ["qa", "qb"])
+
+
+def test_on_a_terminal_the_waiting_line_is_the_status_line(queue: Queue) -> None:
+    """stderr on a pty: the waiting line is drawn in place (`\\r\\e[K`, with the time so far),
+    never as a line of its own; through a pipe (above) it is a line."""
+    first = queue.start("qa", seconds=30)
+    main, terminal = pty.openpty()
+    tty.setraw(terminal)
+    try:
+        proc = forkserver.Popen(
+            [SCRIPT_PATH, "run", *queue.args("qb", 3, "3", None)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=terminal,
+        )  # fmt: skip
+        os.close(terminal)
+        received = b""
+        while b'waiting in queue "team": 1st of 1' not in received:
+            received += os.read(main, 65536)
+        proc.send_signal(signal.SIGINT)
+        with contextlib.suppress(OSError):  # EIO: the terminal's last writer has gone
+            while data := os.read(main, 65536):
+                received += data
+        assert proc.wait(timeout=60) == 130
+    finally:
+        os.close(main)
+    drawn = re.findall(rb"\r\x1b\[K(waiting in queue [^\r\n]*?)(?=\r\x1b\[K)", received)
+    assert drawn and all(re.search(rb"; \d+s$", line) for line in drawn), received
+    assert b'waiting in queue "team": 1st of 1; 1 worker asks 3 cpu' in drawn[0], received
+    assert b"waiting in queue" not in re.sub(rb"\r\x1b\[K[^\r\n]*", b"", received), received
+    assert received.endswith(
+        b"nothing of run 'qb' was applied to namespace " + queue.ns.encode() + b"\n"
+    )
+    first.send_signal(signal.SIGTERM)
+    ended(first)

@@ -27,6 +27,7 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     """
     from simpletfjob.cli.status import columns
     from simpletfjob.output import write_stdout
+    from simpletfjob.runs.entries import Ask
     from simpletfjob.runs.objects import connect_for
     from simpletfjob.runs.queue import read_queue
     from simpletfjob.streams import say
@@ -42,17 +43,10 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
         rows = [
             (
                 str(e["position"]), e["run"], e["namespace"], e["since"],
-                "; ".join(_ask(a) for a in e["asks"]) or "-", e["state"],
+                "; ".join(Ask(**a).text() for a in e["asks"]) or "-", e["state"],
             )
             for e in entries
         ]  # fmt: skip
         write_stdout(columns(("POSITION", "RUN", "NAMESPACE", "SINCE", "ASKS", "STATE"), rows))
     else:
         say(f'No runs waiting in queue "{options.name}" in {conn.namespace} namespace.')
-
-
-def _ask(ask: dict[str, Any]) -> str:
-    """'2 worker x cpu 10', as the waiting line says it (runs/entries.py)."""
-    from simpletfjob.runs.entries import Ask
-
-    return Ask(ask["role"], ask["tasks"], ask["requests"]).text()

@@ -27,7 +27,6 @@ RUN = "simpletfjob/queue-run"  # annotations: the run's name and namespace, and 
 NAMESPACE = "simpletfjob/queue-namespace"
 ASKS = "simpletfjob/queue-asks"
 DIGITS = 6
-WAITING, ADMITTING = "Waiting", "Admitting"
 
 
 def entry_name(queue: str, number: int) -> str:
@@ -154,13 +153,10 @@ def entries_of(queue: str, leases: Iterable[Mapping[str, Any]]) -> list[Entry]:
 def _asks(text: object) -> tuple[Ask, ...]:
     """What an entry's annotation says it asks; nothing, when it cannot be read."""
     try:
-        listed = json.loads(str(text))
-        return tuple(
-            Ask(str(a["role"]), int(a["tasks"]), {str(r): str(q) for r, q in a["requests"].items()})
-            for a in listed
-        )
-    except (ValueError, TypeError, KeyError, AttributeError):
+        asks = tuple(Ask(**ask) for ask in json.loads(str(text)))
+    except (ValueError, TypeError):
         return ()
+    return asks if all(isinstance(a.requests, dict) for a in asks) else ()
 
 
 def holder_of(lease: Mapping[str, Any] | None) -> str:
@@ -168,16 +164,13 @@ def holder_of(lease: Mapping[str, Any] | None) -> str:
     return str(((lease or {}).get("spec") or {}).get("holderIdentity") or "")
 
 
-def state_of(entry: Entry, lock: Mapping[str, Any] | None) -> str:
-    """Admitting while it holds the queue's lock, else Waiting."""
-    return ADMITTING if holder_of(lock) == entry.name else WAITING
-
-
 def listing(queue: str, leases: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """`queue NAME -o json`: the queue's entries in order, each with its position and state."""
+    """`queue NAME -o json`: the queue's entries in order, each with its position and its state:
+    Admitting while it holds the queue's lock, else Waiting."""
     lock = next((x for x in leases if x["metadata"]["name"] == lock_name(queue)), None)
-    entries = entries_of(queue, leases)
-    return [e.as_dict(i, state_of(e, lock)) for i, e in enumerate(entries, start=1)]
+    states = {True: "Admitting", False: "Waiting"}
+    entries = enumerate(entries_of(queue, leases), start=1)
+    return [e.as_dict(i, states[holder_of(lock) == e.name]) for i, e in entries]
 
 
 def place_in(

@@ -1,17 +1,15 @@
 """Waiting in a queue with nothing installed: a run is applied at the head, once all of it fits.
 
 rights  get, list, watch, create, update, delete on leases, asked first (kube/access.py)
-enter   one list of the queue's Leases; the entry created with the number after the
-        highest (AlreadyExists: the next), holding the run and what it asks (entries.py)
-wait    one watch of the queue's Leases (a thread); the entry renewed every third of its
-        lease (another); an entry seen unchanged for its lease (entries.Seen) is deleted
-        on its resourceVersion; the waiting line said as it changes
-admit   at the head, every RETRY seconds: the lock read, the entries listed again (still
-        the head?), the lock taken by an update on its resourceVersion (two clients cannot
-        both), then `admit()`: the run planned as the cluster is now (plan/fit.py, which
-        counts the pods the Jobs admitted before have yet to make) and applied, or a
-        SelectionError (it does not fit: it waits, and blocks those behind it). Once the
-        Jobs exist, the entry is deleted; then the lock is given back.
+enter   one list of the queue's Leases, then the entry created with the next number
+        (AlreadyExists: the one after), holding the run and what it asks (entries.py)
+wait    one watch of the Leases and the entry's renewals (a thread each); an entry seen
+        unchanged for its lease (entries.Seen) is deleted on its resourceVersion
+admit   the head, every RETRY seconds: the lock read, the entries listed again (still the
+        head?), the lock taken by an update on its resourceVersion (of two clients, one), the
+        run planned as the cluster is now (plan/fit.py counts the pods that Jobs have yet to
+        make) and applied, or SelectionError: it waits, and blocks those behind it. Once its
+        Jobs exist, the entry is deleted, then the lock given back.
 leave   --timeout (exit 3), an interrupt or an error: the lock given back and the entry
         deleted, nothing applied; SIGKILL leaves the entry, which expires
 """

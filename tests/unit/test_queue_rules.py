@@ -82,9 +82,15 @@ def test_an_entry_holds_the_run_its_namespace_and_what_it_asks_per_role() -> Non
 
 def test_an_entry_whose_asks_cannot_be_read_asks_nothing_it_can_say() -> None:
     body = lease("q", entry_name("q", 1))
-    body["metadata"]["annotations"][ASKS] = "{not json"
-    (entry,) = entries_of("q", [body])
-    assert entry.asks == ()
+    for wrong in (
+        "{not json",
+        "[1]",
+        '[{"role": "worker"}]',
+        '[{"role": "w", "tasks": 1, "requests": []}]',
+    ):
+        body["metadata"]["annotations"][ASKS] = wrong
+        (entry,) = entries_of("q", [body])
+        assert entry.asks == (), wrong
 
 
 def test_asks_count_each_roles_tasks_and_write_quantities_as_a_manifest_would() -> None:

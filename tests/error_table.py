@@ -670,6 +670,35 @@ CASES: dict[str, Case] = {
             "job.yaml": "# A job.\n# simpletfjob:\n#   options:\n#     restart-on: always\nkind: Job\nmetadata:\n  name: t-<<type>>-<<index>>\n"
         },
     ),
+    "commands/apply-queue-not-a-label": Case(
+        ["apply", "mnist.yaml", "--nodes", "a,b", "--queue", "Team_A"],
+        2,
+        line(
+            "simpletfjob: error: --queue must be a DNS label such as team-a (lower-case letters, digits and '-', at most 63), not 'Team_A'"
+        ),
+    ),
+    "commands/run-queue-lease-too-short": Case(
+        ["run", "mnist.yaml", "--nodes", "a,b", "--queue", "team", "--queue-lease", "1s"],
+        2,
+        line("simpletfjob: error: --queue-lease must be at least 2s, not 1.0"),
+    ),
+    "templates/queue-in-a-header": Case(
+        ["apply", "job.yaml", "--nodes", "a,b"],
+        1,
+        line(
+            "simpletfjob: error: job.yaml:4: option 'queue' in the template header must be a DNS label such as team-a (lower-case letters, digits and '-', at most 63), not 'Team A'"
+        ),
+        files={
+            "job.yaml": "# A job.\n# simpletfjob:\n#   options:\n#     queue: Team A\nkind: Job\nmetadata:\n  name: t-<<type>>-<<index>>\n"
+        },
+    ),
+    "commands/queue-name-not-a-label": Case(
+        ["queue", "Team_A"],
+        2,
+        line(
+            "simpletfjob: error: the queue's name must be a DNS label such as team-a (lower-case letters, digits and '-', at most 63), not 'Team_A'"
+        ),
+    ),
     "commands/delete-without-a-cluster": Case(
         ["delete", "mnist", "-n", "ml"],
         1,
@@ -1103,7 +1132,7 @@ CASES: dict[str, Case] = {
         ["job.yaml", "--nodes", "a,b", "-o", "-"],
         1,
         line(
-            "simpletfjob: error: job.yaml:4: unknown option 'psm' in the template header; a header can set: chief, cleanup-after, deadline, evaluator, evaluator-in-cluster, framework, min-workers, network, nproc-per-node, num, port, psn, restart-exit-codes, restart-on, tasks-per-host"
+            "simpletfjob: error: job.yaml:4: unknown option 'psm' in the template header; a header can set: chief, cleanup-after, deadline, evaluator, evaluator-in-cluster, framework, min-workers, network, nproc-per-node, num, port, psn, queue, restart-exit-codes, restart-on, tasks-per-host"
         ),
         files={
             "job.yaml": "# A job.\n# simpletfjob:\n#   options:\n#     psm: 2\nkind: Job\nmetadata:\n  name: t-<<type>>-<<index>>\n"

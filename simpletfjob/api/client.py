@@ -99,13 +99,16 @@ class Client:
         """`simpletfjob apply TEMPLATE`: render as `render()` does and apply the run; the Run applied.
 
         Options as render()'s, and apply's: `replace_run` (--replace), `force_conflicts`,
-        `dry_run="server"` (the command line's "client" has no Run to return: use render()), `timeout`, `deadline`, `cleanup_after`.
+        `dry_run="server"` (the command line's "client" has no Run to return: use render()),
+        `timeout`, `deadline`, `cleanup_after`; `queue` (with `queue_namespace`,
+        `queue_lease`) waits in that queue, and applies at the run's turn.
         """
         from simpletfjob.api.render import log_warnings, prepared_options
         from simpletfjob.kube.connection import Settings
         from simpletfjob.options.runs import LIMIT_RULES, ApplyOptions
         from simpletfjob.plan import plan
         from simpletfjob.runs.apply import Choices, apply_run
+        from simpletfjob.runs.queue import apply_queued
 
         prepared: ApplyOptions = prepared_options(
             ApplyOptions,
@@ -128,13 +131,19 @@ class Client:
             )
         for rule in LIMIT_RULES:
             rule(prepared)
-        applied = apply_run(
-            Settings(kubeconfig=self.kubeconfig, context=self.context, namespace=self.namespace),
-            lambda namespace: plan(prepared.replace(namespace=namespace)),
-            Choices.of(prepared),
-            report=report.say,
-            warn=report.warn,
+        cluster = Settings(
+            kubeconfig=self.kubeconfig, context=self.context, namespace=self.namespace
         )
+        if prepared.queue is not None:  # applied at its turn (runs/queue.py)
+            applied = apply_queued(cluster, prepared, plan, report.say, report.say, report.warn)
+        else:
+            applied = apply_run(
+                cluster,
+                lambda namespace: plan(prepared.replace(namespace=namespace)),
+                Choices.of(prepared),
+                report=report.say,
+                warn=report.warn,
+            )
         log_warnings(applied.planned)
         assert applied.planned.job is not None  # apply refuses --no-labels
         verb = "would apply" if prepared.dry_run == "server" else "applied"
@@ -175,10 +184,10 @@ class Client:
         """`simpletfjob run TEMPLATE`: apply, follow to the end, restart the whole run on failure.
 
         `max_restarts`, `timeout` (seconds, or "30m"), `node_grace`, `cleanup`,
-        `replace_run`, `deadline`, `cleanup_after` and the render's options, as the CLI takes
-        them. Returns the Outcome (a failure too, with its cause and the restarts made);
-        raises TimedOut when `timeout` passes first. No log is printed (read them with
-        `Run.logs`).
+        `replace_run`, `deadline`, `cleanup_after`, `queue` (as apply()'s) and the render's
+        options, as the CLI takes them. Returns the Outcome (a failure too, with its cause and
+        the restarts made); raises TimedOut when `timeout` passes first. No log is printed
+        (read them with `Run.logs`).
         """
         from simpletfjob.api.render import log_warnings, prepared_options
         from simpletfjob.errors import RunFailed
@@ -186,6 +195,7 @@ class Client:
         from simpletfjob.plan import plan
         from simpletfjob.runs.apply import applied_counts
         from simpletfjob.runs.ending import succeeded_line
+        from simpletfjob.runs.queue import empty_nodes
         from simpletfjob.runs.run import run_to_end
 
         given: dict[str, Any] = {"max_restarts": max_restarts, **options}
@@ -216,8 +226,8 @@ class Client:
         with self.connect("run the run on") as conn:
             planning = prepared.replace(namespace=conn.namespace)
 
-            def planned() -> Any:
-                made = plan(planning)
+            def planned(restart: int = 0, empty: bool = False) -> Any:
+                made = plan(empty_nodes(planning) if empty else planning.replace(restart=restart))
                 log_warnings(made)
                 return made
 
@@ -228,12 +238,14 @@ class Client:
             try:
                 ended = run_to_end(
                     conn,
-                    planned,
+                    lambda: planned(empty=prepared.queue is not None),  # (runs/queue.py)
                     planning,
                     say=report.say,
                     applied=applied,
                     printer=None,
+                    replan=planned if prepared.queue is not None else None,
                     restarted=restarted,
+                    waiting=report.say,
                 )
             except RunFailed as e:
                 if e.run is None:
@@ -277,12 +289,20 @@ class Run:
         return connect_for(*where, purpose=purpose, warn=report.warn)
 
     def status(self) -> RunStatus:
-        """`simpletfjob status NAME`: its state and each task's; NoRunError when it is gone."""
-        from simpletfjob.api.results import run_status
+        """`simpletfjob status NAME`: its state (Queued in a queue) and each task's; NoRunError if gone."""
+        from simpletfjob.api.results import RunStatus, State, run_status
+        from simpletfjob.runs.objects import NoRunError
+        from simpletfjob.runs.queue import place_of
         from simpletfjob.runs.status import read_status
 
         with self._connect("read runs from") as conn:
-            found, notes = read_status(conn, self.name, None)
+            try:
+                found, notes = read_status(conn, self.name, None)
+            except NoRunError:  # no Jobs: waiting in a queue, perhaps (runs/queue.py)
+                if (place := place_of(conn, self.name, None)) is None:
+                    raise
+                queued = (self.name, self.namespace, State.QUEUED, None, None, (), "Queued")
+                return RunStatus(*queued, None, None, queue=place)
         for note in notes:
             report.say(note)
         return run_status(found)

@@ -1,7 +1,8 @@
 """What the Python API returns: plain, frozen values made from the runs/ layer's.
 
 States are a `State`, a `str` enum of the words `status` prints (`Pending`, `Running`,
-`Unknown`, `Succeeded`, `Failed`, `Deleting`; a run may also be `Ambiguous`), so that
+`Unknown`, `Succeeded`, `Failed`, `Deleting`; a run may also be `Ambiguous`, or `Queued`
+while it waits in a queue), so that
 `state == "Succeeded"` holds. Why a run failed is a `Cause`, made from runs/classify.py's,
 never read back out of a message. A value the cluster does not tell (a task with no pod
 yet has no node) is None.
@@ -13,9 +14,11 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from simpletfjob.runs.classify import Cause as Classified
     from simpletfjob.runs.state import Run as RunState
     from simpletfjob.runs.taskstate import TaskStatus as TaskState
@@ -33,6 +36,7 @@ class State(str, Enum):
     FAILED = "Failed"
     DELETING = "Deleting"
     AMBIGUOUS = "Ambiguous"  # a run: several Jobs claim one of its tasks
+    QUEUED = "Queued"  # a run waiting in a queue (apply --queue), with no Jobs yet
 
     def __str__(self) -> str:
         return self.value
@@ -99,6 +103,7 @@ class RunStatus:
     outcome: str  # one line: 'worker-1 Failed: Error (exit 1)', 'worker-0 Succeeded', 'Running'
     started: datetime | None
     ended: datetime | None
+    queue: Mapping[str, Any] | None = None  # Queued: {"name", "position" (from 1), "of"}
 
     @property
     def finished(self) -> bool:

@@ -63,6 +63,7 @@ COMMANDS = {
     "logs": "simpletfjob.cli.logs",
     "delete": "simpletfjob.cli.delete",
     "diagnose": "simpletfjob.cli.diagnose",
+    "queue": "simpletfjob.cli.queue",
 }
 DEFAULT = "render"  # what runs when the first word is not a command
 # kubectl's words for reading objects: a pointer to status, never a template's name.

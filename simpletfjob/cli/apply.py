@@ -65,11 +65,18 @@ def run(options: ApplyOptions) -> AppliedRun[Plan]:
     from simpletfjob.runs.apply import Choices, apply_run
 
     spare_inputs_from_stderr(inputs(options))
+    cluster = Settings(
+        kubeconfig=options.kubeconfig, context=options.context, namespace=options.namespace
+    )
+    if options.queue is not None:  # applied at its turn (runs/queue.py)
+        from simpletfjob.cli.report import StatusLine
+        from simpletfjob.runs.queue import apply_queued
+
+        with StatusLine(options.name or "") as status:
+            return apply_queued(cluster, options, plan_explained, say, status.queued)
     # The namespace is written into every document, as the run's DNS names need it.
     return apply_run(
-        Settings(
-            kubeconfig=options.kubeconfig, context=options.context, namespace=options.namespace
-        ),
+        cluster,
         lambda namespace: plan_explained(options.replace(namespace=namespace)),
         Choices.of(options),
         report=say,

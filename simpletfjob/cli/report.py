@@ -107,11 +107,20 @@ class StatusLine:
         self.stop = threading.Event()
         self.lock = threading.Lock()  # a redraw never comes after the line is cleared
         self.on = bool(sys.stderr is not None and sys.stderr.isatty())
+        self.waiting = ""  # in a queue, until the run is applied (runs/queue.py)
 
     def __call__(self, run: Run) -> None:
         """The run as it is now."""
         self.run, self.name = run, run.name
         self.draw()
+
+    def queued(self, line: str) -> None:
+        """The queue's waiting line, as it changes: the status line on a terminal, else a line."""
+        self.waiting = line
+        if self.on:
+            self.draw()
+        else:
+            say(line)
 
     def text(self) -> str:
         import time
@@ -122,7 +131,7 @@ class StatusLine:
         elapsed = duration(time.monotonic() - self.started)
         run = f"run {self.name}" if self.name else "run"
         if self.run is None:
-            return f"{run}: starting; {elapsed}"
+            return f"{self.waiting or run + ': starting'}; {elapsed}"
         counts = Counter(t.state for t in self.run.tasks)
         states = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
         restarts = f"restarts {sum(t.restarts or 0 for t in self.run.tasks)}"

@@ -59,6 +59,7 @@ def run_command(options: RunOptions) -> None:
     from simpletfjob.runs.apply import applied_counts
     from simpletfjob.runs.logs import Printer
     from simpletfjob.runs.objects import connect_for
+    from simpletfjob.runs.queue import empty_nodes
     from simpletfjob.runs.run import run_to_end
     from simpletfjob.streams import say
 
@@ -76,15 +77,17 @@ def run_command(options: RunOptions) -> None:
             where = f"run {planned.job} in namespace {namespace}"
             say(f"{summary(planned.tasks, where, verb='applied')} ({applied_counts(done)})")
 
+        first = planning if options.queue is None else empty_nodes(planning)  # (queue.py)
         run = run_to_end(
             conn,
-            lambda: plan_explained(planning),
+            lambda: plan_explained(first),
             planning,
             say=say,
             applied=applied,
             printer=None if options.logs == "none" else printer,
             progress=status,
             replan=lambda restart: plan_explained(planning.replace(restart=restart)),
+            waiting=status.queued,
         )
     from simpletfjob.runs.ending import succeeded_line
 

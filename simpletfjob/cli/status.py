@@ -35,7 +35,8 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     """
     from simpletfjob.kube.resources import JOBS
     from simpletfjob.output import write_stdout
-    from simpletfjob.runs.objects import check_run_name, connect_for, pointing_elsewhere
+    from simpletfjob.runs.objects import NoRunError, check_run_name, connect_for, pointing_elsewhere
+    from simpletfjob.runs.queue import place_of
     from simpletfjob.runs.status import read_status
     from simpletfjob.runs.watch import read_runs
     from simpletfjob.streams import say
@@ -57,7 +58,13 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
             runs = read_runs(conn, options.all_namespaces)
         else:  # the table's notes: what REASON cuts short, in full; a failure explained
             tail = options.tail_on_failure if table else None
-            found, notes = read_status(conn, options.run, tail, stuck=table)
+            try:
+                found, notes = read_status(conn, options.run, tail, stuck=table)
+            except NoRunError:  # no Jobs: waiting in a queue, perhaps (runs/queue.py)
+                place = place_of(conn, options.run, options.queue_namespace)
+                if place is None:
+                    raise
+                return _queued(options, namespace, place)
             runs = [found]
     if options.output == "name":
         write_stdout([f"{JOBS.ref(task.job)}\n" for run in runs for task in run.tasks])
@@ -82,6 +89,19 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
         say(_no_runs(namespace, options.all_namespaces))  # as kubectl says it
     for line in notes:
         say(line)
+
+
+def _queued(options: StatusOptions, namespace: str, place: dict[str, Any]) -> None:
+    """A run that waits in a queue: its state Queued, and its place."""
+    from simpletfjob.output import write_stdout
+    from simpletfjob.runs.entries import ordinal
+
+    run = {"name": options.run, "namespace": namespace, "state": "Queued", "queue": place}
+    if options.output in ("json", "yaml"):
+        write_stdout([_dump({**run, "tasks": []}, options.output)])
+    elif options.output == "table":
+        where = f'{ordinal(place["position"])} of {place["of"]} in queue "{place["name"]}"'
+        write_stdout([f"run {options.run} in {namespace}: Queued, 0 tasks ({where})\n"])
 
 
 def _no_runs(namespace: str, every: bool) -> str:

@@ -108,6 +108,7 @@ def refused_user(conn: Connection, actions: Sequence[Action]) -> str | None:
         "watch": (None, [("watch", "true"), ("timeoutSeconds", 1), nothing], None),
         "create": (None, [("dryRun", "All")], {}),
         "patch": (PROBE, [("dryRun", "All")], {}),
+        "update": (PROBE, [("dryRun", "All")], {}),
         "delete": (PROBE, [("dryRun", "All")], {"kind": "DeleteOptions", "apiVersion": "v1"}),
     }
     for action in actions:

@@ -50,6 +50,7 @@ PODS = Resource("", "v1", "pods", "Pod", namespaced=True)
 SERVICES = Resource("", "v1", "services", "Service", namespaced=True)
 JOBS = Resource("batch", "v1", "jobs", "Job", namespaced=True)
 EVENTS = Resource("", "v1", "events", "Event", namespaced=True)
+LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)  # a queue's
 
 KNOWN = (NODES, NAMESPACES, PODS, SERVICES, JOBS)
 
@@ -71,13 +72,14 @@ _METHODS = {
     "patch": "PATCH",
     "delete": "DELETE",
     "create": "POST",
+    "update": "PUT",
 }
 
 
 class Action(NamedTuple):
     """What a request is about, as its messages say it: 'list pods in namespace ml'."""
 
-    verb: str  # list, watch, get, apply, delete, create or patch
+    verb: str  # list, watch, get, apply, delete, create, update or patch
     resource: Resource
     namespace: str | None = None  # None for a cluster-scoped resource; '' for all namespaces
     name: str | None = None  # None for the collection

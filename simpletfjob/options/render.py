@@ -430,10 +430,10 @@ def check_options(options: Options) -> None:
 
 def header_fields() -> dict[str, Field]:
     """The options a template header may set, by field name (`tasks_per_host`)."""
-    from simpletfjob.options.restarts import RestartOptions
+    from simpletfjob.options import queue, restarts
 
-    found = [*fields(Options), *fields(LimitOptions), *fields(RestartOptions)]
-    return {f.name: f for f in found if f.option is not None and f.option.header}
+    groups = (Options, LimitOptions, restarts.RestartOptions, queue.QueueOptions)
+    return {f.name: f for g in groups for f in fields(g) if f.option and f.option.header}
 
 
 class InitOptions(OptionGroup):

@@ -13,7 +13,9 @@ from typing import Any
 from simpletfjob.errors import UsageError
 from simpletfjob.identity import MOST_RESTARTS
 from simpletfjob.options.limits import LimitOptions
+from simpletfjob.options.queue import QUEUE_NAME, QueueOptions, queue_namespace
 from simpletfjob.options.render import (
+    ClusterOptions,
     ConnectionOptions,
     Options,
     nodes_or_nodes_file,
@@ -22,6 +24,7 @@ from simpletfjob.options.render import (
     timeout,
 )
 from simpletfjob.options.restarts import RestartOptions
+from simpletfjob.options.rules import DnsName
 from simpletfjob.options.table import (
     Must,
     OneOf,
@@ -33,7 +36,7 @@ from simpletfjob.options.table import (
 )
 
 
-class ApplyOptions(Options, LimitOptions):
+class ApplyOptions(Options, LimitOptions, QueueOptions):
     """`simpletfjob apply TEMPLATE`: a render's options, and how to apply the run."""
 
     section = "Apply options"
@@ -60,7 +63,11 @@ class ApplyOptions(Options, LimitOptions):
         "is changed; client: print the objects apply would send, and send nothing (only reads "
         "reach the server).",
     )
-    timeout: float = timeout(300.0, "How long --replace waits for the old run.")
+    timeout: float | None = timeout(
+        None,
+        "How long --replace waits for the old run to go (default 5m), and --queue for the "
+        "run's turn (default: as long as it takes; then exit 3, nothing applied).",
+    )
 
 
 def labels_on(options: Options) -> None:
@@ -176,6 +183,7 @@ class StatusOptions(ConnectionOptions):
         default=False,
         help="Every run in every namespace. With a NAMESPACE column first, as kubectl get -A lists them. Not with RUN.",
     )
+    queue_namespace: str | None = queue_namespace()
 
     def check(self) -> None:
         """What the options cannot say together."""
@@ -303,7 +311,7 @@ class DiagnoseOptions(ConnectionOptions):
     )
 
 
-class RunOptions(Options, LimitOptions, RestartOptions):
+class RunOptions(Options, LimitOptions, RestartOptions, QueueOptions):
     """`simpletfjob run TEMPLATE`: a render's options, how to follow the run, and its restarts."""
 
     section = "Run options"
@@ -380,3 +388,26 @@ class RunOptions(Options, LimitOptions, RestartOptions):
 
 
 RunOptions._rules = (nodes_or_nodes_file, ports_fit, labels_on)
+
+
+class QueueListOptions(ClusterOptions):
+    """`simpletfjob queue NAME`: the runs waiting in a queue, in order."""
+
+    name: str = argument()
+    namespace: str | None = option(
+        "-n",
+        "--namespace",
+        default=None,
+        metavar="NS",
+        rule=DnsName(label=True),
+        help="The queue's namespace (default: the context's, else default).",
+    )
+    output: str = output_format(
+        "table", "json", default="table", help="How to print: a table, or a JSON list."
+    )
+
+    def check(self) -> None:
+        """The queue's name follows --queue's rule."""
+        found = QUEUE_NAME(self.name)
+        if found:
+            raise UsageError(f"the queue's name {found}")

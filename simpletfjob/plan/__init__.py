@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 from simpletfjob.errors import RenderCheckError, SelectionError, UsageError
 from simpletfjob.frameworks import Framework, Pin, RunValues, framework
 from simpletfjob.hosts import nodes as node_sources
+from simpletfjob.hosts.fit import Ask
 from simpletfjob.hosts.selection import (
     Verdict,
     left_out_for_usage,
@@ -154,6 +155,7 @@ class Plan(NamedTuple):
     # when the template spells its objects' names out.
     rename: str | None = None
     framework: str = "tensorflow"  # --framework, or the header's: runs/ asks it who decides
+    asks: tuple[tuple[str, Ask], ...] = ()  # what one task of each role asks (fit.role_asks)
 
     def chunks(self) -> Iterator[str]:
         """The whole YAML stream, documents separated by '---' lines."""
@@ -234,7 +236,7 @@ def plan(options: Options) -> Plan:
         validated = validate_documents(documents, options.kube_version, warnings.append)
     return Plan(
         tasks, documents, verdicts, warnings, before_selection, job, validated, tuple(notes), rename,
-        fw.name,
+        fw.name, judged.rules.asks,
     )  # fmt: skip
 
 

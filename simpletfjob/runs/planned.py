@@ -40,7 +40,8 @@ class PlannedDocument(Protocol):
 
 class Plan(Protocol):
     """A plan: the run's name (its label; None with --no-labels), its tasks and documents,
-    how to rename its objects otherwise (`rename`), and its framework's name."""
+    how to rename its objects otherwise (`rename`), its framework's name, and what one task of
+    each role asks of a node (`asks`: (resource, amount) pairs, for a queue's entry)."""
 
     @property
     def job(self) -> str | None: ...
@@ -52,6 +53,8 @@ class Plan(Protocol):
     def documents(self) -> Sequence[PlannedDocument]: ...
     @property
     def framework(self) -> str: ...
+    @property
+    def asks(self) -> Sequence[tuple[str, Sequence[tuple[str, int]]]]: ...
 
 
 P = TypeVar("P", bound=Plan)  # the plan a caller hands in, handed back as it came

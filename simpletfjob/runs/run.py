@@ -31,6 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from simpletfjob.errors import ClusterError, Interrupted
@@ -64,6 +65,7 @@ from simpletfjob.runs.interrupt import (
 )
 from simpletfjob.runs.losing import let_go, losable
 from simpletfjob.runs.planned import P, Plan
+from simpletfjob.runs.queue import queued
 from simpletfjob.runs.state import SUCCEEDED, Run, changes
 from simpletfjob.runs.wait import RunFailed, TimedOut
 from simpletfjob.runs.watch import release_followed
@@ -93,6 +95,7 @@ def run_to_end(
     progress: Callable[[Run], None] | None = None,
     replan: Callable[[int], P] | None = None,
     restarted: Callable[[int], None] | None = None,
+    waiting: Callable[[str], None] | None = None,
 ) -> Run:
     """Plan, apply and follow until the run succeeds (returned), restarting it as the options allow.
 
@@ -100,6 +103,7 @@ def run_to_end(
     `replan(n)` plans restart n (its template's <<restart>> is n); without it, a restart
     plans with `make_plan()` (<<restart>> is then 0 in every attempt). `restarted(n)` is told
     each whole-run restart as it is made (n so far; the run's annotation counts the same).
+    With --queue, each attempt waits its turn and is planned there (queue.py's queued).
     Raises RunFailed (exit 1), TimedOut (exit 3), or the placement's SelectionError.
     """
     from simpletfjob.kube.outage import riding_out
@@ -140,7 +144,8 @@ def run_to_end(
         with riding_out(conn, deadline, say, until):
             while True:
                 where.phase = APPLYING
-                _apply(conn, planned, options, restarts, first=restarts == 0, applied=applied)
+                send = partial(_apply, conn, options=options, restarts=restarts, first=restarts == 0, applied=applied)  # fmt: skip
+                planned = queued(conn, options, planned, replan, restarts, send, waiting, deadline)
                 where.phase = FOLLOWING
                 logs = _stream_logs(conn, name, planned, options, printer, say, quiet)
                 keeper = Keeper(conn, options.tail_on_failure)
@@ -201,12 +206,13 @@ def run_to_end(
                 lost = {cause.node} if cause.kind == NODE_LOST else set()
                 _delete(conn, name, deadline, lost, where)
                 where.phase = REPLANNING
-                # against the cluster as it is now
-                planned = replan(restarts) if replan is not None else make_plan()
+                if options.queue is None:  # against the cluster as it is now (--queue: at its turn)
+                    planned = replan(restarts) if replan is not None else make_plan()
                 hosts = ", ".join(dict.fromkeys(task.host for task in planned.tasks))
+                now = f"back in queue {options.queue}" if options.queue else f"hosts now: {hosts}"
                 say(
                     f"restarting run {name} ({spent}/{options.max_restarts}) after "
-                    f"{cause.kind_words}: {cause}; hosts now: {hosts}"
+                    f"{cause.kind_words}: {cause}; {now}"
                 )
     except Interrupted as e:
         delete = options.on_interrupt == "delete"

@@ -31,6 +31,7 @@ from tests.support.docs import DOCS, Block, fenced_blocks
 COMMANDS = [
     "render", "templates", "init", "nodes", "apply", "run", "status", "wait", "logs", "delete",
     "diagnose",
+    "queue",
 ]  # fmt: skip
 FLAG = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)")
 

@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from tests.conftest import ROOT, Result, assert_one_line_error, console_script, write
+from tests.conftest import Result, assert_one_line_error, console_script, write
 from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
 from tests.support.kubelet import Kubelet
 from tests.support.logruns import prefixed
+from tests.support.runs import docs_rbac
 from tests.support.scenes import stand_in_nodes
 from tests.support.templates import LOGGED as TEMPLATE
 
@@ -202,9 +202,7 @@ def test_the_docs_role_is_enough_for_logs_and_logs_f(
     run: LogsRun, kube: ControlPlane, cli: Any
 ) -> None:
     """A user given only the Role that docs/rbac.md gives reads and follows a run's logs."""
-    text = (ROOT / "docs" / "rbac.md").read_text()
-    blocks = [yaml.safe_load(b.split("```", 1)[0]) for b in text.split("```yaml\n")[1:]]
-    (role,) = [b for b in blocks if b["kind"] == "Role"]
+    role = docs_rbac("Role")
     for rule in role["rules"]:
         (group,) = rule["apiGroups"]
         kube.grant("carol", rule["verbs"], rule["resources"], run.ns, api_group=group)

@@ -85,6 +85,23 @@ def test_an_offline_render_imports_nothing_heavy(template: str) -> None:
     assert len(load_all(proc.stdout)) == 3
 
 
+@pytest.mark.parametrize("template", ["mnist.yaml", "tf2-multiworker"])
+def test_a_render_imports_no_queue_code(template: str) -> None:
+    """--queue is apply's and run's: a render (a header's `queue:` option aside) loads none of it."""
+    code = (
+        "import sys; from simpletfjob.cli import main\n"
+        f"try:\n    main([{template!r}, '--nodes', 'a,b,c', '-o', '-'])\n"
+        "except SystemExit: pass\n"
+        "queue = ('simpletfjob.runs.queue', 'simpletfjob.runs.entries', 'simpletfjob.cli.queue')\n"
+        "print(sorted(m for m in sys.modules if m in queue), file=sys.stderr)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=EXAMPLES, capture_output=True, text=True, timeout=60
+    )
+    assert proc.stderr.strip().splitlines()[-1] == "[]"
+    assert len(load_all(proc.stdout)) == 3
+
+
 def test_kubectl_plugin_script_is_installed_and_named_as_kubectl_runs_it() -> None:
     plugin = str(Path(console_script()).with_name("kubectl-simpletfjob"))
     rendered = subprocess.run(

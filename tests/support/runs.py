@@ -57,9 +57,11 @@ def lines(result: Result) -> list[str]:
     return result.err.splitlines()
 
 
-def docs_rbac(kind: str) -> dict[str, Any]:
-    """The Role or the ClusterRole that docs/rbac.md gives."""
+def docs_rbac(kind: str, name: str | None = None) -> dict[str, Any]:
+    """The Role or the ClusterRole that docs/rbac.md gives (by `name`: its other Roles, such as
+    the queue's)."""
     text = (ROOT / "docs" / "rbac.md").read_text()
     blocks = [yaml.safe_load(b.split("```", 1)[0]) for b in text.split("```yaml\n")[1:]]
-    (found,) = [b for b in blocks if b["kind"] == kind]
+    name = name or {"Role": "simpletfjob", "ClusterRole": "simpletfjob-nodes"}[kind]
+    (found,) = [b for b in blocks if b["kind"] == kind and b["metadata"]["name"] == name]
     return found  # type: ignore[no-any-return]

@@ -849,3 +849,30 @@ spec:
               value: {value}
       restartPolicy: Never
 """
+
+
+# `run --queue`'s runs (tests/control_plane/test_queue.py): one task named by the run, asking
+# <<cpu>> of a small node, that writes when it started and ended.
+QUEUED = """\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: <<name>>-<<type>>-<<index>>
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      nodeName: <<node>>
+      restartPolicy: Never
+      terminationGracePeriodSeconds: 2
+      containers:
+        - name: tf
+          image: python
+          command: [python, <<script>>, <<markers>>, <<name>>, "<<seconds>>"]
+          resources:
+            requests:
+              cpu: "<<cpu>>"
+          env:
+            - name: TF_CONFIG
+              value: '<<TF_CONFIG>>'
+"""

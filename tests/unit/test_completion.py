@@ -35,6 +35,7 @@ def test_the_first_word_offers_the_commands_and_the_templates(
         "logs",
         "delete",
         "diagnose",
+        "queue",
     ]
     assert plain(found) == [*commands, *BUILT_INS]
     assert ("file", "") in found  # and the shell's file names, for a template file

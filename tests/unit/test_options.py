@@ -110,6 +110,7 @@ HEADER_VALUES: dict[str, Any] = {
     "deadline": 300.0,
     "cleanup_after": 600.0,
     "restart_on": "disruption",
+    "queue": "team",
 }
 
 
@@ -189,8 +190,8 @@ BROKEN: dict[str, list[Any]] = {
     "nproc_per_node": [0, -1],
     "min_workers": [0, -1],
 }
-# Only `run` has these on its command line: tests/error_table.py holds both wordings.
-RUN_ONLY = {"restart_on"}
+# Only `run` (and `apply`) have these on the command line: tests/error_table.py holds both wordings.
+RUN_ONLY = {"restart_on", "queue"}
 
 
 def test_every_rule_of_a_header_option_has_broken_values_here() -> None:

@@ -26,12 +26,9 @@ if TYPE_CHECKING:
 def command(values: dict[str, Any], given: frozenset[str]) -> None:
     """Render TEMPLATE as `apply` does, apply the run, and follow it as `wait` does.
 
-    Each task's changes go to stderr; the logs of the task that decides success
-    stream to stdout (--logs). When the run ends, wait's cleanup (--cleanup).
-    --max-restarts N restarts the whole run when it fails (--restart-on says
-    which failures). Exit status: 0 when it succeeds, 1 when it fails, 2 for a
-    usage error, 3 when --timeout passes first; 130, 143 or 129 when an
-    interrupt leaves the run as it is (--on-interrupt delete deletes it).
+    The deciding task's log goes to stdout (--logs). --max-restarts N restarts
+    the whole run when it fails. Exit status: 0 succeeded, 1 failed, 2 usage,
+    3 --timeout passed; 130, 143 or 129 when interrupted.
 
     \b
     Example:

@@ -22,7 +22,7 @@ def queue_namespace() -> Any:
         default=None,
         metavar="NS",
         rule=DnsName(label=True),
-        help="The namespace the queue's Leases live in (default: the run's); runs that share "
+        help="The namespace of the queue's Leases. By default the run's; runs that share "
         "nodes across namespaces give them all one.",
     )
 
@@ -38,8 +38,9 @@ class QueueOptions(OptionGroup):
         metavar="NAME",
         rule=QUEUE_NAME,
         header=True,
-        help="Wait in this queue, first in first out, and apply the run once it is at the "
-        "head and all of its tasks fit (a Lease per waiting run; nothing to install).",
+        help="Wait in this queue for the run's turn. First in, first out: the run is applied "
+        "once it is at the head and all of its tasks fit (a Lease per waiting run; nothing to "
+        "install).",
     )
     queue_namespace: str | None = queue_namespace()
     queue_lease: float = option(
@@ -51,6 +52,6 @@ class QueueOptions(OptionGroup):
         metavar="DURATION",
         show_default=True,
         rule=Must("at least 2s", lambda value: value >= 2),
-        help="How long this run's entry lives without a renewal (it is renewed every third of "
-        "that): an entry whose client is gone is removed that long after its last renewal.",
+        help="How long the run's entry lives unrenewed. It is renewed every third of that; an "
+        "entry whose client is gone is removed that long after its last renewal.",
     )

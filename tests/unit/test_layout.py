@@ -70,8 +70,8 @@ def graph() -> dict[str, set[str]]:
     }
 
 
-def test_no_module_is_longer_than_450_lines() -> None:
-    long = {module_name(p): n for p in MODULES if (n := len(p.read_text().splitlines())) > 450}
+def test_no_module_is_longer_than_600_lines() -> None:
+    long = {module_name(p): n for p in MODULES if (n := len(p.read_text().splitlines())) > 600}
     assert long == {}
 
 

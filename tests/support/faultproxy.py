@@ -9,6 +9,7 @@ command runs.
         proxy.gone(resource="pods")             # a watch answered 410 Gone (Expired)
         proxy.refuse(401)                       # or 403, as kube-apiserver words them
         proxy.cut_streams()                     # every open watch stream cut mid-chunk, now
+        proxy.silence(verb="watch")             # a watch answered 200, then nothing: silent
         proxy.down(); proxy.up()                # connection refused, then back on the same port
         proxy.clear()                           # everything passes again
         proxy.wait_for("watch", "jobs")         # until a command's watch of Jobs is open
@@ -78,7 +79,7 @@ class Seen:
 class Fault:
     """What to do to the requests that match (see the module docstring)."""
 
-    kind: str  # 'delay', 'cut', 'status'
+    kind: str  # 'delay', 'cut', 'status', 'silence'
     verb: str | None = None
     resource: str | None = None
     dry_run: bool | None = None  # True: only server dry runs (dryRun=All); False: only real ones
@@ -278,6 +279,11 @@ class FaultProxy:
     def throttle(self, retry_after: int = 1, **match: Any) -> Fault:
         return self.add(Fault("status", status=429, retry_after=retry_after, **match))
 
+    def silence(self, **match: Any) -> Fault:
+        """A streamed answer's head relayed, then nothing more (the connection held open until
+        the client lets it go): a server gone silent in the middle of a watch."""
+        return self.add(Fault("silence", **match))
+
     def gone(self, **match: Any) -> Fault:
         match.setdefault("verb", "watch")
         return self.add(Fault("status", status=410, **match))
@@ -458,6 +464,11 @@ class FaultProxy:
             seen.done = "streamed"
         sent = 0
         try:
+            if fault is not None and fault.kind == "silence":
+                seen.done = "silenced"
+                while client.recv(65536):  # until the client closes its end (or cut_streams)
+                    pass
+                return False
             while True:
                 data = response.read1(65536)
                 if not data:

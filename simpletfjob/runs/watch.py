@@ -23,7 +23,6 @@ from simpletfjob.kube.objects import Deleted, delete
 from simpletfjob.kube.request import Action, Deadline, request
 from simpletfjob.kube.resources import JOBS, NODES, PODS, SERVICES
 from simpletfjob.kube.watch import Watches
-from simpletfjob.memory import fold_for_exit, release_freed
 from simpletfjob.runs.delete import replaced_line
 from simpletfjob.runs.follower import TIE, Follower, unknown_nodes, verdict
 from simpletfjob.runs.objects import NoRunError, named_tasks, run_selector
@@ -182,8 +181,6 @@ def follow(
     yield run
     if once or verdict(run, settled=False) is not None:
         return
-    release_freed()  # what the lists' pages left (it is followed from here on, maybe for hours)
-    fold_for_exit()  # and what it keeps, into huge pages: its end is quicker (memory.py)
     with Watches(conn, deadline) as watches:
         for resource, listed in ((JOBS, jobs), (PODS, pods)):
             watches.add(

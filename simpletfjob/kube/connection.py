@@ -344,8 +344,8 @@ def _proxy_read_once(configuration: Any) -> None:
 
     The client's token hook (kube_config's `_refresh_api_key`) runs before every request
     and sets the configuration's host again, and the client reads the whole environment
-    for a proxy each time the host is set: 1 ms a request, most of a second for a
-    1000-task apply. The pool manager, made with the client, uses the proxy it found
+    for a proxy each time the host is set: most of a second for a 1000-task apply. The
+    pool manager, made with the client, uses the proxy it found
     then, whatever is read later; so the environment is read once, as the connection
     is made, and a token with an expiry is still refreshed by the hook.
     """

@@ -85,18 +85,13 @@ class Watches:
         field_selector: str | None = None,
         resource_version: str | None = None,
         bookmarks: bool = True,
-        slim: Callable[[bytes], bytes] | None = None,
-        lean: Callable[[dict[str, Any]], None] | None = None,
     ) -> Watches:
         """Watch `resource` from `resource_version` (None: list first, as a RELIST); its events
-        are taken under `name`. `slim` may cut what the caller needs none of from each event's
-        JSON and each page of a list again, before they are parsed (a result that does not
-        parse is parsed whole): lists.without_managed_fields. `lean` is given each object
-        parsed (an event's, a list's item), to cut in place what the caller keeps none of."""
+        are taken under `name`."""
         one = _Watch(
             self.conn, resource, self.deadline, self._stopped, namespace=namespace,
             label_selector=label_selector, field_selector=field_selector,
-            resource_version=resource_version, bookmarks=bookmarks, slim=slim, lean=lean,
+            resource_version=resource_version, bookmarks=bookmarks,
         )  # fmt: skip
         self._watches.append(one)
         self._going.add(name)
@@ -197,8 +192,6 @@ class _Watch:
     field_selector: str | None = None
     resource_version: str | None = None  # None: list first
     bookmarks: bool = True
-    slim: Callable[[bytes], bytes] | None = None
-    lean: Callable[[dict[str, Any]], None] | None = None
     response: Any = None  # the open watch's answer, cut by `stop`
 
     def __post_init__(self) -> None:
@@ -254,8 +247,7 @@ class _Watch:
     def relist(self) -> Event:
         listed = list_objects(
             self.conn, self.resource, namespace=self.namespace, label_selector=self.label_selector,
-            field_selector=self.field_selector, deadline=self.within(), slim=self.slim,
-            lean=self.lean,
+            field_selector=self.field_selector, deadline=self.within(),
         )  # fmt: skip
         self.version = listed.resource_version
         return Event("RELIST", None, tuple(listed.items))
@@ -386,7 +378,7 @@ class _Watch:
     def event(self, line: bytes) -> Event:
         what = self.action.what
         try:
-            event = _parsed(line, self.slim)
+            event = json.loads(line)
         except (ValueError, RecursionError) as e:
             raise ClusterError(
                 f"{self.conn.target}: the watch of {what} sent a line that is not JSON"
@@ -404,19 +396,7 @@ class _Watch:
                 f"error event: {obj.get('code')} {obj.get('reason') or ''}: "
                 f"{first_line(obj.get('message') or '')}"
             )
-        if self.lean is not None and kind != "BOOKMARK":
-            self.lean(obj)
         return Event(kind, obj)
-
-
-def _parsed(line: bytes, slim: Callable[[bytes], bytes] | None) -> Any:
-    """An event's JSON, cut by `slim` first; whole when what `slim` gives does not parse."""
-    if slim is not None:
-        try:
-            return json.loads(slim(line))
-        except (ValueError, RecursionError):
-            pass
-    return json.loads(line)
 
 
 def _lines(chunks: Iterator[bytes]) -> Iterator[bytes]:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from simpletfjob.errors import Interrupted
 from simpletfjob.identity import JOB_LABEL, NAME_ANNOTATION
 from simpletfjob.kube.inflight import Write, cut_short
-from simpletfjob.kube.lists import ObjectList, list_objects, without_managed_fields
+from simpletfjob.kube.lists import ObjectList, list_objects
 from simpletfjob.kube.objects import Deleted, delete
 from simpletfjob.kube.request import Action, Deadline, request
 from simpletfjob.kube.resources import JOBS, NODES, PODS, SERVICES
@@ -26,7 +26,6 @@ from simpletfjob.kube.watch import Watches
 from simpletfjob.runs.delete import replaced_line
 from simpletfjob.runs.follower import TIE, Follower, unknown_nodes, verdict
 from simpletfjob.runs.objects import NoRunError, named_tasks, run_selector
-from simpletfjob.runs.reading import lean_job, lean_pod
 from simpletfjob.runs.state import FAILED, Run, changes, run_state
 from simpletfjob.runs.taskstate import Object, labels_of, name_or_invalid
 
@@ -34,8 +33,6 @@ if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
 
 MANAGER = "simpletfjob"
-
-LEAN = {JOBS.plural: lean_job, PODS.plural: lean_pod}  # what each followed object keeps
 
 
 def _both(
@@ -50,10 +47,6 @@ def _both(
 
     The pods in a thread, the Jobs in the caller's: an interrupt goes up from there at
     once, never into the other thread's errors while the pods' list rides out an outage.
-    Each is read without its managedFields (never read here; at 1000 tasks, a large part of
-    what a followed run keeps), and without what its containers run and their variables'
-    values, but a Job's framework variables (reading.lean_job, lean_pod), as are the objects
-    the watches bring.
     """
     found: list[ObjectList] = []
     failed: list[BaseException] = []
@@ -68,8 +61,6 @@ def _both(
                     namespace=namespace,
                     label_selector=run_selector(name),
                     deadline=within,
-                    slim=without_managed_fields,
-                    lean=lean_pod,
                 )
             )
         except BaseException as e:  # handed to the caller, in its thread
@@ -78,9 +69,8 @@ def _both(
     pods = threading.Thread(target=read_pods, daemon=True)
     pods.start()
     jobs = list_objects(
-        conn, JOBS, namespace=namespace, label_selector=run_selector(name), deadline=within,
-        slim=without_managed_fields, lean=lean_job,
-    )  # fmt: skip
+        conn, JOBS, namespace=namespace, label_selector=run_selector(name), deadline=within
+    )
     pods.join()
     if failed:
         raise failed[0]
@@ -188,8 +178,6 @@ def follow(
                 resource,
                 label_selector=run_selector(name),
                 resource_version=listed.resource_version,
-                slim=without_managed_fields,
-                lean=LEAN[resource.plural],
             )
         settle: Deadline | None = Deadline.after(TIE) if run.state == FAILED else None
         shown = run  # what the caller was last given

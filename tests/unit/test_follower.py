@@ -11,15 +11,13 @@ import copy
 import json
 from typing import Any
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simpletfjob.kube.watch import Event
 from simpletfjob.runs.follower import ENDS, Follower, verdict
-from simpletfjob.runs.objects import named_tasks, run_framework
+from simpletfjob.runs.objects import named_tasks
 from simpletfjob.runs.state import Run, run_state
-from simpletfjob.runs.watch import LEAN
 from tests.support.kubeapi import job_status, make_job, make_pod
 
 
@@ -99,25 +97,14 @@ def start(policy: str, ends: dict[str, End]) -> tuple[list[Any], list[Any]]:
     return jobs, [pod(j, "Running") for j in jobs]
 
 
-def leaned(plural: str, obj: dict[str, Any]) -> dict[str, Any]:
-    """The object as `follow` keeps it: without what its containers run and their values."""
-    kept = copy.deepcopy(obj)
-    LEAN[plural](kept)
-    return kept
-
-
 def replay(policy: str, ends: dict[str, End], events: list[tuple[str, Event]]) -> Run | None:
-    """What `wait` ends with: runs/watch.py's follow loop without a server, on the objects as
-    it keeps them (LEAN), where `final` (status) judges them whole.
+    """What `wait` ends with: runs/watch.py's follow loop without a server, where `final`
+    (status) judges the same objects at once.
 
     A failure waits until its second has passed on the server: here, until every Job event
     stamped with that second or before has come (the Jobs watch brings them in that order).
     """
     jobs, pods = start(policy, ends)
-    jobs, pods = [leaned("jobs", j) for j in jobs], [leaned("pods", p) for p in pods]
-    events = [
-        (plural, Event(e.type, e.object and leaned(plural, e.object))) for plural, e in events
-    ]
     follower = Follower("mnist", "default", jobs, pods, [t for t in ends])
     run = follower.judge()
     if (found := verdict(run, settled=False)) is not None:
@@ -256,35 +243,13 @@ def framework_job(task: str, variables: dict[str, str]) -> dict[str, Any]:
 TF_CLUSTER = json.dumps({"cluster": {"chief": ["h0:1"], "worker": ["h1:1", "h2:1"]}})
 
 
-@pytest.mark.parametrize(
-    ("variables", "framework", "tasks"),
-    [
-        ({"TF_CONFIG": TF_CLUSTER}, "tensorflow", ["chief-0", "worker-0", "worker-1"]),
-        ({"PET_NNODES": "1:3", "RANK": "0"}, "pytorch", ["worker-0", "worker-1", "worker-2"]),
-        ({"JAX_NUM_PROCESSES": "2"}, "jax", ["worker-0", "worker-1"]),
-    ],
-    ids=["tensorflow", "pytorch", "jax"],
-)
-def test_a_followed_job_keeps_the_framework_variables_that_name_the_run_s_tasks(
-    variables: dict[str, str], framework: str, tasks: list[str]
-) -> None:
-    """follow keeps Jobs without their variables' values (LEAN) but the frameworks' own: the
-    run's tasks, and its framework, are read from them as from the whole Job."""
-    whole = framework_job("worker-0", {**variables, "DEBUG": "1"})
-    kept = leaned("jobs", whole)
-    assert named_tasks([kept]) == named_tasks([whole]) == tasks
-    assert run_framework([kept]).name == run_framework([whole]).name == framework
-    env = kept["spec"]["template"]["spec"]["containers"][0]["env"]
-    assert env[-1] == {"name": "DEBUG"}
-
-
 def test_a_chief_whose_job_is_gone_before_the_first_list_fails_the_followed_run() -> None:
-    """The chief decides a TensorFlow run: the workers' Jobs, as follow keeps them, still name it,
+    """The chief decides a TensorFlow run: the workers' Jobs still name it,
     so a run whose chief's Job is gone (deleted, or removed after it ended) is not taken for
     one that worker 0 decides."""
-    jobs = [leaned("jobs", framework_job(f"worker-{i}", {"TF_CONFIG": TF_CLUSTER})) for i in (0, 1)]
+    jobs = [framework_job(f"worker-{i}", {"TF_CONFIG": TF_CLUSTER}) for i in (0, 1)]
     jobs[0]["status"] = job_status(succeeded=1, complete=True)  # worker 0 has finished
-    pods = [leaned("pods", pod(j, "Running")) for j in jobs]
+    pods = [pod(j, "Running") for j in jobs]
     follower = Follower("mnist", "default", jobs, pods, named_tasks(jobs))
     run = follower.judge()
     assert (run.state, run.decided_by, run.reason) == ("Failed", "chief-0", "deleted")

@@ -16,7 +16,7 @@ When the server no longer has that version (410: an HTTP answer, or an ERROR eve
 on from the new list. A connection silent past the window (and SLACK) counts as dropped. A
 server that keeps failing is ridden out as every request rides it (outage.py), or ends the
 watch with its error, which `take` raises in the caller's thread. Each watch ends at the
-deadline. Nothing polls: between events, each thread waits on its socket.
+deadline. Nothing polls the server: between events, each thread waits on its socket.
 """
 
 from __future__ import annotations

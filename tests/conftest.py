@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import re
 import shutil
 import sys
@@ -249,28 +248,6 @@ def console_script() -> str:
     if not found:
         pytest.fail("the simpletfjob console script is not installed; run pip install '.[test]'")
     return found
-
-
-def cannot_fold() -> str:
-    """Why this system cannot fold a process's memory into huge pages (simpletfjob/memory.py:
-    not Linux, not 4 KiB and 2 MiB pages, transparent huge pages off, a kernel before 6.1),
-    or ''."""
-    from simpletfjob import memory
-
-    if not memory.can_fold():
-        return "no transparent huge pages of 2 MiB here (or they are off)"
-    release = re.match(r"(\d+)\.(\d+)", platform.release())
-    if release is None or (int(release[1]), int(release[2])) < (6, 1):
-        return "MADV_COLLAPSE needs Linux 6.1"
-    return ""
-
-
-def huge_pages_of(pid: int) -> int:
-    """The kB of process `pid`'s memory in transparent huge pages."""
-    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-        if line.startswith("AnonHugePages:"):
-            return int(line.split()[1])
-    return 0
 
 
 def write(path: Path, text: str) -> Path:

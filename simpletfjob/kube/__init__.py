@@ -12,7 +12,7 @@
     objects.py     one object: get, server-side apply (created/configured/unchanged), delete
     inflight.py    a write sent from its own thread, whose answer an interrupt does not lose; reads
                    and dry runs sent a few at a time, their answers in order
-    watch.py       a watch that resumes from its resourceVersion and re-lists on 410
+    watch.py       watches, each read in a thread as its events come; resumed, re-listed on 410
     access.py      what the user may do, asked with SelfSubjectAccessReviews; who the server says it is
     podlog.py      a container's log as whole lines; followed, read on across a break
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, NamedTuple, Protocol
 
-from simpletfjob import __version__, streams
+from simpletfjob import __version__
 from simpletfjob.errors import ClusterError, InputError, UsageError
 from simpletfjob.inputs import describe_value
 from simpletfjob.kube.deferred import defer
@@ -129,8 +129,7 @@ class Connection:
         # Closed: a call still trying in another thread (a list whose caller was interrupted,
         # riding out an outage with no deadline) gives up at its next try.
         self.closed = False
-        # Streamed answers (watches, followed logs) still open, read in a thread of their own
-        # or in turns (turns.py): closing the connection cuts them, so that none stays blocked.
+        # Streamed answers still open (watches, followed logs): cut when the connection closes.
         self.streams: weakref.WeakSet[Any] = weakref.WeakSet()
 
     @property
@@ -143,13 +142,13 @@ class Connection:
         """A streamed answer is open (request.py): cut it when the connection is closed."""
         self.streams.add(response)
         if self.closed:
-            _cut(response)
+            cut(response)
 
     def close(self) -> None:
         self.closed = True
-        try:  # (the console script's process leaves them to its end: streams.exits_at_once)
-            for response in [] if streams.exits_at_once() else list(self.streams):
-                _cut(response)
+        try:
+            for response in list(self.streams):
+                cut(response)
             self.client.close()
         finally:
             self._stack.close()
@@ -166,12 +165,13 @@ class Connection:
         self.close()
 
 
-def _cut(response: Any) -> None:
-    """Shut a streamed answer's socket: a thread blocked reading it wakes with an error."""
-    sock = getattr(getattr(response, "connection", None), "sock", None)
-    if sock is not None:
-        with contextlib.suppress(OSError):
-            sock.shutdown(socket.SHUT_RDWR)
+def cut(response: Any) -> None:
+    """Shut a streamed answer's socket, waking its reader (urllib3's shutdown: any transport)."""
+    with contextlib.suppress(OSError, ValueError, RuntimeError, AttributeError):
+        response.shutdown()
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        response.connection.sock.shutdown(socket.SHUT_RDWR)
 
 
 def connect(
@@ -344,8 +344,8 @@ def _proxy_read_once(configuration: Any) -> None:
 
     The client's token hook (kube_config's `_refresh_api_key`) runs before every request
     and sets the configuration's host again, and the client reads the whole environment
-    for a proxy each time the host is set: 1 ms a request, most of a second for a
-    1000-task apply. The pool manager, made with the client, uses the proxy it found
+    for a proxy each time the host is set: most of a second for a 1000-task apply. The
+    pool manager, made with the client, uses the proxy it found
     then, whatever is read later; so the environment is read once, as the connection
     is made, and a token with an expiry is still refreshed by the hook.
     """

@@ -141,16 +141,13 @@ def list_objects(
     resource_version: str | None = None,
     deadline: Deadline | None = None,
     alternative: str = "",
-    slim: Callable[[bytes], bytes] | None = None,
-    lean: Callable[[dict[str, Any]], None] | None = None,
 ) -> ObjectList:
-    """Every object of a list (matching the selectors), and the resourceVersion to watch from;
-    `slim` and `lean` may cut from each page what the caller keeps none of (decode_page)."""
+    """Every object of a list (matching the selectors), and the resourceVersion to watch from."""
     path = resource.path(namespace_for(conn, resource, namespace))
     listed = list_pages(
         conn,
         resource,
-        lambda data: decode_page(data, conn.target, resource, path, slim, lean),
+        lambda data: decode_page(data, conn.target, resource, path),
         namespace=namespace,
         label_selector=label_selector,
         field_selector=field_selector,
@@ -198,13 +195,10 @@ def decode_page(
     resource: Resource,
     path: str,
     slim: Callable[[bytes], bytes] | None = None,
-    lean: Callable[[dict[str, Any]], None] | None = None,
 ) -> Page[list[Any]]:
     """A list page's items and metadata, checked; `slim` may cut what the caller needs none of first.
 
-    When what `slim` gives does not parse, the whole page is parsed instead. `lean` is given
-    each item (a mapping) as it is parsed, to cut in place what the caller keeps none of:
-    cut page by page, the page's parsed whole is never held for all the pages at once.
+    When what `slim` gives does not parse, the whole page is parsed instead.
     """
     try:
         page = json.loads(slim(data) if slim is not None else data)
@@ -224,10 +218,6 @@ def decode_page(
         or not isinstance(metadata.get("continue") or "", str)
     ):
         raise ClusterError(not_a_list)
-    if lean is not None:
-        for item in items:
-            if isinstance(item, dict):
-                lean(item)
     return Page(items, metadata.get("continue") or None, str(metadata.get("resourceVersion") or ""))
 
 

@@ -35,6 +35,7 @@ from simpletfjob.errors import ClusterError
 from simpletfjob.kube.refusals import first_line
 from simpletfjob.kube.request import OUTAGE_CAP, Action, KeptFailing, request
 from simpletfjob.kube.resources import PODS
+from simpletfjob.kube.send import arrived
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
@@ -80,12 +81,8 @@ def _read(conn: Connection, pod: str, query: Query, read_timeout: float | None) 
     response = answer.stream
     from urllib3.exceptions import HTTPError
 
-    if response.chunked and response.supports_chunked_reads():
-        chunks: Iterator[bytes] = response.read_chunked(decode_content=True)
-    else:
-        chunks = iter(lambda: bytes(response.read1(65536)), b"")
     try:
-        yield from whole_lines(chunks)
+        yield from whole_lines(arrived(response))
     except (HTTPError, OSError) as e:
         cause = f"connection broken: {_why(e)}"
         raise LogBroken(f"{conn.target}: {action.what} broke off ({cause})", cause) from e

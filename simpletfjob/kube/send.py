@@ -8,7 +8,7 @@ for a ride through an outage (outage.py).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from simpletfjob.errors import ClusterError
@@ -136,6 +136,17 @@ def send(
         ) from e
     data = data if isinstance(data, bytes) else bytes(data)
     return Answer(status, data, response.headers, None, reason)
+
+
+def arrived(response: Any) -> Iterator[bytes]:
+    """A streamed answer's body (a watch, a followed log) as it comes, each read taking what has
+    arrived: a chunk of a chunked answer; else what the connection holds, as for a body that
+    ends with the connection (behind a proxy that closes each one). Never a read of a set
+    size, which would wait for that many bytes."""
+    if response.chunked and response.supports_chunked_reads():
+        chunks: Iterator[bytes] = response.read_chunked(decode_content=True)
+        return chunks
+    return iter(lambda: bytes(response.read1(65536)), b"")
 
 
 def broken(error: BaseException) -> str:

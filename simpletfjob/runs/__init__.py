@@ -6,7 +6,6 @@ state.py       a run's state, from its tasks and its success policy (no cluster)
 elastic.py     an elastic PyTorch run's lost workers, under --min-workers (no cluster)
 classify.py    why a run failed as a value (a Cause and its class), and run's restart decision (pure)
 follower.py    `wait`'s verdict, folded from the watches' events (no cluster, no clock)
-tally.py       follower.py's run kept up to date task by task: its counts, and the verdict from them
 watch.py       reading a run, following it through watches, cleaning it up
 ending.py      the one follower of a run's end (wait, run, status -w, logs -f): an Ending, and its lines
 progresslog.py progress read from a task's log as it arrives: JSON lines, tqdm, Keras, a pattern (pure)

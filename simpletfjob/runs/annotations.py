@@ -62,29 +62,16 @@ def _annotations(job: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
     return str(metadata.get("name") or ""), found if isinstance(found, (dict, Mapping)) else {}
 
 
-Said = tuple[str, tuple[str | None, ...]]  # a Job's name, and its value of each of KEYS
-
-
-def said_by(job: Mapping[str, Any]) -> Said:
-    """A Job's name, and its value of each of KEYS (None where it gives none)."""
-    name, annotations = _annotations(job)
-    return name, tuple(str(annotations[key]) if key in annotations else None for key in KEYS)
-
-
-def gathered(said: Iterable[Said]) -> Found:
-    """Each value given to each of KEYS, with the Jobs that give it, in the Jobs' order."""
-    found: dict[str, dict[str, list[str]]] = {key: {} for key in KEYS}
-    for name, values in said:
-        for key, value in zip(KEYS, values, strict=True):
-            if value is not None:
-                found[key].setdefault(value, []).append(name)
-    return Found(found)
-
-
 def values_of(jobs: Iterable[Mapping[str, Any]]) -> Found:
-    """What the Jobs give each of KEYS: one pass over the Jobs for every reading below (`wait`
-    reads a run of 1000 Jobs on each event)."""
-    return gathered(said_by(job) for job in jobs)
+    """What the Jobs give each of KEYS, with the Jobs that give it, in the Jobs' order: one pass
+    over the Jobs for every reading below."""
+    found: dict[str, dict[str, list[str]]] = {key: {} for key in KEYS}
+    for job in jobs:
+        name, annotations = _annotations(job)
+        for key in KEYS:
+            if key in annotations:
+                found[key].setdefault(str(annotations[key]), []).append(name)
+    return Found(found)
 
 
 def _values(jobs: Iterable[Mapping[str, Any]] | Found, key: str) -> Mapping[str, list[str]]:

@@ -120,7 +120,9 @@ def events_text(events: Iterable[Object], jobs: Iterable[Object], pods: Iterable
         ):
             mine.append(event)
     mine.sort(key=_when)
-    return "".join(f"{_when(e)} {e.get('type')} {event_lines([e])[0].lstrip()}\n" for e in mine).encode()
+    return "".join(
+        f"{_when(e)} {e.get('type')} {event_lines([e])[0].lstrip()}\n" for e in mine
+    ).encode()
 
 
 def node_json(node: Object, pods: Iterable[Object]) -> bytes:

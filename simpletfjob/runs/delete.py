@@ -250,17 +250,18 @@ def _wait_for_none(conn: Connection, resource: Resource, run: str, deadline: Dea
     from simpletfjob.kube.watch import watch
 
     present: set[str] | None = None
-    for event in watch(conn, resource, label_selector=run_selector(run), deadline=deadline):
-        if event.type == "RELIST":
-            present = {object_name(obj) for obj in event.objects}
-        elif present is not None and event.object is not None and event.type != "BOOKMARK":
-            name = object_name(event.object)
-            if event.type == "DELETED":
-                present.discard(name)
-            else:
-                present.add(name)
-        if present is not None and not present:
-            return []
+    with watch(conn, resource, label_selector=run_selector(run), deadline=deadline) as events:
+        for event in events:
+            if event.type == "RELIST":
+                present = {object_name(obj) for obj in event.objects}
+            elif present is not None and event.object is not None and event.type != "BOOKMARK":
+                name = object_name(event.object)
+                if event.type == "DELETED":
+                    present.discard(name)
+                else:
+                    present.add(name)
+            if present is not None and not present:
+                return []
     if conn.ride is not None and conn.ride.away:
         return []  # the caller says what is unknown
     if present is None:  # the time was up before the first list: look once more

@@ -107,10 +107,8 @@ def diagnose(conn: Connection, name: str, path: str, now: datetime) -> None:
 
 
 def _listed(conn: Connection, resource: Any, name: str) -> list[dict[str, Any]]:
-    """The run's objects of a kind as the cluster has them, without their managedFields."""
-    return list_objects(
-        conn, resource, label_selector=run_selector(name), slim=without_managed_fields
-    ).items
+    """The run's objects of a kind as the cluster has them (manifests.yaml drops managedFields)."""
+    return list_objects(conn, resource, label_selector=run_selector(name)).items
 
 
 def _or_none(read: Callable[..., T], *args: Any, **kwargs: Any) -> tuple[T | None, str]:

@@ -36,7 +36,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from simpletfjob.runs.reading import Kept
 from simpletfjob.runs.state import (
     AMBIGUOUS,
     DELETED,
@@ -47,7 +46,6 @@ from simpletfjob.runs.state import (
     is_gone,
     run_state,
 )
-from simpletfjob.runs.tally import Tally
 from simpletfjob.runs.taskstate import (
     condition,
     last_failure,
@@ -110,15 +108,12 @@ class Follower:
         self.restarts: dict[str, int] = {}  # the last count seen of each Job's task, by uid
         self.ended: dict[str, Mapping[str, Any]] = {}  # Job name -> the Job as seen ended
         self._keep_ends(self.stores["jobs"].objects.values())
-        self.reading = Kept()
-        self.tally = Tally()
         self.unknown = Counter(unknown_node(pod) for pod in self.stores["pods"].objects.values())
         self.unknown.pop("", None)
 
     def take(self, plural: str, event: Event) -> None:
         """One event of the Jobs' watch ('jobs') or the pods' ('pods')."""
         store = self.stores[plural]
-        self.tally.news(plural, event, store.objects)
         if plural == "pods":
             self._count_unknown(store.objects, event)
         store.apply(event)
@@ -133,15 +128,9 @@ class Follower:
                 self.ended[_name(job)] = job
 
     def judge(self, nodes: Mapping[str, str] | None = None) -> Run:
-        """The run as `status` would judge these objects, each Job seen ended judged so: from
-        the tasks the events since were about, and the run's counts (tally.py), when they can
-        tell; else from every object (`judge_all`)."""
-        news = nodes or {}
-        run = self.tally.judge(self.stores["jobs"].objects, news, self.expected, self.restarts)
-        if run is None:
-            run, whole = self._judge_all(nodes)
-            objects = {plural: store.objects for plural, store in self.stores.items()}
-            self.tally.reset(run if whole else None, objects["jobs"], objects["pods"], news)
+        """The run as `status` would judge these objects (run_state over every Job and pod),
+        each Job seen ended judged so."""
+        run = self._judge_whole(nodes)
         return self._failures_seen(run) if run.state == FAILED else run
 
     def _failures_seen(self, run: Run) -> Run:
@@ -169,29 +158,20 @@ class Follower:
                 changed = True
         return replace(run, tasks=tuple(tasks)) if changed else run
 
-    def judge_all(self, nodes: Mapping[str, str] | None = None) -> Run:
-        """The run judged from every object (run_state), as `judge` would judge it."""
-        run = self._judge_all(nodes)[0]
-        return self._failures_seen(run) if run.state == FAILED else run
-
-    def _judge_all(self, nodes: Mapping[str, str] | None) -> tuple[Run, bool]:
-        """The run from every object, and whether the objects judged are those of the stores
-        (no Job seen ended stands in for one that is gone)."""
+    def _judge_whole(self, nodes: Mapping[str, str] | None) -> Run:
+        """run_state over every Job and pod, each Job seen ended standing in for itself."""
         jobs = dict(self.stores["jobs"].objects)
         pods = self.stores["pods"].objects
         kept: dict[str, Mapping[str, Any]] = {}
-        whole = True
         for name, job in self.ended.items():
             now = jobs.get(name)
             if now is None or (is_gone(now) and _uid(now) == _uid(job)):
                 jobs[name] = job  # deleted since its end was seen: it ended so
                 kept.update(self._pods_of(job))
-                whole = False
         every = {**kept, **pods} if kept else pods
         run = run_state(
-            self.name, self.namespace, jobs.values(), every.values(), self.expected, nodes,
-            self.reading,
-        )  # fmt: skip
+            self.name, self.namespace, jobs.values(), every.values(), self.expected, nodes
+        )
         tasks = []
         for task in run.tasks:
             key = task.uid or task.job
@@ -200,7 +180,7 @@ class Follower:
             elif key in self.restarts:  # its pod is gone: the count seen while it was there
                 task = replace(task, restarts=self.restarts[key])
             tasks.append(task)
-        return replace(run, tasks=tuple(tasks)), whole
+        return replace(run, tasks=tuple(tasks))
 
     def _pods_of(self, job: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
         """The pods last seen of a Job that is gone, gone with it or not."""
@@ -209,16 +189,10 @@ class Follower:
 
     def remember(self, run: Run) -> None:
         """The tasks seen: one whose Job is deleted later is known to have existed."""
-        counted = run is self.tally.run
-        if counted and self.tally.remembered:
-            return  # the tasks of the run the tally follows: their names are known
         for task in run.tasks:
             if task.task not in self._expected:
                 self.expected.append(task.task)
                 self._expected.add(task.task)
-        if counted:  # the deciding tasks read now, not on the next event
-            self.tally.remembered = True
-            self.tally.expect(self.expected)
 
     def unknown_nodes(self) -> set[str]:
         """The nodes of the pods in phase Unknown (counted as the pods' events come)."""

@@ -68,7 +68,6 @@ from simpletfjob.runs.planned import P, Plan
 from simpletfjob.runs.queue import queued
 from simpletfjob.runs.state import SUCCEEDED, Run, changes
 from simpletfjob.runs.wait import RunFailed, TimedOut
-from simpletfjob.runs.watch import release_followed
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
@@ -198,7 +197,6 @@ def run_to_end(
                     _finish(conn, last, options, say, logs, where, deadline)
                     raise RunFailed(where.verdict, run=last, cause=cause)
                 restarts += 1
-                release_followed()  # what the last attempt's verdict held: not needed now
                 spent = restarts + aside.made
                 if restarted is not None:
                     restarted(restarts)

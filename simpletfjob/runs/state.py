@@ -47,9 +47,8 @@ from typing import Any
 
 from simpletfjob.frameworks import Framework, independent_roles
 from simpletfjob.frameworks import framework as framework_named
-from simpletfjob.runs.annotations import read_min_workers, read_policy, read_restarts
+from simpletfjob.runs.annotations import read_min_workers, read_policy, read_restarts, values_of
 from simpletfjob.runs.elastic import lost_line, mark_lost, still_in
-from simpletfjob.runs.reading import Reading
 from simpletfjob.runs.taskstate import (
     DELETING,
     FAILED,
@@ -65,6 +64,7 @@ from simpletfjob.runs.taskstate import (
     in_role_order,
     job_pods,
     metadata_of,
+    pods_by_job,
     rfc3339,
     task_of,
     timestamp,
@@ -77,7 +77,6 @@ __all__ = [  # what the commands read from here; the task's part lives in taskst
     "run_state", "task_of",
 ]  # fmt: skip
 DELETED = "deleted"
-READ = Reading()  # every object read afresh
 NEVER = datetime.min.replace(tzinfo=timezone.utc)  # a time the server did not write
 
 
@@ -232,23 +231,21 @@ def run_state(
     pods: Iterable[Object],
     expected: Iterable[str] = (),
     nodes: Mapping[str, str] | None = None,
-    reading: Reading = READ,
 ) -> Run:
     """The run's tasks and state from its Jobs and pods; `expected` names tasks known to have existed.
 
-    `nodes` says how the nodes of pods in phase Unknown are (taskstate.task_of). `reading`
-    reads the objects (reading.py: follower.py's keeps what it read of each object before).
+    `nodes` says how the nodes of pods in phase Unknown are (taskstate.task_of).
     """
     listed = list(jobs)
     present = [job for job in listed if not is_gone(job)]
-    by_job = reading.by_job(pods)
+    by_job = pods_by_job(pods)
     if listed and not present:
         return _deleting(name, namespace, listed, by_job, nodes)
-    found = reading.values(present)  # the run's annotations, read in one pass
+    found = values_of(present)  # the run's annotations, read in one pass
     floor, wrong_floor = read_min_workers(found)  # an elastic run's (elastic.py)
     fw = _framework_of(present, elastic=floor is not None)
     order = in_role_order(fw.role_order)
-    tasks = tuple(sorted(reading.tasks(present, by_job, nodes), key=order))
+    tasks = tuple(sorted((task_of(j, job_pods(j, by_job), nodes) for j in present), key=order))
     tasks = mark_lost(tasks, floor, fw)
     policy, wrong_policy = read_policy(found)
     wrong_policy = wrong_policy or wrong_floor

@@ -2,9 +2,7 @@
 
 `status` reads with two lists (Jobs, pods), made at the same time, whatever the number of
 tasks. `wait` lists each once, then watches both from the lists' resourceVersions (a dropped
-watch resumes from where it was; on 410 it re-lists, in kube/watch.py); it never polls. The
-two watches are read in the caller's thread, in turns (kube/turns.py): no thread is left
-blocked on a socket, to be woken at the process's end.
+watch resumes from where it was; on 410 it re-lists, in kube/watch.py); it never polls.
 
 state.py judges what is read here.
 """
@@ -20,34 +18,21 @@ from typing import TYPE_CHECKING, Any
 from simpletfjob.errors import Interrupted
 from simpletfjob.identity import JOB_LABEL, NAME_ANNOTATION
 from simpletfjob.kube.inflight import Write, cut_short
-from simpletfjob.kube.lists import ObjectList, list_objects, without_managed_fields
+from simpletfjob.kube.lists import ObjectList, list_objects
 from simpletfjob.kube.objects import Deleted, delete
 from simpletfjob.kube.request import Action, Deadline, request
 from simpletfjob.kube.resources import JOBS, NODES, PODS, SERVICES
-from simpletfjob.kube.turns import Turns
-from simpletfjob.kube.watch import Event, watch_in_turns
-from simpletfjob.memory import fold_for_exit, release_freed
+from simpletfjob.kube.watch import Watches
 from simpletfjob.runs.delete import replaced_line
 from simpletfjob.runs.follower import TIE, Follower, unknown_nodes, verdict
 from simpletfjob.runs.objects import NoRunError, named_tasks, run_selector
-from simpletfjob.runs.reading import lean_job, lean_pod
 from simpletfjob.runs.state import FAILED, Run, changes, run_state
 from simpletfjob.runs.taskstate import Object, labels_of, name_or_invalid
-from simpletfjob.streams import exits_at_once
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
 
 MANAGER = "simpletfjob"
-
-LEAN = {JOBS.plural: lean_job, PODS.plural: lean_pod}  # what each followed object keeps
-
-# Where the process ends with os._exit as soon as its command returns (the console script),
-# what the last run followed was judged from, held at its verdict: its watches, left open
-# rather than closed, and its Jobs and pods, left to the process's end rather than freed a
-# dict at a time (at 1000 tasks, 15 ms on the verdict's way out); closed and freed when
-# another run is followed (run's next attempt).
-_LEFT: list[tuple[Turns[Event], object]] = []
 
 
 def _both(
@@ -62,10 +47,6 @@ def _both(
 
     The pods in a thread, the Jobs in the caller's: an interrupt goes up from there at
     once, never into the other thread's errors while the pods' list rides out an outage.
-    Each is read without its managedFields (never read here; at 1000 tasks, a large part of
-    what a followed run keeps), and without what its containers run and their variables'
-    values, but a Job's framework variables (reading.lean_job, lean_pod), as are the objects
-    the watches bring.
     """
     found: list[ObjectList] = []
     failed: list[BaseException] = []
@@ -80,8 +61,6 @@ def _both(
                     namespace=namespace,
                     label_selector=run_selector(name),
                     deadline=within,
-                    slim=without_managed_fields,
-                    lean=lean_pod,
                 )
             )
         except BaseException as e:  # handed to the caller, in its thread
@@ -90,9 +69,8 @@ def _both(
     pods = threading.Thread(target=read_pods, daemon=True)
     pods.start()
     jobs = list_objects(
-        conn, JOBS, namespace=namespace, label_selector=run_selector(name), deadline=within,
-        slim=without_managed_fields, lean=lean_job,
-    )  # fmt: skip
+        conn, JOBS, namespace=namespace, label_selector=run_selector(name), deadline=within
+    )
     pods.join()
     if failed:
         raise failed[0]
@@ -193,27 +171,16 @@ def follow(
     yield run
     if once or verdict(run, settled=False) is not None:
         return
-    release_freed()  # what the lists' pages left (it is followed from here on, maybe for hours)
-    fold_for_exit()  # and what it keeps, into huge pages: its end is quicker (memory.py)
-    release_followed()
-    watches = Turns(
-        {
-            resource.plural: watch_in_turns(
-                conn,
+    with Watches(conn, deadline) as watches:
+        for resource, listed in ((JOBS, jobs), (PODS, pods)):
+            watches.add(
+                resource.plural,
                 resource,
                 label_selector=run_selector(name),
                 resource_version=listed.resource_version,
-                deadline=deadline,
-                slim=without_managed_fields,
-                lean=LEAN[resource.plural],
             )
-            for resource, listed in ((JOBS, jobs), (PODS, pods))
-        }
-    )
-    settle: Deadline | None = Deadline.after(TIE) if run.state == FAILED else None
-    shown = run  # what the caller was last given
-    ended = None
-    try:
+        settle: Deadline | None = Deadline.after(TIE) if run.state == FAILED else None
+        shown = run  # what the caller was last given
         while True:
             wait_until = deadline if settle is None else settle
             if settle is not None and deadline is not None:
@@ -247,18 +214,6 @@ def follow(
                 yield now
                 shown = now
             run = now
-    finally:
-        if ended is not None and exits_at_once():
-            _LEFT.append((watches, (follower, jobs, pods, run, shown, ended)))
-        else:
-            watches.close()
-
-
-def release_followed() -> None:
-    """Close the watches and free the Jobs and pods that the last followed run's verdict left
-    held (the console script's: `_LEFT`); `run` calls it before it restarts a run."""
-    while _LEFT:
-        _LEFT.pop()[0].close()
 
 
 class NodeReader:

@@ -1,14 +1,14 @@
 """kube/'s watch: it lists first, follows changes, resumes where it was and re-lists on 410.
 
 Following changes is checked on both API servers; the faults (dropped and reset
-watches, 410 either way, 5xx, a server that goes away) on the loopback server,
-which can be made to fail on cue. Every watch goes through a real kubeconfig and
-the real `kubernetes` client.
+watches, 410 either way, 5xx, a silent connection, a server that goes away, a proxy that
+closes each connection) on the loopback server, which can be made to fail on cue, and
+several watches taken together. Every watch goes through a real kubeconfig and the real
+`kubernetes` client.
 """
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -18,12 +18,14 @@ from typing import Any
 import pytest
 
 from simpletfjob.errors import ClusterError
+from simpletfjob.kube import watch as kube_watch
 from simpletfjob.kube.connection import Connection, Settings, connect
 from simpletfjob.kube.lists import list_objects
 from simpletfjob.kube.request import ApiError, Deadline
-from simpletfjob.kube.resources import PODS
-from simpletfjob.kube.watch import Event, watch
-from tests.support.cluster import ADMIN, Cluster, LoopbackCluster, wait_for
+from simpletfjob.kube.resources import JOBS, PODS
+from simpletfjob.kube.watch import Event, Watches, watch
+from tests.support.cluster import ADMIN, ADMIN_TOKEN, Cluster, LoopbackCluster, wait_for
+from tests.support.faultproxy import FaultProxy
 from tests.support.kubeapi import KubeAPI, make_pod, serve, write_kubeconfig
 
 
@@ -238,6 +240,105 @@ def test_a_failing_server_at_the_deadline_ends_the_watch_as_a_quiet_one_would(
     assert len(api.requests_for("pods", "watch")) > 2
 
 
+@pytest.fixture
+def closing(loopback: LoopbackCluster) -> Iterator[tuple[LoopbackCluster, FaultProxy]]:
+    """The loopback server behind a proxy of the tests' own (faultproxy.py)."""
+    assert loopback.api is not None
+    with FaultProxy(loopback.api.url) as proxy:
+        yield loopback, proxy
+
+
+def through(proxy: FaultProxy, tmp_path: Path, ns: str, **settings: Any) -> Connection:
+    kubeconfig = proxy.kubeconfig(tmp_path / "kubeconfig-proxy", token=ADMIN_TOKEN, namespace=ns)
+    return connect(Settings(kubeconfig=str(kubeconfig), **{"backoff": 0.01, **settings}))
+
+
+def version_of(cluster: Cluster, ns: str) -> str:
+    return str(cluster.admin.get(f"/api/v1/namespaces/{ns}/pods")["metadata"]["resourceVersion"])
+
+
+@pytest.mark.parametrize("framing", ["chunked", "close"])
+def test_behind_a_proxy_that_closes_each_connection_each_event_comes_as_it_comes(
+    closing: tuple[LoopbackCluster, FaultProxy], tmp_path: Path, framing: str
+) -> None:
+    """The proxy answers with `Connection: close`: the client holds no socket of its own for
+    the watch, whose events must still be handed over as they come, not at its end."""
+    cluster, proxy = closing
+    proxy.close_each(framing)
+    ns = cluster.create_namespace()
+    before = version_of(cluster, ns)
+    with through(proxy, tmp_path, ns) as conn:
+        events = watch(conn, PODS, resource_version=before, deadline=Deadline.after(60))
+        for name in ("a", "b"):
+            if name == "a":
+                proxy.wait_for("watch", "pods")
+            started = time.monotonic()
+            cluster.admin.post(f"/api/v1/namespaces/{ns}/pods", pod(name))
+            assert changes(events, 1) == [("ADDED", name)]
+            assert time.monotonic() - started < 5
+        events.close()
+    assert [r.done for r in proxy.seen("watch")] == ["streamed"]  # one watch, still open
+
+
+def test_several_watches_are_each_heard_whichever_speaks(
+    closing: tuple[LoopbackCluster, FaultProxy], tmp_path: Path
+) -> None:
+    """Two watches taken together, behind a proxy that closes each connection: each event is
+    taken as it comes, from whichever watch it came."""
+    cluster, proxy = closing
+    proxy.close_each("chunked")
+    quiet, busy = cluster.create_namespace(), cluster.create_namespace()
+    with through(proxy, tmp_path, quiet) as conn, Watches(conn, Deadline.after(60)) as both:
+        for ns in (quiet, busy):
+            both.add(ns, PODS, namespace=ns, resource_version=version_of(cluster, ns))
+        wait_for(lambda: len(proxy.seen("watch")) == 2, 20, "both watches")
+        for ns, name in ((busy, "b1"), (quiet, "q1"), (busy, "b2")):
+            cluster.admin.post(f"/api/v1/namespaces/{ns}/pods", pod(name))
+            got = [(w, e) for w, e in both.take(Deadline.after(10)) if e.type != "BOOKMARK"]
+            assert [(w, e.type, name_of(e)) for w, e in got] == [(ns, "ADDED", name)]
+
+
+def test_a_watch_that_pauses_before_its_next_try_leaves_the_others_heard(
+    busy: tuple[LoopbackCluster, KubeAPI, str, str], tmp_path: Path
+) -> None:
+    cluster, api, ns, before = busy
+    api.add_faults(resource="jobs", verb="watch", fail_first=2)
+    kubeconfig = cluster.kubeconfig(tmp_path / "kubeconfig", ADMIN, ns)
+    settings = Settings(kubeconfig=str(kubeconfig), backoff=2.0, attempts=5)
+    with connect(settings) as conn, Watches(conn, Deadline.after(60)) as both:
+        both.add("jobs", JOBS, resource_version=before)
+        both.add("pods", PODS, resource_version=before)
+        started = time.monotonic()
+        got = [(w, e.type) for w, e in both.take(Deadline.after(10)) if e.type != "BOOKMARK"]
+        assert got and all(found == ("pods", "ADDED") for found in got)
+        assert time.monotonic() - started < 1.5  # not after the Jobs' watch's pause (2 s)
+    assert len(api.requests_for("jobs", "watch")) == 1
+
+
+def test_a_silent_connection_counts_as_dropped_and_the_watch_resumes(
+    closing: tuple[LoopbackCluster, FaultProxy], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that answers a watch, then says nothing past its window: the watch is opened
+    again from where it was, once its read has waited the window and the slack."""
+    cluster, proxy = closing
+    monkeypatch.setattr(kube_watch, "WINDOW", 1.0)
+    monkeypatch.setattr(kube_watch, "SLACK", 1.0)
+    ns = cluster.create_namespace()
+    before = version_of(cluster, ns)
+    proxy.silence(verb="watch", count=1)
+    with through(proxy, tmp_path, ns) as conn:
+        events = watch(conn, PODS, resource_version=before, deadline=Deadline.after(30))
+        proxy.wait_for("watch", "pods")
+        started = time.monotonic()
+        cluster.admin.post(f"/api/v1/namespaces/{ns}/pods", pod("after"))
+        assert changes(events, 1) == [("ADDED", "after")]
+        assert 1.5 < time.monotonic() - started < 10  # once the silent read gave up
+        events.close()
+    watches = proxy.seen("watch")
+    assert [w.done for w in watches] == ["silenced", "streamed"]
+    assert [w.query["resourceVersion"] for w in watches] == [before, before]
+
+
 def test_a_refused_watch_names_the_verb(loopback: LoopbackCluster, tmp_path: Path) -> None:
     ns = loopback.create_namespace()
     loopback.grant("alice", ["list"], ["pods"], namespace=ns)
@@ -296,39 +397,34 @@ def test_a_watch_in_all_namespaces(loopback: LoopbackCluster, tmp_path: Path) ->
     assert request.path == "/api/v1/pods" and request.query["labelSelector"] == "app=tf"
 
 
-@pytest.mark.parametrize("console", [False, True], ids=["in-process", "console-script"])
-def test_closing_a_connection_cuts_its_open_watches_but_in_the_console_script(
-    loopback: LoopbackCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, console: bool
+def test_closing_a_connection_cuts_its_open_watches(
+    loopback: LoopbackCluster, tmp_path: Path
 ) -> None:
-    """A thread blocked on a watch wakes when its connection closes, so that none stays
-    blocked in a process that goes on (the Python API). The console script's process ends with
-    os._exit as its command returns, which ends the thread: there the watch is left to that."""
-    from simpletfjob import streams
-
-    monkeypatch.setattr(streams, "_AT_ONCE", [console])
+    """A watch's thread, blocked on its socket, wakes when its connection closes, so that none
+    stays blocked in a process that goes on (the Python API)."""
     ns = loopback.create_namespace()
-    ended = threading.Event()
-    opened = threading.Event()
-
-    def follow(conn: Connection) -> None:
-        try:
-            for _ in watch(conn, PODS, deadline=Deadline.after(60)):
-                opened.set()
-        except ClusterError:
-            pass  # in-process: the connection closed under it, and its next try gives up
-        finally:
-            ended.set()
-
     conn = connected(loopback, tmp_path, ns)
-    thread = threading.Thread(target=follow, args=(conn,), daemon=True)
-    thread.start()
-    assert opened.wait(20)  # listed (RELIST); then the watch opens, and its thread blocks on it
+    events = watch(conn, PODS, deadline=Deadline.after(60))
+    assert next(events).type == "RELIST"  # listed; then the watch opens, its thread blocks on it
     wait_for(lambda: list(conn.streams), 20, "the watch to open")
     conn.close()
-    if not console:
-        assert ended.wait(20)
-        return
-    assert not ended.wait(1.0) and thread.is_alive()  # still blocked on the watch
-    for response in list(conn.streams):  # what the process's end does
-        response.connection.sock.shutdown(socket.SHUT_RDWR)
-    assert ended.wait(20)
+    started = time.monotonic()
+    with pytest.raises(ClusterError, match="the connection was closed"):  # its next try gives up
+        next(events)
+    assert time.monotonic() - started < 10
+    wait_for(lambda: not watching(), 20, "the watch's thread to end")
+
+
+def test_leaving_a_watch_stops_its_thread(loopback: LoopbackCluster, tmp_path: Path) -> None:
+    ns = loopback.create_namespace()
+    with connected(loopback, tmp_path, ns) as conn:
+        with watch(conn, PODS, deadline=Deadline.after(60)) as events:
+            assert next(events).type == "RELIST"
+            wait_for(lambda: list(conn.streams), 20, "the watch to open")
+            assert watching()
+        wait_for(lambda: not watching(), 20, "the watch's thread to end")
+
+
+def watching() -> bool:
+    """Whether a watch's thread (kube/watch.py's) is alive in this process."""
+    return any(t.name.startswith("simpletfjob-watch-") for t in threading.enumerate())

@@ -200,6 +200,50 @@ def test_https_to_the_client(kube_env: Path, tmp_path: Path) -> None:
         assert len(Client(proxy.url, ca_file=ca_file).get(PODS)["items"]) == 3
 
 
+@pytest.mark.parametrize("framing", ["chunked", "close"])
+def test_close_each_answers_with_connection_close_and_closes_after_each_answer(
+    behind: tuple[KubeAPI, FaultProxy], framing: str
+) -> None:
+    _, proxy = behind
+    proxy.close_each(framing)
+    host, port = proxy.url.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=30)
+    connection.request("GET", PODS)
+    response = connection.getresponse()
+    assert response.getheader("Connection") == "close"
+    assert len(json.loads(response.read())["items"]) == 3
+    assert connection.sock is None  # http.client let the connection go, as urllib3's does
+    connection.close()
+    code, headers, _ = raw_get(proxy.url, PODS)  # a connection of its own each time
+    assert (code, headers["Connection"]) == (200, "close")
+    assert proxy.connections == 2
+
+
+@pytest.mark.parametrize("framing", ["chunked", "close"])
+def test_close_each_relays_a_watch_event_by_event_as_it_comes(
+    behind: tuple[KubeAPI, FaultProxy], framing: str
+) -> None:
+    api, proxy = behind
+    proxy.close_each(framing)
+    host, port = proxy.url.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=30)
+    version = Client(api.url).get(JOBS)["metadata"]["resourceVersion"]
+    connection.request("GET", f"{JOBS}?watch=true&resourceVersion={version}&timeoutSeconds=20")
+    response = connection.getresponse()
+    assert (response.getheader("Connection"), response.getheader("Transfer-Encoding")) == (
+        "close",
+        "chunked" if framing == "chunked" else None,
+    )
+    assert response.getheader("Content-Length") is None
+    proxy.wait_for("watch", "jobs")
+    started = time.monotonic()
+    finish_job(api, "mnist-worker-0")
+    event = json.loads(response.readline())
+    assert time.monotonic() - started < 5  # as it came, not at the watch's end (20 s)
+    assert (event["type"], event["object"]["metadata"]["name"]) == ("MODIFIED", "mnist-worker-0")
+    connection.close()
+
+
 # -- what a command makes of it --------------------------------------------------------------
 
 

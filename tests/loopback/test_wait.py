@@ -7,7 +7,6 @@ tests/control_plane/test_wait.py; `status` is in test_status.py.
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import time
@@ -19,7 +18,7 @@ import pytest
 
 from tests.conftest import assert_one_line_error, console_script
 from tests.support.cluster import wait_for
-from tests.support.kubeapi import KubeAPI, job_status, make_job, make_pod, write_kubeconfig
+from tests.support.kubeapi import KubeAPI, job_status, make_job, write_kubeconfig
 from tests.support.scenes import (
     NS,
     UNSCHEDULED,
@@ -379,115 +378,6 @@ def test_wait_refuses_a_task_two_jobs_claim_when_neither_says_which_is_a_copy(
     }
     every = cli("status", "--kubeconfig", kubeconfig)
     assert every.out.splitlines()[1].split()[:6] == ["mnist", "4", "3", "1", "0", "Ambiguous"]
-
-
-def test_a_followed_run_is_kept_without_the_managed_fields_the_server_sends(
-    kubeapi: KubeAPI, kubeconfig: str
-) -> None:
-    """At 1000 tasks the Jobs' and pods' managedFields were a large part of what wait kept (and
-    of the process it leaves): they are cut before the lists and the events are parsed."""
-    from simpletfjob.kube.connection import Settings, connect
-    from simpletfjob.kube.request import Deadline
-    from simpletfjob.runs.watch import follow
-
-    load_run(kubeapi)
-    kept: list[list[dict[str, Any]]] = []
-    with connect(Settings(kubeconfig=kubeconfig)) as conn:
-        runs = follow(
-            conn, "mnist", Deadline.after(30), lambda j, p: kept.append([*j, *p]), every=True
-        )
-        listed = next(runs)
-        run_pod(kubeapi, "mnist-worker-0", "h100")  # the pods' watch brings it
-        watched = next(run for run in runs if run.tasks[1].state == "Running")
-        runs.close()
-    assert [t.state for t in listed.tasks] == ["Pending"] * 3
-    assert [t.state for t in watched.tasks] == ["Pending", "Running", "Pending"]
-    sent = kubeapi.get("pods", "mnist-worker-0-x", NS)["metadata"]
-    assert sent["managedFields"]  # the server's object has them
-    assert len(kept[-1]) == 6
-    assert [o["metadata"]["name"] for o in kept[-1] if o["metadata"].get("managedFields")] == []
-    assert all(o["metadata"]["name"] and o["metadata"]["labels"] for o in kept[-1])
-
-
-def test_a_followed_run_keeps_no_container_commands_nor_variable_values(
-    kubeapi: KubeAPI, kubeconfig: str
-) -> None:
-    """At 1000 tasks each TF_CONFIG names every host (12 KB in each Job and again in its pod):
-    what the containers run and their variables' values are read by nothing that follows a
-    run, and are cut as the lists and the events are parsed; but a Job's framework variables,
-    which name the run's tasks. The variables' names stay: they tell the framework's
-    container from a sidecar listed before it (`logs`)."""
-    from simpletfjob.kube.connection import Settings, connect
-    from simpletfjob.kube.request import Deadline
-    from simpletfjob.runs.logsources import framework_container
-    from simpletfjob.runs.objects import named_tasks
-    from simpletfjob.runs.watch import follow
-
-    tf_config = json.dumps({"cluster": {"worker": [f"h{i}:2222" for i in range(400)]}})
-    named = {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
-    level = {"name": "LEVEL", "value": "debug"}
-    spec = {
-        "restartPolicy": "Never",
-        "initContainers": [{"name": "setup", "image": "busybox", "command": ["sh", "-c", "true"]}],
-        "containers": [
-            {"name": "shipper", "image": "fluent-bit", "args": ["-c", "/conf"]},
-            {
-                "name": "tensorflow",
-                "image": "tensorflow/tensorflow",
-                "command": ["python", "-c", "import this"],
-                "env": [{"name": "TF_CONFIG", "value": tf_config}, named, level],
-            },
-        ],
-    }
-    run = labels("mnist", "worker", 0)
-    job = make_job(
-        "mnist-worker-0",
-        NS,
-        labels=run,
-        annotations={"simpletfjob/success-policy": "worker0"},
-        template={"metadata": {"labels": run}, "spec": spec},
-    )
-    kubeapi.load("jobs", [job])
-    pod = make_pod(
-        "mnist-worker-0-x",
-        NS,
-        owner=job,
-        labels=run,
-        containers=spec["containers"],
-        init_containers=spec["initContainers"],
-    )
-    kubeapi.load("pods", [pod])
-    kept: list[list[dict[str, Any]]] = []
-    with connect(Settings(kubeconfig=kubeconfig)) as conn:
-        runs = follow(
-            conn, "mnist", Deadline.after(30), lambda j, p: kept.append([*j, *p]), every=True
-        )
-        next(runs)
-        run_pod(kubeapi, "mnist-worker-0", "h100")  # the pods' watch brings it
-        next(r for r in runs if r.tasks[0].state == "Running")
-        runs.close()
-    sent = kubeapi.get("pods", "mnist-worker-0-x", NS)["spec"]["containers"][1]
-    assert sent["command"] and sent["env"][0]["value"] == tf_config  # the server's are whole
-    for objects in (kept[0], kept[-1]):  # as listed, and as the watch brought the pod
-        job_kept, pod_kept = objects
-        for kept_from, pod_spec in (
-            ("job", job_kept["spec"]["template"]["spec"]),
-            ("pod", pod_kept["spec"]),
-        ):
-            (setup,) = pod_spec["initContainers"]
-            shipper, framework = pod_spec["containers"]
-            images = [c["image"] for c in (setup, shipper, framework)]
-            assert images == ["busybox", "fluent-bit", "tensorflow/tensorflow"]
-            assert not any(c.keys() & {"command", "args"} for c in (setup, shipper, framework))
-            tf = (
-                {"name": "TF_CONFIG", "value": tf_config}
-                if kept_from == "job"
-                else {"name": "TF_CONFIG"}
-            )
-            assert framework["env"] == [tf, named, {"name": "LEVEL"}]
-        assert named_tasks([job_kept]) == [f"worker-{i}" for i in range(400)]
-        assert framework_container(pod_kept) == "tensorflow"
-    assert kept[-1][1]["spec"]["nodeName"] == "h100"
 
 
 def test_wait_says_its_verdict_before_it_closes_its_connection(

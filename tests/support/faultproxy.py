@@ -9,9 +9,18 @@ command runs.
         proxy.gone(resource="pods")             # a watch answered 410 Gone (Expired)
         proxy.refuse(401)                       # or 403, as kube-apiserver words them
         proxy.cut_streams()                     # every open watch stream cut mid-chunk, now
+        proxy.silence(verb="watch")             # a watch answered 200, then nothing: silent
         proxy.down(); proxy.up()                # connection refused, then back on the same port
         proxy.clear()                           # everything passes again
         proxy.wait_for("watch", "jobs")         # until a command's watch of Jobs is open
+        proxy.close_each()                      # each answer with Connection: close (below)
+
+`close_each(framing)` makes the proxy answer each request with `Connection: close` and close
+the connection after the answer, as many corporate proxies and some API gateways do: the
+client then holds no socket of its own for the answer (urllib3's connection has none), and a
+streamed answer (a watch, a followed log) must be read as its bytes come. `framing` says how
+a streamed answer's body is delimited: "chunked", or "close" (no length, no chunks: the
+body ends when the connection does, as an HTTP/1.0 proxy relays it).
 
 Each fault matches requests by `verb` (kube-apiserver's: get, list, watch, create, apply,
 patch, update, delete), `resource` (the plural), `dry_run` (server dry runs, or real writes)
@@ -70,7 +79,7 @@ class Seen:
 class Fault:
     """What to do to the requests that match (see the module docstring)."""
 
-    kind: str  # 'delay', 'cut', 'status'
+    kind: str  # 'delay', 'cut', 'status', 'silence'
     verb: str | None = None
     resource: str | None = None
     dry_run: bool | None = None  # True: only server dry runs (dryRun=All); False: only real ones
@@ -182,6 +191,7 @@ class FaultProxy:
         self._listener: socket.socket | None = None
         self.port = 0
         self._closed = False
+        self._close_each: str | None = None  # None: connections kept; else the streams' framing
 
     # -- serving ------------------------------------------------------------------------
 
@@ -269,6 +279,11 @@ class FaultProxy:
     def throttle(self, retry_after: int = 1, **match: Any) -> Fault:
         return self.add(Fault("status", status=429, retry_after=retry_after, **match))
 
+    def silence(self, **match: Any) -> Fault:
+        """A streamed answer's head relayed, then nothing more (the connection held open until
+        the client lets it go): a server gone silent in the middle of a watch."""
+        return self.add(Fault("silence", **match))
+
     def gone(self, **match: Any) -> Fault:
         match.setdefault("verb", "watch")
         return self.add(Fault("status", status=410, **match))
@@ -280,6 +295,13 @@ class FaultProxy:
         with self._lock:
             self._faults.clear()
 
+    def close_each(self, framing: str = "chunked") -> None:
+        """Answer each request with `Connection: close`, and close the connection after it; a
+        streamed answer's body "chunked" or, with "close", delimited by the connection's end."""
+        if framing not in ("chunked", "close"):
+            raise ValueError(f"framing {framing!r}: chunked or close")
+        self._close_each = framing
+
     def cut_streams(self, reset: bool = False) -> int:
         """Cut every open watch (or follow) stream in the middle of an event; how many there were.
 
@@ -289,9 +311,11 @@ class FaultProxy:
             streams = list(self._streams)
             for seen in self._streams.values():
                 seen.done = "cut"
+        # a chunk that never ends; in a body the close ends, an event that never ends
+        cut = b'{"type":' if self._close_each == "close" else b'1f\r\n{"type":'
         for stream in streams:
             with contextlib.suppress(OSError):
-                stream.sendall(b'1f\r\n{"type":')  # a chunk that never ends
+                stream.sendall(cut)
             _cut(stream, reset)
         return len(streams)
 
@@ -380,9 +404,12 @@ class FaultProxy:
             extra = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else {}
             data = status_body(fault.status, seen, fault.reason, fault.message)
             _answer(
-                client, fault.status, [("Content-Type", "application/json"), *extra.items()], data
+                client,
+                fault.status,
+                [("Content-Type", "application/json"), *extra.items(), *self._closing()],
+                data,
             )
-            return True
+            return self._close_each is None
         if fault is not None and fault.kind == "delay":
             time.sleep(fault.seconds)  # the request goes on, whether the client waits or not
         streaming = query.get("watch") in ("true", "1") or query.get("follow") == "true"
@@ -410,8 +437,12 @@ class FaultProxy:
             _cut(client, fault.reset)
             return False
         seen.done = seen.done or "passed"
-        _answer(client, response.status, kept, data, response.reason)
-        return True
+        _answer(client, response.status, [*kept, *self._closing()], data, response.reason)
+        return self._close_each is None
+
+    def _closing(self) -> list[tuple[str, str]]:
+        """The header of an answer after which the connection is closed (close_each)."""
+        return [("Connection", "close")] if self._close_each is not None else []
 
     def _stream(
         self,
@@ -421,28 +452,37 @@ class FaultProxy:
         fault: Fault | None,
         seen: Seen,
     ) -> bool:
-        """Relay a watch chunk by chunk until either side ends it (or cut_streams does)."""
+        """Relay a watch chunk by chunk until either side ends it (or cut_streams does); with
+        close_each's "close" framing, its bytes as they come, the body ended by the close."""
+        chunked = self._close_each != "close"
+        framing = [("Transfer-Encoding", "chunked")] if chunked else []
         client.sendall(
-            _head(response.status, response.reason, [*headers, ("Transfer-Encoding", "chunked")])
+            _head(response.status, response.reason, [*headers, *framing, *self._closing()])
         )
         with self._lock:
             self._streams[client] = seen
             seen.done = "streamed"
         sent = 0
         try:
+            if fault is not None and fault.kind == "silence":
+                seen.done = "silenced"
+                while client.recv(65536):  # until the client closes its end (or cut_streams)
+                    pass
+                return False
             while True:
                 data = response.read1(65536)
                 if not data:
-                    client.sendall(b"0\r\n\r\n")
-                    return True
+                    if chunked:
+                        client.sendall(b"0\r\n\r\n")
+                    return self._close_each is None
                 if fault is not None and fault.kind == "cut" and sent + len(data) > fault.after:
                     seen.done = "cut"
                     data = data[: max(0, fault.after - sent)]
-                    client.sendall(f"{len(data) + 10:x}\r\n".encode() + data)
+                    client.sendall(f"{len(data) + 10:x}\r\n".encode() + data if chunked else data)
                     _cut(client, fault.reset)
                     return False
                 sent += len(data)
-                client.sendall(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                client.sendall(f"{len(data):x}\r\n".encode() + data + b"\r\n" if chunked else data)
         finally:
             with self._lock:
                 self._streams.pop(client, None)

@@ -14,7 +14,7 @@ import pytest
 from urllib3.exceptions import IncompleteRead, InvalidChunkLength, ProtocolError, ReadTimeoutError
 
 from simpletfjob.kube import watch as kube_watch
-from simpletfjob.kube.send import broken
+from simpletfjob.kube.send import arrived, broken
 
 
 class _Read:
@@ -99,7 +99,7 @@ class _Stream(io.BytesIO):
 
 
 def lines(data: bytes) -> Iterator[bytes]:
-    return kube_watch._lines(_Stream(data), None, 30.0)
+    return kube_watch._lines(arrived(_Stream(data)))
 
 
 def test_a_stream_cut_in_the_middle_of_an_event_is_a_dropped_connection() -> None:

@@ -11,15 +11,13 @@ import copy
 import json
 from typing import Any
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simpletfjob.kube.watch import Event
-from simpletfjob.runs.follower import ENDS, Follower, unknown_nodes, verdict
-from simpletfjob.runs.objects import named_tasks, run_framework
-from simpletfjob.runs.state import Run, describe, run_state
-from simpletfjob.runs.watch import LEAN
+from simpletfjob.runs.follower import ENDS, Follower, verdict
+from simpletfjob.runs.objects import named_tasks
+from simpletfjob.runs.state import Run, run_state
 from tests.support.kubeapi import job_status, make_job, make_pod
 
 
@@ -99,25 +97,14 @@ def start(policy: str, ends: dict[str, End]) -> tuple[list[Any], list[Any]]:
     return jobs, [pod(j, "Running") for j in jobs]
 
 
-def leaned(plural: str, obj: dict[str, Any]) -> dict[str, Any]:
-    """The object as `follow` keeps it: without what its containers run and their values."""
-    kept = copy.deepcopy(obj)
-    LEAN[plural](kept)
-    return kept
-
-
 def replay(policy: str, ends: dict[str, End], events: list[tuple[str, Event]]) -> Run | None:
-    """What `wait` ends with: runs/watch.py's follow loop without a server, on the objects as
-    it keeps them (LEAN), where `final` (status) judges them whole.
+    """What `wait` ends with: runs/watch.py's follow loop without a server, where `final`
+    (status) judges the same objects at once.
 
     A failure waits until its second has passed on the server: here, until every Job event
     stamped with that second or before has come (the Jobs watch brings them in that order).
     """
     jobs, pods = start(policy, ends)
-    jobs, pods = [leaned("jobs", j) for j in jobs], [leaned("pods", p) for p in pods]
-    events = [
-        (plural, Event(e.type, e.object and leaned(plural, e.object))) for plural, e in events
-    ]
     follower = Follower("mnist", "default", jobs, pods, [t for t in ends])
     run = follower.judge()
     if (found := verdict(run, settled=False)) is not None:
@@ -256,35 +243,13 @@ def framework_job(task: str, variables: dict[str, str]) -> dict[str, Any]:
 TF_CLUSTER = json.dumps({"cluster": {"chief": ["h0:1"], "worker": ["h1:1", "h2:1"]}})
 
 
-@pytest.mark.parametrize(
-    ("variables", "framework", "tasks"),
-    [
-        ({"TF_CONFIG": TF_CLUSTER}, "tensorflow", ["chief-0", "worker-0", "worker-1"]),
-        ({"PET_NNODES": "1:3", "RANK": "0"}, "pytorch", ["worker-0", "worker-1", "worker-2"]),
-        ({"JAX_NUM_PROCESSES": "2"}, "jax", ["worker-0", "worker-1"]),
-    ],
-    ids=["tensorflow", "pytorch", "jax"],
-)
-def test_a_followed_job_keeps_the_framework_variables_that_name_the_run_s_tasks(
-    variables: dict[str, str], framework: str, tasks: list[str]
-) -> None:
-    """follow keeps Jobs without their variables' values (LEAN) but the frameworks' own: the
-    run's tasks, and its framework, are read from them as from the whole Job."""
-    whole = framework_job("worker-0", {**variables, "DEBUG": "1"})
-    kept = leaned("jobs", whole)
-    assert named_tasks([kept]) == named_tasks([whole]) == tasks
-    assert run_framework([kept]).name == run_framework([whole]).name == framework
-    env = kept["spec"]["template"]["spec"]["containers"][0]["env"]
-    assert env[-1] == {"name": "DEBUG"}
-
-
 def test_a_chief_whose_job_is_gone_before_the_first_list_fails_the_followed_run() -> None:
-    """The chief decides a TensorFlow run: the workers' Jobs, as follow keeps them, still name it,
+    """The chief decides a TensorFlow run: the workers' Jobs still name it,
     so a run whose chief's Job is gone (deleted, or removed after it ended) is not taken for
     one that worker 0 decides."""
-    jobs = [leaned("jobs", framework_job(f"worker-{i}", {"TF_CONFIG": TF_CLUSTER})) for i in (0, 1)]
+    jobs = [framework_job(f"worker-{i}", {"TF_CONFIG": TF_CLUSTER}) for i in (0, 1)]
     jobs[0]["status"] = job_status(succeeded=1, complete=True)  # worker 0 has finished
-    pods = [leaned("pods", pod(j, "Running")) for j in jobs]
+    pods = [pod(j, "Running") for j in jobs]
     follower = Follower("mnist", "default", jobs, pods, named_tasks(jobs))
     run = follower.judge()
     assert (run.state, run.decided_by, run.reason) == ("Failed", "chief-0", "deleted")
@@ -301,268 +266,3 @@ def test_a_job_made_again_under_the_name_of_one_seen_ended_is_judged_as_it_is_no
     again["metadata"]["uid"] = "another-uid"
     follower.take("jobs", Event("ADDED", again))
     assert follower.judge().state != "Failed"
-
-
-def test_an_event_about_one_task_of_many_judges_that_task_again_not_every_task(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """wait judged the whole run again on every event: at 1000 tasks, most of its reaction. Each
-    object's owner and annotations are read again only for the objects the events brought."""
-    import simpletfjob.runs.reading as reading_module
-    import simpletfjob.runs.tally as tally_module
-
-    tasks = ["ps-0", *(f"worker-{i}" for i in range(300))]
-    jobs, pods = start("worker0", dict.fromkeys(tasks))
-    follower = Follower("mnist", "default", jobs, pods, tasks)
-    follower.judge()
-    judged: list[str] = []
-    read: list[str] = []
-
-    def counted(original: Any, into: list[str], many: bool = False) -> Any:
-        def reading(first: Any, *args: Any) -> Any:
-            objects = list(first) if many else [first]
-            into.extend(o["metadata"]["name"] for o in objects)
-            return original(objects if many else first, *args)
-
-        return reading
-
-    task_of, said_by, pods_by_job = (
-        reading_module.task_of, reading_module.said_by, reading_module.pods_by_job
-    )  # fmt: skip
-    for module in (reading_module, tally_module):  # the whole judgement's, and the counts'
-        monkeypatch.setattr(module, "task_of", counted(task_of, judged))
-        monkeypatch.setattr(module, "said_by", counted(said_by, read))
-        monkeypatch.setattr(module, "pods_by_job", counted(pods_by_job, read, many=True))
-    failed = job("worker-7", "worker0", failed=1, failed_reason="BackoffLimitExceeded")
-    follower.take("pods", Event("MODIFIED", pod(failed, "Failed", exit_code=1, reason="Error")))
-    follower.take("jobs", Event("MODIFIED", failed))
-    run = follower.judge()
-    assert judged == ["mnist-worker-7"]
-    assert sorted(read) == ["mnist-worker-7", "mnist-worker-7-p"]  # the Job, then its pod
-    # and it is the judgement of every object afresh
-    now = run_state(
-        "mnist", "default", follower.stores["jobs"].objects.values(),
-        follower.stores["pods"].objects.values(), tasks,
-    )  # fmt: skip
-    assert run == now
-    assert next(t for t in run.tasks if t.task == "worker-7").state == "Failed"
-    judged.clear()
-    read.clear()
-    assert follower.judge() == now and judged == read == []  # nothing changed: nothing read
-    # A watch's bookmark (a resourceVersion only) changes nothing either.
-    for plural in ("jobs", "pods"):
-        follower.take(plural, Event("BOOKMARK", {"metadata": {"resourceVersion": "99"}}))
-    assert follower.judge() == now and judged == read == []
-
-
-class Whole(Follower):
-    """The follower as it was: every judgement from every object (run_state)."""
-
-    def judge(self, nodes: Any = None) -> Run:
-        return self.judge_all(nodes)
-
-
-TASKS = ("chief-0", "ps-0", "worker-0", "worker-1", "worker-2", "evaluator-0")
-Action = tuple[Any, ...]
-
-
-def actions() -> st.SearchStrategy[Action]:
-    """What may happen to a run's objects, as one watch event (or a list read again)."""
-    task = st.integers(0, len(TASKS) - 1)
-    second = st.integers(0, 3)  # 0: a time the server did not write
-    news = st.one_of(
-        st.tuples(
-            st.just("job"),
-            task,
-            st.sampled_from(["active", "complete", "failed", "deadline"]),
-            second,
-        ),
-        st.tuples(
-            st.just("pod"),
-            task,
-            st.sampled_from("ab"),
-            st.sampled_from(["Pending", "Running", "Succeeded", "Failed", "Unknown"]),
-            st.sampled_from(["h1", "h2"]),
-            st.integers(0, 2),
-        ),
-    )
-    rare = st.one_of(  # what the counts leave to the whole judgement, mostly
-        st.tuples(st.just("pod-deleted"), task, st.sampled_from("ab")),
-        st.tuples(st.just("pod-orphan"), task, st.sampled_from("ab")),
-        st.tuples(st.just("gone"), task),
-        st.tuples(st.just("job-deleted"), task),
-        st.tuples(st.just("again"), task),
-        st.tuples(st.just("copy"), task),
-        st.tuples(
-            st.just("annotate"),
-            task,
-            st.sampled_from(
-                [
-                    ("simpletfjob/success-policy", "all-workers"),
-                    ("simpletfjob/success-policy", "x"),
-                    ("simpletfjob/min-workers", "1"),
-                    ("simpletfjob/restarts", "1"),
-                ]
-            ),
-        ),
-        st.tuples(st.just("relist")),
-    )
-    return st.one_of(*[news] * 7, rare)
-
-
-class Cluster:
-    """A run's Jobs and pods as the API server holds them, and the events their changes make."""
-
-    def __init__(self, tasks: list[str], policy: str, phase: str) -> None:
-        self.policy = policy
-        self.jobs = {t: job(t, policy, active=1) for t in tasks}
-        self.pods = {f"{t}-a": pod(self.jobs[t], phase) for t in tasks}
-        self.made = 0
-
-    def event(self, action: Action) -> list[tuple[str, Event]]:
-        kind, task = action[0], TASKS[action[1]] if len(action) > 1 else ""
-        was = self.jobs.get(task)
-        if kind == "relist":
-            return [("jobs", Event("RELIST", None, tuple(copy.deepcopy(list(self.jobs.values()))))),
-                    ("pods", Event("RELIST", None, tuple(copy.deepcopy(list(self.pods.values())))))]  # fmt: skip
-        if kind == "job" and was is not None:
-            status = {"active": {"active": 1}, "complete": {"succeeded": 1, "complete": True,
-                      "finish": stamp(action[3])}, "failed": {"failed": 1, "failed_reason":
-                      "BackoffLimitExceeded"}, "deadline": {"failed": 1, "failed_reason":
-                      "DeadlineExceeded"}}[action[2]]  # fmt: skip
-            new = copy.deepcopy(was)
-            new["status"] = job_status(start=stamp(0), **status)
-            for c in new["status"].get("conditions", []):
-                c["lastTransitionTime"] = stamp(action[3]) if action[3] else None
-            if not action[3]:
-                new["status"].pop("completionTime", None)
-            return self._job(task, "MODIFIED", new)
-        if kind == "gone" and was is not None:
-            new = copy.deepcopy(was)
-            new["metadata"]["deletionTimestamp"] = stamp(3)
-            new["metadata"]["finalizers"] = ["foregroundDeletion"]
-            return self._job(task, "MODIFIED", new)
-        if kind == "job-deleted" and was is not None:
-            del self.jobs[task]
-            return [("jobs", Event("DELETED", copy.deepcopy(was)))]
-        if kind == "again" and was is None:
-            self.made += 1
-            new = job(task, self.policy, active=1)
-            new["metadata"]["uid"] += f"-{self.made}"
-            return self._job(task, "ADDED", new)
-        if kind == "copy" and was is not None:
-            new = copy.deepcopy(was)
-            new["metadata"]["name"] += "-copy"
-            new["metadata"]["uid"] += "-copy"
-            self.jobs[task + "-copy"] = new
-            return [("jobs", Event("ADDED", copy.deepcopy(new)))]
-        if kind == "annotate" and was is not None:
-            new = copy.deepcopy(was)
-            key, value = action[2]
-            new["metadata"]["annotations"][key] = value
-            return self._job(task, "MODIFIED", new)
-        name = f"{task}-{action[2]}" if len(action) > 2 else ""
-        if kind == "pod" and was is not None:
-            _, _, _, phase, node, restarts = action
-            extra: dict[str, Any] = {"restarts": restarts}
-            if phase == "Failed":
-                extra.update(exit_code=1, reason="Error")
-            made = make_pod(f"{was['metadata']['name']}-{action[2]}", owner=was, node=node,
-                            phase=phase, labels={"x": "y"}, **extra)  # fmt: skip
-            kind = "MODIFIED" if name in self.pods else "ADDED"
-            self.pods[name] = made
-            return [("pods", Event(kind, copy.deepcopy(made)))]
-        if kind == "pod-orphan" and name in self.pods:
-            new = copy.deepcopy(self.pods[name])
-            new["metadata"].pop("ownerReferences", None)
-            self.pods[name] = new
-            return [("pods", Event("MODIFIED", copy.deepcopy(new)))]
-        if kind == "pod-deleted" and name in self.pods:
-            return [("pods", Event("DELETED", copy.deepcopy(self.pods.pop(name))))]
-        return []
-
-    def _job(self, task: str, kind: str, new: dict[str, Any]) -> list[tuple[str, Event]]:
-        self.jobs[task] = new
-        return [("jobs", Event(kind, copy.deepcopy(new)))]
-
-
-@settings(max_examples=400, deadline=None)
-@given(
-    st.lists(st.sampled_from(TASKS), min_size=1, max_size=5, unique=True),
-    st.sampled_from(["worker0", "all-workers"]),
-    st.booleans(),
-    st.sampled_from(["Pending", "Running"]),
-    st.lists(actions(), max_size=40),
-)
-def test_the_counts_judge_every_event_as_the_whole_run_is_judged(
-    tasks: list[str], policy: str, expect: bool, phase: str, happenings: list[Action]
-) -> None:
-    """wait's follower keeps the run's counts task by task (runs/tally.py): after every event,
-    its run (each line, the state, who decided it and why) and its verdict are those of the
-    whole judgement of the same objects (run_state over every Job and pod)."""
-    cluster = Cluster(tasks, policy, phase)
-    jobs, pods = list(cluster.jobs.values()), list(cluster.pods.values())
-    expected = list(tasks) if expect else []
-    counted = Follower("mnist", "default", copy.deepcopy(jobs), copy.deepcopy(pods), expected)
-    whole = Whole("mnist", "default", copy.deepcopy(jobs), copy.deepcopy(pods), expected)
-    known: dict[str, str] = {}  # the nodes read, as watch.NodeReader keeps them
-    for action in [None, *happenings]:
-        for plural, event in cluster.event(action) if action is not None else []:
-            counted.take(plural, event)
-            whole.take(plural, copy.deepcopy(event))
-        unknown = unknown_nodes(whole.stores["pods"].objects.values())
-        assert counted.unknown_nodes() == unknown
-        known.update((node, "NotReady since 10:00") for node in unknown)
-        nodes = dict(known)
-        run, judged = counted.judge(nodes), whole.judge(nodes)
-        assert [describe(t) for t in run.tasks] == [describe(t) for t in judged.tasks]
-        assert run == judged, action
-        for settled in (False, True):
-            assert verdict(run, settled) == verdict(judged, settled)
-        counted.remember(run)
-        whole.remember(judged)
-        assert counted.expected == whole.expected
-
-
-def lines_run(then: Any) -> int:
-    """How many lines of simpletfjob's code `then()` runs."""
-    import sys
-
-    count = 0
-
-    def trace(frame: Any, event: str, _: Any) -> Any:
-        nonlocal count
-        if "simpletfjob" not in frame.f_code.co_filename:
-            return None
-        count += event == "line"
-        return trace
-
-    sys.settrace(trace)
-    try:
-        then()
-    finally:
-        sys.settrace(None)
-    return count
-
-
-def test_an_event_about_one_task_is_judged_in_the_same_work_whatever_the_run_s_size() -> None:
-    """wait's reaction at 1000 tasks: the run's verdict comes from its counts, kept task by task
-    (runs/tally.py), not from a pass over every task and object on each event."""
-
-    def one_event(size: int) -> int:
-        tasks = ["chief-0", *(f"worker-{i}" for i in range(size))]
-        jobs, pods = start("worker0", dict.fromkeys(tasks))
-        follower = Follower("mnist", "default", jobs, pods, tasks)
-        follower.remember(follower.judge())
-        done = job("chief-0", "worker0", succeeded=1, complete=True, finish=stamp(1))
-        follower.take("pods", Event("MODIFIED", pod(done, "Succeeded")))
-        follower.take("jobs", Event("MODIFIED", done))
-
-        def react() -> None:
-            run = follower.judge()
-            follower.remember(run)
-            assert verdict(run, settled=False) == run and run.decided_by == "chief-0"
-
-        return lines_run(react)
-
-    assert one_event(50) == one_event(500)

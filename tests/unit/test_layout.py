@@ -96,7 +96,7 @@ def test_there_is_no_import_cycle() -> None:
 # The modules at the top of the package: names and helpers that many packages need, each
 # importing nothing heavy and no package of simpletfjob.
 BASE = frozenset(
-    {"errors", "identity", "streams", "inputs", "yamlload", "quantity", "output", "tasks", "memory"}
+    {"errors", "identity", "streams", "inputs", "yamlload", "quantity", "output", "tasks"}
 )
 
 # Which package (or base module) may import which, beside the base modules and the version.

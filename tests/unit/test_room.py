@@ -1,15 +1,11 @@
 """Judging a node by what its pods take: free GPUs and held ports in the verdicts; the host
-ports a template's pods hold; and list pages cut of their managedFields before parsing, and
-the memory they left freed given back."""
+ports a template's pods hold; and list pages cut of their managedFields before parsing."""
 
 from __future__ import annotations
 
 import json
-import os
-import platform
 from typing import Any
 
-import pytest
 import yaml
 
 from simpletfjob.hosts.nodes import Node
@@ -24,7 +20,6 @@ from simpletfjob.hosts.selection import (
 from simpletfjob.hosts.usage import EMPTY, NodeUsage
 from simpletfjob.kube.lists import without_managed_fields
 from simpletfjob.manifest.podspec import pod_host_ports
-from simpletfjob.memory import release_freed
 from tests.support.kubeapi import make_pod
 
 HELD = NodeUsage(6, 3, {(2222, "TCP"): "ml/other-worker-3", (53, "UDP"): "kube-system/dns"})
@@ -181,25 +176,3 @@ def test_an_item_whose_managed_fields_come_before_other_keys_keeps_them() -> Non
     data = json.dumps({"items": [pod]}, separators=(",", ":")).encode()
     kept = json.loads(without_managed_fields(data))["items"][0]["metadata"]
     assert kept["ownerReferences"] == [{"kind": "Job", "name": "j", "uid": "u"}]
-
-
-def resident() -> int:
-    """This process's resident memory, in bytes."""
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-@pytest.mark.skipif(
-    platform.libc_ver()[0] != "glibc" or not os.path.exists("/proc/self/statm"),
-    reason="malloc_trim is glibc's; resident memory is read from /proc",
-)
-def test_the_memory_a_list_left_freed_is_given_back() -> None:
-    """What a 1000-task run's lists parsed and did not keep (each TF_CONFIG, 12 KB a Job and a
-    pod) is freed; glibc keeps freed memory for itself until it is asked to give it back."""
-    parsed = [("x" * 12_000) + str(i) for i in range(4000)]  # 48 MB
-    kept = parsed[::100]  # a little of each page stays, so freed memory is no heap's top
-    del parsed
-    before = resident()
-    release_freed()
-    assert resident() < before - 24_000_000
-    assert len(kept) == 40

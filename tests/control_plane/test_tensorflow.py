@@ -13,6 +13,7 @@ installs tensorflow-cpu).
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -54,9 +55,10 @@ def test_a_parameter_server_run_trains_through_apply_and_wait(
         # wait's cleanup removed the tasks that never end on their own, and kept the chief
         left = jobs(kube, namespace, "simpletfjob/job=tfps")
         assert set(left) == {"tfps-chief-0"}, waited.err
-    epochs = [line.split() for line in logs.out.splitlines() if " epoch " in line]
-    assert len(epochs) == 5, logs.out
-    assert float(epochs[0][-1]) > float(epochs[-1][-1]), logs.out
+    reports = [json.loads(line) for line in logs.out.splitlines() if line.startswith('{"step"')]
+    assert [r["step"] for r in reports] == [30, 60, 90, 120, 150], logs.out
+    assert {r["total"] for r in reports} == {150}, logs.out
+    assert reports[0]["loss"] > reports[-1]["loss"], logs.out
     trained = [line.split() for line in logs.out.splitlines() if ": trained, loss " in line]
     assert trained and float(trained[-1][-1]) < 0.01, logs.out
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from simpletfjob import __version__
+from simpletfjob._version import __version__
 from simpletfjob.cli.complete import choices, for_argument, for_option
 from simpletfjob.options.table import Argument, Field, Option, OptionGroup, check_value, fields
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, NamedTuple, Protocol
 
-from simpletfjob import __version__, streams
+from simpletfjob import _version, streams
 from simpletfjob.errors import ClusterError, InputError, UsageError
 from simpletfjob.inputs import describe_value
 from simpletfjob.kube.deferred import defer
@@ -224,7 +224,7 @@ def _connect(settings: Settings, purpose: str, alternative: str, stack: ExitStac
         client = ApiClient(configuration)  # builds the pool manager, with the proxy if any
     except (ImportError, ValueError) as e:
         raise ClusterError(_proxy_problem(target, configuration.proxy, chosen, e)) from e
-    client.user_agent = f"simpletfjob/{__version__}"
+    client.user_agent = f"simpletfjob/{_version.__version__}"
     conn = Connection(client, target, namespace, settings, stack)
     conn.ride = RIDE.get()  # opened in outage.riding_out (the plan's, in `run`): ride along
     return conn

@@ -151,7 +151,7 @@ delete --wait at 10 tasks: most of it is the process's start, which kubectl, a G
 does not pay: importing the kubernetes package ran its __init__, which imports the config,
 dynamic, watch, stream, utils, leaderelection and informer modules (0.8 s of CPU here,
 loaded; the kubeconfig loader's oauthlib, requests and google-auth most of it). Now
-kube/deferred.py loads only the parts simpletfjob uses (the client's import 811M to 586M
+kube/deferred.py (since removed, issue 36) loaded only the parts simpletfjob uses (the client's import 811M to 586M
 instructions), and the benches write simpletfjob's bytecode first, as an install does
 (bench.common.compile_bytecode).
 

@@ -248,9 +248,6 @@ def console_main(prog_name: str = PROGRAM) -> None:
     every 700 allocations, spent about 2% of a short render walking them.
     """
     gc.set_threshold(20_000, 20, 20)
-    from simpletfjob.kube import deferred
-
-    deferred.enable()  # only the parts of the kubernetes client used (kube/deferred.py)
     streams.exit_at_once()  # os._exit, below
     try:
         streams.install_signal_handlers()

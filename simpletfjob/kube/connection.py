@@ -30,7 +30,6 @@ from typing import Any, NamedTuple, Protocol
 from simpletfjob import _version, streams
 from simpletfjob.errors import ClusterError, InputError, UsageError
 from simpletfjob.inputs import describe_value
-from simpletfjob.kube.deferred import defer
 from simpletfjob.kube.kubeconfig import Chosen
 from simpletfjob.kube.paths import SERVICE_ACCOUNT_DIR, kubeconfig_paths
 
@@ -202,7 +201,6 @@ def _connect(settings: Settings, purpose: str, alternative: str, stack: ExitStac
     chosen = choose(read_kubeconfigs(paths), settings.context) if paths is not None else None
     namespace = resolve_namespace(settings, chosen)
 
-    defer()  # the client's parts that simpletfjob uses, not all of it (deferred.py)
     from kubernetes.client.api_client import ApiClient
     from kubernetes.client.configuration import Configuration
 

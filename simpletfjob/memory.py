@@ -33,8 +33,6 @@ import sys
 import threading
 from typing import Any
 
-from simpletfjob import streams
-
 HUGE = 2 << 20  # bytes in a huge page (x86-64 and arm64 with 4 KiB pages)
 PAGE = 4096
 MADV_COLLAPSE = 25
@@ -66,17 +64,9 @@ def _libc() -> Any:
 
 
 def fold_for_exit() -> threading.Thread | None:
-    """In the console script's process, where the system can, fold the memory it holds into
-    huge pages, in a daemon thread (returned; None where nothing is done). Once per process."""
-    if not streams.exits_at_once() or _FOLDED[0] or not can_fold():
-        return None
-    _FOLDED[0] = True
-    thread = threading.Thread(target=fold, name="simpletfjob-fold", daemon=True)
-    try:
-        thread.start()
-    except RuntimeError:  # no thread to be had (a limit on processes): not worth failing for
-        return None
-    return thread
+    """Nothing any more (None): the console script's process no longer ends with os._exit
+    (streams.exits_at_once is gone), and its own end frees what it holds."""
+    return None
 
 
 def can_fold() -> bool:

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 from simpletfjob import streams
-from simpletfjob.errors import Interrupted, OutputError, UsageError
+from simpletfjob.errors import Interrupted, OutputError, ReaderGone, UsageError
 from simpletfjob.streams import STREAM_NAMES, stream_fd, stream_name
 
 
@@ -252,11 +252,9 @@ def write_stdout_bytes(chunks: Iterable[bytes]) -> None:
             out.flush()
         else:
             write_all(fd, chunks)
+    except BrokenPipeError:
+        raise ReaderGone() from None
     except OSError as e:
-        if isinstance(e, BrokenPipeError):
-            # What is still buffered would fail again at exit: send it nowhere.
-            with contextlib.suppress(OSError):
-                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise OutputError(f"cannot write to stdout: {e.strerror or e}") from e
 
 
@@ -266,6 +264,8 @@ def write_stream(fd: int, chunks: Iterable[str]) -> None:
         sys.stderr.flush()  # the warnings so far come before the documents
     try:
         write_all(fd, encoded(chunks))
+    except BrokenPipeError:
+        raise ReaderGone(stream_name(fd)) from None
     except OSError as e:
         raise OutputError(f"cannot write to {stream_name(fd)}: {e.strerror or e}") from e
 
@@ -321,9 +321,13 @@ def _write_atomic(shown: str, chunks: Iterable[str]) -> None:
         if not stat.S_ISREG(status.st_mode):
             # A device or a FIFO (/dev/null, a named pipe) cannot be renamed over:
             # write to it in place, after every check has passed, as for stdout.
-            with open(path, "wb") as f:
-                for data in encoded(chunks):
-                    f.write(data)
+            fd = os.open(path, os.O_WRONLY)
+            try:
+                write_all(fd, encoded(chunks))
+            except BrokenPipeError:
+                raise ReaderGone(repr(shown)) from None
+            finally:
+                os.close(fd)
             return
         mode = status.st_mode & 0o7777
     # tempfile would do, but importing it costs the cold start a few milliseconds.

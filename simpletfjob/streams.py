@@ -33,7 +33,7 @@ import sys
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from simpletfjob.errors import Interrupted
+from simpletfjob.errors import EXIT_READER_GONE, Interrupted
 
 if TYPE_CHECKING:
     import re
@@ -45,28 +45,6 @@ try:
     import _signal  # type: ignore[import-not-found]
 except ImportError:  # not CPython
     import signal as _signal
-
-_AT_ONCE = [False]
-
-
-def exit_at_once() -> None:
-    """Say that the process ends with os._exit as soon as its command returns (the console
-    script, cli.console_main), which ends every thread with it."""
-    _AT_ONCE[0] = True
-
-
-def exits_at_once() -> bool:
-    """Whether the process ends with os._exit as soon as its command returns: what is left
-    open then needs no closing (kube/connection.py).
-
-    Closing a connection cuts its open streams, so that no thread stays blocked on one in a
-    process that goes on (the Python API). A cut wakes the thread blocked reading the stream,
-    which then unwinds, taking turns on the GIL with the closing thread (5 ms a turn) right
-    when a verdict's exit is due: `wait`'s two watches at 1000 tasks, 1 to 14 ms. In the
-    console script's process, the streams are left to its end.
-    """
-    return _AT_ONCE[0]
-
 
 # Descriptors of the standard streams that were closed when the process started.
 closed_at_start: frozenset[int] = frozenset()
@@ -402,6 +380,7 @@ def install_signal_handlers() -> None:
         if signum is None or (signum == sighup and _signal.getsignal(signum) == _signal.SIG_IGN):
             continue
         _signal.signal(signum, _interrupt)
+    _MAIN[0] = _thread.get_ident()
     # The tick: see the module docstring. Interval timers are not inherited by children.
     with contextlib.suppress(AttributeError, ValueError, OSError):  # no SIGALRM or timers
         _signal.signal(_signal.SIGALRM, _tick)
@@ -409,7 +388,53 @@ def install_signal_handlers() -> None:
 
 
 TICK_SECONDS = 0.25
+_MAIN = [0]  # the main thread, where Python runs the handlers
+_STOPS: list[Interrupted] = []  # what stop_main asked, raised in the main thread by the tick
 
 
 def _tick(signum: int, frame: FrameType | None) -> None:
-    """Nothing: the tick only lets Python run the handlers of signals that came before it."""
+    """The tick lets Python run the handlers of signals that came before it; and it raises
+    in the main thread what another thread asked it to (stop_main)."""
+    if _STOPS:
+        raise _STOPS.pop()
+
+
+def stop_main(stop: Interrupted) -> None:
+    """From a thread other than the main one: stop the command, as a signal would, by raising
+    `stop` in the main thread, at once (the tick, sent to it). Only in the console script's
+    process (install_signal_handlers); elsewhere the caller's thread alone stops."""
+    if not _MAIN[0] or _STOPS:
+        return
+    _STOPS.append(stop)
+    with contextlib.suppress(AttributeError, ValueError, OSError):
+        _signal.pthread_kill(_MAIN[0], _signal.SIGALRM)
+
+
+def leave(code: int) -> int:
+    """The command has returned `code`; what the process does before the interpreter's end,
+    and its exit status.
+
+    The tick stops, and SIGINT, SIGTERM and SIGHUP are ignored from now on: the status is
+    the command's, and nothing is left to clean up or to wait for (no thread of simpletfjob's
+    holds the interpreter's end). Python would otherwise put back their default action as it
+    ends, and a signal then would kill a process whose command is done. stdout is flushed
+    (what went through its buffer: click's completion): when its reader has gone, the status
+    is 141. When it cannot be flushed, it is set aside, so that the interpreter's own flush at
+    its end finds nothing to fail on (no "Exception ignored ... BrokenPipeError").
+    """
+    for signum in (*_HANDLED, getattr(_signal, "SIGALRM", None)):
+        if signum is not None:
+            _signal.signal(signum, _signal.SIG_IGN)
+    with contextlib.suppress(AttributeError, ValueError, OSError):
+        _signal.setitimer(_signal.ITIMER_REAL, 0, 0)
+    remove_temporary_files()  # those that a second signal kept from being removed
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()
+    except (OSError, ValueError) as e:  # what the buffer holds would fail again at the end
+        if isinstance(e, BrokenPipeError):
+            code = EXIT_READER_GONE
+        sys.stdout = None  # (the interpreter flushes only the current one)
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        sys.stderr.flush()
+    return code

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, NamedTuple, Protocol
 
-from simpletfjob import _version, streams
+from simpletfjob import _version
 from simpletfjob.errors import ClusterError, InputError, UsageError
 from simpletfjob.inputs import describe_value
 from simpletfjob.kube.kubeconfig import Chosen
@@ -146,8 +146,8 @@ class Connection:
 
     def close(self) -> None:
         self.closed = True
-        try:  # (the console script's process leaves them to its end: streams.exits_at_once)
-            for response in [] if streams.exits_at_once() else list(self.streams):
+        try:
+            for response in list(self.streams):
                 _cut(response)
             self.client.close()
         finally:

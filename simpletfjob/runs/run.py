@@ -66,6 +66,7 @@ from simpletfjob.runs.planned import P, Plan
 from simpletfjob.runs.state import SUCCEEDED, Run, changes
 from simpletfjob.runs.wait import RunFailed, TimedOut
 from simpletfjob.runs.watch import release_followed
+from simpletfjob.streams import stop_main
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
@@ -437,6 +438,8 @@ def _stream_logs(
             follow_logs(conn, name, selection, LogRequest(follow=True), quiet_printer, note)
         except Exception as e:  # the run goes on without its logs
             note(f"logs: {e}")
+        except Interrupted as e:  # stdout's reader went away: the command stops, as on SIGPIPE
+            stop_main(e)
 
     thread = threading.Thread(target=stream, daemon=True)
     thread.start()

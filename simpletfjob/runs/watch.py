@@ -33,7 +33,6 @@ from simpletfjob.runs.objects import NoRunError, named_tasks, run_selector
 from simpletfjob.runs.reading import lean_job, lean_pod
 from simpletfjob.runs.state import FAILED, Run, changes, run_state
 from simpletfjob.runs.taskstate import Object, labels_of, name_or_invalid
-from simpletfjob.streams import exits_at_once
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
@@ -248,10 +247,7 @@ def follow(
                 shown = now
             run = now
     finally:
-        if ended is not None and exits_at_once():
-            _LEFT.append((watches, (follower, jobs, pods, run, shown, ended)))
-        else:
-            watches.close()
+        watches.close()
 
 
 def release_followed() -> None:

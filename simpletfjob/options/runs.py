@@ -21,14 +21,13 @@ from simpletfjob.options.render import (
     timeout,
 )
 from simpletfjob.options.restarts import RestartOptions
+from simpletfjob.options.rules import format_duration, parse_duration
 from simpletfjob.options.table import (
     Must,
     OneOf,
     argument,
     between,
-    format_duration,
     option,
-    parse_duration,
 )
 
 

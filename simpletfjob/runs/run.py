@@ -103,7 +103,7 @@ def run_to_end(
     Raises RunFailed (exit 1), TimedOut (exit 3), or the placement's SelectionError.
     """
     from simpletfjob.kube.outage import riding_out
-    from simpletfjob.options.table import format_duration
+    from simpletfjob.options.rules import format_duration
 
     deadline = None if options.timeout is None else Deadline.after(options.timeout)
     until = (
@@ -378,7 +378,7 @@ def _finish(
     conn: Connection, run: Run, options: RunOptions, say: Say, logs: Any, where: Where
 ) -> None:
     """wait's cleanup, then the logs read out (a finished task's stream ends by itself)."""
-    from simpletfjob.options.table import format_duration
+    from simpletfjob.options.rules import format_duration
     from simpletfjob.runs.watch import clean_up
 
     ended = "succeeded" if run.state == SUCCEEDED else "failed"

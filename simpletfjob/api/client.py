@@ -103,7 +103,7 @@ class Client:
         """
         from simpletfjob.api.render import log_warnings, prepared_options
         from simpletfjob.kube.connection import Settings
-        from simpletfjob.options.runs import LIMIT_RULES, ApplyOptions
+        from simpletfjob.options.runs import ApplyOptions
         from simpletfjob.plan import plan
         from simpletfjob.runs.apply import Choices, apply_run
 
@@ -117,10 +117,7 @@ class Client:
             caller="apply()",
             taken=_APPLY_TAKEN,
             fixed=self._fields(),
-            check_first=True,
         )
-        for rule in LIMIT_RULES:
-            rule(prepared)
         applied = apply_run(
             Settings(kubeconfig=self.kubeconfig, context=self.context, namespace=self.namespace),
             lambda namespace: plan(prepared.replace(namespace=namespace)),
@@ -175,7 +172,7 @@ class Client:
         """
         from simpletfjob.api.render import log_warnings, prepared_options
         from simpletfjob.errors import RunFailed
-        from simpletfjob.options.runs import LIMIT_RULES, RunOptions
+        from simpletfjob.options.runs import RunOptions
         from simpletfjob.plan import plan
         from simpletfjob.runs.apply import applied_counts
         from simpletfjob.runs.ending import succeeded_line
@@ -196,10 +193,7 @@ class Client:
             caller="run()",
             taken=_RUN_TAKEN,
             fixed={**self._fields(), "logs": "none"},
-            check_first=True,
         )
-        for rule in LIMIT_RULES:
-            rule(prepared)
         restarts = 0
 
         def restarted(spent: int) -> None:

@@ -61,9 +61,8 @@ def prepared_options(
     caller: str,
     taken: Sequence[str] = RENDER_TAKEN,
     fixed: Mapping[str, Any] | None = None,
-    check_first: bool = False,
 ) -> AnyOptions:
-    """The group's options, from keywords, with the template's header defaults under them (as the CLI)."""
+    """The group's options, from keywords, prepared as the CLI prepares its own (prepare_options)."""
     from simpletfjob.options.keywords import from_keywords
     from simpletfjob.template.catalog import prepare_options
 
@@ -74,16 +73,7 @@ def prepared_options(
         keywords["num"] = num
     settings, given = from_keywords(group, keywords, caller=caller, taken=taken)
     settings.update(fixed or {})
-    made = group(template=os.fspath(template), **settings)
-    if check_first:  # apply and run check their options before the template is read
-        from simpletfjob.options.render import check_options
-
-        check_options(made)
-    from simpletfjob.template.values import parse_set
-
-    sets = [dict(values)] if values else []  # as a -f file: under --set
-    sets += [parse_set(item) for item in made.set_values]
-    return prepare_options(made, given, sets)
+    return prepare_options(group(template=os.fspath(template), **settings), given, values)
 
 
 def plan_for(

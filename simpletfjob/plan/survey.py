@@ -35,7 +35,6 @@ from simpletfjob.options.render import NodesOptions, Options
 from simpletfjob.plan.eligibility import Asked, role_needs_of, rules_for
 from simpletfjob.plan.fit import role_asks
 from simpletfjob.template.catalog import prepare_options
-from simpletfjob.template.values import parse_set
 
 
 class Survey(NamedTuple):
@@ -89,8 +88,7 @@ def render_options(options: NodesOptions) -> Options | None:
         nodes=None,
         output="-",
     )
-    sets = [parse_set(item) for item in options.set_values]
-    return prepare_options(given, frozenset({"output"}), sets)
+    return prepare_options(given, frozenset({"output"}))
 
 
 def read_tally(

@@ -148,11 +148,11 @@ def test_a_header_gives_apply_and_run_their_limits_and_a_render_leaves_them_out(
     header = "# simpletfjob:\n#   options:\n#     deadline: 5m\n#     cleanup-after: 1h\n"
     template = write(tmp_path / "t.yaml", header + BODY)
     for group in (ApplyOptions, RunOptions):
-        options = prepare_options(group(template=str(template)), frozenset(), [])
+        options = prepare_options(group(template=str(template)), frozenset())
         assert (options.deadline, options.cleanup_after) == (300.0, 3600.0)
         # The command line wins.
         given = group(template=str(template), deadline=60.0)
-        assert prepare_options(given, frozenset({"deadline"}), []).deadline == 60.0
+        assert prepare_options(given, frozenset({"deadline"})).deadline == 60.0
     docs = cli("t.yaml", "--nodes", "a,b", "-o", "-", cwd=tmp_path).docs
     assert docs and all("activeDeadlineSeconds" not in d.get("spec", {}) for d in docs)
 
@@ -166,10 +166,10 @@ def test_a_header_gives_run_what_it_restarts_and_the_command_line_wins(tmp_path:
         "#     restart-exit-codes: 3,40-42\n"
     )
     template = write(tmp_path / "t.yaml", header + BODY)
-    options = prepare_options(RunOptions(template=str(template)), frozenset(), [])
+    options = prepare_options(RunOptions(template=str(template)), frozenset())
     assert (options.restart_on, options.restart_exit_codes) == ("disruption", {3, 40, 41, 42})
     given = RunOptions(template=str(template), restart_on="failure", restart_exit_codes={7})
-    mine = prepare_options(given, frozenset({"restart_on", "restart_exit_codes"}), [])
+    mine = prepare_options(given, frozenset({"restart_on", "restart_exit_codes"}))
     assert (mine.restart_on, mine.restart_exit_codes) == ("failure", {7})
 
 

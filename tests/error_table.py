@@ -892,6 +892,14 @@ CASES: dict[str, Case] = {
         r"'x' is not a valid integer",
         files={"hosts": FOUR_HOSTS},
     ),
+    # int() reads any Unicode digit: a fullwidth 2 was taken as 2.
+    "options/min-workers-fullwidth-digit": Case(
+        ["pytorch-ddp", "--nodes", "a,b", "--min-workers", "\uff12", "-o", "-"],
+        2,
+        line(
+            "simpletfjob: error: Invalid value for '--min-workers': '\uff12' is not a valid integer. (see simpletfjob --help)"
+        ),
+    ),
     "options/psn-takes-every-host": Case(
         ["mnist.yaml", "--nodes-file", "hosts", "--psn", "4"],
         1,

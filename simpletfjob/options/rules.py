@@ -11,7 +11,7 @@ from typing import Any
 from simpletfjob.hosts.nodes import is_node_name
 from simpletfjob.hosts.selection import parse_selector
 from simpletfjob.identity import LABEL_VALUE_RULE, is_label_value
-from simpletfjob.options.table import Must, Rule
+from simpletfjob.options.table import Must, Rule, ascii_int
 
 
 class DnsName(Rule):
@@ -71,7 +71,7 @@ def parse_port(text: str) -> int:
     if text == "auto":
         return AUTO_PORT
     try:
-        return int(text)
+        return ascii_int(text)
     except ValueError:
         raise ValueError(
             f"{text!r} is not a port; write a number from 1 to 65535, or auto"
@@ -81,7 +81,7 @@ def parse_port(text: str) -> int:
 PORT = Must("between 1 and 65535", lambda n: n is AUTO_PORT or 1 <= n <= 65535)
 
 
-_DURATION_PART = r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)"
+_DURATION_PART = r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h)"  # ASCII digits
 _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 

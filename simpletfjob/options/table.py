@@ -70,6 +70,16 @@ class OneOf(Must):
         self.choices = choices
 
 
+def ascii_int(text: str) -> int:
+    """An integer as the command line writes it: ASCII digits, a sign at most, as Go's
+    strconv.Atoi (kubectl) reads it. ValueError otherwise: int() reads any Unicode digit
+    (a fullwidth `\uff12` is 2), and blanks and underscores too."""
+    digits = text[1:] if text[:1] in ("-", "+") else text
+    if not (digits.isascii() and digits.isdigit()):
+        raise ValueError(f"{text!r} is not a valid integer")
+    return int(text)
+
+
 def at_least(minimum: int) -> Must:
     what = "0 or more" if minimum == 0 else f"at least {minimum}"
     return Must(what, lambda value: value >= minimum)

@@ -24,6 +24,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from simpletfjob.api import report
+from simpletfjob.api.calls import checked
 from simpletfjob.api.results import LogLine, Outcome, RunStatus
 
 if TYPE_CHECKING:
@@ -55,6 +56,7 @@ class Client:
     context's, else `default`). Nothing is read until a call needs the cluster.
     """
 
+    @checked
     def __init__(
         self,
         kubeconfig: str | os.PathLike[str] | None = None,
@@ -77,6 +79,7 @@ class Client:
             f"namespace={self.namespace!r})"
         )
 
+    @checked
     def connect(self, purpose: str) -> Connection:
         """A connection, as a command's (close it, or use it in a `with`)."""
         from simpletfjob.runs.objects import connect_for
@@ -86,6 +89,7 @@ class Client:
 
     # ---- runs ----------------------------------------------------------------------------------
 
+    @checked
     def apply(
         self,
         template: str | os.PathLike[str],
@@ -134,6 +138,7 @@ class Client:
         )
         return Run(self, applied.planned.job, applied.namespace)
 
+    @checked
     def get(self, name: str) -> Run:
         """Run NAME in the namespace; NoRunError (`no run 'x' in namespace 'ml'`) when it has none."""
         from simpletfjob.runs.objects import check_run_name, find_run
@@ -143,6 +148,7 @@ class Client:
             found = find_run(conn, name)
         return Run(self, found.name, found.namespace)
 
+    @checked
     def runs(self) -> list[Run]:
         """Every run in the namespace, by name (those whose Jobs are there)."""
         from simpletfjob.runs.objects import run_names
@@ -150,6 +156,7 @@ class Client:
         with self.connect("read runs from") as conn:
             return [Run(self, name, conn.namespace) for name in run_names(conn)]
 
+    @checked
     def run(
         self,
         template: str | os.PathLike[str],
@@ -239,6 +246,7 @@ class Client:
 class Run:
     """A run on the cluster: its Jobs and Services labelled `simpletfjob/job=NAME` in a namespace."""
 
+    @checked
     def __init__(self, client: Client, name: str, namespace: str) -> None:
         self.client = client
         self.name = name
@@ -263,6 +271,7 @@ class Run:
         where = (client.kubeconfig, client.context, self.namespace)
         return connect_for(*where, purpose=purpose, warn=report.warn)
 
+    @checked
     def status(self) -> RunStatus:
         """`simpletfjob status NAME`: its state and each task's; NoRunError when it is gone."""
         from simpletfjob.api.results import run_status
@@ -274,6 +283,7 @@ class Run:
             report.say(note)
         return run_status(found)
 
+    @checked
     def wait(
         self,
         timeout: float | str | None = None,
@@ -315,6 +325,7 @@ class Run:
                 return outcome(e.run, str(e), cause=e.cause)
         return outcome(ended, succeeded_line(ended))
 
+    @checked
     def logs(
         self,
         task: str | Sequence[str] | None = None,
@@ -355,6 +366,7 @@ class Run:
         )
         return _lines(self, selection, request)
 
+    @checked
     def delete(self, wait: bool = False, *, timeout: float | str = 300.0) -> None:
         """`simpletfjob delete NAME`: delete its Jobs and Services (Background); with `wait`, return
         once its Jobs are gone (within `timeout`). NoRunError when there is no such run."""

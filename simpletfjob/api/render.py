@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from simpletfjob.api import report
+from simpletfjob.api.calls import checked
 
 if TYPE_CHECKING:
     from simpletfjob.options.render import Options
@@ -19,6 +20,7 @@ AnyOptions = TypeVar("AnyOptions", bound="Options")  # a render's, apply's or ru
 RENDER_TAKEN = ("template", "output", "explain")
 
 
+@checked
 def render(
     template: str | os.PathLike[str],
     *,

@@ -87,7 +87,7 @@ def destination(output: str, directory_hint: str | None = None) -> Destination:
 
 
 def _check_stream(fd: int) -> None:
-    if fd in streams.closed_at_start:
+    if fd in streams.env.closed_at_start:
         # /dev/null stands in for it (see streams.guard_standard_streams); writing
         # there would lose the documents without a word.
         raise OutputError(f"cannot write to {stream_name(fd)}: {os.strerror(errno.EBADF)}")
@@ -116,7 +116,7 @@ def _check_file_target(shown: str, directory_hint: str | None = None) -> None:
     if not stat.S_ISDIR(status.st_mode):
         raise OutputError(f"cannot write {shown!r}: {directory!r} is not a directory")
     for fd in (1, 2):
-        if fd not in streams.closed_at_start and _is_regular_file(path, _identity_of_fd(fd)):
+        if fd not in streams.env.closed_at_start and _is_regular_file(path, _identity_of_fd(fd)):
             name = stream_name(fd)
             raise OutputError(
                 f"output {shown!r} is the file {name} is redirected to; "
@@ -183,7 +183,7 @@ def spare_inputs_from_stderr(inputs: Iterable[tuple[str, str | None]]) -> None:
     so stderr gets /dev/null, as a closed one does, and the run goes on.
     """
     mine = _identity_of_fd(2)
-    if mine is None or 2 in streams.closed_at_start:
+    if mine is None or 2 in streams.env.closed_at_start:
         return
     if any(path is not None and _identity(path) == mine for _, path in inputs):
         with contextlib.suppress(OSError, ValueError, AttributeError):
@@ -334,7 +334,7 @@ def _write_atomic(shown: str, chunks: Iterable[str]) -> None:
     name = os.path.basename(path)[:200]
     temp = os.path.join(directory, f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     created = False
-    streams.temporary_files.add(temp)  # before it exists: an interrupt may land in the open
+    streams.env.temporary_files.add(temp)  # before it exists: an interrupt may land in the open
     try:
         try:
             fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -359,6 +359,6 @@ def _write_atomic(shown: str, chunks: Iterable[str]) -> None:
                 os.unlink(temp)
         # (Not in a `finally`: a second signal that cuts the unlink short leaves the file
         # listed, and the process removes it on its way out.)
-        streams.temporary_files.discard(temp)
+        streams.env.temporary_files.discard(temp)
         raise
-    streams.temporary_files.discard(temp)
+    streams.env.temporary_files.discard(temp)

@@ -30,6 +30,7 @@ import functools
 import io
 import os
 import sys
+from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING
 
@@ -46,12 +47,30 @@ try:
 except ImportError:  # not CPython
     import signal as _signal
 
-# Descriptors of the standard streams that were closed when the process started.
-closed_at_start: frozenset[int] = frozenset()
 
-# The pipes and sockets this run has read, by (device, inode), with the input that read
-# each: a pipe can be read once, so a second input naming it is refused (inputs.py).
-pipes_read: dict[tuple[int, int], str] = {}
+@dataclass
+class Environment:
+    """What a run of the command line knows and keeps of its process, in one object (as
+    httpie's Environment): `cli.main` takes one, or makes a fresh one, for each run, and
+    `env` is the current run's. Only the console script's knows which standard
+    descriptors were closed when the process started (guard_standard_streams)."""
+
+    closed_at_start: frozenset[int] = frozenset()
+    # The pipes and sockets this run has read, by (device, inode), with the input that read
+    # each: a pipe can be read once, so a second input naming it is refused (inputs.py).
+    pipes_read: dict[tuple[int, int], str] = field(default_factory=dict)
+    # The temporary files the run has open (output.py), removed however the process ends.
+    temporary_files: set[str] = field(default_factory=set)
+    # The exit statuses of the signals that have come, in order (the first decides the status).
+    signalled: list[int] = field(default_factory=list)
+    # What stop_main asked, raised in the main thread by the tick.
+    stops: list[Interrupted] = field(default_factory=list)
+    status: str = ""  # the terminal's status line drawn now (status_line), '' when none
+    # The last stream asked whether it is a terminal, and its answer (_is_terminal).
+    terminal: tuple[object, bool] | None = None
+
+
+env = Environment()  # the current run's (see Environment)
 
 STREAM_NAMES = {0: "stdin", 1: "stdout", 2: "stderr"}
 _STANDARD_PATHS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
@@ -144,8 +163,8 @@ def say(line: str) -> None:
         return
     text = shown(line, _is_terminal(stream)) + "\n"
     with _WRITING:
-        if _STATUS[0]:  # cleared before the line, drawn again under it
-            text = ERASE + text + ERASE + _STATUS[0]
+        if env.status:  # cleared before the line, drawn again under it
+            text = ERASE + text + ERASE + env.status
         stream.write(text)
         stream.flush()
 
@@ -156,7 +175,6 @@ _WRITING = _thread.allocate_lock()
 
 # A terminal's status line (status_line): back to the line's start and erase it.
 ERASE = "\r\x1b[K"
-_STATUS = [""]  # the status line drawn now, '' when none
 
 
 def status_line(text: str) -> None:
@@ -171,8 +189,8 @@ def status_line(text: str) -> None:
         return
     drawn = shown(text, True)
     with _WRITING, contextlib.suppress(OSError, ValueError):
-        if drawn != _STATUS[0]:
-            _STATUS[0] = drawn
+        if drawn != env.status:
+            env.status = drawn
             stream.write(ERASE + drawn)
             stream.flush()
 
@@ -180,7 +198,7 @@ def status_line(text: str) -> None:
 @contextlib.contextmanager
 def status_cleared() -> Iterator[None]:
     """Around a write to stdout (a task's log line): the status line cleared, then drawn again."""
-    if not _STATUS[0]:
+    if not env.status:
         yield
         return
     stream = sys.stderr
@@ -192,26 +210,23 @@ def status_cleared() -> Iterator[None]:
             yield
         finally:
             with contextlib.suppress(OSError, ValueError):
-                if _STATUS[0]:
-                    stream.write(ERASE + _STATUS[0])
+                if env.status:
+                    stream.write(ERASE + env.status)
                     stream.flush()
 
 
 def _is_terminal(stream: object) -> bool:
     """Whether the stream is a terminal; asked once per stream object (apply says a line per
     object it writes, and each ask is a system call)."""
-    known = _TERMINAL[0]
+    known = env.terminal
     if known is not None and known[0] is stream:
         return known[1]
     try:
         answer = bool(stream.isatty())  # type: ignore[attr-defined]
     except (AttributeError, ValueError, OSError):  # closed, or not a file
         return False
-    _TERMINAL[0] = (stream, answer)
+    env.terminal = (stream, answer)
     return answer
-
-
-_TERMINAL: list[tuple[object, bool] | None] = [None]  # the last stream asked, and its answer
 
 
 def shown(text: str, terminal: bool) -> str:
@@ -300,9 +315,9 @@ def _ascii_control() -> re.Pattern[bytes]:
     return re.compile(b"[\\x00-\\x08\\x0b-\\x1f\\x7f]")
 
 
-def guard_standard_streams() -> None:
-    """Put /dev/null on closed standard descriptors and make stderr forgiving; see the module doc."""
-    global closed_at_start
+def guard_standard_streams() -> frozenset[int]:
+    """Put /dev/null on closed standard descriptors and make stderr forgiving; see the module
+    doc. Returns the descriptors that were closed."""
     closed = set()
     for fd in (0, 1, 2):
         try:
@@ -314,7 +329,6 @@ def guard_standard_streams() -> None:
             if null != fd:
                 os.dup2(null, fd)
                 os.close(null)
-    closed_at_start = frozenset(closed)
     if 1 in closed:
         sys.stdout = io.TextIOWrapper(io.BufferedWriter(_ClosedRaw()), encoding="utf-8")
     encoding = getattr(sys.stderr, "encoding", None) or "utf-8"
@@ -327,16 +341,11 @@ def guard_standard_streams() -> None:
         errors="backslashreplace",
         line_buffering=True,
     )
+    return frozenset(closed)
 
 
 # The exit status a shell reports for a process killed by the signal: 128 + its number.
 _HANDLED = (_signal.SIGINT, _signal.SIGTERM, getattr(_signal, "SIGHUP", None))
-
-# The exit statuses of the signals that have come, in order (the first decides the status).
-signalled: list[int] = []
-
-# The temporary files the run has open (output.py), removed however the process ends.
-temporary_files: set[str] = set()
 
 # Signals after which the process ends at once, whatever it is doing.
 PATIENCE = 2
@@ -345,6 +354,7 @@ PATIENCE = 2
 def _interrupt(signum: int, frame: FrameType | None) -> None:
     # Never ignored: a cleanup on the way out that hangs (a server that does not answer)
     # must not keep the process from ending. See the module docstring.
+    signalled = env.signalled
     signalled.append(128 + signum)
     if len(signalled) > PATIENCE:
         leave_now(signalled[0])
@@ -353,10 +363,10 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 def remove_temporary_files() -> None:
     """Remove what is left of the run's temporary output files (an interrupt cut their cleanup short)."""
-    for path in list(temporary_files):
+    for path in list(env.temporary_files):
         with contextlib.suppress(OSError):
             os.unlink(path)
-        temporary_files.discard(path)
+        env.temporary_files.discard(path)
 
 
 def leave_now(code: int) -> None:
@@ -389,23 +399,22 @@ def install_signal_handlers() -> None:
 
 TICK_SECONDS = 0.25
 _MAIN = [0]  # the main thread, where Python runs the handlers
-_STOPS: list[Interrupted] = []  # what stop_main asked, raised in the main thread by the tick
 
 
 def _tick(signum: int, frame: FrameType | None) -> None:
     """The tick lets Python run the handlers of signals that came before it; and it raises
     in the main thread what another thread asked it to (stop_main)."""
-    if _STOPS:
-        raise _STOPS.pop()
+    if env.stops:
+        raise env.stops.pop()
 
 
 def stop_main(stop: Interrupted) -> None:
     """From a thread other than the main one: stop the command, as a signal would, by raising
     `stop` in the main thread, at once (the tick, sent to it). Only in the console script's
     process (install_signal_handlers); elsewhere the caller's thread alone stops."""
-    if not _MAIN[0] or _STOPS:
+    if not _MAIN[0] or env.stops:
         return
-    _STOPS.append(stop)
+    env.stops.append(stop)
     with contextlib.suppress(AttributeError, ValueError, OSError):
         _signal.pthread_kill(_MAIN[0], _signal.SIGALRM)
 

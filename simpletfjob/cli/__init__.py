@@ -189,10 +189,18 @@ KUBECTL_PLUGIN = "kubectl simpletfjob"
 COMPLETE_VAR = "_SIMPLETFJOB_COMPLETE"
 
 
-def main(argv: Sequence[str] | None = None, prog_name: str = PROGRAM) -> None:
-    """Entry point: never a traceback, always one line on stderr for a failure."""
+def main(
+    argv: Sequence[str] | None = None,
+    prog_name: str = PROGRAM,
+    env: streams.Environment | None = None,
+) -> None:
+    """Entry point: never a traceback, always one line on stderr for a failure.
+
+    `env` is what the run knows of its process (streams.Environment): the console
+    script's, or a fresh one (main() may be called again in one process).
+    """
     args = list(sys.argv[1:] if argv is None else argv)
-    streams.pipes_read.clear()  # a new run (main() may be called again in one process)
+    streams.env = env if env is not None else streams.Environment()
     try:
         group.main(args, prog_name=prog_name, complete_var=COMPLETE_VAR, standalone_mode=False)
     except SimpleTFJobError as e:
@@ -272,8 +280,8 @@ def console_main(prog_name: str = PROGRAM) -> NoReturn:
     """
     try:
         streams.install_signal_handlers()
-        streams.guard_standard_streams()
-        main(prog_name=prog_name)
+        env = streams.Environment(closed_at_start=streams.guard_standard_streams())
+        main(prog_name=prog_name, env=env)
         code = EXIT_OK
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (EXIT_OK if e.code is None else EXIT_ERROR)

@@ -18,7 +18,13 @@
 - A tick (SIGALRM, four times a second) interrupts whatever the process waits in.
   Python runs a signal's handler between bytecodes, so a signal that lands just
   before a blocking call (reading a named pipe, writing to a full one) would
-  otherwise wait until that call returns, which may be never.
+  otherwise wait until that call returns, which may be never. Another thread stops
+  the command through it too (`stop_main`: `run`'s logs, when stdout's reader is gone).
+- Once the command is over, `leave` readies the process for the interpreter's own end
+  (a closed pipe's 141, no "Exception ignored" message).
+- What a run keeps of its process (the descriptors closed at start, the pipes read,
+  the temporary files, the signals that came, the status line) is one `Environment`,
+  `env`: the console script's, or a fresh one for each `cli.main` run.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import errno
 import functools
 import io
 import os
+import signal
 import sys
 from dataclasses import dataclass, field
 from types import FrameType
@@ -39,13 +46,6 @@ from simpletfjob.errors import EXIT_READER_GONE, Interrupted
 if TYPE_CHECKING:
     import re
     from collections.abc import Iterator
-
-try:
-    # The C module that `signal` wraps: importing `signal` builds three enums, a
-    # millisecond of a 60 ms start, and the handlers need only the numbers.
-    import _signal  # type: ignore[import-not-found]
-except ImportError:  # not CPython
-    import signal as _signal
 
 
 @dataclass
@@ -345,7 +345,7 @@ def guard_standard_streams() -> frozenset[int]:
 
 
 # The exit status a shell reports for a process killed by the signal: 128 + its number.
-_HANDLED = (_signal.SIGINT, _signal.SIGTERM, getattr(_signal, "SIGHUP", None))
+_HANDLED = (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None))
 
 # Signals after which the process ends at once, whatever it is doing.
 PATIENCE = 2
@@ -385,16 +385,16 @@ def install_signal_handlers() -> None:
     clean up, as kubectl and helm do. SIGHUP only if it is not ignored, so that
     `nohup simpletfjob ...` keeps running when the terminal goes.
     """
-    sighup = getattr(_signal, "SIGHUP", None)
+    sighup = getattr(signal, "SIGHUP", None)
     for signum in _HANDLED:
-        if signum is None or (signum == sighup and _signal.getsignal(signum) == _signal.SIG_IGN):
+        if signum is None or (signum == sighup and signal.getsignal(signum) == signal.SIG_IGN):
             continue
-        _signal.signal(signum, _interrupt)
+        signal.signal(signum, _interrupt)
     _MAIN[0] = _thread.get_ident()
     # The tick: see the module docstring. Interval timers are not inherited by children.
     with contextlib.suppress(AttributeError, ValueError, OSError):  # no SIGALRM or timers
-        _signal.signal(_signal.SIGALRM, _tick)
-        _signal.setitimer(_signal.ITIMER_REAL, TICK_SECONDS, TICK_SECONDS)
+        signal.signal(signal.SIGALRM, _tick)
+        signal.setitimer(signal.ITIMER_REAL, TICK_SECONDS, TICK_SECONDS)
 
 
 TICK_SECONDS = 0.25
@@ -416,7 +416,7 @@ def stop_main(stop: Interrupted) -> None:
         return
     env.stops.append(stop)
     with contextlib.suppress(AttributeError, ValueError, OSError):
-        _signal.pthread_kill(_MAIN[0], _signal.SIGALRM)
+        signal.pthread_kill(_MAIN[0], signal.SIGALRM)
 
 
 def leave(code: int) -> int:
@@ -431,11 +431,11 @@ def leave(code: int) -> int:
     is 141. When it cannot be flushed, it is set aside, so that the interpreter's own flush at
     its end finds nothing to fail on (no "Exception ignored ... BrokenPipeError").
     """
-    for signum in (*_HANDLED, getattr(_signal, "SIGALRM", None)):
+    for signum in (*_HANDLED, getattr(signal, "SIGALRM", None)):
         if signum is not None:
-            _signal.signal(signum, _signal.SIG_IGN)
+            signal.signal(signum, signal.SIG_IGN)
     with contextlib.suppress(AttributeError, ValueError, OSError):
-        _signal.setitimer(_signal.ITIMER_REAL, 0, 0)
+        signal.setitimer(signal.ITIMER_REAL, 0, 0)
     remove_temporary_files()  # those that a second signal kept from being removed
     try:
         if sys.stdout is not None:

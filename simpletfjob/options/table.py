@@ -224,9 +224,7 @@ class OptionGroup:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         own = tuple(vars(cls).get("__annotations__", {}))  # in the order declared
-        # (eq and repr are the base's: one method each, rather than one made and compiled for
-        # every group, which would cost the cold start of a render a tenth of its instructions)
-        dataclass(frozen=True, kw_only=True, eq=False, repr=False)(cls)
+        dataclass(frozen=True, kw_only=True)(cls)
         # Each class's own fields, then each of its groups' in the order they are listed.
         table: dict[str, Field] = {}
         flags: dict[str, str] = {}
@@ -247,17 +245,6 @@ class OptionGroup:
                     flags[flag] = name
         cls._own = own  # type: ignore[attr-defined]
         cls._table = table
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and all(
-            getattr(self, name) == getattr(other, name) for name in self._table
-        )
-
-    __hash__ = None  # type: ignore[assignment]  # fields may hold mappings
-
-    def __repr__(self) -> str:
-        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._table)
-        return f"{type(self).__name__}({shown})"
 
     def replace(self, **changes: Any) -> Self:
         """A copy with some fields changed (unknown names are a TypeError)."""

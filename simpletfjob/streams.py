@@ -33,6 +33,7 @@ import _thread
 import contextlib
 import errno
 import functools
+import gc
 import io
 import os
 import signal
@@ -344,11 +345,9 @@ def guard_standard_streams() -> frozenset[int]:
     return frozenset(closed)
 
 
-# The exit status a shell reports for a process killed by the signal: 128 + its number.
+# The signals that stop a run (the status a shell reports for them: 128 + their number).
 _HANDLED = (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None))
-
-# Signals after which the process ends at once, whatever it is doing.
-PATIENCE = 2
+PATIENCE = 2  # signals after which the process ends at once, whatever it is doing
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -420,17 +419,15 @@ def stop_main(stop: Interrupted) -> None:
 
 
 def leave(code: int) -> int:
-    """The command has returned `code`; what the process does before the interpreter's end,
-    and its exit status.
+    """The command returned `code`: the process made ready for the interpreter's end; its status.
 
     The tick stops, and SIGINT, SIGTERM and SIGHUP are ignored from now on: the status is
-    the command's, and nothing is left to clean up or to wait for (no thread of simpletfjob's
-    holds the interpreter's end). Python would otherwise put back their default action as it
-    ends, and a signal then would kill a process whose command is done. stdout is flushed
-    (what went through its buffer: click's completion): when its reader has gone, the status
-    is 141. When it cannot be flushed, it is set aside, so that the interpreter's own flush at
-    its end finds nothing to fail on (no "Exception ignored ... BrokenPipeError").
-    """
+    the command's, and nothing is left to clean up or wait for (no thread of simpletfjob's
+    holds the interpreter's end; Python would put back their default action as it ends, and
+    a signal would kill a process whose command is done). stdout is flushed (click's
+    completion writes to its buffer): its reader gone, the status is 141; set aside when it
+    cannot be, so that the interpreter's own flush has nothing to fail on (no "Exception
+    ignored ... BrokenPipeError")."""
     for signum in (*_HANDLED, getattr(signal, "SIGALRM", None)):
         if signum is not None:
             signal.signal(signum, signal.SIG_IGN)
@@ -446,4 +443,7 @@ def leave(code: int) -> int:
         sys.stdout = None  # (the interpreter flushes only the current one)
     with contextlib.suppress(OSError, ValueError, AttributeError):
         sys.stderr.flush()
+    # What lives to the end is kept out of the collector's last passes as the interpreter
+    # ends, which would walk every object the run made to free none (bench/render.py).
+    gc.freeze()
     return code

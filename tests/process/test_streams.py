@@ -711,7 +711,9 @@ def test_a_named_pipe_whose_reader_went_away(work: Path) -> None:
     assert (proc.returncode, out, err) == (READER_GONE, b"", b"")
 
 
-@pytest.mark.parametrize("args", [["status", "mnist"], ["status"], ["nodes"]])
+@pytest.mark.parametrize(
+    "args", [["status", "mnist"], ["status", "mnist", "-w"], ["status"], ["nodes"]]
+)
 def test_a_reader_gone_from_a_command_that_reads_the_cluster(
     work: Path, kubeapi: KubeAPI, args: list[str]
 ) -> None:

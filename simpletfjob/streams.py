@@ -389,15 +389,18 @@ def install_signal_handlers() -> None:
         if signum is None or (signum == sighup and signal.getsignal(signum) == signal.SIG_IGN):
             continue
         signal.signal(signum, _interrupt)
+        _INSTALLED.append(signum)
     _MAIN[0] = _thread.get_ident()
     # The tick: see the module docstring. Interval timers are not inherited by children.
     with contextlib.suppress(AttributeError, ValueError, OSError):  # no SIGALRM or timers
         signal.signal(signal.SIGALRM, _tick)
+        _INSTALLED.append(signal.SIGALRM)
         signal.setitimer(signal.ITIMER_REAL, TICK_SECONDS, TICK_SECONDS)
 
 
 TICK_SECONDS = 0.25
 _MAIN = [0]  # the main thread, where Python runs the handlers
+_INSTALLED: list[int] = []  # the signals whose handlers are simpletfjob's
 
 
 def _tick(signum: int, frame: FrameType | None) -> None:
@@ -421,16 +424,14 @@ def stop_main(stop: Interrupted) -> None:
 def leave(code: int) -> int:
     """The command returned `code`: the process made ready for the interpreter's end; its status.
 
-    The tick stops, and SIGINT, SIGTERM and SIGHUP are ignored from now on: the status is
-    the command's, and nothing is left to clean up or wait for (no thread of simpletfjob's
-    holds the interpreter's end; Python would put back their default action as it ends, and
-    a signal would kill a process whose command is done). stdout is flushed (click's
-    completion writes to its buffer): its reader gone, the status is 141; set aside when it
-    cannot be, so that the interpreter's own flush has nothing to fail on (no "Exception
-    ignored ... BrokenPipeError")."""
-    for signum in (*_HANDLED, getattr(signal, "SIGALRM", None)):
-        if signum is not None:
-            signal.signal(signum, signal.SIG_IGN)
+    The tick stops, and the signals handled are ignored from now on: the status is the
+    command's, and nothing is left to clean up or wait for (Python would put back their
+    default action as it ends, and a signal would kill a process whose command is done).
+    stdout is flushed (click's completion writes to its buffer): its reader gone, the status
+    is 141; set aside when it cannot be, so that the interpreter's own flush has nothing to
+    fail on (no "Exception ignored ... BrokenPipeError")."""
+    for signum in _INSTALLED:
+        signal.signal(signum, signal.SIG_IGN)
     with contextlib.suppress(AttributeError, ValueError, OSError):
         signal.setitimer(signal.ITIMER_REAL, 0, 0)
     remove_temporary_files()  # those that a second signal kept from being removed

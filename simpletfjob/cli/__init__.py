@@ -315,11 +315,10 @@ def kubectl_complete_main() -> None:
     from simpletfjob.output import write_stdout
 
     lines = kubectl_complete(group, sys.argv[1:], KUBECTL_PLUGIN, COMPLETE_VAR)
-    code = EXIT_OK
     try:
-        write_stdout([line + "\n" for line in lines])
+        write_stdout([line + "\n" for line in lines])  # (straight to the descriptor)
     except SimpleTFJobError:
         pass
     except ReaderGone as e:
-        code = e.exit_code
-    sys.exit(streams.leave(code))
+        sys.exit(e.exit_code)
+    sys.exit(EXIT_OK)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import assert_one_line_error, cannot_fold, console_script, huge_pages_of
+from tests.conftest import assert_one_line_error, console_script
 from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
 from tests.support.controlled import (
@@ -186,31 +186,6 @@ def test_a_user_limited_by_rbac_is_told_which_verb_on_which_resource(
 @pytest.fixture(autouse=True)
 def _no_kubeconfig_from_home(kube_env: Path) -> None:
     """Only the kubeconfig each test writes."""
-
-
-def test_the_console_scripts_wait_folds_its_memory_into_huge_pages_while_it_follows(
-    cli: Any, kube: ControlPlane, namespace: str, tmp_path: Path
-) -> None:
-    """What it keeps while it follows a run then ends in less than half the time at its
-    verdict (simpletfjob/memory.py); the in-process `cli` never folds (test_memory.py)."""
-    if cannot_fold():
-        pytest.skip(cannot_fold())
-    kubeconfig = create_run(cli, kube, namespace, tmp_path, "-N", "3")
-    wait = subprocess.Popen(
-        [console_script(), "wait", "tfrun", "--kubeconfig", str(kubeconfig), "--timeout", "60s"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        # several MiB: more than the system's own background folding would have made by then
-        wait_for(
-            lambda: wait.poll() is not None or huge_pages_of(wait.pid) >= 6 * 1024,
-            30,
-            "wait to fold its memory",
-        )
-        assert wait.poll() is None, wait.communicate()[1]  # still following: not ended
-    finally:
-        wait.kill()
-        wait.communicate()
 
 
 def test_the_console_scripts_wait_reads_both_watches_in_its_one_thread(

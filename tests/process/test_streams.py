@@ -945,3 +945,20 @@ def test_kubeconfig_that_cannot_be_read(cli: Any, kube_env: Path, work: Path) ->
     kubeconfig.chmod(0)
     result = cli("mnist.yaml", "--kubeconfig", "kc", "-o", "-", cwd=work)
     assert_one_line_error(result, 1, r"cannot read kubeconfig 'kc': Permission denied")
+
+
+def test_leave_puts_aside_only_the_handlers_the_console_script_installed() -> None:
+    """In a process of the caller's own (main() or the plugin's completion called in-process,
+    as these tests call them), the end of a command leaves the signals as they were: the
+    forked runs of later tests inherit them (an ignored SIGHUP kept them running)."""
+    import gc
+
+    from simpletfjob import streams
+
+    kinds = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGALRM]
+    before = {signum: signal.getsignal(signum) for signum in kinds}
+    try:
+        assert streams.leave(0) == 0
+    finally:
+        gc.unfreeze()
+    assert {signum: signal.getsignal(signum) for signum in kinds} == before

@@ -27,7 +27,7 @@ not looked up in re's cache twice per node. The client's import is what is left 
 Then (2026-11-27): the bytecode of simpletfjob is written before anything is measured, as
 pip writes it at install (bench.common.compile_bytecode: this machine sets
 PYTHONDONTWRITEBYTECODE, and an editable install then compiled every module again on each
-run); the client's package __init__ is no longer run (kube/deferred.py); and each page is
+run); the client's package __init__ was no longer run (kube/deferred.py, since removed, issue 36); and each page is
 decoded by msgspec straight into the fields simpletfjob reads (hosts/nodepage.py), the
 careful decoder kept for any page with something unusual in them. Where the run's time
 went before that last step (cProfile, 1.2 s wall): json 0.22 s, the Node values 0.29 s,

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from simpletfjob._version import __version__
 
 # Each public name, and the module it lives in.
 _ERRORS = "simpletfjob.errors"

@@ -16,6 +16,7 @@ EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_TIMEOUT = 3  # `wait --timeout` passed before the run ended
+EXIT_READER_GONE = 141  # 128 + SIGPIPE: what a shell reports of git or kubectl after `| head`
 
 
 class SimpleTFJobError(Exception):
@@ -151,3 +152,16 @@ class Interrupted(BaseException):
         self.progress = ""
         # The writes that were sent and not yet answered: they may still take effect.
         self.unsettled: list[Unsettled] = []
+
+
+class ReaderGone(Interrupted):
+    """The reader of the output went away (`| head`, a named pipe closed): no error.
+
+    The command stops as SIGPIPE stops git and kubectl, with exit 141 and no line of its
+    own; it unwinds as an interrupt does (a temporary file removed, `run` saying what it
+    leaves on the cluster), since what it was writing has no one to read it.
+    """
+
+    def __init__(self, what: str = "stdout") -> None:
+        super().__init__(EXIT_READER_GONE)
+        self.what = what

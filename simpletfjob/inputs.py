@@ -57,12 +57,12 @@ def read_bytes(path: str, what: str, limit: int = INPUT_LIMIT) -> bytes:
     after `<&-`) is refused rather than read as the /dev/null that stands in for it.
     """
     fd = streams.stream_fd(path)
-    if fd is not None and fd in streams.closed_at_start:
+    if fd is not None and fd in streams.env.closed_at_start:
         raise InputError(
             f"cannot read {what} {path!r}: {streams.stream_name(fd)} is closed "
             f"({os.strerror(errno.EBADF)})"
         )
-    _check_pipe_unread(path, what, streams.pipes_read)
+    _check_pipe_unread(path, what, streams.env.pipes_read)
     try:
         with open(path, "rb") as f:
             status = os.fstat(f.fileno())

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
 from simpletfjob import streams
-from simpletfjob.errors import Interrupted, OutputError, UsageError
+from simpletfjob.errors import Interrupted, OutputError, ReaderGone, UsageError
 from simpletfjob.streams import STREAM_NAMES, stream_fd, stream_name
 
 
@@ -87,7 +87,7 @@ def destination(output: str, directory_hint: str | None = None) -> Destination:
 
 
 def _check_stream(fd: int) -> None:
-    if fd in streams.closed_at_start:
+    if fd in streams.env.closed_at_start:
         # /dev/null stands in for it (see streams.guard_standard_streams); writing
         # there would lose the documents without a word.
         raise OutputError(f"cannot write to {stream_name(fd)}: {os.strerror(errno.EBADF)}")
@@ -116,7 +116,7 @@ def _check_file_target(shown: str, directory_hint: str | None = None) -> None:
     if not stat.S_ISDIR(status.st_mode):
         raise OutputError(f"cannot write {shown!r}: {directory!r} is not a directory")
     for fd in (1, 2):
-        if fd not in streams.closed_at_start and _is_regular_file(path, _identity_of_fd(fd)):
+        if fd not in streams.env.closed_at_start and _is_regular_file(path, _identity_of_fd(fd)):
             name = stream_name(fd)
             raise OutputError(
                 f"output {shown!r} is the file {name} is redirected to; "
@@ -183,7 +183,7 @@ def spare_inputs_from_stderr(inputs: Iterable[tuple[str, str | None]]) -> None:
     so stderr gets /dev/null, as a closed one does, and the run goes on.
     """
     mine = _identity_of_fd(2)
-    if mine is None or 2 in streams.closed_at_start:
+    if mine is None or 2 in streams.env.closed_at_start:
         return
     if any(path is not None and _identity(path) == mine for _, path in inputs):
         with contextlib.suppress(OSError, ValueError, AttributeError):
@@ -252,11 +252,9 @@ def write_stdout_bytes(chunks: Iterable[bytes]) -> None:
             out.flush()
         else:
             write_all(fd, chunks)
+    except BrokenPipeError:
+        raise ReaderGone() from None
     except OSError as e:
-        if isinstance(e, BrokenPipeError):
-            # What is still buffered would fail again at exit: send it nowhere.
-            with contextlib.suppress(OSError):
-                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise OutputError(f"cannot write to stdout: {e.strerror or e}") from e
 
 
@@ -266,6 +264,8 @@ def write_stream(fd: int, chunks: Iterable[str]) -> None:
         sys.stderr.flush()  # the warnings so far come before the documents
     try:
         write_all(fd, encoded(chunks))
+    except BrokenPipeError:
+        raise ReaderGone(stream_name(fd)) from None
     except OSError as e:
         raise OutputError(f"cannot write to {stream_name(fd)}: {e.strerror or e}") from e
 
@@ -331,16 +331,20 @@ def _write_atomic(
         if not stat.S_ISREG(status.st_mode):
             # A device or a FIFO (/dev/null, a named pipe) cannot be renamed over:
             # write to it in place, after every check has passed, as for stdout.
-            with open(path, "wb") as f:
-                for data in encode(chunks):
-                    f.write(data)
+            fd = os.open(path, os.O_WRONLY)
+            try:
+                write_all(fd, encode(chunks))
+            except BrokenPipeError:
+                raise ReaderGone(repr(shown)) from None
+            finally:
+                os.close(fd)
             return
         mode = status.st_mode & 0o7777
     # tempfile would do, but importing it costs the cold start a few milliseconds.
     name = os.path.basename(path)[:200]
     temp = os.path.join(directory, f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     created = False
-    streams.temporary_files.add(temp)  # before it exists: an interrupt may land in the open
+    streams.env.temporary_files.add(temp)  # before it exists: an interrupt may land in the open
     try:
         try:
             fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -365,6 +369,6 @@ def _write_atomic(
                 os.unlink(temp)
         # (Not in a `finally`: a second signal that cuts the unlink short leaves the file
         # listed, and the process removes it on its way out.)
-        streams.temporary_files.discard(temp)
+        streams.env.temporary_files.discard(temp)
         raise
-    streams.temporary_files.discard(temp)
+    streams.env.temporary_files.discard(temp)

@@ -18,7 +18,13 @@
 - A tick (SIGALRM, four times a second) interrupts whatever the process waits in.
   Python runs a signal's handler between bytecodes, so a signal that lands just
   before a blocking call (reading a named pipe, writing to a full one) would
-  otherwise wait until that call returns, which may be never.
+  otherwise wait until that call returns, which may be never. Another thread stops
+  the command through it too (`stop_main`: `run`'s logs, when stdout's reader is gone).
+- Once the command is over, `leave` readies the process for the interpreter's own end
+  (a closed pipe's 141, no "Exception ignored" message).
+- What a run keeps of its process (the descriptors closed at start, the pipes read,
+  the temporary files, the signals that came, the status line) is one `Environment`,
+  `env`: the console script's, or a fresh one for each `cli.main` run.
 """
 
 from __future__ import annotations
@@ -27,53 +33,45 @@ import _thread
 import contextlib
 import errno
 import functools
+import gc
 import io
 import os
+import signal
 import sys
+from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from simpletfjob.errors import Interrupted
+from simpletfjob.errors import EXIT_READER_GONE, Interrupted
 
 if TYPE_CHECKING:
     import re
     from collections.abc import Iterator
 
-try:
-    # The C module that `signal` wraps: importing `signal` builds three enums, a
-    # millisecond of a 60 ms start, and the handlers need only the numbers.
-    import _signal  # type: ignore[import-not-found]
-except ImportError:  # not CPython
-    import signal as _signal
 
-_AT_ONCE = [False]
+@dataclass
+class Environment:
+    """What a run of the command line knows and keeps of its process, in one object (as
+    httpie's Environment): `cli.main` takes one, or makes a fresh one, for each run, and
+    `env` is the current run's. Only the console script's knows which standard
+    descriptors were closed when the process started (guard_standard_streams)."""
 
-
-def exit_at_once() -> None:
-    """Say that the process ends with os._exit as soon as its command returns (the console
-    script, cli.console_main), which ends every thread with it."""
-    _AT_ONCE[0] = True
-
-
-def exits_at_once() -> bool:
-    """Whether the process ends with os._exit as soon as its command returns: what is left
-    open then needs no closing (kube/connection.py).
-
-    Closing a connection cuts its open streams, so that no thread stays blocked on one in a
-    process that goes on (the Python API). A cut wakes the thread blocked reading the stream,
-    which then unwinds, taking turns on the GIL with the closing thread (5 ms a turn) right
-    when a verdict's exit is due: `wait`'s two watches at 1000 tasks, 1 to 14 ms. In the
-    console script's process, the streams are left to its end.
-    """
-    return _AT_ONCE[0]
+    closed_at_start: frozenset[int] = frozenset()
+    # The pipes and sockets this run has read, by (device, inode), with the input that read
+    # each: a pipe can be read once, so a second input naming it is refused (inputs.py).
+    pipes_read: dict[tuple[int, int], str] = field(default_factory=dict)
+    # The temporary files the run has open (output.py), removed however the process ends.
+    temporary_files: set[str] = field(default_factory=set)
+    # The exit statuses of the signals that have come, in order (the first decides the status).
+    signalled: list[int] = field(default_factory=list)
+    # What stop_main asked, raised in the main thread by the tick.
+    stops: list[Interrupted] = field(default_factory=list)
+    status: str = ""  # the terminal's status line drawn now (status_line), '' when none
+    # The last stream asked whether it is a terminal, and its answer (_is_terminal).
+    terminal: tuple[object, bool] | None = None
 
 
-# Descriptors of the standard streams that were closed when the process started.
-closed_at_start: frozenset[int] = frozenset()
-
-# The pipes and sockets this run has read, by (device, inode), with the input that read
-# each: a pipe can be read once, so a second input naming it is refused (inputs.py).
-pipes_read: dict[tuple[int, int], str] = {}
+env = Environment()  # the current run's (see Environment)
 
 STREAM_NAMES = {0: "stdin", 1: "stdout", 2: "stderr"}
 _STANDARD_PATHS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
@@ -166,8 +164,8 @@ def say(line: str) -> None:
         return
     text = shown(line, _is_terminal(stream)) + "\n"
     with _WRITING:
-        if _STATUS[0]:  # cleared before the line, drawn again under it
-            text = ERASE + text + ERASE + _STATUS[0]
+        if env.status:  # cleared before the line, drawn again under it
+            text = ERASE + text + ERASE + env.status
         stream.write(text)
         stream.flush()
 
@@ -178,7 +176,6 @@ _WRITING = _thread.allocate_lock()
 
 # A terminal's status line (status_line): back to the line's start and erase it.
 ERASE = "\r\x1b[K"
-_STATUS = [""]  # the status line drawn now, '' when none
 
 
 def status_line(text: str) -> None:
@@ -193,8 +190,8 @@ def status_line(text: str) -> None:
         return
     drawn = shown(text, True)
     with _WRITING, contextlib.suppress(OSError, ValueError):
-        if drawn != _STATUS[0]:
-            _STATUS[0] = drawn
+        if drawn != env.status:
+            env.status = drawn
             stream.write(ERASE + drawn)
             stream.flush()
 
@@ -202,7 +199,7 @@ def status_line(text: str) -> None:
 @contextlib.contextmanager
 def status_cleared() -> Iterator[None]:
     """Around a write to stdout (a task's log line): the status line cleared, then drawn again."""
-    if not _STATUS[0]:
+    if not env.status:
         yield
         return
     stream = sys.stderr
@@ -214,26 +211,23 @@ def status_cleared() -> Iterator[None]:
             yield
         finally:
             with contextlib.suppress(OSError, ValueError):
-                if _STATUS[0]:
-                    stream.write(ERASE + _STATUS[0])
+                if env.status:
+                    stream.write(ERASE + env.status)
                     stream.flush()
 
 
 def _is_terminal(stream: object) -> bool:
     """Whether the stream is a terminal; asked once per stream object (apply says a line per
     object it writes, and each ask is a system call)."""
-    known = _TERMINAL[0]
+    known = env.terminal
     if known is not None and known[0] is stream:
         return known[1]
     try:
         answer = bool(stream.isatty())  # type: ignore[attr-defined]
     except (AttributeError, ValueError, OSError):  # closed, or not a file
         return False
-    _TERMINAL[0] = (stream, answer)
+    env.terminal = (stream, answer)
     return answer
-
-
-_TERMINAL: list[tuple[object, bool] | None] = [None]  # the last stream asked, and its answer
 
 
 def shown(text: str, terminal: bool) -> str:
@@ -322,9 +316,9 @@ def _ascii_control() -> re.Pattern[bytes]:
     return re.compile(b"[\\x00-\\x08\\x0b-\\x1f\\x7f]")
 
 
-def guard_standard_streams() -> None:
-    """Put /dev/null on closed standard descriptors and make stderr forgiving; see the module doc."""
-    global closed_at_start
+def guard_standard_streams() -> frozenset[int]:
+    """Put /dev/null on closed standard descriptors and make stderr forgiving; see the module
+    doc. Returns the descriptors that were closed."""
     closed = set()
     for fd in (0, 1, 2):
         try:
@@ -336,7 +330,6 @@ def guard_standard_streams() -> None:
             if null != fd:
                 os.dup2(null, fd)
                 os.close(null)
-    closed_at_start = frozenset(closed)
     if 1 in closed:
         sys.stdout = io.TextIOWrapper(io.BufferedWriter(_ClosedRaw()), encoding="utf-8")
     encoding = getattr(sys.stderr, "encoding", None) or "utf-8"
@@ -349,24 +342,18 @@ def guard_standard_streams() -> None:
         errors="backslashreplace",
         line_buffering=True,
     )
+    return frozenset(closed)
 
 
-# The exit status a shell reports for a process killed by the signal: 128 + its number.
-_HANDLED = (_signal.SIGINT, _signal.SIGTERM, getattr(_signal, "SIGHUP", None))
-
-# The exit statuses of the signals that have come, in order (the first decides the status).
-signalled: list[int] = []
-
-# The temporary files the run has open (output.py), removed however the process ends.
-temporary_files: set[str] = set()
-
-# Signals after which the process ends at once, whatever it is doing.
-PATIENCE = 2
+# The signals that stop a run (the status a shell reports for them: 128 + their number).
+_HANDLED = (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None))
+PATIENCE = 2  # signals after which the process ends at once, whatever it is doing
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
     # Never ignored: a cleanup on the way out that hangs (a server that does not answer)
     # must not keep the process from ending. See the module docstring.
+    signalled = env.signalled
     signalled.append(128 + signum)
     if len(signalled) > PATIENCE:
         leave_now(signalled[0])
@@ -375,10 +362,10 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 def remove_temporary_files() -> None:
     """Remove what is left of the run's temporary output files (an interrupt cut their cleanup short)."""
-    for path in list(temporary_files):
+    for path in list(env.temporary_files):
         with contextlib.suppress(OSError):
             os.unlink(path)
-        temporary_files.discard(path)
+        env.temporary_files.discard(path)
 
 
 def leave_now(code: int) -> None:
@@ -397,19 +384,67 @@ def install_signal_handlers() -> None:
     clean up, as kubectl and helm do. SIGHUP only if it is not ignored, so that
     `nohup simpletfjob ...` keeps running when the terminal goes.
     """
-    sighup = getattr(_signal, "SIGHUP", None)
+    sighup = getattr(signal, "SIGHUP", None)
     for signum in _HANDLED:
-        if signum is None or (signum == sighup and _signal.getsignal(signum) == _signal.SIG_IGN):
+        if signum is None or (signum == sighup and signal.getsignal(signum) == signal.SIG_IGN):
             continue
-        _signal.signal(signum, _interrupt)
+        signal.signal(signum, _interrupt)
+        _INSTALLED.append(signum)
+    _MAIN[0] = _thread.get_ident()
     # The tick: see the module docstring. Interval timers are not inherited by children.
     with contextlib.suppress(AttributeError, ValueError, OSError):  # no SIGALRM or timers
-        _signal.signal(_signal.SIGALRM, _tick)
-        _signal.setitimer(_signal.ITIMER_REAL, TICK_SECONDS, TICK_SECONDS)
+        signal.signal(signal.SIGALRM, _tick)
+        _INSTALLED.append(signal.SIGALRM)
+        signal.setitimer(signal.ITIMER_REAL, TICK_SECONDS, TICK_SECONDS)
 
 
 TICK_SECONDS = 0.25
+_MAIN = [0]  # the main thread, where Python runs the handlers
+_INSTALLED: list[int] = []  # the signals whose handlers are simpletfjob's
 
 
 def _tick(signum: int, frame: FrameType | None) -> None:
-    """Nothing: the tick only lets Python run the handlers of signals that came before it."""
+    """The tick lets Python run the handlers of signals that came before it; and it raises
+    in the main thread what another thread asked it to (stop_main)."""
+    if env.stops:
+        raise env.stops.pop()
+
+
+def stop_main(stop: Interrupted) -> None:
+    """From a thread other than the main one: stop the command, as a signal would, by raising
+    `stop` in the main thread, at once (the tick, sent to it). Only in the console script's
+    process (install_signal_handlers); elsewhere the caller's thread alone stops."""
+    if not _MAIN[0] or env.stops:
+        return
+    env.stops.append(stop)
+    with contextlib.suppress(AttributeError, ValueError, OSError):
+        signal.pthread_kill(_MAIN[0], signal.SIGALRM)
+
+
+def leave(code: int) -> int:
+    """The command returned `code`: the process made ready for the interpreter's end; its status.
+
+    The tick stops, and the signals handled are ignored from now on: the status is the
+    command's, and nothing is left to clean up or wait for (Python would put back their
+    default action as it ends, and a signal would kill a process whose command is done).
+    stdout is flushed (click's completion writes to its buffer): its reader gone, the status
+    is 141; set aside when it cannot be, so that the interpreter's own flush has nothing to
+    fail on (no "Exception ignored ... BrokenPipeError")."""
+    for signum in _INSTALLED:
+        signal.signal(signum, signal.SIG_IGN)
+    with contextlib.suppress(AttributeError, ValueError, OSError):
+        signal.setitimer(signal.ITIMER_REAL, 0, 0)
+    remove_temporary_files()  # those that a second signal kept from being removed
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()
+    except (OSError, ValueError) as e:  # what the buffer holds would fail again at the end
+        if isinstance(e, BrokenPipeError):
+            code = EXIT_READER_GONE
+        sys.stdout = None  # (the interpreter flushes only the current one)
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        sys.stderr.flush()
+    # What lives to the end is kept out of the collector's last passes as the interpreter
+    # ends, which would walk every object the run made to free none (bench/render.py).
+    gc.freeze()
+    return code

@@ -24,6 +24,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from simpletfjob.api import report
+from simpletfjob.api.calls import checked
 from simpletfjob.api.results import LogLine, Outcome, RunStatus
 
 if TYPE_CHECKING:
@@ -55,6 +56,7 @@ class Client:
     context's, else `default`). Nothing is read until a call needs the cluster.
     """
 
+    @checked
     def __init__(
         self,
         kubeconfig: str | os.PathLike[str] | None = None,
@@ -77,6 +79,7 @@ class Client:
             f"namespace={self.namespace!r})"
         )
 
+    @checked
     def connect(self, purpose: str) -> Connection:
         """A connection, as a command's (close it, or use it in a `with`)."""
         from simpletfjob.runs.objects import connect_for
@@ -86,6 +89,7 @@ class Client:
 
     # ---- runs ----------------------------------------------------------------------------------
 
+    @checked
     def apply(
         self,
         template: str | os.PathLike[str],
@@ -105,7 +109,7 @@ class Client:
         """
         from simpletfjob.api.render import log_warnings, prepared_options
         from simpletfjob.kube.connection import Settings
-        from simpletfjob.options.runs import LIMIT_RULES, ApplyOptions
+        from simpletfjob.options.runs import ApplyOptions
         from simpletfjob.plan import plan
         from simpletfjob.runs.apply import Choices, apply_run
         from simpletfjob.runs.queue import apply_queued
@@ -120,7 +124,6 @@ class Client:
             caller="apply()",
             taken=_APPLY_TAKEN,
             fixed=self._fields(),
-            check_first=True,
         )
         if prepared.dry_run == "client":
             from simpletfjob.errors import UsageError
@@ -129,8 +132,6 @@ class Client:
                 "apply(dry_run='client') sends nothing and makes no run; render() gives the "
                 "documents, and dry_run='server' has the server judge them"
             )
-        for rule in LIMIT_RULES:
-            rule(prepared)
         cluster = Settings(
             kubeconfig=self.kubeconfig, context=self.context, namespace=self.namespace
         )
@@ -153,6 +154,7 @@ class Client:
         )
         return Run(self, applied.planned.job, applied.namespace)
 
+    @checked
     def get(self, name: str) -> Run:
         """Run NAME in the namespace; NoRunError (`no run 'x' in namespace 'ml'`) when it has none."""
         from simpletfjob.runs.objects import check_run_name, find_run
@@ -162,6 +164,7 @@ class Client:
             found = find_run(conn, name)
         return Run(self, found.name, found.namespace)
 
+    @checked
     def runs(self) -> list[Run]:
         """Every run in the namespace, by name (those whose Jobs are there)."""
         from simpletfjob.runs.objects import run_names
@@ -169,6 +172,7 @@ class Client:
         with self.connect("read runs from") as conn:
             return [Run(self, name, conn.namespace) for name in run_names(conn)]
 
+    @checked
     def run(
         self,
         template: str | os.PathLike[str],
@@ -191,7 +195,7 @@ class Client:
         """
         from simpletfjob.api.render import log_warnings, prepared_options
         from simpletfjob.errors import RunFailed
-        from simpletfjob.options.runs import LIMIT_RULES, RunOptions
+        from simpletfjob.options.runs import RunOptions
         from simpletfjob.plan import plan
         from simpletfjob.runs.apply import applied_counts
         from simpletfjob.runs.ending import succeeded_line
@@ -213,10 +217,7 @@ class Client:
             caller="run()",
             taken=_RUN_TAKEN,
             fixed={**self._fields(), "logs": "none"},
-            check_first=True,
         )
-        for rule in LIMIT_RULES:
-            rule(prepared)
         restarts = 0
 
         def restarted(spent: int) -> None:
@@ -264,6 +265,7 @@ class Client:
 class Run:
     """A run on the cluster: its Jobs and Services labelled `simpletfjob/job=NAME` in a namespace."""
 
+    @checked
     def __init__(self, client: Client, name: str, namespace: str) -> None:
         self.client = client
         self.name = name
@@ -288,6 +290,7 @@ class Run:
         where = (client.kubeconfig, client.context, self.namespace)
         return connect_for(*where, purpose=purpose, warn=report.warn)
 
+    @checked
     def status(self) -> RunStatus:
         """`simpletfjob status NAME`: its state (Queued in a queue) and each task's; NoRunError if gone."""
         from simpletfjob.api.results import RunStatus, State, run_status
@@ -307,6 +310,7 @@ class Run:
             report.say(note)
         return run_status(found)
 
+    @checked
     def wait(
         self,
         timeout: float | str | None = None,
@@ -351,6 +355,7 @@ class Run:
                 return outcome(e.run, str(e), cause=e.cause)
         return outcome(ended, succeeded_line(ended))
 
+    @checked
     def logs(
         self,
         task: str | Sequence[str] | None = None,
@@ -391,6 +396,7 @@ class Run:
         )
         return _lines(self, selection, request)
 
+    @checked
     def delete(self, wait: bool = False, *, timeout: float | str = 300.0) -> None:
         """`simpletfjob delete NAME`: delete its Jobs and Services (Background); with `wait`, return
         once its Jobs are gone (within `timeout`). NoRunError when there is no such run."""

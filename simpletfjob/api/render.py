@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from simpletfjob.api import report
+from simpletfjob.api.calls import checked
 
 if TYPE_CHECKING:
     from simpletfjob.options.render import Options
@@ -19,6 +20,7 @@ AnyOptions = TypeVar("AnyOptions", bound="Options")  # a render's, apply's or ru
 RENDER_TAKEN = ("template", "output", "explain")
 
 
+@checked
 def render(
     template: str | os.PathLike[str],
     *,
@@ -61,9 +63,8 @@ def prepared_options(
     caller: str,
     taken: Sequence[str] = RENDER_TAKEN,
     fixed: Mapping[str, Any] | None = None,
-    check_first: bool = False,
 ) -> AnyOptions:
-    """The group's options, from keywords, with the template's header defaults under them (as the CLI)."""
+    """The group's options, from keywords, prepared as the CLI prepares its own (prepare_options)."""
     from simpletfjob.options.keywords import from_keywords
     from simpletfjob.template.catalog import prepare_options
 
@@ -74,16 +75,7 @@ def prepared_options(
         keywords["num"] = num
     settings, given = from_keywords(group, keywords, caller=caller, taken=taken)
     settings.update(fixed or {})
-    made = group(template=os.fspath(template), **settings)
-    if check_first:  # apply and run check their options before the template is read
-        from simpletfjob.options.render import check_options
-
-        check_options(made)
-    from simpletfjob.template.values import parse_set
-
-    sets = [dict(values)] if values else []  # as a -f file: under --set
-    sets += [parse_set(item) for item in made.set_values]
-    return prepare_options(made, given, sets)
+    return prepare_options(group(template=os.fspath(template), **settings), given, values)
 
 
 def plan_for(

@@ -21,18 +21,18 @@ that imports click.
 Exit status: 0 success, 1 a problem with the inputs, the cluster or the output,
 2 a usage error (unknown option, bad option value, contradicting options), 3 when
 `wait --timeout` passes,
-130, 143 or 129 when SIGINT, SIGTERM or SIGHUP stopped the run.
+130, 143 or 129 when SIGINT, SIGTERM or SIGHUP stopped the run, 141 when the reader of
+the output went away (`| head`), with no line of its own, as for git and kubectl.
 """
 
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 import sys
 from collections.abc import Sequence
 from importlib import import_module
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
@@ -45,7 +45,15 @@ from simpletfjob.cli.params import (
     help_option,
     version_option,
 )
-from simpletfjob.errors import EXIT_ERROR, EXIT_OK, Interrupted, SimpleTFJobError, UsageError
+from simpletfjob.errors import (
+    EXIT_ERROR,
+    EXIT_OK,
+    EXIT_READER_GONE,
+    Interrupted,
+    ReaderGone,
+    SimpleTFJobError,
+    UsageError,
+)
 
 if TYPE_CHECKING:
     from click.shell_completion import CompletionItem
@@ -200,10 +208,18 @@ KUBECTL_PLUGIN = "kubectl simpletfjob"
 COMPLETE_VAR = "_SIMPLETFJOB_COMPLETE"
 
 
-def main(argv: Sequence[str] | None = None, prog_name: str = PROGRAM) -> None:
-    """Entry point: never a traceback, always one line on stderr for a failure."""
+def main(
+    argv: Sequence[str] | None = None,
+    prog_name: str = PROGRAM,
+    env: streams.Environment | None = None,
+) -> None:
+    """Entry point: never a traceback, always one line on stderr for a failure.
+
+    `env` is what the run knows of its process (streams.Environment): the console
+    script's, or a fresh one (main() may be called again in one process).
+    """
     args = list(sys.argv[1:] if argv is None else argv)
-    streams.pipes_read.clear()  # a new run (main() may be called again in one process)
+    streams.env = env if env is not None else streams.Environment()
     try:
         group.main(args, prog_name=prog_name, complete_var=COMPLETE_VAR, standalone_mode=False)
     except SimpleTFJobError as e:
@@ -220,76 +236,83 @@ def main(argv: Sequence[str] | None = None, prog_name: str = PROGRAM) -> None:
                 hint = f" (see {path} --help; to render the file {args[0]!r}, write ./{args[0]})"
         _fail(e.format_message() + hint, e.exit_code)
     except Interrupted as e:
-        _interrupted(e.exit_code, e.detail)
+        _interrupted(e)
+        sys.exit(e.exit_code)
     except (click.exceptions.Abort, KeyboardInterrupt):
         # Without console_main's signal handlers (main() called in-process), click
         # has turned Ctrl-C into Abort.
-        _interrupted(130)
+        _interrupted(Interrupted(130))
+        sys.exit(130)
+    except BrokenPipeError as e:  # click's own writes (completion), the reader of stdout gone
+        if not _reader_gone(1):
+            _internal_error(e)
+        sys.exit(EXIT_READER_GONE)
     except Exception as e:  # a bug: still one line, and a way to see the traceback
-        if os.environ.get("SIMPLETFJOB_DEBUG"):
-            raise
-        _fail(
-            f"internal error: {type(e).__name__}: {e} (set SIMPLETFJOB_DEBUG=1 for details)",
-            EXIT_ERROR,
-        )
+        _internal_error(e)
     sys.exit(EXIT_OK)
 
 
-def _fail(message: str, code: int) -> None:
+def _internal_error(e: Exception) -> NoReturn:
+    if os.environ.get("SIMPLETFJOB_DEBUG"):
+        raise e
+    _fail(
+        f"internal error: {type(e).__name__}: {e} (set SIMPLETFJOB_DEBUG=1 for details)",
+        EXIT_ERROR,
+    )
+
+
+def _reader_gone(fd: int) -> bool:
+    """Whether `fd` is a pipe or socket whose reader has gone (poll says POLLERR or POLLHUP)."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll(2)
+        return False
+
+
+def _fail(message: str, code: int) -> NoReturn:
     first = message.strip().splitlines()[0] if message.strip() else "failed"
     streams.say(f"simpletfjob: error: {first}")
     sys.exit(code)
 
 
-def _interrupted(code: int, detail: str = "") -> None:
+def _interrupted(stop: Interrupted) -> None:
     # Not an error in the input: the user (or a supervisor) stopped the run. What it had
-    # changed on a cluster, and how to go on from there, follows on the same line.
-    if detail:
-        streams.say(f"simpletfjob: interrupted: {detail}")
-    else:
+    # changed on a cluster, and how to go on from there, follows on the same line. A
+    # reader that went away is no news to anyone: only what it leaves on a cluster is said.
+    if stop.detail:
+        streams.say(f"simpletfjob: interrupted: {stop.detail}")
+    elif not isinstance(stop, ReaderGone):
         streams.say("simpletfjob: interrupted")
-    sys.exit(code)
 
 
-def console_main(prog_name: str = PROGRAM) -> None:
-    """The console script and `python -m simpletfjob`: main(), then a quick exit.
+def console_main(prog_name: str = PROGRAM) -> NoReturn:
+    """The console script and `python -m simpletfjob`: main(), and its exit status.
 
     First the process's own setup (see streams.py): closed standard descriptors
     get /dev/null, stderr drops what it cannot write, and SIGINT, SIGTERM and
     SIGHUP unwind as `Interrupted`. Tests call main() in-process without these.
-
-    Everything is written and closed by the time main() returns, so the process
-    leaves with os._exit rather than tearing down every module one by one, which
-    costs a short render about a tenth of its time.
-
-    The collector's first threshold is raised: the lazy imports (jinja2, yaml) make
-    thousands of objects that live as long as the process, and the default, a pass
-    every 700 allocations, spent about 2% of a short render walking them.
+    Then the process ends as any Python program does (streams.leave first).
     """
-    gc.set_threshold(20_000, 20, 20)
-    from simpletfjob.kube import deferred
-
-    deferred.enable()  # only the parts of the kubernetes client used (kube/deferred.py)
-    streams.exit_at_once()  # os._exit, below
     try:
         streams.install_signal_handlers()
-        streams.guard_standard_streams()
-        main(prog_name=prog_name)
+        env = streams.Environment(closed_at_start=streams.guard_standard_streams())
+        main(prog_name=prog_name, env=env)
         code = EXIT_OK
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (EXIT_OK if e.code is None else EXIT_ERROR)
     except Interrupted as e:  # arrived outside main()'s handlers, while it was reporting
         code = e.exit_code
         with contextlib.suppress(Interrupted):
-            streams.say("simpletfjob: interrupted")
-    with contextlib.suppress(Interrupted):
-        streams.remove_temporary_files()  # those that a second signal kept from being removed
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(
-            OSError, ValueError, AttributeError
-        ):  # a closed pipe takes nothing more
-            stream.flush()
-    os._exit(code)
+            _interrupted(e)
+    try:
+        code = streams.leave(code)
+    except Interrupted:  # a signal just before leave() took over: the command's status stands
+        code = streams.leave(code)
+    sys.exit(code)
 
 
 def kubectl_main() -> None:
@@ -311,9 +334,10 @@ def kubectl_complete_main() -> None:
     from simpletfjob.output import write_stdout
 
     lines = kubectl_complete(group, sys.argv[1:], KUBECTL_PLUGIN, COMPLETE_VAR)
-    with contextlib.suppress(SimpleTFJobError):
-        write_stdout([line + "\n" for line in lines])
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            stream.flush()
-    os._exit(EXIT_OK)
+    try:
+        write_stdout([line + "\n" for line in lines])  # (straight to the descriptor)
+    except SimpleTFJobError:
+        pass
+    except ReaderGone as e:
+        sys.exit(e.exit_code)
+    sys.exit(EXIT_OK)

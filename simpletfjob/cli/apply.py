@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from simpletfjob.cli.params import make_command
-from simpletfjob.options.render import check_options
 from simpletfjob.options.runs import ApplyOptions
 from simpletfjob.streams import say
 
@@ -38,18 +37,10 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
       simpletfjob delete mnist -n ml --wait
     """
     from simpletfjob.template.catalog import prepare_options
-    from simpletfjob.template.values import parse_set
 
     if values["template"] is None:
         raise click.UsageError("missing the TEMPLATE argument", click.get_current_context())
-    options = ApplyOptions(**values)
-    check_options(options)  # --no-labels and the like, before the template or a cluster is read
-    from simpletfjob.options.runs import LIMIT_RULES
-
-    sets = [parse_set(item) for item in options.set_values]
-    options = prepare_options(options, given, sets)
-    for rule in LIMIT_RULES:  # once the header and the framework have given the policy
-        rule(options)
+    options = prepare_options(ApplyOptions(**values), given)
     if options.dry_run == "client":
         say_previewed(options, preview(options))
         return

@@ -44,8 +44,9 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     prefix = several if options.prefix is None else options.prefix
     terminal = sys.stdout.isatty()
     color = options.color == "always" or (options.color == "auto" and terminal)
-    # On a terminal, a task's control characters are shown, as cat -v shows them (runs/logs.py).
-    printer = Printer(_write, prefix, color, visible=terminal)
+    # On a terminal, or coloured for one (`--color always | less -R`), a task's control
+    # characters are shown as cat -v shows them (runs/logs.py): none can wipe a prefix.
+    printer = Printer(_write, prefix, color, visible=terminal or color)
     connection = (options.kubeconfig, options.context, options.namespace)
     with (
         connect_for(*connection, purpose="read the logs of a run on") as conn,

@@ -14,13 +14,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Collection, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from simpletfjob import __version__
+from simpletfjob._version import __version__
 from simpletfjob.cli.complete import choices, for_argument, for_option
-from simpletfjob.options.table import Argument, Field, Option, OptionGroup, check_value, fields
+from simpletfjob.options.table import (
+    Argument,
+    Field,
+    Option,
+    OptionGroup,
+    ascii_int,
+    check_value,
+    fields,
+)
 
 CONTEXT = {"max_content_width": 100}
 
@@ -93,6 +101,29 @@ class TableCommand(ParseErrorsInContext):
                 formatter.write_dl(rows)
 
 
+if TYPE_CHECKING:
+    _ParamType = click.ParamType[int, Any]
+else:
+    _ParamType = click.ParamType  # (generic only from click 8.2)
+
+
+class Integer(_ParamType):
+    """click's INT, but in ASCII digits (options/table.py's ascii_int), with its message."""
+
+    name = "integer"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            return ascii_int(value)
+        except ValueError:
+            self.fail(f"{value!r} is not a valid integer.", param, ctx)
+
+
+INTEGER = Integer()
+
+
 def parameter(field: Field) -> click.Parameter:
     """The click parameter for one field of the table."""
     declared = field.declaration
@@ -130,7 +161,7 @@ def parameter(field: Field) -> click.Parameter:
         default = None if declared.default is None else text(declared.default)
         settings.update(type=click.STRING, default=default)
     elif declared.type is int:
-        settings["type"] = int
+        settings["type"] = INTEGER
     if declared.multiple:
         settings["multiple"] = True
     words = getattr(declared.rule, "choices", None)

@@ -46,7 +46,6 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
       simpletfjob mnist.yaml -N 3 -E -o - | kubectl apply -f -
     """
     from simpletfjob.template.catalog import prepare_options
-    from simpletfjob.template.values import parse_set
 
     only = tuple(dict.fromkeys(values.pop("task", ()) or ()))
     if values["template"] is None:
@@ -58,9 +57,7 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
                 context,
             )
         raise click.UsageError("missing the TEMPLATE argument", context)
-    options = Options(**values)
-    sets = [parse_set(item) for item in options.set_values]
-    write_run(prepare_options(options, given, sets), only)
+    write_run(prepare_options(Options(**values), given), only)
 
 
 def write_run(options: Options, only: Sequence[str] = ()) -> None:

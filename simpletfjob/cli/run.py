@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from simpletfjob.cli.params import make_command
-from simpletfjob.options.render import check_options
 from simpletfjob.options.runs import RunOptions
 
 if TYPE_CHECKING:
@@ -34,19 +33,11 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     Example:
       simpletfjob run mnist.yaml -N 3 -n ml --max-restarts 3 --timeout 24h
     """
-    from simpletfjob.options.runs import LIMIT_RULES
     from simpletfjob.template.catalog import prepare_options
-    from simpletfjob.template.values import parse_set
 
     if values["template"] is None:
         raise click.UsageError("missing the TEMPLATE argument", click.get_current_context())
-    options = RunOptions(**values)
-    check_options(options)
-    sets = [parse_set(item) for item in options.set_values]
-    options = prepare_options(options, given, sets)
-    for rule in LIMIT_RULES:
-        rule(options)
-    run_command(options)
+    run_command(prepare_options(RunOptions(**values), given))
 
 
 def run_command(options: RunOptions) -> None:

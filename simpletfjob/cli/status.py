@@ -11,6 +11,8 @@ from simpletfjob.cli.params import make_command
 from simpletfjob.options.runs import StatusOptions
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from simpletfjob.kube.connection import Connection
     from simpletfjob.runs.state import Claim, Run, TaskStatus
 
@@ -179,8 +181,6 @@ HEADER = ("TASK", "NODE", "STATE", "RESTARTS", "AGE", "REASON")
 
 
 def _row(t: TaskStatus, claimed: Mapping[str, Claim]) -> tuple[str, ...]:
-    from simpletfjob.options.table import age
-
     return (
         t.task,
         _shown(t.node or "<none>"),
@@ -226,7 +226,6 @@ def _reason(task: TaskStatus, claimed: Mapping[str, Claim]) -> str:
 
 
 def _every_run(runs: Sequence[Run], every_namespace: bool = False) -> list[str]:
-    from simpletfjob.options.table import age
     from simpletfjob.runs.state import DELETING, FAILED, SUCCEEDED
 
     def ended(run: Run, state: str) -> str:  # by its Job's condition
@@ -253,3 +252,30 @@ def columns(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     """Rows in columns three spaces apart, as kubectl prints them; no trailing blanks."""
     widths = _widths([header, *rows])
     return [_line(row, widths) for row in [header, *rows]]
+
+
+def age(created: datetime | None, now: datetime | None = None) -> str:
+    """An age as kubectl prints it: 45s, 3m20s, 45m, 3h20m, 20h, 3d4h, 30d, 2y; '<unknown>' without one."""
+    if created is None:
+        return "<unknown>"
+    from datetime import datetime, timezone
+
+    seconds = int(((now or datetime.now(timezone.utc)) - created).total_seconds())
+    if seconds < 0:
+        return "0s"
+    minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
+    if seconds < 120:
+        return f"{seconds}s"
+    if minutes < 10:
+        return f"{minutes}m{seconds % 60}s" if seconds % 60 else f"{minutes}m"
+    if hours < 3:
+        return f"{minutes}m"
+    if hours < 8:
+        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    if days < 8:
+        return f"{days}d{hours % 24}h" if hours % 24 else f"{days}d"
+    if days < 365 * 2:
+        return f"{days}d"
+    return f"{days // 365}y"

@@ -36,7 +36,7 @@ from simpletfjob.frameworks.workers import (
     first_host,
     workers_from,
 )
-from simpletfjob.options.table import Must, OptionGroup, option
+from simpletfjob.options.table import Must, OptionGroup, ascii_int, option
 from simpletfjob.tasks import Task
 
 TORCH_ENV = "TORCH_ENV"
@@ -78,7 +78,7 @@ def parse_nproc(text: str) -> int:
     if text == "gpu":
         return GPU_COUNT
     try:
-        return int(text)
+        return ascii_int(text)
     except ValueError:
         raise ValueError(f"{text!r} is not a number of processes; write a number, or gpu") from None
 

@@ -3,7 +3,6 @@
     paths.py       which kubeconfig files a run reads (no heavy imports: the output check uses it)
     kubeconfig.py  reading, checking and merging those files before the client sees them
     connection.py  `connect(Settings) -> Connection`: client, target, namespace, close()
-    deferred.py    the client's packages registered without their `__init__`, run on first need
     request.py     `request()`: retries, deadlines, TLS, and one-line errors naming verb and resource
     send.py        one try of a request, and each failure before an answer, in words
     outage.py      `riding_out()`: a command that waits keeps trying while the API server is away

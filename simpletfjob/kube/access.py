@@ -40,13 +40,13 @@ def allowed(conn: Connection, actions: Sequence[Action]) -> list[bool] | None:
     The reviews go `conn.settings.in_flight` at a time. None when the server cannot answer
     them all: not served (404), refused, not JSON, or no answer within WITHIN seconds.
     """
-    from concurrent.futures import ThreadPoolExecutor
+    from simpletfjob.kube.inflight import Pool
 
     if not actions:
         return []
     deadline = Deadline.after(min(WITHIN, conn.settings.deadline))
     workers = max(1, min(conn.settings.in_flight, len(actions)))
-    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="simpletfjob-access")
+    pool = Pool(workers, "simpletfjob-access")
     try:
         answers = list(pool.map(lambda action: _review(conn, action, deadline), actions))
     finally:

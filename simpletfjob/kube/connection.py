@@ -27,10 +27,9 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, NamedTuple, Protocol
 
-from simpletfjob import __version__
+from simpletfjob import _version
 from simpletfjob.errors import ClusterError, InputError, UsageError
 from simpletfjob.inputs import describe_value
-from simpletfjob.kube.deferred import defer
 from simpletfjob.kube.kubeconfig import Chosen
 from simpletfjob.kube.paths import SERVICE_ACCOUNT_DIR, kubeconfig_paths
 
@@ -202,7 +201,6 @@ def _connect(settings: Settings, purpose: str, alternative: str, stack: ExitStac
     chosen = choose(read_kubeconfigs(paths), settings.context) if paths is not None else None
     namespace = resolve_namespace(settings, chosen)
 
-    defer()  # the client's parts that simpletfjob uses, not all of it (deferred.py)
     from kubernetes.client.api_client import ApiClient
     from kubernetes.client.configuration import Configuration
 
@@ -224,7 +222,7 @@ def _connect(settings: Settings, purpose: str, alternative: str, stack: ExitStac
         client = ApiClient(configuration)  # builds the pool manager, with the proxy if any
     except (ImportError, ValueError) as e:
         raise ClusterError(_proxy_problem(target, configuration.proxy, chosen, e)) from e
-    client.user_agent = f"simpletfjob/{__version__}"
+    client.user_agent = f"simpletfjob/{_version.__version__}"
     conn = Connection(client, target, namespace, settings, stack)
     conn.ride = RIDE.get()  # opened in outage.riding_out (the plan's, in `run`): ride along
     return conn

@@ -10,13 +10,17 @@ interrupt leaves says which write had no answer yet.
 
 from __future__ import annotations
 
+import functools
 import os
 import queue
 import threading
-from collections.abc import Callable, Generator, Iterator, Sequence
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from simpletfjob.errors import Interrupted
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 T = TypeVar("T")
 
@@ -218,6 +222,67 @@ def cut_short(
     return f"{verb} {done} of {total} objects{of}{being}"
 
 
+class Pool:
+    """Calls run at most `size` at a time, their answers as futures: ThreadPoolExecutor's
+    `submit`, `map` and `shutdown`, in daemon threads. The interpreter waits at its end for
+    every thread of a ThreadPoolExecutor, so a read whose answer no one would read any more
+    (after an interrupt, from a server that does not answer) held the process a whole deadline.
+    """
+
+    def __init__(self, size: int, name: str) -> None:
+        self._size = max(1, size)
+        self._name = name
+        self._queue: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = (
+            queue.SimpleQueue()
+        )
+        self._threads: list[threading.Thread] = []
+
+    def submit(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> Future[T]:
+        from concurrent.futures import Future
+
+        future: Future[T] = Future()
+        self._queue.put((future, functools.partial(call, *args, **kwargs)))
+        if len(self._threads) < self._size:
+            name = f"{self._name}_{len(self._threads)}"
+            thread = threading.Thread(target=self._work, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        return future
+
+    def map(self, call: Callable[[Any], T], items: Iterable[Any]) -> Iterator[T]:
+        """Each item's answer, in order; the first error is raised as its turn comes."""
+        futures = [self.submit(call, item) for item in items]
+        return (future.result() for future in futures)
+
+    def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
+        """No more calls; with `cancel_futures`, those not begun never are; with `wait`, the
+        calls out are waited for."""
+        while cancel_futures:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                item[0].cancel()
+        for _ in self._threads:
+            self._queue.put(None)
+        if wait:
+            for thread in self._threads:
+                thread.join()
+
+    def _work(self) -> None:
+        while (item := self._queue.get()) is not None:
+            future, call = item
+            if not future.set_running_or_notify_cancel():
+                continue  # cancelled
+            try:
+                answer = call()
+            except BaseException as e:  # handed to the caller, in its thread
+                future.set_exception(e)
+            else:
+                future.set_result(answer)
+
+
 def in_order(
     calls: Sequence[Callable[[], T]], in_flight: int
 ) -> Generator[T | Exception, None, None]:
@@ -232,11 +297,7 @@ def in_order(
         for call in calls:
             yield _outcome(call)
         return
-    from concurrent.futures import ThreadPoolExecutor
-
-    pool = ThreadPoolExecutor(
-        max_workers=min(in_flight, len(calls)), thread_name_prefix="simpletfjob-read"
-    )
+    pool = Pool(min(in_flight, len(calls)), "simpletfjob-read")
     try:
         futures = [pool.submit(_outcome, call) for call in calls]
         for future in futures:

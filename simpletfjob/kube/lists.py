@@ -305,16 +305,16 @@ def list_each(
     list shares one deadline.
     """
     from collections import deque
-    from concurrent.futures import Future, ThreadPoolExecutor
+    from concurrent.futures import Future
     from itertools import islice
+
+    from simpletfjob.kube.inflight import Pool
 
     deadline = deadline or Deadline.after(conn.settings.deadline)
     selectors = iter(field_selectors)
     pending: deque[Future[Listed[T]]] = deque()
     with collector_paused():
-        pool = ThreadPoolExecutor(
-            max_workers=max(1, in_flight), thread_name_prefix="simpletfjob-list"
-        )
+        pool = Pool(in_flight, "simpletfjob-list")
 
         def refill() -> None:
             for selector in islice(selectors, max(1, in_flight) - len(pending)):

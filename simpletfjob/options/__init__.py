@@ -1,7 +1,7 @@
 """Options: every option of every command, declared once.
 
 table.py   how an option is declared, and what the declaration gives (click, header, checks)
-rules.py   rules of single values: DNS names, label values, selectors, ports
+rules.py   rules of single values: DNS names, label values, selectors, ports; durations
 render.py  the render's options (and init's, nodes'), by group
 limits.py  a run's limits that the cluster carries out (--deadline, --cleanup-after)
 restarts.py what `run` restarts (--restart-on, --restart-exit-codes), header options too

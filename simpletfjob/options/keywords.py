@@ -97,6 +97,17 @@ def _one(declared: Option, value: Any) -> Any:
             raise UsageError(f"Invalid value for {declared.shown!r}: {e}") from None
     if declared.type is float and type(value) is int:
         return float(value)
+    if declared.type is frozenset:  # any collection of its integers (exit codes)
+        if (
+            not isinstance(value, Collection)
+            or isinstance(value, (bytes, bytearray, Mapping))
+            or any(type(item) is not int for item in value)
+        ):
+            raise UsageError(
+                f"{declared.shown} takes integers, or the command line's text, not {value!r}"
+            )
+        if declared.parse is not None and declared.format is not None:
+            return _one(declared, declared.format(value))  # the command line's checks
     wrong = type_problem(declared, value)
     if wrong:
         raise UsageError(f"{declared.shown} {wrong}")

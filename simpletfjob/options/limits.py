@@ -7,7 +7,8 @@ since the owner's uid exists only then.
 
 from __future__ import annotations
 
-from simpletfjob.options.table import OptionGroup, format_duration, option, parse_duration
+from simpletfjob.options.rules import format_duration, parse_duration
+from simpletfjob.options.table import OptionGroup, option
 
 
 class LimitOptions(OptionGroup):

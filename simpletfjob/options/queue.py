@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from simpletfjob.options.rules import DnsName
-from simpletfjob.options.table import Must, OptionGroup, format_duration, option, parse_duration
+from simpletfjob.options.rules import DnsName, format_duration, parse_duration
+from simpletfjob.options.table import Must, OptionGroup, option
 
 # A DNS label: the queue's name is a label value, and part of its Leases' names.
 QUEUE_NAME = Must(

@@ -17,7 +17,7 @@ each option's own rule (`check_options`).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from types import MappingProxyType
+from dataclasses import field
 from typing import Any, ClassVar
 
 from simpletfjob.errors import UsageError
@@ -35,6 +35,8 @@ from simpletfjob.options.rules import (
     DnsName,
     LabelValue,
     Selector,
+    format_duration,
+    parse_duration,
     parse_port,
 )
 from simpletfjob.options.table import (
@@ -46,9 +48,7 @@ from simpletfjob.options.table import (
     at_least,
     check_values,
     fields,
-    format_duration,
     option,
-    parse_duration,
 )
 
 # ---- shared declarations for the commands that act on a run -------------------------------
@@ -325,7 +325,7 @@ class RenderOptions(OptionGroup):
     # was taken off); None reads the file named by `template`.
     template_text: str | None = None
     # The template's variables: the header's values, then the -f files, then --set.
-    values: Mapping[str, Any] = MappingProxyType({})
+    values: Mapping[str, Any] = field(default_factory=dict)
     # The top-level names of `values` that -f or --set gave (a value `name` names the run).
     given_values: frozenset[str] = frozenset()
     # The built-in's name when the template is one (the run's default name).

@@ -1,16 +1,17 @@
-"""Rules of single option values that are not ranges: DNS names, label values, selectors, ports.
+"""Rules of single option values that are not ranges: DNS names, label values, selectors, ports, durations.
 
 render.py and runs.py declare the options with them; table.py says what a rule is.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from simpletfjob.hosts.nodes import is_node_name
 from simpletfjob.hosts.selection import parse_selector
 from simpletfjob.identity import LABEL_VALUE_RULE, is_label_value
-from simpletfjob.options.table import Must, Rule
+from simpletfjob.options.table import Must, Rule, ascii_int
 
 
 class DnsName(Rule):
@@ -70,7 +71,7 @@ def parse_port(text: str) -> int:
     if text == "auto":
         return AUTO_PORT
     try:
-        return int(text)
+        return ascii_int(text)
     except ValueError:
         raise ValueError(
             f"{text!r} is not a port; write a number from 1 to 65535, or auto"
@@ -78,3 +79,39 @@ def parse_port(text: str) -> int:
 
 
 PORT = Must("between 1 and 65535", lambda n: n is AUTO_PORT or 1 <= n <= 65535)
+
+
+_DURATION_PART = r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h)"  # ASCII digits
+_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str) -> float:
+    """A duration as kubectl's --timeout takes it (Go's syntax): `30s`, `5m`, `1h`, `1h30m`, `500ms`.
+
+    Returns seconds. A number needs its unit, except 0; a duration is never negative.
+    """
+    if text == "0":
+        return 0.0
+    if not re.fullmatch(f"(?:{_DURATION_PART})+", text):
+        raise ValueError(
+            f"{text!r} is not a duration; write a number and a unit, such as 30s, 5m or 1h"
+        )
+    seconds = sum(
+        float(number) * _UNIT_SECONDS[unit] for number, unit in re.findall(_DURATION_PART, text)
+    )
+    if seconds > _LONGEST_DURATION:
+        raise ValueError(f"{text!r} is longer than the longest duration, 2562047h (as in kubectl)")
+    return seconds
+
+
+_LONGEST_DURATION = (2**63 - 1) / 1e9  # Go's: an int64 of nanoseconds, about 292 years
+
+
+def format_duration(seconds: float) -> str:
+    """The shortest of `1h`, `5m`, `30s` that says `seconds` exactly, else seconds with a unit."""
+    for unit, size in (("h", 3600), ("m", 60)):
+        if seconds and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    if seconds == int(seconds):
+        return f"{int(seconds)}s"
+    return f"{seconds:.9f}".rstrip("0") + "s"  # no exponent: Go's syntax has none

@@ -24,15 +24,13 @@ from simpletfjob.options.render import (
     timeout,
 )
 from simpletfjob.options.restarts import RestartOptions
-from simpletfjob.options.rules import DnsName
+from simpletfjob.options.rules import DnsName, format_duration, parse_duration
 from simpletfjob.options.table import (
     Must,
     OneOf,
     argument,
     between,
-    format_duration,
     option,
-    parse_duration,
 )
 
 

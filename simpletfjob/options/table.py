@@ -12,26 +12,22 @@ header may set it, and the rule its value must follow. A command's options are
 groups combined by inheritance (`class Options(RenderOptions, TensorFlowOptions)`),
 read as flat, frozen attributes.
 
-Groups are not dataclasses on purpose: `dataclasses` imports `inspect` and compiles
-code for every class it decorates; made so, the groups cost a 3-host render's cold
-start 12-15% more instructions (callgrind, `python -m bench.versus`), against about
-0.2 ms for this whole module and the table.
-`dataclass_transform` tells mypy to treat a group as a dataclass (a typed,
-keyword-only `__init__`; read-only fields); at run time the small base class
-below does that work by hand.
+Each group is a frozen, keyword-only dataclass (`OptionGroup.__init_subclass__` makes it
+one); `option()` and `argument()` are its fields, the declaration in their metadata, and
+`dataclass_transform` tells mypy so. The table (`fields()`) lists a group's fields in the
+order `--help` shows them: its own, then each group's it combines, in the order listed.
 """
 
 from __future__ import annotations
 
-import re
+import dataclasses
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
 from simpletfjob.errors import UsageError
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
     from typing_extensions import Self, dataclass_transform
 else:
 
@@ -74,6 +70,16 @@ class OneOf(Must):
         self.choices = choices
 
 
+def ascii_int(text: str) -> int:
+    """An integer as the command line writes it: ASCII digits, a sign at most, as Go's
+    strconv.Atoi (kubectl) reads it. ValueError otherwise: int() reads any Unicode digit
+    (a fullwidth `\uff12` is 2), and blanks and underscores too."""
+    digits = text[1:] if text[:1] in ("-", "+") else text
+    if not (digits.isascii() and digits.isdigit()):
+        raise ValueError(f"{text!r} is not a valid integer")
+    return int(text)
+
+
 def at_least(minimum: int) -> Must:
     what = "0 or more" if minimum == 0 else f"at least {minimum}"
     return Must(what, lambda value: value >= minimum)
@@ -83,58 +89,29 @@ def between(low: int, high: int) -> Must:
     return Must(f"between {low} and {high}", lambda value: low <= value <= high)
 
 
+@dataclass(frozen=True)
 class Option:
     """One option's declaration; see `option()`."""
 
-    __slots__ = (
-        "bare",
-        "default",
-        "flags",
-        "format",
-        "header",
-        "help",
-        "metavar",
-        "multiple",
-        "negatable",
-        "parse",
-        "rule",
-        "show_default",
-        "shown",
-        "type",
-    )
+    flags: tuple[str, ...]
+    default: Any
+    help: str
+    type: type
+    metavar: str | None = None
+    show_default: bool = False
+    rule: Rule | None = None
+    header: bool = False
+    negatable: bool = False
+    bare: str | None = None
+    multiple: bool = False
+    parse: Callable[[str], Any] | None = None
+    format: Callable[[Any], str] | None = None
+    named: str | None = None  # how messages name it, when not by its first long flag
 
-    def __init__(
-        self,
-        flags: tuple[str, ...],
-        default: Any,
-        help: str,
-        type: type,
-        metavar: str | None,
-        show_default: bool,
-        rule: Rule | None,
-        header: bool,
-        negatable: bool,
-        bare: str | None,
-        multiple: bool,
-        parse: Callable[[str], Any] | None,
-        format: Callable[[Any], str] | None,
-        shown: str | None,
-    ) -> None:
-        self.flags = flags
-        self.default = default
-        self.help = help
-        self.type = type
-        self.metavar = metavar
-        self.show_default = show_default
-        self.rule = rule
-        self.header = header
-        self.negatable = negatable
-        self.bare = bare
-        self.multiple = multiple
-        self.parse = parse
-        self.format = format
-        # How messages name the option: the first long flag, unless told (-N, as the original tool).
-        self.shown = shown or next((f for f in flags if f.startswith("--")), flags[0])
+    @property
+    def shown(self) -> str:
+        """How messages name the option: the first long flag, unless told (-N, as the original tool)."""
+        return self.named or next((f for f in self.flags if f.startswith("--")), self.flags[0])
 
     def spellings(self) -> tuple[str, ...]:
         """Every flag that sets it, the --no- forms of a negatable switch included."""
@@ -144,14 +121,15 @@ class Option:
         return self.flags + negated
 
 
+@dataclass(frozen=True)
 class Argument:
     """A positional argument (a command's TEMPLATE or RUN), named on the command line as its field, in capitals."""
 
-    __slots__ = ("multiple", "required")
+    required: bool  # on the command line
+    multiple: bool = False  # any number of them (a tuple)
 
-    def __init__(self, required: bool, multiple: bool = False) -> None:
-        self.required = required  # on the command line
-        self.multiple = multiple  # any number of them (a tuple)
+
+_DECLARED = "simpletfjob"  # the key of a declaration in a dataclass field's metadata
 
 
 def option(
@@ -170,7 +148,7 @@ def option(
     format: Callable[[Any], str] | None = None,
     shown: str | None = None,
 ) -> T:
-    """Declare an option field. Returns the declaration, typed as the field's value for mypy.
+    """Declare an option field. Returns the dataclass field, typed as the field's value for mypy.
 
     - `type`: the value's type (default: the default's, else str); a header value
       must have exactly this type.
@@ -202,7 +180,7 @@ def option(
         format,
         shown,
     )
-    return declared  # type: ignore[return-value]
+    return dataclasses.field(default=default, metadata={_DECLARED: declared})
 
 
 def argument(*, required: bool = True, multiple: bool = False) -> Any:
@@ -212,68 +190,51 @@ def argument(*, required: bool = True, multiple: bool = False) -> Any:
     words what is missing (the render's `missing the TEMPLATE argument`). `multiple`
     takes any number of them, as a tuple (`logs RUN [TASK...]`).
     """
-    return Argument(required, multiple)
+    return dataclasses.field(metadata={_DECLARED: Argument(required, multiple)})
 
 
+@dataclass(frozen=True)
 class Field:
     """A group's field as the table sees it: its name, default, declaration and the group it is in."""
 
-    __slots__ = ("declaration", "default", "group", "name", "required", "section")
+    name: str
+    default: Any
+    required: bool
+    declaration: Option | Argument | None  # None: not on the command line (filled in by a command)
+    group: type[OptionGroup] = dataclasses.field(repr=False)
 
-    def __init__(
-        self,
-        name: str,
-        default: Any,
-        required: bool,
-        declaration: Option | Argument | None,
-        group: type[OptionGroup],
-    ) -> None:
-        self.name = name
-        self.default = default
-        self.required = required
-        self.declaration = declaration  # None: not on the command line (filled in by a command)
-        self.group = group
-        # The heading it stands under in --help: its own group's, not one the group inherits.
-        self.section: str = vars(group).get("section", "Options")
+    @property
+    def section(self) -> str:
+        """The heading it stands under in --help: its own group's, not one the group inherits."""
+        section: str = vars(self.group).get("section", "Options")
+        return section
 
     @property
     def option(self) -> Option | None:
         return self.declaration if isinstance(self.declaration, Option) else None
 
-    def __repr__(self) -> str:
-        return f"<field {self.group.__name__}.{self.name}>"
-
-
-_NO_DEFAULT = object()
-
 
 @dataclass_transform(kw_only_default=True, frozen_default=True, field_specifiers=(option, argument))
 class OptionGroup:
-    """Base of every option group: keyword-only construction, read-only fields; see the module doc."""
+    """Base of every option group: each is a frozen, keyword-only dataclass; see the module doc."""
 
-    section = "Options"  # the heading its options stand under in --help
-    _own: ClassVar[dict[str, Field]]  # the fields this class declares
-    _table: ClassVar[dict[str, Field]]  # all of its fields, its groups' included
+    section: ClassVar[str] = "Options"  # the heading its options stand under in --help
+    _table: ClassVar[dict[str, Field]]  # all of its fields, its groups' included, in table order
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        own: dict[str, Field] = {}
-        for name in vars(cls).get("__annotations__", {}):
-            if name.startswith("_"):
-                continue
-            value = vars(cls).get(name, _NO_DEFAULT)
-            if isinstance(value, Option):
-                own[name] = Field(name, value.default, False, value, cls)
-            elif isinstance(value, Argument):
-                own[name] = Field(name, None, True, value, cls)
-            else:
-                own[name] = Field(name, value, value is _NO_DEFAULT, None, cls)
-        cls._own = own
-        # This class's own fields, then each of its groups' in the order they are listed.
+        own = tuple(vars(cls).get("__annotations__", {}))  # in the order declared
+        dataclass(frozen=True, kw_only=True)(cls)
+        # Each class's own fields, then each of its groups' in the order they are listed.
         table: dict[str, Field] = {}
         flags: dict[str, str] = {}
         for klass in cls.__mro__:
-            for name, field in vars(klass).get("_own", {}).items():
+            declared = vars(klass).get("__dataclass_fields__", {})
+            mine = own if klass is cls else vars(klass).get("_own", ())
+            for name in mine:
+                if name.startswith("_") or name not in declared:
+                    continue
+                field = _field(declared[name], klass)
                 if name in table:
                     # Declared once: two groups (core and framework) may not both have it.
                     raise TypeError(f"{cls.__name__}: {name!r} is in {table[name]} and {field}")
@@ -282,38 +243,22 @@ class OptionGroup:
                     if flag in flags:
                         raise TypeError(f"{cls.__name__}: {flag} is both {flags[flag]} and {name}")
                     flags[flag] = name
+        cls._own = own  # type: ignore[attr-defined]
         cls._table = table
-
-    def __init__(self, **values: Any) -> None:
-        state = self.__dict__
-        for name, field in self._table.items():
-            if name in values:
-                state[name] = values.pop(name)
-            elif field.required:
-                raise TypeError(f"{type(self).__name__}() needs {name}")
-            else:
-                state[name] = field.default
-        if values:
-            raise TypeError(f"{type(self).__name__}() has no field {', '.join(values)}")
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError(f"{type(self).__name__} is read-only; use .replace({name}=...)")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"{type(self).__name__} is read-only")
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other.__dict__ == self.__dict__
-
-    __hash__ = None  # type: ignore[assignment]  # fields may hold mappings
-
-    def __repr__(self) -> str:
-        shown = ", ".join(f"{name}={value!r}" for name, value in self.__dict__.items())
-        return f"{type(self).__name__}({shown})"
 
     def replace(self, **changes: Any) -> Self:
         """A copy with some fields changed (unknown names are a TypeError)."""
-        return type(self)(**{**self.__dict__, **changes})
+        changed: Self = dataclasses.replace(cast("Any", self), **changes)
+        return changed
+
+
+def _field(declared: dataclasses.Field[Any], group: type[OptionGroup]) -> Field:
+    declaration = declared.metadata.get(_DECLARED)
+    default = declared.default
+    if declared.default_factory is not dataclasses.MISSING:
+        default = declared.default_factory()
+    required = default is dataclasses.MISSING
+    return Field(declared.name, None if required else default, required, declaration, group)
 
 
 def fields(group: type[OptionGroup] | OptionGroup) -> tuple[Field, ...]:
@@ -363,66 +308,3 @@ def type_problem(declared: Option, value: Any) -> str | None:
     if type(value) is declared.type:
         return None
     return f"must be {_TYPE_WORDS.get(declared.type, declared.type.__name__)}, not {value!r}"
-
-
-_DURATION_PART = r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)"
-_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_duration(text: str) -> float:
-    """A duration as kubectl's --timeout takes it (Go's syntax): `30s`, `5m`, `1h`, `1h30m`, `500ms`.
-
-    Returns seconds. A number needs its unit, except 0; a duration is never negative.
-    """
-    if text == "0":
-        return 0.0
-    if not re.fullmatch(f"(?:{_DURATION_PART})+", text):
-        raise ValueError(
-            f"{text!r} is not a duration; write a number and a unit, such as 30s, 5m or 1h"
-        )
-    seconds = sum(
-        float(number) * _UNIT_SECONDS[unit] for number, unit in re.findall(_DURATION_PART, text)
-    )
-    if seconds > _LONGEST_DURATION:
-        raise ValueError(f"{text!r} is longer than the longest duration, 2562047h (as in kubectl)")
-    return seconds
-
-
-_LONGEST_DURATION = (2**63 - 1) / 1e9  # Go's: an int64 of nanoseconds, about 292 years
-
-
-def format_duration(seconds: float) -> str:
-    """The shortest of `1h`, `5m`, `30s` that says `seconds` exactly, else seconds with a unit."""
-    for unit, size in (("h", 3600), ("m", 60)):
-        if seconds and seconds % size == 0:
-            return f"{int(seconds // size)}{unit}"
-    if seconds == int(seconds):
-        return f"{int(seconds)}s"
-    return f"{seconds:.9f}".rstrip("0") + "s"  # no exponent: Go's syntax has none
-
-
-def age(created: datetime | None, now: datetime | None = None) -> str:
-    """An age as kubectl prints it: 45s, 3m20s, 45m, 3h20m, 20h, 3d4h, 30d, 2y; '<unknown>' without one."""
-    if created is None:
-        return "<unknown>"
-    from datetime import datetime, timezone
-
-    seconds = int(((now or datetime.now(timezone.utc)) - created).total_seconds())
-    if seconds < 0:
-        return "0s"
-    minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
-    if seconds < 120:
-        return f"{seconds}s"
-    if minutes < 10:
-        return f"{minutes}m{seconds % 60}s" if seconds % 60 else f"{minutes}m"
-    if hours < 3:
-        return f"{minutes}m"
-    if hours < 8:
-        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
-    if hours < 48:
-        return f"{hours}h"
-    if days < 8:
-        return f"{days}d{hours % 24}h" if hours % 24 else f"{days}d"
-    if days < 365 * 2:
-        return f"{days}d"
-    return f"{days // 365}y"

@@ -36,7 +36,6 @@ from simpletfjob.options.render import NodesOptions, Options
 from simpletfjob.plan.eligibility import Asked, check_node_options, role_needs_of, rules_for
 from simpletfjob.plan.fit import role_asks
 from simpletfjob.template.catalog import prepare_options
-from simpletfjob.template.values import parse_set
 
 
 class Survey(NamedTuple):
@@ -99,8 +98,7 @@ def render_options(options: NodesOptions) -> Options | None:
     given = plain_render_options(options).replace(
         set_values=options.set_values, value_files=options.value_files
     )
-    sets = [parse_set(item) for item in options.set_values]
-    return prepare_options(given, frozenset({"output"}), sets)
+    return prepare_options(given, frozenset({"output"}))
 
 
 def plain_render_options(options: NodesOptions) -> Options:

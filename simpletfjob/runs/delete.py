@@ -20,7 +20,7 @@ from simpletfjob.kube.inflight import Sending, Write, cut_short
 from simpletfjob.kube.objects import Deleted, Propagation, delete
 from simpletfjob.kube.request import Deadline
 from simpletfjob.kube.resources import JOBS, SERVICES, Resource
-from simpletfjob.options.table import format_duration
+from simpletfjob.options.rules import format_duration
 from simpletfjob.runs.objects import (
     RunObjects,
     belongs_to,

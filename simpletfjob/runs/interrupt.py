@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 from simpletfjob.errors import ClusterError, Interrupted, Unsettled
 from simpletfjob.kube.request import Deadline
 from simpletfjob.kube.resources import JOBS, SERVICES
-from simpletfjob.options.table import format_duration
+from simpletfjob.options.rules import format_duration
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection

@@ -64,10 +64,11 @@ COLORS = (36, 33, 32, 35, 34, 31, 96, 93, 92, 95, 94, 91)  # ANSI foregrounds, o
 class Printer:
     """Writes lines with their source's prefix (`worker-0 | `), coloured if asked, a batch a write.
 
-    With `visible` (stdout is a terminal), each line is shown as `cat -v` shows it, tabs
-    kept (streams.visible_lines): a task's output cannot erase its prefix, move the
-    cursor over earlier lines or colour itself, so it cannot pass itself off as another
-    task's or as the verdict. Elsewhere (a pipe, a file) the lines are written byte for byte.
+    With `visible` (stdout is a terminal, or the output is coloured for one), each line is
+    shown as `cat -v` shows it, tabs kept (streams.visible_lines): a task's output cannot
+    erase its prefix, move the cursor over earlier lines or colour itself, so it cannot pass
+    itself off as another task's or as the verdict. Otherwise (a pipe, a file, no colour)
+    the lines are written byte for byte.
     """
 
     def __init__(

@@ -31,7 +31,7 @@ from simpletfjob.kube.lists import list_objects
 from simpletfjob.kube.objects import get
 from simpletfjob.kube.request import ApiError, Deadline, request
 from simpletfjob.kube.resources import LEASES, Action
-from simpletfjob.options.table import format_duration
+from simpletfjob.options.rules import format_duration
 from simpletfjob.runs.entries import (
     QUEUE_LABEL,
     Ask,

@@ -68,6 +68,7 @@ from simpletfjob.runs.planned import P, Plan
 from simpletfjob.runs.queue import queued
 from simpletfjob.runs.state import SUCCEEDED, Run, changes
 from simpletfjob.runs.wait import RunFailed, TimedOut
+from simpletfjob.streams import stop_main
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
@@ -106,7 +107,7 @@ def run_to_end(
     Raises RunFailed (exit 1), TimedOut (exit 3), or the placement's SelectionError.
     """
     from simpletfjob.kube.outage import riding_out
-    from simpletfjob.options.table import format_duration
+    from simpletfjob.options.rules import format_duration
 
     deadline = None if options.timeout is None else Deadline.after(options.timeout)
     until = (
@@ -384,7 +385,7 @@ def _finish(
 ) -> None:  # fmt: skip
     """wait's cleanup (after a success, once --cleanup-grace is over: ending.let_finish),
     then the logs read out (a finished task's stream ends by itself)."""
-    from simpletfjob.options.table import format_duration
+    from simpletfjob.options.rules import format_duration
     from simpletfjob.runs.ending import let_finish
     from simpletfjob.runs.watch import clean_up
 
@@ -447,6 +448,8 @@ def _stream_logs(
             follow_logs(conn, name, selection, LogRequest(follow=True), quiet_printer, note)
         except Exception as e:  # the run goes on without its logs
             note(f"logs: {e}")
+        except Interrupted as e:  # stdout's reader went away: the command stops, as on SIGPIPE
+            stop_main(e)
 
     thread = threading.Thread(target=stream, daemon=True)
     thread.start()

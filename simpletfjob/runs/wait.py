@@ -66,7 +66,7 @@ def wait_for_run(
     """
     from simpletfjob.kube.outage import StillAway, riding_out
     from simpletfjob.kube.request import Deadline
-    from simpletfjob.options.table import format_duration
+    from simpletfjob.options.rules import format_duration
     from simpletfjob.runs.failure import Keeper
     from simpletfjob.runs.objects import scope_flags
     from simpletfjob.runs.permissions import check_wait

@@ -35,7 +35,8 @@ from simpletfjob.frameworks import framework, reserved_variables
 from simpletfjob.frameworks.pytorch import PyTorchOptions
 from simpletfjob.frameworks.tensorflow import TensorFlowOptions
 from simpletfjob.inputs import read_text
-from simpletfjob.options.render import header_fields
+from simpletfjob.options.limits import LimitOptions
+from simpletfjob.options.render import check_options, header_fields
 from simpletfjob.options.table import (
     Field,
     OptionGroup,
@@ -46,7 +47,7 @@ from simpletfjob.options.table import (
 )
 from simpletfjob.output import destination, write_to
 from simpletfjob.template.compiled import unix_newlines
-from simpletfjob.template.values import check_reserved_characters, collect_values
+from simpletfjob.template.values import check_reserved_characters, collect_values, parse_set
 
 if TYPE_CHECKING:
     from simpletfjob.options.render import Options
@@ -400,16 +401,31 @@ def _is_stream(path: str) -> bool:
 
 
 def prepare_options(
+    options: AnyOptions, given: Iterable[str], values: Mapping[str, Any] | None = None
+) -> AnyOptions:
+    """A command's options, ready to plan: the one way the CLI and the Python API make them.
+
+    `given` are the fields set explicitly. apply's and run's options (a run's limits) are
+    checked first, before the template or a cluster is read. The template's header gives
+    defaults under the options given; values layer as header < -f files < `values` (the
+    API's) < --set; the framework gives the defaults of --port and --success-policy and
+    refuses another's options (`framework_defaults`); then the rules of a run's limits.
+    """
+    if limited := isinstance(options, LimitOptions):
+        check_options(options)
+    sets = ([dict(values)] if values else []) + [parse_set(i) for i in options.set_values]
+    prepared = _with_header(options, given, sets)
+    if limited:
+        from simpletfjob.options.runs import LIMIT_RULES
+
+        for rule in LIMIT_RULES:
+            rule(prepared)
+    return prepared
+
+
+def _with_header(
     options: AnyOptions, given: Iterable[str], sets: Sequence[Mapping[str, Any]]
 ) -> AnyOptions:
-    """The run's Options: the template located, its header's defaults under the command line's.
-
-    `options` are the command line's, `given` the fields it set explicitly;
-    values layer as header < -f files < --set. The framework (command line, else
-    header) gives the defaults of --port and --success-policy, and refuses the
-    options of another framework (`framework_defaults`).
-    """
-
     source = locate(options.template)
     # The limits a header sets are apply's and run's; a render has no field for them.
     header = {k: v for k, v in source.header.options.items() if hasattr(options, k)}

@@ -9,7 +9,9 @@ lets the test say what it saw live before the task goes on.
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -20,7 +22,7 @@ import pytest
 import trustme
 
 from simpletfjob.runs.logstreams import ENDED_AT_ONCE
-from tests.conftest import Result
+from tests.conftest import Result, console_script
 from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
 from tests.support.faultproxy import FaultProxy
@@ -445,3 +447,53 @@ def test_logs_go_on_with_every_line_once_when_the_kubelet_cuts_its_streams(
         assert lines[-1] == f"{task} end {len(lines) - 1}"
         assert lines[:-1] == [f"{task} line {i}" for i in range(len(lines) - 1)]
     assert "lost the API server" not in result.err
+
+
+# -- a reader that goes away (| head -1) ------------------------------------------------------
+
+CHATTY = """
+if task["type"] == "ps":
+    time.sleep(3600)
+for i in range(6000):
+    say("line", i)
+    time.sleep(0.01)
+"""
+
+
+def into_head(*args: str) -> tuple[str, list[str]]:
+    """`simpletfjob ARGS | head -1` in bash: head's one line, and stderr's lines, the last one
+    the status of simpletfjob as bash has it (PIPESTATUS)."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")
+    }
+    script = '"$0" "$@" | head -1; echo "status ${PIPESTATUS[0]}" >&2'
+    proc = subprocess.run(
+        ["bash", "-c", script, console_script(), *args],
+        capture_output=True, env=env, timeout=180, check=False,
+    )  # fmt: skip
+    return proc.stdout.decode(), proc.stderr.decode().splitlines()
+
+
+def test_logs_follow_into_head_ends_with_141_and_no_line(lf: LogRun) -> None:
+    lf.apply(CHATTY)
+    wait_for(lambda: lf.running("worker-0") and lf.running("worker-1"), 60, "both workers")
+    out, err = into_head("logs", "lf", "-f", "--role", "worker", "--kubeconfig", lf.kubeconfig)
+    assert re.fullmatch(r"worker-\d \| worker-\d line \d+\n", out), out
+    assert err == ["status 141"]
+
+
+def test_run_into_head_stops_as_an_interrupt_and_says_what_it_leaves(lf: LogRun) -> None:
+    """The reader of the logs gone, `run` stops as SIGPIPE stops kubectl, with 141; the run is
+    left as an interrupt leaves it, and the last line says so."""
+    nodes = ",".join(lf.kubelet.nodes)
+    out, err = into_head("run", *lf.args(CHATTY), "--nodes", nodes, "-n", lf.ns)
+    assert re.fullmatch(r"worker-0 \| worker-0 line \d+\n", out), out
+    assert err[-1] == "status 141", err
+    assert err[-2] == (
+        f"simpletfjob: interrupted: run 'lf' is left running in namespace {lf.ns}; follow it "
+        f"with simpletfjob wait lf -n {lf.ns}, or remove it with simpletfjob delete lf -n {lf.ns}"
+    ), err
+    assert not [line for line in err if "error" in line or "Exception" in line], err
+    assert lf.running("worker-0")

@@ -215,6 +215,15 @@ def test_logs_on_a_terminal_show_control_characters_as_cat_v_and_through_a_pipe_
     worker = [line for line in proc.stdout.split(b"\n") if line.startswith(b"worker-1 | ")]
     assert b"\n".join(line.removeprefix(b"worker-1 | ") for line in worker) + b"\n" == HOSTILE
 
+    # Coloured for a terminal later (`--color always | less -R`): a task's escapes cannot
+    # wipe its coloured prefix there either; the prefixes' colours are the only escapes.
+    proc = forkserver.run(
+        [console_script(), *logs, "--color", "always"], capture_output=True, timeout=TIMEOUT
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert b"\x1b" not in uncoloured(proc.stdout) and b"\r" not in proc.stdout
+    assert task_lines(proc.stdout, "worker-1") == SHOWN
+
 
 def test_wait_on_a_terminal_shows_the_servers_text_and_the_tasks_last_lines_as_cat_v(
     terminal: Terminal,

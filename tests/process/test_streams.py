@@ -611,29 +611,126 @@ def _broken_pipe() -> int:
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 @pytest.mark.parametrize(
     ("stdout", "reason"),
-    [
-        ("closed", "Bad file descriptor"),
-        ("/dev/full", "No space left on device"),
-        ("broken pipe", "Broken pipe"),
-    ],
+    [("closed", "Bad file descriptor"), ("/dev/full", "No space left on device")],
 )
 def test_stdout_that_cannot_be_written(work: Path, command: str, stdout: str, reason: str) -> None:
     before = snapshot(work)
     args = COMMANDS[command]
     if stdout == "closed":
         proc = run(args, work, shell_redirect=">&-", stdout=None)
-    elif stdout == "/dev/full":
+    else:
         with open("/dev/full", "wb") as full:
             proc = run(args, work, stdout=full)
-    else:
-        fd = _broken_pipe()
-        try:
-            proc = run(args, work, stdout=fd)
-        finally:
-            os.close(fd)
     assert proc.code == 1, proc.err
     assert proc.err_lines == [f"simpletfjob: error: cannot write to stdout: {reason}"]
     assert snapshot(work) == before
+
+
+# A reader that went away is no error (git and kubectl): no line, and the status of a
+# process that SIGPIPE ended, 128 + 13.
+READER_GONE = 141
+
+# Commands whose output goes to stdout, beside COMMANDS; each writes with stdout's reader gone.
+COMPLETION = {
+    # click's completion writes with click.echo, through sys.stdout's buffer, which the
+    # interpreter flushes as it ends.
+    "completion": (
+        ["x"],
+        {"_SIMPLETFJOB_COMPLETE": "bash_complete", "COMP_WORDS": "simpletfjob ", "COMP_CWORD": "1"},
+    ),
+    "kubectl_complete": (["__kubectl_complete__", ""], {}),
+}
+
+
+@pytest.mark.parametrize("command", sorted([*COMMANDS, *COMPLETION]))
+def test_a_reader_gone_before_the_first_byte_is_told_as_git_tells_it(
+    work: Path, command: str
+) -> None:
+    """Run as the console script is, a fresh interpreter each time (not forked), so that its
+    own end is the one a user has: nothing on stderr, not even the interpreter's
+    "Exception ignored ... BrokenPipeError", and exit 141."""
+    before = snapshot(work)
+    env = dict(os.environ)
+    if command in COMPLETION:
+        args, extra = COMPLETION[command]
+        env.update(extra)
+    else:
+        args = COMMANDS[command]
+    executable = SCRIPT
+    if args[0] == "__kubectl_complete__":
+        executable = str(Path(SCRIPT).with_name("kubectl_complete-simpletfjob"))
+        args = args[1:]
+    fd = _broken_pipe()
+    try:
+        proc = subprocess.run(
+            [executable, *args], cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=fd,
+            stderr=subprocess.PIPE, timeout=TIMEOUT, check=False,
+        )  # fmt: skip
+    finally:
+        os.close(fd)
+    assert (proc.returncode, proc.stderr.decode()) == (READER_GONE, "")
+    assert snapshot(work) == before
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_a_reader_gone_is_told_so_in_a_forked_run_too(work: Path, command: str) -> None:
+    fd = _broken_pipe()
+    try:
+        proc = run(COMMANDS[command], work, stdout=fd)
+    finally:
+        os.close(fd)
+    assert (proc.code, proc.err) == (READER_GONE, "")
+
+
+@pytest.mark.parametrize("output", ["-", "/dev/stdout", "/dev/fd/1"])
+def test_head_1_of_a_long_render(work: Path, output: str) -> None:
+    """`simpletfjob ... | head -1` in bash: the first line, and 141 in PIPESTATUS, nothing else."""
+    hosts = ",".join(f"h{i}" for i in range(300))
+    script = f'"$0" mnist.yaml --nodes {hosts} -o {output} | head -1; echo "status ${{PIPESTATUS[0]}}" >&2'
+    proc = subprocess.run(
+        ["bash", "-c", script, SCRIPT], cwd=work, capture_output=True, timeout=TIMEOUT, check=False
+    )
+    assert proc.returncode == 0
+    assert proc.stdout == b"apiVersion: batch/v1\n"
+    assert proc.stderr.decode().splitlines() == [f"status {READER_GONE}"]
+    assert not (work / "mnist_tfjob.yaml").exists()
+
+
+def test_a_named_pipe_whose_reader_went_away(work: Path) -> None:
+    """`-o FIFO` is written in place: its reader gone is told as stdout's is."""
+    fifo = work / "fifo"
+    os.mkfifo(fifo)
+    hosts = ",".join(f"h{i}" for i in range(300))
+    proc = subprocess.Popen(
+        [SCRIPT, "mnist.yaml", "--nodes", hosts, "-o", "fifo"],
+        cwd=work, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    with open(fifo, "rb") as reader:
+        assert reader.read(20) == b"apiVersion: batch/v1"
+    out, err = proc.communicate(timeout=TIMEOUT)
+    assert (proc.returncode, out, err) == (READER_GONE, b"", b"")
+
+
+@pytest.mark.parametrize(
+    "args", [["status", "mnist"], ["status", "mnist", "-w"], ["status"], ["nodes"]]
+)
+def test_a_reader_gone_from_a_command_that_reads_the_cluster(
+    work: Path, kubeapi: KubeAPI, args: list[str]
+) -> None:
+    from tests.support.scenes import NS, load_run
+
+    load_run(kubeapi)
+    kubeapi.set_nodes([make_node(f"n{i}") for i in range(3)])
+    kubeconfig = write_kubeconfig(work / "kc", kubeapi.url, namespace=NS)
+    fd = _broken_pipe()
+    try:
+        proc = subprocess.run(
+            [SCRIPT, *args, "--kubeconfig", str(kubeconfig)], cwd=work, stdin=subprocess.DEVNULL,
+            stdout=fd, stderr=subprocess.PIPE, timeout=TIMEOUT, check=False,
+        )  # fmt: skip
+    finally:
+        os.close(fd)
+    assert (proc.returncode, proc.stderr.decode()) == (READER_GONE, "")
 
 
 def test_closed_stdout_with_an_output_file(work: Path) -> None:
@@ -848,3 +945,20 @@ def test_kubeconfig_that_cannot_be_read(cli: Any, kube_env: Path, work: Path) ->
     kubeconfig.chmod(0)
     result = cli("mnist.yaml", "--kubeconfig", "kc", "-o", "-", cwd=work)
     assert_one_line_error(result, 1, r"cannot read kubeconfig 'kc': Permission denied")
+
+
+def test_leave_puts_aside_only_the_handlers_the_console_script_installed() -> None:
+    """In a process of the caller's own (main() or the plugin's completion called in-process,
+    as these tests call them), the end of a command leaves the signals as they were: the
+    forked runs of later tests inherit them (an ignored SIGHUP kept them running)."""
+    import gc
+
+    from simpletfjob import streams
+
+    kinds = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGALRM]
+    before = {signum: signal.getsignal(signum) for signum in kinds}
+    try:
+        assert streams.leave(0) == 0
+    finally:
+        gc.unfreeze()
+    assert {signum: signal.getsignal(signum) for signum in kinds} == before

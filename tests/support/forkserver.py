@@ -4,7 +4,8 @@ Most of a short run's time is the interpreter starting and importing click, jinj
 yaml and simpletfjob. A fork server (one per test session) imports them once and,
 for each run, forks a fresh process that takes the test's standard streams, argument
 list, environment, working directory and signal dispositions, then calls the console
-script's entry point, `simpletfjob.cli:console_main`, which ends the process.
+script's entry point, `simpletfjob.cli:console_main`, which ends the process: its SystemExit unwinds the server's frames to the interpreter's
+own end, which flushes the standard streams and runs the exit handlers as a fresh process's.
 
 `Popen` and `run` are `subprocess`'s, for the installed console script. The process
 is real: its own pid, file descriptors, signals and exit status, so tests signal it,
@@ -390,9 +391,16 @@ def _serve(path: str, script: str) -> None:
             try:
                 listener.close()
                 _helper(conn, script)
-            finally:
-                os._exit(70)
+            except BaseException:
+                if _RUN[0]:
+                    # The run itself: the console script's end (sys.exit) unwinds from here
+                    # to the interpreter's own end, as in a fresh process.
+                    raise
+            os._exit(70)
         conn.close()
+
+
+_RUN = [False]  # True in a run's process (see _helper)
 
 
 # What a terminal or a CI runner sends to a whole process group.
@@ -415,11 +423,9 @@ def _helper(conn: socket.socket, script: str) -> None:
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, _GROUP_SIGNALS)
     pid = os.fork()
     if pid == 0:
-        try:
-            conn.close()
-            _become(request, fds, script, mask)
-        finally:
-            os._exit(70)
+        _RUN[0] = True
+        conn.close()
+        _become(request, fds, script, mask)  # never returns: it raises SystemExit (see _serve)
     for s in _GROUP_SIGNALS:
         signal.signal(s, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_SETMASK, mask)

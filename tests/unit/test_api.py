@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -155,6 +156,96 @@ def test_apply_sends_nothing_with_a_client_dry_run_and_says_to_render_instead(
         simpletfjob.UsageError, match=r"dry_run='client'\) sends nothing.*render\(\)"
     ):
         client.apply(MNIST / "mnist.yaml", nodes="a,b", dry_run="client")
+
+
+def _offline() -> simpletfjob.Client:
+    """A client whose every call that reached the cluster would fail: the checks come first."""
+    return simpletfjob.Client(kubeconfig="/nonexistent/kubeconfig")
+
+
+def _run() -> simpletfjob.Run:
+    return simpletfjob.Run(_offline(), "mnist", "ml")
+
+
+# Calls with an argument of the wrong type: each raised a plain TypeError (issue 35).
+WRONG_TYPES = {
+    "Client(kubeconfig=5)": (lambda: simpletfjob.Client(kubeconfig=5), "kubeconfig", "5"),
+    "Client(namespace=5)": (lambda: simpletfjob.Client(namespace=5), "namespace", "5"),
+    "get(None)": (lambda: _offline().get(None), "name", "None"),
+    "get(5)": (lambda: _offline().get(5), "name", "5"),
+    "render(nodes=['h1', 2])": (
+        lambda: simpletfjob.render(MNIST / "mnist.yaml", nodes=["h1", 2]),
+        "nodes",
+        "['h1', 2]",
+    ),
+    "render(nodes=b'h1,h2')": (
+        lambda: simpletfjob.render(MNIST / "mnist.yaml", nodes=b"h1,h2"),
+        "nodes",
+        "b'h1,h2'",
+    ),
+    "render(5)": (lambda: simpletfjob.render(5), "template", "5"),
+    "render(values=[1])": (
+        lambda: simpletfjob.render(MNIST / "mnist.yaml", nodes="a", values=[1]),
+        "values",
+        "[1]",
+    ),
+    "apply(5)": (lambda: _offline().apply(5), "template", "5"),
+    "apply(values=5)": (
+        lambda: _offline().apply(MNIST / "mnist.yaml", nodes="a,b", values=5),
+        "values",
+        "5",
+    ),
+    "run(max_restarts='2')": (
+        lambda: _offline().run(MNIST / "mnist.yaml", nodes="a,b", max_restarts="2"),
+        "max_restarts",
+        "'2'",
+    ),
+    "logs(task=5)": (lambda: _run().logs(task=5), "task", "5"),
+    "logs(follow='yes')": (lambda: _run().logs(follow="yes"), "follow", "'yes'"),
+    "delete(wait='yes')": (lambda: _run().delete(wait="yes"), "wait", "'yes'"),
+    "wait(tail_on_failure=1.5)": (
+        lambda: _run().wait(tail_on_failure=1.5),
+        "tail_on_failure",
+        "1.5",
+    ),
+}
+
+
+@pytest.mark.parametrize("call", sorted(WRONG_TYPES))
+def test_a_wrong_type_at_any_public_call_is_a_usage_error(call: str) -> None:
+    """docs/python.md: every error is a simpletfjob.Error, and a wrong type a UsageError."""
+    made, name, shown = WRONG_TYPES[call]
+    with pytest.raises(simpletfjob.UsageError) as raised:
+        made()
+    message = str(raised.value)
+    assert f" takes {name} as " in message and message.endswith(f", not {shown}"), message
+
+
+@pytest.mark.parametrize("codes", [[3], (3, 42), {3}, frozenset({3}), "3", "3,42"])
+def test_restart_exit_codes_take_any_collection_of_ints_or_the_clis_text(codes: Any) -> None:
+    from simpletfjob.options.keywords import from_keywords
+    from simpletfjob.options.runs import RunOptions
+
+    settings, _ = from_keywords(RunOptions, {"restart_exit_codes": codes}, caller="run()")
+    expected = {3, 42} if codes in ((3, 42), "3,42") else {3}
+    assert settings["restart_exit_codes"] == frozenset(expected)
+
+
+@pytest.mark.parametrize(
+    ("codes", "message"),
+    [
+        ([0], "must be exit codes from 1 to 255, as 3,42 or 3-5, not '0'"),
+        (["3"], "--restart-exit-codes takes integers, or the command line's text, not ['3']"),
+        ([True], "--restart-exit-codes takes integers, or the command line's text, not [True]"),
+        (3, "--restart-exit-codes takes integers, or the command line's text, not 3"),
+    ],
+)
+def test_restart_exit_codes_that_are_no_exit_codes_are_refused(codes: Any, message: str) -> None:
+    from simpletfjob.options.keywords import from_keywords
+    from simpletfjob.options.runs import RunOptions
+
+    with pytest.raises(simpletfjob.UsageError, match=re.escape(message)):
+        from_keywords(RunOptions, {"restart_exit_codes": codes}, caller="run()")
 
 
 def test_render_errors_are_the_cli_families(tmp_path: Path) -> None:

@@ -157,3 +157,61 @@ def test_output_through_a_symlink_keeps_the_link(cli: Any, workdir: Path) -> Non
     assert result.code == 0, result.err
     assert (workdir / "link.yaml").is_symlink()
     assert target.read_text().startswith("apiVersion: batch/v1")
+
+
+# The first words of each command, before an option: what it needs to parse at all.
+COMMAND_WORDS = {
+    "render": ["mnist.yaml"],
+    "apply": ["apply", "mnist.yaml"],
+    "run": ["run", "mnist.yaml"],
+    "status": ["status", "mnist"],
+    "wait": ["wait", "mnist"],
+    "logs": ["logs", "mnist"],
+    "delete": ["delete", "mnist"],
+    "nodes": ["nodes"],
+}
+# A fullwidth digit two and three: digits to int(), not to the command line.
+TWO, THREE = "\uff12", "\uff13"
+# Options whose own parser reads digits, and a value of theirs written with fullwidth ones.
+PARSED = {"port": TWO * 4, "nproc_per_node": TWO, "restart_exit_codes": THREE}
+DURATION = THREE + "s"
+
+
+def integer_options() -> list[tuple[str, str, str]]:
+    """(command, flag, a value with fullwidth digits) for every option that takes digits."""
+    import click
+
+    from simpletfjob.cli import group
+
+    found = []
+    for name in COMMAND_WORDS:
+        command = group.commands.get(name) or group.get_command(click.Context(group), name)
+        assert command is not None
+        for param in command.params:
+            if not isinstance(param, click.Option) or param.is_flag or not param.opts:
+                continue
+            flag = param.opts[0]
+            if param.type.name == "integer":
+                found.append((name, flag, TWO))
+            elif param.name in PARSED:
+                found.append((name, flag, PARSED[param.name]))
+            elif param.metavar == "DURATION":
+                found.append((name, flag, DURATION))
+    return found
+
+
+INTEGER_OPTIONS = integer_options()
+
+
+def test_every_option_that_takes_digits_is_found() -> None:
+    flags = {flag for _, flag, _ in INTEGER_OPTIONS}
+    assert {"-N", "--psn", "--port", "--min-workers", "--tail", "--timeout"} <= flags
+
+
+@pytest.mark.parametrize(("command", "flag", "value"), INTEGER_OPTIONS)
+def test_integers_on_the_command_line_are_ascii_digits(
+    cli: Any, workdir: Path, command: str, flag: str, value: str
+) -> None:
+    """`--min-workers \uff12` (a fullwidth 2) was taken as 2: int() reads any Unicode digit."""
+    result = cli(*COMMAND_WORDS[command], flag, value, cwd=workdir)
+    assert_one_line_error(result, 2, rf"Invalid value for '{flag}'.*'{value}'")

@@ -26,10 +26,19 @@ def tree(path: Path) -> list[ast.AST]:
     return list(ast.walk(ast.parse(path.read_text())))
 
 
+NAMES = frozenset(module_name(p) for p in MODULES)
+
+
 @functools.cache
 def imports(path: Path, typing: bool = True) -> frozenset[str]:
     """Every module this one imports, at its top or inside a function; with `typing=False`,
-    not those under `if TYPE_CHECKING:`, which are never imported when it runs."""
+    not those under `if TYPE_CHECKING:`, which are never imported when it runs.
+
+    `from PACKAGE import NAME` imports the module PACKAGE.NAME when there is one, and
+    otherwise reads NAME from the package: only then is the package itself an import (its
+    `__init__` runs anyway, before any of its modules). A module's name written as a string
+    (`import_module("simpletfjob.cli.render")`, the package's lazy public names) is an import.
+    """
     found: set[str] = set()
     package = (
         module_name(path).rsplit(".", 1)[0] if path.name != "__init__.py" else module_name(path)
@@ -50,23 +59,25 @@ def imports(path: Path, typing: bool = True) -> frozenset[str]:
                 base = ".".join(
                     [*package.split(".")[: len(package.split(".")) - node.level + 1], base]
                 )
-            found.add(base)
-            found.update(f"{base}.{alias.name}" for alias in node.names)
+            named = {f"{base}.{alias.name}" for alias in node.names}
+            found.update(named)
+            if not named <= NAMES:
+                found.add(base)
+        elif isinstance(node, ast.Constant) and node.value in NAMES and "." in node.value:
+            found.add(node.value)
     return frozenset(found)
 
 
 def graph() -> dict[str, set[str]]:
-    """Which module imports which: at its top, inside a function (a lazy import) or under
-    `if TYPE_CHECKING:` (a type-only import), each an edge.
+    """Which module imports which: at its top, inside a function (a lazy import), by its
+    name as a string, or under `if TYPE_CHECKING:` (a type-only import), each an edge.
 
-    Edges into the package itself are left out: it is every module's parent, imported
-    before any of them runs, and its own imports (of api/, the public names) are lazy
-    (PEP 562), so that `from simpletfjob import streams` or `__version__` starts none.
+    A module's parents, which Python imports before it, are no edge of their own; a name
+    read from the package itself is (`from simpletfjob import __version__` reaches the
+    package, whose public names, read lazily, import the API, which imports the rest).
     """
-    names = {module_name(p) for p in MODULES}
     return {
-        module_name(p): {i for i in imports(p) if i in names} - {module_name(p), "simpletfjob"}
-        for p in MODULES
+        module_name(p): {i for i in imports(p) if i in NAMES} - {module_name(p)} for p in MODULES
     }
 
 
@@ -96,7 +107,17 @@ def test_there_is_no_import_cycle() -> None:
 # The modules at the top of the package: names and helpers that many packages need, each
 # importing nothing heavy and no package of simpletfjob.
 BASE = frozenset(
-    {"errors", "identity", "streams", "inputs", "yamlload", "quantity", "output", "tasks"}
+    {
+        "_version",
+        "errors",
+        "identity",
+        "streams",
+        "inputs",
+        "yamlload",
+        "quantity",
+        "output",
+        "tasks",
+    }
 )
 
 # Which package (or base module) may import which, beside the base modules and the version.

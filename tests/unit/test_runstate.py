@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from simpletfjob.options.table import age
+from simpletfjob.cli.status import age
 from simpletfjob.runs.causes import node_condition
 from simpletfjob.runs.state import (
     DELETED,

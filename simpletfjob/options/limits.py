@@ -18,7 +18,7 @@ class LimitOptions(OptionGroup):
     the run is applied: the owner's uid exists only then).
     """
 
-    section = "Limit options"
+    section = "Run options"
 
     deadline: float | None = option(
         "--deadline",

@@ -30,7 +30,7 @@ def queue_namespace() -> Any:
 class QueueOptions(OptionGroup):
     """Waiting in a queue before the run is applied (apply and run)."""
 
-    section = "Queue options"
+    section = "Run options"
 
     queue: str | None = option(
         "--queue",

@@ -54,7 +54,7 @@ def format_exit_codes(codes: Collection[int]) -> str:
 class RestartOptions(OptionGroup):
     """Which failures `run` restarts (within --max-restarts); a template header may set them."""
 
-    section = "Restart options"
+    section = "Run options"
 
     restart_on: str = option(
         "--restart-on",

@@ -53,6 +53,9 @@ class SelectionError(SimpleTFJobError):
     """
 
     verdicts: Sequence[Any] | None = None
+    # The resource the run is short of, and the most of it free on one node it may use
+    # ('cpu', '2'), where the refusal found one (a queue's waiting line says it).
+    most_free: tuple[str, str] | None = None
 
 
 class ClusterError(SimpleTFJobError):

@@ -70,6 +70,13 @@ def refusal(
     return found
 
 
+def _most_free(found: SelectionError, resource: str, nodes: Iterable[tuple[int | None]]) -> None:
+    """Note on `found` the most of `resource` free on one of the nodes (None: unbounded)."""
+    known = [n for (n,) in nodes if n is not None]
+    if known:
+        found.most_free = (resource, units_text(max(0, max(known)), resource))
+
+
 def _no_seating(
     packing: Packing, packed: Packed, names: Sequence[str], resources: Sequence[str]
 ) -> SelectionError:
@@ -105,10 +112,13 @@ def _no_seating(
         )
     kinds = " and ".join(resources[j] for j in what)
     shown = [f"{names[i]}: {_amounts(packing.rooms[i], what, resources)} free" for i in usable]
-    return SelectionError(
+    found = SelectionError(
         f"no seating gives {who} the {kinds} they ask {where} "
         f"({_names(shown, '; ' if len(what) > 1 else ', ')})"
     )
+    if len(what) == 1:
+        _most_free(found, resources[what[0]], ((packing.rooms[i][what[0]],) for i in usable))
+    return found
 
 
 def _each(
@@ -159,17 +169,22 @@ def _short_role(
     if [n > 0 for n in whole] != [n > 0 for n in by_resource[resource]]:
         rest = f" beside the rest of what {'an' if role[0] in 'aeiou' else 'a'} {role} asks"
     if not fitting:
-        return SelectionError(f"{asks}; no node has {amount} free{rest}")
-    if per_host == 1:
+        found = SelectionError(f"{asks}; no node has {amount} free{rest}")
+    elif per_host == 1:
         has = "node has" if len(fitting) == 1 else "nodes have"
         names = _names(v.node.name for v in fitting)
-        return SelectionError(f"{asks}; only {len(fitting)} {has} {amount} free{rest} ({names})")
-    shown = []
-    for v in fitting:
-        left = free(v.node, v.usage, resource)
-        shown.append(f"{v.node.name}: {'room' if left is None else units_text(left, resource)}")
-    on = "" if num == -1 else f" on -N {num} {'host' if num == 1 else 'hosts'}"
-    return SelectionError(f"{asks}; only {capacity} fit{on} ({_names(s + ' free' for s in shown)})")
+        found = SelectionError(f"{asks}; only {len(fitting)} {has} {amount} free{rest} ({names})")
+    else:
+        shown = []
+        for v in fitting:
+            left = free(v.node, v.usage, resource)
+            shown.append(f"{v.node.name}: {'room' if left is None else units_text(left, resource)}")
+        on = "" if num == -1 else f" on -N {num} {'host' if num == 1 else 'hosts'}"
+        found = SelectionError(
+            f"{asks}; only {capacity} fit{on} ({_names(s + ' free' for s in shown)})"
+        )
+    _most_free(found, resource, ((free(v.node, v.usage, resource),) for v in candidates))
+    return found
 
 
 def _short_together(
@@ -198,11 +213,13 @@ def _short_together(
             where = f"the {counted(len(most), 'node', 'nodes')} they may use"
             if num != -1:
                 where = f"on -N {num} {'host' if num == 1 else 'hosts'}, the most"
-            return SelectionError(
+            found = SelectionError(
                 f"the run's tasks ask {ask_text(resource, demand)} in all ({each_text}); "
                 f"{where} free is {units_text(supply, resource)} "
                 f"({_names(name for _, name in most)})"
             )
+            _most_free(found, resource, ((left,) for left, _ in known))
+            return found
     return None
 
 

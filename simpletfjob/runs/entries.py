@@ -44,6 +44,9 @@ def number_of(queue: str, name: str) -> int | None:
     return int(rest) if len(rest) >= DIGITS and rest.isascii() and rest.isdigit() else None
 
 
+TIMES = "×"
+
+
 @dataclass(frozen=True)
 class Ask:
     """What a run asks for, for one role: its tasks, and each task's requests (as quantities)."""
@@ -52,12 +55,14 @@ class Ask:
     tasks: int
     requests: Mapping[str, str] = field(default_factory=dict)
 
-    def text(self) -> str:
-        """'2 worker x cpu 10', '1 chief x (cpu 2, memory 1Gi)', '1 ps'."""
+    def text(self, role: bool = True) -> str:
+        """'2 worker × cpu 10', '1 chief × (cpu 2, memory 1Gi)', '1 ps'; without the role
+        (the run's only one), '2 × cpu 10'."""
         each = ", ".join(f"{r} {q}" for r, q in self.requests.items())
         if len(self.requests) > 1:
             each = f"({each})"
-        return f"{self.tasks} {self.role}" + (f" x {each}" if each else "")
+        who = f"{self.tasks} {self.role}" if role else str(self.tasks)
+        return who + (f" {TIMES} {each}" if each else "" if role else f" {self.role}")
 
 
 def asks_of(
@@ -217,10 +222,21 @@ def ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
-def waiting_line(queue: str, position: int, of: int, asks: Sequence[Ask], why: str) -> str:
-    """`waiting in queue "team": 2nd of 3; needs 2 worker x cpu 10`; at the head, why it waits."""
+def waiting_line(
+    queue: str,
+    position: int,
+    of: int,
+    asks: Sequence[Ask],
+    nodes: int,
+    why: str = "",
+    most_free: tuple[str, str] | None = None,
+) -> str:
+    """`waiting in queue "team": 2nd of 3; needs 2 × cpu 10 on 1 node`; at the head, what it is
+    short of (`, the most free on one node is cpu 2`), or else why it waits."""
     line = f'waiting in queue "{queue}": {ordinal(position)} of {of}'
-    if why:
-        return f"{line}; {why}"
-    needs = ", ".join(a.text() for a in asks)
-    return f"{line}; needs {needs}" if needs else line
+    needs = ", ".join(a.text(role=len(asks) > 1) for a in asks)
+    if needs:
+        line += f"; needs {needs} on {nodes} {'node' if nodes == 1 else 'nodes'}"
+    if most_free is not None:
+        return f"{line}, the most free on one node is {most_free[0]} {most_free[1]}"
+    return f"{line}; {why}" if why else line

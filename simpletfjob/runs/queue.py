@@ -174,6 +174,7 @@ def wait_turn(
     check_rights(conn, namespace)
     asks = asks_of((t.role for t in first.tasks), first.asks)
     turn = _Turn(conn, options.queue, namespace, options.queue_lease, first.job, asks)
+    turn.nodes = len({t.host for t in first.tasks})
     try:
         return turn.wait(lambda: (planned := plan(), send(planned)), waiting, deadline)
     except Interrupted as e:
@@ -197,6 +198,7 @@ class _Turn:
     ) -> None:
         self.conn, self.queue, self.namespace = conn, queue, namespace
         self.run, self.asks = run, asks
+        self.nodes = 1  # how many nodes the run's tasks take
         self.seconds = max(1, math.ceil(lease))
         self.selector = f"{QUEUE_LABEL}={queue}"
         self.entry: dict[str, Any] | None = None  # as last written
@@ -219,6 +221,7 @@ class _Turn:
         for target in (lambda: self._watch(version), self._renew):
             threading.Thread(target=target, daemon=True, name="simpletfjob-queue").start()
         said, why, tried = "", "", -math.inf
+        most_free: tuple[str, str] | None = None
         while True:
             self._fold(1.0)
             now = time.monotonic()
@@ -229,17 +232,19 @@ class _Turn:
                 names.append(self.name)
             position = names.index(self.name) + 1
             if position > 1:
-                why = ""
+                why, most_free = "", None
             elif now - tried >= RETRY:
                 tried = now
                 try:
                     done = self._admit(admit)
                 except SelectionError as e:
-                    why = str(e)
+                    why, most_free = str(e), e.most_free
                 else:
                     if done is not None:
                         return done[0]
-            line = waiting_line(self.queue, position, len(names), self.asks, why)
+            line = waiting_line(
+                self.queue, position, len(names), self.asks, self.nodes, why, most_free
+            )
             if line != said:
                 waiting(line)
                 said = line

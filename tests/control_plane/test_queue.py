@@ -171,7 +171,10 @@ def test_two_runs_that_fit_alone_but_not_together_run_one_after_the_other(
     assert ended(first).code == 0
     code, err = ended(second).pair
     assert code == 0, err
-    assert 'waiting in queue "team": 1st of 1; 1 worker asks 3 cpu' in err, err
+    assert (
+        'waiting in queue "team": 1st of 1; needs 1 × cpu 3 on 1 node, the most free on one node is cpu '
+        in err
+    ), err
     assert err.splitlines()[-1] == "run qb succeeded: worker-0 Succeeded"
     one_after_another(queue.ran(), ["qa", "qb"])
     assert queue.waiting() == []
@@ -220,7 +223,7 @@ def test_three_clients_keep_their_order_apply_among_them(queue: Queue, cli: Any)
     table = queue.cli(cli, "queue", "team").out.splitlines()
     assert table[0].split() == ["POSITION", "RUN", "NAMESPACE", "SINCE", "ASKS", "STATE"]
     assert [row.split()[:3] for row in table[1:]] == [["1", "qb", queue.ns], ["2", "qc", queue.ns]]
-    assert "1 worker x cpu 3" in table[2]
+    assert "1 worker × cpu 3" in table[2]
     for proc in procs:
         code, err = ended(proc).pair
         assert code == 0, err
@@ -459,7 +462,10 @@ def test_on_a_terminal_the_waiting_line_is_the_status_line(queue: Queue) -> None
         os.close(main)
     drawn = re.findall(rb"\r\x1b\[K(waiting in queue [^\r\n]*?)(?=\r\x1b\[K)", received)
     assert drawn and all(re.search(rb"; \d+s$", line) for line in drawn), received
-    assert b'waiting in queue "team": 1st of 1; 1 worker asks 3 cpu' in drawn[0], received
+    assert (
+        'waiting in queue "team": 1st of 1; needs 1 × cpu 3 on 1 node, the most free on one node is cpu '.encode()
+        in drawn[0]
+    ), received
     assert b"waiting in queue" not in re.sub(rb"\r\x1b\[K[^\r\n]*", b"", received), received
     assert received.endswith(
         b"nothing of run 'qb' was applied to namespace " + queue.ns.encode() + b"\n"

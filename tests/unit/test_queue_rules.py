@@ -103,7 +103,7 @@ def test_asks_count_each_roles_tasks_and_write_quantities_as_a_manifest_would() 
     ]
     assert [a.text() for a in asks_of(roles, per_role)] == [
         "1 chief",
-        "2 worker x (cpu 1500m, memory 2Gi, nvidia.com/gpu 1)",
+        "2 worker × (cpu 1500m, memory 2Gi, nvidia.com/gpu 1)",
         "1 ps",
     ]
 
@@ -137,12 +137,28 @@ def test_ordinals(n: int, word: str) -> None:
 def test_the_waiting_line_says_the_place_and_what_the_run_needs_or_why_the_head_waits() -> None:
     asks = [Ask("worker", 2, {"cpu": "10"})]
     assert (
-        waiting_line("team", 2, 3, asks, "")
-        == 'waiting in queue "team": 2nd of 3; needs 2 worker x cpu 10'
+        waiting_line("team", 2, 3, asks, 1)
+        == 'waiting in queue "team": 2nd of 3; needs 2 × cpu 10 on 1 node'
     )
-    why = "2 workers ask 10 cpu each; no node has 10 free"
-    assert waiting_line("team", 1, 3, asks, why) == f'waiting in queue "team": 1st of 3; {why}'
-    assert waiting_line("team", 1, 1, [], "") == 'waiting in queue "team": 1st of 1'
+    # at the head, what it is short of, as the fit found it
+    assert (
+        waiting_line("team", 1, 3, asks, 1, "2 workers ask 10 cpu each", ("cpu", "2"))
+        == 'waiting in queue "team": 1st of 3; needs 2 × cpu 10 on 1 node, the most free on one '
+        "node is cpu 2"
+    )
+    # a refusal that names no one resource is said as it is
+    why = "no seating gives 2 workers a slot each on the nodes they may use (a, b)"
+    assert (
+        waiting_line("team", 1, 3, asks, 2, why)
+        == f'waiting in queue "team": 1st of 3; needs 2 × cpu 10 on 2 nodes; {why}'
+    )
+    # several roles: each is named
+    roles = [Ask("ps", 1, {}), Ask("worker", 4, {"nvidia.com/gpu": "8"})]
+    assert (
+        waiting_line("team", 2, 2, roles, 4)
+        == 'waiting in queue "team": 2nd of 2; needs 1 ps, 4 worker × nvidia.com/gpu 8 on 4 nodes'
+    )
+    assert waiting_line("team", 1, 1, [], 1) == 'waiting in queue "team": 1st of 1'
 
 
 def test_the_listing_numbers_the_entries_from_one_and_says_who_holds_the_lock() -> None:

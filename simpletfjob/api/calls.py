@@ -4,7 +4,8 @@ docs/python.md promises that every error is a `simpletfjob.Error`, and a wrong t
 `UsageError`. Each public function and method of the API is decorated with `checked`: the
 arguments it names are checked against their annotations before anything runs, so that
 `render(5)` or `Client(kubeconfig=5)` is `render() takes template as a string or a path,
-not 5`, not a `TypeError` from deep inside. The options given as `**keywords` are checked
+not 5`, not a `TypeError` from deep inside; a call with an argument missing or too many
+is a `UsageError` too (`render(): missing a required argument: 'template'`). The options given as `**keywords` are checked
 by options/keywords.py, as the command line's are.
 
 The annotations read are the API's own: None, bool, int, float (an int too), str,
@@ -36,12 +37,15 @@ def checked(function: Callable[P, R]) -> Callable[P, R]:
     @functools.wraps(function)
     def call(*args: P.args, **kwargs: P.kwargs) -> R:
         hints = _hints(function)
-        bound = signature.bind_partial(*args, **kwargs)
+        named = caller or type(args[0]).__name__  # a class's __init__: the class
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError as e:  # too many, too few, or an unknown or repeated keyword
+            raise UsageError(f"{named}(): {e}") from None
         for name, value in bound.arguments.items():
             hint = hints.get(name)
             if hint is None or _takes(hint, value):
                 continue
-            named = caller or type(args[0]).__name__  # a class's __init__: the class
             raise UsageError(f"{named}() takes {name} as {_words(hint)}, not {value!r}")
         return function(*args, **kwargs)
 

@@ -221,6 +221,34 @@ def test_a_wrong_type_at_any_public_call_is_a_usage_error(call: str) -> None:
     assert f" takes {name} as " in message and message.endswith(f", not {shown}"), message
 
 
+# Calls with an argument missing or too many: each raised a plain TypeError.
+WRONG_ARITY = {
+    "render()": (lambda: simpletfjob.render(), "render(): missing a required argument: 'template'"),
+    "render(t, nodes)": (
+        lambda: simpletfjob.render("x", ["h1"]),
+        "render(): too many positional arguments",
+    ),
+    "Client(a, b, c, d)": (
+        lambda: simpletfjob.Client("a", "b", "c", "d"),
+        "Client(): too many positional arguments",
+    ),
+    "get()": (lambda: _offline().get(), "get(): missing a required argument: 'name'"),
+    "get(a, b)": (lambda: _offline().get("a", "b"), "get(): too many positional arguments"),
+    "apply()": (lambda: _offline().apply(), "apply(): missing a required argument: 'template'"),
+    "runs(5)": (lambda: _offline().runs(5), "runs(): too many positional arguments"),
+    "status(5)": (lambda: _run().status(5), "status(): too many positional arguments"),
+}
+
+
+@pytest.mark.parametrize("call", sorted(WRONG_ARITY))
+def test_an_argument_missing_or_too_many_is_a_usage_error(call: str) -> None:
+    """docs/python.md: never a TypeError, whatever the call's arguments."""
+    made, message = WRONG_ARITY[call]
+    with pytest.raises(simpletfjob.UsageError) as raised:
+        made()
+    assert str(raised.value) == message
+
+
 @pytest.mark.parametrize("codes", [[3], (3, 42), {3}, frozenset({3}), "3", "3,42"])
 def test_restart_exit_codes_take_any_collection_of_ints_or_the_clis_text(codes: Any) -> None:
     from simpletfjob.options.keywords import from_keywords

@@ -685,7 +685,19 @@ CASES: dict[str, Case] = {
     "commands/run-queue-lease-too-short": Case(
         ["run", "mnist.yaml", "--nodes", "a,b", "--queue", "team", "--queue-lease", "1s"],
         2,
-        line("simpletfjob: error: --queue-lease must be at least 2s, not 1.0"),
+        line("simpletfjob: error: --queue-lease must be at least 2s, not 1s"),
+    ),
+    "commands/run-queue-lease-without-a-queue": Case(
+        ["run", "mnist.yaml", "--nodes", "a,b", "--queue-lease", "40s"],
+        2,
+        line("simpletfjob: error: --queue-lease is for a run in a queue: give --queue NAME too"),
+    ),
+    "commands/apply-queue-namespace-without-a-queue": Case(
+        ["apply", "mnist.yaml", "--nodes", "a,b", "--queue-namespace", "ml"],
+        2,
+        line(
+            "simpletfjob: error: --queue-namespace is for a run in a queue: give --queue NAME too"
+        ),
     ),
     "templates/queue-in-a-header": Case(
         ["apply", "job.yaml", "--nodes", "a,b"],

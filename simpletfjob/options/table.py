@@ -51,14 +51,18 @@ class Rule:
 
 
 class Must(Rule):
-    """A test, and what it asks for in words: `must be WHAT, not VALUE`."""
+    """A test, and what it asks for in words: `must be WHAT, not VALUE`, the value shown as
+    `show` writes it (a duration as the user typed one: `not 0s`, not `not 0.0`)."""
 
-    def __init__(self, what: str, holds: Callable[[Any], bool]) -> None:
+    def __init__(
+        self, what: str, holds: Callable[[Any], bool], show: Callable[[Any], str] = repr
+    ) -> None:
         self.what = what
         self.holds = holds
+        self.show = show
 
     def __call__(self, value: Any) -> str | None:
-        return None if self.holds(value) else f"must be {self.what}, not {value!r}"
+        return None if self.holds(value) else f"must be {self.what}, not {self.show(value)}"
 
 
 class OneOf(Must):

@@ -411,10 +411,15 @@ def prepare_options(
     API's) < --set; the framework gives the defaults of --port and --success-policy and
     refuses another's options (`framework_defaults`); then the rules of a run's limits.
     """
+    given = set(given)
     if limited := isinstance(options, LimitOptions):
         check_options(options)
     sets = ([dict(values)] if values else []) + [parse_set(i) for i in options.set_values]
     prepared = _with_header(options, given, sets)
+    if getattr(prepared, "queue", "") is None:
+        for name in sorted({"queue_namespace", "queue_lease"} & given):
+            flag = "--" + name.replace("_", "-")
+            raise UsageError(f"{flag} is for a run in a queue: give --queue NAME too")
     if limited:
         from simpletfjob.options.runs import LIMIT_RULES
 

@@ -1,6 +1,6 @@
 """Runs on the cluster: what a run is there, its state, and the operations on it.
 
-objects.py     a run's Jobs and Services, found by its labels
+objects.py     a run's objects: its Jobs and Services found by their labels; the plan's shape; the manifests apply sends
 taskstate.py   one task's state, from its Job and pods as plain dicts (no cluster)
 state.py       a run's state, from its tasks and its success policy (no cluster)
 elastic.py     an elastic PyTorch run's lost workers, under --min-workers (no cluster)
@@ -12,14 +12,10 @@ progresslog.py progress read from a task's log as it arrives: JSON lines, tqdm, 
 progress.py    a run's progress kept from its reporting task's reports, and shown (pure, no clock)
 budget.py      what progress decides: a stall, and a restart budget that follows progress (pure)
 status.py      `status RUN` and `status -w`: one run read now, or followed until it ends
-manifests.py   what apply sends: the documents as manifests, checked before any request
-planned.py     what runs/ reads of a plan (its Protocols), declared once for apply.py and run.py
 apply.py       applying a run: connect, plan, server-side apply once the server has judged every object
 preview.py     `apply --dry-run=client`: the objects apply would send, and what it would do with each; none sent
-judge.py       the server's dry runs (of each object, or of one of each shape), and how each differs
-shapes.py      which objects a dry run of one judges: one shape, each value checked by its rule
-replace.py     what `apply --replace` checks before it deletes anything
-delete.py      deleting a run, and waiting until its Jobs are gone
+judge.py       the server's dry runs (of each object, or of one of each shape), how each differs, and the writes' order
+delete.py      deleting a run, and waiting until its Jobs are gone; what `apply --replace` checks first
 permissions.py what `run` and `wait` will need, asked of the server before they rely on it
 interrupt.py   what an interrupt leaves of a run that `run` follows, phase by phase; --on-interrupt delete
 logsources.py  which containers a run's logs come from

@@ -64,7 +64,7 @@ from simpletfjob.runs.interrupt import (
     interrupted,
 )
 from simpletfjob.runs.losing import let_go, losable
-from simpletfjob.runs.planned import P, Plan
+from simpletfjob.runs.objects import P, Plan
 from simpletfjob.runs.queue import queued
 from simpletfjob.runs.state import SUCCEEDED, Run, changes
 from simpletfjob.runs.wait import RunFailed, TimedOut
@@ -74,7 +74,7 @@ if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
     from simpletfjob.options.runs import RunOptions
     from simpletfjob.runs.logs import Printer
-    from simpletfjob.runs.manifests import Manifest
+    from simpletfjob.runs.objects import Manifest
     from simpletfjob.runs.permissions import Access
     from simpletfjob.runs.taskstate import Object
 

@@ -34,7 +34,7 @@ by the run's label would delete an object that carries the labels without being 
 (a copy made under another name, which wait's cleanup leaves alone).
 
 `wait` follows the run through two watches (kube/watch.py) and judges the whole run after
-each batch of events (runs/follower.py); its reaction is the deciding event's way from the
+each batch of events (runs/watch.py); its reaction is the deciding event's way from the
 API server, that judgement, and the end of the process.
 
 At 10 and 100 tasks most of apply's time is what kubectl does not do: the plan, which reads

@@ -59,9 +59,8 @@ def diagnose(conn: Connection, name: str, path: str, now: datetime) -> None:
     """Read run NAME and write its bundle to `path` (bundle_path), all or nothing; NoRunError
     when there is no such run, and no file."""
     from simpletfjob.output import write_atomic_bytes
-    from simpletfjob.runs.ending import failed_line, succeeded_line, undecided
+    from simpletfjob.runs.ending import failed_line, read_status, succeeded_line, undecided
     from simpletfjob.runs.state import AMBIGUOUS, DELETING, FAILED, SUCCEEDED
-    from simpletfjob.runs.status import read_status
 
     unread: list[str] = []
     with ThreadPoolExecutor(6) as pool:

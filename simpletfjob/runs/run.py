@@ -39,9 +39,7 @@ from simpletfjob.kube.outage import still_away
 from simpletfjob.kube.request import Deadline
 from simpletfjob.kube.resources import JOBS, PODS, SERVICES
 from simpletfjob.runs.alone import Aside, delete_task
-from simpletfjob.runs.causes import NodeWatch, refusal
 from simpletfjob.runs.classify import NODE_LOST, Cause, Decision, Policy, decide, side_failure
-from simpletfjob.runs.elastic import lost_lines
 from simpletfjob.runs.ending import (
     End,
     Ending,
@@ -51,7 +49,7 @@ from simpletfjob.runs.ending import (
     succeeded_line,
     unresolved_hint,
 )
-from simpletfjob.runs.failure import Keeper
+from simpletfjob.runs.failure import Keeper, NodeWatch, refusal
 from simpletfjob.runs.interrupt import (
     APPLYING,
     DRAINING,
@@ -67,6 +65,7 @@ from simpletfjob.runs.losing import let_go, losable
 from simpletfjob.runs.objects import P, Plan
 from simpletfjob.runs.queue import queued
 from simpletfjob.runs.state import SUCCEEDED, Run, changes
+from simpletfjob.runs.taskstate import lost_lines
 from simpletfjob.runs.wait import RunFailed, TimedOut
 from simpletfjob.streams import stop_main
 

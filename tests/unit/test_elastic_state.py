@@ -1,4 +1,4 @@
-"""runs/elastic.py and the run's state under --min-workers: a worker lost while M remain is not the run's failure."""
+"""runs/taskstate.py and the run's state under --min-workers: a worker lost while M remain is not the run's failure."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from simpletfjob.runs.annotations import read_min_workers
-from simpletfjob.runs.elastic import lost_lines
 from simpletfjob.runs.state import Run, changes, describe, run_state
+from simpletfjob.runs.taskstate import lost_lines
 from tests.support.kubeapi import job_status, make_job
 
 T0 = "2024-05-01T10:00:00Z"

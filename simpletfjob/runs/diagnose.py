@@ -34,8 +34,15 @@ from simpletfjob.kube.lists import list_each, list_objects, without_managed_fiel
 from simpletfjob.kube.request import Action, request
 from simpletfjob.kube.resources import EVENTS, JOBS, NODES, PODS, SERVICES
 from simpletfjob.runs import bundle
-from simpletfjob.runs.logsources import Object, Selection, pods_gone, sources_now, tasks_of
-from simpletfjob.runs.logstreams import LogRequest, Merger
+from simpletfjob.runs.logsources import (
+    LogRequest,
+    Merger,
+    Object,
+    Selection,
+    pods_gone,
+    sources_now,
+    tasks_of,
+)
 from simpletfjob.runs.objects import run_selector
 
 if TYPE_CHECKING:

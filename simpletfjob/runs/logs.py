@@ -35,6 +35,7 @@ from simpletfjob.errors import SimpleTFJobError
 from simpletfjob.kube.resources import PODS
 from simpletfjob.runs.logsources import (
     GONE,
+    Merger,
     Object,
     Selection,
     Source,
@@ -45,8 +46,7 @@ from simpletfjob.runs.logsources import (
     tasks_asked,
     tasks_of,
 )
-from simpletfjob.runs.logstreams import LogRequest as LogRequest
-from simpletfjob.runs.logstreams import Merger
+from simpletfjob.runs.logsources import LogRequest as LogRequest
 from simpletfjob.runs.objects import NoRunError, some
 from simpletfjob.runs.state import Run
 

@@ -38,7 +38,6 @@ from simpletfjob.errors import ClusterError, Interrupted
 from simpletfjob.kube.outage import still_away
 from simpletfjob.kube.request import Deadline
 from simpletfjob.kube.resources import JOBS, PODS, SERVICES
-from simpletfjob.runs.alone import Aside, delete_task
 from simpletfjob.runs.classify import NODE_LOST, Cause, Decision, Policy, decide, side_failure
 from simpletfjob.runs.ending import (
     End,
@@ -50,7 +49,7 @@ from simpletfjob.runs.ending import (
     unresolved_hint,
 )
 from simpletfjob.runs.failure import Keeper, NodeWatch, refusal
-from simpletfjob.runs.interrupt import (
+from simpletfjob.runs.interventions import (
     APPLYING,
     DRAINING,
     ENDED,
@@ -58,10 +57,13 @@ from simpletfjob.runs.interrupt import (
     GOING,
     REPLANNING,
     RESTARTING,
+    Aside,
     Where,
+    delete_task,
     interrupted,
+    let_go,
+    losable,
 )
-from simpletfjob.runs.losing import let_go, losable
 from simpletfjob.runs.objects import P, Plan
 from simpletfjob.runs.queue import queued
 from simpletfjob.runs.state import SUCCEEDED, Run, changes

@@ -324,7 +324,7 @@ def summary(
 
 
 def failing_log(task: str, logs: Mapping[str, bytes]) -> list[str]:
-    """The failing task's error (errorlines.py) and its last lines, from its current log, else
+    """The failing task's error (task_error) and its last lines, from its current log, else
     from the one before."""
     for name in (f"tasks/{task}.log", f"tasks/{task}.previous.log"):
         if name in logs:

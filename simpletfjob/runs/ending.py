@@ -2,7 +2,7 @@
 
 Following a run to its end, once, for `wait`, `run`, `status -w` and `logs -f`: an Ending.
 
-    follow (watch.py: two lists, two watches, follower.py's verdict)
+    follow (watch.py: two lists, two watches, and the Follower's verdict)
       -> each state of the run to `on_change` (what the command shows: wait's and run's lines,
          status -w's rows, logs -f's new streams)
       -> `check` (run's: a refused pod, a side task's failure, a lost node): an end that the

@@ -13,7 +13,7 @@ A restart of a task alone spends one of --max-restarts; the run's restart count 
 annotations, `status`'s `restarts 1/3`, `<<restart>>`) counts whole-run restarts only.
 
 An elastic run's worker whose pod its node refused, or whose node was lost past
---node-grace: let go, as a worker whose Job failed is (elastic.py), not a whole-run restart.
+--node-grace: let go, as a worker whose Job failed is (taskstate.mark_lost), not a whole-run restart.
 
 A Job whose pod its node refused fails by itself only with backoffLimit 0 (else the Job
 controller makes another pod, which may be refused again), and a Job on a lost node never

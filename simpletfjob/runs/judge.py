@@ -38,7 +38,7 @@ from the live object: what `apply` judges a run by (apply.py).
 
 The dry runs change nothing, so they go `conn.settings.in_flight` at a time; their answers
 are judged in the render's order. An apply dry-runs one object of each shape it would create
-and carries that verdict to the others of the shape (`sampled_dry_runs`; shapes.py says when
+and carries that verdict to the others of the shape (`sampled_dry_runs`; `sample` says when
 that holds), having found the names that others' objects hold from one list of names
 (`names_held`).
 
@@ -365,7 +365,7 @@ def sampled_dry_runs(
     force: bool,
 ) -> tuple[list[tuple[Manifest, Answer]], Carried]:
     """The server's dry run of each object the run has (`live`), and of one object of each
-    shape among those it would create (shapes.py), in the render's order; and for each other
+    shape among those it would create (`sample`), in the render's order; and for each other
     object, by key: its sample's key, and the shapes that derive its would-be object.
 
     The first refusal in the render's order is still the one said: an object that takes its

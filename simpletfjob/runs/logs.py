@@ -4,7 +4,7 @@
     task's pod and container -> lines, whole, in order of arrival -> `worker-0 | line`
 
 Each stream of a running container is read in a thread of its own, and the logs of ended
-containers a few at a time over kept connections (logstreams.py); each hands over whole
+containers a few at a time over kept connections (logsources.py); each hands over whole
 lines only, so two tasks' output never mixes within a line. There is no limit on streams
 (kubectl stops at `--max-log-requests 5`).
 

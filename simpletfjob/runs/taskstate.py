@@ -44,7 +44,7 @@ in a static run, and the first one decides it.
 `run` says a newly lost task in one line (`lost_lines`), spends no restart on it, and
 follows the others; a failure of the run (fewer than M left, the rendezvous host) is a
 whole-run restart, as in a static run. A task whose pod its node refused, or whose node was
-lost past --node-grace, does not fail its Job by itself: `run` lets it go (losing.py), and its
+lost past --node-grace, does not fail its Job by itself: `run` lets it go (interventions.py), and its
 Job, annotated, is read as a failed one here.
 
 The rendezvous host (PyTorch's worker 0) is never lost: its torchrun agent hosts the c10d
@@ -390,7 +390,9 @@ def task_of(
         if pod is None and not reason:
             reason = "no pod yet"
     let_go = (metadata.get("annotations") or {}).get(LOST_ANNOTATION)
-    if let_go and failed is None and complete is None:  # an elastic run let it go (losing.py)
+    if (
+        let_go and failed is None and complete is None
+    ):  # an elastic run let it go (interventions.py)
         state, reason, failed = FAILED, str(let_go), {"reason": "Lost"}
     if metadata.get("deletionTimestamp"):
         state, reason = DELETING, held_by(job)

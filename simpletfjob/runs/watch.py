@@ -197,7 +197,7 @@ def follow(
     """The run now, then again after each change, until it has ended or the deadline has passed.
 
     One list of Jobs and one of pods, then a watch of each from where its list was read;
-    follower.py judges. A failure is told once its second has passed (follower.TIE), the
+    the Follower judges. A failure is told once its second has passed (TIE), the
     events of that time taken. A deadline of 0 s checks once, as `kubectl wait --timeout 0s`
     does: the lists are not cut short by it, so that a run that has ended is told as ended.
     `seen` is given the Jobs and pods each run was judged from, before it is yielded

@@ -273,7 +273,7 @@ def test_the_objects_a_sample_judged_are_not_derived_from_its_answer_unless_one_
     cli: Any, kubeapi: KubeAPI, tmp_path: Path, monkeypatch: Any
 ) -> None:
     """An object its shape's sample judged is what the sample's dry run says with its own values
-    in (shapes.derived), which is looked at only where another writer made the object
+    in (judge.derived), which is looked at only where another writer made the object
     meanwhile: a new run's writes derive none (each was a JSON copy of a whole answer)."""
     from simpletfjob.runs import judge
 

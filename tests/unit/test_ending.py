@@ -1,7 +1,7 @@
 """ending: the one follower's Ending, over recorded events of a run (no server, no clock).
 
 Each test records what the two watches bring (a list of Jobs and pods, then events),
-folds them with follower.py as watch.follow does, and reads the states through
+folds them with the Follower as watch.follow does, and reads the states through
 `ending_of`, as `wait`, `run`, `status -w` and `logs -f` all do.
 """
 

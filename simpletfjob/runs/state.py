@@ -1,6 +1,6 @@
 """A run's state, read from its Jobs and their pods as the API server returns them (plain dicts).
 
-Nothing here talks to a cluster: `status` and `wait` (through runs/watch.py and runs/watch.py)
+Nothing here talks to a cluster: `status` and `wait` (through runs/watch.py and runs/follower.py)
 hand in what they listed or watched, and get back each task's state and the run's. A task is
 one Job, named by its role and index labels (`worker-1`); its state is taskstate.py's.
 

@@ -20,7 +20,7 @@ installed console script, medians of 3 after a warm-up each): 1000 tasks of 1000
 a bundle of 49.3 MB before compression (1000 logs, manifests.yaml 19.8 MB): diagnose
 15.78 s (peak RSS 363 MB), kubectl 202.18 s (233 MB): **0.08x**. kubectl reads the
 logs one pod after another without -f, whatever --max-log-requests says; diagnose reads
-them as `logs` does (logstreams.Merger: the ended containers four at a time over kept
+them as `logs` does (logsources.Merger: the ended containers four at a time over kept
 connections).
 """
 

@@ -37,7 +37,7 @@ median of 3, bytecode not written): simpletfjob 3.78 s wall and 1.49 s of CPU, k
 What changed: the client's packages are registered without their `__init__`, which runs on
 first need (kube/deferred.py, since removed, issue 36): its import is 811 -> 586 million instructions (callgrind,
 after simpletfjob's own modules), 0.336 s -> 0.231 s of CPU (medians of 10, load 12); the logs of ended containers are read four at a time over kept connections
-(runs/logstreams.py): 4 connections for 100 pods in all, lists and watches included,
+(runs/logsources.py): 4 connections for 100 pods in all, lists and watches included,
 and 4 reader threads; a batch of lines is prefixed with one replace over the joined batch.
 
 Measured after, twice (medians of 3): at load 6 to 10, simpletfjob 1.93 s wall and 0.85 s

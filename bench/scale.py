@@ -16,7 +16,7 @@ the two tools taking turns. There is no kubelet: the Jobs' pods stay Pending.
 
 Where apply's time goes at 1000 tasks: 1011 requests (1000 applies, one dry run, a few
 lists: the objects of one shape take the verdict of the dry run of the first of them,
-runs/shapes.py), the applies sent `in_flight` (8) at a time from idle threads and said in
+runs/judge.py), the applies sent `in_flight` (8) at a time from idle threads and said in
 the render's order. Most of its wall time is the API server's server-side apply of each Job,
 on the cores it shares with us and kubectl (which sends the same 1000 one at a time); ours
 is the plan (the nodes, pods and Jobs read, each role's skeleton rendered and read once as
@@ -34,7 +34,7 @@ by the run's label would delete an object that carries the labels without being 
 (a copy made under another name, which wait's cleanup leaves alone).
 
 `wait` follows the run through two watches (kube/watch.py) and judges the whole run after
-each batch of events (runs/follower.py); its reaction is the deciding event's way from the
+each batch of events (runs/watch.py); its reaction is the deciding event's way from the
 API server, that judgement, and the end of the process.
 
 At 10 and 100 tasks most of apply's time is what kubectl does not do: the plan, which reads

@@ -21,7 +21,7 @@ SUCCESS_POLICIES = ("worker0", "all-workers")  # its values
 # Beside it on an elastic PyTorch run (--min-workers M): the run trains on while M workers remain.
 MIN_WORKERS_ANNOTATION = "simpletfjob/min-workers"
 # On a Job of such a run that `run` let go (its pod refused by its node, or its node lost past
-# --node-grace; runs/losing.py): why, and its parallelism is set to 0. status shows it Lost.
+# --node-grace; runs/interventions.py): why, and its parallelism is set to 0. status shows it Lost.
 LOST_ANNOTATION = "simpletfjob/lost"
 # The object's own name, as rendered: what `wait`'s cleanup checks before it deletes. A copy
 # made under another name (`kubectl get -o json | kubectl create`) keeps the annotation, so its

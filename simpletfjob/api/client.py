@@ -294,9 +294,9 @@ class Run:
     def status(self) -> RunStatus:
         """`simpletfjob status NAME`: its state (Queued in a queue) and each task's; NoRunError if gone."""
         from simpletfjob.api.results import RunStatus, State, run_status
+        from simpletfjob.runs.ending import read_status
         from simpletfjob.runs.objects import NoRunError
         from simpletfjob.runs.queue import place_of
-        from simpletfjob.runs.status import read_status
 
         with self._connect("read runs from") as conn:
             try:

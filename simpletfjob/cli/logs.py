@@ -28,7 +28,7 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
       simpletfjob logs mnist worker-1 --previous # why worker 1 keeps crashing
       simpletfjob logs mnist --role ps -f
     """
-    from simpletfjob.runs.ending import verdict
+    from simpletfjob.runs.ending import outcome_line
     from simpletfjob.runs.logs import LogRequest, Printer, follow_logs, show_logs
     from simpletfjob.runs.logsources import Selection
     from simpletfjob.runs.objects import check_run_name, connect_for, pointing_elsewhere
@@ -60,7 +60,7 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
         except Interrupted as e:
             # Ctrl-C is how a follow ends, as for kubectl logs -f: no message, the signal's code.
             raise SystemExit(e.exit_code) from None
-    say(verdict(ending))  # RunFailed, exit 1, for any end but success
+    say(outcome_line(ending))  # RunFailed, exit 1, for any end but success
 
 
 def _write(line: bytes) -> None:

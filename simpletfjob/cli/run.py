@@ -13,7 +13,7 @@ from simpletfjob.options.runs import RunOptions
 
 if TYPE_CHECKING:
     from simpletfjob.plan import Plan
-    from simpletfjob.runs.manifests import Manifest
+    from simpletfjob.runs.objects import Manifest
 
 
 @make_command(

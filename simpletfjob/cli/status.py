@@ -37,9 +37,9 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     """
     from simpletfjob.kube.resources import JOBS
     from simpletfjob.output import write_stdout
+    from simpletfjob.runs.ending import read_status
     from simpletfjob.runs.objects import NoRunError, check_run_name, connect_for, pointing_elsewhere
     from simpletfjob.runs.queue import place_of
-    from simpletfjob.runs.status import read_status
     from simpletfjob.runs.watch import read_runs
     from simpletfjob.streams import say
 
@@ -113,8 +113,7 @@ def _no_runs(namespace: str, every: bool) -> str:
 def _watch(conn: Connection, name: str, tail: int) -> None:
     """The table, then a task's row again whenever it changes, until the run ends (as wait exits)."""
     from simpletfjob.output import write_stdout
-    from simpletfjob.runs.ending import succeeded_line
-    from simpletfjob.runs.status import watch_status
+    from simpletfjob.runs.ending import succeeded_line, watch_status
     from simpletfjob.streams import say
 
     shown: dict[str, tuple[str, ...]] = {}

@@ -38,33 +38,35 @@ from simpletfjob.kube.inflight import Sending, Write, cut_short, in_order
 from simpletfjob.kube.objects import Applied, apply, get
 from simpletfjob.kube.request import ApplyConflict
 from simpletfjob.kube.resources import JOBS, SERVICES
-from simpletfjob.runs.delete import delete_run, wait_until_gone
+from simpletfjob.runs.delete import check_replace, delete_run, wait_until_gone
 from simpletfjob.runs.judge import (
     Carried,
+    being_applied,
     conflicts_line,
     dry_runs,
     expected_objects,
+    groups,
     judge_all,
     maybe_there,
     names_held,
     sampled_dry_runs,
 )
 from simpletfjob.runs.limits import add_limits
-from simpletfjob.runs.manifests import Manifest, manifests
 from simpletfjob.runs.objects import (
+    Manifest,
+    P,
+    Plan,
     RunObjects,
     belongs_to,
     connect_for,
     list_run,
+    manifests,
     named_tasks,
     not_ours,
     object_name,
     scope_flags,
     some,
 )
-from simpletfjob.runs.order import being_applied, groups
-from simpletfjob.runs.planned import P, Plan
-from simpletfjob.runs.replace import check_replace
 from simpletfjob.runs.state import is_gone, run_state
 
 if TYPE_CHECKING:

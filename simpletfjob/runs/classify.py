@@ -32,9 +32,9 @@ from __future__ import annotations
 from collections.abc import Collection, MutableMapping
 from dataclasses import dataclass, replace
 
-from simpletfjob.runs.follower import TIE
 from simpletfjob.runs.state import AMBIGUOUS, DELETED, DELETING, Run, side_failures
 from simpletfjob.runs.taskstate import TaskStatus
+from simpletfjob.runs.watch import TIE
 
 # The classes, and how a line names them.
 PROGRAM, DISRUPTION, DEADLINE, FINAL = "program error", "disruption", "deadline", "final"

@@ -34,8 +34,15 @@ from simpletfjob.kube.lists import list_each, list_objects, without_managed_fiel
 from simpletfjob.kube.request import Action, request
 from simpletfjob.kube.resources import EVENTS, JOBS, NODES, PODS, SERVICES
 from simpletfjob.runs import bundle
-from simpletfjob.runs.logsources import Object, Selection, pods_gone, sources_now, tasks_of
-from simpletfjob.runs.logstreams import LogRequest, Merger
+from simpletfjob.runs.logsources import (
+    LogRequest,
+    Merger,
+    Object,
+    Selection,
+    pods_gone,
+    sources_now,
+    tasks_of,
+)
 from simpletfjob.runs.objects import run_selector
 
 if TYPE_CHECKING:
@@ -59,9 +66,8 @@ def diagnose(conn: Connection, name: str, path: str, now: datetime) -> None:
     """Read run NAME and write its bundle to `path` (bundle_path), all or nothing; NoRunError
     when there is no such run, and no file."""
     from simpletfjob.output import write_atomic_bytes
-    from simpletfjob.runs.ending import failed_line, succeeded_line, undecided
+    from simpletfjob.runs.ending import failed_line, read_status, succeeded_line, undecided
     from simpletfjob.runs.state import AMBIGUOUS, DELETING, FAILED, SUCCEEDED
-    from simpletfjob.runs.status import read_status
 
     unread: list[str] = []
     with ThreadPoolExecutor(6) as pool:

@@ -1,6 +1,8 @@
-"""Following a run to its end, once, for `wait`, `run`, `status -w` and `logs -f`: an Ending.
+"""A run's end, followed once (an Ending, and its lines); `status RUN` and `status -w`.
 
-    follow (watch.py: two lists, two watches, follower.py's verdict)
+Following a run to its end, once, for `wait`, `run`, `status -w` and `logs -f`: an Ending.
+
+    follow (watch.py: two lists, two watches, and the Follower's verdict)
       -> each state of the run to `on_change` (what the command shows: wait's and run's lines,
          status -w's rows, logs -f's new streams)
       -> `check` (run's: a refused pod, a side task's failure, a lost node): an end that the
@@ -22,6 +24,10 @@ that the cleanup does not take their Jobs and logs.
 `ending_of` is the pure part: it reads a sequence of judged runs, so that the Ending of
 recorded events is tested without a server (tests/unit/test_ending.py); so are
 `finishing` and `finished_as`, the grace's rules.
+
+`status RUN` and `status -w`: one run read as it is now, or followed until it ends.
+
+The command prints; these read, and hand each state of the run to the caller.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from simpletfjob.errors import ClusterError, RunFailed
 from simpletfjob.frameworks import framework as framework_named
 from simpletfjob.identity import JOB_LABEL, POLICY_ANNOTATION
 from simpletfjob.runs.classify import REFUSED, TASK_FAILED, Cause, run_failure
+from simpletfjob.runs.failure import explain, stuck_reasons
 from simpletfjob.runs.state import (
     AMBIGUOUS,
     DELETED,
@@ -52,6 +59,7 @@ if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
     from simpletfjob.kube.request import Deadline
     from simpletfjob.runs.failure import Keeper
+
 
 # Reasons a new attempt of the whole run would not change: it was deleted, or its deadline passed.
 UNRESTARTABLE = (DELETED, "DeadlineExceeded")
@@ -355,7 +363,7 @@ def succeeded_line(run: Run) -> str:
     return f"run {run.name} succeeded: {run.outcome()}"
 
 
-def verdict(ending: Ending) -> str:
+def outcome_line(ending: Ending) -> str:
     """The success line of a run that succeeded; RunFailed with the failed line for any other
     end that has a run (`logs -f`'s end, which explains nothing)."""
     if ending.run is None:
@@ -394,3 +402,43 @@ def undecided(run: Run, context: str | None) -> str:
         f"run {run.name!r} cannot be decided: {run.outcome()}; {mend} "
         f"({'; '.join(hints)}) and wait again; nothing was cleaned up"
     )
+
+
+def read_status(
+    conn: Connection, name: str, tail: int | None, stuck: bool = False
+) -> tuple[Run, list[str]]:
+    """`status RUN`: the run as it is now, with its stuck tasks' reasons, and the notes that come
+    after it (events that could not be read; with `stuck`, each stuck task's reason in full, as
+    the table's REASON column cuts it short; with `tail`, a failed run explained as `explain`
+    does)."""
+    from simpletfjob.runs.taskstate import stuck_lines
+    from simpletfjob.runs.watch import read_run
+
+    run, note = stuck_reasons(conn, read_run(conn, name))
+    notes = [note] if note else []
+    if stuck:
+        notes += stuck_lines(run.tasks)
+    if tail is not None and run.state == FAILED:
+        notes += explain(conn, run, tail)
+    return run, notes
+
+
+def watch_status(
+    conn: Connection, name: str, tail: int, show: Callable[[Run], None], say: Callable[[str], None]
+) -> Run:
+    """`status -w`: each state of the run to `show` (the first, then each change) until it ends,
+    riding out an outage; the run, succeeded. A failed run is explained (`say`) before
+    RunFailed; one that cannot be decided is RunFailed at once, as `wait` says it."""
+    from simpletfjob.kube.outage import riding_out
+
+    with riding_out(conn, None, say, "it is back (no --timeout)"):
+        ending = follow_to_end(conn, name, None, on_change=show)
+        run = ending.run
+        assert run is not None and ending.end != End.TIMED_OUT  # no deadline: it ended
+        if ending.end == End.UNDECIDED:
+            raise RunFailed(undecided(run, None), run=run, cause=ending.cause)
+        for line in explain_failure(conn, run, ending.cause, tail):
+            say(line)
+    if not ending.succeeded:
+        raise RunFailed(failed_line(run), run=run, cause=ending.cause)
+    return run

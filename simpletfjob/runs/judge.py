@@ -1,33 +1,342 @@
-"""The server's dry run of each manifest before apply changes anything, and how it differs
+"""Before apply writes: the server's dry runs, how each object differs, the writes' order.
+
+Which objects apply asks the server to dry-run: one of each shape it would create, and the
+others of that shape judged by that one's verdict (apply.py).
+
+A run's tasks of one role are rendered from one skeleton, so their objects differ only in
+the task's values: a name, an index label, a node, its framework's variables. The server judges an object
+by its fields, and for the fields where those values stand its rule is a rule of that value
+alone, which is checked here. So:
+
+- **Shape.** Two manifests of one resource have the same shape when they are equal but at
+  the *varying* places below, where each holds a string (`VARYING`; a number, a list or a
+  mapping there is part of the shape). Everything else (image, ports, resources, tolerations,
+  restart policy, ...) is equal, field for field, and in the same order.
+- **Sampled.** The first object of each shape, in the render's order, gets the server's dry
+  run, as every object did before; so do the objects the run's list has (an update depends
+  on the live object, so it is never carried), and any object whose own values fail a check
+  below (the server then says what is wrong, in its own words).
+- **Checked here**, for each object that takes its sample's verdict, at each varying place
+  where it differs from its sample, as the API server checks it: `metadata.name` a DNS-1123
+  subdomain of at most 63 characters for a Job (its pods carry it as the `job-name` label),
+  a DNS-1035 label for a Service; a label's value, and a Service's selector's, a label value;
+  `nodeName` a DNS-1123 subdomain; the annotations of one object at most 256 KiB together; an
+  env variable's value, a command's and an argument's words, any string; and the whole object,
+  as JSON, no larger than its sample or within 512 KiB (the API server and etcd cap an
+  object's size).
+- **Names held by others** are found from one list, of names only (metadata), of the
+  namespace's Jobs and of its Services (apply.py), not from each object's dry run.
+
+What this does not catch, where the object's dry run would have: an admission webhook, or
+a policy engine, that judges one task's values (such as one node name it refuses); a quota
+of objects (`count/jobs.batch`) is not caught either way, as each dry run is judged alone.
+Objects are still applied one by one, so such a refusal stops the apply half-way, and it says
+what was applied (apply.py). `--dry-run=server` dry-runs every object.
+
+The server's dry run of each manifest before apply changes anything, and how it differs
 from the live object: what `apply` judges a run by (apply.py).
 
 The dry runs change nothing, so they go `conn.settings.in_flight` at a time; their answers
 are judged in the render's order. An apply dry-runs one object of each shape it would create
-and carries that verdict to the others of the shape (`sampled_dry_runs`; shapes.py says when
+and carries that verdict to the others of the shape (`sampled_dry_runs`; `sample` says when
 that holds), having found the names that others' objects hold from one list of names
 (`names_held`).
+
+The order apply sends a run's objects in (apply.py): groups that go one after the other.
+
+Each group's writes are all answered before the next group's go, and the lines are said
+in the render's order whatever the group:
+
+1. the owner of `--cleanup-after` (limits.py), alone: the others name its uid;
+2. the Services: their pods' DNS names exist before any task starts;
+3. the Jobs whose success is the run's (the framework's `deciding`: TensorFlow's chief,
+   else worker 0, or every worker under `all-workers`);
+4. the other Jobs.
+
+With the deciding Jobs first, no apply, cut short or running beside another, leaves Jobs of
+the run without the Jobs that decide it: a run whose deciding Job is missing while another
+task's Job is there had that Job deleted (state.py: Failed, `deleted`), and one where only
+deciding Jobs are there, none of them ended, is one still being applied (apply.py applies
+the rest, as the interrupt's line says to).
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import closing
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from simpletfjob.errors import ClusterError
+from simpletfjob.identity import INDEX_LABEL, ROLE_LABEL, is_label_value
 from simpletfjob.kube.inflight import in_order
 from simpletfjob.kube.lists import list_metadata
 from simpletfjob.kube.objects import Applied, apply
 from simpletfjob.kube.request import ApiError, ApplyConflict
-from simpletfjob.kube.resources import JOBS
-from simpletfjob.runs.manifests import Manifest
-from simpletfjob.runs.objects import object_name, some
-from simpletfjob.runs.shapes import Expected, Shaped, sample
+from simpletfjob.kube.resources import JOBS, SERVICES, Resource
+from simpletfjob.runs.objects import Manifest, object_name, some
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
+    from simpletfjob.runs.state import Run
+
+
+Path = tuple[str | int, ...]
+
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+ANNOTATIONS_MOST = 256 * 1024  # bytes: the API server's TotalAnnotationSizeLimitB
+SIZE_ANYWAY = 512 * 1024  # bytes of JSON an object may have whatever its sample's
+
+
+def _any(value: str) -> bool:
+    return True
+
+
+def _subdomain(value: str) -> bool:
+    return len(value) <= 253 and _DNS1123_SUBDOMAIN.fullmatch(value) is not None
+
+
+def _job_name(value: str) -> bool:
+    # An Indexed Job's name must also leave room for '-<index>' in a 63-character label (its
+    # completions read nowhere here): a name longer than that room for 10 digits is judged
+    # by its own dry run.
+    return len(value) <= 63 - 11 and _subdomain(value)
+
+
+def _service_name(value: str) -> bool:
+    return len(value) <= 63 and _DNS1035_LABEL.fullmatch(value) is not None
+
+
+def _label(value: str) -> bool:
+    return is_label_value(value)
+
+
+ANY = "*"  # any key of a mapping, any index of a list
+_POD = ("spec", "template", "spec")
+_CONTAINERS = [
+    (*_POD, kind, ANY, words, ANY)
+    for kind in ("containers", "initContainers")
+    for words in ("command", "args")
+] + [(*_POD, kind, ANY, "env", ANY, "value") for kind in ("containers", "initContainers")]
+_METADATA: list[tuple[tuple[str, ...], Callable[[str], bool]]] = [
+    (("metadata", "labels", ANY), _label),
+    (("metadata", "annotations", ANY), _any),
+]
+
+# Where objects of one shape may differ, and the check of a value there (the server's rule).
+VARYING: dict[Resource, list[tuple[tuple[str, ...], Callable[[str], bool]]]] = {
+    JOBS: [
+        (("metadata", "name"), _job_name),
+        *_METADATA,
+        (("spec", "template", "metadata", "labels", ANY), _label),
+        (("spec", "template", "metadata", "annotations", ANY), _any),
+        ((*_POD, "nodeName"), _subdomain),
+        *((path, _any) for path in _CONTAINERS),
+    ],
+    SERVICES: [
+        (("metadata", "name"), _service_name),
+        *_METADATA,
+        (("spec", "selector", ANY), _label),
+    ],
+}
+
+
+class Shaped(NamedTuple):
+    """An object's shape (its body, each varying string blanked) and its varying strings."""
+
+    key: str
+    values: dict[Path, str]  # each varying place's string, by its path in the body
+    size: int  # its JSON's length
+
+
+def shape(resource: Resource, body: Mapping[str, Any]) -> Shaped:
+    """The object's shape and what varies in it (VARYING)."""
+    values: dict[Path, str] = {}
+    blank = _walk(body, (), _places(resource), values)
+    key = json.dumps([resource.plural, blank], separators=(",", ":"))
+    return Shaped(key, values, len(json.dumps(body, separators=(",", ":"))))
+
+
+class _Places:
+    """What is left of the varying places' paths below one place, as a tree: whether a varying
+    place ends here, and each next step (a key, or ANY) that leads to one."""
+
+    __slots__ = ("_below", "ends", "steps")
+
+    def __init__(self, patterns: Sequence[tuple[str, ...]]) -> None:
+        self.ends = any(not p for p in patterns)
+        self.steps: dict[str | int, list[tuple[str, ...]]] = {}  # a list's index is only ANY
+        for p in patterns:
+            if p:
+                self.steps.setdefault(p[0], []).append(p[1:])
+        self._below: dict[str | int, _Places | None] = {}
+
+    def below(self, step: str | int) -> _Places | None:
+        """The places below `step` (those of its key and of ANY); None when none lead there."""
+        found = self._below.get(step, self)
+        if found is self:
+            patterns = [*self.steps.get(step, ()), *self.steps.get(ANY, ())]
+            found = self._below[step] = _Places(patterns) if patterns else None
+        return found
+
+
+_PLACES: dict[Resource, _Places] = {}
+
+
+def _places(resource: Resource) -> _Places:
+    found = _PLACES.get(resource)
+    if found is None:
+        found = _PLACES[resource] = _Places([p for p, _ in VARYING.get(resource, ())])
+    return found
+
+
+def _walk(node: Any, path: Path, places: _Places | None, out: dict[Path, str]) -> Any:
+    """`node` with its varying strings blanked (and put in `out`); `places` are what is left
+    of the varying places' paths below `path` (None: none lead here)."""
+    if places is None or (not places.steps and not places.ends):
+        return node  # nothing varies below: as it is
+    if isinstance(node, str):
+        if places.ends:
+            out[path] = node
+            return None  # blanked: the shape holds no varying string
+        return node
+    if isinstance(node, Mapping):
+        # Keys in order: equal JSON is a stricter test than equal content.
+        return {k: _walk(v, (*path, k), places.below(k), out) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_walk(v, (*path, i), places.below(i), out) for i, v in enumerate(node)]
+    return node
+
+
+def _matches(pattern: tuple[str, ...], path: Path) -> bool:
+    return len(pattern) == len(path) and all(
+        p in (ANY, q) for p, q in zip(pattern, path, strict=True)
+    )
+
+
+@functools.lru_cache(maxsize=4096)  # the same few places in every object of a run
+def _rule(resource: Resource, path: Path) -> Callable[[str], bool]:
+    for pattern, rule in VARYING[resource]:
+        if _matches(pattern, path):
+            return rule
+    raise AssertionError(f"not a varying place: {path}")
+
+
+def carries(resource: Resource, sample: Shaped, other: Shaped) -> bool:
+    """Whether the server's verdict on `sample` holds for `other`, of the same shape: each of
+    its values that differs passes the server's rule for its place, its annotations fit, and
+    its size does too."""
+    if other.size > max(sample.size, SIZE_ANYWAY):
+        return False
+    for path, value in other.values.items():
+        if sample.values.get(path) != value and not _rule(resource, path)(value):
+            return False
+    return _annotations(other.values, ("metadata",)) and _annotations(
+        other.values, ("spec", "template", "metadata")
+    )
+
+
+def _annotations(values: Mapping[Path, str], where: Path) -> bool:
+    # Counted over the varying annotations only: a fixed annotation is the sample's, judged.
+    # Every annotation of a Job or Service here is a string, so every one of them varies.
+    at = (*where, "annotations")
+    total = sum(  # bytes of UTF-8, as the server counts them
+        len(str(p[-1]).encode()) + len(v.encode()) for p, v in values.items() if p[:-1] == at
+    )
+    return total <= ANNOTATIONS_MOST
+
+
+class Sampling(NamedTuple):
+    """What the dry runs cover: the objects sent (their indexes in the render's order), and
+    for each other object, the index of its sample."""
+
+    sent: list[int]
+    sample_of: dict[int, int]
+    shaped: dict[int, Shaped]
+
+
+def sample(
+    objects: Sequence[tuple[Resource, Mapping[str, Any]]], judged: Callable[[int], bool]
+) -> Sampling:
+    """Choose the objects to dry-run: every one for which `judged(i)` is true (an update),
+    the first of each shape among the others, and any whose verdict its sample's does not
+    carry (`carries`)."""
+    sent: list[int] = []
+    sample_of: dict[int, int] = {}
+    shaped: dict[int, Shaped] = {}
+    first: dict[str, int] = {}
+    for i, (resource, body) in enumerate(objects):
+        if judged(i):
+            sent.append(i)
+            continue
+        mine = shaped[i] = shape(resource, body)
+        at = first.get(mine.key)
+        if at is not None and carries(resource, shaped[at], mine):
+            sample_of[i] = at
+        else:
+            first.setdefault(mine.key, i)
+            sent.append(i)
+    return Sampling(sent, sample_of, shaped)
+
+
+def derived(answer: Mapping[str, Any], sample: Shaped, other: Shaped) -> dict[str, Any] | None:
+    """The server's dry run of `other` as its sample's tells it: the sample's answer with
+    other's values written in; None when a place is not where the answer has it."""
+    obj: dict[str, Any] = json.loads(json.dumps(answer))
+    for path, value in other.values.items():
+        if sample.values.get(path) == value:
+            continue
+        holder: Any = obj
+        for step in path[:-1]:
+            holder = _step(holder, step)
+            if holder is None:
+                return None
+        if _step(holder, path[-1]) is None:  # (a varying place holds a string, never None)
+            return None
+        holder[path[-1]] = value
+    return obj
+
+
+def _step(holder: Any, step: str | int) -> Any:
+    if isinstance(holder, dict) and isinstance(step, str):
+        return holder.get(step)
+    if isinstance(holder, list) and isinstance(step, int) and step < len(holder):
+        return holder[step]
+    return None
+
+
+class Expected(Mapping[tuple[str, str], dict[str, Any]]):
+    """Each object's dry run, by key: those the server judged, and those their samples judged
+    for them, derived when asked (most never are: only an object another writer created
+    meanwhile, and --cleanup-after's owner, are looked at)."""
+
+    def __init__(
+        self,
+        judged: dict[tuple[str, str], dict[str, Any]],
+        carried: dict[tuple[str, str], tuple[tuple[str, str], Shaped, Shaped]],
+    ) -> None:
+        self._judged = judged
+        self._carried = carried  # key: (its sample's key, the sample's shape, its own)
+
+    def __getitem__(self, key: tuple[str, str]) -> dict[str, Any]:
+        if key in self._judged:
+            return self._judged[key]
+        by, sample_shape, own = self._carried[key]
+        found = derived(self._judged[by], sample_shape, own) if by in self._judged else None
+        if found is None:
+            raise KeyError(key)
+        return found
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        yield from self._judged
+        yield from (k for k in self._carried if k not in self._judged)
+
+    def __len__(self) -> int:
+        return len(self._judged) + sum(k not in self._judged for k in self._carried)
 
 
 def dry_runs(
@@ -56,7 +365,7 @@ def sampled_dry_runs(
     force: bool,
 ) -> tuple[list[tuple[Manifest, Answer]], Carried]:
     """The server's dry run of each object the run has (`live`), and of one object of each
-    shape among those it would create (shapes.py), in the render's order; and for each other
+    shape among those it would create (`sample`), in the render's order; and for each other
     object, by key: its sample's key, and the shapes that derive its would-be object.
 
     The first refusal in the render's order is still the one said: an object that takes its
@@ -171,3 +480,59 @@ def _immutable(fields: Sequence[str]) -> str:
 
 def _template(job: Mapping[str, Any]) -> Any:
     return (job.get("spec") or {}).get("template")
+
+
+def groups(wanted: Sequence[Manifest], owner_first: bool) -> list[list[int]]:
+    """The manifests' indices in the groups above, each group in the render's order."""
+    found: list[list[int]] = []
+    for i, m in enumerate(wanted):
+        alone = owner_first and i <= 1
+        if not found or alone or m.resource is not wanted[i - 1].resource:
+            found.append([])
+        found[-1].append(i)
+    jobs = [i for i, m in enumerate(wanted) if m.resource is JOBS]
+    leads = {jobs[n] for n in deciding_jobs([wanted[i].body for i in jobs])}
+    split: list[list[int]] = []
+    for group in found:
+        first = [i for i in group if i in leads]
+        rest = [i for i in group if i not in leads]
+        split.extend(g for g in (first, rest) if g)
+    return split
+
+
+def deciding_jobs(jobs: Sequence[Mapping[str, Any]], named: Iterable[str] = ()) -> set[int]:
+    """The indices, among a run's Job bodies, of those whose success is the run's; `named`:
+    the run's other tasks (those its Jobs' variables name: one deciding may be missing)."""
+    from simpletfjob.runs.annotations import read_min_workers, read_policy
+    from simpletfjob.runs.objects import run_framework
+
+    names = [task_name(job) for job in jobs]
+    floor, _ = read_min_workers(jobs)
+    fw = run_framework(jobs, elastic=floor is not None)
+    policy, _ = read_policy(jobs)
+    decide = set(fw.deciding(policy, [*(n for n in names if n), *named]))
+    return {i for i, name in enumerate(names) if name and name in decide}
+
+
+def task_name(job: Mapping[str, Any]) -> str:
+    """'worker-1', as the Job's labels name its task; '' when they do not."""
+    labels = (job.get("metadata") or {}).get("labels") or {}
+    role, index = labels.get(ROLE_LABEL), labels.get(INDEX_LABEL)
+    return f"{role}-{index}" if role and str(index).isdigit() else ""
+
+
+def only_deciding(jobs: Sequence[Mapping[str, Any]], named: Iterable[str]) -> bool:
+    """Whether every one of a run's Jobs (as listed) decides its success, of the tasks `named`."""
+    return bool(jobs) and len(deciding_jobs(jobs, named)) == len(jobs)
+
+
+def being_applied(ended: Run, jobs: Sequence[Mapping[str, Any]], named: Iterable[str]) -> bool:
+    """Whether a run judged ended (state.py) is one an apply was still making, or had made when
+    it was cut short: a deciding Job missing (reason `deleted`), only deciding Jobs there, and
+    none of them ended. Whatever else left a run so looks the same: a worker deleted while
+    the run went on where every Job decides (`all-workers`, PyTorch's and JAX's default, with
+    workers only), or a cleanup or a delete cut short after the other Jobs were gone."""
+    from simpletfjob.runs.state import DELETED
+
+    finished = any(task.finished for task in ended.tasks)
+    return ended.reason == DELETED and not finished and only_deciding(jobs, named)

@@ -32,14 +32,14 @@ from simpletfjob.kube.resources import JOBS
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
-    from simpletfjob.runs.manifests import Manifest
+    from simpletfjob.runs.objects import Manifest
 
 
 def deciding_job(wanted: Sequence[Manifest]) -> Manifest | None:
     """The Job of the task whose success is the run's: the framework's lead (TensorFlow's chief),
     else worker 0 (the first of the deciding workers, whatever the success policy)."""
+    from simpletfjob.runs.judge import task_name
     from simpletfjob.runs.objects import run_framework
-    from simpletfjob.runs.order import task_name
 
     jobs = {task_name(m.body): m for m in wanted if m.resource is JOBS}
     fw = run_framework(m.body for m in wanted if m.resource is JOBS)

@@ -4,7 +4,7 @@
     task's pod and container -> lines, whole, in order of arrival -> `worker-0 | line`
 
 Each stream of a running container is read in a thread of its own, and the logs of ended
-containers a few at a time over kept connections (logstreams.py); each hands over whole
+containers a few at a time over kept connections (logsources.py); each hands over whole
 lines only, so two tasks' output never mixes within a line. There is no limit on streams
 (kubectl stops at `--max-log-requests 5`).
 
@@ -35,6 +35,7 @@ from simpletfjob.errors import SimpleTFJobError
 from simpletfjob.kube.resources import PODS
 from simpletfjob.runs.logsources import (
     GONE,
+    Merger,
     Object,
     Selection,
     Source,
@@ -45,8 +46,7 @@ from simpletfjob.runs.logsources import (
     tasks_asked,
     tasks_of,
 )
-from simpletfjob.runs.logstreams import LogRequest as LogRequest
-from simpletfjob.runs.logstreams import Merger
+from simpletfjob.runs.logsources import LogRequest as LogRequest
 from simpletfjob.runs.objects import NoRunError, some
 from simpletfjob.runs.state import Run
 

@@ -1,20 +1,36 @@
-"""What a run is on the server: the Jobs and Services that carry its labels, in one namespace.
+"""A run's objects: those on the server, found by their labels, and those apply sends.
+
+What a run is on the server: the Jobs and Services that carry its labels, in one namespace.
 
 A run named NAME is every Job and Service of a namespace labelled
 `simpletfjob/job=NAME` and `app.kubernetes.io/managed-by=simpletfjob`, the labels a
 render adds. It is read with one list call per resource, whatever the number of
 tasks; an object that lacks either label is never part of a run, so no command that
 acts on runs ever changes it.
+
+What runs/ reads of a plan, declared once for apply.py and run.py.
+
+A plan is plan.Plan, which only the commands and the Python API import: runs/ sits beside
+plan/, not above it, so it names the plan's shape here instead (its run's name, how to
+rename it, its tasks and documents, and its framework), and plan.Plan fits it.
+
+What apply sends: a run's documents as manifests, each checked before any request.
+
+A manifest is one document parsed: a batch/v1 Job or a v1 Service that carries the
+run's labels, in the namespace the run goes to or in none, with the numbers of its
+resource quantities written as strings, in the order they are applied (Services
+first, so that the DNS names exist before the pods that look them up start).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 from simpletfjob.errors import NoRunError as NoRunError
-from simpletfjob.errors import SimpleTFJobError, UsageError
+from simpletfjob.errors import RenderCheckError, SimpleTFJobError, UsageError
 from simpletfjob.identity import (
     INDEX_LABEL,
     JOB_LABEL,
@@ -31,6 +47,7 @@ from simpletfjob.kube.resources import JOBS, SERVICES, Resource
 if TYPE_CHECKING:
     from simpletfjob.frameworks import Framework
     from simpletfjob.kube.connection import Connection
+
 
 RUN_RESOURCES = (JOBS, SERVICES)  # what a run is made of, in the order it is deleted
 
@@ -277,3 +294,166 @@ def some(items: Sequence[str]) -> str:
     """'a, b, c' or 'a, b, c and 4 more'."""
     shown = ", ".join(items[:SHOWN])
     return shown + (f" and {len(items) - SHOWN} more" if len(items) > SHOWN else "")
+
+
+__all__ = ["P", "Plan", "PlannedDocument", "PlannedTask"]
+
+
+class PlannedTask(Protocol):
+    """A task of the plan: its role, its index in the role, and its host."""
+
+    @property
+    def role(self) -> str: ...
+    @property
+    def index(self) -> int: ...
+    @property
+    def host(self) -> str: ...
+
+
+class PlannedDocument(Protocol):
+    """A planned document: its text, what messages call it, and its kind; and its object as
+    `loader` reads its text, where that is had without reading all of it ((False, None) when
+    not: the text is then parsed)."""
+
+    @property
+    def text(self) -> str: ...
+    def body(self, loader: type[Any]) -> tuple[bool, Any]: ...
+    @property
+    def id(self) -> object: ...
+    @property
+    def kind(self) -> str: ...
+
+
+class Plan(Protocol):
+    """A plan: the run's name (its label; None with --no-labels), its tasks and documents,
+    how to rename its objects otherwise (`rename`), its framework's name, and what one task of
+    each role asks of a node (`asks`: (resource, amount) pairs, for a queue's entry)."""
+
+    @property
+    def job(self) -> str | None: ...
+    @property
+    def rename(self) -> str | None: ...
+    @property
+    def tasks(self) -> Sequence[PlannedTask]: ...
+    @property
+    def documents(self) -> Sequence[PlannedDocument]: ...
+    @property
+    def framework(self) -> str: ...
+    @property
+    def asks(self) -> Sequence[tuple[str, Sequence[tuple[str, int]]]]: ...
+
+
+P = TypeVar("P", bound=Plan)  # the plan a caller hands in, handed back as it came
+
+
+APPLIED_ORDER = (SERVICES, JOBS)  # DNS names exist before the pods that look them up start
+
+
+class Manifest(NamedTuple):
+    """One document to apply: its resource, its body, and how messages name it."""
+
+    resource: Resource
+    body: dict[str, Any]
+    document: str  # "document 2 (Job 'mnist-worker-0')"
+
+    @property
+    def name(self) -> str:
+        return object_name(self.body)
+
+    @property
+    def ref(self) -> str:
+        return self.resource.ref(self.name)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.resource.plural, self.name
+
+
+def manifests(
+    documents: Iterable[tuple[str | PlannedDocument, str]], run: str, namespace: str
+) -> list[Manifest]:
+    """The documents (text or planned document, how to name it) as manifests, Services first;
+    every check before any request.
+
+    Each must be a Job or a Service carrying the run's labels, in `namespace` or in none. A
+    planned document's object is what its text reads as, had without parsing the framework's
+    placed values where that is sure (manifest/parsed.py), else from its text.
+    """
+    import yaml
+
+    from simpletfjob.yamlload import load, manifest_loader
+
+    loader = manifest_loader()
+    found = []
+    for source, document in documents:
+        body: Any
+        read, body = (False, None) if isinstance(source, str) else source.body(loader)
+        try:
+            if not read:
+                body = load(source if isinstance(source, str) else source.text, loader)
+        except yaml.YAMLError as e:  # the render's checks parsed it; a constructor may object
+            raise RenderCheckError(f"{document} cannot be read: {e}") from e
+        resource = _resource_of(body, document)
+        written = (body.get("metadata") or {}).get("namespace")
+        if written not in (None, "", namespace):
+            # As kubectl refuses a document for another namespace than the one it applies to.
+            raise UsageError(
+                f"{document} names namespace {written!r}, but the run goes to namespace "
+                f"{namespace!r}; give --namespace {written}, or remove the namespace from the template"
+            )
+        if not belongs_to(body, run):
+            labels = (body.get("metadata") or {}).get("labels") or {}
+            raise RenderCheckError(
+                f"{document} carries {JOB_LABEL}={labels.get(JOB_LABEL)!r} and {MANAGED_BY}="
+                f"{labels.get(MANAGED_BY)!r}, not the run's {run!r} and {MANAGER!r}; the labels "
+                "are the run's identity, so the template may not set them otherwise"
+            )
+        if resource is JOBS:
+            _quantities_as_strings(body)
+        try:
+            json.dumps(body, allow_nan=False)
+        except (TypeError, ValueError) as e:
+            raise RenderCheckError(f"{document} holds a value JSON cannot carry: {e}") from e
+        found.append(Manifest(resource, body, document))
+    return sorted(found, key=lambda m: APPLIED_ORDER.index(m.resource))
+
+
+def _quantities_as_strings(job: dict[str, Any]) -> None:
+    """Write the numbers of a Job's resource quantities as strings (`nvidia.com/gpu: 1` -> "1").
+
+    YAML reads `1` as a number, which kubectl's client-side apply sends and the server
+    takes; server-side apply in Kubernetes up to 1.20 types a quantity as a string only
+    and answers 500 ("expected string") for a number. The string is the same quantity.
+    """
+    spec = ((job.get("spec") or {}).get("template") or {}).get("spec")
+    if not isinstance(spec, dict):
+        return
+    maps = [spec.get("overhead")]
+    for key in ("containers", "initContainers", "ephemeralContainers"):
+        for container in spec.get(key) or ():
+            resources = container.get("resources") if isinstance(container, dict) else None
+            if isinstance(resources, dict):
+                maps += [resources.get("limits"), resources.get("requests")]
+    for volume in spec.get("volumes") or ():
+        empty = volume.get("emptyDir") if isinstance(volume, dict) else None
+        if isinstance(empty, dict) and "sizeLimit" in empty:
+            maps.append(empty)  # its other key, medium, is a string already
+    for quantities in maps:
+        if isinstance(quantities, dict):
+            for name, value in quantities.items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    quantities[name] = str(value)
+
+
+def _resource_of(body: object, document: str) -> Resource:
+    if isinstance(body, dict):
+        for resource in APPLIED_ORDER:
+            if (body.get("apiVersion"), body.get("kind")) == (resource.api_version, resource.kind):
+                return resource
+        what = f"a {body.get('kind') or 'document without a kind'} of {body.get('apiVersion')!r}"
+    else:
+        what = "not a mapping"
+    raise RenderCheckError(
+        f"{document} is {what}; a run is batch/v1 Jobs and v1 Services, so apply sends nothing "
+        "else (render it with simpletfjob render and apply the rest with kubectl)"
+    )

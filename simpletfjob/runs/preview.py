@@ -17,9 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic
 
 from simpletfjob.runs.limits import add_limits
-from simpletfjob.runs.manifests import manifests
-from simpletfjob.runs.objects import connect_for, list_run, object_name
-from simpletfjob.runs.planned import P
+from simpletfjob.runs.objects import P, connect_for, list_run, manifests, object_name
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Settings

@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from simpletfjob.options.queue import QueueOptions
     from simpletfjob.options.runs import ApplyOptions, RunOptions
     from simpletfjob.runs.apply import AppliedRun
-    from simpletfjob.runs.planned import P, Plan
+    from simpletfjob.runs.objects import P, Plan
 
 R = TypeVar("R")
 RETRY = 5.0  # seconds between the head's tries while the run does not fit

@@ -38,10 +38,7 @@ from simpletfjob.errors import ClusterError, Interrupted
 from simpletfjob.kube.outage import still_away
 from simpletfjob.kube.request import Deadline
 from simpletfjob.kube.resources import JOBS, PODS, SERVICES
-from simpletfjob.runs.alone import Aside, delete_task
-from simpletfjob.runs.causes import NodeWatch, refusal
 from simpletfjob.runs.classify import NODE_LOST, Cause, Decision, Policy, decide, side_failure
-from simpletfjob.runs.elastic import lost_lines
 from simpletfjob.runs.ending import (
     End,
     Ending,
@@ -51,8 +48,8 @@ from simpletfjob.runs.ending import (
     succeeded_line,
     unresolved_hint,
 )
-from simpletfjob.runs.failure import Keeper
-from simpletfjob.runs.interrupt import (
+from simpletfjob.runs.failure import Keeper, NodeWatch, refusal
+from simpletfjob.runs.interventions import (
     APPLYING,
     DRAINING,
     ENDED,
@@ -60,13 +57,17 @@ from simpletfjob.runs.interrupt import (
     GOING,
     REPLANNING,
     RESTARTING,
+    Aside,
     Where,
+    delete_task,
     interrupted,
+    let_go,
+    losable,
 )
-from simpletfjob.runs.losing import let_go, losable
-from simpletfjob.runs.planned import P, Plan
+from simpletfjob.runs.objects import P, Plan
 from simpletfjob.runs.queue import queued
 from simpletfjob.runs.state import SUCCEEDED, Run, changes
+from simpletfjob.runs.taskstate import lost_lines
 from simpletfjob.runs.wait import RunFailed, TimedOut
 from simpletfjob.streams import stop_main
 
@@ -74,7 +75,7 @@ if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
     from simpletfjob.options.runs import RunOptions
     from simpletfjob.runs.logs import Printer
-    from simpletfjob.runs.manifests import Manifest
+    from simpletfjob.runs.objects import Manifest
     from simpletfjob.runs.permissions import Access
     from simpletfjob.runs.taskstate import Object
 

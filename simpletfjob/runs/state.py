@@ -48,7 +48,6 @@ from typing import Any
 from simpletfjob.frameworks import Framework, independent_roles
 from simpletfjob.frameworks import framework as framework_named
 from simpletfjob.runs.annotations import read_min_workers, read_policy, read_restarts, values_of
-from simpletfjob.runs.elastic import lost_line, mark_lost, still_in
 from simpletfjob.runs.taskstate import (
     DELETING,
     FAILED,
@@ -63,9 +62,12 @@ from simpletfjob.runs.taskstate import (
     finalizers,
     in_role_order,
     job_pods,
+    lost_line,
+    mark_lost,
     metadata_of,
     pods_by_job,
     rfc3339,
+    still_in,
     task_of,
     timestamp,
 )

@@ -1,4 +1,6 @@
-"""One task of a run: a Job and its pods, as the API server returns them (plain dicts).
+"""One task of a run, from its Job and pods as plain dicts; an elastic run's lost tasks (pure).
+
+One task of a run: a Job and its pods, as the API server returns them (plain dicts).
 
 A task's state:
 
@@ -28,20 +30,45 @@ A Job records its own name, as rendered, in the `simpletfjob/name` annotation. A
 annotation names another Job is a copy (`kubectl get -o json | kubectl create` under another
 name): `copied_from` says of what. It was not made by apply. An annotation that cannot
 be a Job's name (edited by hand) is not repeated: `copied_from` is then `NOT_A_NAME`.
+
+An elastic run (`--min-workers M`): which of its tasks are lost, not its failure (pure).
+
+An elastic run trains on as long as M tasks of its elastic role remain (PyTorch's workers:
+torchrun's agents form a smaller world when one goes). Which role that is, and which task
+hosts the rendezvous, are the framework's (frameworks/workers.py's `Rules.lost`): a task of
+that role whose Job has failed is **Lost** while at least M others remain. It fails nothing,
+and the run succeeds when the deciding tasks still in it have all succeeded (at least M of
+them, then). When fewer than M would remain, nothing is lost: the failures are the run's, as
+in a static run, and the first one decides it.
+
+`run` says a newly lost task in one line (`lost_lines`), spends no restart on it, and
+follows the others; a failure of the run (fewer than M left, the rendezvous host) is a
+whole-run restart, as in a static run. A task whose pod its node refused, or whose node was
+lost past --node-grace, does not fail its Job by itself: `run` lets it go (interventions.py), and its
+Job, annotated, is read as a failed one here.
+
+The rendezvous host (PyTorch's worker 0) is never lost: its torchrun agent hosts the c10d
+store, and no agent goes on without it (pytorch/pytorch#67742). Its failure is the run's.
+
+This module takes tasks and counts, not a `Run` (state.py imports it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from simpletfjob.identity import INDEX_LABEL, LOST_ANNOTATION, NAME_ANNOTATION, ROLE_LABEL
 from simpletfjob.tasks import MAX_TASKS
 
+if TYPE_CHECKING:
+    from simpletfjob.frameworks import Framework
+
+
 PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
-UNKNOWN, DELETING, LOST = "Unknown", "Deleting", "Lost"  # Lost: runs/elastic.py
+UNKNOWN, DELETING, LOST = "Unknown", "Deleting", "Lost"  # Lost: runs/taskstate.py
 FINISHED = (SUCCEEDED, FAILED)
 
 Object = Mapping[str, Any]
@@ -77,7 +104,7 @@ class TaskStatus:
     @property
     def finished(self) -> bool:
         """Ended by its Job's condition: a pod that has ended, not yet counted, is not the end.
-        A worker an elastic run lost (runs/elastic.py) has ended too: its Job failed, and
+        A worker an elastic run lost (runs/taskstate.py) has ended too: its Job failed, and
         `wait`'s cleanup keeps it, as a failed one, for `kubectl logs`."""
         return self.state in (*FINISHED, LOST) and bool(self.job_condition)
 
@@ -322,7 +349,7 @@ def task_of(
 ) -> TaskStatus:
     """The task of one Job, given its pods; `nodes` says how the nodes of pods in phase Unknown are.
 
-    `nodes` maps a node's name to its condition, as `causes.node_condition` words it; a node not
+    `nodes` maps a node's name to its condition, as `node_condition` words it; a node not
     in it (not read, or reading nodes is not allowed) is `unreachable`.
     """
     metadata = metadata_of(job)
@@ -363,7 +390,9 @@ def task_of(
         if pod is None and not reason:
             reason = "no pod yet"
     let_go = (metadata.get("annotations") or {}).get(LOST_ANNOTATION)
-    if let_go and failed is None and complete is None:  # an elastic run let it go (losing.py)
+    if (
+        let_go and failed is None and complete is None
+    ):  # an elastic run let it go (interventions.py)
         state, reason, failed = FAILED, str(let_go), {"reason": "Lost"}
     if metadata.get("deletionTimestamp"):
         state, reason = DELETING, held_by(job)
@@ -447,3 +476,88 @@ def in_role_order(roles: Sequence[str]) -> Callable[[TaskStatus], tuple[int, str
         return rank, task.role, task.index, task.job
 
     return order
+
+
+def node_condition(node: Object | None, now: datetime | None = None) -> str:
+    """How a node is, for a pod in phase Unknown on it: 'NotReady since 12:03' (UTC).
+
+    From its Ready condition, as `kubectl get nodes` words it (False or Unknown: NotReady);
+    the date is added when the change is more than a day old. None: 'unreachable'.
+    """
+    if node is None:
+        return "unreachable"
+    ready = next(
+        (
+            c
+            for c in (node.get("status") or {}).get("conditions") or ()
+            if isinstance(c, Mapping) and c.get("type") == "Ready"
+        ),
+        None,
+    )
+    if ready is None:
+        return "has no Ready condition"
+    word = "Ready" if ready.get("status") == "True" else "NotReady"
+    since = timestamp(ready.get("lastTransitionTime"))
+    if since is None:
+        return word
+    since = since.astimezone(timezone.utc)
+    now = now or datetime.now(timezone.utc)
+    when = since.strftime("%H:%M" if now - since < timedelta(days=1) else "%Y-%m-%d %H:%M")
+    return f"{word} since {when}"
+
+
+def mark_lost(
+    tasks: Sequence[TaskStatus], floor: int | None, fw: Framework
+) -> tuple[TaskStatus, ...]:
+    """The tasks, with those lost under min-workers `floor` in state Lost; as they are without one."""
+    if floor is None:
+        return tuple(tasks)
+    failed = [t.task for t in tasks if t.finished and t.state == FAILED]
+    lost = fw.lost(failed, [t.task for t in tasks], floor)
+    return tuple(replace(t, state=LOST) if t.task in lost else t for t in tasks)
+
+
+def still_in(deciders: Iterable[str], tasks: Iterable[TaskStatus]) -> list[str]:
+    """The deciding tasks that are not lost."""
+    lost = {t.task for t in tasks if t.state == LOST}
+    return [d for d in deciders if d not in lost]
+
+
+def lost_line(tasks: Sequence[TaskStatus], floor: int | None) -> str:
+    """' (1 lost; min 2)' after the count of the tasks that succeeded; '' when none is lost."""
+    lost = sum(t.state == LOST for t in tasks)
+    return f" ({lost} lost; min {floor})" if lost else ""
+
+
+def lost_lines(
+    lines: Iterable[str],
+    before: Sequence[TaskStatus] | None,
+    after: Sequence[TaskStatus],
+    floor: int | None,
+) -> list[str]:
+    """`changes(before, after)`'s lines (the tasks of the run before and after), each newly
+    lost task's said as `run` says it: 'worker-2 lost (exit 137); training goes on with 2 of 3
+    workers (min 2)', and then no more."""
+    was = {t.task for t in before if t.state == LOST} if before is not None else set()
+    said = {}
+    for task in after:
+        if task.state != LOST or task.task in was:
+            continue
+        peers = [t for t in after if t.role == task.role]
+        left = sum(t.state != LOST for t in peers)
+        said[f"{task.task} {LOST}"] = (
+            f"{task.task} lost ({_why(task)}); training goes on with {left} of {len(peers)} "
+            f"{task.role}s (min {floor})"
+        )
+    # once said lost, a task's later changes (its Job's reason, its pod gone) are not said
+    quiet = tuple(f"{task} " for task in was)
+    lines = [line for line in lines if not line.startswith(quiet)] if quiet else list(lines)
+    return [next((v for k, v in said.items() if line.startswith(k)), line) for line in lines]
+
+
+def _why(task: TaskStatus) -> str:
+    if task.refused:
+        return f"refused by node {task.node}: {task.failure_reason}"
+    return (
+        f"exit {task.exit_code}" if task.exit_code is not None else task.reason or "its Job failed"
+    )

@@ -31,8 +31,8 @@ from simpletfjob.runs.ending import (
     undecided,
     unresolved_hint,
 )
-from simpletfjob.runs.follower import ENDS
 from simpletfjob.runs.state import Run, changes
+from simpletfjob.runs.watch import ENDS
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection

@@ -137,7 +137,7 @@ def test_a_run_that_has_ended_is_not_started_again_by_a_plain_apply(
 def test_a_run_whose_deciding_job_was_deleted_beside_its_other_tasks_is_not_started_again(
     cluster: Cluster, run_in: Any
 ) -> None:
-    """apply sends the deciding Jobs first (runs/order.py): worker-0 missing beside ps-0 and
+    """apply sends the deciding Jobs first (runs/judge.py): worker-0 missing beside ps-0 and
     worker-1 was deleted (by hand, or by a TTL once it ended), so applying would start it
     beside what is left of the run."""
     ns = cluster.create_namespace()

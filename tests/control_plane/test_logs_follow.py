@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import trustme
 
-from simpletfjob.runs.logstreams import ENDED_AT_ONCE
+from simpletfjob.runs.logsources import ENDED_AT_ONCE
 from tests.conftest import Result, console_script
 from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane

@@ -7,7 +7,7 @@ The phases: applying (the first attempt, and a restart's), following, deleting f
 (the deletes out, then waiting for the run to be gone), and once the verdict is known (the
 cleanup, the logs read out). In each, the last line must be true when the process has ended,
 and `--on-interrupt delete` must leave nothing of the run, or only what the cleanup keeps once
-the run has ended. runs/interrupt.py says what each phase says.
+the run has ended. runs/interventions.py says what each phase says.
 """
 
 from __future__ import annotations

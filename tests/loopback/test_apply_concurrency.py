@@ -79,7 +79,7 @@ def test_a_new_run_is_dry_run_once_for_each_shape_and_names_held_are_listed_once
     cli: Any, kubeapi: KubeAPI, tmp_path: Path
 ) -> None:
     """Every task's Job of this template differs from the others only in the task's values
-    (runs/shapes.py): one dry run judges them all, where there was one each. The names that
+    (runs/judge.py): one dry run judges them all, where there was one each. The names that
     others' objects hold come from one list of names, not from each object's dry run."""
     result = apply(cli, kubeapi, tmp_path)
     assert result.code == 0, result.err
@@ -167,7 +167,7 @@ def test_the_real_applies_go_a_few_at_a_time_in_order_with_no_read_before_each(
 def test_the_deciding_job_is_applied_before_any_other_and_the_lines_keep_the_renders_order(
     cli: Any, kubeapi: KubeAPI, tmp_path: Path
 ) -> None:
-    """worker-0 decides this run (runs/order.py): no other Job of it is written before
+    """worker-0 decides this run (runs/judge.py): no other Job of it is written before
     worker-0's is, so no apply, cut short or beside another, leaves them without it."""
     kubeapi.add_faults(resource="jobs", verb="patch", delay=0.1)
     namespace(kubeapi)
@@ -273,18 +273,18 @@ def test_the_objects_a_sample_judged_are_not_derived_from_its_answer_unless_one_
     cli: Any, kubeapi: KubeAPI, tmp_path: Path, monkeypatch: Any
 ) -> None:
     """An object its shape's sample judged is what the sample's dry run says with its own values
-    in (shapes.derived), which is looked at only where another writer made the object
+    in (judge.derived), which is looked at only where another writer made the object
     meanwhile: a new run's writes derive none (each was a JSON copy of a whole answer)."""
-    from simpletfjob.runs import shapes
+    from simpletfjob.runs import judge
 
     derived: list[str] = []
-    real = shapes.derived
+    real = judge.derived
 
     def counted(answer: Any, sample: Any, other: Any) -> Any:
         derived.append(other.values.get(("metadata", "name"), "?"))
         return real(answer, sample, other)
 
-    monkeypatch.setattr(shapes, "derived", counted)
+    monkeypatch.setattr(judge, "derived", counted)
     result = apply(cli, kubeapi, tmp_path)
     assert result.code == 0, result.err
     assert objects(result.err) == [f"{ref} created" for ref in in_render_order()]

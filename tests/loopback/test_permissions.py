@@ -14,7 +14,7 @@ import pytest
 from simpletfjob.kube.access import allowed
 from simpletfjob.kube.connection import Connection, Settings, connect
 from simpletfjob.kube.resources import JOBS, NODES, Action
-from simpletfjob.runs.causes import NodeWatch
+from simpletfjob.runs.failure import NodeWatch
 from simpletfjob.runs.watch import read_run
 from tests.conftest import assert_one_line_error, write
 from tests.support.kubeapi import KubeAPI, write_kubeconfig

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from simpletfjob.kube.watch import Event
-from simpletfjob.runs.follower import Follower
 from simpletfjob.runs.state import Run
+from simpletfjob.runs.watch import Follower
 from tests.support.kubeapi import job_status, make_job, make_pod
 
 

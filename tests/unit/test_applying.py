@@ -8,8 +8,7 @@ import pytest
 
 from simpletfjob.errors import RenderCheckError, UsageError
 from simpletfjob.kube.resources import JOBS, SERVICES
-from simpletfjob.runs.manifests import manifests
-from simpletfjob.runs.objects import NoRunError, belongs_to, run_selector
+from simpletfjob.runs.objects import NoRunError, belongs_to, manifests, run_selector
 from simpletfjob.yamlload import manifest_loader
 
 OURS = "    app.kubernetes.io/managed-by: simpletfjob\n    simpletfjob/job: mnist\n"

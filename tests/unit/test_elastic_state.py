@@ -1,4 +1,4 @@
-"""runs/elastic.py and the run's state under --min-workers: a worker lost while M remain is not the run's failure."""
+"""runs/taskstate.py and the run's state under --min-workers: a worker lost while M remain is not the run's failure."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from simpletfjob.runs.annotations import read_min_workers
-from simpletfjob.runs.elastic import lost_lines
 from simpletfjob.runs.state import Run, changes, describe, run_state
+from simpletfjob.runs.taskstate import lost_lines
 from tests.support.kubeapi import job_status, make_job
 
 T0 = "2024-05-01T10:00:00Z"
@@ -134,7 +134,7 @@ def test_which_tasks_an_elastic_run_may_lose_is_the_frameworks_rule() -> None:
 
 
 def let_go(job: dict[str, Any], why: str) -> dict[str, Any]:
-    """The Job as `run` leaves a worker it let go (runs/losing.py)."""
+    """The Job as `run` leaves a worker it let go (runs/interventions.py)."""
     job["metadata"].setdefault("annotations", {})["simpletfjob/lost"] = why
     job["spec"]["parallelism"] = 0
     return job
@@ -164,7 +164,7 @@ def test_which_refusals_and_lost_nodes_an_elastic_run_trains_on_without(
     cause: str, floor: str | None, let_go_of: bool
 ) -> None:
     from simpletfjob.runs.classify import node_lost, refused
-    from simpletfjob.runs.losing import losable, reason
+    from simpletfjob.runs.interventions import losable, reason
 
     run = state(*(worker(i, floor, active=1) for i in range(3)))
     made = (
@@ -179,7 +179,7 @@ def test_which_refusals_and_lost_nodes_an_elastic_run_trains_on_without(
 
 def test_the_rendezvous_host_is_never_let_go() -> None:
     from simpletfjob.runs.classify import node_lost
-    from simpletfjob.runs.losing import losable
+    from simpletfjob.runs.interventions import losable
 
     run = state(*(worker(i, active=1) for i in range(3)))
     assert not losable(run, node_lost(["worker-0"], "h1", "NotReady", "2s"))

@@ -1,7 +1,7 @@
 """ending: the one follower's Ending, over recorded events of a run (no server, no clock).
 
 Each test records what the two watches bring (a list of Jobs and pods, then events),
-folds them with follower.py as watch.follow does, and reads the states through
+folds them with the Follower as watch.follow does, and reads the states through
 `ending_of`, as `wait`, `run`, `status -w` and `logs -f` all do.
 """
 
@@ -15,7 +15,6 @@ import pytest
 
 from simpletfjob.errors import RunFailed
 from simpletfjob.kube.watch import Event
-from simpletfjob.runs.causes import refusal
 from simpletfjob.runs.classify import REFUSED, TASK_FAILED, UNDECIDED, Cause
 from simpletfjob.runs.ending import (
     End,
@@ -26,10 +25,11 @@ from simpletfjob.runs.ending import (
     finishing,
     judged,
     names_to_resolve,
+    outcome_line,
     unresolved_hint,
     unresolved_note,
-    verdict,
 )
+from simpletfjob.runs.failure import refusal
 from simpletfjob.runs.state import Run
 from tests.support.recorded import job, pod, running, states
 
@@ -49,7 +49,7 @@ def test_a_run_whose_deciding_task_completes_succeeds_and_each_state_is_shown() 
     assert ending.end == "Succeeded"  # a str
     assert ending.run is not None and ending.run.decided_by == "worker-0"
     assert shown[0] == "Running" and shown[-1] == "Succeeded"
-    assert verdict(ending) == "run mnist succeeded: worker-0 Succeeded"
+    assert outcome_line(ending) == "run mnist succeeded: worker-0 Succeeded"
 
 
 def test_a_failed_task_is_a_failed_ending_with_a_typed_cause() -> None:
@@ -74,7 +74,7 @@ def test_a_failed_task_is_a_failed_ending_with_a_typed_cause() -> None:
     assert cause.klass == "disruption"  # exit 3 is a --restart-exit-codes code
     assert str(cause) == "worker-1 Failed: Error (exit 3)"
     with pytest.raises(RunFailed) as raised:
-        verdict(ending)
+        outcome_line(ending)
     assert str(raised.value) == "run 'mnist' failed: worker-1 Failed: Error (exit 3)"
 
 

@@ -1,11 +1,11 @@
-"""A failed task's error found in its log (runs/errorlines.py), on real failures recorded from
+"""A failed task's error found in its log (runs/bundle.py), on real failures recorded from
 TensorFlow, JAX and torchrun (tests/support/tracebacks/README.md says how each was made)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from simpletfjob.runs.errorlines import MOST, task_error
+from simpletfjob.runs.bundle import MOST, task_error
 
 RECORDED = Path(__file__).resolve().parent.parent / "support" / "tracebacks"
 

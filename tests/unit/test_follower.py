@@ -15,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simpletfjob.kube.watch import Event
-from simpletfjob.runs.follower import ENDS, Follower, verdict
 from simpletfjob.runs.objects import named_tasks
 from simpletfjob.runs.state import Run, run_state
+from simpletfjob.runs.watch import ENDS, Follower, verdict
 from tests.support.kubeapi import job_status, make_job, make_pod
 
 

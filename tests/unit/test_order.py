@@ -1,4 +1,4 @@
-"""The groups apply sends a run's objects in (runs/order.py): the owner alone, the Services,
+"""The groups apply sends a run's objects in (runs/judge.py): the owner alone, the Services,
 the Jobs that decide the run, then the other Jobs; each group in the render's order."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from typing import Any
 
 from simpletfjob.identity import INDEX_LABEL, POLICY_ANNOTATION, ROLE_LABEL
 from simpletfjob.kube.resources import JOBS, SERVICES
-from simpletfjob.runs.manifests import Manifest
-from simpletfjob.runs.order import groups, only_deciding
+from simpletfjob.runs.judge import groups, only_deciding
+from simpletfjob.runs.objects import Manifest
 
 
 def job(task: str, policy: str | None = None, env: dict[str, str] | None = None) -> Manifest:

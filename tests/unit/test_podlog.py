@@ -116,7 +116,7 @@ def test_after_a_break_the_run_read_is_found_again_or_known_lost() -> None:
 def test_an_ended_log_queued_for_a_reader_is_read_as_its_run_stands_at_its_turn() -> None:
     """A container started again in place while its ended log waited for one of the few
     readers: that run is read as `previous`, never followed into the new run."""
-    from simpletfjob.runs.logstreams import LogRequest, at_its_turn
+    from simpletfjob.runs.logsources import LogRequest, at_its_turn
 
     follow = LogRequest(follow=True, tail=10)
     run_1 = Source("worker-0", "p", "tf", "worker-0", 1)

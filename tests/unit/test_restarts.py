@@ -30,8 +30,8 @@ from simpletfjob.runs.classify import (
     run_failure,
     side_failure,
 )
-from simpletfjob.runs.follower import TIE
 from simpletfjob.runs.state import run_state
+from simpletfjob.runs.watch import TIE
 from tests.conftest import assert_one_line_error, write
 from tests.support.scenes import task_job as job
 from tests.support.scenes import task_pod as pod

@@ -13,7 +13,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from simpletfjob.cli.status import age
-from simpletfjob.runs.causes import node_condition
 from simpletfjob.runs.state import (
     DELETED,
     Run,
@@ -23,6 +22,7 @@ from simpletfjob.runs.state import (
     run_state,
     task_of,
 )
+from simpletfjob.runs.taskstate import node_condition
 from simpletfjob.runs.watch import group_runs
 from tests.conftest import EXAMPLES
 from tests.support.kubeapi import job_status

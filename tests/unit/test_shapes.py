@@ -1,4 +1,4 @@
-"""Which objects apply dry-runs (runs/shapes.py): one of each shape it would create, every
+"""Which objects apply dry-runs (runs/judge.py): one of each shape it would create, every
 object the run already has, and any whose own values the sample's verdict does not cover;
 and the would-be object of one that took its sample's verdict."""
 
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from simpletfjob.kube.resources import JOBS, SERVICES
-from simpletfjob.runs.shapes import SIZE_ANYWAY, Expected, carries, derived, sample, shape
+from simpletfjob.runs.judge import SIZE_ANYWAY, Expected, carries, derived, sample, shape
 
 
 def job(role: str, index: int, node: str | None = None, **changes: Any) -> dict[str, Any]:

@@ -1,4 +1,35 @@
-"""What an interrupt (SIGINT, SIGTERM, SIGHUP) leaves of a run that `run` was taking to its end.
+"""What `run` does to a run it follows: a task restarted alone, a worker let go, an interrupt's end.
+
+A task the training does not depend on (a TensorFlow evaluator), restarted alone by `run`.
+
+The framework names such roles (`Framework.independent`); state.py does not fail a run for
+them. When one's Job fails, `run` says so with the failing task's lines and classifies the
+failure as any other (classify.py). Within the budget, and when --restart-on restarts its
+class, it deletes that Job alone (Foreground, until it is gone) and applies the attempt's
+plan again: the other objects are unchanged, and only that Job is made anew. Otherwise the
+run goes on without it. Either way the run is not restarted and its verdict is not changed.
+
+A restart of a task alone spends one of --max-restarts; the run's restart count (its
+annotations, `status`'s `restarts 1/3`, `<<restart>>`) counts whole-run restarts only.
+
+An elastic run's worker whose pod its node refused, or whose node was lost past
+--node-grace: let go, as a worker whose Job failed is (taskstate.mark_lost), not a whole-run restart.
+
+A Job whose pod its node refused fails by itself only with backoffLimit 0 (else the Job
+controller makes another pod, which may be refused again), and a Job on a lost node never
+fails by itself: its pod stays Running, or Unknown, on a node that no longer answers. So `run`
+ends the task itself, when the framework's rule (`Framework.lost`) lets the run train on
+without it: it sets the Job's parallelism to 0, so that no pod of it runs or is made again,
+and annotates it `simpletfjob/lost` with the reason (a server-side apply of those two fields
+alone, under a field manager of their own, so that a later apply of the run's manifests does
+not take them back). `status` and `wait` read the annotation: the task is Lost. On a lost node
+its pods are deleted at once (grace 0, as `kubectl delete --force`), as a restart deletes
+them: the node will not confirm their end.
+
+A loss that would leave fewer than M workers, or the rendezvous host, is not let go: the cause
+stays the run's, and `run` restarts the whole run (or ends) as for any other failure.
+
+What an interrupt (SIGINT, SIGTERM, SIGHUP) leaves of a run that `run` was taking to its end.
 
 `run` keeps `Where` up to date as it goes; on an interrupt, `interrupted` words the one line
 the process leaves (`Interrupted.detail`), each phase saying what is true then:
@@ -29,18 +60,106 @@ A second signal stops the deleting, and the line says how far it got.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from simpletfjob.errors import ClusterError, Interrupted, Unsettled
+from simpletfjob.identity import LOST_ANNOTATION
 from simpletfjob.kube.request import Deadline
 from simpletfjob.kube.resources import JOBS, SERVICES
 from simpletfjob.options.rules import format_duration
+from simpletfjob.runs.classify import NODE_LOST, REFUSED, Cause
+from simpletfjob.runs.taskstate import FAILED, LOST
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
     from simpletfjob.runs.state import Run
+
+
+GONE_WITHIN = 300.0  # seconds a task's Job is given to go when the run has no --timeout
+
+
+class Aside:
+    """What `run` did of the independent tasks that failed: restarts made, failures left."""
+
+    def __init__(self) -> None:
+        self.made = 0  # restarts of a task alone; they spend the budget
+        self.left: set[str] = set()  # uids of failed Jobs reported and not restarted
+
+
+def delete_task(conn: Connection, run: Run, task: str, deadline: Deadline | None) -> None:
+    """Delete one task's Job (Foreground: its pods first) and return once it is gone."""
+    from simpletfjob.kube.objects import delete, get
+    from simpletfjob.kube.request import Deadline
+
+    found = next((t for t in run.tasks if t.task == task), None)
+    if found is None:
+        return
+    delete(conn, JOBS, found.job, propagation="Foreground", uid=found.uid or None)
+    until = deadline or Deadline.after(GONE_WITHIN)
+    while True:
+        now = get(conn, JOBS, found.job, missing_ok=True, deadline=until)
+        if now is None or (now.get("metadata") or {}).get("uid") != found.uid:
+            return
+        if until.remaining() <= 0:
+            raise ClusterError(
+                f"job {found.job!r} of run {run.name!r} was not gone within "
+                f"{GONE_WITHIN:.0f}s; its pods may still be stopping"
+            )
+        time.sleep(0.5)
+
+
+FIELD_MANAGER = "simpletfjob-lost"
+
+
+def losable(run: Run, cause: Cause) -> bool:
+    """Whether the run trains on without the tasks of `cause`: a refusal or a lost node, in an
+    elastic run, of tasks the framework's rule lets it lose with those it has lost already."""
+    if run.min_workers is None or cause.kind not in (REFUSED, NODE_LOST) or not cause.tasks:
+        return False
+    from simpletfjob.frameworks import framework
+
+    gone = [t.task for t in run.tasks if t.finished and t.state in (FAILED, LOST)]
+    names = [t.task for t in run.tasks]
+    lost = framework(run.framework).lost([*gone, *cause.tasks], names, run.min_workers)
+    return set(cause.tasks) <= lost
+
+
+def reason(cause: Cause) -> str:
+    """The lost tasks' reason, without their names: 'refused by node h3: OutOfcpu',
+    'node h3 NotReady for more than 1m'."""
+    if cause.kind == REFUSED:
+        return f"refused by node {cause.node}: {cause.reason}"
+    return f"node {cause.node} {cause.reason}"
+
+
+def let_go(conn: Connection, run: Run, cause: Cause, pods: Iterable[Mapping[str, Any]]) -> None:
+    """End the tasks of `cause` as lost (the module's docstring says how)."""
+    from simpletfjob.kube.objects import apply, delete
+    from simpletfjob.kube.resources import JOBS, PODS
+
+    jobs = {t.task: t.job for t in run.tasks}
+    why = reason(cause)
+    for task in cause.tasks:
+        manifest = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": jobs[task], "annotations": {LOST_ANNOTATION: why}},
+            "spec": {"parallelism": 0},
+        }
+        apply(conn, JOBS, manifest, field_manager=FIELD_MANAGER, force=True)
+    if cause.kind != NODE_LOST:
+        return
+    names = {jobs[task] for task in cause.tasks}
+    for pod in pods:
+        metadata = pod.get("metadata") or {}
+        if (metadata.get("labels") or {}).get("job-name") in names:
+            # gone already, or not ours to delete: the Job's parallelism 0 holds it anyway
+            with contextlib.suppress(ClusterError):
+                delete(conn, PODS, str(metadata.get("name")), grace=0)
+
 
 Say = Callable[[str], None]
 

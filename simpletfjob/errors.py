@@ -56,6 +56,9 @@ class SelectionError(SimpleTFJobError):
     # The resource the run is short of, and the most of it free on one node it may use
     # ('cpu', '2'), where the refusal found one (a queue's waiting line says it).
     most_free: tuple[str, str] | None = None
+    # -N asked for more hosts than are eligible: (eligible hosts, tasks asked, tasks per
+    # host), so that the plan can offer a layout whose tasks fit.
+    fewer: tuple[int, int, int] | None = None
 
 
 class ClusterError(SimpleTFJobError):

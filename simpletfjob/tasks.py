@@ -79,13 +79,12 @@ def tasks_per_host_for(hosts: int, tasks: int) -> int | None:
     return per_host if per_host > 1 and hosts * per_host <= MAX_TASKS else None
 
 
-def layout_for(hosts: int, tasks: int) -> tuple[int, int] | None:
-    """The -N and --tasks-per-host that give exactly `tasks` tasks on at most `hosts` hosts,
-    on as many hosts as can be; None when a run cannot have that many (MAX_TASKS)."""
+def layouts_for(hosts: int, tasks: int) -> list[tuple[int, int]]:
+    """Each -N and --tasks-per-host that gives exactly `tasks` tasks on at most `hosts` hosts,
+    on as many hosts as can be first; none when a run cannot have that many (MAX_TASKS)."""
     if hosts < 1 or not 0 < tasks <= MAX_TASKS:
-        return None
-    num = max(h for h in range(1, min(hosts, tasks) + 1) if tasks % h == 0)
-    return num, tasks // num
+        return []
+    return [(h, tasks // h) for h in range(min(hosts, tasks), 0, -1) if tasks % h == 0]
 
 
 # Where each role's tasks go, in index order: (host position, slot) pairs; a task's

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from simpletfjob.errors import SelectionError, UsageError
 from simpletfjob.hosts.fit import Ask, shortfall
 from simpletfjob.hosts.nodes import Node, Taint
-from simpletfjob.tasks import MAX_TASKS, Pin, layout_for
+from simpletfjob.tasks import MAX_TASKS, Pin, layouts_for
 
 if TYPE_CHECKING:
     from simpletfjob.hosts.requested import Port
@@ -414,10 +414,12 @@ def eligible_hosts(
     if num == -1 and not eligible:
         raise SelectionError(f"no host is eligible ({breakdown(verdicts)})")
     if num > len(eligible):
-        raise SelectionError(
+        error = SelectionError(
             f"-N {num} asks for more hosts than are eligible ({breakdown(verdicts)})"
-            + _fewer_hosts_hint(len(eligible), num * tasks_per_host, tasks_per_host)
+            + fewer_hosts_hint(len(eligible), num * tasks_per_host, tasks_per_host)
         )
+        error.fewer = (len(eligible), num * tasks_per_host, tasks_per_host)
+        raise error
     for pin in pins:
         if num != -1 and len(pin.hosts) > num:
             named = counted(len(pin.hosts), "host", "hosts")
@@ -425,18 +427,30 @@ def eligible_hosts(
     return eligible
 
 
-def _fewer_hosts_hint(hosts: int, tasks: int, tasks_per_host: int) -> str:
+def fewer_hosts_hint(
+    hosts: int,
+    tasks: int,
+    tasks_per_host: int,
+    fits: Callable[[int, int], bool] | None = None,
+) -> str:
     """'; 1 eligible host fits 1 task at 1 per host; for 3 tasks, give -N 1 --tasks-per-host 3':
-    a layout of exactly the tasks -N and --tasks-per-host ask for, or why there is none."""
+    a layout of exactly the tasks -N and --tasks-per-host ask for, or why there is none.
+
+    `fits(num, per_host)` says whether a layout's tasks fit what the hosts have free (the
+    plan asks the seating); the layout offered is the first that fits, on as many hosts as
+    can be, and none is offered when none fits.
+    """
     if not hosts:
         return ""
     fit = counted(hosts * tasks_per_host, "task", "tasks")
     hint = f"; {counted(hosts, 'eligible host fits', 'eligible hosts fit')} {fit} at {tasks_per_host} per host"
-    layout = layout_for(hosts, tasks)
-    if layout is None:
+    layouts = layouts_for(hosts, tasks)
+    if not layouts:
         return f"{hint}; no layout on them gives {tasks:,} tasks: a run has at most {MAX_TASKS:,}"
-    num, per_host = layout
-    return f"{hint}; for {tasks} tasks, give -N {num} --tasks-per-host {per_host}"
+    for num, per_host in layouts:
+        if fits is None or fits(num, per_host):
+            return f"{hint}; for {tasks} tasks, give -N {num} --tasks-per-host {per_host}"
+    return f"{hint}; no layout of {tasks} tasks on them fits what their nodes have free"
 
 
 def unknown_exclusions(nodes: Sequence[Node], excluded: Iterable[str]) -> list[str]:

@@ -30,6 +30,7 @@ from simpletfjob.hosts.selection import (
     breakdown,
     counted,
     eligible_hosts,
+    fewer_hosts_hint,
     without_fit,
 )
 from simpletfjob.manifest.render import RoleNeeds
@@ -110,6 +111,8 @@ def seat_run(
     except SelectionError as e:
         if asks and ruled_out:
             raise _refused(options, fw, verdicts, rules, pins, error=e) from None
+        if asks and e.fewer:
+            raise _fewer_that_fit(e, options, fw, verdicts, rules, pins) from None
         raise
     if not asks:
         return eligible, _seat(options, fw, verdicts, eligible, rules, pins, None)
@@ -133,6 +136,34 @@ def seat_run(
         if left is not None:
             warnings.append(left)
     return eligible, seats
+
+
+def _fewer_that_fit(
+    error: SelectionError,
+    options: Options,
+    fw: Framework,
+    verdicts: Sequence[Verdict],
+    rules: Rules,
+    pins: Sequence[Pin],
+) -> SelectionError:
+    """-N's refusal for too few hosts, offering a layout of the tasks asked whose tasks fit
+    what the hosts have free (each layout seated as the run would be), or saying none does."""
+    assert error.fewer is not None
+    hosts, tasks, per_host = error.fewer
+
+    def fits(num: int, per: int) -> bool:
+        try:
+            seat_run(options.replace(num=num, tasks_per_host=per), fw, verdicts, rules, pins, [])
+        except SelectionError:
+            return False
+        return True
+
+    plain = fewer_hosts_hint(hosts, tasks, per_host)
+    better = SelectionError(
+        str(error).removesuffix(plain) + fewer_hosts_hint(hosts, tasks, per_host, fits)
+    )
+    better.verdicts, better.fewer = error.verdicts, error.fewer
+    return better
 
 
 def _searched(

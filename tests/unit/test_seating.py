@@ -156,6 +156,38 @@ def test_workers_that_fit_on_other_nodes_than_the_first_are_seated(
     assert nodes_of(result) == expected
 
 
+@pytest.mark.parametrize(
+    ("num", "hint"),
+    [
+        ("4", "for 4 tasks, give -N 2 --tasks-per-host 2"),  # b and c hold 2 each
+        ("9", "no layout of 9 tasks on them fits what their nodes have free"),  # 5 GPUs
+        ("5", "no layout of 5 tasks on them fits what their nodes have free"),  # -N 1 x5: none
+    ],
+)
+def test_too_few_hosts_offers_only_a_layout_whose_tasks_fit(
+    cli: Any, abc: Path, num: str, hint: str
+) -> None:
+    """-N over the hosts offers the layout that seats the tasks where their GPUs are free (it
+    offered -N 3 --tasks-per-host 3 for 9 one-GPU workers on 5 GPUs, refused when given)."""
+    asked = ("--set", "gpus=1", "--nodes-file", "nodes.json", "-N", num, "-o", "-")
+    line = assert_one_line_error(cli("pytorch-ddp", *asked, cwd=abc))
+    assert line.endswith(f"3 eligible hosts fit 3 tasks at 1 per host; {hint}"), line
+    if ", give " in hint:
+        offered = hint.rpartition("give ")[2].split()
+        done = cli(
+            "pytorch-ddp",
+            "--set",
+            "gpus=1",
+            "--nodes-file",
+            "nodes.json",
+            *offered,
+            "-o",
+            "-",
+            cwd=abc,
+        )
+        assert sorted(nodes_of(done)) == ["b", "b", "c", "c"]
+
+
 def test_a_searched_seating_is_the_same_bytes_every_time(cli: Any, abc: Path) -> None:
     args = ("--set", "gpus.worker=1", "--psn", "1", "-N", "1", "--tasks-per-host", "3")
     first = cli("t.yaml", "--nodes-file", "nodes.json", "-o", "-", *args, cwd=abc)

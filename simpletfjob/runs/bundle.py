@@ -42,10 +42,11 @@ CONTAINERS = ("initContainers", "containers", "ephemeralContainers")
 NEWLINE = b"\n"
 
 
-def bundle_name(run: str, now: datetime) -> str:
+def bundle_name(run: str, now: datetime, attempt: int | None = None) -> str:
     """'mnist-diagnose-20261129T071500Z.tar.gz': a UTC time with no colons (tar reads a colon
-    as a host)."""
-    return f"{run}-diagnose-{now:%Y%m%dT%H%M%SZ}.tar.gz"
+    as a host); 'mnist-attempt-1-diagnose-...' for `run`'s attempt that failed and was restarted."""
+    which = "" if attempt is None else f"-attempt-{attempt}"
+    return f"{run}{which}-diagnose-{now:%Y%m%dT%H%M%SZ}.tar.gz"
 
 
 # ---- secrets --------------------------------------------------------------------------------------
@@ -213,22 +214,25 @@ def summary(
 
 def failing_log(task: str, logs: Mapping[str, bytes]) -> list[str]:
     """The failing task's error (errorlines.py) and its last lines, from its current log, else
-    from the one before."""
-    for name in (f"tasks/{task}.log", f"tasks/{task}.previous.log"):
-        if name in logs:
-            text = logs[name].decode("utf-8", "replace").splitlines()
-            error = task_error(text)
-            said = (
-                [f"{task}'s error, from {name}:", *(f"  {line}" for line in error)]
-                if error
-                else [f"{task}'s error: no line of {name} reads as one"]
-            )
-            return [
-                *said,
-                f"{task}'s last {min(TAIL, len(text))} lines:",
-                *(f"  {x}" for x in text[-TAIL:]),
-            ]
-    return [f"{task}'s error: its log could not be read (below)"] if task else []
+    from the one before; from the one before also when only that one has an error (the
+    container started again after its crash)."""
+    names = [name for name in (f"tasks/{task}.log", f"tasks/{task}.previous.log") if name in logs]
+    if not names:
+        return [f"{task}'s error: its log could not be read (below)"] if task else []
+    texts = [logs[name].decode("utf-8", "replace").splitlines() for name in names]
+    errors = [task_error(text) for text in texts]
+    i = next((i for i, error in enumerate(errors) if error), 0)
+    name, text, error = names[i], texts[i], errors[i]
+    said = (
+        [f"{task}'s error, from {name}:", *(f"  {line}" for line in error)]
+        if error
+        else [f"{task}'s error: no line of {name} reads as one"]
+    )
+    return [
+        *said,
+        f"{task}'s last {min(TAIL, len(text))} lines:",
+        *(f"  {x}" for x in text[-TAIL:]),
+    ]
 
 
 def _table(run: Run) -> list[str]:

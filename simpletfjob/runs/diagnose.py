@@ -234,10 +234,11 @@ def read_logs(
     ]
     merger = Merger(conn, LogRequest(tail=bundle.LOG_LINES), lambda _: None)
     merger.known = {str((p.get("metadata") or {}).get("name")): p for p in pods}
-    for source, readable in [*current, *before]:
-        if readable:
-            merger.start(source)
+    started = [source for source, readable in [*current, *before] if readable]
+    for source in started:
+        merger.start(source)
     lines: dict[str, list[bytes]] = {}
+    broken: set[str] = set()
     refused = False  # one line for a refusal, the same for every log
     while merger.busy():
         item = merger.next(0.2)
@@ -247,6 +248,7 @@ def read_logs(
         if isinstance(batch, list):
             lines.setdefault(source.label, []).extend(batch)
         elif isinstance(batch, ClusterError):
+            broken.add(source.label)
             forbidden = "(403" in str(batch)
             if not (forbidden and refused):
                 unread.append(
@@ -255,6 +257,9 @@ def read_logs(
             refused = refused or forbidden
         elif isinstance(batch, BaseException):
             raise batch
+    for source in started:  # a container that has printed nothing yet: an empty log
+        if source.label not in broken:
+            lines.setdefault(source.label, [])
     return {
         f"tasks/{label}.log": b"".join(read[-bundle.LOG_LINES :]) for label, read in lines.items()
     }

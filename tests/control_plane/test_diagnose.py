@@ -59,9 +59,15 @@ def _job_is(plane: ControlPlane, ns: str, job: str, condition: str) -> bool:
 
 
 def _ps_runs_again(plane: ControlPlane, ns: str) -> bool:
+    """The ps runs again in place, and has printed its 30 lines (a loaded machine may start
+    the program a while after the container: its log is empty until then)."""
     pods = plane.pods(ns, "job-name=dg-ps-0")
     statuses = [s for p in pods for s in p.get("status", {}).get("containerStatuses") or []]
-    return any(s.get("restartCount") == 1 and "running" in s.get("state", {}) for s in statuses)
+    if not any(s.get("restartCount") == 1 and "running" in s.get("state", {}) for s in statuses):
+        return False
+    name = pods[0]["metadata"]["name"]
+    log = plane.admin.get(f"/api/v1/namespaces/{ns}/pods/{name}/log", container="tf")
+    return isinstance(log, str) and log.count("\n") >= 30
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +91,7 @@ def failed(
         plane = control_plane
         wait_for(lambda: _job_is(plane, ns, "dg-worker-1", "Failed"), 90, "worker-1 to fail")
         wait_for(lambda: _job_is(plane, ns, "dg-worker-0", "Complete"), 90, "worker-0 to end")
-        wait_for(lambda: _ps_runs_again(plane, ns), 90, "the ps to run again")
+        wait_for(lambda: _ps_runs_again(plane, ns), 90, "the ps to run again, its lines out")
         (pod,) = plane.pods(ns, "job-name=dg-worker-0")
         plane.admin.delete(f"/api/v1/namespaces/{ns}/pods/{pod['metadata']['name']}")
         wait_for(lambda: not plane.pods(ns, "job-name=dg-worker-0"), 60, "worker-0's pod gone")

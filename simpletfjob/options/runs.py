@@ -162,11 +162,8 @@ def diagnose_on_failure() -> Any:
         default=None,
         metavar="DIR",
         rule=Must("an existing directory", os.path.isdir),
-        help="Write a bundle into DIR if the run fails. The bundle `diagnose` writes "
-        "(RUN-diagnose-TIME.tar.gz), before anything is deleted, its path in the failure line; "
-        "each task's log is kept as the run is followed, so the bundle holds it even when the "
-        "cluster deletes the pods first. Under run, each attempt restarted has its own "
-        "(RUN-attempt-N-diagnose-TIME.tar.gz, the first attempt 1).",
+        help="Write a bundle into DIR if the run fails. The bundle `diagnose` writes, before "
+        "anything is deleted; the failure line names it (under run, one per restarted attempt).",
     )
 
 

@@ -453,6 +453,11 @@ class OnFailure:
         self.recorder = Recorder(self.conn, tail)
         return self.recorder
 
+    def close(self) -> None:
+        """Stop keeping logs: the run is over, or the caller is done with it."""
+        if self.recorder is not None:
+            self.recorder.close()
+
     def write(self, run: Run, cause: Cause | None, verdict: str, attempt: int | None = None) -> str:
         """The bundle of the run that failed (of the attempt that failed, `run`'s restart N),
         written into DIR; '; bundle: PATH' for the line that says the failure, '' without DIR

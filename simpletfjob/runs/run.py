@@ -239,6 +239,7 @@ def run_to_end(
         ) from e
     finally:
         quiet.set()
+        bundles.close()
 
 
 def _check_access(conn: Connection, planned: Plan, options: RunOptions, say: Say) -> Access:

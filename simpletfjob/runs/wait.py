@@ -113,6 +113,7 @@ def wait_for_run(
         # read before the cleanup, which takes pods with it
         for line in explain_failure(conn, last, ending.cause, tail, keeper):
             say(line)
+        bundles.close()
         try:
             if ending.succeeded and cleanup != "none":
                 last = let_finish(conn, last, grace, deadline, say)

@@ -440,7 +440,7 @@ class OnFailure:
 
     def __init__(self, conn: Connection, directory: str | None, say: Callable[[str], None]) -> None:
         self.conn, self.directory, self.say = conn, directory, say
-        self.path: str | None = None  # the last bundle written
+        self.path: str | None = None  # the bundle of the last failure, once written
         self.pending: Callable[[], str] | None = None  # one that an interrupt cut short
         self.recorder: Recorder | None = None
 
@@ -462,6 +462,7 @@ class OnFailure:
         """The bundle of the run that failed (of the attempt that failed, `run`'s restart N),
         written into DIR; '; bundle: PATH' for the line that says the failure, '' without DIR
         or when it could not be written."""
+        self.path = None  # a bundle of an earlier attempt is not this failure's
         if self.directory is None:
             return ""
         self.pending = partial(self._write, run, cause, verdict, attempt)

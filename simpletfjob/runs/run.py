@@ -170,7 +170,7 @@ def run_to_end(
                     aside.made += 1
                     spent = restarts + aside.made
                     said = bundles.write(
-                        last, cause, failed_line(last, f"{cause}; restarted"), spent
+                        last, cause, f"{cause}; {cause.task} of run {name} restarted alone", spent
                     )
                     say(
                         f"restarting {cause.task} of run {name} alone ({spent}/"

@@ -96,7 +96,8 @@ def test_each_failure_has_its_bundle_though_the_ttl_deleted_the_failed_job_first
         assert any(re.match(r"  worker-1 +\S+ +Failed\b", row) for row in table), table
         error = summary.index("worker-1's error, from tasks/worker-1.log:")
         assert f"  ValueError: bad batch in attempt {attempt}" in summary[error:], summary
-        assert files["rt/tasks/worker-0.log"] == "worker-0 started\n", sorted(files)
+        # a task that runs on: its log as it is (a loaded machine may not have started it yet)
+        assert files["rt/tasks/worker-0.log"] in ("", "worker-0 started\n"), sorted(files)
     # the failure output shows the error above the last lines, as wait does
     errors = [i for i, line in enumerate(lines) if line == "worker-1: its error:"]
     assert len(errors) == 2, result.err

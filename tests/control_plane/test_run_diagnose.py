@@ -7,14 +7,13 @@ TTL controller deletes a failed Job the moment it fails, and the garbage collect
 from __future__ import annotations
 
 import re
-import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import write
+from tests.conftest import bundle_files, write
 from tests.support.control_plane import ControlPlane
 from tests.support.kubelet import Kubelet
 from tests.support.scenes import Runs, stand_in_nodes
@@ -51,15 +50,6 @@ def runs(cli: Any, kube: ControlPlane, namespace: str, tmp_path: Path) -> Iterat
         yield found
 
 
-def members(path: Path) -> dict[str, str]:
-    """The archive's files, by their path in it, as text."""
-    with tarfile.open(path, "r:gz") as tar:
-        return {
-            m.name: tar.extractfile(m).read().decode()  # type: ignore[union-attr]
-            for m in tar.getmembers()
-        }
-
-
 def test_each_failure_has_its_bundle_though_the_ttl_deleted_the_failed_job_first(
     runs: Runs, tmp_path: Path
 ) -> None:
@@ -81,7 +71,7 @@ def test_each_failure_has_its_bundle_though_the_ttl_deleted_the_failed_job_first
     assert lines[-1].endswith(f"; bundle: {last[0]}"), lines[-1]
     # each bundle holds its own attempt's failure: the first was not overwritten
     for attempt, path in enumerate([first[0], last[0]]):
-        files = members(path)
+        files = bundle_files(path)
         assert next(iter(files)) == "rt/summary.txt"
         log = files["rt/tasks/worker-1.log"].splitlines()
         assert log[0] == "worker-1 started"

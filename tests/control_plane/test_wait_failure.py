@@ -8,7 +8,6 @@ import errno
 import json
 import os
 import re
-import tarfile
 import threading
 from collections.abc import Iterator
 from datetime import datetime
@@ -18,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import Result, write
+from tests.conftest import Result, bundle_files, write
 from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
 from tests.support.kubelet import Kubelet
@@ -350,15 +349,6 @@ def test_status_watch_needs_a_run(run: FailRun) -> None:
     assert result.code == 2 and "-w/--watch needs RUN" in result.err
 
 
-def _members(path: Path) -> dict[str, str]:
-    """A bundle's files, by their path in it, as text."""
-    with tarfile.open(path, "r:gz") as tar:
-        return {
-            m.name: tar.extractfile(m).read().decode()  # type: ignore[union-attr]
-            for m in tar.getmembers()
-        }
-
-
 def test_diagnose_on_failure_keeps_the_log_of_a_deleted_pod_and_writes_before_the_cleanup(
     run: FailRun, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -380,7 +370,7 @@ def test_diagnose_on_failure_keeps_the_log_of_a_deleted_pod_and_writes_before_th
     assert verdict.startswith("simpletfjob: error: run 'fl' failed: worker-1 Failed: "), verdict
     assert verdict.endswith(f"; bundle: {path}") and verdict.count("; bundle: ") == 1, verdict
     wait_for(lambda: not run.pods("fl-worker-1"), 30, "worker 1's pod to go")
-    files = _members(path)
+    files = bundle_files(path)
     logs = [files.get(f"fl/tasks/worker-1.{n}", "").splitlines() for n in ("log", "previous.log")]
     assert [f"worker-1 line {i}" for i in range(25)] + ["worker-1 giving up"] in logs, files.keys()
     summary = files["fl/summary.txt"].splitlines()
@@ -403,7 +393,7 @@ def test_diagnose_on_failure_keeps_the_log_of_a_deleted_pod_and_writes_before_th
     cleaned = run.run("wait", "--cleanup", "all", "--diagnose-on-failure", str(last))
     assert cleaned.code == 1, cleaned.err
     (path,) = last.iterdir()
-    docs = list(yaml.safe_load_all(_members(path)["fl/manifests.yaml"]))
+    docs = list(yaml.safe_load_all(bundle_files(path)["fl/manifests.yaml"]))
     assert sorted(d["metadata"]["name"] for d in docs if d["kind"] == "Job") == [
         "fl-ps-0", "fl-worker-0", "fl-worker-1",
     ]  # fmt: skip

@@ -88,13 +88,17 @@ class RunFailed(SimpleTFJobError):
     """The run ended Failed, or cannot be decided: exit 1, naming the task and its reason.
 
     `run` is the run as last seen (runs/state.py's Run), when the raiser had it; `cause`,
-    why it failed (runs/classify.py's Cause), when the raiser knew it.
+    why it failed (runs/classify.py's Cause), when the raiser knew it; `bundle`, the path of
+    the bundle --diagnose-on-failure wrote.
     """
 
-    def __init__(self, message: str, run: Any = None, cause: Any = None) -> None:
+    def __init__(
+        self, message: str, run: Any = None, cause: Any = None, bundle: str | None = None
+    ) -> None:
         super().__init__(message)
         self.run = run
         self.cause = cause
+        self.bundle = bundle
 
 
 class TimedOut(SimpleTFJobError):

@@ -164,6 +164,17 @@ def load_all(text: str | bytes) -> list[Any]:
     return list(yaml.load_all(text, Loader=YAML_LOADER))
 
 
+def bundle_files(path: Path) -> dict[str, str]:
+    """A `diagnose` bundle's files in their order, by their path in it, as text."""
+    import tarfile
+
+    with tarfile.open(path, "r:gz") as tar:
+        return {
+            m.name: tar.extractfile(m).read().decode()  # type: ignore[union-attr]
+            for m in tar.getmembers()
+        }
+
+
 @dataclass
 class Result:
     code: int

@@ -752,6 +752,20 @@ CASES: dict[str, Case] = {
             "simpletfjob: error: Invalid value for '--timeout': '3000000h' is longer than the longest duration, 2562047h (as in kubectl) (see simpletfjob wait --help)"
         ),
     ),
+    "commands/run-diagnose-on-failure-missing-directory": Case(
+        ["run", "mnist.yaml", "--nodes", "a,b", "--diagnose-on-failure", "bundles"],
+        2,
+        line(
+            "simpletfjob: error: --diagnose-on-failure must be an existing directory, not 'bundles'"
+        ),
+    ),
+    "commands/wait-diagnose-on-failure-a-file": Case(
+        ["wait", "mnist", "--diagnose-on-failure", "mnist.yaml"],
+        2,
+        line(
+            "simpletfjob: error: --diagnose-on-failure must be an existing directory, not 'mnist.yaml'"
+        ),
+    ),
     "commands/render-without-a-template": Case(
         ["--nodes", "a,b"], 2, r"missing the TEMPLATE argument"
     ),

@@ -21,6 +21,7 @@ import os
 import queue
 import threading
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from simpletfjob.api import report
@@ -183,6 +184,7 @@ class Client:
         values: Mapping[str, Any] | None = None,
         name: str | None = None,
         nodes: str | Sequence[str] | None = None,
+        diagnose_on_failure: str | os.PathLike[str] | None = None,
         **options: Any,
     ) -> Outcome:
         """`simpletfjob run TEMPLATE`: apply, follow to the end, restart the whole run on failure.
@@ -190,7 +192,8 @@ class Client:
         `max_restarts`, `timeout` (seconds, or "30m"), `node_grace`, `cleanup`,
         `replace_run`, `deadline`, `cleanup_after`, `queue` (as apply()'s) and the render's
         options, as the CLI takes them. Returns the Outcome (a failure too, with its cause and
-        the restarts made); raises TimedOut when `timeout` passes first. No log is printed
+        the restarts made, and with `diagnose_on_failure`, a directory, the `bundle` written
+        there); raises TimedOut when `timeout` passes first. No log is printed
         (read them with `Run.logs`).
         """
         from simpletfjob.api.render import log_warnings, prepared_options
@@ -207,6 +210,8 @@ class Client:
             given["timeout"] = timeout
         if name is not None:
             given["name"] = name
+        if diagnose_on_failure is not None:
+            given["diagnose_on_failure"] = os.fspath(diagnose_on_failure)
         prepared: RunOptions = prepared_options(
             RunOptions,
             template,
@@ -253,7 +258,7 @@ class Client:
                     raise
                 from simpletfjob.api.results import outcome
 
-                return outcome(e.run, str(e), cause=e.cause, restarts=restarts)
+                return outcome(e.run, str(e), cause=e.cause, restarts=restarts, bundle=e.bundle)
         from simpletfjob.api.results import outcome
 
         return outcome(ended, succeeded_line(ended), restarts=restarts)
@@ -318,6 +323,7 @@ class Run:
         cleanup: str = "running",
         cleanup_grace: float | str = 10.0,
         tail_on_failure: int = 20,
+        diagnose_on_failure: str | os.PathLike[str] | None = None,
     ) -> Outcome:
         """`simpletfjob wait NAME`: follow the run to its end, then clean up as wait does.
 
@@ -325,7 +331,8 @@ class Run:
         (running: delete what still runs; all; none), after `cleanup_grace` (seconds or "10s")
         for the tasks that end by themselves, once the run has succeeded. A run that fails, or cannot be
         decided, is an Outcome with `succeeded` False (its failing task's last lines and
-        events are logged); TimedOut when `timeout` passes first (the run left as it is).
+        events are logged; with `diagnose_on_failure`, a directory, the `bundle` written there);
+        TimedOut when `timeout` passes first (the run left as it is).
         """
         from simpletfjob.api.results import outcome
         from simpletfjob.errors import RunFailed
@@ -336,6 +343,7 @@ class Run:
         checked = _checked(
             WaitOptions, "wait()", timeout=timeout, cleanup=cleanup,
             cleanup_grace=cleanup_grace, tail_on_failure=tail_on_failure,
+            diagnose_on_failure=None if diagnose_on_failure is None else os.fspath(diagnose_on_failure),
         )  # fmt: skip
         with self._connect("wait for a run on") as conn:
             try:
@@ -348,12 +356,28 @@ class Run:
                     context=self.client.context,
                     say=report.say,
                     grace=checked["cleanup_grace"],
+                    diagnose_on_failure=checked.get("diagnose_on_failure"),
                 )
             except RunFailed as e:
                 if e.run is None:
                     raise
-                return outcome(e.run, str(e), cause=e.cause)
+                return outcome(e.run, str(e), cause=e.cause, bundle=e.bundle)
         return outcome(ended, succeeded_line(ended))
+
+    @checked
+    def diagnose(self, path: str | os.PathLike[str] | None = None) -> Path:
+        """`simpletfjob diagnose NAME [-o PATH]`: write its bundle (default: NAME-diagnose-TIME.tar.gz
+        in the current directory); its path. NoRunError when there is no such run, and no file."""
+        from datetime import datetime, timezone
+
+        from simpletfjob.runs.diagnose import bundle_path, diagnose
+        from simpletfjob.runs.objects import pointing_elsewhere
+
+        now = datetime.now(timezone.utc)
+        written = bundle_path(self.name, None if path is None else os.fspath(path), now)
+        with self._connect("diagnose a run on") as conn, pointing_elsewhere(conn):
+            diagnose(conn, self.name, written, now)
+        return Path(written)
 
     @checked
     def logs(

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -121,6 +122,7 @@ class Outcome:
     cause: Cause | None  # why it failed; None when it succeeded
     restarts: int | None  # whole-run restarts made (`run`), None when not known
     message: str  # the line the CLI ends with: 'run mnist succeeded: worker-0 Succeeded'
+    bundle: Path | None = None  # the bundle diagnose_on_failure wrote of a run that failed
 
 
 @dataclass(frozen=True)
@@ -181,6 +183,7 @@ def outcome(
     *,
     cause: Classified | None = None,
     restarts: int | None = None,
+    bundle: str | None = None,
 ) -> Outcome:
     """The Outcome of a run that ended as `message` says. `cause`, why it failed, when the
     follower knew it (a lost node, a refused pod: the run's state may not tell); else the
@@ -203,4 +206,5 @@ def outcome(
         cause=None if cause is None else cause_of(cause),
         restarts=restarts,
         message=message,
+        bundle=None if bundle is None else Path(bundle),
     )

@@ -47,6 +47,7 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
                 say=say,
                 progress=status,
                 grace=options.cleanup_grace,
+                diagnose_on_failure=options.diagnose_on_failure,
             )
         # The status line erased, the verdict is said before the connection is closed.
         say(succeeded_line(run))

@@ -7,6 +7,7 @@ and its limits (LimitOptions), and the others only which cluster and namespace.
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -154,6 +155,18 @@ def cleanup_grace() -> Any:
     )
 
 
+def diagnose_on_failure() -> Any:
+    """--diagnose-on-failure DIR, for wait and run: `diagnose`'s bundle of a run that fails."""
+    return option(
+        "--diagnose-on-failure",
+        default=None,
+        metavar="DIR",
+        rule=Must("an existing directory", os.path.isdir),
+        help="Write a bundle into DIR if the run fails. The bundle `diagnose` writes, before "
+        "anything is deleted; the failure line names it (under run, one per restarted attempt).",
+    )
+
+
 class StatusOptions(ConnectionOptions):
     """`simpletfjob status [RUN]`: one run's tasks, or every run in the namespace."""
 
@@ -214,6 +227,7 @@ class WaitOptions(ConnectionOptions):
     )
     cleanup_grace: float = cleanup_grace()
     tail_on_failure: int = failure_tail()
+    diagnose_on_failure: str | None = diagnose_on_failure()
 
 
 class LogsOptions(ConnectionOptions):
@@ -379,6 +393,7 @@ class RunOptions(Options, LimitOptions, RestartOptions, QueueOptions):
         help="Take over fields another manager owns. As apply --force-conflicts does.",
     )
     tail_on_failure: int = failure_tail()
+    diagnose_on_failure: str | None = diagnose_on_failure()
     timeout: float | None = timeout(
         None,
         "Give up after this long, restarts included. As 30s, 5m, 1h: exit 3 and leave the run as it is.",

@@ -18,28 +18,45 @@ version are read at the same time; then the logs, every task's at once as `logs`
 be allowed (the Jobs and pods, pods/log): a part that another right guards (Services, events,
 nodes, the other pods on a node) is left out when refused, as is the log of a pod that is
 gone, and summary.txt says what and why. bundle.py makes the files: redacted, bounded.
+
+`run --diagnose-on-failure DIR` and `wait`'s (`OnFailure`) write the same bundle at the
+verdict of a run that fails, before the client deletes anything. As they follow the run, a
+`Recorder` keeps each task's log (streamed, its last lines), and its Jobs and pods as last
+seen: a log that is gone by then (the TTL of --cleanup-after deletes the run, the Job
+controller a failed OnFailure pod) is written as kept, and a Job or pod that is gone as last
+seen; status.json and summary.txt are the run as judged at the verdict.
 """
 
 from __future__ import annotations
 
+import copy
 import json
+import os
+import threading
+import time
+from collections import deque
 from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timezone
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from simpletfjob.errors import ClusterError, UsageError
+from simpletfjob.errors import ClusterError, SimpleTFJobError, UsageError
 from simpletfjob.kube.lists import list_each, list_objects, without_managed_fields
 from simpletfjob.kube.request import Action, request
 from simpletfjob.kube.resources import EVENTS, JOBS, NODES, PODS, SERVICES
 from simpletfjob.runs import bundle
+from simpletfjob.runs.failure import SEARCHED, Keeper, Kept
 from simpletfjob.runs.logsources import (
+    GONE,
     LogRequest,
     Merger,
     Object,
     Selection,
+    Source,
     pods_gone,
+    run_now,
     sources_now,
     tasks_of,
 )
@@ -47,6 +64,9 @@ from simpletfjob.runs.objects import run_selector
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
+    from simpletfjob.runs.classify import Cause
+    from simpletfjob.runs.state import Run
+    from simpletfjob.runs.taskstate import TaskStatus
 
 T = TypeVar("T")
 
@@ -62,9 +82,23 @@ def bundle_path(name: str, output: str | None, now: datetime) -> str:
     return path
 
 
-def diagnose(conn: Connection, name: str, path: str, now: datetime) -> None:
+def diagnose(
+    conn: Connection,
+    name: str,
+    path: str,
+    now: datetime,
+    *,
+    kept: Recorder | None = None,
+    last: Run | None = None,
+    cause: Cause | None = None,
+    verdict: str | None = None,
+) -> None:
     """Read run NAME and write its bundle to `path` (bundle_path), all or nothing; NoRunError
-    when there is no such run, and no file."""
+    when there is no such run, and no file.
+
+    `run` and `wait` give what their Recorder `kept`, the run as they `last` judged it (its
+    status.json and summary), and the `cause` and `verdict` of its failure: a task whose log
+    cannot be read now has the log kept, and a Job or pod deleted since, as last seen."""
     from simpletfjob.output import write_atomic_bytes
     from simpletfjob.runs.ending import failed_line, read_status, succeeded_line, undecided
     from simpletfjob.runs.state import AMBIGUOUS, DELETING, FAILED, SUCCEEDED
@@ -77,11 +111,26 @@ def diagnose(conn: Connection, name: str, path: str, now: datetime) -> None:
         services_read = pool.submit(_or_none, _listed, conn, SERVICES, name)
         events_read = pool.submit(_or_none, list_objects, conn, EVENTS)
         version = pool.submit(_server_version, conn)
-    run, _ = status.result()  # NoRunError: no file
     jobs, pods = jobs_read.result(), pods_read.result()
+    # At a verdict, the run as `run` or `wait` judged it; else as `status` reads it now.
+    run = last if last is not None else status.result()[0]  # NoRunError: no file
+    logs = read_logs(conn, jobs, pods, unread)
+    if kept is not None:
+        logs = kept.fill(logs, unread)
+        kept_jobs = [o for o in kept.alive.values() if "template" in (o.get("spec") or {})]
+        kept_pods = [o for o in kept.alive.values() if "containers" in (o.get("spec") or {})]
+        gone_jobs, gone_pods = _gone_since(kept_jobs, jobs), _gone_since(kept_pods, pods)
+        if last is not None:  # the tasks whose Jobs were deleted first, as last seen
+            run = _with_tasks_of(run, kept_jobs, kept_pods)
+        if gone_jobs or gone_pods:
+            unread.append(
+                f"{(_named('Job', gone_jobs) + _named('pod', gone_pods)).removesuffix('; ')}: "
+                "deleted before the bundle was written; in it as last seen while following"
+            )
+        jobs, pods = [*jobs, *gone_jobs], [*pods, *gone_pods]
     secrets = bundle.redact_env(jobs)
     files = [("status.json", (json.dumps(run.as_dict(), indent=2) + "\n").encode())]
-    files += sorted(read_logs(conn, jobs, pods, unread).items())
+    files += sorted(logs.items())
     events, why = events_read.result()
     if events is None:
         unread.append(f"events: {why}")
@@ -93,23 +142,53 @@ def diagnose(conn: Connection, name: str, path: str, now: datetime) -> None:
         unread.append(f"services: {why}")
     files.append(("manifests.yaml", bundle.manifests_yaml(jobs, services or [])))
     files = [(file, bundle.redact(data, secrets)) for file, data in files]
-    cause = bundle.first_failure(run)
+    cause = cause or bundle.first_failure(run)
     first = [f"tasks/{cause.task}.log", f"tasks/{cause.task}.previous.log"] if cause else []
     files, cut = bundle.bounded(files, first)
-    if run.state == FAILED:
+    if verdict is None and run.state == FAILED:
         verdict = failed_line(run)
-    elif run.state == SUCCEEDED:
+    elif verdict is None and run.state == SUCCEEDED:
         verdict = succeeded_line(run)
-    elif run.state in (AMBIGUOUS, DELETING):
+    elif verdict is None and run.state in (AMBIGUOUS, DELETING):
         verdict = undecided(run, conn.settings.context)
-    else:
+    elif verdict is None:
         verdict = f"run {name!r} has not ended: {run.state}"
-    from simpletfjob import __version__
+    from simpletfjob._version import __version__
 
     versions = f"simpletfjob {__version__}; server {version.result()}"
     text = bundle.summary(run, verdict, cause, dict(files), versions, unread, cut)
     files.insert(0, ("summary.txt", bundle.redact(text.encode(), secrets)))
     write_atomic_bytes(path, [bundle.archive(name, files, now.timestamp())])
+
+
+def _gone_since(seen: Sequence[Object], now: Sequence[Object]) -> list[dict[str, Any]]:
+    """What was seen while following and is not among the objects read `now` (by uid), copied:
+    redaction writes into them."""
+    uids = {(o.get("metadata") or {}).get("uid") for o in now}
+    return [
+        copy.deepcopy(dict(o)) for o in seen if (o.get("metadata") or {}).get("uid") not in uids
+    ]
+
+
+def _with_tasks_of(run: Run, jobs: Sequence[Object], pods: Sequence[Object]) -> Run:
+    """The run with the tasks of `jobs` (as last seen, before their deletion) that it has not:
+    the follower drops a Job once it is being deleted."""
+    from simpletfjob.runs.state import run_state
+
+    if not jobs:
+        return run
+    had = {t.task for t in run.tasks}
+    gone = run_state(run.name, run.namespace, jobs, pods).tasks
+    return replace(run, tasks=(*run.tasks, *(t for t in gone if t.task not in had)))
+
+
+def _named(kind: str, objects: Sequence[Object], most: int = 3) -> str:
+    """'Jobs mnist-worker-1, mnist-ps-0; ' (the first `most`, then how many more); '' for none."""
+    if not objects:
+        return ""
+    names = [str((o.get("metadata") or {}).get("name")) for o in objects]
+    more = f" and {len(names) - most} more" if len(names) > most else ""
+    return f"{kind}{'s' if len(names) > 1 else ''} {', '.join(names[:most])}{more}; "
 
 
 def _listed(conn: Connection, resource: Any, name: str) -> list[dict[str, Any]]:
@@ -155,10 +234,11 @@ def read_logs(
     ]
     merger = Merger(conn, LogRequest(tail=bundle.LOG_LINES), lambda _: None)
     merger.known = {str((p.get("metadata") or {}).get("name")): p for p in pods}
-    for source, readable in [*current, *before]:
-        if readable:
-            merger.start(source)
+    started = [source for source, readable in [*current, *before] if readable]
+    for source in started:
+        merger.start(source)
     lines: dict[str, list[bytes]] = {}
+    broken: set[str] = set()
     refused = False  # one line for a refusal, the same for every log
     while merger.busy():
         item = merger.next(0.2)
@@ -168,6 +248,7 @@ def read_logs(
         if isinstance(batch, list):
             lines.setdefault(source.label, []).extend(batch)
         elif isinstance(batch, ClusterError):
+            broken.add(source.label)
             forbidden = "(403" in str(batch)
             if not (forbidden and refused):
                 unread.append(
@@ -176,6 +257,9 @@ def read_logs(
             refused = refused or forbidden
         elif isinstance(batch, BaseException):
             raise batch
+    for source in started:  # a container that has printed nothing yet: an empty log
+        if source.label not in broken:
+            lines.setdefault(source.label, [])
     return {
         f"tasks/{label}.log": b"".join(read[-bundle.LOG_LINES :]) for label, read in lines.items()
     }
@@ -224,3 +308,183 @@ def read_nodes(
         for pod in pods:
             on.get(str((pod.get("spec") or {}).get("nodeName")), []).append(pod)
     return {f"nodes/{node}.json": bundle.node_json(found[node], on[node]) for node in found}
+
+
+# ---- --diagnose-on-failure: what `run` and `wait` keep as they follow, and the bundle then -----
+
+SETTLE = 2.0  # seconds the streams of containers that have ended are given to be read out
+
+
+class Recorder(Keeper):
+    """What `run` and `wait` keep of a run as they follow it, for its bundle: each task's log
+    and its Jobs and pods as last seen (their events outlive them). Each task's container is
+    streamed (logstreams.Merger, as `logs -f` reads) from when it is first seen, and its last
+    LOG_LINES lines are kept, of its newest container and the one before: at most two
+    deques of LOG_LINES lines a task. It is failure.py's Keeper too (`seen`, `kept_for`)."""
+
+    def __init__(self, conn: Connection, tail: int) -> None:
+        super().__init__(conn, tail)
+        self.merger = Merger(conn, LogRequest(tail=bundle.LOG_LINES, follow=True), lambda _: None)
+        self.pods: Sequence[Object] = ()
+        self.alive: dict[str, Object] = {}  # every Job and pod seen, by uid, as last seen alive
+        self.started: dict[tuple[str, str, int], int] = {}  # (pod, container, run) -> order
+        self.logs: dict[Source, deque[bytes]] = {}
+        self.taking = threading.Lock()
+        self.closed = threading.Event()
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def seen(self, jobs: Sequence[Object], pods: Sequence[Object]) -> None:
+        super().seen(jobs, pods)
+        self.pods = pods
+        for obj in (*jobs, *pods):  # a Job the cluster deletes is last seen before its deletion
+            metadata = obj.get("metadata") or {}
+            if not metadata.get("deletionTimestamp") or metadata.get("uid") not in self.alive:
+                self.alive[str(metadata.get("uid"))] = obj
+        self.merger.known = {str((p.get("metadata") or {}).get("name")): p for p in pods}
+        tasks = tasks_of(jobs, pods)
+        for source, readable in sources_now(tasks, list(tasks), Selection(), False, lambda _: None):
+            if source.instance and not source.earlier:  # started again since the last look
+                self._start(replace(source, instance=source.instance - 1, earlier=True))
+            if readable:
+                self._start(source)
+
+    def _start(self, source: Source) -> None:
+        key = (source.pod, source.container, source.instance)
+        if key not in self.started:
+            self.started[key] = len(self.started)
+            self.merger.start(source)
+
+    def _order(self, source: Source) -> int:
+        return self.started[(source.pod, source.container, source.instance)]
+
+    def _drain(self) -> None:
+        while not (self.closed.is_set() or self.conn.closed):
+            self._take(0.2)
+
+    def _take(self, wait: float) -> bool:
+        with self.taking:
+            item = self.merger.next(wait)
+            if item is None:
+                return False
+            source, batch = item
+            if isinstance(batch, list):
+                if source not in self.logs:  # a task's newest two containers only
+                    mine = sorted((s for s in self.logs if s.task == source.task), key=self._order)
+                    for old in mine[:-1]:
+                        del self.logs[old]
+                    self.logs[source] = deque(maxlen=bundle.LOG_LINES)
+                self.logs[source].extend(batch)
+            return True
+
+    def _settle(self) -> None:
+        """Wait (SETTLE seconds at most) until the logs of the containers that have ended are in."""
+        until = time.monotonic() + SETTLE
+        while time.monotonic() < until and any(
+            thread.is_alive()
+            and ((pod := self.merger.known.get(s.pod)) is None or run_now(pod, s) != "running")
+            for s, thread in list(self.merger.open.items())
+        ):
+            time.sleep(0.05)
+        while self._take(0):
+            pass
+
+    def newest(self) -> dict[str, list[Source]]:
+        """Each task's kept containers, newest first."""
+        found: dict[str, list[Source]] = {}
+        for source in sorted(self.logs, key=self._order, reverse=True):
+            found.setdefault(source.task, []).append(source)
+        return found
+
+    def kept_for(self, task: TaskStatus) -> Kept | None:
+        found = super().kept_for(task)
+        if found is not None:
+            return found
+        self._settle()
+        with self.taking:
+            mine = self.newest().get(task.task)
+            return (
+                Kept(mine[0].pod, mine[0].container, tuple(self.logs[mine[0]])[-SEARCHED:])
+                if mine
+                else None
+            )
+
+    def fill(self, logs: dict[str, bytes], unread: list[str]) -> dict[str, bytes]:
+        """The logs read now, with each task that has none taken as kept (TASK.log, its newest
+        container, TASK.previous.log the one before) and said so in `unread`."""
+        self._settle()
+        read = {file.removeprefix("tasks/").split(".")[0] for file in logs}
+        with self.taking:
+            for task, sources in self.newest().items():
+                if task in read:
+                    continue
+                for name, source in zip(("log", "previous.log"), sources, strict=False):
+                    logs[f"tasks/{task}.{name}"] = b"".join(self.logs[source])
+                if f"{task}: {GONE}" in unread:
+                    unread.remove(f"{task}: {GONE}")
+                unread.append(
+                    f"{task}: its pod is gone; its log is as kept while following the run"
+                )
+        return logs
+
+    def close(self) -> None:
+        """Stop reading (the attempt it followed is over)."""
+        self.merger.stopped.update(self.merger.open)
+        self.closed.set()
+
+
+class OnFailure:
+    """--diagnose-on-failure DIR as `run` and `wait` carry it out: a Recorder follows each
+    attempt (without DIR, failure.py's Keeper: nothing more is read), and a run that fails has
+    its bundle written into DIR at the verdict, before the client deletes anything. One that
+    cannot be written is a warning: the verdict and the exit status stay as they are."""
+
+    def __init__(self, conn: Connection, directory: str | None, say: Callable[[str], None]) -> None:
+        self.conn, self.directory, self.say = conn, directory, say
+        self.path: str | None = None  # the bundle of the last failure, once written
+        self.pending: Callable[[], str] | None = None  # one that an interrupt cut short
+        self.recorder: Recorder | None = None
+
+    def keeper(self, tail: int) -> Keeper:
+        """What follows a new attempt."""
+        if self.recorder is not None:
+            self.recorder.close()
+        if self.directory is None:
+            return Keeper(self.conn, tail)
+        self.recorder = Recorder(self.conn, tail)
+        return self.recorder
+
+    def close(self) -> None:
+        """Stop keeping logs: the run is over, or the caller is done with it."""
+        if self.recorder is not None:
+            self.recorder.close()
+
+    def write(self, run: Run, cause: Cause | None, verdict: str, attempt: int | None = None) -> str:
+        """The bundle of the run that failed (of the attempt that failed, `run`'s restart N),
+        written into DIR; '; bundle: PATH' for the line that says the failure, '' without DIR
+        or when it could not be written."""
+        self.path = None  # a bundle of an earlier attempt is not this failure's
+        if self.directory is None:
+            return ""
+        self.pending = partial(self._write, run, cause, verdict, attempt)
+        said = self.pending()
+        self.pending = None
+        return said
+
+    def finish(self) -> None:
+        """Write the bundle that an interrupt cut short (before --on-interrupt delete deletes)."""
+        pending, self.pending = self.pending, None
+        if pending is not None:
+            pending()
+
+    def _write(self, run: Run, cause: Cause | None, verdict: str, attempt: int | None) -> str:
+        assert self.directory is not None
+        now = datetime.now(timezone.utc)
+        path = os.path.join(self.directory, bundle.bundle_name(run.name, now, attempt))
+        try:
+            diagnose(self.conn, run.name, path, now, kept=self.recorder, last=run, cause=cause,
+                     verdict=verdict)  # fmt: skip
+        except (SimpleTFJobError, OSError) as e:
+            self.say(f"simpletfjob: warning: the bundle could not be written: {e}")
+            return ""
+        self.path = path
+        return f"; bundle: {path}"

@@ -3,15 +3,21 @@
 Why a run failed, said where the user is looking: the failing task's last log lines and the
 Warning events of its Job and pods, after `wait`'s and `status`'s verdict.
 
-    worker-1: the last 20 lines of its log (pod mnist-worker-1-x7k2p, container tensorflow):
+    worker-1: its error:
     worker-1 | Traceback (most recent call last):
+    worker-1 | ...
     worker-1 | ValueError: bad shape
+    worker-1: the last 20 lines of its log (pod mnist-worker-1-x7k2p, container tensorflow):
+    worker-1 | ...
     worker-1: Warning events of its Job and pods:
       BackoffLimitExceeded (x1) job/mnist-worker-1: Job has reached the specified backoff limit
 
 - **Logs.** The task's newest pod that ran: its container's output, or with the container
   waiting to start again (`CrashLoopBackOff`) the instance that crashed (`previous`). A pod
   refused before its container started (`OutOfnvidia.com/gpu`) has no log: a line says so.
+- **The error.** The last lines are often not it (torchrun ends with its ChildFailedError
+  box): the last SEARCHED lines are read, and the error classify.task_error finds in them is shown
+  first, unless the last lines shown hold it all.
 - **Kept lines.** With `restartPolicy: OnFailure` the Job controller deletes the pod once
   the backoff limit is reached, and its logs go with it. `Keeper`, fed every state `wait`
   judges, reads the last lines of each container it sees crash (`previous`) while the pod is
@@ -59,7 +65,7 @@ from typing import TYPE_CHECKING, Any
 
 from simpletfjob.kube.request import Action, Deadline, request
 from simpletfjob.kube.resources import EVENTS, PODS
-from simpletfjob.runs.classify import Cause, node_lost, refused
+from simpletfjob.runs.classify import Cause, node_lost, refused, task_error
 from simpletfjob.runs.state import DELETED, PENDING, Run
 from simpletfjob.runs.taskstate import (
     Object,
@@ -76,6 +82,7 @@ if TYPE_CHECKING:
 
 
 DEFAULT_TAIL = 20
+SEARCHED = 200  # lines of the failing task's log its error is looked for in
 READ_WITHIN = 10.0  # seconds for each read of an explanation: it must not hold the verdict long
 GENERIC = ("", "ContainerCreating", "PodInitializing", "Pending", "no pod yet")
 
@@ -284,7 +291,7 @@ class Keeper:
                 thread.start()
 
     def _keep(self, key: str, pod: str, container: str) -> None:
-        lines, _ = read_tail(self.conn, pod, container, self.tail, previous=True)
+        lines, _ = read_tail(self.conn, pod, container, max(self.tail, SEARCHED), previous=True)
         if lines:
             with self.lock:
                 self.kept[key] = Kept(pod, container, tuple(lines))
@@ -360,10 +367,9 @@ def _log_lines(
         word = "is being deleted" if going else "is gone"
         if kept is None:
             return [f"{task.task}: its pod {word}; its logs went with it"]
-        return [
-            f"{task.task}: its pod {word}; {_kept_head(kept)}",
-            *_prefixed(task.task, kept.lines),
-        ]
+        return shown(
+            task.task, f"{task.task}: its pod {word}; {_kept_head(kept, tail)}", kept.lines, tail
+        )
     name = str(metadata_of(pod).get("name"))
     container = framework_container(pod)
     state, restarts, reason = container_state(pod, container)
@@ -376,24 +382,35 @@ def _log_lines(
     previous = state == "waiting" or (
         state == "running" and _crash(_status(pod, container)) is not None
     )
-    lines, why = read_tail(conn, name, container, tail, previous)
+    lines, why = read_tail(conn, name, container, max(tail, SEARCHED), previous)
     if (why or not lines) and kept is not None:
         said = f"its log could not be read ({why})" if why else "its log is empty"
-        return [f"{task.task}: {said}; {_kept_head(kept)}", *_prefixed(task.task, kept.lines)]
+        return shown(task.task, f"{task.task}: {said}; {_kept_head(kept, tail)}", kept.lines, tail)
     if why:
         return [f"{task.task}: its log could not be read: {why}"]
     if not lines:
         return [f"{task.task}: its log is empty (pod {name}, container {container})"]
-    return [
-        f"{task.task}: the last {len(lines)} lines of its log (pod {name}, container {container}):",
-        *_prefixed(task.task, lines),
+    n = min(tail, len(lines))
+    head = f"{task.task}: the last {n} lines of its log (pod {name}, container {container}):"
+    return shown(task.task, head, lines, tail)
+
+
+def shown(task: str, head: str, lines: Sequence[bytes], tail: int) -> list[str]:
+    """A failed task's log lines as shown: its error (classify.task_error), found in all of them,
+    then `head` and the last `tail` lines; the error is left out when those hold it all."""
+    last = _prefixed(task, lines[max(0, len(lines) - tail) :])
+    error = [
+        f"{task} | {line.rstrip()}"
+        for line in task_error([x.decode("utf-8", "surrogateescape") for x in lines])
     ]
+    said = [f"{task}: its error:", *error] if not set(error) <= set(last) else []
+    return [*said, head, *last]
 
 
-def _kept_head(kept: Kept) -> str:
+def _kept_head(kept: Kept, tail: int) -> str:
     return (
-        f"the last {len(kept.lines)} lines of its container when it crashed, kept by wait "
-        f"(pod {kept.pod}, container {kept.container}):"
+        f"the last {min(tail, len(kept.lines))} lines of its container when it crashed, kept "
+        f"by wait (pod {kept.pod}, container {kept.container}):"
     )
 
 

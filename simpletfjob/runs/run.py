@@ -5,7 +5,8 @@
          -> apply -> follow as `wait` does (task changes on stderr, the deciding task's
             logs on stdout)
          -> succeeded: wait's cleanup (after --cleanup-grace), done
-         -> failed (causes.py): restarts left? delete the whole run (Background, until its
+         -> failed (causes.py): --diagnose-on-failure's bundle (diagnose.py), the failing
+            task's lines; restarts left? delete the whole run (Background, until its
             Jobs, Services and pods are gone), plan again against the cluster as it is now, apply,
             follow again; else exit 1 with the cause
 
@@ -39,6 +40,7 @@ from simpletfjob.kube.outage import still_away
 from simpletfjob.kube.request import Deadline
 from simpletfjob.kube.resources import JOBS, PODS, SERVICES
 from simpletfjob.runs.classify import NODE_LOST, Cause, Decision, Policy, decide, side_failure
+from simpletfjob.runs.diagnose import OnFailure
 from simpletfjob.runs.ending import (
     End,
     Ending,
@@ -136,6 +138,7 @@ def run_to_end(
     if not access.logs:
         printer = None
     nodes = NodeWatch(conn, options.node_grace, say, watching=access.nodes)
+    bundles = OnFailure(conn, options.diagnose_on_failure, say)
     policy = Policy(options.restart_on, options.max_restarts, options.restart_exit_codes)
     restarts = 0
     aside = Aside()  # tasks the training does not depend on, restarted alone (alone.py)
@@ -149,7 +152,7 @@ def run_to_end(
                 planned = queued(conn, options, planned, replan, restarts, send, waiting, deadline)
                 where.phase = FOLLOWING
                 logs = _stream_logs(conn, name, planned, options, printer, say, quiet)
-                keeper = Keeper(conn, options.tail_on_failure)
+                keeper = bundles.keeper(options.tail_on_failure)
                 ending: Ending | None = None
                 while True:  # until the run ends; a task it does not depend on, alone
                     before = ending.run if ending is not None else None
@@ -166,9 +169,13 @@ def run_to_end(
                         aside.left.update(t.uid for t in last.tasks if t.task == cause.task)
                         continue
                     aside.made += 1
+                    spent = restarts + aside.made
+                    said = bundles.write(
+                        last, cause, f"{cause}; {cause.task} of run {name} restarted alone", spent
+                    )
                     say(
-                        f"restarting {cause.task} of run {name} alone ({restarts + aside.made}/"
-                        f"{options.max_restarts}) after {cause.kind_words}: {cause}"
+                        f"restarting {cause.task} of run {name} alone ({spent}/"
+                        f"{options.max_restarts}) after {cause.kind_words}: {cause}{said}"
                     )
                     delete_task(conn, last, cause.task, deadline)
                     _apply(conn, planned, options, restarts, first=False, applied=applied)
@@ -192,12 +199,15 @@ def run_to_end(
                         f"{cause}; not restarted: its pods on that node cannot be deleted "
                         f"(cannot delete pods in namespace {conn.namespace})",
                     )
+                # the bundle first: an interrupt may delete the run (--on-interrupt delete)
+                verdict = failed_line(last, decision.verdict or f"{cause}; restarted")
+                attempt = restarts + aside.made + 1 if decision.restart else None
+                said = bundles.write(last, cause, verdict, attempt)
                 _explain(conn, last, cause, options, keeper, say)
                 if not decision.restart:
-                    where.phase, where.run = ENDED, last
-                    where.verdict = failed_line(last, decision.verdict)
+                    where.phase, where.run, where.verdict = ENDED, last, verdict + said
                     _finish(conn, last, options, say, logs, where, deadline)
-                    raise RunFailed(where.verdict, run=last, cause=cause)
+                    raise RunFailed(where.verdict, run=last, cause=cause, bundle=bundles.path)
                 restarts += 1
                 spent = restarts + aside.made
                 if restarted is not None:
@@ -212,10 +222,12 @@ def run_to_end(
                 now = f"back in queue {options.queue}" if options.queue else f"hosts now: {hosts}"
                 say(
                     f"restarting run {name} ({spent}/{options.max_restarts}) after "
-                    f"{cause.kind_words}: {cause}; {now}"
+                    f"{cause.kind_words}: {cause}; {now}{said}"
                 )
     except Interrupted as e:
         delete = options.on_interrupt == "delete"
+        if delete:
+            bundles.finish()
         interrupted(conn, name, where, options.cleanup, delete, say, e)
         raise
     except ClusterError as e:
@@ -228,6 +240,7 @@ def run_to_end(
         ) from e
     finally:
         quiet.set()
+        bundles.close()
 
 
 def _check_access(conn: Connection, planned: Plan, options: RunOptions, say: Say) -> Access:

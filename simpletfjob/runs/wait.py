@@ -4,8 +4,8 @@
     what following it and cleaning up need, asked before it is followed (permissions.py)
       -> Ambiguous or Deleting: no verdict, nothing cleaned up (RunFailed, with what to do)
       -> --timeout first: TimedOut (exit 3), the run left as it is
-      -> failed: why (failure.py: its last lines, its Warning events), before the cleanup
-         that takes its pods
+      -> failed: with --diagnose-on-failure, its bundle (diagnose.py); why (failure.py: its
+         error and last lines, its Warning events), before the cleanup that takes its pods
       -> succeeded: the tasks that end by themselves given --cleanup-grace to end (ending.py)
       -> the cleanup (--cleanup), then the verdict: RunFailed, or the success line
 
@@ -51,12 +51,14 @@ def wait_for_run(
     say: Say,
     grace: float,
     progress: Callable[[Run], None] | None = None,
+    diagnose_on_failure: str | None = None,
 ) -> Run:
     """Follow run NAME to its end, saying each task's changes, then clean up; the run, succeeded.
 
     `progress` is given the run each time it is judged (the command's status line). After a
     success, the tasks that end by themselves are given `grace` seconds (--cleanup-grace) to
-    end before the cleanup (ending.let_finish); those that do are said, and kept.
+    end before the cleanup (ending.let_finish); those that do are said, and kept. A run that
+    fails has its bundle written into `diagnose_on_failure`, a directory, first.
 
     What the following and the cleanup need is asked once the run is found going on
     (permissions.py): a cleanup that would be refused once the run has ended is refused
@@ -67,7 +69,7 @@ def wait_for_run(
     from simpletfjob.kube.outage import StillAway, riding_out
     from simpletfjob.kube.request import Deadline
     from simpletfjob.options.rules import format_duration
-    from simpletfjob.runs.failure import Keeper
+    from simpletfjob.runs.diagnose import OnFailure
     from simpletfjob.runs.objects import scope_flags
     from simpletfjob.runs.permissions import check_wait
     from simpletfjob.runs.watch import clean_up
@@ -80,7 +82,8 @@ def wait_for_run(
     )
     with riding_out(conn, deadline, say, until) as ride:
         shown: list[Run] = []
-        keeper = Keeper(conn, tail)
+        bundles = OnFailure(conn, diagnose_on_failure, say)
+        keeper = bundles.keeper(tail)  # with a directory, it keeps each task's log
 
         def show(run: Run) -> None:
             if not shown and run.state not in ENDS:
@@ -106,15 +109,17 @@ def wait_for_run(
                 f"{state}{away}{hint}{stuck_and_next(last, name, scope_flags(conn))}"
             ) from ending.problem
         ended = "succeeded" if ending.succeeded else "failed"
+        said = "" if ending.succeeded else bundles.write(last, ending.cause, failed_line(last))
         # read before the cleanup, which takes pods with it
         for line in explain_failure(conn, last, ending.cause, tail, keeper):
             say(line)
+        bundles.close()
         try:
             if ending.succeeded and cleanup != "none":
                 last = let_finish(conn, last, grace, deadline, say)
             clean_up(conn, last, cleanup, say)
         except Interrupted as e:  # the verdict is known: it is the news, with what is undone
-            verdict = succeeded_line(last) if ending.succeeded else failed_line(last)
+            verdict = succeeded_line(last) if ending.succeeded else failed_line(last) + said
             done = f": {e.progress}" if e.progress else ""
             e.detail = (
                 f"{verdict}; its cleanup (--cleanup {cleanup}) was cut short{done}; finish it "
@@ -135,7 +140,7 @@ def wait_for_run(
                 f"(--cleanup {cleanup}) failed: {e}"
             ) from e
     if not ending.succeeded:
-        raise RunFailed(failed_line(last), run=last, cause=ending.cause)
+        raise RunFailed(failed_line(last) + said, run=last, cause=ending.cause, bundle=bundles.path)
     return last
 
 

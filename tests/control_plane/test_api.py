@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import tarfile
 import threading
 import time
 from collections.abc import Iterator
@@ -139,6 +140,19 @@ def test_a_failed_run_is_an_outcome_with_its_cause(session: Session) -> None:
     failed = {t.name: t for t in run.status().tasks}["worker-1"]
     assert (failed.state, failed.exit_code, failed.reason) == ("Failed", 1, "Error (exit 1)")
     assert failed.state is simpletfjob.State.FAILED
+    # its bundle, at the verdict and by hand
+    bundles = session.markers.parent / "bundles"
+    bundles.mkdir()
+    again = run.wait(cleanup="none", diagnose_on_failure=bundles)
+    assert again.bundle is not None and again.bundle.parent == bundles, again
+    assert again.message == f"{outcome.message}; bundle: {again.bundle}"
+    assert outcome.bundle is None
+    assert run.diagnose(bundles / "by-hand.tgz") == bundles / "by-hand.tgz"
+    for path in (again.bundle, bundles / "by-hand.tgz"):
+        with tarfile.open(path) as tar:
+            assert tar.getnames()[0] == "rt/summary.txt"
+    with pytest.raises(simpletfjob.UsageError, match="must be an existing directory"):
+        run.wait(diagnose_on_failure=bundles / "nope")
 
 
 def test_a_timeout_raises_timed_out_and_leaves_the_run(session: Session) -> None:
@@ -169,10 +183,18 @@ def test_client_run_goes_through_one_restart(
 
 
 def test_client_run_out_of_restarts_is_a_failed_outcome(session: Session) -> None:
+    bundles = session.markers.parent / "bundles"
+    bundles.mkdir()
     outcome = session.client.run(
         session.template, values=session.values("fail-always"), max_restarts=1, timeout="3m",
-        **session.placement,
+        diagnose_on_failure=bundles, **session.placement,
     )  # fmt: skip
+    # a bundle of each failure: the restarted attempt's, and the last
+    assert outcome.bundle is not None and outcome.bundle.name.startswith("rt-diagnose-")
+    assert sorted(p.name.split("-diagnose-")[0] for p in bundles.iterdir()) == [
+        "rt",
+        "rt-attempt-1",
+    ]
     assert (outcome.state, outcome.succeeded, outcome.restarts) == ("Failed", False, 1)
     assert (outcome.name, outcome.namespace) == ("rt", session.ns)
     # the cause is why it failed; the message, the CLI's line, also why it was not restarted
@@ -180,7 +202,8 @@ def test_client_run_out_of_restarts_is_a_failed_outcome(session: Session) -> Non
     assert outcome.cause.tasks == ("worker-1",) and outcome.cause.exit_code == 1
     assert str(outcome.cause) == "worker-1 Failed: Error (exit 1)"
     assert outcome.message == (
-        "run 'rt' failed: worker-1 Failed: Error (exit 1); no restart left (1 of 1 made)"
+        "run 'rt' failed: worker-1 Failed: Error (exit 1); no restart left (1 of 1 made); "
+        f"bundle: {outcome.bundle}"
     )
 
 

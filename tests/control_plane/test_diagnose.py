@@ -8,7 +8,6 @@ import errno
 import json
 import os
 import re
-import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -17,7 +16,7 @@ import pytest
 import yaml
 
 from simpletfjob.cli import main
-from tests.conftest import assert_one_line_error, write
+from tests.conftest import assert_one_line_error, bundle_files, write
 from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
 from tests.support.kubelet import Kubelet
@@ -59,9 +58,15 @@ def _job_is(plane: ControlPlane, ns: str, job: str, condition: str) -> bool:
 
 
 def _ps_runs_again(plane: ControlPlane, ns: str) -> bool:
+    """The ps runs again in place, and has printed its 30 lines (a loaded machine may start
+    the program a while after the container: its log is empty until then)."""
     pods = plane.pods(ns, "job-name=dg-ps-0")
     statuses = [s for p in pods for s in p.get("status", {}).get("containerStatuses") or []]
-    return any(s.get("restartCount") == 1 and "running" in s.get("state", {}) for s in statuses)
+    if not any(s.get("restartCount") == 1 and "running" in s.get("state", {}) for s in statuses):
+        return False
+    name = pods[0]["metadata"]["name"]
+    log = plane.admin.get(f"/api/v1/namespaces/{ns}/pods/{name}/log", container="tf")
+    return isinstance(log, str) and log.count("\n") >= 30
 
 
 @pytest.fixture(scope="module")
@@ -85,27 +90,18 @@ def failed(
         plane = control_plane
         wait_for(lambda: _job_is(plane, ns, "dg-worker-1", "Failed"), 90, "worker-1 to fail")
         wait_for(lambda: _job_is(plane, ns, "dg-worker-0", "Complete"), 90, "worker-0 to end")
-        wait_for(lambda: _ps_runs_again(plane, ns), 90, "the ps to run again")
+        wait_for(lambda: _ps_runs_again(plane, ns), 90, "the ps to run again, its lines out")
         (pod,) = plane.pods(ns, "job-name=dg-worker-0")
         plane.admin.delete(f"/api/v1/namespaces/{ns}/pods/{pod['metadata']['name']}")
         wait_for(lambda: not plane.pods(ns, "job-name=dg-worker-0"), 60, "worker-0's pod gone")
         yield Failed(plane, ns, kubeconfig, list(kubelet.nodes))
 
 
-def members(path: Path) -> dict[str, str]:
-    """The archive's files in order, by their path in it, as text."""
-    with tarfile.open(path, "r:gz") as tar:
-        return {
-            m.name: tar.extractfile(m).read().decode()  # type: ignore[union-attr]
-            for m in tar.getmembers()
-        }
-
-
 def test_a_failed_run_s_bundle_holds_every_part(failed: Failed, cli: Any, tmp_path: Path) -> None:
     result = cli("diagnose", "dg", "--kubeconfig", failed.kubeconfig, cwd=tmp_path)
     assert result.code == 0, result.err
     assert re.fullmatch(r"dg-diagnose-\d{8}T\d{6}Z\.tar\.gz\n", result.out), result.out
-    files = members(tmp_path / result.out.strip())
+    files = bundle_files(tmp_path / result.out.strip())
     names = [name.removeprefix("dg/") for name in files]
     assert names[0] == "summary.txt", files["dg/summary.txt"]
     assert sorted(names) == sorted([
@@ -169,7 +165,7 @@ def test_a_literal_token_is_redacted_in_the_manifests_and_in_a_log_line(
 ) -> None:
     result = cli("diagnose", "dg", "--kubeconfig", failed.kubeconfig, cwd=tmp_path)
     assert result.code == 0, result.err
-    files = members(tmp_path / result.out.strip())
+    files = bundle_files(tmp_path / result.out.strip())
     assert not [name for name, text in files.items() if TOKEN in text]
     (job,) = [
         d
@@ -198,7 +194,7 @@ def test_a_user_without_the_right_to_events_or_nodes_gets_the_rest(
     kubeconfig = str(failed.plane.kubeconfig(tmp_path / "kc-carol", "carol", failed.ns))
     result = cli("diagnose", "dg", "--kubeconfig", kubeconfig, cwd=tmp_path)
     assert result.code == 0, result.err
-    files = members(tmp_path / result.out.strip())
+    files = bundle_files(tmp_path / result.out.strip())
     names = sorted(name.removeprefix("dg/") for name in files)
     assert names == sorted([
         "summary.txt", "status.json", "tasks/ps-0.log", "tasks/ps-0.previous.log",
@@ -224,7 +220,7 @@ def test_o_writes_the_bundle_there(failed: Failed, cli: Any, tmp_path: Path) -> 
     path.parent.mkdir()
     result = cli("diagnose", "dg", "-o", str(path), "--kubeconfig", failed.kubeconfig)
     assert (result.code, result.out) == (0, f"{path}\n"), result.err
-    assert next(iter(members(path))) == "dg/summary.txt"
+    assert next(iter(bundle_files(path))) == "dg/summary.txt"
     assert list(path.parent.iterdir()) == [path]
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -144,20 +145,29 @@ def test_restart_exit_codes_make_an_exit_code_a_disruption(restarts: Restarts) -
 
 
 def test_an_evaluator_that_fails_is_restarted_alone_and_the_run_goes_on(
-    restarts: Restarts,
+    restarts: Restarts, tmp_path: Path
 ) -> None:
+    bundles = tmp_path / "bundles"
+    bundles.mkdir()
     result = restarts.run(
         1, "--evaluator", "--tasks-per-host", "2", "--max-restarts", "1",
-        who="evaluator-0", seconds=20,
+        "--diagnose-on-failure", str(bundles), who="evaluator-0", seconds=20,
     )  # fmt: skip
     assert result.code == 0, result.err
     assert restart_lines(result.err) == [], result.err  # the run itself was not restarted
     lines = result.err.splitlines()
     [alone] = [line for line in lines if line.startswith("restarting evaluator-0")]
+    # a task restarted alone is an attempt of its own: its bundle, before it is deleted
+    (bundle,) = bundles.iterdir()
+    assert bundle.name.startswith("rr-attempt-1-diagnose-"), bundle
     assert alone == (
         "restarting evaluator-0 of run rr alone (1/1) after a program error: "
-        "evaluator-0 Failed: Error (exit 1)"
+        f"evaluator-0 Failed: Error (exit 1); bundle: {bundle}"
     ), result.err
+    with tarfile.open(bundle) as tar:
+        summary = tar.extractfile("rr/summary.txt").read().decode()  # type: ignore[union-attr]
+    assert "first failure: evaluator-0, exit code 1, reason Error: a program error" in summary
+    assert "evaluator-0 failing with 1" in summary
     assert "evaluator-0 | evaluator-0 failing with 1" in lines[: lines.index(alone)], result.err
     assert lines[-1] == "run rr succeeded: worker-0 Succeeded", result.err
 

@@ -322,11 +322,16 @@ def test_on_interrupt_delete_while_the_restarts_deletes_are_out_finishes_the_del
 ) -> None:
     s = signalled
     s.proxy.delay(HELD, verb="delete", resource="jobs")
+    bundles = s.markers.parent / "bundles"
+    bundles.mkdir()
     proc = s.start(
         "-N", "2", "--psn", "0", "--max-restarts", "1", "--on-interrupt", "delete",
-        mode="fail-once",
+        "--diagnose-on-failure", str(bundles), mode="fail-once",
     )  # fmt: skip
     s.out_now("delete", "jobs")
+    # the failed attempt's bundle is written before the restart deletes anything
+    (bundle,) = bundles.iterdir()
+    assert re.fullmatch(r"rs-attempt-1-diagnose-\d{8}T\d{6}Z\.tar\.gz", bundle.name), bundle
     status, err, took = ended(proc, signal.SIGHUP)
     assert status == 129 and took < PROMPT, (took, err)
     # The restart's deletes, settled, may have deleted them all (Background) before it lists.

@@ -4,7 +4,9 @@ Warning events of its Job and pods), a stuck task's reason, the times of tasks a
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
 import threading
 from collections.abc import Iterator
@@ -13,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from tests.conftest import Result, write
+from tests.conftest import Result, bundle_files, write
 from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
 from tests.support.kubelet import Kubelet
@@ -344,3 +347,54 @@ def test_status_watch_exits_1_when_the_run_fails_and_says_why(run: FailRun) -> N
 def test_status_watch_needs_a_run(run: FailRun) -> None:
     result = run.cli("status", "-w", "--kubeconfig", run.kubeconfig)
     assert result.code == 2 and "-w/--watch needs RUN" in result.err
+
+
+def test_diagnose_on_failure_keeps_the_log_of_a_deleted_pod_and_writes_before_the_cleanup(
+    run: FailRun, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Job controller deletes a failed OnFailure pod at its backoff limit: the bundle has
+    the log wait kept; --cleanup all deletes the run only once the bundle is written; and a
+    bundle that cannot be written is a warning, the verdict and the cleanup as they are."""
+    run.apply(lines=25, fail=("worker-1",), restart="OnFailure", backoff=1, sleep=1)
+    kept, unwritten, last = (run.tmp / name for name in ("kept", "unwritten", "last"))
+    for directory in (kept, unwritten, last):
+        directory.mkdir()
+    result = run.run(
+        "wait", "--timeout", "90s", "--cleanup", "none", "--diagnose-on-failure", str(kept)
+    )
+    assert result.code == 1, result.err
+    (path,) = kept.iterdir()
+    assert re.fullmatch(r"fl-diagnose-\d{8}T\d{6}Z\.tar\.gz", path.name), path
+    # (Error (exit 1), or BackoffLimitExceeded once the pod is gone)
+    verdict = result.err.splitlines()[-1]
+    assert verdict.startswith("simpletfjob: error: run 'fl' failed: worker-1 Failed: "), verdict
+    assert verdict.endswith(f"; bundle: {path}") and verdict.count("; bundle: ") == 1, verdict
+    wait_for(lambda: not run.pods("fl-worker-1"), 30, "worker 1's pod to go")
+    files = bundle_files(path)
+    logs = [files.get(f"fl/tasks/worker-1.{n}", "").splitlines() for n in ("log", "previous.log")]
+    assert [f"worker-1 line {i}" for i in range(25)] + ["worker-1 giving up"] in logs, files.keys()
+    summary = files["fl/summary.txt"].splitlines()
+    assert any(line.startswith("first failure: worker-1") for line in summary), summary
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with monkeypatch.context() as patched:
+        patched.setattr(os, "fsync", full)
+        failed = run.run("wait", "--cleanup", "none", "--diagnose-on-failure", str(unwritten))
+    assert failed.code == 1, failed.err
+    lines = failed.err.splitlines()
+    assert lines[-1].startswith("simpletfjob: error: run 'fl' failed: worker-1 Failed: ")
+    assert "bundle" not in lines[-1], lines[-1]
+    warnings = [line for line in lines if line.startswith("simpletfjob: warning: the bundle")]
+    assert len(warnings) == 1 and "No space left on device" in warnings[0], failed.err
+    assert list(unwritten.iterdir()) == []
+
+    cleaned = run.run("wait", "--cleanup", "all", "--diagnose-on-failure", str(last))
+    assert cleaned.code == 1, cleaned.err
+    (path,) = last.iterdir()
+    docs = list(yaml.safe_load_all(bundle_files(path)["fl/manifests.yaml"]))
+    assert sorted(d["metadata"]["name"] for d in docs if d["kind"] == "Job") == [
+        "fl-ps-0", "fl-worker-0", "fl-worker-1",
+    ]  # fmt: skip
+    assert run.run("status").code == 1  # deleted, after the bundle

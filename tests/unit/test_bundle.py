@@ -61,3 +61,29 @@ def test_the_archive_holds_each_file_in_one_folder_in_order() -> None:
     with tarfile.open(fileobj=BytesIO(data), mode="r:gz") as tar:
         assert tar.getnames() == ["mnist/summary.txt", "mnist/tasks/a.log"]
         assert tar.extractfile("mnist/summary.txt").read() == b"run: mnist\n"  # type: ignore[union-attr]
+
+
+def test_a_task_whose_job_the_cluster_deleted_first_is_in_the_bundle_as_last_seen() -> None:
+    """--diagnose-on-failure: the follower drops a Job being deleted (--cleanup-after's TTL),
+    the Recorder keeps it as last seen; the bundle's table and manifests have it again."""
+    from simpletfjob.runs.diagnose import _gone_since, _named, _with_tasks_of
+    from simpletfjob.runs.state import run_state
+    from tests.support.scenes import task_job
+
+    running = task_job("worker", 0, active=1)
+    failed = task_job("worker", 1, failed=1, failed_reason="BackoffLimitExceeded")
+    judged = run_state("mnist", "ml", [running], [])
+    assert [t.task for t in judged.tasks] == ["worker-0"]
+    whole = _with_tasks_of(judged, [running, failed], [])
+    assert [(t.task, t.state) for t in whole.tasks] == [
+        ("worker-0", judged.tasks[0].state),
+        ("worker-1", "Failed"),
+    ]
+    assert _with_tasks_of(judged, [], []) is judged
+    gone = _gone_since([running, failed], [running])
+    assert gone == [failed] and gone[0] is not failed  # a copy: redaction writes into it
+    assert _named("Job", gone) == "Job mnist-worker-1; "
+    assert _named("pod", [running] * 5) == (
+        "pods mnist-worker-0, mnist-worker-0, mnist-worker-0 and 2 more; "
+    )
+    assert _named("pod", []) == ""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from simpletfjob.runs.bundle import MOST, task_error
+from simpletfjob.runs.classify import MOST, task_error
 
 RECORDED = Path(__file__).resolve().parent.parent / "support" / "tracebacks"
 
@@ -102,3 +102,25 @@ def test_without_a_traceback_the_last_lines_that_read_as_an_error() -> None:
 def test_a_log_cut_inside_a_traceback_shows_what_there_is() -> None:
     lines = ["step 1", "Traceback (most recent call last):", '  File "x.py", line 1, in <module>']
     assert task_error(lines) == lines[1:]
+
+
+def test_wait_and_run_show_the_error_above_the_last_lines_unless_those_hold_it() -> None:
+    """runs/failure.py's `shown`: what `wait` and `run` print of a failed task's log."""
+    from simpletfjob.runs.failure import shown
+
+    log = [line.encode() for line in recorded("torchrun_no_file.log")]
+    lines = shown("worker-0", "worker-0: the last 20 lines of its log (...):", log, 20)
+    head = lines.index("worker-0: the last 20 lines of its log (...):")
+    assert lines[:head] == [
+        "worker-0: its error:",
+        *["worker-0 | /work/wt/diagnose/.venv/bin/python3: can't open file '/nope/train.py': "
+          "[Errno 2] No such file or directory"] * 2,
+    ]  # fmt: skip
+    assert lines[head + 1 :] == [f"worker-0 | {x.decode().rstrip()}" for x in log[-20:]]
+    # a traceback that the last lines show whole is shown once
+    tf = [line.encode() for line in recorded("tf_fit.log")]
+    assert shown("chief-0", "head", tf, 20)[0] == "head"
+    assert shown("chief-0", "head", tf, 3)[:2] == [
+        "chief-0: its error:",
+        "chief-0 | Traceback (most recent call last):",
+    ]

@@ -54,6 +54,7 @@ class CauseKind(str, Enum):
     NODE_LOST = "node lost"  # a task's node NotReady or gone for longer than node_grace
     GONE = "gone"  # the deciding task's Job was deleted before its end was seen
     UNDECIDED = "undecided"  # several Jobs claim a task, or the run is being deleted
+    STALLED = "stalled"  # no new step within stall_timeout (a disruption: run restarts it)
 
     def __str__(self) -> str:
         return self.value

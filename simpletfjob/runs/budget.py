@@ -20,14 +20,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from simpletfjob.runs.classify import DISRUPTION, Cause
+from simpletfjob.runs.classify import DISRUPTION, STALLED, Cause
 from simpletfjob.runs.progress import Progress, at, clock, progress_note, span
 from simpletfjob.runs.progresslog import ahead
 
 if TYPE_CHECKING:
     from simpletfjob.runs.progresslog import Stepped
 
-STALLED = "stalled"  # a cause's kind (classify.py's kinds): a stalled run, as a disruption
 HOW = (
     'print JSON lines such as {"step": 120, "total": 1000}, a tqdm or Keras progress bar, '
     "or give the run a --progress-pattern"

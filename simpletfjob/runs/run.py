@@ -257,7 +257,11 @@ def _apply(
     choices = Choices.of(options, first=first)
     # the summary says it all; a restart says it in its one line
     done = apply_planned(
-        conn, planned, choices, lambda line: None, restarts=(restarts, options.max_restarts)
+        conn,
+        planned,
+        choices,
+        lambda line: None,
+        restarts=(restarts, options.max_restarts, restarts),
     )
     if first:
         applied(planned, done)

@@ -443,3 +443,34 @@ def test_times_are_kept_as_given_and_said_in_utc() -> None:
     data = progress_json(Progress(task="w", step=1, updated=when))
     assert data is not None
     assert data["updated"] == time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when))
+
+
+def test_the_progress_options_are_noted_on_the_deciding_job_alone() -> None:
+    from simpletfjob.kube.resources import JOBS
+    from simpletfjob.runs.limits import add_limits
+    from simpletfjob.runs.manifests import Manifest
+    from tests.support.scenes import task_job
+
+    def wanted() -> list[Manifest]:
+        jobs = [task_job("ps", 0), task_job("worker", 0), task_job("worker", 1)]
+        return [Manifest(JOBS, j, f"document {i}") for i, j in enumerate(jobs, 1)]
+
+    marks = (("simpletfjob/progress-task", "worker-1"), ("simpletfjob/stall-timeout", "120"))
+    documents = wanted()
+    add_limits(documents, deadline=None, cleanup_after=None, restarts=(2, 3, 1), marks=marks)
+    notes = {m.name: m.body["metadata"].get("annotations", {}) for m in documents}
+    assert notes["mnist-worker-0"]["simpletfjob/progress-task"] == "worker-1"
+    assert notes["mnist-worker-0"]["simpletfjob/stall-timeout"] == "120"
+    assert "simpletfjob/progress-task" not in notes["mnist-ps-0"]
+    assert "simpletfjob/progress-task" not in notes["mnist-worker-1"]
+    for one in notes.values():  # the restarts, on every Job
+        assert (one["simpletfjob/restarts"], one["simpletfjob/max-restarts"]) == ("2", "3")
+        assert one["simpletfjob/restarts-without-progress"] == "1"
+    with pytest.raises(UsageError) as raised:
+        add_limits(
+            wanted(), deadline=None, cleanup_after=None, marks=(marks[0][:1] + ("worker-9",),)
+        )
+    assert str(raised.value) == (
+        "--progress-task names 'worker-9', which the run does not have; its tasks are ps-0, "
+        "worker-0, worker-1"
+    )

@@ -468,7 +468,7 @@ def test_the_progress_options_are_noted_on_the_deciding_job_alone() -> None:
         assert one["simpletfjob/restarts-without-progress"] == "1"
     with pytest.raises(UsageError) as raised:
         add_limits(
-            wanted(), deadline=None, cleanup_after=None, marks=(marks[0][:1] + ("worker-9",),)
+            wanted(), deadline=None, cleanup_after=None, marks=((*marks[0][:1], "worker-9"),)
         )
     assert str(raised.value) == (
         "--progress-task names 'worker-9', which the run does not have; its tasks are ps-0, "

@@ -387,7 +387,10 @@ def test_restarts_in_a_row_without_progress_are_what_the_limit_bounds() -> None:
     run = state(annotated(ps_worker_run(), restarts="2", max_restarts="3"))
     assert (run.restarts, run.in_a_row) == ((2, 3), 2)
     for without, wrong in (
-        ("4", "simpletfjob/restarts-without-progress (4) is more than simpletfjob/max-restarts (3)"),
+        (
+            "4",
+            "simpletfjob/restarts-without-progress (4) is more than simpletfjob/max-restarts (3)",
+        ),
         ("3", "simpletfjob/restarts-without-progress (3) is more than simpletfjob/restarts (2)"),
         ("x", "simpletfjob/restarts-without-progress on job mnist-ps-0 is 'x', not a count"),
     ):

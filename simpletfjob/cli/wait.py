@@ -47,6 +47,7 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
                 say=say,
                 progress=status,
                 grace=options.cleanup_grace,
+                stall=options.stall_timeout,
             )
         # The status line erased, the verdict is said before the connection is closed.
         say(succeeded_line(run))

@@ -8,7 +8,8 @@ the run (`Feed`), read once beside `status`'s lists (`Tail`), and noted on the r
        bytes arrive (a bar's updates before its newline: kube/podlog.read_chunks) in a thread,
        each new step kept by one Tracker (progress.py) under a lock; a new pod, or its container
        started again in place, is read by a stream of its own into the same Tracker (the same
-       attempt); the follower's `check` judges a stall (budget.py) and says a resumed attempt
+       attempt); the follower's `check` judges a stall (budget.py); a resumed attempt's first
+       report is said as it comes
     -> status: the last lines of the task's current container, with the kubelet's timestamps
        (what `updated` and the rate are read from), read in a thread from the moment the Jobs
        are listed, beside the pods' list; without a container, the progress noted
@@ -38,7 +39,14 @@ from simpletfjob.identity import (
 from simpletfjob.kube.podlog import LogBroken
 from simpletfjob.kube.resources import JOBS, PODS, Action
 from simpletfjob.options.progress import check_pattern
-from simpletfjob.runs.budget import Budget, resumed_line, stall_cause, stall_due, stall_line
+from simpletfjob.runs.budget import (
+    Budget,
+    best_note,
+    resumed_line,
+    stall_cause,
+    stall_due,
+    stall_line,
+)
 from simpletfjob.runs.logsources import container_state, current_pod, framework_container
 from simpletfjob.runs.order import task_name
 from simpletfjob.runs.progress import Progress, Tracker, progress_note, read_note, reporting_task
@@ -49,6 +57,7 @@ from simpletfjob.runs.taskstate import LOST, Object, metadata_of, pods_by_job
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
     from simpletfjob.runs.classify import Cause
+    from simpletfjob.runs.failure import Keeper
 
 TAIL = 200  # lines of a container's log that status reads, and wait reads of one running already
 TAIL_BYTES = 256 * 1024  # ... at most
@@ -149,7 +158,6 @@ class Feed:
         self.setting: Setting | None = None
         self.tracker: Tracker | None = None
         self.first: Report | None = None  # the attempt's first report
-        self.resumed = False  # its resumed line was said
         self.lock = threading.Lock()
         self.closed = threading.Event()
         self.streams: dict[tuple[str, str, int], threading.Thread] = {}
@@ -181,8 +189,8 @@ class Feed:
         key = (pod, container, instance)
         self.now = key, state == "running"
         if key not in self.streams and not self.closed.is_set():
-            tail = first and state == "running"  # a run followed late: its last lines
-            thread = threading.Thread(target=self._read, args=(key, tail), daemon=True)
+            # a run followed late: its last lines (those of an attempt's later pods: all)
+            thread = threading.Thread(target=self._read, args=(key, first), daemon=True)
             self.streams[key] = thread
             thread.start()
 
@@ -217,11 +225,15 @@ class Feed:
 
     def _take(self, reports: Sequence[Report]) -> None:
         new = False
+        resumed: Report | None = None  # the attempt's first report, if among these
         with self.lock:
             for report in reports:
                 assert self.tracker is not None
                 if self.tracker.add(report, time.time()):
+                    resumed = report if self.first is None else resumed
                     self.first, new = self.first or report, True
+        if resumed and self.budget is not None and self.budget.restarts and self.say is not None:
+            self.say(resumed_line(self.budget, resumed))  # a new attempt's first report
         if new and self.run is not None:
             self.show(self.run)
 
@@ -247,21 +259,11 @@ class Feed:
             self.shown(replace(run, progress=self.latest()))
 
     def check(self, run: Run) -> Cause | None:
-        """A stall of the run now (budget.py), as its Cause; a new attempt's first report said."""
+        """A stall of the run now (budget.py), as its Cause."""
         with self.lock:
-            first = self.first
             last, stepped = (
                 (None, None) if self.tracker is None else (self.tracker.last, self.tracker.updated)
             )
-        if (
-            self.budget is not None
-            and self.budget.restarts
-            and first is not None
-            and not self.resumed
-        ):
-            self.resumed = True
-            if self.say is not None:
-                self.say(resumed_line(self.budget, first))
         if self.stall is None or self.setting is None:
             return None
         now = time.time()
@@ -280,11 +282,13 @@ class Feed:
             if thread is not None:
                 thread.join(within)
 
-    def finish(self) -> None:
-        """The run has ended: its last progress noted, the streams read no more."""
+    def finish(self, noted: bool = True) -> None:
+        """The run is no longer followed: the streams read no more; its last progress noted
+        (`noted`: the run has ended)."""
         self.settle()
         self.close()
-        note(self.conn, self.setting, self.latest())
+        if noted:
+            note(self.conn, self.setting, self.latest())
 
     def close(self) -> None:
         self.closed.set()
@@ -353,3 +357,35 @@ def read_progress(conn: Connection, setting: Setting, pods: Sequence[Object]) ->
         for report in reader.feed(text.decode("utf-8", "replace") + "\n"):
             tracker.add(report, now if when is None else when)
     return tracker.progress() or setting.note
+
+
+def stalled_lines(
+    conn: Connection, run: Run, cause: Cause | None, tail: int, keeper: Keeper | None = None
+) -> list[str]:
+    """What `run` and `wait` show of a stall before they act on it: the reporting task's last
+    lines (failure.explain_task, as for a failed task), then every task's state and node, so
+    that the one that hangs may be found. [] for any other cause."""
+    from simpletfjob.runs.classify import STALLED
+    from simpletfjob.runs.failure import explain_task
+
+    if cause is None or cause.kind != STALLED:
+        return []
+    lines = explain_task(conn, run, cause.task, tail, keeper)
+    return lines + [f"{t.task}: {t.state} on {t.node or '<none>'}" for t in run.tasks]
+
+
+def verdict_of(cause: Cause | None) -> str | None:
+    """A stall's line, which stands for the run's outcome in its failed line (ending.failed_line's
+    verdict); None for any other cause."""
+    from simpletfjob.runs.classify import STALLED
+
+    return cause.text if cause is not None and cause.kind == STALLED else None
+
+
+def best_marks(budget: Budget | None, chosen: str) -> tuple[tuple[str, str], ...]:
+    """The deciding Job's note of the best step before the attempt about to be applied (run's
+    budget), which `status` compares the progress it reads with; () before any restart.
+    `chosen`: --progress-task ('' for rank 0)."""
+    if budget is None or budget.best is None:
+        return ()
+    return ((PROGRESS_BEST_ANNOTATION, best_note(budget.best, chosen or "rank 0")),)

@@ -39,6 +39,7 @@ from simpletfjob.kube.outage import still_away
 from simpletfjob.kube.request import Deadline
 from simpletfjob.kube.resources import JOBS, PODS, SERVICES
 from simpletfjob.runs.alone import Aside, delete_task
+from simpletfjob.runs.budget import Budget
 from simpletfjob.runs.causes import NodeWatch, refusal
 from simpletfjob.runs.classify import NODE_LOST, Cause, Decision, Policy, decide, side_failure
 from simpletfjob.runs.elastic import lost_lines
@@ -66,6 +67,7 @@ from simpletfjob.runs.interrupt import (
 from simpletfjob.runs.losing import let_go, losable
 from simpletfjob.runs.planned import P, Plan
 from simpletfjob.runs.queue import queued
+from simpletfjob.runs.reporting import Feed
 from simpletfjob.runs.state import SUCCEEDED, Run, changes
 from simpletfjob.runs.wait import RunFailed, TimedOut
 from simpletfjob.streams import stop_main
@@ -137,6 +139,7 @@ def run_to_end(
     nodes = NodeWatch(conn, options.node_grace, say, watching=access.nodes)
     policy = Policy(options.restart_on, options.max_restarts, options.restart_exit_codes)
     restarts = 0
+    budget = Budget()  # restarts in a row without progress (budget.py): what the limit bounds
     aside = Aside()  # tasks the training does not depend on, restarted alone (alone.py)
     where = Where(most=options.max_restarts)
     quiet = threading.Event()  # set once run_to_end is left: its log threads say no more
@@ -144,21 +147,23 @@ def run_to_end(
         with riding_out(conn, deadline, say, until):
             while True:
                 where.phase = APPLYING
-                send = partial(_apply, conn, options=options, restarts=restarts, first=restarts == 0, applied=applied)  # fmt: skip
+                send = partial(_apply, conn, options=options, restarts=restarts, first=restarts == 0, applied=applied, budget=budget)  # fmt: skip
                 planned = queued(conn, options, planned, replan, restarts, send, waiting, deadline)
                 where.phase = FOLLOWING
                 logs = _stream_logs(conn, name, planned, options, printer, say, quiet)
                 keeper = Keeper(conn, options.tail_on_failure)
+                feed = Feed(conn, stall=options.stall_timeout, chosen=options.progress_task, pattern=options.progress_pattern, shown=progress, budget=budget, say=say)  # fmt: skip
                 ending: Ending | None = None
                 while True:  # until the run ends; a task it does not depend on, alone
                     before = ending.run if ending is not None else None
                     ending = _follow(
-                        conn, name, nodes, deadline, say, policy, keeper, aside, before, progress
-                    )
+                        conn, name, nodes, deadline, say, policy, keeper, aside, before, progress,
+                        feed,
+                    )  # fmt: skip
                     last, cause = ending.run, ending.cause
                     if last is None or cause is None or not cause.alone:
                         break
-                    decision = decide(cause, restarts + aside.made, policy)
+                    decision = decide(cause, feed.spent().in_a_row + aside.made, policy)
                     _explain(conn, last, cause, options, keeper, say)
                     if not decision.restart:
                         say(f"{decision.verdict}; run {name} goes on without {cause.task}")
@@ -170,7 +175,9 @@ def run_to_end(
                         f"{options.max_restarts}) after {cause.kind_words}: {cause}"
                     )
                     delete_task(conn, last, cause.task, deadline)
-                    _apply(conn, planned, options, restarts, first=False, applied=applied)
+                    _apply(conn, planned, options, restarts, first=False, applied=applied, budget=budget)  # fmt: skip
+                budget = feed.spent()  # given back once this attempt passed the best before it
+                feed.finish(noted=ending.end != End.TIMED_OUT and last is not None)
                 if ending.end == End.TIMED_OUT or last is None:
                     state = f" ({last.state}){unresolved_hint(last, keeper.jobs)}" if last else ""
                     assert options.timeout is not None
@@ -183,7 +190,7 @@ def run_to_end(
                     _finish(conn, last, options, say, logs, where, deadline)
                     return last
                 assert cause is not None  # Failed or Undecided: with its cause
-                decision = decide(cause, restarts + aside.made, policy)
+                decision = decide(cause, budget.in_a_row + aside.made, policy)
                 # A lost node's pods must be deleted before the run can be (see _delete).
                 if decision.restart and cause.kind == NODE_LOST and not access.pod_deletes:
                     decision = Decision(
@@ -198,7 +205,8 @@ def run_to_end(
                     _finish(conn, last, options, say, logs, where, deadline)
                     raise RunFailed(where.verdict, run=last, cause=cause)
                 restarts += 1
-                spent = restarts + aside.made
+                budget = budget.restarted(feed.best())
+                spent = budget.in_a_row + aside.made
                 if restarted is not None:
                     restarted(restarts)
                 where.phase, where.restart, where.cause = RESTARTING, restarts, str(cause)
@@ -251,17 +259,20 @@ def _apply(
     *,
     first: bool,
     applied: Callable[[P, Sequence[tuple[Manifest, str]]], None],
+    budget: Budget | None = None,
 ) -> None:
     from simpletfjob.runs.apply import Choices, apply_planned
+    from simpletfjob.runs.reporting import best_marks
 
     choices = Choices.of(options, first=first)
+    choices = replace(choices, marks=choices.marks + best_marks(budget, options.progress_task))
     # the summary says it all; a restart says it in its one line
     done = apply_planned(
         conn,
         planned,
         choices,
         lambda line: None,
-        restarts=(restarts, options.max_restarts, restarts),
+        restarts=(restarts, options.max_restarts, restarts if budget is None else budget.in_a_row),
     )
     if first:
         applied(planned, done)
@@ -278,6 +289,7 @@ def _follow(
     aside: Aside | None = None,
     before: Run | None = None,
     progress: Callable[[Run], None] | None = None,
+    feed: Feed | None = None,
 ) -> Ending:
     """Follow the run to its end (ending.py), with `run`'s own ends: a refused pod, a side
     task's failure, a lost node (each a Failed Ending, its cause naming it).
@@ -296,13 +308,17 @@ def _follow(
         pods[:] = now
         if keeper is not None:
             keeper.seen(jobs, now)
+        if feed is not None:  # the reporting task's log (reporting.py)
+            feed.seen(jobs, now)
 
     def show(run: Run) -> None:
         was = last[0].tasks if last[0] is not None else None
         for line in lost_lines(changes(last[0], run), was, run.tasks, run.min_workers):
             say(line)
         last[0] = run
-        if progress is not None:
+        if feed is not None:
+            feed.show(run)
+        elif progress is not None:
             progress(run)
 
     def check(run: Run) -> Cause | None:
@@ -320,6 +336,8 @@ def _follow(
                 let_go(conn, run, cause, pods)
                 letting_go.update(cause.tasks)
             return None
+        if cause is None and feed is not None:
+            cause = feed.check(run)  # a stall
         return cause
 
     ending = follow_to_end(
@@ -378,8 +396,12 @@ def _delete(
 def _explain(
     conn: Connection, run: Run, cause: Cause, options: RunOptions, keeper: Keeper, say: Say
 ) -> None:
-    """What `wait` shows of a failure (ending.explain_failure), before a restart or the verdict."""
-    for line in explain_failure(conn, run, cause, options.tail_on_failure, keeper):
+    """What `wait` shows of a failure (ending.explain_failure) or a stall, before a restart or
+    the verdict."""
+    from simpletfjob.runs.reporting import stalled_lines
+
+    tail = options.tail_on_failure
+    for line in explain_failure(conn, run, cause, tail, keeper) + stalled_lines(conn, run, cause, tail, keeper):  # fmt: skip
         say(line)
 
 

@@ -15,7 +15,7 @@ script reads the same verdict whichever it ran.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from simpletfjob.errors import ClusterError, Interrupted
@@ -36,6 +36,7 @@ from simpletfjob.runs.state import Run, changes
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
+    from simpletfjob.runs.taskstate import Object
 
 Say = Callable[[str], None]
 
@@ -51,12 +52,15 @@ def wait_for_run(
     say: Say,
     grace: float,
     progress: Callable[[Run], None] | None = None,
+    stall: float | None = None,
 ) -> Run:
     """Follow run NAME to its end, saying each task's changes, then clean up; the run, succeeded.
 
     `progress` is given the run each time it is judged (the command's status line). After a
     success, the tasks that end by themselves are given `grace` seconds (--cleanup-grace) to
-    end before the cleanup (ending.let_finish); those that do are said, and kept.
+    end before the cleanup (ending.let_finish); those that do are said, and kept. The
+    reporting task's log is followed for the run's progress (reporting.Feed): a stall (`stall`,
+    --stall-timeout, else the run's own) fails the run; its last progress is noted at the end.
 
     What the following and the cleanup need is asked once the run is found going on
     (permissions.py): a cleanup that would be refused once the run has ended is refused
@@ -70,6 +74,7 @@ def wait_for_run(
     from simpletfjob.runs.failure import Keeper
     from simpletfjob.runs.objects import scope_flags
     from simpletfjob.runs.permissions import check_wait
+    from simpletfjob.runs.reporting import Feed, stalled_lines, verdict_of
     from simpletfjob.runs.watch import clean_up
 
     deadline = None if timeout is None else Deadline.after(timeout)
@@ -81,6 +86,7 @@ def wait_for_run(
     with riding_out(conn, deadline, say, until) as ride:
         shown: list[Run] = []
         keeper = Keeper(conn, tail)
+        feed = Feed(conn, stall=stall, shown=progress)
 
         def show(run: Run) -> None:
             if not shown and run.state not in ENDS:
@@ -88,10 +94,18 @@ def wait_for_run(
             for line in changes(shown[0] if shown else None, run):
                 say(line)
             shown[:] = [run]
-            if progress is not None:
-                progress(run)
+            feed.show(run)
 
-        ending = follow_to_end(conn, name, deadline, on_change=show, seen=keeper.seen)
+        def seen(jobs: Sequence[Object], pods: Sequence[Object]) -> None:
+            keeper.seen(jobs, pods)
+            feed.seen(jobs, pods)
+
+        try:
+            ending = follow_to_end(conn, name, deadline, on_change=show, seen=seen, check=feed.check, tick=feed.tick)  # fmt: skip
+        except BaseException:
+            feed.close()
+            raise
+        feed.finish(noted=ending.end in (End.SUCCEEDED, End.FAILED))  # its last progress
         last = ending.run
         if ending.end == End.UNDECIDED:
             assert last is not None
@@ -107,7 +121,7 @@ def wait_for_run(
             ) from ending.problem
         ended = "succeeded" if ending.succeeded else "failed"
         # read before the cleanup, which takes pods with it
-        for line in explain_failure(conn, last, ending.cause, tail, keeper):
+        for line in explain_failure(conn, last, ending.cause, tail, keeper) + stalled_lines(conn, last, ending.cause, tail, keeper):  # fmt: skip
             say(line)
         try:
             if ending.succeeded and cleanup != "none":
@@ -135,7 +149,7 @@ def wait_for_run(
                 f"(--cleanup {cleanup}) failed: {e}"
             ) from e
     if not ending.succeeded:
-        raise RunFailed(failed_line(last), run=last, cause=ending.cause)
+        raise RunFailed(failed_line(last, verdict_of(ending.cause)), run=last, cause=ending.cause)
     return last
 
 

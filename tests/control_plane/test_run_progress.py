@@ -61,6 +61,23 @@ elif mode == "tqdm":
             bar.set_postfix(loss=round(1 / (epoch * 15 + i), 4))
             time.sleep(0.02)
         bar.close()
+elif mode == "pattern":
+    for step in range(1, 4):
+        print(f"it {step} of 10 loss={1 / step:.2f}", flush=True)
+    print('{"step": 9}', flush=True)  # not read: the pattern is the only form
+    for _ in range(600):
+        if (markers / "go").exists():
+            break
+        time.sleep(0.1)
+elif mode == "keras":  # a real fit, a line per epoch (verbose=2)
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    os.environ.pop("TF_CONFIG")  # one process: no distribution
+    import keras
+    import numpy as np
+    x = np.random.default_rng(0).random((64, 4)).astype("float32")
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    model.fit(x, x.sum(axis=1, keepdims=True), batch_size=16, epochs=3, verbose=2)
 elif mode == "ckpt":  # resumes from its checkpoint, crashes after 3 new steps until step 12
     saved = markers / "checkpoint"
     start = int(saved.read_text()) if saved.exists() else 0
@@ -238,3 +255,35 @@ def test_an_attempt_that_crashes_at_the_same_step_spends_its_restart(
     assert result.code == 1, result.err
     assert len([line for line in result.err.splitlines() if "restarting run pg" in line]) == 1
     assert result.err.splitlines()[-1].endswith("no restart left (1 of 1 made)"), result.err
+
+
+def test_a_header_pattern_is_the_only_form_read_and_travels_with_the_run(
+    progressing: Progressing,
+) -> None:
+    header = (
+        "# simpletfjob:\n#   options:\n"
+        "#     progress-pattern: 'it (?P<step>\\d+) of (?P<total>\\d+) loss=(?P<loss>\\S+)'\n"
+    )
+    progressing.template.write_text(header + TEMPLATE)
+    assert progressing.command("apply", "pattern").code == 0
+
+    def read() -> Any:
+        data, _ = progressing.status()
+        p = data["progress"]
+        return p if p is not None and p["step"] == 3 else None
+
+    p = until(read)
+    assert (p["step"], p["total"], p["metrics"]) == (3, 10, {"loss": 0.33}), p
+    pattern = progressing.deciding_job()["simpletfjob/progress-pattern"]
+    assert pattern == r"it (?P<step>\d+) of (?P<total>\d+) loss=(?P<loss>\S+)"
+    (progressing.markers / "go").write_text("x")
+    assert progressing.wait().code == 0
+
+
+def test_a_real_keras_fit_is_read_by_epoch(progressing: Progressing) -> None:
+    result = progressing.command("run", "keras", "--cleanup", "none")
+    assert result.code == 0, result.err
+    data, _ = progressing.status()
+    p = data["progress"]
+    assert (p["epoch"], p["epochs"], p["step"], p["total"], p["percent"]) == (3, 3, 4, 4, 100), p
+    assert "loss" in p["metrics"], p

@@ -217,10 +217,10 @@ def run_to_end(
                     planned = replan(restarts) if replan is not None else make_plan()
                 hosts = ", ".join(dict.fromkeys(task.host for task in planned.tasks))
                 now = f"back in queue {options.queue}" if options.queue else f"hosts now: {hosts}"
-                say(
-                    f"restarting run {name} ({spent}/{options.max_restarts}) after "
-                    f"{cause.kind_words}: {cause}; {now}"
-                )
+                count = f"{spent}/{options.max_restarts}"
+                if budget.in_a_row != budget.restarts:  # progress gave some back (budget.py)
+                    count += f" in a row without progress; {budget.restarts} in all"
+                say(f"restarting run {name} ({count}) after {cause.kind_words}: {cause}; {now}")
     except Interrupted as e:
         delete = options.on_interrupt == "delete"
         interrupted(conn, name, where, options.cleanup, delete, say, e)

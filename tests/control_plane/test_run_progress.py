@@ -222,7 +222,9 @@ def test_wait_fails_a_hung_run_and_says_when_no_progress_was_ever_seen(
         r"\d\d:\d\d:\d\d\)",
         last,
     ), waited.err
-    progressing.cli("delete", "pg", "--kubeconfig", progressing.kubeconfig, "--wait")
+    # A failure verdict: --cleanup running (the default) deleted the tasks that still ran.
+    jobs = f"/apis/batch/v1/namespaces/{progressing.ns}/jobs"
+    until(lambda: not progressing.kube.admin.get(jobs, labelSelector="simpletfjob/job=pg")["items"])  # fmt: skip
     assert progressing.command("apply", "silent").code == 0
     waited = progressing.wait("--stall-timeout", "5s")
     assert waited.code == 1, waited.err
@@ -242,6 +244,16 @@ def test_an_attempt_that_trains_further_gives_its_restart_back(progressing: Prog
         "attempt 2 resumed at step 4/12 (best before the restart: 3/12)",
         "attempt 3 resumed at step 7/12 (best before the restart: 6/12)",
         "attempt 4 resumed at step 10/12 (best before the restart: 9/12)",
+    ], result.err
+    counts = [
+        re.sub(r"\).*", "", line.split(" (", 1)[1])
+        for line in result.err.splitlines()
+        if line.startswith("restarting run pg")
+    ]
+    assert counts == [
+        "1/1",
+        "1/1 in a row without progress; 2 in all",
+        "1/1 in a row without progress; 3 in all",
     ], result.err
     data, table = progressing.status()
     assert (data["restarts"], data["maxRestarts"], data["restartsWithoutProgress"]) == (3, 1, 0)
@@ -287,3 +299,15 @@ def test_a_real_keras_fit_is_read_by_epoch(progressing: Progressing) -> None:
     p = data["progress"]
     assert (p["epoch"], p["epochs"], p["step"], p["total"], p["percent"]) == (3, 3, 4, 4, 100), p
     assert "loss" in p["metrics"], p
+
+
+def test_wait_takes_the_stall_timeout_that_run_noted_on_the_run(progressing: Progressing) -> None:
+    # run gives up first (--timeout), and leaves the hung run as it is
+    left = progressing.cli(
+        "run", *progressing.args("hang"), "--stall-timeout", "6s", "--timeout", "3s"
+    )
+    assert left.code == 3, left.err
+    assert progressing.deciding_job()["simpletfjob/stall-timeout"] == "6"
+    waited = progressing.wait()
+    assert waited.code == 1, waited.err
+    assert "failed: stalled: no new step for 6s" in waited.err.splitlines()[-1], waited.err

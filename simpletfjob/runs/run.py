@@ -143,6 +143,7 @@ def run_to_end(
     aside = Aside()  # tasks the training does not depend on, restarted alone (alone.py)
     where = Where(most=options.max_restarts)
     quiet = threading.Event()  # set once run_to_end is left: its log threads say no more
+    feed: Feed | None = None  # the attempt's progress stream (reporting.py), closed when left
     try:
         with riding_out(conn, deadline, say, until):
             while True:
@@ -235,6 +236,8 @@ def run_to_end(
         ) from e
     finally:
         quiet.set()
+        if feed is not None:
+            feed.close()
 
 
 def _check_access(conn: Connection, planned: Plan, options: RunOptions, say: Say) -> Access:

@@ -202,7 +202,9 @@ def test_a_hung_first_attempt_is_a_stall_that_run_restarts_with_nothing_of_it_le
     assert stalled, result.err
     restart = next(i for i, line in enumerate(lines) if line.startswith("restarting run pg"))
     assert "after a disruption: stalled: no new step for 5s" in lines[restart], result.err
-    # Before it, every task's state.
+    # Before it, the reporting task's last lines, then every task's state.
+    assert any(line.startswith("worker-0: the last ") for line in lines[:restart]), result.err
+    assert 'worker-0 | {"step": 1, "total": 10}' in lines[:restart], result.err
     assert {"worker-0: Running", "worker-1: Running"} <= {
         line.split(" on ")[0] for line in lines[:restart]
     }, result.err

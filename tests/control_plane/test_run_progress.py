@@ -198,7 +198,7 @@ def test_a_hung_first_attempt_is_a_stall_that_run_restarts_with_nothing_of_it_le
     )
     assert result.code == 0, result.err
     lines = result.err.splitlines()
-    stalled = [line for line in lines if "stalled: no new step for 5s (last: step 1/10 at " in line]
+    stalled = [line for line in lines if "stalled: no new step for 5s (last: step 1 at " in line]
     assert stalled, result.err
     restart = next(i for i, line in enumerate(lines) if line.startswith("restarting run pg"))
     assert "after a disruption: stalled: no new step for 5s" in lines[restart], result.err
@@ -220,7 +220,7 @@ def test_wait_fails_a_hung_run_and_says_when_no_progress_was_ever_seen(
     assert waited.code == 1, waited.err
     last = waited.err.splitlines()[-1]
     assert re.fullmatch(
-        r"simpletfjob: error: run 'pg' failed: stalled: no new step for 5s \(last: step 1/10 at "
+        r"simpletfjob: error: run 'pg' failed: stalled: no new step for 5s \(last: step 1 at "
         r"\d\d:\d\d:\d\d\)",
         last,
     ), waited.err
@@ -243,9 +243,9 @@ def test_an_attempt_that_trains_further_gives_its_restart_back(progressing: Prog
     assert result.code == 0, result.err
     resumed = [line for line in result.err.splitlines() if "resumed at" in line]
     assert resumed == [
-        "attempt 2 resumed at step 4/12 (best before the restart: 3/12)",
-        "attempt 3 resumed at step 7/12 (best before the restart: 6/12)",
-        "attempt 4 resumed at step 10/12 (best before the restart: 9/12)",
+        "attempt 2 resumed at step 4 (best before the restart: 3)",
+        "attempt 3 resumed at step 7 (best before the restart: 6)",
+        "attempt 4 resumed at step 10 (best before the restart: 9)",
     ], result.err
     counts = [
         re.sub(r"\).*", "", line.split(" (", 1)[1])

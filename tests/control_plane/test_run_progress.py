@@ -108,6 +108,14 @@ class Progressing(Scripted):
             "--set", f"mode={mode}",
         ]  # fmt: skip
 
+    def keywords(self, mode: str) -> dict[str, Any]:
+        """The args as the Python API's Client.run takes them."""
+        return {
+            "selector": f"pg={self.label}", "address": "internal-ip", "num": 1, "psn": 0,
+            "values": {"script": str(self.script), "markers": str(self.markers), "mode": mode},
+            "timeout": "2m",
+        }  # fmt: skip
+
     def command(self, command: str, mode: str, *args: str, workers: int = 1) -> Any:
         return self.cli(command, *self.args(mode, workers), "--timeout", "2m", *args)
 
@@ -313,3 +321,24 @@ def test_wait_takes_the_stall_timeout_that_run_noted_on_the_run(progressing: Pro
     waited = progressing.wait()
     assert waited.code == 1, waited.err
     assert "failed: stalled: no new step for 6s" in waited.err.splitlines()[-1], waited.err
+
+
+def test_a_stall_with_no_restart_left_is_the_verdict_and_the_hung_tasks_go(
+    progressing: Progressing,
+) -> None:
+    result = progressing.command("run", "hang", "--stall-timeout", "4s")
+    assert result.code == 1, result.err
+    assert re.fullmatch(
+        r"simpletfjob: error: run 'pg' failed: stalled: no new step for 4s \(last: step 1 at "
+        r"\d\d:\d\d:\d\d\)",
+        result.err.splitlines()[-1],
+    ), result.err
+    from simpletfjob import CauseKind, Client
+
+    assert CauseKind("stalled") is CauseKind.STALLED
+    jobs = f"/apis/batch/v1/namespaces/{progressing.ns}/jobs"
+    until(lambda: not progressing.kube.admin.get(jobs, labelSelector="simpletfjob/job=pg")["items"])  # fmt: skip
+    # The Python API: the same verdict, as a Cause of its own kind.
+    client = Client(kubeconfig=progressing.kubeconfig)
+    outcome = client.run(str(progressing.template), **progressing.keywords("hang"), stall_timeout="4s")  # fmt: skip
+    assert outcome.cause is not None and outcome.cause.kind == CauseKind.STALLED, outcome

@@ -342,3 +342,18 @@ def test_a_stall_with_no_restart_left_is_the_verdict_and_the_hung_tasks_go(
     client = Client(kubeconfig=progressing.kubeconfig)
     outcome = client.run(str(progressing.template), **progressing.keywords("hang"), stall_timeout="4s")  # fmt: skip
     assert outcome.cause is not None and outcome.cause.kind == CauseKind.STALLED, outcome
+
+
+def test_a_progress_task_the_run_does_not_have_is_refused_before_anything_is_applied(
+    progressing: Progressing,
+) -> None:
+    for command in ("apply", "run"):
+        refused = progressing.command(command, "json", "--progress-task", "worker-9")
+        assert refused.code == 2, refused.err
+        assert refused.err.splitlines() == [
+            "simpletfjob: error: --progress-task names 'worker-9', which the run does not have; "
+            "its tasks are worker-0"
+        ], refused.err
+        assert refused.out == ""
+        jobs = f"/apis/batch/v1/namespaces/{progressing.ns}/jobs"
+        assert progressing.kube.admin.get(jobs)["items"] == []

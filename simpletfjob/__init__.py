@@ -37,6 +37,7 @@ _PUBLIC = {
     "Run": "simpletfjob.api.client",
     "RunStatus": "simpletfjob.api.results",
     "TaskStatus": "simpletfjob.api.results",
+    "Progress": "simpletfjob.api.results",
     "Outcome": "simpletfjob.api.results",
     "LogLine": "simpletfjob.api.results",
     "State": "simpletfjob.api.results",
@@ -66,6 +67,7 @@ if TYPE_CHECKING:
     from simpletfjob.api.results import CauseKind as CauseKind
     from simpletfjob.api.results import LogLine as LogLine
     from simpletfjob.api.results import Outcome as Outcome
+    from simpletfjob.api.results import Progress as Progress
     from simpletfjob.api.results import RunStatus as RunStatus
     from simpletfjob.api.results import State as State
     from simpletfjob.api.results import TaskStatus as TaskStatus

@@ -31,6 +31,16 @@ NAME_ANNOTATION = "simpletfjob/name"
 # came before this one (status shows `restarts 1/3`).
 MAX_RESTARTS_ANNOTATION = "simpletfjob/max-restarts"
 RESTARTS_ANNOTATION = "simpletfjob/restarts"
+# Beside them, once progress is reported (runs/budget.py): the restarts in a row that made none.
+RESTARTS_WITHOUT_ANNOTATION = "simpletfjob/restarts-without-progress"
+# On the deciding Job (runs/reporting.py): the reporting task and the pattern (--progress-task,
+# --progress-pattern), run's --stall-timeout in seconds (wait's default), the best step before
+# the attempt now running, and a finished run's last progress (written by run and wait).
+PROGRESS_TASK_ANNOTATION = "simpletfjob/progress-task"
+PROGRESS_PATTERN_ANNOTATION = "simpletfjob/progress-pattern"
+STALL_TIMEOUT_ANNOTATION = "simpletfjob/stall-timeout"
+PROGRESS_BEST_ANNOTATION = "simpletfjob/progress-best"
+PROGRESS_ANNOTATION = "simpletfjob/progress"
 # The most --max-restarts may be: a run restarted more often than that has something wrong
 # with it that restarting does not mend. Read back, a larger count cannot be right.
 MOST_RESTARTS = 1000

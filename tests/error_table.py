@@ -675,6 +675,35 @@ CASES: dict[str, Case] = {
             "job.yaml": "# A job.\n# simpletfjob:\n#   options:\n#     restart-on: always\nkind: Job\nmetadata:\n  name: t-<<type>>-<<index>>\n"
         },
     ),
+    "commands/run-progress-pattern-not-a-regex": Case(
+        ["run", "mnist.yaml", "--nodes", "a,b", "--progress-pattern", "(?P<step>"],
+        2,
+        line(
+            "simpletfjob: error: --progress-pattern must be a regular expression, not '(?P<step>': missing ), unterminated subpattern at position 0"
+        ),
+    ),
+    "commands/apply-progress-pattern-without-step": Case(
+        ["apply", "mnist.yaml", "--nodes", "a,b", "--progress-pattern", "it (?P<n>\\d+)"],
+        2,
+        line(
+            "simpletfjob: error: --progress-pattern must have a named group 'step', as in (?P<step>\\d+), not 'it (?P<n>\\\\d+)'"
+        ),
+    ),
+    "commands/run-stall-timeout-zero": Case(
+        ["run", "mnist.yaml", "--nodes", "a,b", "--stall-timeout", "0"],
+        2,
+        line("simpletfjob: error: --stall-timeout must be more than 0, not 0.0"),
+    ),
+    "templates/progress-pattern-in-a-header": Case(
+        ["apply", "job.yaml", "--nodes", "a,b"],
+        1,
+        line(
+            "simpletfjob: error: job.yaml:4: option 'progress-pattern' in the template header must have a named group 'step', as in (?P<step>\\d+), not 'x'"
+        ),
+        files={
+            "job.yaml": "# A job.\n# simpletfjob:\n#   options:\n#     progress-pattern: x\nkind: Job\nmetadata:\n  name: t-<<type>>-<<index>>\n"
+        },
+    ),
     "commands/apply-queue-not-a-label": Case(
         ["apply", "mnist.yaml", "--nodes", "a,b", "--queue", "Team_A"],
         2,
@@ -1171,7 +1200,7 @@ CASES: dict[str, Case] = {
         ["job.yaml", "--nodes", "a,b", "-o", "-"],
         1,
         line(
-            "simpletfjob: error: job.yaml:4: unknown option 'psm' in the template header; a header can set: chief, cleanup-after, deadline, evaluator, evaluator-in-cluster, framework, min-workers, network, nproc-per-node, num, port, psn, queue, restart-exit-codes, restart-on, tasks-per-host"
+            "simpletfjob: error: job.yaml:4: unknown option 'psm' in the template header; a header can set: chief, cleanup-after, deadline, evaluator, evaluator-in-cluster, framework, min-workers, network, nproc-per-node, num, port, progress-pattern, progress-task, psn, queue, restart-exit-codes, restart-on, stall-timeout, tasks-per-host"
         ),
         files={
             "job.yaml": "# A job.\n# simpletfjob:\n#   options:\n#     psm: 2\nkind: Job\nmetadata:\n  name: t-<<type>>-<<index>>\n"

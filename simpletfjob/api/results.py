@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from simpletfjob.runs.classify import Cause as Classified
+    from simpletfjob.runs.progress import Progress as ProgressState
     from simpletfjob.runs.state import Run as RunState
     from simpletfjob.runs.taskstate import TaskStatus as TaskState
 
@@ -55,6 +56,7 @@ class CauseKind(str, Enum):
     NODE_LOST = "node lost"  # a task's node NotReady or gone for longer than node_grace
     GONE = "gone"  # the deciding task's Job was deleted before its end was seen
     UNDECIDED = "undecided"  # several Jobs claim a task, or the run is being deleted
+    STALLED = "stalled"  # no new step within stall_timeout (a disruption: run restarts it)
 
     def __str__(self) -> str:
         return self.value
@@ -92,6 +94,24 @@ class TaskStatus:
 
 
 @dataclass(frozen=True)
+class Progress:
+    """How far a run's training has gone, as its reporting task's log tells it (`status`'s
+    progress line; docs/runs.md#progress). What cannot be known is None; a metric that is not
+    finite (a diverged loss) is None."""
+
+    task: str  # the reporting task: 'worker-0'
+    step: int
+    total: int | None
+    epoch: int | None  # from 1
+    epochs: int | None
+    percent: float | None  # 0 to 100, over the whole fit
+    metrics: Mapping[str, float | None]
+    steps_per_second: float | None
+    eta_seconds: float | None
+    updated: datetime | None  # when its step was first seen (UTC)
+
+
+@dataclass(frozen=True)
 class RunStatus:
     """A run as `simpletfjob status RUN -o json` gives it."""
 
@@ -105,6 +125,8 @@ class RunStatus:
     started: datetime | None
     ended: datetime | None
     queue: Mapping[str, Any] | None = None  # Queued: {"name", "position" (from 1), "of"}
+    progress: Progress | None = None  # its training's, where its reporting task reported it
+    restarts_without_progress: int | None = None  # of `restarts`, those in a row without progress
 
     @property
     def finished(self) -> bool:
@@ -162,6 +184,26 @@ def run_status(run: RunState) -> RunStatus:
         outcome=run.outcome(),
         started=run.started,
         ended=run.ended,
+        progress=progress_of(run.progress),
+        restarts_without_progress=run.in_a_row if known else None,
+    )
+
+
+def progress_of(p: ProgressState | None) -> Progress | None:
+    """The API's Progress, from runs/progress.py's."""
+    if p is None:
+        return None
+    return Progress(
+        task=p.task,
+        step=p.step,
+        total=p.total,
+        epoch=p.epoch,
+        epochs=p.epochs,
+        percent=p.percent,
+        metrics=dict(p.metrics),
+        steps_per_second=p.steps_per_second,
+        eta_seconds=p.eta_seconds,
+        updated=None if p.updated is None else datetime.fromtimestamp(p.updated, timezone.utc),
     )
 
 

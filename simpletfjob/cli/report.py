@@ -96,6 +96,7 @@ class StatusLine:
     """
 
     EVERY = 1.0  # seconds between redraws of the elapsed time
+    EVERY_PROGRESS = 60.0  # seconds at least between progress lines off a terminal
 
     def __init__(self, name: str) -> None:
         import threading
@@ -108,11 +109,22 @@ class StatusLine:
         self.lock = threading.Lock()  # a redraw never comes after the line is cleared
         self.on = bool(sys.stderr is not None and sys.stderr.isatty())
         self.waiting = ""  # in a queue, until the run is applied (runs/queue.py)
+        self.told: tuple[int, float] | None = None  # the progress line said last: step, when
 
     def __call__(self, run: Run) -> None:
-        """The run as it is now."""
+        """The run as it is now; off a terminal, its progress as a line when its step has
+        changed, at most once a minute (EVERY_PROGRESS)."""
+        import time
+
+        from simpletfjob.runs.progress import progress_line
+
         self.run, self.name = run, run.name
         self.draw()
+        p, now = run.progress, time.monotonic()
+        if self.on or p is None or (self.told and (self.told[0] == p.step or now < self.told[1] + self.EVERY_PROGRESS)):  # fmt: skip
+            return
+        self.told = (p.step, now)
+        say(progress_line(p, time.time(), p.trend))
 
     def queued(self, line: str) -> None:
         """The queue's waiting line, as it changes: the status line on a terminal, else a line."""
@@ -138,7 +150,13 @@ class StatusLine:
         done, most = self.run.restarts
         if most:  # the whole run's, under run --max-restarts
             restarts += f", run restarts {done}/{most}"
-        return f"{run}: {states or 'no tasks'}; {restarts}; {elapsed}"
+        step = ""
+        if self.run.progress is not None:  # the reporting task's (runs/reporting.py)
+            from simpletfjob.runs.progress import at
+
+            p = self.run.progress
+            step = f"; {at(p)}" + (f" ({int(p.percent)}%)" if p.percent is not None else "")
+        return f"{run}: {states or 'no tasks'}; {restarts}{step}; {elapsed}"
 
     def draw(self) -> None:
         from simpletfjob.streams import status_line

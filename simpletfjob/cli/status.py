@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -149,6 +150,8 @@ def _dump(data: Any, form: str) -> str:
 
 def _one_run(run: Run) -> list[str]:
     from simpletfjob.kube.outage import duration
+    from simpletfjob.runs.budget import restarts_words
+    from simpletfjob.runs.progress import progress_line
     from simpletfjob.runs.state import AMBIGUOUS, DELETING
     from simpletfjob.runs.taskstate import rfc3339
 
@@ -159,7 +162,7 @@ def _one_run(run: Run) -> list[str]:
     if (run.finished and run.decided_by) or run.state in (AMBIGUOUS, DELETING):
         head += f" ({run.outcome()})"
     if run.restarts[1]:  # a run that `run --max-restarts` applied
-        head += f", restarts {run.restarts[0]}/{run.restarts[1]}"
+        head += f", {restarts_words(run.restarts[0], run.in_a_row, run.restarts[1])}"
     elif run.wrong_restarts:  # its annotations tampered with
         head += f", restarts not known ({run.wrong_restarts})"
     if run.started is not None:
@@ -173,7 +176,10 @@ def _one_run(run: Run) -> list[str]:
         head += f", ended {rfc3339(run.ended)}{took}"
     claimed = {job: claim for claim in run.claims for job in claim.jobs}
     rows = [_row(t, claimed) for t in run.tasks]
-    return [_shown(head) + "\n", *columns(HEADER, rows)]
+    lines = [_shown(head) + "\n"]
+    if run.progress is not None:  # its reporting task's (runs/reporting.py)
+        lines.append(_shown(progress_line(run.progress, time.time(), run.progress.trend)) + "\n")
+    return [*lines, *columns(HEADER, rows)]
 
 
 HEADER = ("TASK", "NODE", "STATE", "RESTARTS", "AGE", "REASON")

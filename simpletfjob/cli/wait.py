@@ -48,6 +48,7 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
                 progress=status,
                 grace=options.cleanup_grace,
                 diagnose_on_failure=options.diagnose_on_failure,
+                stall=options.stall_timeout,
             )
         # The status line erased, the verdict is said before the connection is closed.
         say(succeeded_line(run))

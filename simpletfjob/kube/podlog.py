@@ -75,14 +75,23 @@ def read_log(
         yield lines_of(blob)
 
 
-def _read(conn: Connection, pod: str, query: Query, read_timeout: float | None) -> Iterator[bytes]:
+def read_chunks(conn: Connection, pod: str, query: Query) -> Iterator[bytes]:
+    """One answer of pods/log as its bytes arrive, not held for a newline: a progress bar's
+    updates, which carriage returns join, come before the bar's line ends (`LogBroken` as
+    read_log)."""
+    return _read(conn, pod, query, DAY, whole=False)
+
+
+def _read(
+    conn: Connection, pod: str, query: Query, read_timeout: float | None, whole: bool = True
+) -> Iterator[bytes]:
     action = Action("get", PODS, conn.namespace, pod, subresource="log")
     answer = request(conn, action, query=query, stream=True, read_timeout=read_timeout)
     response = answer.stream
     from urllib3.exceptions import HTTPError
 
     try:
-        yield from whole_lines(arrived(response))
+        yield from whole_lines(arrived(response)) if whole else arrived(response)
     except (HTTPError, OSError) as e:
         cause = f"connection broken: {_why(e)}"
         raise LogBroken(f"{conn.target}: {action.what} broke off ({cause})", cause) from e
@@ -189,6 +198,15 @@ class Mark:
         """The last line's second, as sinceTime takes it (UTC)."""
         seconds, _ = _key(self.stamp)
         return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+def stamped(line: bytes) -> tuple[float | None, bytes]:
+    """A line's kubelet timestamp (seconds since the epoch, None without one), and the rest."""
+    found = _STAMP.match(line)
+    if found is None:
+        return None, line
+    seconds, nanoseconds = _key(found[0][:-1])
+    return seconds + nanoseconds / 1e9, line[found.end() :]
 
 
 def _stamp(line: bytes) -> bytes | None:

@@ -430,9 +430,10 @@ def check_options(options: Options) -> None:
 
 def header_fields() -> dict[str, Field]:
     """The options a template header may set, by field name (`tasks_per_host`)."""
-    from simpletfjob.options import queue, restarts
+    from simpletfjob.options import progress, queue, restarts
 
-    groups = (Options, LimitOptions, restarts.RestartOptions, queue.QueueOptions)
+    groups: tuple[type, ...] = (Options, LimitOptions, restarts.RestartOptions)
+    groups += (queue.QueueOptions, progress.ProgressOptions, progress.StallOptions)
     return {f.name: f for g in groups for f in fields(g) if f.option and f.option.header}
 
 

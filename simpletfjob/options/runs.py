@@ -14,6 +14,7 @@ from typing import Any
 from simpletfjob.errors import UsageError
 from simpletfjob.identity import MOST_RESTARTS
 from simpletfjob.options.limits import LimitOptions
+from simpletfjob.options.progress import ProgressOptions, StallOptions, stall_timeout
 from simpletfjob.options.queue import QUEUE_NAME, QueueOptions, queue_namespace
 from simpletfjob.options.render import (
     ClusterOptions,
@@ -35,7 +36,7 @@ from simpletfjob.options.table import (
 )
 
 
-class ApplyOptions(Options, LimitOptions, QueueOptions):
+class ApplyOptions(Options, LimitOptions, ProgressOptions, QueueOptions):
     """`simpletfjob apply TEMPLATE`: a render's options, and how to apply the run."""
 
     section = "Apply options"
@@ -228,6 +229,12 @@ class WaitOptions(ConnectionOptions):
     cleanup_grace: float = cleanup_grace()
     tail_on_failure: int = failure_tail()
     diagnose_on_failure: str | None = diagnose_on_failure()
+    stall_timeout: float | None = stall_timeout(
+        "Fail the run when no new step comes this long. A stall: every task Running, and the "
+        "reporting task shows no new step within this long of the moment all were Running or of "
+        "its last one; exit 1, and --cleanup applies. The default: the run's own, as run noted "
+        "it (--stall-timeout, or its template's header); else no stall check."
+    )
 
 
 class LogsOptions(ConnectionOptions):
@@ -323,7 +330,9 @@ class DiagnoseOptions(ConnectionOptions):
     )
 
 
-class RunOptions(Options, LimitOptions, RestartOptions, QueueOptions):
+class RunOptions(
+    Options, LimitOptions, ProgressOptions, StallOptions, RestartOptions, QueueOptions
+):
     """`simpletfjob run TEMPLATE`: a render's options, how to follow the run, and its restarts."""
 
     section = "Run options"

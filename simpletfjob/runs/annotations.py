@@ -9,7 +9,9 @@ annotate`). Each is read as what it can be:
 - an elastic run's min-workers: a whole count of at least 1, the same on every Job (none:
   not elastic);
 - the restarts: whole counts, the limit at most MOST_RESTARTS (as `--max-restarts`), the
-  count at most the limit, each the same on every Job (none at all: not applied by `run`).
+  count at most the limit, each the same on every Job (none at all: not applied by `run`);
+  beside them, the restarts in a row without progress (budget.py), which the limit bounds in
+  place of the count: at most the limit and the count (none: every restart counted).
 
 A value that cannot be right is not printed as if it were, nor acted on: it is flagged in
 words that name the annotation, the Job and what is wrong (a number too long to be a count
@@ -28,6 +30,7 @@ from simpletfjob.identity import (
     MOST_RESTARTS,
     POLICY_ANNOTATION,
     RESTARTS_ANNOTATION,
+    RESTARTS_WITHOUT_ANNOTATION,
     SUCCESS_POLICIES,
 )
 from simpletfjob.tasks import MAX_TASKS
@@ -42,9 +45,16 @@ class Restarts:
     done: int = 0
     limit: int = 0
     wrong: str = ""  # then done and limit are 0: nothing is known of them
+    in_a_row: int | None = None  # those in a row without progress; None: each counted (= done)
 
 
-KEYS = (POLICY_ANNOTATION, MIN_WORKERS_ANNOTATION, MAX_RESTARTS_ANNOTATION, RESTARTS_ANNOTATION)
+KEYS = (
+    POLICY_ANNOTATION,
+    MIN_WORKERS_ANNOTATION,
+    MAX_RESTARTS_ANNOTATION,
+    RESTARTS_ANNOTATION,
+    RESTARTS_WITHOUT_ANNOTATION,
+)
 
 
 @dataclass(frozen=True)
@@ -136,11 +146,16 @@ def read_restarts(jobs: Iterable[Mapping[str, Any]] | Found) -> Restarts:
     if not limits:
         return Restarts()
     counts = _values(jobs, RESTARTS_ANNOTATION)
+    without = _values(jobs, RESTARTS_WITHOUT_ANNOTATION)
     read: dict[str, int] = {}
-    for key, found, most in (
-        (MAX_RESTARTS_ANNOTATION, limits, MOST_RESTARTS),
-        (RESTARTS_ANNOTATION, counts, MOST_RESTARTS),
+    for key, found in (
+        (MAX_RESTARTS_ANNOTATION, limits),
+        (RESTARTS_ANNOTATION, counts),
+        (RESTARTS_WITHOUT_ANNOTATION, without),
     ):
+        most = 10**6 if key == RESTARTS_ANNOTATION else MOST_RESTARTS  # (the limit bounds it)
+        if not found and key == RESTARTS_WITHOUT_ANNOTATION:
+            break
         if not found:
             return Restarts(wrong=f"the Jobs have {MAX_RESTARTS_ANNOTATION} but no {key}")
         for value, names in found.items():
@@ -151,8 +166,10 @@ def read_restarts(jobs: Iterable[Mapping[str, Any]] | Found) -> Restarts:
             return Restarts(wrong=_disagree(key, found))
         read[key] = int(next(iter(found)))
     done, limit = read[RESTARTS_ANNOTATION], read[MAX_RESTARTS_ANNOTATION]
-    if done > limit:
-        return Restarts(
-            wrong=f"{RESTARTS_ANNOTATION} ({done}) is more than {MAX_RESTARTS_ANNOTATION} ({limit})"
-        )
-    return Restarts(done, limit)
+    in_a_row = read.get(RESTARTS_WITHOUT_ANNOTATION)
+    counted, key = (done, RESTARTS_ANNOTATION) if in_a_row is None else (in_a_row, RESTARTS_WITHOUT_ANNOTATION)  # fmt: skip
+    if counted > limit:
+        return Restarts(wrong=f"{key} ({counted}) is more than {MAX_RESTARTS_ANNOTATION} ({limit})")
+    if counted > done:
+        return Restarts(wrong=f"{key} ({counted}) is more than {RESTARTS_ANNOTATION} ({done})")
+    return Restarts(done, limit, in_a_row=in_a_row)

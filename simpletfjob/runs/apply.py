@@ -34,6 +34,11 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Generic
 
 from simpletfjob.errors import ClusterError, Interrupted, SimpleTFJobError
+from simpletfjob.identity import (
+    PROGRESS_PATTERN_ANNOTATION,
+    PROGRESS_TASK_ANNOTATION,
+    STALL_TIMEOUT_ANNOTATION,
+)
 from simpletfjob.kube.inflight import Sending, Write, cut_short, in_order
 from simpletfjob.kube.objects import Applied, apply, get
 from simpletfjob.kube.request import ApplyConflict
@@ -91,6 +96,7 @@ class Choices:
     force: bool = False
     deadline: float | None = None  # --deadline: every Job's activeDeadlineSeconds (limits.py)
     cleanup_after: float | None = None  # --cleanup-after: the deciding Job owns the rest
+    marks: tuple[tuple[str, str], ...] = ()  # the deciding Job's progress annotations (limits.py)
 
     @classmethod
     def of(cls, options: ApplyOptions | RunOptions, *, first: bool = True) -> Choices:
@@ -105,7 +111,19 @@ class Choices:
             force=options.force_conflicts,
             deadline=options.deadline,
             cleanup_after=options.cleanup_after,
+            marks=progress_marks(options),
         )
+
+
+def progress_marks(options: ApplyOptions | RunOptions) -> tuple[tuple[str, str], ...]:
+    """The annotations that carry the run's progress options (--stall-timeout: seconds)."""
+    stall = getattr(options, "stall_timeout", None)
+    marks = (
+        (PROGRESS_TASK_ANNOTATION, options.progress_task),
+        (PROGRESS_PATTERN_ANNOTATION, options.progress_pattern),
+        (STALL_TIMEOUT_ANNOTATION, "" if stall is None else f"{stall:g}"),
+    )
+    return tuple((key, value) for key, value in marks if value)
 
 
 def outcome_counts(outcomes: Counter[str]) -> str:
@@ -153,18 +171,20 @@ def apply_planned(
     planned: Plan,
     choices: Choices,
     report: Report,
-    restarts: tuple[int, int] | None = None,
+    restarts: tuple[int, int, int] | None = None,
 ) -> list[tuple[Manifest, str]]:
     """A plan's documents checked (`manifests`), with the run's limits (limits.py), applied.
 
-    `restarts` (done, most) are recorded on the run for `run --max-restarts`.
+    `restarts` (done, most, in a row without progress) are recorded on the run for `run
+    --max-restarts`.
     """
     assert planned.job is not None  # a plan to apply has its labels (the options say so)
     documents = ((d, f"document {i} ({d.id})") for i, d in enumerate(planned.documents, start=1))
     wanted = manifests(documents, planned.job, conn.namespace)  # refused in one line, if at all
     owner = add_limits(
-        wanted, deadline=choices.deadline, cleanup_after=choices.cleanup_after, restarts=restarts
-    )
+        wanted, deadline=choices.deadline, cleanup_after=choices.cleanup_after, restarts=restarts,
+        marks=choices.marks,
+    )  # fmt: skip
     if owner is not None:
         owner.known(conn)
     return apply_manifests(

@@ -20,14 +20,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from simpletfjob.runs.classify import DISRUPTION, Cause
-from simpletfjob.runs.progress import Progress, at, clock, progress_note, span
+from simpletfjob.runs.classify import DISRUPTION, STALLED, Cause
+from simpletfjob.runs.progress import Progress, clock, progress_note, span
 from simpletfjob.runs.progresslog import ahead
 
 if TYPE_CHECKING:
     from simpletfjob.runs.progresslog import Stepped
 
-STALLED = "stalled"  # a cause's kind (classify.py's kinds): a stalled run, as a disruption
 HOW = (
     'print JSON lines such as {"step": 120, "total": 1000}, a tqdm or Keras progress bar, '
     "or give the run a --progress-pattern"
@@ -51,7 +50,7 @@ def stall_line(timeout: float, task: str, last: Stepped | None, stepped: float |
             f"stalled: no progress seen in {span(timeout)}: {task} printed no step that "
             f"simpletfjob reads ({HOW})"
         )
-    return f"stalled: no new step for {span(timeout)} (last: {at(last)} at {clock(stepped)})"
+    return f"stalled: no new step for {span(timeout)} (last: {point(last)} at {clock(stepped)})"
 
 
 def stall_cause(line: str, tasks: Sequence[str]) -> Cause:
@@ -93,8 +92,14 @@ class Budget:
 def resumed_line(budget: Budget, first: Stepped) -> str:
     """`attempt 3 resumed at step 1150 (best before the restart: 1200)`: a new attempt's first
     report, beside the best that the attempts before it reached."""
-    best = "none" if budget.best is None else at(budget.best).removeprefix("step ")
-    return f"attempt {budget.attempt} resumed at {at(first)} (best before the restart: {best})"
+    best = "none" if budget.best is None else point(budget.best).removeprefix("step ")
+    return f"attempt {budget.attempt} resumed at {point(first)} (best before the restart: {best})"
+
+
+def point(p: Stepped) -> str:
+    """Where a report stands, without its totals, as the stall and resumed lines say it (the
+    progress line has them): 'step 1200', 'epoch 3 step 120'."""
+    return ("" if p.epoch is None else f"epoch {p.epoch} ") + f"step {p.step}"
 
 
 def restarts_words(done: int, in_a_row: int, limit: int) -> str:

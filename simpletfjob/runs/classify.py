@@ -1,7 +1,8 @@
 """Why a run failed, as a value, and whether `run` restarts it for that: pure, no server, no clock.
 
 A `Cause` is what `run` and `wait` end on: its kind (a task's Job failed, a node refused a
-task's pod, a task's node lost, a deciding Job gone, a run that cannot be decided), the
+task's pod, a task's node lost, a deciding Job gone, a run that cannot be decided, a run
+stalled: no new step within --stall-timeout), the
 tasks and node it names, the words `wait` prints (`str(cause)`), and what the cluster gave
 for it: the container's exit code and reason, the pod's reason, the Job's reason. Its
 class says what a restart can do for it:
@@ -11,7 +12,7 @@ class says what a restart can do for it:
   or a Job failed with nothing left to tell how (its pods gone): counted as the program's,
   so that `--restart-on disruption` never spends a restart on a failure it cannot name;
 - **a disruption**: what happened to the task, not what it did: a node lost or NotReady
-  past `--node-grace`, a pod evicted (`Evicted`, a node shut down), refused by its node
+  past `--node-grace`, a run stalled, a pod evicted (`Evicted`, a node shut down), refused by its node
   (`OutOf...`, `NodeAffinity`, `NodePorts`, ...), or deleted by someone else; a container
   killed by a signal (exit 128 or above, `OOMKilled` included); and the exit codes
   `--restart-exit-codes` names (a program that exits 3 to be resumed from its checkpoint);
@@ -69,6 +70,7 @@ REFUSED = "refused"  # a node refused a task's pod
 NODE_LOST = "node lost"  # a task's node NotReady or gone past the grace
 GONE = "gone"  # a deciding task's Job gone before its end was seen
 UNDECIDED = "undecided"  # several Jobs claim a task, or the run is being deleted
+STALLED = "stalled"  # no new step within --stall-timeout (budget.py): a disruption
 
 SIGNALLED = 128  # exit codes from here up: killed by a signal (128 + its number)
 CANNOT_RUN = "ContainerCannotRun"

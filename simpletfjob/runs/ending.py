@@ -411,10 +411,13 @@ def read_status(
     after it (events that could not be read; with `stuck`, each stuck task's reason in full, as
     the table's REASON column cuts it short; with `tail`, a failed run explained as `explain`
     does)."""
+    from simpletfjob.runs.reporting import Tail
     from simpletfjob.runs.taskstate import stuck_lines
     from simpletfjob.runs.watch import read_run
 
-    run, note = stuck_reasons(conn, read_run(conn, name))
+    progress = Tail(conn)  # the reporting task's last lines, read beside the events
+    run, note = stuck_reasons(conn, read_run(conn, name, progress.start))
+    run = progress.into(run)
     notes = [note] if note else []
     if stuck:
         notes += stuck_lines(run.tasks)

@@ -14,8 +14,12 @@
   `ttlSecondsAfterFinished` silently. So the server's dry run of the owner, made before
   anything is applied, must keep the field (`Owner.check`): else the run is refused, as
   a cleanup that would never happen.
-- **Restarts** (`run --max-restarts N`): the limit and the count so far, as annotations on
-  every Job (`status` shows `restarts 1/3`; annotations.read_restarts reads them).
+- **Restarts** (`run --max-restarts N`): the limit, the count so far and those in a row
+  without progress (budget.py), as annotations on every Job (`status` shows `restarts 1/3`;
+  annotations.read_restarts reads them).
+- **Progress** (`--progress-task`, `--progress-pattern`, `--stall-timeout`, and `run`'s best
+  step before the attempt): annotations on the deciding Job (`marks`), which runs/reporting.py
+  reads; a --progress-task that the run does not have is refused first.
 """
 
 from __future__ import annotations
@@ -23,10 +27,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from simpletfjob.errors import ClusterError
+from simpletfjob.errors import ClusterError, UsageError
 from simpletfjob.identity import (
     MAX_RESTARTS_ANNOTATION,
+    PROGRESS_TASK_ANNOTATION,
     RESTARTS_ANNOTATION,
+    RESTARTS_WITHOUT_ANNOTATION,
 )
 from simpletfjob.kube.resources import JOBS
 
@@ -52,9 +58,12 @@ def add_limits(
     *,
     deadline: float | None,
     cleanup_after: float | None,
-    restarts: tuple[int, int] | None = None,
+    restarts: tuple[int, int, int] | None = None,
+    marks: Sequence[tuple[str, str]] = (),
 ) -> Owner | None:
     """Write the limits into the manifests (in place); with cleanup_after, the owner to apply first.
+
+    `restarts` are (done, limit, in a row without progress); `marks`, the deciding Job's.
 
     The returned `Owner` has reordered `wanted` (its Job first); give its `applied` to
     apply_manifests, which calls it for each object applied.
@@ -68,6 +77,9 @@ def add_limits(
             annotations = m.body.setdefault("metadata", {}).setdefault("annotations", {})
             annotations[RESTARTS_ANNOTATION] = str(restarts[0])
             annotations[MAX_RESTARTS_ANNOTATION] = str(restarts[1])
+            annotations[RESTARTS_WITHOUT_ANNOTATION] = str(restarts[2])
+    if marks:
+        _mark(wanted, dict(marks))
     if cleanup_after is None:
         return None
     owner = deciding_job(wanted)
@@ -77,6 +89,21 @@ def add_limits(
     wanted.remove(owner)
     wanted.insert(0, owner)
     return Owner(owner, wanted[1:])
+
+
+def _mark(wanted: Sequence[Manifest], marks: Mapping[str, str]) -> None:
+    from simpletfjob.runs.judge import task_name
+
+    tasks = [task_name(m.body) for m in wanted if m.resource is JOBS]
+    chosen = marks.get(PROGRESS_TASK_ANNOTATION)
+    if chosen and chosen not in tasks:
+        raise UsageError(
+            f"--progress-task names {chosen!r}, which the run does not have; its tasks are "
+            f"{', '.join(tasks)}"
+        )
+    job = deciding_job(wanted)
+    if job is not None:
+        job.body.setdefault("metadata", {}).setdefault("annotations", {}).update(marks)
 
 
 class Owner:

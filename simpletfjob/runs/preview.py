@@ -51,7 +51,10 @@ def preview_run(
         assert planned.job is not None  # a plan to apply has its labels (the options say so)
         documents = ((d, f"document {i} ({d.id})") for i, d in enumerate(planned.documents, 1))
         wanted = manifests(documents, planned.job, conn.namespace)
-        add_limits(wanted, deadline=choices.deadline, cleanup_after=choices.cleanup_after)
+        add_limits(
+            wanted, deadline=choices.deadline, cleanup_after=choices.cleanup_after,
+            marks=choices.marks,
+        )  # fmt: skip
         old = list_run(conn, planned.job)
     outcomes: Counter[str] = Counter()
     live = {(resource.plural, object_name(obj)): obj for resource, obj in old.objects()}

@@ -60,6 +60,7 @@ class Progress:
     steps_per_second: float | None = None
     eta_seconds: float | None = None
     updated: float | None = None  # when its step was first seen (seconds since the epoch)
+    trend: tuple[float | None, ...] = ()  # the first metric's last values (the sparkline's)
 
 
 class Tracker:
@@ -125,6 +126,7 @@ class Tracker:
             steps_per_second=rate,
             eta_seconds=left / rate if left is not None and rate else None,
             updated=self.updated,
+            trend=tuple(self.trend),
         )
 
 
@@ -252,5 +254,7 @@ def read_note(text: str) -> Progress | None:
         metrics=metrics,
         steps_per_second=data.get("stepsPerSecond"),
         updated=when,
-        **counts,
+        total=counts["total"],
+        epoch=counts["epoch"],
+        epochs=counts["epochs"],
     )

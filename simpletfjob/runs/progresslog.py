@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from simpletfjob.errors import UsageError
+from simpletfjob.options.progress import check_pattern as check_pattern
 
 RESERVED = ("step", "total", "epoch", "epochs")  # a report's own fields: never metrics
 MOST_METRICS = 16  # metrics kept of one report (a hostile log aside, a program has a few)
@@ -127,17 +128,6 @@ class Report:
         if self.within and self.epoch and self.total:
             return (self.epoch - 1) * self.total + self.step
         return self.step
-
-
-def check_pattern(text: str) -> str | None:
-    """Why `text` cannot be a progress pattern, as a phrase that follows the option's name, or None."""
-    try:
-        pattern = re.compile(text)
-    except (re.error, RecursionError, OverflowError) as e:
-        return f"must be a regular expression, not {text!r}: {e}"
-    if "step" not in pattern.groupindex:
-        return f"must have a named group 'step', as in (?P<step>\\d+), not {text!r}"
-    return None
 
 
 def compile_pattern(text: str, shown: str = "--progress-pattern") -> re.Pattern[str]:

@@ -39,6 +39,7 @@ from simpletfjob.errors import ClusterError, Interrupted
 from simpletfjob.kube.outage import still_away
 from simpletfjob.kube.request import Deadline
 from simpletfjob.kube.resources import JOBS, PODS, SERVICES
+from simpletfjob.runs.budget import Budget
 from simpletfjob.runs.classify import NODE_LOST, Cause, Decision, Policy, decide, side_failure
 from simpletfjob.runs.diagnose import OnFailure
 from simpletfjob.runs.ending import (
@@ -68,6 +69,7 @@ from simpletfjob.runs.interventions import (
 )
 from simpletfjob.runs.objects import P, Plan
 from simpletfjob.runs.queue import queued
+from simpletfjob.runs.reporting import Feed
 from simpletfjob.runs.state import SUCCEEDED, Run, changes
 from simpletfjob.runs.taskstate import lost_lines
 from simpletfjob.runs.wait import RunFailed, TimedOut
@@ -141,28 +143,32 @@ def run_to_end(
     bundles = OnFailure(conn, options.diagnose_on_failure, say)
     policy = Policy(options.restart_on, options.max_restarts, options.restart_exit_codes)
     restarts = 0
+    budget = Budget()  # restarts in a row without progress (budget.py): what the limit bounds
     aside = Aside()  # tasks the training does not depend on, restarted alone (alone.py)
     where = Where(most=options.max_restarts)
     quiet = threading.Event()  # set once run_to_end is left: its log threads say no more
+    feed: Feed | None = None  # the attempt's progress stream (reporting.py), closed when left
     try:
         with riding_out(conn, deadline, say, until):
             while True:
                 where.phase = APPLYING
-                send = partial(_apply, conn, options=options, restarts=restarts, first=restarts == 0, applied=applied)  # fmt: skip
+                send = partial(_apply, conn, options=options, restarts=restarts, first=restarts == 0, applied=applied, budget=budget)  # fmt: skip
                 planned = queued(conn, options, planned, replan, restarts, send, waiting, deadline)
                 where.phase = FOLLOWING
                 logs = _stream_logs(conn, name, planned, options, printer, say, quiet)
                 keeper = bundles.keeper(options.tail_on_failure)
+                feed = Feed(conn, stall=options.stall_timeout, chosen=options.progress_task, pattern=options.progress_pattern, shown=progress, budget=budget, say=say)  # fmt: skip
                 ending: Ending | None = None
                 while True:  # until the run ends; a task it does not depend on, alone
                     before = ending.run if ending is not None else None
                     ending = _follow(
-                        conn, name, nodes, deadline, say, policy, keeper, aside, before, progress
-                    )
+                        conn, name, nodes, deadline, say, policy, keeper, aside, before, progress,
+                        feed,
+                    )  # fmt: skip
                     last, cause = ending.run, ending.cause
                     if last is None or cause is None or not cause.alone:
                         break
-                    decision = decide(cause, restarts + aside.made, policy)
+                    decision = decide(cause, feed.spent().in_a_row + aside.made, policy)
                     _explain(conn, last, cause, options, keeper, say)
                     if not decision.restart:
                         say(f"{decision.verdict}; run {name} goes on without {cause.task}")
@@ -178,7 +184,9 @@ def run_to_end(
                         f"{options.max_restarts}) after {cause.kind_words}: {cause}{said}"
                     )
                     delete_task(conn, last, cause.task, deadline)
-                    _apply(conn, planned, options, restarts, first=False, applied=applied)
+                    _apply(conn, planned, options, restarts, first=False, applied=applied, budget=budget)  # fmt: skip
+                budget = feed.spent()  # given back once this attempt passed the best before it
+                feed.finish(noted=ending.end != End.TIMED_OUT and last is not None)
                 if ending.end == End.TIMED_OUT or last is None:
                     state = f" ({last.state}){unresolved_hint(last, keeper.jobs)}" if last else ""
                     assert options.timeout is not None
@@ -191,7 +199,7 @@ def run_to_end(
                     _finish(conn, last, options, say, logs, where, deadline)
                     return last
                 assert cause is not None  # Failed or Undecided: with its cause
-                decision = decide(cause, restarts + aside.made, policy)
+                decision = decide(cause, budget.in_a_row + aside.made, policy)
                 # A lost node's pods must be deleted before the run can be (see _delete).
                 if decision.restart and cause.kind == NODE_LOST and not access.pod_deletes:
                     decision = Decision(
@@ -209,7 +217,8 @@ def run_to_end(
                     _finish(conn, last, options, say, logs, where, deadline)
                     raise RunFailed(where.verdict, run=last, cause=cause, bundle=bundles.path)
                 restarts += 1
-                spent = restarts + aside.made
+                budget = budget.restarted(feed.best())
+                spent = budget.in_a_row + aside.made
                 if restarted is not None:
                     restarted(restarts)
                 where.phase, where.restart, where.cause = RESTARTING, restarts, str(cause)
@@ -220,8 +229,11 @@ def run_to_end(
                     planned = replan(restarts) if replan is not None else make_plan()
                 hosts = ", ".join(dict.fromkeys(task.host for task in planned.tasks))
                 now = f"back in queue {options.queue}" if options.queue else f"hosts now: {hosts}"
+                count = f"{spent}/{options.max_restarts}"
+                if budget.in_a_row != budget.restarts:  # progress gave some back (budget.py)
+                    count += f" in a row without progress; {budget.restarts} in all"
                 say(
-                    f"restarting run {name} ({spent}/{options.max_restarts}) after "
+                    f"restarting run {name} ({count}) after "
                     f"{cause.kind_words}: {cause}; {now}{said}"
                 )
     except Interrupted as e:
@@ -241,6 +253,8 @@ def run_to_end(
     finally:
         quiet.set()
         bundles.close()
+        if feed is not None:
+            feed.close()
 
 
 def _check_access(conn: Connection, planned: Plan, options: RunOptions, say: Say) -> Access:
@@ -265,13 +279,20 @@ def _apply(
     *,
     first: bool,
     applied: Callable[[P, Sequence[tuple[Manifest, str]]], None],
+    budget: Budget | None = None,
 ) -> None:
     from simpletfjob.runs.apply import Choices, apply_planned
+    from simpletfjob.runs.reporting import best_marks
 
     choices = Choices.of(options, first=first)
+    choices = replace(choices, marks=choices.marks + best_marks(budget, options.progress_task))
     # the summary says it all; a restart says it in its one line
     done = apply_planned(
-        conn, planned, choices, lambda line: None, restarts=(restarts, options.max_restarts)
+        conn,
+        planned,
+        choices,
+        lambda line: None,
+        restarts=(restarts, options.max_restarts, restarts if budget is None else budget.in_a_row),
     )
     if first:
         applied(planned, done)
@@ -288,6 +309,7 @@ def _follow(
     aside: Aside | None = None,
     before: Run | None = None,
     progress: Callable[[Run], None] | None = None,
+    feed: Feed | None = None,
 ) -> Ending:
     """Follow the run to its end (ending.py), with `run`'s own ends: a refused pod, a side
     task's failure, a lost node (each a Failed Ending, its cause naming it).
@@ -306,13 +328,17 @@ def _follow(
         pods[:] = now
         if keeper is not None:
             keeper.seen(jobs, now)
+        if feed is not None:  # the reporting task's log (reporting.py)
+            feed.seen(jobs, now)
 
     def show(run: Run) -> None:
         was = last[0].tasks if last[0] is not None else None
         for line in lost_lines(changes(last[0], run), was, run.tasks, run.min_workers):
             say(line)
         last[0] = run
-        if progress is not None:
+        if feed is not None:
+            feed.show(run)
+        elif progress is not None:
             progress(run)
 
     def check(run: Run) -> Cause | None:
@@ -330,6 +356,8 @@ def _follow(
                 let_go(conn, run, cause, pods)
                 letting_go.update(cause.tasks)
             return None
+        if cause is None and feed is not None:
+            cause = feed.check(run)  # a stall
         return cause
 
     ending = follow_to_end(
@@ -388,8 +416,12 @@ def _delete(
 def _explain(
     conn: Connection, run: Run, cause: Cause, options: RunOptions, keeper: Keeper, say: Say
 ) -> None:
-    """What `wait` shows of a failure (ending.explain_failure), before a restart or the verdict."""
-    for line in explain_failure(conn, run, cause, options.tail_on_failure, keeper):
+    """What `wait` shows of a failure (ending.explain_failure) or a stall, before a restart or
+    the verdict."""
+    from simpletfjob.runs.reporting import stalled_lines
+
+    tail = options.tail_on_failure
+    for line in explain_failure(conn, run, cause, tail, keeper) + stalled_lines(conn, run, cause, tail, keeper):  # fmt: skip
         say(line)
 
 

@@ -43,11 +43,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from simpletfjob.frameworks import Framework, independent_roles
 from simpletfjob.frameworks import framework as framework_named
 from simpletfjob.runs.annotations import read_min_workers, read_policy, read_restarts, values_of
+
+if TYPE_CHECKING:
+    from simpletfjob.runs.progress import Progress
 from simpletfjob.runs.taskstate import (
     DELETING,
     FAILED,
@@ -118,6 +121,10 @@ class Run:
     wrong_restarts: str = ""
     framework: str = "tensorflow"  # as its Jobs say (objects.run_framework): who decides, the order
     min_workers: int | None = None  # an elastic run's (elastic.py), from its annotation
+    in_a_row: int = 0  # of its restarts, those in a row without progress (= restarts[0] if none)
+    progress: Progress | None = (
+        None  # its reporting task's, where the reader read it (reporting.py)
+    )
 
     @property
     def finished(self) -> bool:
@@ -180,6 +187,8 @@ class Run:
         return line + (f", held by {', '.join(held)}" if held else ", held by no finalizer")
 
     def as_dict(self) -> dict[str, Any]:
+        from simpletfjob.runs.progress import progress_json
+
         data: dict[str, Any] = {
             "name": self.name,
             "namespace": self.namespace,
@@ -187,9 +196,11 @@ class Run:
             "successPolicy": None if self.wrong_policy else self.policy,
             "restarts": None if self.wrong_restarts else self.restarts[0],
             "maxRestarts": None if self.wrong_restarts else self.restarts[1],
+            "restartsWithoutProgress": None if self.wrong_restarts else self.in_a_row,
             "startTime": rfc3339(self.started),
             "completionTime": rfc3339(self.ended),
             "tasks": [task.as_dict() for task in self.tasks],
+            "progress": progress_json(self.progress),
         }
         if self.min_workers is not None:
             data["minWorkers"] = self.min_workers
@@ -260,6 +271,7 @@ def run_state(
         return Run(
             name, namespace, policy, tasks, state, decided_by, reason, created, claims, (), at,
             (restarts.done, restarts.limit), wrong_policy, restarts.wrong, fw.name, floor,
+            restarts.done if restarts.in_a_row is None else restarts.in_a_row,
         )  # fmt: skip
 
     if claims or wrong_policy:  # nothing is decided on a guess

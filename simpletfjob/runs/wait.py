@@ -15,7 +15,7 @@ script reads the same verdict whichever it ran.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from simpletfjob.errors import ClusterError, Interrupted
@@ -36,6 +36,7 @@ from simpletfjob.runs.watch import ENDS
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
+    from simpletfjob.runs.taskstate import Object
 
 Say = Callable[[str], None]
 
@@ -52,12 +53,15 @@ def wait_for_run(
     grace: float,
     progress: Callable[[Run], None] | None = None,
     diagnose_on_failure: str | None = None,
+    stall: float | None = None,
 ) -> Run:
     """Follow run NAME to its end, saying each task's changes, then clean up; the run, succeeded.
 
     `progress` is given the run each time it is judged (the command's status line). After a
     success, the tasks that end by themselves are given `grace` seconds (--cleanup-grace) to
-    end before the cleanup (ending.let_finish); those that do are said, and kept. A run that
+    end before the cleanup (ending.let_finish); those that do are said, and kept. The
+    reporting task's log is followed for the run's progress (reporting.Feed): a stall (`stall`,
+    --stall-timeout, else the run's own) fails the run; its last progress is noted at the end. A run that
     fails has its bundle written into `diagnose_on_failure`, a directory, first.
 
     What the following and the cleanup need is asked once the run is found going on
@@ -72,6 +76,7 @@ def wait_for_run(
     from simpletfjob.runs.diagnose import OnFailure
     from simpletfjob.runs.objects import scope_flags
     from simpletfjob.runs.permissions import check_wait
+    from simpletfjob.runs.reporting import Feed, stalled_lines, verdict_of
     from simpletfjob.runs.watch import clean_up
 
     deadline = None if timeout is None else Deadline.after(timeout)
@@ -84,6 +89,7 @@ def wait_for_run(
         shown: list[Run] = []
         bundles = OnFailure(conn, diagnose_on_failure, say)
         keeper = bundles.keeper(tail)  # with a directory, it keeps each task's log
+        feed = Feed(conn, stall=stall, shown=progress)
 
         def show(run: Run) -> None:
             if not shown and run.state not in ENDS:
@@ -91,10 +97,18 @@ def wait_for_run(
             for line in changes(shown[0] if shown else None, run):
                 say(line)
             shown[:] = [run]
-            if progress is not None:
-                progress(run)
+            feed.show(run)
 
-        ending = follow_to_end(conn, name, deadline, on_change=show, seen=keeper.seen)
+        def seen(jobs: Sequence[Object], pods: Sequence[Object]) -> None:
+            keeper.seen(jobs, pods)
+            feed.seen(jobs, pods)
+
+        try:
+            ending = follow_to_end(conn, name, deadline, on_change=show, seen=seen, check=feed.check, tick=feed.tick)  # fmt: skip
+        except BaseException:
+            feed.close()
+            raise
+        feed.finish(noted=ending.end in (End.SUCCEEDED, End.FAILED))  # its last progress
         last = ending.run
         if ending.end == End.UNDECIDED:
             assert last is not None
@@ -109,9 +123,10 @@ def wait_for_run(
                 f"{state}{away}{hint}{stuck_and_next(last, name, scope_flags(conn))}"
             ) from ending.problem
         ended = "succeeded" if ending.succeeded else "failed"
-        said = "" if ending.succeeded else bundles.write(last, ending.cause, failed_line(last))
+        failed = "" if ending.succeeded else failed_line(last, verdict_of(ending.cause))
+        said = "" if ending.succeeded else bundles.write(last, ending.cause, failed)
         # read before the cleanup, which takes pods with it
-        for line in explain_failure(conn, last, ending.cause, tail, keeper):
+        for line in explain_failure(conn, last, ending.cause, tail, keeper) + stalled_lines(conn, last, ending.cause, tail, keeper):  # fmt: skip
             say(line)
         bundles.close()
         try:
@@ -119,7 +134,7 @@ def wait_for_run(
                 last = let_finish(conn, last, grace, deadline, say)
             clean_up(conn, last, cleanup, say)
         except Interrupted as e:  # the verdict is known: it is the news, with what is undone
-            verdict = succeeded_line(last) if ending.succeeded else failed_line(last) + said
+            verdict = succeeded_line(last) if ending.succeeded else failed + said
             done = f": {e.progress}" if e.progress else ""
             e.detail = (
                 f"{verdict}; its cleanup (--cleanup {cleanup}) was cut short{done}; finish it "
@@ -140,7 +155,7 @@ def wait_for_run(
                 f"(--cleanup {cleanup}) failed: {e}"
             ) from e
     if not ending.succeeded:
-        raise RunFailed(failed_line(last) + said, run=last, cause=ending.cause, bundle=bundles.path)
+        raise RunFailed(failed + said, run=last, cause=ending.cause, bundle=bundles.path)
     return last
 
 

@@ -87,6 +87,7 @@ if TYPE_CHECKING:
 
 
 MANAGER = "simpletfjob"
+Seen = Callable[[Sequence[Object], Sequence[Object]], None]  # a run's Jobs and pods, as listed
 
 
 def _both(
@@ -137,9 +138,12 @@ def list_jobs_and_pods(conn: Connection, name: str) -> tuple[Sequence[Object], S
     return jobs.items, pods.items
 
 
-def read_run(conn: Connection, name: str) -> Run:
-    """The run as it is now; `NoRunError` when none of its Jobs is there."""
+def read_run(conn: Connection, name: str, seen: Seen | None = None) -> Run:
+    """The run as it is now; `NoRunError` when none of its Jobs is there. `seen` is given its
+    Jobs and pods as soon as they are listed (status's progress: reporting.Tail)."""
     jobs, pods = _both(conn, name)
+    if seen is not None:
+        seen(jobs.items, pods.items)
     nodes = NodeReader(conn).read(unknown_nodes(pods.items))
     run = run_state(name, conn.namespace, jobs.items, pods.items, named_tasks(jobs.items), nodes)
     if not run.tasks:

@@ -876,3 +876,28 @@ spec:
             - name: TF_CONFIG
               value: '<<TF_CONFIG>>'
 """
+
+
+PROGRESS = """\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: pg-<<type>>-<<index>>
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      nodeName: <<node>>
+      restartPolicy: Never
+      terminationGracePeriodSeconds: 5
+      containers:
+        - name: tf
+          image: python
+          command: [python, <<script>>, <<markers>>, <<mode>>, "<<restart>>"]
+          resources:
+            requests:
+              cpu: 100m
+          env:
+            - name: TF_CONFIG
+              value: '<<TF_CONFIG>>'
+"""

@@ -110,6 +110,9 @@ HEADER_VALUES: dict[str, Any] = {
     "cleanup_after": 600.0,
     "restart_on": "disruption",
     "queue": "team",
+    "progress_task": "worker-1",
+    "progress_pattern": "step (?P<step>[0-9]+)",
+    "stall_timeout": 60.0,
 }
 
 
@@ -190,7 +193,7 @@ BROKEN: dict[str, list[Any]] = {
     "min_workers": [0, -1],
 }
 # Only `run` (and `apply`) have these on the command line: tests/error_table.py holds both wordings.
-RUN_ONLY = {"restart_on", "queue"}
+RUN_ONLY = {"restart_on", "queue", "progress_pattern", "stall_timeout"}
 
 
 def test_every_rule_of_a_header_option_has_broken_values_here() -> None:

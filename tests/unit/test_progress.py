@@ -443,3 +443,97 @@ def test_times_are_kept_as_given_and_said_in_utc() -> None:
     data = progress_json(Progress(task="w", step=1, updated=when))
     assert data is not None
     assert data["updated"] == time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when))
+
+
+def test_the_progress_options_are_noted_on_the_deciding_job_alone() -> None:
+    from simpletfjob.kube.resources import JOBS
+    from simpletfjob.runs.limits import add_limits
+    from simpletfjob.runs.objects import Manifest
+    from tests.support.scenes import task_job
+
+    def wanted() -> list[Manifest]:
+        jobs = [task_job("ps", 0), task_job("worker", 0), task_job("worker", 1)]
+        return [Manifest(JOBS, j, f"document {i}") for i, j in enumerate(jobs, 1)]
+
+    marks = (("simpletfjob/progress-task", "worker-1"), ("simpletfjob/stall-timeout", "120"))
+    documents = wanted()
+    add_limits(documents, deadline=None, cleanup_after=None, restarts=(2, 3, 1), marks=marks)
+    notes = {m.name: m.body["metadata"].get("annotations", {}) for m in documents}
+    assert notes["mnist-worker-0"]["simpletfjob/progress-task"] == "worker-1"
+    assert notes["mnist-worker-0"]["simpletfjob/stall-timeout"] == "120"
+    assert "simpletfjob/progress-task" not in notes["mnist-ps-0"]
+    assert "simpletfjob/progress-task" not in notes["mnist-worker-1"]
+    for one in notes.values():  # the restarts, on every Job
+        assert (one["simpletfjob/restarts"], one["simpletfjob/max-restarts"]) == ("2", "3")
+        assert one["simpletfjob/restarts-without-progress"] == "1"
+    with pytest.raises(UsageError) as raised:
+        add_limits(
+            wanted(), deadline=None, cleanup_after=None, marks=((*marks[0][:1], "worker-9"),)
+        )
+    assert str(raised.value) == (
+        "--progress-task names 'worker-9', which the run does not have; its tasks are ps-0, "
+        "worker-0, worker-1"
+    )
+
+
+def test_off_a_terminal_the_status_line_says_the_progress_when_its_step_changed_once_a_minute(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dataclasses import replace
+
+    from simpletfjob.cli.report import StatusLine
+    from simpletfjob.runs.state import run_state
+    from tests.support.scenes import task_job
+
+    run = run_state("mnist", "ml", [task_job("worker", 0, active=1)], [])
+    clock = [1000.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    line = StatusLine("mnist")
+    line.on = False
+    for step, at in ((1, 0), (2, 10), (2, 70), (2, 140), (3, 150), (4, 200)):
+        clock[0] = 1000.0 + at
+        line(replace(run, progress=Progress(task="worker-0", step=step, total=10)))
+    said = [x for x in capsys.readouterr().err.splitlines() if x.startswith("progress")]
+    # the first; a change once a minute has passed since the last said (not at 10 s nor 200 s),
+    # and never the same step again (140 s)
+    assert [x.split("  ")[1] for x in said] == ["step 1/10", "step 2/10", "step 3/10"]
+    line.on = True  # on a terminal: on the status line
+    line.run = replace(run, progress=Progress(task="worker-0", step=4, total=10, percent=40.0))
+    assert "; step 4/10 (40%); " in line.text()
+
+
+def test_the_reporting_setting_is_read_from_the_deciding_job() -> None:
+    from simpletfjob.runs.reporting import setting_of
+    from tests.support.scenes import task_job
+
+    jobs = [task_job("ps", 0), task_job("worker", 0), task_job("worker", 1)]
+    for i, one in enumerate(jobs):
+        one["metadata"]["uid"] = f"uid-{i}"
+    jobs[1]["metadata"]["annotations"] = {
+        "simpletfjob/progress-task": "worker-1",
+        "simpletfjob/progress-pattern": r"it (?P<step>\d+)",
+        "simpletfjob/stall-timeout": "120",
+    }
+    setting = setting_of(jobs)
+    assert setting is not None
+    assert (setting.task, setting.uid, setting.deciding, setting.stall) == (
+        "worker-1", "uid-2", "mnist-worker-0", 120.0,
+    )  # fmt: skip
+    assert setting.pattern is not None and setting.pattern.pattern == r"it (?P<step>\d+)"
+    # Read as what they can be: a pattern without a step, a stall that is no duration: none.
+    jobs[1]["metadata"]["annotations"].update(
+        {"simpletfjob/progress-pattern": "(x", "simpletfjob/stall-timeout": "-1"}
+    )
+    setting = setting_of(jobs, chosen="worker-0")  # run's own option wins
+    assert setting is not None
+    assert (setting.task, setting.pattern, setting.stall) == ("worker-0", None, None)
+    jobs[1]["metadata"]["annotations"]["simpletfjob/progress-task"] = "worker-9"
+    assert setting_of(jobs) is None  # no such task: no progress
+
+
+def test_a_kubelet_timestamp_is_split_off_a_log_line() -> None:
+    from simpletfjob.kube.podlog import stamped
+
+    when, rest = stamped(b'2026-11-29T07:15:00.500000000Z {"step": 1}')
+    assert (when, rest) == (1795936500.5, b'{"step": 1}')
+    assert stamped(b"no stamp") == (None, b"no stamp")

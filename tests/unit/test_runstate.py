@@ -213,7 +213,7 @@ def test_tasks_come_in_role_order_and_the_json_has_the_documented_keys() -> None
     data = run.as_dict()
     assert list(data) == [
         "name", "namespace", "state", "successPolicy", "restarts", "maxRestarts",
-        "startTime", "completionTime", "tasks",
+        "restartsWithoutProgress", "startTime", "completionTime", "tasks", "progress",
     ]  # fmt: skip
     assert (data["restarts"], data["maxRestarts"]) == (0, 0)  # not applied by `run`
     assert list(data["tasks"][0]) == [
@@ -363,6 +363,7 @@ def test_a_task_that_two_jobs_claim_makes_the_run_ambiguous_and_names_them() -> 
 def annotated(jobs: list[dict[str, Any]], **values: str) -> list[dict[str, Any]]:
     """The Jobs with these annotations (restarts=..., max_restarts=..., policy=...)."""
     keys = {"restarts": "restarts", "max_restarts": "max-restarts", "policy": "success-policy"}
+    keys["without"] = "restarts-without-progress"
     for one in jobs:
         found = one["metadata"].setdefault("annotations", {})
         found.update({f"simpletfjob/{keys[k]}": v for k, v in values.items()})
@@ -374,6 +375,27 @@ def test_restart_annotations_are_read_as_bounded_counts() -> None:
     assert (run.restarts, run.wrong_restarts) == ((1, 3), "")
     assert "annotationErrors" not in run.as_dict()
     assert state(ps_worker_run()).restarts == (0, 0)  # not applied by `run`
+
+
+def test_restarts_in_a_row_without_progress_are_what_the_limit_bounds() -> None:
+    # A run whose progress gave its budget back: 5 made in all under --max-restarts 3.
+    run = state(annotated(ps_worker_run(), restarts="5", max_restarts="3", without="1"))
+    assert (run.restarts, run.in_a_row, run.wrong_restarts) == ((5, 3), 1, "")
+    data = run.as_dict()
+    assert (data["restarts"], data["maxRestarts"], data["restartsWithoutProgress"]) == (5, 3, 1)
+    # Without the count in a row (a run applied before), every restart counted.
+    run = state(annotated(ps_worker_run(), restarts="2", max_restarts="3"))
+    assert (run.restarts, run.in_a_row) == ((2, 3), 2)
+    for without, wrong in (
+        (
+            "4",
+            "simpletfjob/restarts-without-progress (4) is more than simpletfjob/max-restarts (3)",
+        ),
+        ("3", "simpletfjob/restarts-without-progress (3) is more than simpletfjob/restarts (2)"),
+        ("x", "simpletfjob/restarts-without-progress on job mnist-ps-0 is 'x', not a count"),
+    ):
+        run = state(annotated(ps_worker_run(), restarts="2", max_restarts="3", without=without))
+        assert (run.restarts, run.wrong_restarts) == ((0, 0), wrong)
 
 
 @pytest.mark.parametrize(

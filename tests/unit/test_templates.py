@@ -332,7 +332,8 @@ def test_values_precedence_header_then_files_in_order_then_set(cli: Any, tmp_pat
             "# simpletfjob:\n#   options:\n#     psm: 0\n",
             r"t.yaml:3: unknown option 'psm' in the template header; a header can set: chief, "
             r"cleanup-after, deadline, evaluator, evaluator-in-cluster, framework, min-workers, network, nproc-per-node, num, port, "
-            r"psn, queue, restart-exit-codes, restart-on, tasks-per-host",
+            r"progress-pattern, progress-task, psn, queue, restart-exit-codes, restart-on, "
+            r"stall-timeout, tasks-per-host",
         ),
         (
             "# x\n# simpletfjob:\n#   options:\n#     psn: two\n",

@@ -692,7 +692,7 @@ CASES: dict[str, Case] = {
     "commands/run-stall-timeout-zero": Case(
         ["run", "mnist.yaml", "--nodes", "a,b", "--stall-timeout", "0"],
         2,
-        line("simpletfjob: error: --stall-timeout must be more than 0, not 0.0"),
+        line("simpletfjob: error: --stall-timeout must be more than 0, not 0s"),
     ),
     "templates/progress-pattern-in-a-header": Case(
         ["apply", "job.yaml", "--nodes", "a,b"],

@@ -324,6 +324,7 @@ class Run:
         cleanup_grace: float | str = 10.0,
         tail_on_failure: int = 20,
         diagnose_on_failure: str | os.PathLike[str] | None = None,
+        stall_timeout: float | str | None = None,
     ) -> Outcome:
         """`simpletfjob wait NAME`: follow the run to its end, then clean up as wait does.
 
@@ -332,7 +333,9 @@ class Run:
         for the tasks that end by themselves, once the run has succeeded. A run that fails, or cannot be
         decided, is an Outcome with `succeeded` False (its failing task's last lines and
         events are logged; with `diagnose_on_failure`, a directory, the `bundle` written there);
-        TimedOut when `timeout` passes first (the run left as it is).
+        TimedOut when `timeout` passes first (the run left as it is). `stall_timeout` (seconds
+        or "2m") is --stall-timeout: a run whose reporting task shows no new step that long
+        fails (None: the run's own, as `run` noted it).
         """
         from simpletfjob.api.results import outcome
         from simpletfjob.errors import RunFailed
@@ -344,6 +347,7 @@ class Run:
             WaitOptions, "wait()", timeout=timeout, cleanup=cleanup,
             cleanup_grace=cleanup_grace, tail_on_failure=tail_on_failure,
             diagnose_on_failure=None if diagnose_on_failure is None else os.fspath(diagnose_on_failure),
+            stall_timeout=stall_timeout,
         )  # fmt: skip
         with self._connect("wait for a run on") as conn:
             try:
@@ -357,6 +361,7 @@ class Run:
                     say=report.say,
                     grace=checked["cleanup_grace"],
                     diagnose_on_failure=checked.get("diagnose_on_failure"),
+                    stall=checked.get("stall_timeout"),
                 )
             except RunFailed as e:
                 if e.run is None:

@@ -51,7 +51,7 @@ class QueueOptions(OptionGroup):
         format=format_duration,
         metavar="DURATION",
         show_default=True,
-        rule=Must("at least 2s", lambda value: value >= 2, show=format_duration),
+        rule=Must("at least 2s", lambda value: value >= 2),
         help="How long the run's entry lives unrenewed. It is renewed every third of that; an "
         "entry whose client is gone is removed that long after its last renewal.",
     )

@@ -51,18 +51,15 @@ class Rule:
 
 
 class Must(Rule):
-    """A test, and what it asks for in words: `must be WHAT, not VALUE`, the value shown as
-    `show` writes it (a duration as the user typed one: `not 0s`, not `not 0.0`)."""
+    """A test, and what it asks for in words: `must be WHAT, not VALUE`; an option with a
+    `format` shows the value so (a duration as the user typed one: `not 0s`, not `not 0.0`)."""
 
-    def __init__(
-        self, what: str, holds: Callable[[Any], bool], show: Callable[[Any], str] = repr
-    ) -> None:
+    def __init__(self, what: str, holds: Callable[[Any], bool]) -> None:
         self.what = what
         self.holds = holds
-        self.show = show
 
-    def __call__(self, value: Any) -> str | None:
-        return None if self.holds(value) else f"must be {self.what}, not {self.show(value)}"
+    def __call__(self, value: Any, show: Callable[[Any], str] = repr) -> str | None:
+        return None if self.holds(value) else f"must be {self.what}, not {show(value)}"
 
 
 class OneOf(Must):
@@ -284,7 +281,10 @@ def problem(declared: Option, value: Any) -> str | None:
     if declared.rule is None or value is None:
         return None
     for item in value if declared.multiple else (value,):
-        found = declared.rule(item)
+        if declared.format is not None and isinstance(declared.rule, Must):
+            found = declared.rule(item, declared.format)
+        else:
+            found = declared.rule(item)
         if found:
             return found
     return None

@@ -26,7 +26,7 @@ from typing import Any
 from simpletfjob.hosts.requested import pod_units
 from simpletfjob.hosts.usage import TERMINATED_PHASES
 from simpletfjob.quantity import units_text
-from simpletfjob.runs.classify import Cause, run_failure, task_error, task_failure
+from simpletfjob.runs.classify import STALLED, Cause, run_failure, task_error, task_failure
 from simpletfjob.runs.failure import event_lines
 from simpletfjob.runs.state import FAILED, Run
 
@@ -166,9 +166,7 @@ def node_json(node: Object, pods: Iterable[Object]) -> bytes:
 
 def first_failure(run: Run) -> Cause | None:
     """The cause of the run's failure, else of its first task that failed (by when), else None.
-
-    Where a run is judged stalled (issue 37), its stall's Cause, of its own class, goes here.
-    """
+    (A stall is known only to the `run` or `wait` that judged it: they pass its Cause.)"""
     if run.state == FAILED:
         return run_failure(run)
     failed = [t for t in run.tasks if t.state == FAILED]
@@ -196,12 +194,14 @@ def summary(
     if cause is not None:
         said = [f"exit code {cause.exit_code}"] if cause.exit_code is not None else []
         said += [f"reason {cause.reason}"] if cause.reason else []
-        lines.append(
-            f"first failure: {', '.join([cause.task or cause.text, *said])}: {cause.kind_words}"
-        )
+        words = cause.kind_words
+        if cause.kind == STALLED:  # its own class in words; run restarts it as a disruption
+            said, words = [cause.text], f"a stall ({words})"
+        lines.append(f"first failure: {', '.join([cause.task or cause.text, *said])}: {words}")
         lines += failing_log(cause.task, logs)
     done, limit = run.restarts
-    lines.append(f"restarts of the whole run: {done} of {limit} (run --max-restarts)")
+    in_a_row = "" if run.in_a_row == done else f", {run.in_a_row} in a row without progress"
+    lines.append(f"restarts of the whole run: {done} of {limit}{in_a_row} (run --max-restarts)")
     lines += ["", "tasks:", *_table(run)]
     lines += ["", f"versions: {versions}"]
     lines.append(

@@ -347,11 +347,12 @@ def failed_line(run: Run, verdict: str | None = None) -> str:
     and the restarts left."""
     if verdict is not None:
         return f"run {run.name!r} failed: {verdict}"
-    done, limit = run.restarts
+    # the restarts counted against the limit: those in a row without progress (budget.py)
+    spent, limit = run.in_a_row, run.restarts[1]
     left = (
-        f"; {limit - done} of its {limit} restarts are left, which only simpletfjob run "
+        f"; {limit - spent} of its {limit} restarts are left, which only simpletfjob run "
         "restarts (wait has no template to plan again from)"
-        if done < limit and run.reason not in UNRESTARTABLE
+        if spent < limit and run.reason not in UNRESTARTABLE
         else ""
     )
     if run.wrong_restarts:  # tampered with: no count to tell

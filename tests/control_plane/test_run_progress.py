@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import bundle_files
 from tests.support.control_plane import ControlPlane
 from tests.support.kubelet import Kubelet
 from tests.support.scenes import Scripted, stand_in_nodes
@@ -236,12 +237,22 @@ def test_wait_fails_a_hung_run_and_says_when_no_progress_was_ever_seen(
     jobs = f"/apis/batch/v1/namespaces/{progressing.ns}/jobs"
     until(lambda: not progressing.kube.admin.get(jobs, labelSelector="simpletfjob/job=pg")["items"])  # fmt: skip
     assert progressing.command("apply", "silent").code == 0
-    waited = progressing.wait("--stall-timeout", "5s")
+    out = progressing.markers / "bundles"
+    out.mkdir()
+    waited = progressing.wait("--stall-timeout", "5s", "--diagnose-on-failure", str(out))
     assert waited.code == 1, waited.err
-    assert waited.err.splitlines()[-1].startswith(
+    last = waited.err.splitlines()[-1]
+    assert last.startswith(
         "simpletfjob: error: run 'pg' failed: stalled: no progress seen in 5s: worker-0 printed "
         "no step that simpletfjob reads"
     ), waited.err
+    # the bundle, written before the cleanup, names the stall as the first failure
+    (bundle,) = out.iterdir()
+    assert last.endswith(f"; bundle: {bundle}"), last
+    summary = bundle_files(bundle)["pg/summary.txt"]
+    (first,) = [line for line in summary.splitlines() if line.startswith("first failure: ")]
+    assert first.startswith("first failure: worker-0, stalled: no progress seen in 5s"), summary
+    assert first.endswith(": a stall (a disruption)"), summary
 
 
 def test_an_attempt_that_trains_further_gives_its_restart_back(progressing: Progressing) -> None:

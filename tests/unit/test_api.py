@@ -221,6 +221,13 @@ def test_a_wrong_type_at_any_public_call_is_a_usage_error(call: str) -> None:
     assert f" takes {name} as " in message and message.endswith(f", not {shown}"), message
 
 
+def test_wait_takes_stall_timeout_as_the_command_line_does() -> None:
+    with pytest.raises(simpletfjob.UsageError, match="--stall-timeout must be more than 0, not 0s"):
+        _run().wait(stall_timeout="0s")
+    with pytest.raises(simpletfjob.UsageError, match="'--stall-timeout': 'x' is not a duration"):
+        _run().wait(stall_timeout="x")
+
+
 # Calls with an argument missing or too many: each raised a plain TypeError.
 WRONG_ARITY = {
     "render()": (lambda: simpletfjob.render(), "render(): missing a required argument: 'template'"),

@@ -702,3 +702,16 @@ def test_jobs_without_a_readable_cluster_name_no_tasks(env: list[Any]) -> None:
     document = job("worker", 0)
     document["spec"]["template"]["spec"]["containers"][0]["env"] = env
     assert named_tasks([document]) == []
+
+
+def test_the_restarts_left_are_counted_without_those_progress_gave_back() -> None:
+    """wait's failed line: 5 restarts made, 1 of them in a row without progress, of 3: 2 left."""
+    from simpletfjob.runs.ending import failed_line
+
+    for without, left in (("1", "; 2 of its 3 restarts are left"), ("3", "")):
+        jobs = annotated(ps_worker_run(), restarts="5", max_restarts="3", without=without)
+        failed = jobs[1]
+        failed["status"] = job_status(failed=1, failed_reason="BackoffLimitExceeded")
+        line = failed_line(state(jobs))
+        assert line.startswith(f"run 'mnist' failed: worker-0 Failed: BackoffLimitExceeded{left}")
+        assert (";" in line) == bool(left), line

@@ -31,7 +31,7 @@ NAME_ANNOTATION = "simpletfjob/name"
 # came before this one (status shows `restarts 1/3`).
 MAX_RESTARTS_ANNOTATION = "simpletfjob/max-restarts"
 RESTARTS_ANNOTATION = "simpletfjob/restarts"
-# Beside them, once progress is reported (runs/budget.py): the restarts in a row that made none.
+# Beside them, once progress is reported (runs/progress.py): the restarts in a row that made none.
 RESTARTS_WITHOUT_ANNOTATION = "simpletfjob/restarts-without-progress"
 # On the deciding Job (runs/reporting.py): the reporting task and the pattern (--progress-task,
 # --progress-pattern), run's --stall-timeout in seconds (wait's default), the best step before

@@ -12,8 +12,7 @@ from simpletfjob.streams import say
 
 if TYPE_CHECKING:
     from simpletfjob.plan import Plan
-    from simpletfjob.runs.apply import AppliedRun
-    from simpletfjob.runs.preview import Preview
+    from simpletfjob.runs.apply import AppliedRun, Preview
 
 
 @make_command(
@@ -75,13 +74,12 @@ def run(options: ApplyOptions) -> AppliedRun[Plan]:
 
 
 def preview(options: ApplyOptions) -> Preview[Plan]:
-    """--dry-run=client: what apply would send (runs/preview.py), sending nothing."""
+    """--dry-run=client: what apply would send (runs/apply.py), sending nothing."""
     from simpletfjob.cli.report import plan_explained
     from simpletfjob.kube.connection import Settings
     from simpletfjob.output import spare_inputs_from_stderr
     from simpletfjob.plan import inputs
-    from simpletfjob.runs.apply import Choices
-    from simpletfjob.runs.preview import preview_run
+    from simpletfjob.runs.apply import Choices, preview_run
 
     spare_inputs_from_stderr(inputs(options))
     return preview_run(

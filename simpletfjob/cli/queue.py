@@ -27,9 +27,8 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     """
     from simpletfjob.cli.status import columns
     from simpletfjob.output import write_stdout
-    from simpletfjob.runs.entries import Ask
     from simpletfjob.runs.objects import connect_for
-    from simpletfjob.runs.queue import read_queue
+    from simpletfjob.runs.queue import Ask, read_queue
     from simpletfjob.streams import say
 
     options = QueueListOptions(**values)

@@ -97,7 +97,7 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
 def _queued(options: StatusOptions, namespace: str, place: dict[str, Any]) -> None:
     """A run that waits in a queue: its state Queued, and its place."""
     from simpletfjob.output import write_stdout
-    from simpletfjob.runs.entries import ordinal
+    from simpletfjob.runs.queue import ordinal
 
     run = {"name": options.run, "namespace": namespace, "state": "Queued", "queue": place}
     if options.output in ("json", "yaml"):
@@ -150,8 +150,7 @@ def _dump(data: Any, form: str) -> str:
 
 def _one_run(run: Run) -> list[str]:
     from simpletfjob.kube.outage import duration
-    from simpletfjob.runs.budget import restarts_words
-    from simpletfjob.runs.progress import progress_line
+    from simpletfjob.runs.progress import progress_line, restarts_words
     from simpletfjob.runs.state import AMBIGUOUS, DELETING
     from simpletfjob.runs.taskstate import rfc3339
 

@@ -1,7 +1,7 @@
 """How a run's progress is read and judged: --progress-task and --progress-pattern (apply, run),
 --stall-timeout (run, wait); a template header may set each of them for apply and run.
 
-runs/progresslog.py reads the reporting task's log, runs/budget.py judges a stall, and
+runs/progresslog.py reads the reporting task's log, runs/progress.py judges a stall, and
 runs/reporting.py notes these on the run, so that `status` and `wait` read them later.
 """
 

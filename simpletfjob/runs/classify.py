@@ -70,7 +70,7 @@ REFUSED = "refused"  # a node refused a task's pod
 NODE_LOST = "node lost"  # a task's node NotReady or gone past the grace
 GONE = "gone"  # a deciding task's Job gone before its end was seen
 UNDECIDED = "undecided"  # several Jobs claim a task, or the run is being deleted
-STALLED = "stalled"  # no new step within --stall-timeout (budget.py): a disruption
+STALLED = "stalled"  # no new step within --stall-timeout (progress.py): a disruption
 
 SIGNALLED = 128  # exit codes from here up: killed by a signal (128 + its number)
 CANNOT_RUN = "ContainerCannotRun"
@@ -257,6 +257,11 @@ def decide(cause: Cause, restarts: int, policy: Policy) -> Decision:
             False, f"{cause.text}; no restart left ({restarts} of {policy.max_restarts} made)"
         )
     return Decision(True)
+
+
+def stall_cause(line: str, tasks: Sequence[str]) -> Cause:
+    """A stall as `run` and `wait` end on it: a disruption (run restarts it), its line the text."""
+    return Cause(STALLED, tuple(tasks), line, DISRUPTION)
 
 
 # ---- the error in a failed task's log -------------------------------------------------------------

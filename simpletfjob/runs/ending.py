@@ -347,7 +347,7 @@ def failed_line(run: Run, verdict: str | None = None) -> str:
     and the restarts left."""
     if verdict is not None:
         return f"run {run.name!r} failed: {verdict}"
-    # the restarts counted against the limit: those in a row without progress (budget.py)
+    # the restarts counted against the limit: those in a row without progress (progress.py)
     spent, limit = run.in_a_row, run.restarts[1]
     left = (
         f"; {limit - spent} of its {limit} restarts are left, which only simpletfjob run "

@@ -47,7 +47,7 @@ A run fails, for `run`, when (besides a task's Job failing, which state.py judge
   Tasks that have finished do not count: their node is no longer needed.
 
 Reading a node needs `get` on nodes, cluster-wide. `run` asks before it starts
-(permissions.py) and warns once when it may not; a refusal met all the same (no review
+(wait.py) and warns once when it may not; a refusal met all the same (no review
 could be asked, or the right was taken away meanwhile) is said once, in the same words as
 every refusal, and the nodes are not read again: node loss is then not watched.
 """

@@ -47,7 +47,7 @@ The order apply sends a run's objects in (apply.py): groups that go one after th
 Each group's writes are all answered before the next group's go, and the lines are said
 in the render's order whatever the group:
 
-1. the owner of `--cleanup-after` (limits.py), alone: the others name its uid;
+1. the owner of `--cleanup-after` (annotations.py), alone: the others name its uid;
 2. the Services: their pods' DNS names exist before any task starts;
 3. the Jobs whose success is the run's (the framework's `deciding`: TensorFlow's chief,
    else worker 0, or every worker under `all-workers`);
@@ -71,7 +71,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from simpletfjob.errors import ClusterError
-from simpletfjob.identity import INDEX_LABEL, ROLE_LABEL, is_label_value
+from simpletfjob.identity import is_label_value
 from simpletfjob.kube.inflight import in_order
 from simpletfjob.kube.lists import list_metadata
 from simpletfjob.kube.objects import Applied, apply
@@ -503,7 +503,7 @@ def groups(wanted: Sequence[Manifest], owner_first: bool) -> list[list[int]]:
 def deciding_jobs(jobs: Sequence[Mapping[str, Any]], named: Iterable[str] = ()) -> set[int]:
     """The indices, among a run's Job bodies, of those whose success is the run's; `named`:
     the run's other tasks (those its Jobs' variables name: one deciding may be missing)."""
-    from simpletfjob.runs.annotations import read_min_workers, read_policy
+    from simpletfjob.runs.annotations import read_min_workers, read_policy, task_name
     from simpletfjob.runs.objects import run_framework
 
     names = [task_name(job) for job in jobs]
@@ -512,13 +512,6 @@ def deciding_jobs(jobs: Sequence[Mapping[str, Any]], named: Iterable[str] = ()) 
     policy, _ = read_policy(jobs)
     decide = set(fw.deciding(policy, [*(n for n in names if n), *named]))
     return {i for i, name in enumerate(names) if name and name in decide}
-
-
-def task_name(job: Mapping[str, Any]) -> str:
-    """'worker-1', as the Job's labels name its task; '' when they do not."""
-    labels = (job.get("metadata") or {}).get("labels") or {}
-    role, index = labels.get(ROLE_LABEL), labels.get(INDEX_LABEL)
-    return f"{role}-{index}" if role and str(index).isdigit() else ""
 
 
 def only_deciding(jobs: Sequence[Mapping[str, Any]], named: Iterable[str]) -> bool:

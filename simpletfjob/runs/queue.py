@@ -1,10 +1,12 @@
-"""Waiting in a queue with nothing installed: a run is applied at the head, once all of it fits.
+"""The queue (--queue): a run's entry, its wait and admission, and the Leases it is made of as data.
+
+Waiting in a queue with nothing installed: a run is applied at the head, once all of it fits.
 
 rights  get, list, watch, create, update, delete on leases, asked first (kube/access.py)
 enter   one list of the queue's Leases, then the entry created with the next number
-        (AlreadyExists: the one after), holding the run and what it asks (entries.py)
+        (AlreadyExists: the one after), holding the run and what it asks
 wait    one watch of the Leases and the entry's renewals (a thread each); an entry seen
-        unchanged for its lease (entries.Seen) is deleted on its resourceVersion
+        unchanged for its lease (kube/leases.py's Seen) is deleted on its resourceVersion
 admit   the head, every RETRY seconds: the lock read, the entries listed again (still the
         head?), the lock taken by an update on its resourceVersion (of two clients, one), the
         run planned as the cluster is now (plan/fit.py counts the pods that Jobs have yet to
@@ -12,6 +14,18 @@ admit   the head, every RETRY seconds: the lock read, the entries listed again (
         Jobs exist, the entry is deleted, then the lock given back.
 leave   --timeout (exit 3), an interrupt or an error: the lock given back and the entry
         deleted, nothing applied; SIGKILL leaves the entry, which expires
+
+A queue's entries as data: their names, what each Lease holds, their order, and expiry. Pure.
+
+An entry is a Lease named `simpletfjob-queue-<queue>-<number>` (six digits, more once past
+999999), labelled with the queue's name: the server's AlreadyExists on a name taken is what
+orders them, so the lowest live number is the head. The queue's lock is the Lease
+`simpletfjob-queue-<queue>.lock` (a dot: no entry's name can be it); its holder is the
+entry being admitted.
+
+Expiry is judged as client-go's leader election judges a lease: by how long this client has
+seen the Lease unchanged (the same resourceVersion), on its own monotonic clock, never by
+comparing the Lease's renewTime with this machine's clock.
 """
 
 from __future__ import annotations
@@ -22,33 +36,19 @@ import queue as queues
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from simpletfjob.errors import ClusterError, Interrupted, SelectionError, TimedOut
+from simpletfjob.kube.leases import Seen, holder_of, lease_body, renewed
 from simpletfjob.kube.lists import list_objects
 from simpletfjob.kube.objects import get
 from simpletfjob.kube.request import ApiError, Deadline, request
 from simpletfjob.kube.resources import LEASES, Action
 from simpletfjob.options.rules import format_duration
-from simpletfjob.runs.entries import (
-    QUEUE_LABEL,
-    Ask,
-    Entry,
-    Seen,
-    asks_of,
-    entries_of,
-    entry_annotations,
-    entry_name,
-    holder_of,
-    lease_body,
-    listing,
-    lock_name,
-    micro_time,
-    place_in,
-    waiting_line,
-)
+from simpletfjob.quantity import units_text
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection, Settings
@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from simpletfjob.options.runs import ApplyOptions, RunOptions
     from simpletfjob.runs.apply import AppliedRun
     from simpletfjob.runs.objects import P, Plan
+
 
 R = TypeVar("R")
 RETRY = 5.0  # seconds between the head's tries while the run does not fit
@@ -96,7 +97,7 @@ def check_rights(conn: Connection, namespace: str) -> None:
 
 
 def read_queue(conn: Connection, queue: str) -> list[dict[str, Any]]:
-    """`queue NAME`: its entries in order (entries.listing), from one list of its Leases."""
+    """`queue NAME`: its entries in order (listing), from one list of its Leases."""
     return listing(queue, list_objects(conn, LEASES, label_selector=f"{QUEUE_LABEL}={queue}").items)
 
 
@@ -266,7 +267,7 @@ class _Turn:
         notes = entry_annotations(self.run, self.conn.namespace, self.asks)
         while True:
             name = entry_name(self.queue, number)
-            body = lease_body(name, self.queue, name, self.seconds, notes)
+            body = lease_body(name, name, self.seconds, {QUEUE_LABEL: self.queue}, notes)
             with self.writing:
                 self.entry, self.lost = self._send("create", None, body, (409,)), False
             if self.entry is not None:
@@ -312,11 +313,11 @@ class _Turn:
             try:
                 with self.writing:
                     if self.entry is not None:
-                        renewed = self._send("update", self.name, _renewed(self.entry), (404,))
-                        self.lost = renewed is None
-                        self.entry = renewed or self.entry
+                        answer = self._send("update", self.name, renewed(self.entry), (404,))
+                        self.lost = answer is None
+                        self.entry = answer or self.entry
                     if self.held is not None:
-                        self.held = self._send("update", lock_name(self.queue), _renewed(self.held))
+                        self.held = self._send("update", lock_name(self.queue), renewed(self.held))
             except ClusterError:
                 pass  # the next renewal tries again; the waiting loop meets a server away
 
@@ -384,7 +385,7 @@ class _Turn:
         holds it and this client has not seen it unchanged for its lease."""
         lock_id = lock_name(self.queue)
         if lock is None:
-            body = lease_body(lock_id, self.queue, self.name, self.seconds, {})
+            body = lease_body(lock_id, self.name, self.seconds, {QUEUE_LABEL: self.queue}, {})
             taken = self._send("create", None, body, (409,))
         else:
             holder, version = holder_of(lock), str(lock["metadata"]["resourceVersion"])
@@ -393,7 +394,7 @@ class _Turn:
             if held and not self.seen.expired(lock_id, version, lease, time.monotonic()):
                 return False
             mine = {**lock, "spec": {**lock["spec"], "holderIdentity": self.name}}
-            taken = self._send("update", lock_id, _renewed(mine, acquired=True), (409,))
+            taken = self._send("update", lock_id, renewed(mine, acquired=True), (409,))
         with self.writing:
             self.held = taken  # None: another client took it first
         return taken is not None
@@ -420,7 +421,165 @@ class _Turn:
         return True
 
 
-def _renewed(lease: Mapping[str, Any], acquired: bool = False) -> dict[str, Any]:
-    now = micro_time()
-    spec = {**lease["spec"], "renewTime": now, **({"acquireTime": now} if acquired else {})}
-    return {**lease, "spec": spec}
+PREFIX = "simpletfjob-queue-"
+QUEUE_LABEL = "simpletfjob/queue"
+RUN = "simpletfjob/queue-run"  # annotations: the run's name and namespace, and what it asks
+NAMESPACE = "simpletfjob/queue-namespace"
+ASKS = "simpletfjob/queue-asks"
+DIGITS = 6
+
+
+def entry_name(queue: str, number: int) -> str:
+    """`simpletfjob-queue-team-000042`."""
+    return f"{PREFIX}{queue}-{number:0{DIGITS}d}"
+
+
+def lock_name(queue: str) -> str:
+    return f"{PREFIX}{queue}.lock"
+
+
+def number_of(queue: str, name: str) -> int | None:
+    """The entry's number, from its name; None for a name that is no entry of the queue."""
+    rest = name.removeprefix(f"{PREFIX}{queue}-") if name.startswith(PREFIX) else ""
+    return int(rest) if len(rest) >= DIGITS and rest.isascii() and rest.isdigit() else None
+
+
+TIMES = "×"
+
+
+@dataclass(frozen=True)
+class Ask:
+    """What a run asks for, for one role: its tasks, and each task's requests (as quantities)."""
+
+    role: str
+    tasks: int
+    requests: Mapping[str, str] = field(default_factory=dict)
+
+    def text(self, role: bool = True) -> str:
+        """'2 worker × cpu 10', '1 chief × (cpu 2, memory 1Gi)', '1 ps'; without the role
+        (the run's only one), '2 × cpu 10'."""
+        each = ", ".join(f"{r} {q}" for r, q in self.requests.items())
+        if len(self.requests) > 1:
+            each = f"({each})"
+        who = f"{self.tasks} {self.role}" if role else str(self.tasks)
+        return who + (f" {TIMES} {each}" if each else "" if role else f" {self.role}")
+
+
+def asks_of(
+    roles: Iterable[str], asks: Sequence[tuple[str, Sequence[tuple[str, int]]]]
+) -> list[Ask]:
+    """Each role's Ask, from the plan's tasks' roles and what one task of each asks (its fit)."""
+    counts: dict[str, int] = {}
+    for role in roles:
+        counts[role] = counts.get(role, 0) + 1
+    per_role = dict(asks)
+    return [
+        Ask(role, n, {r: units_text(a, r) for r, a in per_role.get(role, ())})
+        for role, n in counts.items()
+    ]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One waiting run, as its Lease says."""
+
+    name: str
+    number: int
+    run: str
+    namespace: str
+    since: str  # the Lease's creationTimestamp, as Kubernetes writes it
+    asks: tuple[Ask, ...]
+    version: str  # resourceVersion
+    lease: float  # seconds its client lets pass between renewals, at most
+
+    def as_dict(self, position: int, state: str) -> dict[str, Any]:
+        """As `queue NAME -o json` gives it."""
+        asks = [asdict(a) for a in self.asks]
+        return {"position": position, "run": self.run, "namespace": self.namespace,
+                "since": self.since, "asks": asks, "state": state}  # fmt: skip
+
+
+def entry_annotations(run: str, namespace: str, asks: Sequence[Ask]) -> dict[str, str]:
+    listed = json.dumps([asdict(a) for a in asks], separators=(",", ":"))
+    return {RUN: run, NAMESPACE: namespace, ASKS: listed}
+
+
+def entries_of(queue: str, leases: Iterable[Mapping[str, Any]]) -> list[Entry]:
+    """The queue's entries among its Leases, in order (by number); a Lease that is none is left out."""
+    found = []
+    for lease in leases:
+        metadata = lease.get("metadata") or {}
+        number = number_of(queue, str(metadata.get("name", "")))
+        if number is None:
+            continue
+        notes = metadata.get("annotations") or {}
+        found.append(
+            Entry(
+                name=metadata["name"],
+                number=number,
+                run=str(notes.get(RUN, "")),
+                namespace=str(notes.get(NAMESPACE, "")),
+                since=str(metadata.get("creationTimestamp", "")),
+                asks=_asks(notes.get(ASKS)),
+                version=str(metadata.get("resourceVersion", "")),
+                lease=float((lease.get("spec") or {}).get("leaseDurationSeconds") or 0),
+            )
+        )
+    return sorted(found, key=lambda e: e.number)
+
+
+def _asks(text: object) -> tuple[Ask, ...]:
+    """What an entry's annotation says it asks; nothing, when it cannot be read."""
+    try:
+        asks = tuple(Ask(**ask) for ask in json.loads(str(text)))
+    except (ValueError, TypeError):
+        return ()
+    return asks if all(isinstance(a.requests, dict) for a in asks) else ()
+
+
+def listing(queue: str, leases: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """`queue NAME -o json`: the queue's entries in order, each with its position and its state:
+    Admitting while it holds the queue's lock, else Waiting."""
+    lock = next((x for x in leases if x["metadata"]["name"] == lock_name(queue)), None)
+    states = {True: "Admitting", False: "Waiting"}
+    entries = enumerate(entries_of(queue, leases), start=1)
+    return [e.as_dict(i, states[holder_of(lock) == e.name]) for i, e in entries]
+
+
+def place_in(
+    leases: Sequence[Mapping[str, Any]], run: str, namespace: str
+) -> dict[str, Any] | None:
+    """Where a run waits among the Leases of every queue: {name, position, of}; None if nowhere."""
+    for queue in sorted({str(x["metadata"]["labels"].get(QUEUE_LABEL)) for x in leases}):
+        ours = [x for x in leases if x["metadata"]["labels"].get(QUEUE_LABEL) == queue]
+        entries = entries_of(queue, ours)
+        for i, entry in enumerate(entries, start=1):
+            if (entry.run, entry.namespace) == (run, namespace):
+                return {"name": queue, "position": i, "of": len(entries)}
+    return None
+
+
+def ordinal(n: int) -> str:
+    """'1st', '2nd', '3rd', '4th', '11th', '22nd'."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def waiting_line(
+    queue: str,
+    position: int,
+    of: int,
+    asks: Sequence[Ask],
+    nodes: int,
+    why: str = "",
+    most_free: tuple[str, str] | None = None,
+) -> str:
+    """`waiting in queue "team": 2nd of 3; needs 2 × cpu 10 on 1 node`; at the head, what it is
+    short of (`, the most free on one node is cpu 2`), or else why it waits."""
+    line = f'waiting in queue "{queue}": {ordinal(position)} of {of}'
+    needs = ", ".join(a.text(role=len(asks) > 1) for a in asks)
+    if needs:
+        line += f"; needs {needs} on {nodes} {'node' if nodes == 1 else 'nodes'}"
+    if most_free is not None:
+        return f"{line}, the most free on one node is {most_free[0]} {most_free[1]}"
+    return f"{line}; {why}" if why else line

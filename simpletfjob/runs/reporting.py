@@ -3,12 +3,12 @@ the run (`Feed`), read once beside `status`'s lists (`Tail`), and noted on the r
 
     the deciding Job's annotations (`Setting`): the reporting task (--progress-task, else rank
     0: progress.reporting_task), the pattern, run's --stall-timeout, the best step before the
-    attempt now running (budget.py), and the last progress that run or wait noted
+    attempt now running (progress.py), and the last progress that run or wait noted
     -> run, wait: one log stream more, of the reporting task's current container, read as its
        bytes arrive (a bar's updates before its newline: kube/podlog.read_chunks) in a thread,
        each new step kept by one Tracker (progress.py) under a lock; a new pod, or its container
        started again in place, is read by a stream of its own into the same Tracker (the same
-       attempt); the follower's `check` judges a stall (budget.py); a resumed attempt's first
+       attempt); the follower's `check` judges a stall (progress.py); a resumed attempt's first
        report is said as it comes
     -> status: the last lines of the task's current container, with the kubelet's timestamps
        (what `updated` and the rate are read from), read in a thread from the moment the Jobs
@@ -39,17 +39,21 @@ from simpletfjob.identity import (
 from simpletfjob.kube.podlog import LogBroken
 from simpletfjob.kube.resources import JOBS, PODS, Action
 from simpletfjob.options.progress import check_pattern
-from simpletfjob.runs.budget import (
+from simpletfjob.runs.annotations import task_name
+from simpletfjob.runs.classify import stall_cause
+from simpletfjob.runs.logsources import container_state, current_pod, framework_container
+from simpletfjob.runs.progress import (
     Budget,
+    Progress,
+    Tracker,
     best_note,
+    progress_note,
+    read_note,
+    reporting_task,
     resumed_line,
-    stall_cause,
     stall_due,
     stall_line,
 )
-from simpletfjob.runs.judge import task_name
-from simpletfjob.runs.logsources import container_state, current_pod, framework_container
-from simpletfjob.runs.progress import Progress, Tracker, progress_note, read_note, reporting_task
 from simpletfjob.runs.progresslog import LogReader, Report, ahead
 from simpletfjob.runs.state import RUNNING, Run
 from simpletfjob.runs.taskstate import LOST, Object, metadata_of, pods_by_job
@@ -259,7 +263,7 @@ class Feed:
             self.shown(replace(run, progress=self.latest()))
 
     def check(self, run: Run) -> Cause | None:
-        """A stall of the run now (budget.py), as its Cause."""
+        """A stall of the run now (progress.py), as its Cause."""
         with self.lock:
             last, stepped = (
                 (None, None) if self.tracker is None else (self.tracker.last, self.tracker.updated)

@@ -1,6 +1,6 @@
 """`run`: from a template to a finished run, through failures, with one command that stays with it.
 
-    plan -> what the run will need, asked of the server (permissions.py): refused in one
+    plan -> what the run will need, asked of the server (wait.py): refused in one
             line, or a warning for each thing it can do without (node loss not watched)
          -> apply -> follow as `wait` does (task changes on stderr, the deciding task's
             logs on stdout)
@@ -39,7 +39,6 @@ from simpletfjob.errors import ClusterError, Interrupted
 from simpletfjob.kube.outage import still_away
 from simpletfjob.kube.request import Deadline
 from simpletfjob.kube.resources import JOBS, PODS, SERVICES
-from simpletfjob.runs.budget import Budget
 from simpletfjob.runs.classify import NODE_LOST, Cause, Decision, Policy, decide, side_failure
 from simpletfjob.runs.diagnose import OnFailure
 from simpletfjob.runs.ending import (
@@ -68,6 +67,7 @@ from simpletfjob.runs.interventions import (
     losable,
 )
 from simpletfjob.runs.objects import P, Plan
+from simpletfjob.runs.progress import Budget
 from simpletfjob.runs.queue import queued
 from simpletfjob.runs.reporting import Feed
 from simpletfjob.runs.state import SUCCEEDED, Run, changes
@@ -80,8 +80,8 @@ if TYPE_CHECKING:
     from simpletfjob.options.runs import RunOptions
     from simpletfjob.runs.logs import Printer
     from simpletfjob.runs.objects import Manifest
-    from simpletfjob.runs.permissions import Access
     from simpletfjob.runs.taskstate import Object
+    from simpletfjob.runs.wait import Access
 
 Say = Callable[[str], None]
 
@@ -143,7 +143,7 @@ def run_to_end(
     bundles = OnFailure(conn, options.diagnose_on_failure, say)
     policy = Policy(options.restart_on, options.max_restarts, options.restart_exit_codes)
     restarts = 0
-    budget = Budget()  # restarts in a row without progress (budget.py): what the limit bounds
+    budget = Budget()  # restarts in a row without progress (progress.py): what the limit bounds
     aside = Aside()  # tasks the training does not depend on, restarted alone (alone.py)
     where = Where(most=options.max_restarts)
     quiet = threading.Event()  # set once run_to_end is left: its log threads say no more
@@ -230,7 +230,7 @@ def run_to_end(
                 hosts = ", ".join(dict.fromkeys(task.host for task in planned.tasks))
                 now = f"back in queue {options.queue}" if options.queue else f"hosts now: {hosts}"
                 count = f"{spent}/{options.max_restarts}"
-                if budget.in_a_row != budget.restarts:  # progress gave some back (budget.py)
+                if budget.in_a_row != budget.restarts:  # progress gave some back (progress.py)
                     count += f" in a row without progress; {budget.restarts} in all"
                 say(
                     f"restarting run {name} ({count}) after "
@@ -258,8 +258,8 @@ def run_to_end(
 
 
 def _check_access(conn: Connection, planned: Plan, options: RunOptions, say: Say) -> Access:
-    """What the run will need, asked before anything is applied (permissions.py)."""
-    from simpletfjob.runs.permissions import check_run
+    """What the run will need, asked before anything is applied (wait.py)."""
+    from simpletfjob.runs.wait import check_run
 
     services = any(d.kind == "Service" for d in planned.documents)
     try:

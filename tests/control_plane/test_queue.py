@@ -253,11 +253,11 @@ def test_of_two_clients_that_take_the_lock_at_the_same_moment_one_only_holds_it(
 ) -> None:
     """The lock is taken by an update that carries the resourceVersion both read."""
     from simpletfjob.kube.connection import Settings, connect
-    from simpletfjob.runs.entries import lease_body, lock_name
-    from simpletfjob.runs.queue import _Turn
+    from simpletfjob.kube.leases import lease_body
+    from simpletfjob.runs.queue import QUEUE_LABEL, _Turn, lock_name
 
     lock = queue.kube.admin.post(
-        LEASES.format(queue.ns), lease_body(lock_name("team"), "team", "", 30, {})
+        LEASES.format(queue.ns), lease_body(lock_name("team"), "", 30, {QUEUE_LABEL: "team"}, {})
     )
     with connect(Settings(kubeconfig=queue.kubeconfig), purpose="test") as conn:
         turns = [_Turn(conn, "team", queue.ns, 30.0, run, []) for run in ("qa", "qb")]

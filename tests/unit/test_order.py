@@ -57,7 +57,7 @@ def test_a_run_whose_jobs_all_decide_is_one_group() -> None:
 
 
 def test_the_owner_of_cleanup_after_still_goes_alone_and_first() -> None:
-    # limits.py moves the deciding Job first: it owns the rest.
+    # annotations.py moves the deciding Job first: it owns the rest.
     wanted = [job("worker-0"), service("r-ps-0"), job("ps-0"), job("worker-1")]
     assert names(wanted, owner_first=True) == [
         ["r-worker-0"],

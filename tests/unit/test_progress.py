@@ -447,7 +447,7 @@ def test_times_are_kept_as_given_and_said_in_utc() -> None:
 
 def test_the_progress_options_are_noted_on_the_deciding_job_alone() -> None:
     from simpletfjob.kube.resources import JOBS
-    from simpletfjob.runs.limits import add_limits
+    from simpletfjob.runs.annotations import add_limits
     from simpletfjob.runs.objects import Manifest
     from tests.support.scenes import task_job
 

@@ -1,4 +1,4 @@
-"""A queue's pure rules (runs/entries.py): entry names and their order, what an entry holds,
+"""A queue's pure rules (runs/queue.py): entry names and their order, what an entry holds,
 expiry judged as client-go's leader election judges it, the waiting line, and the listings."""
 
 from __future__ import annotations
@@ -8,18 +8,17 @@ from typing import Any
 
 import pytest
 
-from simpletfjob.runs.entries import (
+from simpletfjob.kube.leases import Seen, lease_body
+from simpletfjob.runs.queue import (
     ASKS,
     NAMESPACE,
     QUEUE_LABEL,
     RUN,
     Ask,
-    Seen,
     asks_of,
     entries_of,
     entry_annotations,
     entry_name,
-    lease_body,
     listing,
     lock_name,
     number_of,
@@ -34,7 +33,7 @@ def lease(
 ) -> dict[str, Any]:
     """A Lease as the server lists it."""
     asks = [Ask("worker", 2, {"cpu": "10"})]
-    body = lease_body(name, queue, name, 30, entry_annotations(run, ns, asks))
+    body = lease_body(name, name, 30, {QUEUE_LABEL: queue}, entry_annotations(run, ns, asks))
     body["metadata"].update(resourceVersion=version, creationTimestamp="2024-05-01T12:00:00Z")
     body["spec"].update(spec)
     return body

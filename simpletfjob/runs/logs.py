@@ -19,7 +19,10 @@ container still runs (a parameter server never ends on its own) is read no furth
 
 A task with nothing to show yet (no pod, or a container waiting: `ContainerCreating`,
 `ErrImagePull`) gets one note with the reason; with `follow`, its output comes once it
-starts. That is not an error.
+starts. That is not an error, and neither is a pod gone before its log was read (deleted
+by a cleanup, or by the Job controller at a failed task's backoff limit): its note says
+so. `run`, whose own lines tell each task's state and a failure's kept lines, has no note
+for a task without a pod (`podless=False`).
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from simpletfjob.errors import ClusterError
 from simpletfjob.kube.refusals import first_line
-from simpletfjob.kube.request import OUTAGE_CAP, Action, KeptFailing, request
+from simpletfjob.kube.request import OUTAGE_CAP, Action, ApiError, KeptFailing, request
 from simpletfjob.kube.resources import PODS
 from simpletfjob.kube.send import arrived
 
@@ -249,6 +249,7 @@ def follow_log(
     first = time.monotonic()
     broken = 0  # breaks in a row with no line read
     current: list[tuple[str, str | int]] = asked
+    ended = False  # the answer before this one ended, unbroken: this reads on after its end
     while True:
         follow = ("follow", "true") in current
         cause = ""
@@ -263,12 +264,19 @@ def follow_log(
         except LogBroken as e:
             cause = e.cause
             broken += 1
+        except ApiError as e:
+            if ended and e.status == 404:
+                # The pod went after its log's answer ended whole (the Job controller deletes
+                # a failed task's pod at its backoff limit): nothing was cut, the log has ended.
+                return
+            raise
         else:
             if not follow:
                 return
         go_on = again(bool(cause))
         if go_on is None:
             return
+        ended = not cause
         if cause and broken > 1:  # the first break is read on at once; then as a watch does
             if broken >= settings.attempts:
                 ride = conn.ride

@@ -19,7 +19,10 @@ container still runs (a parameter server never ends on its own) is read no furth
 
 A task with nothing to show yet (no pod, or a container waiting: `ContainerCreating`,
 `ErrImagePull`) gets one note with the reason; with `follow`, its output comes once it
-starts. That is not an error.
+starts. That is not an error, and neither is a pod gone before its log was read (deleted
+by a cleanup, or by the Job controller at a failed task's backoff limit): its note says
+so. `run`, whose own lines tell each task's state and a failure's kept lines, has no note
+for a task without a pod (`podless=False`).
 """
 
 from __future__ import annotations
@@ -232,9 +235,13 @@ def follow_logs(
     printer: Printer,
     note: Callable[[str], None],
     cancel: threading.Event | None = None,
+    podless: bool = True,
 ) -> Ending:
     """Print the chosen tasks' logs as they come, pods made later included, until the run ends;
     how it ended (ending.py).
+
+    Without `podless`, a task with no pod (none yet, or gone) is not noted: the caller tells
+    each task's state and a failed task's last lines itself (`run`), once.
 
     It rides out an outage of the API server as `wait` does (kube/outage.py), with no
     deadline: the watches go on from where they were and each log from its last line.
@@ -243,7 +250,7 @@ def follow_logs(
     from simpletfjob.kube.outage import riding_out
 
     with riding_out(conn, None, note, "it is back (no --timeout)"):
-        return _follow(conn, name, selection, request_, printer, note, cancel)
+        return _follow(conn, name, selection, request_, printer, note, cancel, podless)
 
 
 def _follow(
@@ -254,10 +261,12 @@ def _follow(
     printer: Printer,
     note: Callable[[str], None],
     cancel: threading.Event | None,
+    podless: bool,
 ) -> Ending:
     from simpletfjob.runs.ending import Ending, follow_to_end, judged
 
     merger = Merger(conn, request_, note)
+    merger.podless = podless
     opened: set[tuple[str, str, int]] = set()  # (pod, container, instance)
     told: dict[str, str] = {}
     chosen: list[str] | None = None
@@ -313,7 +322,9 @@ def _follow(
                     chosen = tasks_asked(list(tasks), *asked)
                 said: list[str] = []
                 left = pods_gone(jobs, tasks)  # a finished task's pod gone is not "no pod yet"
-                found = sources_now(tasks, chosen, selection, request_.previous, said.append, left)
+                found = sources_now(
+                    tasks, chosen, selection, request_.previous, said.append, left, podless
+                )
                 for line in said:
                     task = line.split(":", 1)[0]
                     if told.get(task) != line:

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from simpletfjob.errors import ClusterError, SimpleTFJobError, UsageError
 from simpletfjob.kube.podlog import Again, follow_log, read_log
+from simpletfjob.kube.request import ApiError
 from simpletfjob.kube.resources import PODS
 from simpletfjob.runs.objects import run_framework
 from simpletfjob.runs.taskstate import in_role_order, pods_by_job, task_of, waiting_why, why
@@ -267,13 +268,16 @@ def sources_now(
     previous: bool,
     note: Callable[[str], None],
     gone: Collection[str] = (),
+    podless: bool = True,
 ) -> list[tuple[Source, bool]]:
-    """Each chosen task's containers that have output now, as (source, readable); notes the others."""
+    """Each chosen task's containers that have output now, as (source, readable); notes the
+    others, a task with no pod (none yet, or gone) only with `podless`."""
     found: list[tuple[Source, bool]] = []
     for task in chosen:
         pod = current_pod(tasks.get(task, []))
         if pod is None:
-            note(f"{task}: {GONE if task in gone else 'no pod yet'}")
+            if podless:
+                note(f"{task}: {GONE if task in gone else 'no pod yet'}")
             continue
         name = str((pod.get("metadata") or {}).get("name"))
         names = containers_of(pod, selection.container, selection.all_containers)
@@ -379,6 +383,7 @@ class Merger:
         self.stopped: set[Source] = set()
         self.failed: list[str] = []  # what broke the streams that failed, one line each
         self.known: Mapping[str, Object] = {}  # the pods by name, as the follow last told of them
+        self.podless = True  # a pod gone before its log was read is noted (GONE)
 
     def start(self, source: Source, *, whole: bool = False) -> None:
         query = self.request.query(source.container, whole=whole, earlier=source.earlier)
@@ -425,6 +430,7 @@ class Merger:
                 queued.done.set()
 
     def _read(self, source: Source, query: Sequence[tuple[str, str | int]]) -> None:
+        read = False  # a batch of it was handed over
         try:
             if self.request.follow:
                 batches = follow_log(
@@ -439,7 +445,15 @@ class Merger:
             for batch in batches:
                 if source in self.stopped:
                     break
+                read = True
                 self.lines.put((source, batch))
+        except ApiError as e:
+            if e.status != 404 or read:
+                self.lines.put((source, e))
+            elif self.podless:
+                # Deleted before its log was read (the Job controller deletes a failed task's
+                # pod at its backoff limit): as for a task whose pod had gone when listed.
+                self.note(f"{source.task}: {GONE}")
         except BaseException as e:  # handed over, to be said in the caller's thread
             self.lines.put((source, e))
         self.lines.put((source, END))

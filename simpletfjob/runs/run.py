@@ -491,7 +491,9 @@ def _stream_logs(
 
     def stream() -> None:
         try:
-            follow_logs(conn, name, selection, LogRequest(follow=True), quiet_printer, note)
+            # run's own lines tell each task's state and a failure: no pod is told there
+            request_ = LogRequest(follow=True)
+            follow_logs(conn, name, selection, request_, quiet_printer, note, podless=False)
         except Exception as e:  # the run goes on without its logs
             note(f"logs: {e}")
         except Interrupted as e:  # stdout's reader went away: the command stops, as on SIGPIPE

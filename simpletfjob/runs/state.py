@@ -417,6 +417,13 @@ def describe(task: TaskStatus) -> str:
     return line + (f": {task.reason}" if task.reason and task.state != SUCCEEDED else "")
 
 
+def _news(then: TaskStatus, line: str, now: TaskStatus) -> bool:
+    """Whether `line`, the task's line now, tells more than its line before did."""
+    if then.state == now.state and line == f"{now.task} {now.state}":
+        return False  # the same state, its detail gone: told already
+    return describe(then) != line
+
+
 def pod_words(reason: str) -> str:
     """A pod's failure as its phase goes with it: 'exit 1' for 'Error (exit 1)', 'OOMKilled',
     'ContainerCannotRun, exit 128', 'OutOfcpu'."""
@@ -427,7 +434,12 @@ def pod_words(reason: str) -> str:
 
 
 def changes(before: Run | None, after: Run) -> list[str]:
-    """A line for each task whose line differs from before (all of them at first), in role order."""
+    """A line for each task whose line differs from before (all of them at first), in role order.
+
+    A state is told once: a task whose state stays and whose line only loses its detail
+    (`worker-0 Pending: no pod yet`, then `worker-0 Pending` once its pod is made) has nothing
+    new to say.
+    """
     one_each = before is not None and len(before.tasks) == len(after.tasks)
     if (
         before is not None
@@ -443,7 +455,7 @@ def changes(before: Run | None, after: Run) -> list[str]:
                 continue
             if then.task != task.task:
                 break  # not in the same order: compared by name below
-            if describe(then) != (line := describe(task)):
+            if _news(then, line := describe(task), task):
                 lines.append(line)
         else:
             return lines
@@ -454,7 +466,7 @@ def changes(before: Run | None, after: Run) -> list[str]:
         if old is task:  # judged from the same objects (follower.Memo): the same line
             continue
         line = describe(task)
-        if old is None or describe(old) != line:
+        if old is None or _news(old, line, task):
             lines.append(line)
     now = {t.task for t in after.tasks}
     lines += [f"{task} deleted" for task in was if task not in now]

@@ -16,6 +16,9 @@ from typing import Any
 
 import pytest
 
+from simpletfjob.kube.connection import Settings, connect
+from simpletfjob.kube.podlog import Again, follow_log
+from simpletfjob.runs.logsources import END, LogRequest, Merger, Source
 from tests.conftest import Result, assert_one_line_error, console_script, write
 from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
@@ -234,3 +237,48 @@ def test_an_interrupt_ends_logs_f_quietly_with_130(run: LogsRun) -> None:
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130
     assert "interrupted" not in err and "Traceback" not in err, err
+
+
+def test_a_log_read_on_after_its_end_ends_when_its_pod_is_gone(run: LogsRun) -> None:
+    """A followed log whose answer ended whole is read on once more (kube/podlog.py); when its
+    pod was deleted meanwhile (the Job controller at a backoff limit), that is its end, not a
+    log that could not be read."""
+    run.apply(lines=3)
+    wait_for(lambda: run.job_done("lg-worker-0"), 60, "worker 0")
+    (pod,) = run.kube.pods(run.ns, "job-name=lg-worker-0")
+    name = pod["metadata"]["name"]
+    asked: list[bool] = []
+
+    def again(broke: bool) -> Again:
+        asked.append(broke)
+        run.kube.admin.delete(f"/api/v1/namespaces/{run.ns}/pods/{name}")
+        wait_for(lambda: not run.kube.pods(run.ns, "job-name=lg-worker-0"), 30, "the pod gone")
+        return Again(previous=False, follow=False)
+
+    conn = connect(Settings(kubeconfig=run.kubeconfig))
+    query = [("container", "tf"), ("follow", "true")]
+    batches = follow_log(conn, name, query, keep_stamps=False, again=again)
+    read = [line for batch in batches for line in batch]
+    assert read == [f"worker-0 line {i}\n".encode() for i in range(3)]
+    assert asked == [False]
+
+
+def test_a_pod_deleted_before_its_log_is_read_is_said_gone_not_unread(run: LogsRun) -> None:
+    """A stream opened for a pod that was deleted since the pods were read (404) is the task's
+    pod gone, as for a pod gone when listed: noted once, or not at all where the caller tells
+    it itself (`run`), and no stream that could not be read."""
+    conn = connect(Settings(kubeconfig=run.kubeconfig))
+    source = Source("worker-0", "lg-worker-0-gone0", "tf", "worker-0")
+    for podless, said in (
+        (True, ["worker-0: its pod is gone; its logs went with it"]),
+        (False, []),
+    ):
+        notes: list[str] = []
+        merger = Merger(conn, LogRequest(follow=True), notes.append)
+        merger.podless = podless
+        merger.start(source)
+        while merger.busy():
+            item = merger.next(1.0)
+            assert item is None or item[1] is END, item
+        assert notes == said
+        assert merger.failed == []

@@ -22,12 +22,13 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import assert_one_line_error, console_script
+from tests.conftest import assert_one_line_error, console_script, write
 from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
 from tests.support.kubelet import Kubelet
 from tests.support.parallel import node_address
 from tests.support.scenes import Runs, stand_in_nodes
+from tests.support.templates import FAILING
 
 
 @pytest.fixture
@@ -370,3 +371,38 @@ def test_cleanup_after_is_refused_under_all_workers(runs: Runs) -> None:
     )
     assert_one_line_error(result, 2, contains=["--cleanup-after", "all-workers"])
     assert runs.jobs() == {}
+
+
+def test_a_failure_whose_pod_the_job_controller_deleted_is_told_once(
+    cli: Any, kube: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    """At the backoff limit the Job controller deletes the failing task's pod (OnFailure), while
+    `run` follows that task's log. The failure is told once, with the lines wait kept: no
+    follower's line that its logs went with its pod, and no stream of it said unread."""
+    nodes, _ = stand_in_nodes("rf", 3)
+    template = write(tmp_path / "fl.yaml", FAILING)
+    kubeconfig = str(kube.kubeconfig(tmp_path / "kc", namespace=namespace))
+    with Kubelet(kube, nodes, tmp_path / "kubelet"):
+        result = cli(
+            "run", str(template), "--nodes", ",".join(node.name for node in nodes),
+            "--kubeconfig", kubeconfig, "--set", "lines=3", "--set", "fail=['worker-1']",
+            "--set", "restart_policy=OnFailure", "--set", "backoff=1", "--set", "widgets=0",
+            "--set", "sleep=0", "--success-policy", "all-workers", "--logs", "worker-1",
+            "--timeout", "90s",
+        )  # fmt: skip
+    assert result.code == 1, result.err
+    lines = result.err.splitlines()
+    assert lines[-1].startswith("simpletfjob: error: run 'fl' failed: worker-1 Failed: "), lines
+    told = [line for line in lines if line.startswith("worker-1: its pod ")]
+    assert len(told) == 1, result.err
+    assert re.match(
+        r"worker-1: its pod is (gone|being deleted); the last \d+ lines of its container when "
+        r"it crashed, kept by wait \(pod fl-worker-1-",
+        told[0],
+    ), result.err
+    assert "went with it" not in result.err
+    assert "not found" not in result.err
+    assert "could not be read" not in result.err
+    assert not [line for line in lines if line.startswith(("logs: ", "worker-1: no pod yet"))]
+    # the follower printed its lines as they came
+    assert "worker-1 | worker-1 giving up" in result.out.splitlines(), result.out

@@ -585,6 +585,22 @@ def test_changes_print_each_task_that_changed_once() -> None:
     assert changes(running, gone) == ["ps-0 deleted"]
 
 
+def test_a_state_is_told_once_when_its_detail_goes() -> None:
+    jobs = ps_worker_run()
+    first = state(jobs)
+    made_pod = pod(jobs[1], phase="Pending")
+    made_pod["status"] = {"phase": "Pending"}  # just made: no kubelet or scheduler has said more
+    made = state(jobs, [made_pod])
+    assert [t.reason for t in made.tasks] == ["no pod yet", "", "no pod yet"]
+    # `worker-0 Pending: no pod yet`, then its pod made: still Pending, nothing new to tell
+    assert changes(first, made) == []
+    # a detail that comes is told, and so is a new state
+    waiting = state(jobs, [pod(jobs[1], node="h100", phase="Pending", waiting="ErrImagePull")])
+    assert changes(made, waiting) == ["worker-0 Pending: ErrImagePull"]
+    running = state(jobs, [pod(jobs[1], node="h100", phase="Running")])
+    assert changes(made, running) == ["worker-0 Running on h100"]
+
+
 @pytest.mark.parametrize(
     ("seconds", "shown"),
     [(5, "5s"), (119, "119s"), (200, "3m20s"), (600, "10m"), (3 * 3600 + 1200, "3h20m"),

@@ -21,14 +21,6 @@ from simpletfjob.errors import Interrupted, OutputError, ReaderGone, UsageError
 from simpletfjob.streams import STREAM_NAMES, stream_fd, stream_name
 
 
-def join_documents(tasks: Iterable[Iterable[str]]) -> Iterator[str]:
-    """The stream: each task's text, separated by '---' lines."""
-    for i, chunks in enumerate(tasks):
-        if i:
-            yield "---\n"
-        yield from chunks
-
-
 def encoded(chunks: Iterable[str]) -> Iterator[bytes]:
     """UTF-8 bytes of each chunk; a large chunk seen before (the shared cluster JSON) is encoded once."""
     cache: dict[str, bytes] = {}

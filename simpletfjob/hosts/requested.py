@@ -69,12 +69,6 @@ def _units(resources: dict[str, Any], key: str, resource: str, where: str, field
 Read = Callable[[dict[str, Any], str, str, str, str], Any]
 
 
-def container_request(container: Any, resource: str, where: str, field: str) -> Fraction:
-    """A container's request of the resource; its limit when it states no request."""
-    amount: Fraction = _container_requests(container, (resource,), where, field, _amount)[0]
-    return amount
-
-
 def _container_requests(
     container: Any, resources: Sequence[str], where: str, field: str, read: Read
 ) -> Sequence[Any]:

@@ -1,15 +1,10 @@
 """Reading YAML input: one loader for every file, and a bound on how far aliases may expand it.
 
-An alias (`*a`) repeats the node that its anchor (`&a`) names. PyYAML composes
-every alias of an anchor as the same node object, so parsing stays cheap even
-when the aliases expand a document a billion times over ("billion laughs"),
-but anything that then walks the result (jinja printing a value, the
-toleration scan, jsonschema under --validate, the kubernetes client) would
-take the expansion's time and memory. Kubernetes' own YAML decoder (go-yaml)
-refuses such a document with "document contains excessive aliasing";
-simpletfjob applies the same rule to every YAML input, before any Python
-object is built. It counts on the composed node graph, memoising each node's
-expanded size by identity, so the count takes time linear in the text:
+PyYAML composes every alias of an anchor as the same node, so parsing a "billion laughs"
+document is cheap, but whatever walks the result (jinja, --validate, the kubernetes client)
+would pay the expansion. go-yaml, Kubernetes' decoder, refuses it ("document contains
+excessive aliasing"); simpletfjob applies the same rule to every YAML input before any
+Python object is built, counting on the composed node graph in time linear in the text:
 
 - a document's expanded size counts every node that each alias repeats; the
   nodes that aliases add are the expanded size less the nodes written;
@@ -18,9 +13,7 @@ expanded size by identity, so the count takes time linear in the text:
   nodes, falling linearly to 10% at 4,000,000 and beyond (go-yaml's numbers);
 - an anchor that holds an alias of itself would expand without end: refused.
 
-The parse itself is libyaml's (PyYAML's C loader) where PyYAML was built with it.
-
-Reading the file itself is inputs.py's.
+The parse is libyaml's where PyYAML was built with it. Reading the file is inputs.py's.
 """
 
 from __future__ import annotations

@@ -1,28 +1,20 @@
 """The command line: the `simpletfjob` click group, its commands, and errors as one line and an exit code.
 
-`simpletfjob TEMPLATE ...` is `simpletfjob render TEMPLATE ...`: when the first
-word is neither a command nor one of the group's own options (--help,
---version), the whole command line goes to render, so `simpletfjob mnist.yaml
--N 3` and `simpletfjob -N 3 mnist.yaml` render as they always have. A template
-named like a command is written `./NAME`.
+`simpletfjob TEMPLATE ...` is `simpletfjob render TEMPLATE ...`: when the first word is
+neither a command nor a group option (--help, --version), the whole line goes to render. A
+template named like a command is written `./NAME`.
 
-A first word that is no command, no file and no built-in template, but is close to
-a command (difflib's ratio of at least 0.7, as click suggests commands but a little
-stricter, so that `mnist` without its `.yaml` is not taken for `init`), is a mistyped
-command: `no such command or template 'statsu'; did you mean 'status'?`, exit 2. Only
-a bare word (letters, digits and `-`) can be one; a path (`nope.yaml`, `./x`) is always
-a template, and a word that is close to no command keeps the missing template's message.
+A first bare word (letters, digits, `-`) that is no command, file or built-in template but
+close to a command (difflib's ratio >= 0.7, stricter than click's so that `mnist` is not
+taken for `init`) is a mistyped command: `no such command or template 'statsu'; did you
+mean 'status'?`, exit 2.
 
-Each command is a module of this package with a `command` (made from the option
-table by params.py), imported only when it runs or for --help, so that one
-command's imports never slow down another's start. This package is the only one
-that imports click.
+Each command is a module of this package with a `command` (made by params.py), imported
+only when it runs or for --help, so one command's imports never slow another's start.
 
-Exit status: 0 success, 1 a problem with the inputs, the cluster or the output,
-2 a usage error (unknown option, bad option value, contradicting options), 3 when
-`wait --timeout` passes,
-130, 143 or 129 when SIGINT, SIGTERM or SIGHUP stopped the run, 141 when the reader of
-the output went away (`| head`), with no line of its own, as for git and kubectl.
+Exit status: 0 success, 1 a problem with the inputs, the cluster or the output, 2 a usage
+error, 3 when `wait --timeout` passes, 130, 143 or 129 for SIGINT, SIGTERM or SIGHUP, 141
+when the output's reader went away (`| head`), with no line of its own.
 """
 
 from __future__ import annotations

@@ -1,16 +1,12 @@
 """Reading nodes, and the pods that use them, from a live cluster, through kube/, as kubectl would.
 
-The cluster is found as kubectl finds it (see kube/paths.py and kube/connection.py).
-Nodes are listed in pages of 500 from the raw JSON, each page cut of its nodes'
-image lists before it is parsed and parsed while the next one comes, keeping
-only what a `Node` needs: 5000 nodes cost neither model objects nor much memory.
-Every wait is bounded, transient failures are retried with backoff, and every
+Nodes are listed in pages of 500 from the raw JSON, parsed while the next page comes, keeping
+only what a `Node` needs. Every wait is bounded, transient failures are retried, and every
 failure is one `ClusterError` line naming the server and context.
 
-Every Job of the cluster is read first, in one paginated list cut the same way: the
-Jobs that have yet to make their pods hold room for them, and the run's own pods are
-those of its Jobs that live (usage.py). Pods are read the same way, cut of their
-managedFields and reduced at once to what the counting rules need, one of two ways:
+Every Job of the cluster is read first: the Jobs that have yet to make their pods hold room
+for them, and the run's own pods are those of its live Jobs (usage.py). Pods are reduced at
+once to what the counting rules need, read one of two ways:
 
 - **one list**: the non-terminated pods of every namespace, paginated;
 - **per node**: each candidate node's non-terminated pods, in order

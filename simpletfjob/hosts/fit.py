@@ -15,10 +15,9 @@ counts them), or its allocatable alone where the pods were not read (a saved Nod
 but an extended resource (`nvidia.com/gpu`, `hugepages-2Mi`, any `vendor/name`) that a
 node does not list is 0 there, as the scheduler counts it: that is a CPU-only node.
 
-Tasks of one run on one node add up: `Fit` keeps what the tasks seated so far take of
-each node, for the seating walk (tasks.py's `Slots`), and the order in which a role
-that asks for none of a device another role needs looks at the nodes: those where
-that device is not free first. Pure functions over `Node` and `NodeUsage` values.
+`Fit` keeps what the tasks seated so far take of each node, for the seating walk (tasks.py's
+`Slots`); a role that asks for none of a device another role needs looks first at the nodes
+where that device is not free. Pure functions over `Node` and `NodeUsage` values.
 """
 
 from __future__ import annotations

@@ -97,9 +97,8 @@ def _review(conn: Connection, action: Action, deadline: Deadline) -> bool | None
 def refused_user(conn: Connection, actions: Sequence[Action]) -> str | None:
     """The user as the server names it in a refusal of one of `actions`; None if none says.
 
-    The request asks for the action itself on a name no object has, as a dry run where it
-    would write, and a list or watch selects what no object is labelled with: refused, it
-    names the user; allowed after all, it reads nothing and changes nothing.
+    The request asks for the action on a name no object has (a dry run where it writes; a
+    selector nothing matches for a list): it reads and changes nothing.
     """
     nothing = ("labelSelector", f"{PROBE}=none")
     probes: Mapping[str, tuple[str | None, list[tuple[str, str | int]], Any]] = {

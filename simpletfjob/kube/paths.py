@@ -61,11 +61,9 @@ def kubeconfig_paths(
 ) -> list[str] | None:
     """The kubeconfig files to merge, in order; None means the in-cluster service account.
 
-    As kubectl decides: a file that does not exist is skipped (in $KUBECONFIG) or
-    missing; anything else that is there is read, and the reading says what is
-    wrong with it. So /dev/null is an empty kubeconfig, a named pipe or
-    `<(...)` is read once, and a symlink loop or a file that cannot be read is
-    an error that names it, never taken for a file that is not there.
+    As kubectl decides: a file that does not exist is skipped (in $KUBECONFIG) or missing;
+    anything else is read, and the reading says what is wrong with it (a symlink loop is an
+    error, never a missing file).
 
     `purpose` and `alternative` complete the messages when there is no cluster at all:
     'no cluster to PURPOSE: ...; point at a cluster with --kubeconfig FILE, or ALTERNATIVE'.

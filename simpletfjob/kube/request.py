@@ -111,12 +111,10 @@ def request(
 ) -> Answer:
     """One request for `action`, retried as needed; an error status not in `passthrough` raises.
 
-    `body` is a JSON value, or bytes sent as they are (with a content type that is not JSON,
-    such as server-side apply's YAML). With `stream`, a 200 answer is handed back unread (`Answer.stream`), for a watch.
-    `read_timeout` replaces the settings' own (a watch waits longer than a list). `accept` is
-    the Accept header (a list of names only asks for `METADATA_ONLY`).
-    While the connection rides out an outage (outage.py), what is worth retrying is retried
-    past the attempts and the call's deadline, until the ride's.
+    `body` is a JSON value, or bytes sent as they are (server-side apply's YAML). With
+    `stream`, a 200 answer is handed back unread (`Answer.stream`). `read_timeout` replaces
+    the settings' own; `accept` is the Accept header. During a ride (outage.py), what is
+    worth retrying is retried until the ride's deadline.
     """
     settings, target = conn.settings, conn.target
     deadline = deadline or Deadline.after(settings.deadline)
@@ -234,10 +232,8 @@ _FOREVER = Deadline(math.inf, math.inf)
 
 
 def _timed_out(ride: Patience, problem: str, began: float | None) -> ClusterError:
-    """The ride's deadline (the command's --timeout) has come while the server kept failing:
-    an outage that outlasted it, whether or not the call's usual attempts were over, so the
-    command ends as its --timeout says (wait and run: exit 3), on a slow machine as on a fast one.
-    """
+    """The ride's deadline (the command's --timeout) has come while the server kept failing,
+    so the command ends as its --timeout says (wait and run: exit 3)."""
     if problem:
         ride.lost(problem, began)  # says so once, if the attempts had not said it yet
     return ride.still_away()
@@ -271,11 +267,7 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
 
 def _who_may_not_create(conn: Connection, action: Action, deadline: Deadline) -> str | None:
     """The server's refusal of a create like the apply's, which names the user; None if it
-    does not refuse it so (then the apply's refusal was not for `create`).
-
-    A dry run (dryRun=All) of an empty body: the server authorizes the request before it
-    reads the body, and changes nothing whatever it answers.
-    """
+    does not refuse it. A dry run of an empty body: authorized before the body is read."""
     probe = Action("create", action.resource, action.namespace)
     try:
         answer = request(

@@ -89,10 +89,7 @@ class Short(NamedTuple):
 
 
 def shortfall(node: Node, usage: NodeUsage | None, ask: Ask, count: int = 1) -> Short | None:
-    """The first resource of which `count` tasks asking `ask` each find too little free.
-
-    (`free` written out: every node of a cluster comes through here for every role.)
-    """
+    """The first resource of which `count` tasks asking `ask` each find too little free."""
     listed = node.allocatable
     if not listed:
         return None

@@ -78,12 +78,8 @@ def pack(packing: Packing, steps: int | None = None) -> Packed:
 
 
 def _alike_left_out(packing: Packing, nodes: Nodes) -> tuple[list[int], Packing, Nodes]:
-    """The run on fewer nodes: of the nodes alike (the same room and the same roles), only
-    the first as many as a seating can use, and their places among the nodes given.
-
-    Alike nodes are interchangeable: a seating that uses one left out leaves one of those
-    kept free, and can move there.
-    """
+    """The run on fewer nodes: of the nodes alike (the same room and roles, interchangeable),
+    only the first as many as a seating can use, and their places among the nodes given."""
     limit = packing.hosts_used
     most = sum(packing.want) if limit is None else limit - nodes.used
     seen: dict[tuple[Counts, int], int] = {}
@@ -109,11 +105,8 @@ def _alike_left_out(packing: Packing, nodes: Nodes) -> tuple[list[int], Packing,
 
 
 def _pinned(packing: Packing) -> Nodes | None:
-    """The nodes with the pinned tasks on them; None when those alone do not fit.
-
-    A room is cut to what the run asks in all: more makes no difference, and nodes that
-    differ only there are then alike.
-    """
+    """The nodes with the pinned tasks on them; None when those alone do not fit. A room is
+    cut to what the run asks in all, so nodes that differ only beyond it are alike."""
     most = demand(packing.run, packing.asks)
     rooms = [
         tuple(min(have, cut) for have, cut in zip(room, most, strict=True))

@@ -1,10 +1,9 @@
 """What a pod spec asks of its node: each resource's request, and the host ports it holds.
 
-The counting rules of usage.py's docstring, for one pod spec (the JSON of a v1 Pod's spec,
-or of a Job's pod template): read exactly (`pod_request`, the free GPUs' count) or in the
-scheduler's units (`pod_units`, what a run's fit compares, hosts/fit.py). The fit reads
-a template's pods with the same functions (plan/fit.py), so that a task asks for what a
-pod of it would be counted as holding once it runs.
+The counting rules of usage.py's docstring, for one pod spec (a v1 Pod's or a Job's pod
+template's): read exactly (`pod_request`) or in the scheduler's units (`pod_units`, for the
+fit). plan/fit.py reads a template's pods with the same functions, so a task asks for what
+its pod would be counted as holding.
 """
 
 from __future__ import annotations

@@ -167,20 +167,15 @@ def framework(name: str = "tensorflow") -> Framework:
 
 
 def independent_roles() -> frozenset[str]:
-    """The roles, in any framework, that the training does not depend on (`Framework.independent`).
-
-    A run's Jobs say only their role: a role's name means the same in every framework
-    that has it, so the union is asked.
-    """
+    """The roles, in any framework, that the training does not depend on (`Framework.independent`):
+    a run's Jobs say only their role, and a role's name means the same in every framework."""
     return frozenset(role for name in FRAMEWORKS for role in framework(name).independent)
 
 
 def reserved_variables() -> tuple[str, ...]:
     """Names a value may not take: those every task gets, and every framework's.
 
-    Every framework's, whichever the run has: --set and values files are read before
-    the template's header says which it is, and a value keeps its meaning when the
-    framework changes.
+    Every framework's: values are read before the template's header names the framework.
     """
     names = [*TASK_VARIABLES]
     for name in FRAMEWORKS:

@@ -202,9 +202,8 @@ def _too_few_used(slots: Slots, psn: int) -> SelectionError:
 class ClusterSpec:
     """The `cluster` part of TF_CONFIG, built once, and each task's whole TF_CONFIG from it.
 
-    Keys are sorted, as the original tool's JSON was: the cluster lists chief,
-    (evaluator,) ps, worker, and the task gives index before type. The evaluator
-    is left out of the cluster unless `include_evaluator`, as TensorFlow documents.
+    Keys are sorted, as the original tool's were. The evaluator is left out of the cluster
+    unless `include_evaluator`, as TensorFlow documents.
     """
 
     def __init__(

@@ -201,11 +201,8 @@ def workers_from(job: Mapping[str, Any], count_variable: str, elastic: bool = Fa
 
 
 class EnvValues:
-    """The RunValues of a framework whose placed value is env entries (`<<TORCH_ENV>>`).
-
-    The entries every task shares are written once per indentation and shared, as one
-    string, by every task; each task adds its own (its rank) after them.
-    """
+    """The RunValues of a framework whose placed value is env entries (`<<TORCH_ENV>>`): the
+    shared entries written once per indentation, each task's own (its rank) after them."""
 
     def __init__(self, shared: Sequence[tuple[str, object]]) -> None:
         self._shared = tuple(shared)

@@ -170,9 +170,8 @@ def check_shared_ports(
 ) -> None:
     """Refuse two of the run's tasks on one node whose pods would hold the same host port.
 
-    With --tasks-per-host, each task on a node has its own port; a host port the template
-    fixes (`hostPort: 2222`, or a containerPort on the host network) is the same for
-    each of them, and the kubelet would refuse every pod after the first.
+    With --tasks-per-host, a host port the template fixes (`hostPort: 2222`) is the same for
+    each task on a node, and the kubelet would refuse every pod after the first.
     """
     held: dict[tuple[str, Port], Task] = {}
     for task in tasks:
@@ -300,8 +299,7 @@ def read_usage(
 ) -> tuple[Callable[[str], NodeUsage | None], str]:
     """What each node's pods take, read per node or in one list; and which way it was read.
 
-    The cluster's Jobs are read first (usage.py: the pods they have yet to make, and which
-    pods are the run's own). A refusal to list them is a warning, once the pods are read:
+    The cluster's Jobs are read first (usage.py); a refusal to list them is a warning, as
     the pods still say most of what is held.
     """
     nodes, excluded = hosts.nodes, hosts.excluded

@@ -129,10 +129,8 @@ def read_builtin(name: str) -> str:
 def locate(name: str) -> TemplateSource:
     """The template TEMPLATE names: a file if one exists at that path, else a built-in name.
 
-    A path that exists wins, so a local `tf1-flags` file shadows the built-in; a
-    bare name (no `/`, no `.`) that is neither is an error listing the built-ins.
-    A bare name that is no built-in but is there as something else (a directory,
-    a named pipe, a symlink loop) is read as a file, whose error says what it is.
+    A path that exists wins, so a local `tf1-flags` file shadows the built-in; a bare name
+    (no `/`, no `.`) that is neither is an error listing the built-ins.
     """
     if not os.path.isfile(name) and _BUILTIN_NAME.fullmatch(name):
         available = builtin_names()
@@ -342,9 +340,8 @@ def framework_defaults(
 ) -> dict[str, Any]:
     """The framework's defaults for what neither the command line nor the header set.
 
-    An option of another framework's group (--psn for pytorch), given on the
-    command line or in the header, is a usage error that names the framework
-    (after its own rule: a value it could never take is said so first).
+    Another framework's option (--psn for pytorch), on the command line or in the header, is
+    a usage error that names the framework.
     """
     explicit = set(given)
     for field_name, field in foreign_options(name).items():

@@ -181,10 +181,8 @@ def check_sets_read(
 ) -> None:
     """Refuse the first --set KEY=VALUE whose KEY the template never reads (see the module doc).
 
-    `reads(path)` says whether the template may read a value; `names` are the top-level
-    names it reads and `paths()` the paths below them, for the suggestion (`reserved`
-    names are never offered: --set cannot give them); `options` are the command line's
-    long flags, for `--set psn=2`.
+    `reads(path)` says whether the template may read a value; `names`, `paths()` and the
+    command line's long flags `options` make the suggestion (never a `reserved` name).
     """
     top = sorted(set(names) - set(reserved))
     for item in items:

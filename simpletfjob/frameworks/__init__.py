@@ -3,11 +3,8 @@
 A framework owns the roles of its tasks and how they are seated on hosts, the
 variables each task's render gets, the large values it places where the template
 writes them (see template/markers.py), its options and header keys, and its output name.
-TensorFlow (tensorflow.py) is the default; PyTorch (pytorch.py) and JAX (jax.py)
-have workers only (workers.py), and give their variables to the container as a
-list of env entries (`blocks`). None adds documents of its own (the Services of
-pod networking are the core's, manifest/network.py, with the framework's port name), so
-the protocol has no hook for them yet.
+TensorFlow (tensorflow.py) is the default; PyTorch (pytorch.py) and JAX (jax.py) have
+workers only (workers.py), and give their variables as env entries (`blocks`).
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """What the worker-only frameworks (pytorch.py, jax.py) share: seating, env entries, and a run's tasks.
 
-Their runs have one role, `worker`, indexed 0..n-1; worker 0 is the one the others
-meet at (torchrun's master, JAX's coordinator). Every free slot of every eligible
-host takes a worker, in the order of the hosts and each host's ports, as TensorFlow's
-workers do. A framework's variables reach the container as one placeholder that
-stands alone on a line (`<<TORCH_ENV>>`, `<<JAX_ENV>>`) and expands there to a list
-of `env` entries at the placeholder's indentation. It is placed as TensorFlow's
-config is (template/compiled.py, template/markers.py): the entries every task shares are built once
-per run and shared, each task's own follow them, and the whole is filled in as the
-run is written; each task's checks see it as one sequence entry.
+Their runs have one role, `worker`, indexed 0..n-1; the others meet at worker 0 (torchrun's
+master, JAX's coordinator). Every free slot of every eligible host takes a worker. Their
+variables reach the container as a placeholder alone on a line (`<<TORCH_ENV>>`,
+`<<JAX_ENV>>`) that expands to `env` entries at its indentation, placed as TensorFlow's
+config is (template/markers.py): the shared entries built once per run.
 """
 
 from __future__ import annotations

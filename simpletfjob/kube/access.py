@@ -1,15 +1,11 @@
 """What the user may do, asked of the API server before a command relies on it.
 
-`allowed()` sends one SelfSubjectAccessReview (authorization.k8s.io/v1, which every
-authenticated user may create) for each verb and resource, several at a time, and
-returns the server's answer for each. The authorizer answers them as it answers the
-real requests, whatever authorizes there (RBAC, a webhook): no rule is read or judged
-here. A server that cannot say (the API not served, the review itself refused, a server
-away) gives None: the command then learns what it may do from its requests, as before.
+`allowed()` sends a SelfSubjectAccessReview for each verb and resource, a few at a time:
+the authorizer answers as for the real requests, whatever it is; no rule is judged here.
+A server that cannot say gives None, and the command learns from its requests.
 
-`refused_user()` names the user as the server knows it (a service account as
-`system:serviceaccount:NS:NAME`), from the refusal of a request that changes nothing:
-a review does not say who asked.
+`refused_user()` names the user as the server knows it, from the refusal of a request that
+changes nothing: a review does not say who asked.
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
 """One request to the API server: retries, deadlines, TLS, and every failure as one line.
 
-What is worth retrying is retried with backoff (5xx, 429 with its Retry-After, a
-connection dropped before the answer), within the number of attempts and the
-call's deadline. Everything else becomes a `ClusterError` naming the server and
-context, and, where the answer was a refusal, the verb and the resource it was
-about: `user 'ci' cannot list pods in namespace ml (403 Forbidden); ...` (refusals.py
-words them). The one refusal whose message names no user, an apply that would create
-the object (the server checks `create` inside the handler), is followed by a server dry
-run of a create, whose refusal names the user.
-While a command rides out an outage on the connection (outage.py), what is worth
-retrying, and no answer at all, is retried until the ride's deadline instead.
+5xx, 429 (with its Retry-After) and a connection dropped before the answer are retried
+with backoff, within the attempts and the call's deadline (during a ride, outage.py, until
+the ride's). Everything else is a `ClusterError` naming the server and context and, for a
+refusal, the verb and resource (refusals.py words them). An apply refused `create` names
+no user, so a server dry run of a create follows, whose refusal does.
 
-urllib3 and the client's exceptions are imported inside the functions (send.py,
-which makes each try), so that importing this module costs an offline run nothing.
+urllib3 and the client are imported only inside send.py's functions.
 """
 
 from __future__ import annotations

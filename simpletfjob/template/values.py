@@ -1,13 +1,9 @@
 """Template values: --set KEY=VALUE and -f FILE, merged as helm merges them.
 
-A --set value that the template never reads is a usage error (exit 2) that offers
-the closest value it does read: `--set gpu=2: the template reads no value 'gpu'; did
-you mean 'gpus'?`. A key of a -f file may go unread, since one values file often
-serves several templates; so may a header's default. What the template reads is
-what jinja's meta finds in its tree (compiled.py): a top-level name exactly, as a
-template reaches its values only by name; below it, a path the template reads
-by a key it computes (`a[key]`, `a.items()`, `a | tojson`) counts as read, since
-there is no telling which keys it takes.
+A --set value that the template never reads is a usage error (exit 2) that offers the
+closest value it does read (`did you mean 'gpus'?`); a -f file's key or a header's default
+may go unread, as one values file often serves several templates. What the template reads
+is found in its tree (compiled.py's `reads`).
 """
 
 from __future__ import annotations

@@ -50,11 +50,9 @@ def _check_pipe_unread(path: str, what: str, pipes_read: dict[tuple[int, int], s
 def read_bytes(path: str, what: str, limit: int = INPUT_LIMIT) -> bytes:
     """Read a whole input file, naming it in every failure.
 
-    A file larger than `limit` bytes, or with a NUL byte (binary, or a device
-    such as /dev/zero), is refused; a stream (a pipe, a FIFO, a device) is read
-    in chunks, so that is seen after at most `limit` bytes, or at the first NUL.
-    A stream path whose descriptor was closed when simpletfjob started (/dev/stdin
-    after `<&-`) is refused rather than read as the /dev/null that stands in for it.
+    A file larger than `limit` bytes, or with a NUL byte (binary, /dev/zero), is refused; a
+    stream is read in chunks, so that is seen early. A stream closed at start (/dev/stdin
+    after `<&-`) is refused, not read as the /dev/null that stands in for it.
     """
     fd = streams.stream_fd(path)
     if fd is not None and fd in streams.env.closed_at_start:

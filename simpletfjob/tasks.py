@@ -131,12 +131,10 @@ if TYPE_CHECKING:  # (a Protocol class costs a cold start more than its use is w
 class Slots:
     """The free slots of every host, which hosts are in use, and the tasks seated so far.
 
-    `num` is -N: with -1 every host may come into use, else at most `num`.
-    `may_take(role, i)` says whether a task of that role may run on host i
-    (None: every role may use every host). `note` gives the nodes' breakdown,
-    which ends a message when the hosts fall short. `capacity` says whether a task
-    fits on a host beside those seated there (None: every slot takes a task), and
-    in which order a role looks at the hosts.
+    `num` is -N (-1: every host may come into use). `may_take(role, i)` says whether a task
+    of that role may run on host i (None: any). `note` ends a message when the hosts fall
+    short. `capacity` says whether a task fits on a host beside those seated there (None:
+    every slot takes one), and in which order a role looks at the hosts.
     """
 
     def __init__(

@@ -63,8 +63,7 @@ def manifest_loader() -> type[Any]:
 def may_alias(text: str) -> bool:
     """Whether the text may hold an alias; False proves it has none.
 
-    A text with no `*` where a node can start has nothing to count: the common
-    case, which then costs a scan for '*' (a render checks a thousand texts).
+    A text with no `*` where a node can start has nothing to count.
     """
     at = text.find("*")
     while at >= 0:

@@ -284,10 +284,8 @@ def _interrupted(stop: Interrupted) -> None:
 def console_main(prog_name: str = PROGRAM) -> NoReturn:
     """The console script and `python -m simpletfjob`: main(), and its exit status.
 
-    First the process's own setup (see streams.py): closed standard descriptors
-    get /dev/null, stderr drops what it cannot write, and SIGINT, SIGTERM and
-    SIGHUP unwind as `Interrupted`. Tests call main() in-process without these.
-    Then the process ends as any Python program does (streams.leave first).
+    First the process's own setup (streams.py), which tests calling main() in-process skip;
+    then the process ends as any Python program does (streams.leave first).
     """
     try:
         streams.install_signal_handlers()

@@ -16,11 +16,8 @@ from typing import TYPE_CHECKING, NamedTuple
 from simpletfjob.errors import SelectionError
 
 # Every task's cluster spec lists every task, so the output grows as the square of the
-# tasks: 1000 tasks make about 50 MB, 10,000 about 5 GB. Past that a run would take
-# minutes and fill a disk (`--port 1 --tasks-per-host 65535` on two hosts asks for
-# 131,070 tasks and 200 GB), so it is refused before any work; Kubernetes itself
-# supports clusters of at most 5000 nodes. Read back from a cluster, a task index at
-# or past it cannot be right (runs/taskstate.py).
+# tasks (10,000 make about 5 GB): a larger run is refused before any work. Kubernetes
+# supports at most 5000 nodes; read back from a cluster, a larger index is wrong.
 MAX_TASKS = 10_000
 
 
@@ -57,14 +54,6 @@ class Pin(NamedTuple):
     role: str
     hosts: tuple[str, ...]
     flag: str
-
-
-# TensorFlow's config lists every task in every task, so the output grows as the square of the
-# tasks: 1000 tasks make about 50 MB, 10,000 about 5 GB. Past that a run would take
-# minutes and fill a disk (`--port 1 --tasks-per-host 65535` on two hosts asks for
-# 131,070 tasks and 200 GB), so the frameworks refuse it before any work; Kubernetes
-# itself supports clusters of at most 5000 nodes.
-MAX_TASKS = 10_000
 
 
 def tasks_per_host_for(hosts: int, tasks: int) -> int | None:

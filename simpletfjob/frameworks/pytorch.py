@@ -41,22 +41,17 @@ from simpletfjob.tasks import Task
 
 TORCH_ENV = "TORCH_ENV"
 DEFAULT_PORT = 29500  # torchrun's --master-port
-# torchrun's rendezvous settings for an elastic run (seconds; docs/frameworks.md): up to
-# 5 minutes for the first M workers to join (pods start, images pull); once M have, 5
-# seconds more for the others; a dead agent is noticed after 3 missed 2-second
-# keep-alives. torch's defaults (600, 30, 30, 5 x 3) re-form a world in about a minute.
+# torchrun's rendezvous settings for an elastic run (seconds; docs/frameworks.md): 5 minutes
+# for the first M workers to join, 5 seconds more for the others; a dead agent is noticed
+# after 3 missed 2-second keep-alives (torch's defaults take about a minute).
 ELASTIC_CONF = (
     "join_timeout=300,last_call_timeout=5,close_timeout=10,"
     "keep_alive_interval=2,keep_alive_max_attempt=3"
 )
 
-# An elastic run's processes meet in a store of each rendezvous round's own, not in the one
-# the agents share by default (torch's `TORCH_DISABLE_SHARE_RDZV_TCP_STORE` opt-out). The
-# shared store outlives the rounds, and its keys have no round in them: when a world
-# re-forms, the new processes may read the addresses the last round's processes left there,
-# and fail to connect to processes that are gone (gloo: "Connection refused", "Connect
-# timeout"), which fails every agent: with torch 2.13, in four of five tries (none of seven
-# with it set; docs/frameworks.md).
+# An elastic run's processes meet in a store of each rendezvous round's own: the store the
+# agents share by default outlives the rounds with no round in its keys, so a re-formed
+# world may read the last round's addresses and fail to connect (docs/frameworks.md).
 SHARED_STORE_OFF = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
 
 

@@ -23,13 +23,11 @@ from simpletfjob.inputs import read_text
 from simpletfjob.options.table import OptionGroup, at_least, option
 from simpletfjob.tasks import (
     MAX_TASKS,
-    Host,
     Pin,
     Seating,
     Slots,
     Task,
     hosts_noun,
-    tasks_at,
     tasks_per_host_for,
 )
 
@@ -44,34 +42,6 @@ def run_roles(*, chief: bool, ps: bool, evaluator: bool) -> tuple[str, ...]:
     """The roles a run has, in the order they are handed out."""
     wanted = {"chief": chief, "ps": ps, "worker": True, "evaluator": evaluator}
     return tuple(role for role in ROLES if wanted[role])
-
-
-def assign_roles(
-    hosts: Sequence[Host],
-    *,
-    num: int = -1,
-    psn: int = 1,
-    psf: Sequence[str] = (),
-    chief: bool = False,
-    evaluator: bool = False,
-    port: int = 2222,
-    tasks_per_host: int = 1,
-    may_take: Callable[[str, int], bool] | None = None,
-) -> list[Task]:
-    """The run's tasks on these hosts, for callers that know every host's address; see `place_tasks`."""
-    if port + tasks_per_host - 1 > 65535:
-        raise UsageError(f"--port {port} with {tasks_per_host} tasks per host goes past port 65535")
-    seats = place_tasks(
-        [h.node for h in hosts],
-        num=num,
-        psn=psn,
-        psf=psf,
-        chief=chief,
-        evaluator=evaluator,
-        tasks_per_host=tasks_per_host,
-        may_take=may_take,
-    )
-    return tasks_at(seats, ROLES, hosts.__getitem__, port)
 
 
 def place_tasks(

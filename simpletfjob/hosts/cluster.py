@@ -54,20 +54,6 @@ INSTEAD_OF_RBAC = "give the hosts with --nodes or --nodes-file"
 U = TypeVar("U")  # what a Job or a pod holds (usage.py)
 
 
-def read_cluster_nodes(
-    settings: Settings,
-    selector: str | None = None,
-    warn: Callable[[str], None] | None = None,
-    gpu_resource: str = GPU_RESOURCE,
-) -> list[Node]:
-    """Every node the cluster lists (matching the label selector), sorted by name.
-
-    `warn` is told what the caller should say, such as that TLS is not checked.
-    """
-    with Cluster(settings, warn) as cluster:
-        return cluster.nodes(selector, gpu_resource)
-
-
 class Cluster:
     """One connection for a run: its nodes, then, when the run needs them, its pods."""
 

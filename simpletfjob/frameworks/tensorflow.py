@@ -219,12 +219,9 @@ class ClusterSpec:
         """compact() as (the shared cluster part, this task's part), so the first is never copied."""
         return self._compact_prefix, f'{task.index},"type":{json.dumps(task.role)}}}}}'
 
-    def pretty(self, task: Task, indent: str) -> str:
-        """TF_CONFIG as indented lines, each starting with `indent`, ending with a newline: the
-        original tool's layout, one line per role, hosts on that line."""
-        return "".join(self.pretty_parts(task, indent))
-
     def pretty_parts(self, task: Task, indent: str) -> tuple[str, str]:
+        """TF_CONFIG as indented lines, each starting with `indent`, ending with a newline (the
+        original tool's layout), as (the shared cluster part, this task's part)."""
         prefix = self._pretty_prefixes.get(indent)
         if prefix is None:
             roles = ",\n".join(

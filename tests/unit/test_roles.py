@@ -92,8 +92,9 @@ def test_compact_and_pretty_read_back_as_the_same_config() -> None:
     for task in tasks:
         want = spec.config(task)
         assert json.loads(spec.compact(task)) == want
-        assert json.loads(spec.pretty(task, "    ")) == want
-        assert all(line.startswith("    ") for line in spec.pretty(task, "    ").splitlines())
+        pretty = "".join(spec.pretty_parts(task, "    "))
+        assert json.loads(pretty) == want
+        assert all(line.startswith("    ") for line in pretty.splitlines())
     assert spec.config(tasks[0]) == {
         "cluster": {"chief": ["a:3000"], "ps": ["b:3000"], "worker": ["c:3000"]},
         "task": {"type": "chief", "index": 0},

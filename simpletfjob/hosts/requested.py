@@ -79,11 +79,6 @@ def _container_requests(
         return ()
     listed = mapping_at(listed, where, f"{field}.resources")
     requests = mapping_at(listed.get("requests"), where, f"{field}.resources.requests")
-    if len(resources) == 1:  # the free GPUs' count, for every pod of a cluster: kept short
-        r = resources[0]
-        return (
-            read(listed, "requests" if r in requests else "limits", r, where, f"{field}.resources"),
-        )
     return [
         read(listed, "requests" if r in requests else "limits", r, where, f"{field}.resources")
         for r in resources

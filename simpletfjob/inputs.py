@@ -28,9 +28,7 @@ _CHUNK = 1 << 20
 
 def _check_pipe_unread(path: str, what: str, pipes_read: dict[tuple[int, int], str]) -> None:
     """A pipe is read once: a second input naming it (/dev/stdin twice) would read nothing.
-
-    Checked with stat before opening, which never waits for a named pipe's writer.
-    """
+    Checked with stat before opening, which never waits for a named pipe's writer."""
     try:
         status = os.stat(path)
     except OSError:
@@ -49,11 +47,9 @@ def _check_pipe_unread(path: str, what: str, pipes_read: dict[tuple[int, int], s
 
 def read_bytes(path: str, what: str, limit: int = INPUT_LIMIT) -> bytes:
     """Read a whole input file, naming it in every failure.
-
     A file larger than `limit` bytes, or with a NUL byte (binary, /dev/zero), is refused; a
     stream is read in chunks, so that is seen early. A stream closed at start (/dev/stdin
-    after `<&-`) is refused, not read as the /dev/null that stands in for it.
-    """
+    after `<&-`) is refused, not read as the /dev/null that stands in for it."""
     fd = streams.stream_fd(path)
     if fd is not None and fd in streams.env.closed_at_start:
         raise InputError(

@@ -56,11 +56,9 @@ STDOUT = Destination("stdout", fd=1)
 
 def destination(output: str, directory_hint: str | None = None) -> Destination:
     """Where `-o OUTPUT` writes, checked as far as it can be before anything is rendered.
-
     '-' is stdout. A path that names an open stream (/dev/stdout, /dev/fd/N) is written into
     where it stands, never truncated or renamed. Any other path is a file, replaced
-    atomically. `directory_hint` is the file name suggested when OUTPUT is a directory.
-    """
+    atomically. `directory_hint` is the file name suggested when OUTPUT is a directory."""
     if output == "-":
         dest = STDOUT
     elif not output:
@@ -182,10 +180,8 @@ def spare_inputs_from_stderr(inputs: Iterable[tuple[str, str | None]]) -> None:
 
 def refuse_inputs(dest: Destination, inputs: Iterable[tuple[str, str | None]]) -> None:
     """The output must not be any file the run reads, compared by file identity.
-
     Device and inode, after symlinks, of regular files; `inputs` are (what, path) pairs,
-    such as ('template', 'mnist.yaml').
-    """
+    such as ('template', 'mnist.yaml')."""
     if dest.fd is not None:
         mine = _identity_of_fd(dest.fd)
     else:
@@ -261,10 +257,8 @@ WRITE_SIZE = 1 << 20  # chunks are gathered into writes of about this many bytes
 
 def write_all(fd: int, chunks: Iterable[bytes]) -> None:
     """Every byte of the chunks to the descriptor, in writes of about WRITE_SIZE bytes.
-
     os.write in a loop, not a buffered file: a signal (the tick) makes a write to a slow pipe
-    partial, and Python's buffered writer (3.11) can then drop the rest.
-    """
+    partial, and Python's buffered writer (3.11) can then drop the rest."""
     pending: list[bytes] = []
     size = 0
     for data in chunks:

@@ -92,7 +92,6 @@ MILLI_RESOURCES = frozenset({"cpu"})
 
 def scheduler_units(value: object, resource: str) -> int:
     """A quantity in the scheduler's units for the resource: '500m' cpu is 500, '1Ki' memory 1024.
-
     The amounts a cluster writes repeat by the thousand ("100m", "128Mi"), so each is parsed once.
     """
     if type(value) is str or type(value) is int:

@@ -71,10 +71,8 @@ _STANDARD_PATHS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
 
 def stream_fd(path: str) -> int | None:
     """The descriptor a path names (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N), else None.
-
     Read from the name and its symlinks, never by opening it: opening /dev/stdout truncates
-    a file that stdout was opened on with `>>`.
-    """
+    a file that stdout was opened on with `>>`."""
     for _ in range(40):  # the kernel's limit on symlinks in one lookup
         fd = _named_fd(os.path.normpath(os.path.abspath(path)))
         if fd is not None:
@@ -142,11 +140,9 @@ def warn(message: str) -> None:
 
 def say(line: str) -> None:
     """One line on stderr, written whole, whatever it quotes: the one writer of the commands' lines.
-
     What it quotes (a path, a server's event) is escaped as `shown` does, so it cannot make
     two lines or act on a terminal; written in one call under a lock, so other threads'
-    lines never cut into it.
-    """
+    lines never cut into it."""
     # None: closed at start, in a main() run in-process, without guard_standard_streams.
     stream = sys.stderr
     if stream is None:
@@ -169,10 +165,8 @@ ERASE = "\r\x1b[K"
 
 def status_line(text: str) -> None:
     """Keep `text` as one line at the bottom of stderr, redrawn in place; '' clears it.
-
     Only on a terminal. `say` clears it and draws it again under each line it writes;
-    `status_cleared` does the same around writes to stdout.
-    """
+    `status_cleared` does the same around writes to stdout."""
     stream = sys.stderr
     if stream is None or not _is_terminal(stream):
         return
@@ -220,11 +214,9 @@ def _is_terminal(stream: object) -> bool:
 
 def shown(text: str, terminal: bool) -> str:
     """`text` as one line, safe to print: what could act on a terminal or break the line is escaped.
-
     Control characters but the tab, format characters, line and paragraph separators and
     undecodable bytes are shown as `cat -v` shows their bytes on a terminal (`^[`,
-    `M-BM-^[`), elsewhere as Python escapes them (`\\x1b`).
-    """
+    `M-BM-^[`), elsewhere as Python escapes them (`\\x1b`)."""
     if text.isprintable():
         return text
     return _escapable().sub(_cat_v if terminal else _python_escape, text)
@@ -232,10 +224,8 @@ def shown(text: str, terminal: bool) -> str:
 
 def visible_lines(lines: bytes) -> bytes:
     """Lines of a task's output (each ending with a newline) as `cat -v` shows them, tabs kept.
-
     So a task's line cannot move a terminal's cursor, erase its prefix or set modes; see
-    `shown` for what is escaped.
-    """
+    `shown` for what is escaped."""
     if lines.isascii():
         if _ascii_control().search(lines) is None:
             return lines  # the common case, at the cost of two scans in C
@@ -363,10 +353,8 @@ def leave_now(code: int) -> None:
 
 def install_signal_handlers() -> None:
     """SIGINT, SIGTERM and SIGHUP raise `Interrupted`.
-
     SIGINT and SIGTERM always, even when started ignored (`simpletfjob ... &`): a stopped run
-    must still clean up. SIGHUP only if not ignored, so `nohup simpletfjob` keeps running.
-    """
+    must still clean up. SIGHUP only if not ignored, so `nohup simpletfjob` keeps running."""
     sighup = getattr(signal, "SIGHUP", None)
     for signum in _HANDLED:
         if signum is None or (signum == sighup and signal.getsignal(signum) == signal.SIG_IGN):

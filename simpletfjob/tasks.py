@@ -58,10 +58,8 @@ class Pin(NamedTuple):
 
 def tasks_per_host_for(hosts: int, tasks: int) -> int | None:
     """The --tasks-per-host that seats `tasks` on `hosts` hosts, when more than 1 and within MAX_TASKS.
-
     A node runs several tasks of a run on consecutive ports, which is what makes a
-    run fit on one node (a kind or minikube cluster).
-    """
+    run fit on one node (a kind or minikube cluster)."""
     if hosts < 1:
         return None
     per_host = -(-tasks // hosts)
@@ -330,10 +328,8 @@ def hosts_noun(n: int) -> str:
 
 def check_endpoints(tasks: Sequence[Task], address: str) -> None:
     """No two tasks listen at one host:port; `address` says what the hosts are, for the message.
-
     Two spellings of one IP address, or hostnames that differ only in case, are
-    the same host.
-    """
+    the same host."""
     import ipaddress  # only --address internal-ip and hostname come here
 
     def same_host(host: str) -> str:

@@ -62,9 +62,7 @@ def manifest_loader() -> type[Any]:
 
 def may_alias(text: str) -> bool:
     """Whether the text may hold an alias; False proves it has none.
-
-    A text with no `*` where a node can start has nothing to count.
-    """
+    A text with no `*` where a node can start has nothing to count."""
     at = text.find("*")
     while at >= 0:
         before = at - 1
@@ -155,18 +153,14 @@ def _count(n: int) -> str:
 
 def load(text: str, loader: type[Any] | None = None) -> Any:
     """The one document of a YAML text (None if it is empty), its aliases checked first.
-
-    Raises yaml.YAMLError, LimitError included; `describe_error` makes it one line.
-    """
+    Raises yaml.YAMLError, LimitError included; `describe_error` makes it one line."""
     return load_node(text, loader)[1]
 
 
 def load_node(text: str, loader: type[Any] | None = None, unique: bool = False) -> tuple[Any, Any]:
     """The composed node and the value of the one document of a YAML text ((None, None) if empty).
-
     With `unique`, a key given twice in one mapping is an error, as helm reads values
-    (PyYAML would keep the last silently).
-    """
+    (PyYAML would keep the last silently)."""
     instance = (loader or loader_class())(text)
     try:
         node = instance.get_single_node()
@@ -268,9 +262,7 @@ def describe_error(
     error: yaml.YAMLError, source: str, what: str = "not valid YAML", line_offset: int = 0
 ) -> str:
     """One line for a YAML error: 'SOURCE:LINE: WHAT: PROBLEM' (WHAT is left out for a limit).
-
-    `line_offset` is added to the line, for YAML read from the middle of a file.
-    """
+    `line_offset` is added to the line, for YAML read from the middle of a file."""
     mark, problem = mark_and_problem(error)
     where = f"{source}:{line_offset + mark.line + 1}" if mark is not None else source
     if isinstance(error, DuplicateKey):

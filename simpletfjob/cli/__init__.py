@@ -164,10 +164,8 @@ def refuse_kubectl_verb(program: str, args: Sequence[str]) -> None:
 
 def refuse_mistyped_command(word: str) -> None:
     """A bare word that names no file or built-in but is close to a command is a usage error.
-
     Anything else is left to render, as a template: a file, a path, a built-in's name,
-    or a word like no command (its message is the missing template's).
-    """
+    or a word like no command (its message is the missing template's)."""
     bare = word.replace("-", "")
     if not (bare.isascii() and bare.isalnum() and word[0].isalnum()) or os.path.lexists(word):
         return
@@ -206,10 +204,8 @@ def main(
     env: streams.Environment | None = None,
 ) -> None:
     """Entry point: never a traceback, always one line on stderr for a failure.
-
     `env` is what the run knows of its process (streams.Environment): the console
-    script's, or a fresh one (main() may be called again in one process).
-    """
+    script's, or a fresh one (main() may be called again in one process)."""
     args = list(sys.argv[1:] if argv is None else argv)
     streams.env = env if env is not None else streams.Environment()
     try:
@@ -283,10 +279,8 @@ def _interrupted(stop: Interrupted) -> None:
 
 def console_main(prog_name: str = PROGRAM) -> NoReturn:
     """The console script and `python -m simpletfjob`: main(), and its exit status.
-
     First the process's own setup (streams.py), which tests calling main() in-process skip;
-    then the process ends as any Python program does (streams.leave first).
-    """
+    then the process ends as any Python program does (streams.leave first)."""
     try:
         streams.install_signal_handlers()
         env = streams.Environment(closed_at_start=streams.guard_standard_streams())
@@ -307,19 +301,15 @@ def console_main(prog_name: str = PROGRAM) -> NoReturn:
 
 def kubectl_main() -> None:
     """The kubectl plugin `kubectl-simpletfjob`: `kubectl simpletfjob ARGS` is `simpletfjob ARGS`.
-
     The same commands, options, messages and exit codes; only the program name in usage
-    lines and `--help` hints reads as the user typed it.
-    """
+    lines and `--help` hints reads as the user typed it."""
     console_main(KUBECTL_PLUGIN)
 
 
 def kubectl_complete_main() -> None:
     """`kubectl_complete-simpletfjob`: what kubectl runs for `kubectl simpletfjob ...<TAB>`.
-
     kubectl passes the words after `kubectl simpletfjob`, the last one being completed
-    (possibly empty); the candidates come one a line, then `:DIRECTIVE` (cobra's).
-    """
+    (possibly empty); the candidates come one a line, then `:DIRECTIVE` (cobra's)."""
     from simpletfjob.cli.complete import kubectl_complete
     from simpletfjob.output import write_stdout
 

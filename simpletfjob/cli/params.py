@@ -45,10 +45,8 @@ class CommandContext(click.Context):
 
 class ParseErrorsInContext(click.Command):
     """click's parsing, with parse errors that name their command.
-
     A parse error that click raises without its context ("requires an argument")
-    gets it, for the `(see simpletfjob COMMAND --help)` hint.
-    """
+    gets it, for the `(see simpletfjob COMMAND --help)` hint."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         try:
@@ -203,10 +201,8 @@ def make_command(
     omit: Collection[str] = (),
 ) -> Callable[[CommandFunction], click.Command]:
     """Make FUNCTION(values, given) the click command NAME, with GROUP's options and --help.
-
     Its docstring is its --help; `short_help` is its line in `simpletfjob --help`. The
-    fields named in `omit` are not on its command line (they keep their defaults).
-    """
+    fields named in `omit` are not on its command line (they keep their defaults)."""
 
     def decorate(function: CommandFunction) -> click.Command:
         table = [

@@ -129,9 +129,7 @@ class Framework(Protocol):
         referenced: Collection[str],
     ) -> RunValues:
         """The run's values; `endpoints` replaces each task's host:port (pod networking).
-
-        `referenced` are the names the template uses in expressions of its own.
-        """
+        `referenced` are the names the template uses in expressions of its own."""
 
     def run_tasks(self, job: Mapping[str, Any]) -> list[str]:
         """Every task of the run ('worker-1'), as one of its Jobs (from the server) names them; [] if it does not."""
@@ -171,9 +169,7 @@ def independent_roles() -> frozenset[str]:
 
 def reserved_variables() -> tuple[str, ...]:
     """Names a value may not take: those every task gets, and every framework's.
-
-    Every framework's: values are read before the template's header names the framework.
-    """
+    Every framework's: values are read before the template's header names the framework."""
     names = [*TASK_VARIABLES]
     for name in FRAMEWORKS:
         names += [n for n in framework(name).variables if n not in names]

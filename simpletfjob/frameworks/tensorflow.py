@@ -171,10 +171,8 @@ def _too_few_used(slots: Slots, psn: int) -> SelectionError:
 
 class ClusterSpec:
     """The `cluster` part of TF_CONFIG, built once, and each task's whole TF_CONFIG from it.
-
     Keys are sorted, as the original tool's were. The evaluator is left out of the cluster
-    unless `include_evaluator`, as TensorFlow documents.
-    """
+    unless `include_evaluator`, as TensorFlow documents."""
 
     def __init__(
         self,

@@ -185,9 +185,7 @@ def first_host(job: Mapping[str, Any], *names: str) -> list[str]:
 
 def workers_from(job: Mapping[str, Any], count_variable: str, elastic: bool = False) -> list[str]:
     """Every worker of the run ('worker-0', ...), from the task count a Job's env carries; [] if none.
-
-    `elastic`: the count may be written `M:N` (torchrun's --nnodes), of which N is the run's.
-    """
+    `elastic`: the count may be written `M:N` (torchrun's --nnodes), of which N is the run's."""
     value = env_value(job, count_variable)
     if elastic and value is not None and value.count(":") == 1:
         value = value.split(":")[1]

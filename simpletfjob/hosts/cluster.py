@@ -130,9 +130,7 @@ class Cluster:
 
     def jobs(self, resource: str, alternative: str, others: Sequence[str] = ()) -> list[JobUse]:
         """Every namespace's Jobs, reduced to what the counting rules need.
-
-        `others` are the resources besides `resource` that a run's fit asks about.
-        """
+        `others` are the resources besides `resource` that a run's fit asks about."""
         from simpletfjob.hosts.usepage import decode_jobs
 
         parse = _use_parser(
@@ -197,9 +195,7 @@ class Cluster:
         others: Sequence[str] = (),
     ) -> dict[str, NodeUsage] | None:
         """Each node's pods, in order, until `wanted` nodes have room; what was read, by node.
-
-        None when `budget` nodes were read without finding enough: one list is then cheaper.
-        """
+        None when `budget` nodes were read without finding enough: one list is then cheaper."""
         parse = self._pod_parser(resource, PODS.path(""), others)
         pinned = pinned_jobs(jobs, own)
         selectors = (f"spec.nodeName={name},{NOT_TERMINATED}" for name in names)

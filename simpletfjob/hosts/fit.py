@@ -128,11 +128,9 @@ def ask_text(resource: str, amount: int) -> str:
 
 class Fit:
     """The room the run's tasks leave on each host as they are seated (tasks.py's `Capacity`).
-
     `hosts` are the seating's hosts, in its order: each node with what its pods take (None:
     not read); `asks` each role's ask. A host's free amounts are read when first asked.
-    `refused` holds the roles whose task was ever turned away for want of room.
-    """
+    `refused` holds the roles whose task was ever turned away for want of room."""
 
     def __init__(
         self, hosts: Sequence[tuple[Node, NodeUsage | None]], asks: Mapping[str, Ask]

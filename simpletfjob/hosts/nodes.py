@@ -66,10 +66,8 @@ def is_node_name(name: str) -> bool:
 
 def parse_host_lines(text: str, origin: str) -> list[tuple[str, str]]:
     """Names from a one-per-line list, each with 'origin:line'; blanks and # comments are skipped.
-
     Lines end at '\n', '\r\n' or '\r', as editors and `grep -n` count them (not at every
-    break str.splitlines knows, which would number the lines wrong).
-    """
+    break str.splitlines knows, which would number the lines wrong)."""
     entries = []
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     for number, line in enumerate(lines, start=1):
@@ -106,10 +104,8 @@ def nodes_from_option(value: str) -> list[Node]:
 
 def nodes_from_file(path: str, gpu_resource: str = GPU_RESOURCE) -> list[Node]:
     """Hosts from --nodes-file: a plain list (order kept) or a saved `kubectl get nodes -o json|yaml`.
-
     A file whose first character is `{` is read as JSON, as kubectl writes it; anything else
-    that looks like a NodeList as YAML. The file is read once: it may be a pipe.
-    """
+    that looks like a NodeList as YAML. The file is read once: it may be a pipe."""
     held = [read_bytes(path, "nodes file", NODE_LIST_LIMIT)]
     if re.match(_JSON_START, held[0]):
         return _nodes_from_json(held, path, gpu_resource)
@@ -358,11 +354,9 @@ _IMAGES_END = rb"\}\s*\]"
 
 def without_images(data: bytes) -> bytes:
     """A node list's JSON with every node's `status.images` emptied, before it is parsed.
-
     The images are most of a real node's JSON and simpletfjob needs none of them. Image
     references hold no brackets or braces, so the list ends at the first `}` followed by
-    `]`; anything else makes the result invalid JSON, and the caller parses the whole text.
-    """
+    `]`; anything else makes the result invalid JSON, and the caller parses the whole text."""
     pieces: list[memoryview] = []  # views, not copies: a saved list can be hundreds of MB
     view = memoryview(data)
     kept = 0  # data[:kept] is in pieces

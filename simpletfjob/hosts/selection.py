@@ -63,9 +63,7 @@ class Reason(NamedTuple):
 
 class Verdict(NamedTuple):
     """A node and every reason it cannot take a task; a reason may hold for some roles only.
-
-    `usage` is what its pods take, when they were read (None: not read).
-    """
+    `usage` is what its pods take, when they were read (None: not read)."""
 
     node: Node
     reasons: tuple[Reason, ...] = ()
@@ -191,9 +189,7 @@ def judge_node(
     node: Node, excluded: Collection[str], rules: Rules, usage: NodeUsage | None = None
 ) -> Verdict:
     """Every reason this node cannot take a task; none means eligible.
-
-    `usage` is what the node's pods take; None when they were not read.
-    """
+    `usage` is what the node's pods take; None when they were not read."""
     reasons = []
     if node.name in excluded:
         reasons.append(Reason("excluded", "excluded (exc file)"))
@@ -324,10 +320,8 @@ def judge_nodes(
 
 def breakdown(verdicts: Sequence[Verdict]) -> str:
     """'12 nodes: 7 eligible, 3 NotReady, 1 cordoned, 1 excluded': each node counted once.
-
     Eligible nodes that only some roles may use are counted again in brackets:
-    '7 eligible (2 only for ps)'.
-    """
+    '7 eligible (2 only for ps)'."""
     counts: Counter[str] = Counter()
     partial: Counter[tuple[str, ...]] = Counter()
     for v in verdicts:
@@ -396,11 +390,9 @@ def eligible_hosts(
     verdicts: Sequence[Verdict], num: int, pins: Sequence[Pin] = (), tasks_per_host: int = 1
 ) -> list[Verdict]:
     """The nodes some role of the run may use, in order, once -N and the pinned hosts are checked.
-
     A pinned host (--psf) is judged for its role: it must be a node that role may use.
     When -N asks for more than there are, the error says how many tasks the eligible
-    nodes hold and the --tasks-per-host that seats the tasks -N meant on them.
-    """
+    nodes hold and the --tasks-per-host that seats the tasks -N meant on them."""
     eligible = [v for v in verdicts if v.eligible]
     by_name = {v.node.name: v for v in verdicts} if pins else {}
     for pin in pins:

@@ -106,9 +106,7 @@ def pod_use(
     obj: Any, resource: str, job_label: str, origin: str, others: Sequence[str] = ()
 ) -> PodUse:
     """One pod of a list, read for what it takes; `origin` names the list item in messages.
-
-    `others` are the resources besides `resource` that a run's fit asks about (hosts/fit.py).
-    """
+    `others` are the resources besides `resource` that a run's fit asks about (hosts/fit.py)."""
     if type(obj) is not dict:
         raise InputError(f"{origin}: a pod must be a mapping, not {describe_value(obj)}")
     metadata = mapping_at(obj.get("metadata"), origin, "metadata")
@@ -247,11 +245,9 @@ EMPTY = NodeUsage(0, 0, {})
 
 class Own(NamedTuple):
     """The run being placed: its pods do not count against it (a re-render sees its own room).
-
     A pod is the run's own while its Job exists and is not being deleted: `jobs` holds the
     uids of the run's Jobs that do. Without them (None: the Jobs were not listed), while it
-    has a controlling Job and is not being deleted itself.
-    """
+    has a controlling Job and is not being deleted itself."""
 
     job: str | None  # the simpletfjob/job label; None: every pod counts
     namespaces: frozenset[str]

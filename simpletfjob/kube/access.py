@@ -32,10 +32,8 @@ PROBE = "simpletfjob-access-check"  # a name asked for only to be refused
 
 def allowed(conn: Connection, actions: Sequence[Action]) -> list[bool] | None:
     """Whether the user may do each action (verb, resource and subresource, in its namespace).
-
     The reviews go `conn.settings.in_flight` at a time. None when the server cannot answer
-    them all: not served (404), refused, not JSON, or no answer within WITHIN seconds.
-    """
+    them all: not served (404), refused, not JSON, or no answer within WITHIN seconds."""
     from simpletfjob.kube.inflight import Pool
 
     if not actions:
@@ -92,10 +90,8 @@ def _review(conn: Connection, action: Action, deadline: Deadline) -> bool | None
 
 def refused_user(conn: Connection, actions: Sequence[Action]) -> str | None:
     """The user as the server names it in a refusal of one of `actions`; None if none says.
-
     The request asks for the action on a name no object has (a dry run where it writes; a
-    selector nothing matches for a list): it reads and changes nothing.
-    """
+    selector nothing matches for a list): it reads and changes nothing."""
     nothing = ("labelSelector", f"{PROBE}=none")
     probes: Mapping[str, tuple[str | None, list[tuple[str, str | int]], Any]] = {
         "get": (PROBE, [], None),

@@ -105,10 +105,8 @@ RIDE: ContextVar[Patience | None] = ContextVar("simpletfjob_ride", default=None)
 
 class Connection:
     """A client configured for one cluster, the server it talks to, and the namespace to use.
-
     Close it (or use it in a `with`): that drops its connections and puts back the
-    warning filters and log handler that keep the client's own output off stderr.
-    """
+    warning filters and log handler that keep the client's own output off stderr."""
 
     def __init__(
         self,

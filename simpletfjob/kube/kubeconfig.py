@@ -214,10 +214,8 @@ def _check_fields(entry: Entry, body_key: str, fields: Mapping[str, type]) -> No
 
 def _check_files(entry: Entry, body_key: str, keys: Mapping[str, str]) -> None:
     """The files an entry names exist and are files (relative to its kubeconfig, as kubectl reads them).
-
     `keys` maps each file field to the field that, when set, is used instead of it.
-    The client's own words would call a directory a file that does not exist.
-    """
+    The client's own words would call a directory a file that does not exist."""
     for key, instead in keys.items():
         name = entry.body.get(key)
         if not name or entry.body.get(instead):

@@ -73,11 +73,9 @@ def list_pages(
     accept: str = "application/json",
 ) -> Listed[T]:
     """A whole list, page by page, each page's raw JSON handed to `parse` while the next one comes.
-
     A continue token that expires (410) restarts the list from the beginning, once, and the
     pages parsed so far are dropped: a list is a snapshot, and mixing two would not be one.
-    `resource_version='0'` lets the API server answer from its cache (in one page).
-    """
+    `resource_version='0'` lets the API server answer from its cache (in one page)."""
     settings = conn.settings
     action = Action("list", resource, namespace_for(conn, resource, namespace), None, alternative)
     deadline = deadline or Deadline.after(settings.deadline)
@@ -192,9 +190,7 @@ def decode_page(
     slim: Callable[[bytes], bytes] | None = None,
 ) -> Page[list[Any]]:
     """A list page's items and metadata, checked; `slim` may cut what the caller needs none of first.
-
-    When what `slim` gives does not parse, the whole page is parsed instead.
-    """
+    When what `slim` gives does not parse, the whole page is parsed instead."""
     try:
         page = json.loads(slim(data) if slim is not None else data)
     except (ValueError, RecursionError):
@@ -293,10 +289,8 @@ def list_each(
     alternative: str = "",
 ) -> Generator[list[T], None, None]:
     """One list for each field selector, at most `in_flight` at a time; each list's pages, in the order given.
-
     `resource_version='0'` (the default) lets the API server answer from its cache. Closing
-    the iterator stops early: the lists in flight are waited for, no more are asked for.
-    """
+    the iterator stops early: the lists in flight are waited for, no more are asked for."""
     from collections import deque
     from concurrent.futures import Future
     from itertools import islice

@@ -173,11 +173,9 @@ def delete(
     grace: int | None = None,
 ) -> Deleted:
     """Delete one object, its dependents as `propagation` says; one that is not there is already gone.
-
     With `uid` (as listed) the server deletes only that object (`preconditions.uid`): a
     newcomer under the name answers 409, which comes back as `replaced`. `grace` 0 is
-    kubectl's --force --grace-period=0, for a pod whose node is lost.
-    """
+    kubectl's --force --grace-period=0, for a pod whose node is lost."""
     action = Action("delete", resource, namespace_for(conn, resource, namespace), name)
     options: dict[str, Any] = {
         "kind": "DeleteOptions",

@@ -144,10 +144,8 @@ def riding_out(
     until: str,
 ) -> Iterator[Ride]:
     """Every request on `conn` rides out an outage of the API server until `deadline`; see the module doc.
-
     `until` ends the first line: 'the --timeout (1h)'. A ride already under way (a command
-    that calls another that rides) is kept.
-    """
+    that calls another that rides) is kept."""
     if conn.ride is not None:
         yield conn.ride
         return

@@ -29,10 +29,8 @@ class KubeconfigFile(NamedTuple):
 
 def kubeconfig_files(kubeconfig: str | None, environ: Mapping[str, str]) -> list[KubeconfigFile]:
     """Every kubeconfig file a run could read, whether or not it exists or would be read.
-
     `--kubeconfig`, each entry of `$KUBECONFIG`, then `~/.kube/config`, in kubectl's
-    order of precedence; `kubeconfig_paths` picks from these the ones kubectl reads.
-    """
+    order of precedence; `kubeconfig_paths` picks from these the ones kubectl reads."""
     found: list[KubeconfigFile] = []
     if kubeconfig is not None:
         found.append(KubeconfigFile("kubeconfig", os.path.expanduser(kubeconfig), kubeconfig))

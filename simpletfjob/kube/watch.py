@@ -54,10 +54,8 @@ _Item = tuple[str, Event | BaseException | None]
 
 class Watches:
     """Watches, each read in a thread of its own, their events taken in the caller's thread.
-
     A context manager: leaving it (or `close`) stops every watch and cuts its connection.
-    Iterating it gives each event in turn until every watch has ended (at the deadline).
-    """
+    Iterating it gives each event in turn until every watch has ended (at the deadline)."""
 
     def __init__(self, conn: Connection, deadline: Deadline | None = None) -> None:
         self.conn = conn

@@ -43,11 +43,9 @@ def normalize_task_text(text: str) -> str:
 
 def compose_documents(text: str, first_number: int, where: str, source: str = "") -> list[Any]:
     """Parse one task's text (one or more documents) into YAML node trees.
-
     Composing, with no Python objects built for the values, is enough to prove the text is
     YAML and to read kinds, names and where placed values stand. Aliases are bounded as for
-    every YAML input (`yamlload`); `source` is the template, for that message.
-    """
+    every YAML input (`yamlload`); `source` is the template, for that message."""
     import yaml
 
     from simpletfjob.yamlload import LimitError, check_aliases, mark_and_problem, may_alias
@@ -94,10 +92,8 @@ class NodeEvent(NamedTuple):
 
 def node_events(text: str) -> list[NodeEvent]:
     """Every node of the text in document order, each alias where it is written.
-
     The composed tree has one node for an anchor and all its aliases; these
-    events tell the places apart (composing visits them in the same order).
-    """
+    events tell the places apart (composing visits them in the same order)."""
     import yaml
 
     events = []
@@ -304,10 +300,8 @@ def check_directives(text: str, first_number: int, where: str) -> None:
 
 def check_keys(documents: Sequence[Any], first_number: int, where: str, aliases: bool) -> bool:
     """Refuse a mapping that has a key twice, anywhere, as kubectl does; True if aliases share one.
-
     Keys compare by their text, as in Kubernetes' decoder, so `a` and `"a"` clash. With
-    `aliases` each node is visited once, keeping the walk linear however aliases nest.
-    """
+    `aliases` each node is visited once, keeping the walk linear however aliases nest."""
     shared = False
     import yaml
 

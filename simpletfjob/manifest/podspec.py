@@ -83,11 +83,9 @@ def pod_host_ports(documents: Sequence[Any]) -> HostPorts:
 
 def pod_resources(documents: Sequence[Any]) -> tuple[dict[str, Any], ...]:
     """Every pod spec in the documents, reduced to what its resource requests are counted from.
-
     Each is a plain pod spec (containers and init containers with their `resources` and
     `restartPolicy`, and `overhead`) for hosts/requested.py's rules; a quantity is its
-    scalar's text.
-    """
+    scalar's text."""
     found = []
     for document in documents:
         for spec in _pod_specs(document):
@@ -185,11 +183,9 @@ def container_gpus(
     documents: Sequence[Any], resource: str, env_names: Sequence[str]
 ) -> GpuAsk | None:
     """The GPUs (`resource`) the task's container asks for: its limit, else its request.
-
     The task's container is the first that carries one of `env_names` (or a placed value's
     marker), else the first; None when it asks for none. A value that is not a whole number
-    of at least 1 (`2.5`, `500m`) has no count: the caller names it.
-    """
+    of at least 1 (`2.5`, `500m`) has no count: the caller names it."""
     wanted = set(env_names)
     first = None
     for document in documents:

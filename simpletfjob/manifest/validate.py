@@ -294,11 +294,9 @@ def validate_tasks(
     warn: Callable[[str], None],
 ) -> str:
     """Validate each task's text (its documents, their ids, and which task it is).
-
     Raises SchemaError naming the first failing document and field; returns the
     Kubernetes version checked against. Custom resources have no schema offline:
-    they are reported as warnings and not checked.
-    """
+    they are reported as warnings and not checked."""
     import yaml
 
     from simpletfjob.yamlload import load_all

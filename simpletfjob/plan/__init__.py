@@ -77,11 +77,9 @@ _BARE_SEPARATOR = r"---[ \t]*(?:#[^\n]*)?\n?"
 
 class Document:
     """One document of the run: its kind, namespace and name, its task, and its text.
-
     The text is kept split at the framework's placed values, which are filled in
     only when it is read (`chunks`), so that a large value is built once per run.
-    `separator` is the line that comes before it in the stream.
-    """
+    `separator` is the line that comes before it in the stream."""
 
     __slots__ = ("_filled", "_pieces", "_template", "_values", "id", "separator", "task")
 

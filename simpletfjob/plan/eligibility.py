@@ -169,10 +169,8 @@ def check_shared_ports(
     tasks: Sequence[Task], needs: Mapping[str, RoleNeeds], tasks_per_host: int
 ) -> None:
     """Refuse two of the run's tasks on one node whose pods would hold the same host port.
-
     With --tasks-per-host, a host port the template fixes (`hostPort: 2222`) is the same for
-    each task on a node, and the kubelet would refuse every pod after the first.
-    """
+    each task on a node, and the kubelet would refuse every pod after the first."""
     held: dict[tuple[str, Port], Task] = {}
     for task in tasks:
         need = needs.get(task.role)
@@ -243,11 +241,9 @@ def judge(
     template: str = "template",
 ) -> Judged:
     """Every node's verdict, its pods read when the run needs them; see the module docstring.
-
     `needs_of()` gives each role's needs (the template rendered once per role, see
     `role_needs_of`); it is called only when a node has taints, the nodes say what they
-    have (the fit), or the pods are read. `template` names the template in messages.
-    """
+    have (the fit), or the pods are read. `template` names the template in messages."""
     nodes, excluded, cluster = hosts.nodes, hosts.excluded, hosts.cluster
     reads_pods = cluster is not None and asked.usage
     fits = fit_known(nodes)
@@ -298,10 +294,8 @@ def read_usage(
     warn: Callable[[str], None],
 ) -> tuple[Callable[[str], NodeUsage | None], str]:
     """What each node's pods take, read per node or in one list; and which way it was read.
-
     The cluster's Jobs are read first (usage.py); a refusal to list them is a warning, as
-    the pods still say most of what is held.
-    """
+    the pods still say most of what is held."""
     nodes, excluded = hosts.nodes, hosts.excluded
     alternatives = []
     if asked.gpus > 0:

@@ -42,10 +42,8 @@ if TYPE_CHECKING:  # (the search is read only for a run the walk cannot seat)
 
 def role_asks(needs: Mapping[str, RoleNeeds], template: str) -> dict[str, Ask]:
     """What one task of each role asks of its node: every pod spec of its documents, summed.
-
     Each pod spec is counted as the scheduler counts a pod (hosts/requested.py); a
-    quantity that is no quantity is an error here.
-    """
+    quantity that is no quantity is an error here."""
     from simpletfjob.hosts.requested import pod_units  # with `fractions`: only when fitting
 
     asks: dict[str, Ask] = {}

@@ -15,11 +15,9 @@ from typing import Any
 
 def written_bare(ast: Any, names: Collection[str]) -> bool:
     """Whether every use of each of `names` in the template is a bare `<<name>>` written out.
-
     Such a `<<name>>` must stand in the template's body, or in the body of an `if` or
     a `for` there (which write their output as it comes); a name used anywhere else,
-    read or assigned, makes this False.
-    """
+    read or assigned, makes this False."""
     if not names:
         return True
     from jinja2 import nodes

@@ -128,10 +128,8 @@ def read_builtin(name: str) -> str:
 
 def locate(name: str) -> TemplateSource:
     """The template TEMPLATE names: a file if one exists at that path, else a built-in name.
-
     A path that exists wins, so a local `tf1-flags` file shadows the built-in; a bare name
-    (no `/`, no `.`) that is neither is an error listing the built-ins.
-    """
+    (no `/`, no `.`) that is neither is an error listing the built-ins."""
     if not os.path.isfile(name) and _BUILTIN_NAME.fullmatch(name):
         available = builtin_names()
         if name not in available:
@@ -339,10 +337,8 @@ def framework_defaults(
     name: str, given: Iterable[str], header: Mapping[str, Any], options: Any
 ) -> dict[str, Any]:
     """The framework's defaults for what neither the command line nor the header set.
-
     Another framework's option (--psn for pytorch), on the command line or in the header, is
-    a usage error that names the framework.
-    """
+    a usage error that names the framework."""
     explicit = set(given)
     for field_name, field in foreign_options(name).items():
         assert field.option is not None
@@ -365,10 +361,8 @@ def framework_defaults(
 
 def write_copy(name: str, output: str | None, force: bool) -> str:
     """`simpletfjob init`: copy a built-in to edit; returns the summary line for stderr.
-
     OUTPUT may be a file, '-' (stdout), an open stream such as /dev/stdout, or an
-    existing directory, which gets DIR/NAME.yaml as `cp` would give it.
-    """
+    existing directory, which gets DIR/NAME.yaml as `cp` would give it."""
 
     stem = name[: -len(SUFFIX)] if name.endswith(SUFFIX) else name
     text = read_builtin(stem)

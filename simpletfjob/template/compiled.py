@@ -53,11 +53,9 @@ def translate_source(
     filename: str = "<template>",
 ) -> tuple[str, list[Placement]]:
     """Rewrite legacy syntax and merge keys, and turn each bare placed value into a marker.
-
     `legacy` are the names the original tool wrote as `{{.name}}`. `blocks` are placed
     values that are lines of YAML (a framework's env entries): each must stand alone on its
-    line, whose indentation the lines take (mode "lines"); elsewhere it is refused.
-    """
+    line, whose indentation the lines take (mode "lines"); elsewhere it is refused."""
     if legacy:
         names = "|".join(map(re.escape, legacy))
         source = re.sub(r"\{\{\s*\.(" + names + r")\s*\}\}", r"<<\1>>", source)

@@ -154,9 +154,7 @@ def _escape(quote: str, text: str) -> str:
 
 def place_parts(placement: Placement, values: RunValues, task: Task) -> tuple[str, ...]:
     """The text that stands where the placement's marker is, in parts.
-
-    The large part the framework shares between tasks is one string, never copied.
-    """
+    The large part the framework shares between tasks is one string, never copied."""
     if placement.mode in ("block", "lines"):
         return values.block_parts(placement.name, task, placement.indent)
     prefix, suffix = values.compact_parts(placement.name, task)

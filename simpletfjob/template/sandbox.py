@@ -207,9 +207,7 @@ def check_tags(text: str, filename: str) -> None:
 
 class Bounds:
     """The bounds around one run's work on a template: its CPU time, and the memory cap.
-
-    `run` is re-entrant: work inside work is bounded once, by the outermost.
-    """
+    `run` is re-entrant: work inside work is bounded once, by the outermost."""
 
     def __init__(self, filename: str) -> None:
         self.filename = filename

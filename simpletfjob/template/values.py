@@ -116,9 +116,7 @@ def _reserved_character(char: str) -> str:
 
 def check_reserved_characters(text: str, document: Any, source: str, line_offset: int = 0) -> None:
     """Refuse YAML values holding a character the render reserves, naming the first one's key.
-
-    `document` is the text's composed node; it is walked only when the text may hold one.
-    """
+    `document` is the text's composed node; it is walked only when the text may hold one."""
     if not re.search(_RESERVED_IN_YAML, text, re.IGNORECASE):
         return
     import yaml
@@ -156,9 +154,7 @@ def collect_values(
     defaults: Mapping[str, Any], files: Sequence[str], sets: Sequence[Mapping[str, Any]]
 ) -> tuple[dict[str, Any], frozenset[str]]:
     """Values as helm layers them: defaults < each -f FILE in order < each --set in order.
-
-    Also the top-level names that the files and --set gave, as opposed to the defaults.
-    """
+    Also the top-level names that the files and --set gave, as opposed to the defaults."""
     values = dict(defaults)
     given: set[str] = set()
     for layer in [*(load_values_file(path) for path in files), *sets]:
@@ -176,10 +172,8 @@ def check_sets_read(
     options: Collection[str] = (),
 ) -> None:
     """Refuse the first --set KEY=VALUE whose KEY the template never reads (see the module doc).
-
     `reads(path)` says whether the template may read a value; `names`, `paths()` and the
-    command line's long flags `options` make the suggestion (never a `reserved` name).
-    """
+    command line's long flags `options` make the suggestion (never a `reserved` name)."""
     top = sorted(set(names) - set(reserved))
     for item in items:
         key = item.partition("=")[0].strip()

@@ -137,8 +137,7 @@ class Write(Generic[T]):
 class Sending(Generic[T]):
     """Writes sent in the order given, at most `in_flight` out at a time, their answers taken
     in that order (iterate): an apply or a delete of many objects. An interrupt or an error in
-    the caller's thread stops the sending; `cut_short` and `settle` say what became of those out.
-    """
+    the caller's thread stops the sending; `cut_short` and `settle` say what became of those out."""
 
     def __init__(self, writes: Sequence[Write[T]], in_flight: int) -> None:
         self.writes = writes
@@ -274,8 +273,7 @@ def in_order(
 ) -> Generator[T | Exception, None, None]:
     """Each call's answer, or the error it raised, in order; at most `in_flight` out at a time.
     For reads and dry runs. Closing the iterator (or an interrupt) cancels the calls not yet
-    sent and leaves those out to end by their deadline, unread.
-    """
+    sent and leaves those out to end by their deadline, unread."""
     if in_flight <= 1 or len(calls) <= 1:
         for call in calls:
             yield _outcome(call)

@@ -6,7 +6,6 @@ imports the `kubernetes` client.
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import re
@@ -128,11 +127,9 @@ def _looks_like_node_list(text: str) -> bool:
 
 def _nodes_from_json(held: list[bytes], path: str, gpu_resource: str) -> list[Node]:
     """The nodes of a JSON NodeList; `held` holds its bytes, taken from it to free them early."""
-    # Tens of thousands of small dicts would set off the collector again and again for
-    # nothing: JSON makes no reference cycles.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    from simpletfjob.kube.lists import collector_paused
+
+    with collector_paused():  # tens of thousands of dicts, and no reference cycle
         data = held.pop()
         slim = without_images(data)
         cut = slim is not data
@@ -159,9 +156,6 @@ def _nodes_from_json(held: list[bytes], path: str, gpu_resource: str) -> list[No
             del text
         del whole
         return _nodes_from_document(document, path, gpu_resource)
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def _json_error(error: ValueError | RecursionError, path: str) -> InputError:

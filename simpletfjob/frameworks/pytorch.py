@@ -13,14 +13,11 @@ rank: node_rank x nproc_per_node).
 
 With `--min-workers M` the run is elastic (torchrun's `--nnodes M:N`, c10d rendezvous):
 the variables are then PET_NNODES=M:N, PET_NPROC_PER_NODE, PET_RDZV_BACKEND=c10d,
-PET_RDZV_ENDPOINT (worker 0's host:port, where its agent hosts the c10d store),
-PET_RDZV_ID (the run's name), PET_RDZV_CONF (ELASTIC_CONF: short timeouts, so that a
-world re-forms in seconds; worker 0 adds is_host=true, the others is_host=false, so that
-the store's host does not depend on a host name matching), PET_MAX_RESTARTS (N - M:
-each lost worker costs the survivors one restart of their processes), and
-TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 (SHARED_STORE_OFF, below). No fixed rank nor
-master: elastic mode assigns ranks at each rendezvous, and a fixed RANK, WORLD_SIZE or
-MASTER_ADDR would mislead a program run without torchrun.
+PET_RDZV_ENDPOINT (worker 0's host:port, where its agent hosts the store), PET_RDZV_ID
+(the run's name), PET_RDZV_CONF (ELASTIC_CONF, and is_host true on worker 0 only, so the
+store's host does not depend on host names), PET_MAX_RESTARTS (N - M: each lost worker
+costs one restart) and SHARED_STORE_OFF. No fixed rank nor master: elastic mode assigns
+ranks at each rendezvous.
 """
 
 from __future__ import annotations

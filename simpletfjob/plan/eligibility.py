@@ -8,11 +8,9 @@
 and, once the tasks are seated, the port `--port auto` chooses. The plan calls these
 in order; hosts/selection.py holds the rules themselves, hosts/usage.py the counting.
 
-Pods are read only from a cluster, only with usage on (not --no-usage), and only when
-the run needs them: --gpus (free GPUs), a template whose pods hold host ports or ask for
-resources (the fit, plan/fit.py), --port auto, or --explain on nodes with GPUs (its
-free-GPU column). The fit is checked wherever the nodes say what they have (a cluster, a
-saved NodeList), against allocatable alone where the pods are not read.
+Pods are read only from a cluster, without --no-usage, and only when the run needs them
+(--gpus, host ports, the fit, --port auto, --explain on GPU nodes). The fit is checked
+wherever the nodes say what they have, against allocatable alone where pods are not read.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """A run that cannot fit, refused in one line that is true: what is short, and where.
 
-plan/fit.py refuses a run when the walk and the search (hosts/packing.py) find no seating.
-The line names, in this order, the first of these that holds, each a fact no seating can
-get round:
+The line names the first of these that holds, each a fact no seating can get round:
 
 - a role whose tasks alone do not fit on the nodes it may use (`_short_role`): the
   resource that seats the fewest of them, what each asks, the nodes where one fits;

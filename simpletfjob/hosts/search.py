@@ -23,11 +23,9 @@ Counts = tuple[int, ...]
 class Packing:
     """A run to seat: per role (in `roles`' order) and per node (in the seating's order).
 
-    `want` is how many tasks of each role to seat, besides the `pinned` ones (node ->
-    tasks of each role already there: the --psf hosts' parameter servers); `hosts_used`
-    is -N, how many nodes are in use in the end, those pinned counted (None: any number;
-    with `exact` False, at most that many); `may[node]` has bit r set when role r may use
-    the node.
+    `want` is how many tasks of each role to seat besides the `pinned` ones (the --psf
+    hosts' parameter servers); `hosts_used` is -N, pinned nodes counted (None: any; with
+    `exact` False, at most); `may[node]` has bit r set when role r may use the node.
     """
 
     roles: tuple[str, ...]

@@ -110,13 +110,10 @@ Tolerations = tuple[Mapping[str, object], ...]
 class Rules(NamedTuple):
     """What makes a node eligible besides not being excluded.
 
-    `tolerations` are those of every role's pods. When the pod spec differs by
-    role, `role_tolerations` gives each role of the run its own, in the run's
-    role order, and `tolerations` is not used. `ports` are the host ports the
-    run's pods need free on a node (judged only where its pods were read), and
-    `role_ports` each role's, when they differ by role. `min_gpus` counts free
-    GPUs where the pods were read, allocatable ones elsewhere. `asks` are what a task of
-    each role of the run asks of a node (hosts/fit.py), when the fit is checked.
+    `role_tolerations` and `role_ports`, when the pod spec differs by role, give each role
+    its own, in role order (`tolerations` is then not used). `ports` are judged only where
+    the pods were read; `min_gpus` counts free GPUs there, allocatable ones elsewhere. `asks`
+    are what a task of each role asks of a node (hosts/fit.py), when the fit is checked.
     """
 
     tolerations: Tolerations = ()

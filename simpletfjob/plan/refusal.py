@@ -46,11 +46,9 @@ def refusal(
 ) -> SelectionError:
     """Why the run cannot fit, in one line; see the module's docstring.
 
-    `want` is how many tasks of each role the run has (with -N -1, the role that takes
-    the slots left counts one); `plain` the verdicts as they would be without the fit.
-    `searched` is the search that found no seating: its packing, what it found, the
-    names of its nodes and of its resources. `error` is the seating's own refusal when
-    there was no search (-N asks for more nodes than any task fits on).
+    `want` is how many tasks of each role the run has (the role that fills counts one);
+    `plain` the verdicts without the fit; `searched` the search that found no seating;
+    `error` the seating's own refusal when there was no search.
     """
     found: SelectionError | None = None
     for role in roles:

@@ -1,7 +1,7 @@
 """Kubernetes resource quantities ('8', '500m', '1Gi', '1e3'): exact amounts, and whole counts.
 
-Hand-written rather than taken from the `kubernetes` package, whose parser comes
-only with the whole client (most of a second to import).
+Hand-written: the `kubernetes` package's parser comes only with the whole client, whose
+import an offline render never pays.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ class LimitError(yaml.MarkedYAMLError):
 
 
 def loader_class() -> type[Any]:
-    """PyYAML's safe loader, libyaml's when PyYAML was built with it (about 10x faster)."""
+    """PyYAML's safe loader, libyaml's when PyYAML was built with it."""
     return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 

@@ -100,7 +100,7 @@ def _builtin_dir() -> Any:
         pass
     # A source checkout (or an editable install, whose finder cannot map a namespace
     # subpackage): the templates live at the top of the repository.
-    from pathlib import Path  # only on this path: it costs the cold start a few milliseconds
+    from pathlib import Path  # only on this path: it slows the cold start
 
     return Path(__file__).resolve().parents[2] / "templates"
 

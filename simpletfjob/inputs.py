@@ -16,11 +16,9 @@ from typing import Any
 from simpletfjob import streams
 from simpletfjob.errors import InputError
 
-# How much of an input file is read: a limit far above any real input, so that a device
-# such as /dev/zero, a pipe that never ends (`<(yes)`) or a huge file named by mistake is
-# refused at once instead of filling the memory. A saved NodeList of 10,000 nodes with
-# their images is about 200 MB; a template, values file, host list or kubeconfig is at
-# most a few megabytes (Kubernetes stores no object over 1.5 MiB).
+# How much of an input file is read: far above any real input (a saved NodeList of 10,000
+# nodes is about 200 MB, other inputs a few MB), so /dev/zero, `<(yes)` or a huge file
+# named by mistake is refused at once instead of filling the memory.
 INPUT_LIMIT = 16 << 20
 NODE_LIST_LIMIT = 1 << 30
 _CHUNK = 1 << 20

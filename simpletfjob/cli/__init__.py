@@ -268,9 +268,8 @@ def _fail(message: str, code: int) -> NoReturn:
 
 
 def _interrupted(stop: Interrupted) -> None:
-    # Not an error in the input: the user (or a supervisor) stopped the run. What it had
-    # changed on a cluster, and how to go on from there, follows on the same line. A
-    # reader that went away is no news to anyone: only what it leaves on a cluster is said.
+    # The user stopped the run: what it had changed on a cluster, and how to go on, follows
+    # on the same line. For a reader that went away, only what it leaves there is said.
     if stop.detail:
         streams.say(f"simpletfjob: interrupted: {stop.detail}")
     elif not isinstance(stop, ReaderGone):

@@ -17,10 +17,8 @@ from simpletfjob.tasks import Pin, Seating, Task
 if TYPE_CHECKING:
     from simpletfjob.tasks import Capacity
 
-# The run's options: options/render.py's `Options`, which combines each framework's group
-# with the core's and so imports this package. Named here without importing it, not even
-# for types, so that no import goes back from frameworks/ to options/render.py; each
-# framework types what it reads as its own group (TensorFlowOptions).
+# The run's options (options/render.py's `Options`, which imports this package), not
+# imported even for types; each framework types what it reads as its own group.
 Options: TypeAlias = Any
 
 __all__ = [

@@ -237,8 +237,7 @@ class Labeller:
                     self.conflict(name, theirs[name], value)
             if missing and not self.add(existing, key, missing, metadata, key):
                 # The map cannot take ours where it is: the metadata gets a map of its own,
-                # theirs written out and ours beside them, made where the object takes its
-                # metadata.
+                # theirs written out and ours beside them.
                 copied = flow_copy(existing)
                 if copied is None:
                     self.refuse(existing, key, missing)

@@ -16,11 +16,9 @@ from typing import Any
 from simpletfjob import streams
 from simpletfjob.errors import InputError
 
-# How much of an input file is read: a limit far above any real input, so that a device
-# such as /dev/zero, a pipe that never ends (`<(yes)`) or a huge file named by mistake is
-# refused at once instead of filling the memory. A saved NodeList of 10,000 nodes with
-# their images is about 200 MB; a template, values file, host list or kubeconfig is at
-# most a few megabytes (Kubernetes stores no object over 1.5 MiB).
+# How much of an input file is read: far above any real input (a saved NodeList of 10,000
+# nodes is about 200 MB, other inputs a few MB), so /dev/zero, `<(yes)` or a huge file
+# named by mistake is refused at once instead of filling the memory.
 INPUT_LIMIT = 16 << 20
 NODE_LIST_LIMIT = 1 << 30
 _CHUNK = 1 << 20
@@ -28,9 +26,7 @@ _CHUNK = 1 << 20
 
 def _check_pipe_unread(path: str, what: str, pipes_read: dict[tuple[int, int], str]) -> None:
     """A pipe is read once: a second input naming it (/dev/stdin twice) would read nothing.
-
-    Checked with stat before opening, which never waits for a named pipe's writer.
-    """
+    Checked with stat before opening, which never waits for a named pipe's writer."""
     try:
         status = os.stat(path)
     except OSError:
@@ -49,13 +45,9 @@ def _check_pipe_unread(path: str, what: str, pipes_read: dict[tuple[int, int], s
 
 def read_bytes(path: str, what: str, limit: int = INPUT_LIMIT) -> bytes:
     """Read a whole input file, naming it in every failure.
-
-    A file larger than `limit` bytes, or with a NUL byte (binary, or a device
-    such as /dev/zero), is refused; a stream (a pipe, a FIFO, a device) is read
-    in chunks, so that is seen after at most `limit` bytes, or at the first NUL.
-    A stream path whose descriptor was closed when simpletfjob started (/dev/stdin
-    after `<&-`) is refused rather than read as the /dev/null that stands in for it.
-    """
+    A file larger than `limit` bytes, or with a NUL byte (binary, /dev/zero), is refused; a
+    stream is read in chunks, so that is seen early. A stream closed at start (/dev/stdin
+    after `<&-`) is refused, not read as the /dev/null that stands in for it."""
     fd = streams.stream_fd(path)
     if fd is not None and fd in streams.env.closed_at_start:
         raise InputError(

@@ -21,14 +21,6 @@ from simpletfjob.errors import Interrupted, OutputError, ReaderGone, UsageError
 from simpletfjob.streams import STREAM_NAMES, stream_fd, stream_name
 
 
-def join_documents(tasks: Iterable[Iterable[str]]) -> Iterator[str]:
-    """The stream: each task's text, separated by '---' lines."""
-    for i, chunks in enumerate(tasks):
-        if i:
-            yield "---\n"
-        yield from chunks
-
-
 def encoded(chunks: Iterable[str]) -> Iterator[bytes]:
     """UTF-8 bytes of each chunk; a large chunk seen before (the shared cluster JSON) is encoded once."""
     cache: dict[str, bytes] = {}
@@ -64,13 +56,9 @@ STDOUT = Destination("stdout", fd=1)
 
 def destination(output: str, directory_hint: str | None = None) -> Destination:
     """Where `-o OUTPUT` writes, checked as far as it can be before anything is rendered.
-
-    '-' is stdout. A path that names an open stream (/dev/stdout, /dev/stderr,
-    /dev/fd/N, /proc/self/fd/N) is that stream: the documents are written into it
-    where it stands, so a pipe, a terminal or a file opened with `>>` gets them,
-    and nothing is truncated or renamed. Any other path is a file, replaced
-    atomically. `directory_hint` is the file name suggested when OUTPUT is a directory.
-    """
+    '-' is stdout. A path that names an open stream (/dev/stdout, /dev/fd/N) is written into
+    where it stands, never truncated or renamed. Any other path is a file, replaced
+    atomically. `directory_hint` is the file name suggested when OUTPUT is a directory."""
     if output == "-":
         dest = STDOUT
     elif not output:
@@ -177,11 +165,8 @@ def _is_regular_file(path: str, identity: tuple[int, int] | None) -> bool:
 
 
 def spare_inputs_from_stderr(inputs: Iterable[tuple[str, str | None]]) -> None:
-    """Drop the messages when stderr is redirected into a file the run reads (`2>>mnist.yaml`).
-
-    Each message would be appended to that input; it cannot be told so on stderr either,
-    so stderr gets /dev/null, as a closed one does, and the run goes on.
-    """
+    """Drop the messages when stderr is redirected into a file the run reads (`2>>mnist.yaml`):
+    stderr gets /dev/null, as a closed one does, and the run goes on."""
     mine = _identity_of_fd(2)
     if mine is None or 2 in streams.env.closed_at_start:
         return
@@ -195,11 +180,8 @@ def spare_inputs_from_stderr(inputs: Iterable[tuple[str, str | None]]) -> None:
 
 def refuse_inputs(dest: Destination, inputs: Iterable[tuple[str, str | None]]) -> None:
     """The output must not be any file the run reads, compared by file identity.
-
-    Device and inode, after symlinks, so a hard link or a symlink to an input is that
-    input. `inputs` are (what, path) pairs, such as ('template', 'mnist.yaml'). Only a
-    regular file can be replaced; a pipe or a terminal that is also an input is not.
-    """
+    Device and inode, after symlinks, of regular files; `inputs` are (what, path) pairs,
+    such as ('template', 'mnist.yaml')."""
     if dest.fd is not None:
         mine = _identity_of_fd(dest.fd)
     else:
@@ -275,12 +257,8 @@ WRITE_SIZE = 1 << 20  # chunks are gathered into writes of about this many bytes
 
 def write_all(fd: int, chunks: Iterable[bytes]) -> None:
     """Every byte of the chunks to the descriptor, in writes of about WRITE_SIZE bytes.
-
-    os.write in a loop, not a buffered file: a signal that lands while a write to a pipe
-    waits for its reader (the console script's tick comes four times a second) makes the
-    write partial, and Python's buffered writer (3.11) can then drop the rest of what it
-    was given: a slow reader lost lines of a large output.
-    """
+    os.write in a loop, not a buffered file: a signal (the tick) makes a write to a slow pipe
+    partial, and Python's buffered writer (3.11) can then drop the rest."""
     pending: list[bytes] = []
     size = 0
     for data in chunks:
@@ -340,7 +318,7 @@ def _write_atomic(
                 os.close(fd)
             return
         mode = status.st_mode & 0o7777
-    # tempfile would do, but importing it costs the cold start a few milliseconds.
+    # (not tempfile: importing it slows the cold start)
     name = os.path.basename(path)[:200]
     temp = os.path.join(directory, f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     created = False

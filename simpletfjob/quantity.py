@@ -1,7 +1,7 @@
 """Kubernetes resource quantities ('8', '500m', '1Gi', '1e3'): exact amounts, and whole counts.
 
-Hand-written rather than taken from the `kubernetes` package, whose parser comes
-only with the whole client (most of a second to import).
+Hand-written: the `kubernetes` package's parser comes only with the whole client, whose
+import an offline render never pays.
 """
 
 from __future__ import annotations
@@ -92,7 +92,6 @@ MILLI_RESOURCES = frozenset({"cpu"})
 
 def scheduler_units(value: object, resource: str) -> int:
     """A quantity in the scheduler's units for the resource: '500m' cpu is 500, '1Ki' memory 1024.
-
     The amounts a cluster writes repeat by the thousand ("100m", "128Mi"), so each is parsed once.
     """
     if type(value) is str or type(value) is int:

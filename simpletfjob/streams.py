@@ -7,24 +7,18 @@
   messages.
 - stderr never fails a run: what cannot be written there (closed, full, a
   broken pipe) is dropped.
-- SIGINT, SIGTERM and SIGHUP raise `Interrupted`, which unwinds like any
-  exception (a temporary output file is removed on the way) and is reported as
-  one line with the exit status a shell gives a process killed by the signal.
-  No signal is ever ignored once the handlers are in: a second one, while the
-  first unwinds (a cleanup that waits on a slow server), raises `Interrupted`
-  again, with the first one's status, so that what is under way stops and says
-  where it stopped; a third ends the process at once, as kubectl and helm end on
-  a second Ctrl-C. A temporary output file is removed whichever way it ends.
-- A tick (SIGALRM, four times a second) interrupts whatever the process waits in.
-  Python runs a signal's handler between bytecodes, so a signal that lands just
-  before a blocking call (reading a named pipe, writing to a full one) would
-  otherwise wait until that call returns, which may be never. Another thread stops
-  the command through it too (`stop_main`: `run`'s logs, when stdout's reader is gone).
-- Once the command is over, `leave` readies the process for the interpreter's own end
-  (a closed pipe's 141, no "Exception ignored" message).
-- What a run keeps of its process (the descriptors closed at start, the pipes read,
-  the temporary files, the signals that came, the status line) is one `Environment`,
-  `env`: the console script's, or a fresh one for each `cli.main` run.
+- SIGINT, SIGTERM and SIGHUP raise `Interrupted`, which unwinds like any exception and
+  is reported as one line with the exit status a shell gives for the signal. A second
+  one, while the first unwinds (a cleanup waiting on a slow server), raises it again
+  with the first one's status; a third ends the process at once, as kubectl and helm
+  do. A temporary output file is removed whichever way it ends.
+- A tick (SIGALRM, four times a second) interrupts whatever the process waits in, so a
+  signal that lands just before a blocking call is handled; another thread stops the
+  command through it too (`stop_main`).
+- `leave` readies the process for the interpreter's end (a closed pipe's 141, no
+  "Exception ignored" message).
+- What a run keeps of its process is one `Environment`, `env`: the console script's, or
+  a fresh one for each `cli.main` run.
 """
 
 from __future__ import annotations
@@ -51,10 +45,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class Environment:
-    """What a run of the command line knows and keeps of its process, in one object (as
-    httpie's Environment): `cli.main` takes one, or makes a fresh one, for each run, and
-    `env` is the current run's. Only the console script's knows which standard
-    descriptors were closed when the process started (guard_standard_streams)."""
+    """What a run of the command line knows and keeps of its process (as httpie's Environment);
+    `env` is the current run's. Only the console script's knows `closed_at_start`."""
 
     closed_at_start: frozenset[int] = frozenset()
     # The pipes and sockets this run has read, by (device, inode), with the input that read
@@ -79,11 +71,8 @@ _STANDARD_PATHS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
 
 def stream_fd(path: str) -> int | None:
     """The descriptor a path names (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N), else None.
-
-    The name is read as written, and through symlinks the user made to it, never by
-    opening it: opening /dev/stdout truncates a file that stdout was opened on with
-    `>>`, and renaming over it replaces what the stream points to.
-    """
+    Read from the name and its symlinks, never by opening it: opening /dev/stdout truncates
+    a file that stdout was opened on with `>>`."""
     for _ in range(40):  # the kernel's limit on symlinks in one lookup
         fd = _named_fd(os.path.normpath(os.path.abspath(path)))
         if fd is not None:
@@ -151,13 +140,9 @@ def warn(message: str) -> None:
 
 def say(line: str) -> None:
     """One line on stderr, written whole, whatever it quotes: the one writer of the commands' lines.
-
-    A path or value quoted as it was given, or text from the server (an event, a reason)
-    can hold a newline, which would make two lines, a terminal escape, or a character
-    that reorders the text: these are shown as `shown` shows them for stderr. The line
-    is written in one call under a lock, so that the watches' and the logs' threads,
-    which report meanwhile, never cut into it.
-    """
+    What it quotes (a path, a server's event) is escaped as `shown` does, so it cannot make
+    two lines or act on a terminal; written in one call under a lock, so other threads'
+    lines never cut into it."""
     # None: closed at start, in a main() run in-process, without guard_standard_streams.
     stream = sys.stderr
     if stream is None:
@@ -180,11 +165,8 @@ ERASE = "\r\x1b[K"
 
 def status_line(text: str) -> None:
     """Keep `text` as one line at the bottom of stderr, redrawn in place; '' clears it.
-
-    Only on a terminal: elsewhere nothing is written. Every line that `say` writes
-    meanwhile clears it first and draws it again under itself, so the status line never
-    mixes with another line; `status_cleared` does the same around writes to stdout.
-    """
+    Only on a terminal. `say` clears it and draws it again under each line it writes;
+    `status_cleared` does the same around writes to stdout."""
     stream = sys.stderr
     if stream is None or not _is_terminal(stream):
         return
@@ -232,13 +214,9 @@ def _is_terminal(stream: object) -> bool:
 
 def shown(text: str, terminal: bool) -> str:
     """`text` as one line, safe to print: what could act on a terminal or break the line is escaped.
-
-    Control characters (but the tab), format characters (those that reorder text among
-    them), line and paragraph separators and undecodable bytes (surrogates) are shown:
-    on a terminal as `cat -v` shows their bytes (`^[`, `^M`, `M-BM-^[`), elsewhere as
-    Python escapes them (`\\x1b`, `\\n`), as messages always have. Other characters
-    stay as they are.
-    """
+    Control characters but the tab, format characters, line and paragraph separators and
+    undecodable bytes are shown as `cat -v` shows their bytes on a terminal (`^[`,
+    `M-BM-^[`), elsewhere as Python escapes them (`\\x1b`)."""
     if text.isprintable():
         return text
     return _escapable().sub(_cat_v if terminal else _python_escape, text)
@@ -246,11 +224,8 @@ def shown(text: str, terminal: bool) -> str:
 
 def visible_lines(lines: bytes) -> bytes:
     """Lines of a task's output (each ending with a newline) as `cat -v` shows them, tabs kept.
-
-    For a terminal: a task's line then cannot move the cursor, erase what came before it
-    (its prefix) or set the terminal's modes. Valid UTF-8 text that is printable stays
-    as it is; see `shown` for what is escaped.
-    """
+    So a task's line cannot move a terminal's cursor, erase its prefix or set modes; see
+    `shown` for what is escaped."""
     if lines.isascii():
         if _ascii_control().search(lines) is None:
             return lines  # the common case, at the cost of two scans in C
@@ -378,12 +353,8 @@ def leave_now(code: int) -> None:
 
 def install_signal_handlers() -> None:
     """SIGINT, SIGTERM and SIGHUP raise `Interrupted`.
-
-    SIGINT and SIGTERM always, even when the process started with them ignored (a
-    shell script's `simpletfjob ... &` ignores SIGINT): a stopped run must still
-    clean up, as kubectl and helm do. SIGHUP only if it is not ignored, so that
-    `nohup simpletfjob ...` keeps running when the terminal goes.
-    """
+    SIGINT and SIGTERM always, even when started ignored (`simpletfjob ... &`): a stopped run
+    must still clean up. SIGHUP only if not ignored, so `nohup simpletfjob` keeps running."""
     sighup = getattr(signal, "SIGHUP", None)
     for signum in _HANDLED:
         if signum is None or (signum == sighup and signal.getsignal(signum) == signal.SIG_IGN):
@@ -424,12 +395,9 @@ def stop_main(stop: Interrupted) -> None:
 def leave(code: int) -> int:
     """The command returned `code`: the process made ready for the interpreter's end; its status.
 
-    The tick stops, and the signals handled are ignored from now on: the status is the
-    command's, and nothing is left to clean up or wait for (Python would put back their
-    default action as it ends, and a signal would kill a process whose command is done).
-    stdout is flushed (click's completion writes to its buffer): its reader gone, the status
-    is 141; set aside when it cannot be, so that the interpreter's own flush has nothing to
-    fail on (no "Exception ignored ... BrokenPipeError")."""
+    The tick stops and the signals handled are ignored (the status is the command's).
+    stdout is flushed: its reader gone, the status is 141; set aside when it cannot be, so
+    the interpreter's own flush has nothing to fail on."""
     for signum in _INSTALLED:
         signal.signal(signum, signal.SIG_IGN)
     with contextlib.suppress(AttributeError, ValueError, OSError):
@@ -444,7 +412,6 @@ def leave(code: int) -> int:
         sys.stdout = None  # (the interpreter flushes only the current one)
     with contextlib.suppress(OSError, ValueError, AttributeError):
         sys.stderr.flush()
-    # What lives to the end is kept out of the collector's last passes as the interpreter
-    # ends, which would walk every object the run made to free none (bench/render.py).
+    # What lives to the end is kept out of the collector's last passes, which free nothing.
     gc.freeze()
     return code

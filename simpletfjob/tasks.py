@@ -16,11 +16,8 @@ from typing import TYPE_CHECKING, NamedTuple
 from simpletfjob.errors import SelectionError
 
 # Every task's cluster spec lists every task, so the output grows as the square of the
-# tasks: 1000 tasks make about 50 MB, 10,000 about 5 GB. Past that a run would take
-# minutes and fill a disk (`--port 1 --tasks-per-host 65535` on two hosts asks for
-# 131,070 tasks and 200 GB), so it is refused before any work; Kubernetes itself
-# supports clusters of at most 5000 nodes. Read back from a cluster, a task index at
-# or past it cannot be right (runs/taskstate.py).
+# tasks (10,000 make about 5 GB): a larger run is refused before any work. Kubernetes
+# supports at most 5000 nodes; read back from a cluster, a larger index is wrong.
 MAX_TASKS = 10_000
 
 
@@ -59,20 +56,10 @@ class Pin(NamedTuple):
     flag: str
 
 
-# TensorFlow's config lists every task in every task, so the output grows as the square of the
-# tasks: 1000 tasks make about 50 MB, 10,000 about 5 GB. Past that a run would take
-# minutes and fill a disk (`--port 1 --tasks-per-host 65535` on two hosts asks for
-# 131,070 tasks and 200 GB), so the frameworks refuse it before any work; Kubernetes
-# itself supports clusters of at most 5000 nodes.
-MAX_TASKS = 10_000
-
-
 def tasks_per_host_for(hosts: int, tasks: int) -> int | None:
     """The --tasks-per-host that seats `tasks` on `hosts` hosts, when more than 1 and within MAX_TASKS.
-
     A node runs several tasks of a run on consecutive ports, which is what makes a
-    run fit on one node (a kind or minikube cluster).
-    """
+    run fit on one node (a kind or minikube cluster)."""
     if hosts < 1:
         return None
     per_host = -(-tasks // hosts)
@@ -131,12 +118,10 @@ if TYPE_CHECKING:  # (a Protocol class costs a cold start more than its use is w
 class Slots:
     """The free slots of every host, which hosts are in use, and the tasks seated so far.
 
-    `num` is -N: with -1 every host may come into use, else at most `num`.
-    `may_take(role, i)` says whether a task of that role may run on host i
-    (None: every role may use every host). `note` gives the nodes' breakdown,
-    which ends a message when the hosts fall short. `capacity` says whether a task
-    fits on a host beside those seated there (None: every slot takes a task), and
-    in which order a role looks at the hosts.
+    `num` is -N (-1: every host may come into use). `may_take(role, i)` says whether a task
+    of that role may run on host i (None: any). `note` ends a message when the hosts fall
+    short. `capacity` says whether a task fits on a host beside those seated there (None:
+    every slot takes one), and in which order a role looks at the hosts.
     """
 
     def __init__(
@@ -343,10 +328,8 @@ def hosts_noun(n: int) -> str:
 
 def check_endpoints(tasks: Sequence[Task], address: str) -> None:
     """No two tasks listen at one host:port; `address` says what the hosts are, for the message.
-
     Two spellings of one IP address, or hostnames that differ only in case, are
-    the same host.
-    """
+    the same host."""
     import ipaddress  # only --address internal-ip and hostname come here
 
     def same_host(host: str) -> str:

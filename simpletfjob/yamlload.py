@@ -1,15 +1,10 @@
 """Reading YAML input: one loader for every file, and a bound on how far aliases may expand it.
 
-An alias (`*a`) repeats the node that its anchor (`&a`) names. PyYAML composes
-every alias of an anchor as the same node object, so parsing stays cheap even
-when the aliases expand a document a billion times over ("billion laughs"),
-but anything that then walks the result (jinja printing a value, the
-toleration scan, jsonschema under --validate, the kubernetes client) would
-take the expansion's time and memory. Kubernetes' own YAML decoder (go-yaml)
-refuses such a document with "document contains excessive aliasing";
-simpletfjob applies the same rule to every YAML input, before any Python
-object is built. It counts on the composed node graph, memoising each node's
-expanded size by identity, so the count takes time linear in the text:
+PyYAML composes every alias of an anchor as the same node, so parsing a "billion laughs"
+document is cheap, but whatever walks the result (jinja, --validate, the kubernetes client)
+would pay the expansion. go-yaml, Kubernetes' decoder, refuses it ("document contains
+excessive aliasing"); simpletfjob applies the same rule to every YAML input before any
+Python object is built, counting on the composed node graph in time linear in the text:
 
 - a document's expanded size counts every node that each alias repeats; the
   nodes that aliases add are the expanded size less the nodes written;
@@ -18,9 +13,7 @@ expanded size by identity, so the count takes time linear in the text:
   nodes, falling linearly to 10% at 4,000,000 and beyond (go-yaml's numbers);
 - an anchor that holds an alias of itself would expand without end: refused.
 
-The parse itself is libyaml's (PyYAML's C loader) where PyYAML was built with it.
-
-Reading the file itself is inputs.py's.
+The parse is libyaml's where PyYAML was built with it. Reading the file is inputs.py's.
 """
 
 from __future__ import annotations
@@ -47,7 +40,7 @@ class LimitError(yaml.MarkedYAMLError):
 
 
 def loader_class() -> type[Any]:
-    """PyYAML's safe loader, libyaml's when PyYAML was built with it (about 10x faster)."""
+    """PyYAML's safe loader, libyaml's when PyYAML was built with it."""
     return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
@@ -69,10 +62,7 @@ def manifest_loader() -> type[Any]:
 
 def may_alias(text: str) -> bool:
     """Whether the text may hold an alias; False proves it has none.
-
-    A text with no `*` where a node can start has nothing to count: the common
-    case, which then costs a scan for '*' (a render checks a thousand texts).
-    """
+    A text with no `*` where a node can start has nothing to count."""
     at = text.find("*")
     while at >= 0:
         before = at - 1
@@ -163,18 +153,14 @@ def _count(n: int) -> str:
 
 def load(text: str, loader: type[Any] | None = None) -> Any:
     """The one document of a YAML text (None if it is empty), its aliases checked first.
-
-    Raises yaml.YAMLError, LimitError included; `describe_error` makes it one line.
-    """
+    Raises yaml.YAMLError, LimitError included; `describe_error` makes it one line."""
     return load_node(text, loader)[1]
 
 
 def load_node(text: str, loader: type[Any] | None = None, unique: bool = False) -> tuple[Any, Any]:
     """The composed node and the value of the one document of a YAML text ((None, None) if empty).
-
     With `unique`, a key given twice in one mapping is an error, as helm reads values
-    (PyYAML would keep the last silently).
-    """
+    (PyYAML would keep the last silently)."""
     instance = (loader or loader_class())(text)
     try:
         node = instance.get_single_node()
@@ -276,9 +262,7 @@ def describe_error(
     error: yaml.YAMLError, source: str, what: str = "not valid YAML", line_offset: int = 0
 ) -> str:
     """One line for a YAML error: 'SOURCE:LINE: WHAT: PROBLEM' (WHAT is left out for a limit).
-
-    `line_offset` is added to the line, for YAML read from the middle of a file.
-    """
+    `line_offset` is added to the line, for YAML read from the middle of a file."""
     mark, problem = mark_and_problem(error)
     where = f"{source}:{line_offset + mark.line + 1}" if mark is not None else source
     if isinstance(error, DuplicateKey):

@@ -1,12 +1,9 @@
 """A public call's arguments checked against its signature, at the API's entry.
 
-docs/python.md promises that every error is a `simpletfjob.Error`, and a wrong type a
-`UsageError`. Each public function and method of the API is decorated with `checked`: the
-arguments it names are checked against their annotations before anything runs, so that
-`render(5)` or `Client(kubeconfig=5)` is `render() takes template as a string or a path,
-not 5`, not a `TypeError` from deep inside; a call with an argument missing or too many
-is a `UsageError` too (`render(): missing a required argument: 'template'`). The options given as `**keywords` are checked
-by options/keywords.py, as the command line's are.
+docs/python.md promises that every error is a `simpletfjob.Error`, a wrong type a
+`UsageError`. `checked` checks a public call's named arguments against their annotations
+before anything runs (`render() takes template as a string or a path, not 5`), and a
+missing or extra argument is a `UsageError` too; `**keywords` go to options/keywords.py.
 
 The annotations read are the API's own: None, bool, int, float (an int too), str,
 `os.PathLike[str]`, `Sequence[X]` (not a string or bytes), `Mapping[str, X]`, a class, and

@@ -51,11 +51,9 @@ def _checked(group: type[OptionGroup], caller: str, **keywords: Any) -> dict[str
 
 class Client:
     """A cluster and a namespace, chosen as kubectl and the CLI choose them.
-
     `kubeconfig` is --kubeconfig (default: $KUBECONFIG, ~/.kube/config, then in-cluster),
     `context` --context (default: the current one), `namespace` -n (default: the
-    context's, else `default`). Nothing is read until a call needs the cluster.
-    """
+    context's, else `default`). Nothing is read until a call needs the cluster."""
 
     @checked
     def __init__(
@@ -447,10 +445,8 @@ _END = object()
 
 def _lines(run: Run, selection: Any, request: Any) -> Iterator[LogLine]:
     """The log lines, read in a thread (as the CLI reads them) and handed over here one by one.
-
     The generator's end (the loop left early, an exception, Ctrl-C) stops the reading and
-    waits for its thread, closing the connection that its streams read from.
-    """
+    waits for its thread, closing the connection that its streams read from."""
     from simpletfjob.runs.logs import Cancelled, Printer, follow_logs, show_logs
 
     lines: queue.Queue[Any] = queue.Queue()

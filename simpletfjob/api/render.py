@@ -78,23 +78,11 @@ def prepared_options(
     return prepare_options(group(template=os.fspath(template), **settings), given, values)
 
 
-def plan_for(
-    group: type[Options],
-    template: str | os.PathLike[str],
-    *,
-    nodes: str | Sequence[str] | None,
-    num: int,
-    values: Mapping[str, Any] | None,
-    options: Mapping[str, Any],
-    caller: str,
-) -> Plan:
-    """The plan of a render, its warnings logged."""
+def plan_for(group: type[Options], template: str | os.PathLike[str], **keywords: Any) -> Plan:
+    """The plan of a render, its warnings logged; `keywords` as `prepared_options` takes them."""
     from simpletfjob.plan import plan
 
-    prepared = prepared_options(
-        group, template, nodes=nodes, num=num, values=values, options=options, caller=caller
-    )
-    planned = plan(prepared)
+    planned = plan(prepared_options(group, template, **keywords))
     log_warnings(planned)
     return planned
 

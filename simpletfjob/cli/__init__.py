@@ -1,28 +1,20 @@
 """The command line: the `simpletfjob` click group, its commands, and errors as one line and an exit code.
 
-`simpletfjob TEMPLATE ...` is `simpletfjob render TEMPLATE ...`: when the first
-word is neither a command nor one of the group's own options (--help,
---version), the whole command line goes to render, so `simpletfjob mnist.yaml
--N 3` and `simpletfjob -N 3 mnist.yaml` render as they always have. A template
-named like a command is written `./NAME`.
+`simpletfjob TEMPLATE ...` is `simpletfjob render TEMPLATE ...`: when the first word is
+neither a command nor a group option (--help, --version), the whole line goes to render. A
+template named like a command is written `./NAME`.
 
-A first word that is no command, no file and no built-in template, but is close to
-a command (difflib's ratio of at least 0.7, as click suggests commands but a little
-stricter, so that `mnist` without its `.yaml` is not taken for `init`), is a mistyped
-command: `no such command or template 'statsu'; did you mean 'status'?`, exit 2. Only
-a bare word (letters, digits and `-`) can be one; a path (`nope.yaml`, `./x`) is always
-a template, and a word that is close to no command keeps the missing template's message.
+A first bare word (letters, digits, `-`) that is no command, file or built-in template but
+close to a command (difflib's ratio >= 0.7, stricter than click's so that `mnist` is not
+taken for `init`) is a mistyped command: `no such command or template 'statsu'; did you
+mean 'status'?`, exit 2.
 
-Each command is a module of this package with a `command` (made from the option
-table by params.py), imported only when it runs or for --help, so that one
-command's imports never slow down another's start. This package is the only one
-that imports click.
+Each command is a module of this package with a `command` (made by params.py), imported
+only when it runs or for --help, so one command's imports never slow another's start.
 
-Exit status: 0 success, 1 a problem with the inputs, the cluster or the output,
-2 a usage error (unknown option, bad option value, contradicting options), 3 when
-`wait --timeout` passes,
-130, 143 or 129 when SIGINT, SIGTERM or SIGHUP stopped the run, 141 when the reader of
-the output went away (`| head`), with no line of its own, as for git and kubectl.
+Exit status: 0 success, 1 a problem with the inputs, the cluster or the output, 2 a usage
+error, 3 when `wait --timeout` passes, 130, 143 or 129 for SIGINT, SIGTERM or SIGHUP, 141
+when the output's reader went away (`| head`), with no line of its own.
 """
 
 from __future__ import annotations
@@ -172,10 +164,8 @@ def refuse_kubectl_verb(program: str, args: Sequence[str]) -> None:
 
 def refuse_mistyped_command(word: str) -> None:
     """A bare word that names no file or built-in but is close to a command is a usage error.
-
     Anything else is left to render, as a template: a file, a path, a built-in's name,
-    or a word like no command (its message is the missing template's).
-    """
+    or a word like no command (its message is the missing template's)."""
     bare = word.replace("-", "")
     if not (bare.isascii() and bare.isalnum() and word[0].isalnum()) or os.path.lexists(word):
         return
@@ -214,10 +204,8 @@ def main(
     env: streams.Environment | None = None,
 ) -> None:
     """Entry point: never a traceback, always one line on stderr for a failure.
-
     `env` is what the run knows of its process (streams.Environment): the console
-    script's, or a fresh one (main() may be called again in one process).
-    """
+    script's, or a fresh one (main() may be called again in one process)."""
     args = list(sys.argv[1:] if argv is None else argv)
     streams.env = env if env is not None else streams.Environment()
     try:
@@ -280,9 +268,8 @@ def _fail(message: str, code: int) -> NoReturn:
 
 
 def _interrupted(stop: Interrupted) -> None:
-    # Not an error in the input: the user (or a supervisor) stopped the run. What it had
-    # changed on a cluster, and how to go on from there, follows on the same line. A
-    # reader that went away is no news to anyone: only what it leaves on a cluster is said.
+    # The user stopped the run: what it had changed on a cluster, and how to go on, follows
+    # on the same line. For a reader that went away, only what it leaves there is said.
     if stop.detail:
         streams.say(f"simpletfjob: interrupted: {stop.detail}")
     elif not isinstance(stop, ReaderGone):
@@ -291,12 +278,8 @@ def _interrupted(stop: Interrupted) -> None:
 
 def console_main(prog_name: str = PROGRAM) -> NoReturn:
     """The console script and `python -m simpletfjob`: main(), and its exit status.
-
-    First the process's own setup (see streams.py): closed standard descriptors
-    get /dev/null, stderr drops what it cannot write, and SIGINT, SIGTERM and
-    SIGHUP unwind as `Interrupted`. Tests call main() in-process without these.
-    Then the process ends as any Python program does (streams.leave first).
-    """
+    First the process's own setup (streams.py), which tests calling main() in-process skip;
+    then the process ends as any Python program does (streams.leave first)."""
     try:
         streams.install_signal_handlers()
         env = streams.Environment(closed_at_start=streams.guard_standard_streams())
@@ -317,19 +300,15 @@ def console_main(prog_name: str = PROGRAM) -> NoReturn:
 
 def kubectl_main() -> None:
     """The kubectl plugin `kubectl-simpletfjob`: `kubectl simpletfjob ARGS` is `simpletfjob ARGS`.
-
     The same commands, options, messages and exit codes; only the program name in usage
-    lines and `--help` hints reads as the user typed it.
-    """
+    lines and `--help` hints reads as the user typed it."""
     console_main(KUBECTL_PLUGIN)
 
 
 def kubectl_complete_main() -> None:
     """`kubectl_complete-simpletfjob`: what kubectl runs for `kubectl simpletfjob ...<TAB>`.
-
     kubectl passes the words after `kubectl simpletfjob`, the last one being completed
-    (possibly empty); the candidates come one a line, then `:DIRECTIVE` (cobra's).
-    """
+    (possibly empty); the candidates come one a line, then `:DIRECTIVE` (cobra's)."""
     from simpletfjob.cli.complete import kubectl_complete
     from simpletfjob.output import write_stdout
 

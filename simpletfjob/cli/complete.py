@@ -15,12 +15,8 @@
   text reads that no task and no framework sets).
 
 What cannot be read in time (no cluster, no rights, a template that does not compile)
-offers nothing, and never says a word. `kubectl_complete` answers kubectl's plugin
-completion (`kubectl_complete-simpletfjob`) from the same completers.
-
-Values are checked by each option's own rule when the command runs, as before, so that
-a wrong one reads the same on the command line and in a template header; completion
-only offers.
+offers nothing, silently. `kubectl_complete` answers kubectl's plugin completion from the
+same completers. Completion only offers: values are checked when the command runs.
 """
 
 from __future__ import annotations

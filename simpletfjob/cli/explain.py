@@ -32,11 +32,9 @@ def explain_table(
     """The table, ending with the short breakdown, then `address` (address_line) when tasks
     were seated; `tasks` is empty when selection failed.
 
-    A node that only some roles may use says which in ELIGIBLE ('only ps'), and
-    each reason that holds for some roles only names them ('taint k:NoSchedule
-    (worker)'). `limited` is whether -N limited the hosts, for nodes left unused.
-    When the nodes' pods were read, a GPU(FREE/ALLOC) column says how many of
-    each node's GPUs are free: a saved NodeList or a host list has no such column.
+    A node that only some roles may use says which in ELIGIBLE ('only ps'), as does a reason
+    that holds for some roles only. `limited`: -N limited the hosts. A GPU(FREE/ALLOC)
+    column comes only when the nodes' pods were read.
     """
     given: dict[str, list[str]] = {}
     for t in tasks:

@@ -1,13 +1,9 @@
 """click parameters and commands made from the option table (options/table.py, options/render.py).
 
-A command is a function taking its options' values by field name; `make_command()`
-gives it one click parameter per field of its option group, checks each value
-against its option's rule as click reads it, and passes the set of options the
-command line gave (a template header's defaults fill in only the others).
-
-A command's --help lists its options under their groups' headings, each by the first
-sentence of its help (`summary`), so that it stays short; the whole help, and how the
-command behaves, is on its page (docs/commands/NAME.md), which the epilog names.
+`make_command()` gives a command one click parameter per field of its option group, checks
+each value by its option's rule, and passes the set of options the command line gave (a
+header's defaults fill in only the others). --help lists each option by the first sentence
+of its help; the whole is on docs/commands/NAME.md, which the epilog names.
 """
 
 from __future__ import annotations
@@ -49,10 +45,8 @@ class CommandContext(click.Context):
 
 class ParseErrorsInContext(click.Command):
     """click's parsing, with parse errors that name their command.
-
     A parse error that click raises without its context ("requires an argument")
-    gets it, for the `(see simpletfjob COMMAND --help)` hint.
-    """
+    gets it, for the `(see simpletfjob COMMAND --help)` hint."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         try:
@@ -207,10 +201,8 @@ def make_command(
     omit: Collection[str] = (),
 ) -> Callable[[CommandFunction], click.Command]:
     """Make FUNCTION(values, given) the click command NAME, with GROUP's options and --help.
-
     Its docstring is its --help; `short_help` is its line in `simpletfjob --help`. The
-    fields named in `omit` are not on its command line (they keep their defaults).
-    """
+    fields named in `omit` are not on its command line (they keep their defaults)."""
 
     def decorate(function: CommandFunction) -> click.Command:
         table = [

@@ -62,9 +62,7 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
 
 def write_run(options: Options, only: Sequence[str] = ()) -> None:
     """Plan the run, write its documents where -o says, and say what was written.
-
-    With `only` (--task), only those tasks' documents are written; the run is planned whole.
-    """
+    With `only` (--task), only those tasks' documents are written; the run is planned whole."""
     from simpletfjob.cli.report import explain_plan, plan_explained, summary, tell
     from simpletfjob.output import destination, refuse_inputs, spare_inputs_from_stderr, write_to
     from simpletfjob.plan import default_output_name, inputs

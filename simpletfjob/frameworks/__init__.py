@@ -3,11 +3,8 @@
 A framework owns the roles of its tasks and how they are seated on hosts, the
 variables each task's render gets, the large values it places where the template
 writes them (see template/markers.py), its options and header keys, and its output name.
-TensorFlow (tensorflow.py) is the default; PyTorch (pytorch.py) and JAX (jax.py)
-have workers only (workers.py), and give their variables to the container as a
-list of env entries (`blocks`). None adds documents of its own (the Services of
-pod networking are the core's, manifest/network.py, with the framework's port name), so
-the protocol has no hook for them yet.
+TensorFlow (tensorflow.py) is the default; PyTorch (pytorch.py) and JAX (jax.py) have
+workers only (workers.py), and give their variables as env entries (`blocks`).
 """
 
 from __future__ import annotations
@@ -20,10 +17,8 @@ from simpletfjob.tasks import Pin, Seating, Task
 if TYPE_CHECKING:
     from simpletfjob.tasks import Capacity
 
-# The run's options: options/render.py's `Options`, which combines each framework's group
-# with the core's and so imports this package. Named here without importing it, not even
-# for types, so that no import goes back from frameworks/ to options/render.py; each
-# framework types what it reads as its own group (TensorFlowOptions).
+# The run's options (options/render.py's `Options`, which imports this package), not
+# imported even for types; each framework types what it reads as its own group.
 Options: TypeAlias = Any
 
 __all__ = [
@@ -132,9 +127,7 @@ class Framework(Protocol):
         referenced: Collection[str],
     ) -> RunValues:
         """The run's values; `endpoints` replaces each task's host:port (pod networking).
-
-        `referenced` are the names the template uses in expressions of its own.
-        """
+        `referenced` are the names the template uses in expressions of its own."""
 
     def run_tasks(self, job: Mapping[str, Any]) -> list[str]:
         """Every task of the run ('worker-1'), as one of its Jobs (from the server) names them; [] if it does not."""
@@ -167,21 +160,14 @@ def framework(name: str = "tensorflow") -> Framework:
 
 
 def independent_roles() -> frozenset[str]:
-    """The roles, in any framework, that the training does not depend on (`Framework.independent`).
-
-    A run's Jobs say only their role: a role's name means the same in every framework
-    that has it, so the union is asked.
-    """
+    """The roles, in any framework, that the training does not depend on (`Framework.independent`):
+    a run's Jobs say only their role, and a role's name means the same in every framework."""
     return frozenset(role for name in FRAMEWORKS for role in framework(name).independent)
 
 
 def reserved_variables() -> tuple[str, ...]:
     """Names a value may not take: those every task gets, and every framework's.
-
-    Every framework's, whichever the run has: --set and values files are read before
-    the template's header says which it is, and a value keeps its meaning when the
-    framework changes.
-    """
+    Every framework's: values are read before the template's header names the framework."""
     names = [*TASK_VARIABLES]
     for name in FRAMEWORKS:
         names += [n for n in framework(name).variables if n not in names]

@@ -13,14 +13,11 @@ rank: node_rank x nproc_per_node).
 
 With `--min-workers M` the run is elastic (torchrun's `--nnodes M:N`, c10d rendezvous):
 the variables are then PET_NNODES=M:N, PET_NPROC_PER_NODE, PET_RDZV_BACKEND=c10d,
-PET_RDZV_ENDPOINT (worker 0's host:port, where its agent hosts the c10d store),
-PET_RDZV_ID (the run's name), PET_RDZV_CONF (ELASTIC_CONF: short timeouts, so that a
-world re-forms in seconds; worker 0 adds is_host=true, the others is_host=false, so that
-the store's host does not depend on a host name matching), PET_MAX_RESTARTS (N - M:
-each lost worker costs the survivors one restart of their processes), and
-TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 (SHARED_STORE_OFF, below). No fixed rank nor
-master: elastic mode assigns ranks at each rendezvous, and a fixed RANK, WORLD_SIZE or
-MASTER_ADDR would mislead a program run without torchrun.
+PET_RDZV_ENDPOINT (worker 0's host:port, where its agent hosts the store), PET_RDZV_ID
+(the run's name), PET_RDZV_CONF (ELASTIC_CONF, and is_host true on worker 0 only, so the
+store's host does not depend on host names), PET_MAX_RESTARTS (N - M: each lost worker
+costs one restart) and SHARED_STORE_OFF. No fixed rank nor master: elastic mode assigns
+ranks at each rendezvous.
 """
 
 from __future__ import annotations
@@ -41,22 +38,17 @@ from simpletfjob.tasks import Task
 
 TORCH_ENV = "TORCH_ENV"
 DEFAULT_PORT = 29500  # torchrun's --master-port
-# torchrun's rendezvous settings for an elastic run (seconds; docs/frameworks.md): up to
-# 5 minutes for the first M workers to join (pods start, images pull); once M have, 5
-# seconds more for the others; a dead agent is noticed after 3 missed 2-second
-# keep-alives. torch's defaults (600, 30, 30, 5 x 3) re-form a world in about a minute.
+# torchrun's rendezvous settings for an elastic run (seconds; docs/frameworks.md): 5 minutes
+# for the first M workers to join, 5 seconds more for the others; a dead agent is noticed
+# after 3 missed 2-second keep-alives (torch's defaults take about a minute).
 ELASTIC_CONF = (
     "join_timeout=300,last_call_timeout=5,close_timeout=10,"
     "keep_alive_interval=2,keep_alive_max_attempt=3"
 )
 
-# An elastic run's processes meet in a store of each rendezvous round's own, not in the one
-# the agents share by default (torch's `TORCH_DISABLE_SHARE_RDZV_TCP_STORE` opt-out). The
-# shared store outlives the rounds, and its keys have no round in them: when a world
-# re-forms, the new processes may read the addresses the last round's processes left there,
-# and fail to connect to processes that are gone (gloo: "Connection refused", "Connect
-# timeout"), which fails every agent: with torch 2.13, in four of five tries (none of seven
-# with it set; docs/frameworks.md).
+# An elastic run's processes meet in a store of each rendezvous round's own: the store the
+# agents share by default outlives the rounds with no round in its keys, so a re-formed
+# world may read the last round's addresses and fail to connect (docs/frameworks.md).
 SHARED_STORE_OFF = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
 
 

@@ -23,13 +23,11 @@ from simpletfjob.inputs import read_text
 from simpletfjob.options.table import OptionGroup, at_least, option
 from simpletfjob.tasks import (
     MAX_TASKS,
-    Host,
     Pin,
     Seating,
     Slots,
     Task,
     hosts_noun,
-    tasks_at,
     tasks_per_host_for,
 )
 
@@ -44,34 +42,6 @@ def run_roles(*, chief: bool, ps: bool, evaluator: bool) -> tuple[str, ...]:
     """The roles a run has, in the order they are handed out."""
     wanted = {"chief": chief, "ps": ps, "worker": True, "evaluator": evaluator}
     return tuple(role for role in ROLES if wanted[role])
-
-
-def assign_roles(
-    hosts: Sequence[Host],
-    *,
-    num: int = -1,
-    psn: int = 1,
-    psf: Sequence[str] = (),
-    chief: bool = False,
-    evaluator: bool = False,
-    port: int = 2222,
-    tasks_per_host: int = 1,
-    may_take: Callable[[str, int], bool] | None = None,
-) -> list[Task]:
-    """The run's tasks on these hosts, for callers that know every host's address; see `place_tasks`."""
-    if port + tasks_per_host - 1 > 65535:
-        raise UsageError(f"--port {port} with {tasks_per_host} tasks per host goes past port 65535")
-    seats = place_tasks(
-        [h.node for h in hosts],
-        num=num,
-        psn=psn,
-        psf=psf,
-        chief=chief,
-        evaluator=evaluator,
-        tasks_per_host=tasks_per_host,
-        may_take=may_take,
-    )
-    return tasks_at(seats, ROLES, hosts.__getitem__, port)
 
 
 def place_tasks(
@@ -201,11 +171,8 @@ def _too_few_used(slots: Slots, psn: int) -> SelectionError:
 
 class ClusterSpec:
     """The `cluster` part of TF_CONFIG, built once, and each task's whole TF_CONFIG from it.
-
-    Keys are sorted, as the original tool's JSON was: the cluster lists chief,
-    (evaluator,) ps, worker, and the task gives index before type. The evaluator
-    is left out of the cluster unless `include_evaluator`, as TensorFlow documents.
-    """
+    Keys are sorted, as the original tool's were. The evaluator is left out of the cluster
+    unless `include_evaluator`, as TensorFlow documents."""
 
     def __init__(
         self,
@@ -250,12 +217,9 @@ class ClusterSpec:
         """compact() as (the shared cluster part, this task's part), so the first is never copied."""
         return self._compact_prefix, f'{task.index},"type":{json.dumps(task.role)}}}}}'
 
-    def pretty(self, task: Task, indent: str) -> str:
-        """TF_CONFIG as indented lines, each starting with `indent`, ending with a newline: the
-        original tool's layout, one line per role, hosts on that line."""
-        return "".join(self.pretty_parts(task, indent))
-
     def pretty_parts(self, task: Task, indent: str) -> tuple[str, str]:
+        """TF_CONFIG as indented lines, each starting with `indent`, ending with a newline (the
+        original tool's layout), as (the shared cluster part, this task's part)."""
         prefix = self._pretty_prefixes.get(indent)
         if prefix is None:
             roles = ",\n".join(

@@ -1,14 +1,10 @@
 """What the worker-only frameworks (pytorch.py, jax.py) share: seating, env entries, and a run's tasks.
 
-Their runs have one role, `worker`, indexed 0..n-1; worker 0 is the one the others
-meet at (torchrun's master, JAX's coordinator). Every free slot of every eligible
-host takes a worker, in the order of the hosts and each host's ports, as TensorFlow's
-workers do. A framework's variables reach the container as one placeholder that
-stands alone on a line (`<<TORCH_ENV>>`, `<<JAX_ENV>>`) and expands there to a list
-of `env` entries at the placeholder's indentation. It is placed as TensorFlow's
-config is (template/compiled.py, template/markers.py): the entries every task shares are built once
-per run and shared, each task's own follow them, and the whole is filled in as the
-run is written; each task's checks see it as one sequence entry.
+Their runs have one role, `worker`, indexed 0..n-1; the others meet at worker 0 (torchrun's
+master, JAX's coordinator). Every free slot of every eligible host takes a worker. Their
+variables reach the container as a placeholder alone on a line (`<<TORCH_ENV>>`,
+`<<JAX_ENV>>`) that expands to `env` entries at its indentation, placed as TensorFlow's
+config is (template/markers.py): the shared entries built once per run.
 """
 
 from __future__ import annotations
@@ -189,9 +185,7 @@ def first_host(job: Mapping[str, Any], *names: str) -> list[str]:
 
 def workers_from(job: Mapping[str, Any], count_variable: str, elastic: bool = False) -> list[str]:
     """Every worker of the run ('worker-0', ...), from the task count a Job's env carries; [] if none.
-
-    `elastic`: the count may be written `M:N` (torchrun's --nnodes), of which N is the run's.
-    """
+    `elastic`: the count may be written `M:N` (torchrun's --nnodes), of which N is the run's."""
     value = env_value(job, count_variable)
     if elastic and value is not None and value.count(":") == 1:
         value = value.split(":")[1]
@@ -201,11 +195,8 @@ def workers_from(job: Mapping[str, Any], count_variable: str, elastic: bool = Fa
 
 
 class EnvValues:
-    """The RunValues of a framework whose placed value is env entries (`<<TORCH_ENV>>`).
-
-    The entries every task shares are written once per indentation and shared, as one
-    string, by every task; each task adds its own (its rank) after them.
-    """
+    """The RunValues of a framework whose placed value is env entries (`<<TORCH_ENV>>`): the
+    shared entries written once per indentation, each task's own (its rank) after them."""
 
     def __init__(self, shared: Sequence[tuple[str, object]]) -> None:
         self._shared = tuple(shared)

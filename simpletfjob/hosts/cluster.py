@@ -1,16 +1,12 @@
 """Reading nodes, and the pods that use them, from a live cluster, through kube/, as kubectl would.
 
-The cluster is found as kubectl finds it (see kube/paths.py and kube/connection.py).
-Nodes are listed in pages of 500 from the raw JSON, each page cut of its nodes'
-image lists before it is parsed and parsed while the next one comes, keeping
-only what a `Node` needs: 5000 nodes cost neither model objects nor much memory.
-Every wait is bounded, transient failures are retried with backoff, and every
+Nodes are listed in pages of 500 from the raw JSON, parsed while the next page comes, keeping
+only what a `Node` needs. Every wait is bounded, transient failures are retried, and every
 failure is one `ClusterError` line naming the server and context.
 
-Every Job of the cluster is read first, in one paginated list cut the same way: the
-Jobs that have yet to make their pods hold room for them, and the run's own pods are
-those of its Jobs that live (usage.py). Pods are read the same way, cut of their
-managedFields and reduced at once to what the counting rules need, one of two ways:
+Every Job of the cluster is read first: the Jobs that have yet to make their pods hold room
+for them, and the run's own pods are those of its live Jobs (usage.py). Pods are reduced at
+once to what the counting rules need, read one of two ways:
 
 - **one list**: the non-terminated pods of every namespace, paginated;
 - **per node**: each candidate node's non-terminated pods, in order
@@ -56,20 +52,6 @@ INSTEAD = "give the hosts with --nodes H1,H2,... or --nodes-file FILE"
 INSTEAD_OF_RBAC = "give the hosts with --nodes or --nodes-file"
 
 U = TypeVar("U")  # what a Job or a pod holds (usage.py)
-
-
-def read_cluster_nodes(
-    settings: Settings,
-    selector: str | None = None,
-    warn: Callable[[str], None] | None = None,
-    gpu_resource: str = GPU_RESOURCE,
-) -> list[Node]:
-    """Every node the cluster lists (matching the label selector), sorted by name.
-
-    `warn` is told what the caller should say, such as that TLS is not checked.
-    """
-    with Cluster(settings, warn) as cluster:
-        return cluster.nodes(selector, gpu_resource)
 
 
 class Cluster:
@@ -148,9 +130,7 @@ class Cluster:
 
     def jobs(self, resource: str, alternative: str, others: Sequence[str] = ()) -> list[JobUse]:
         """Every namespace's Jobs, reduced to what the counting rules need.
-
-        `others` are the resources besides `resource` that a run's fit asks about.
-        """
+        `others` are the resources besides `resource` that a run's fit asks about."""
         from simpletfjob.hosts.usepage import decode_jobs
 
         parse = _use_parser(
@@ -215,9 +195,7 @@ class Cluster:
         others: Sequence[str] = (),
     ) -> dict[str, NodeUsage] | None:
         """Each node's pods, in order, until `wanted` nodes have room; what was read, by node.
-
-        None when `budget` nodes were read without finding enough: one list is then cheaper.
-        """
+        None when `budget` nodes were read without finding enough: one list is then cheaper."""
         parse = self._pod_parser(resource, PODS.path(""), others)
         pinned = pinned_jobs(jobs, own)
         selectors = (f"spec.nodeName={name},{NOT_TERMINATED}" for name in names)

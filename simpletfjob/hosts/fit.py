@@ -15,10 +15,9 @@ counts them), or its allocatable alone where the pods were not read (a saved Nod
 but an extended resource (`nvidia.com/gpu`, `hugepages-2Mi`, any `vendor/name`) that a
 node does not list is 0 there, as the scheduler counts it: that is a CPU-only node.
 
-Tasks of one run on one node add up: `Fit` keeps what the tasks seated so far take of
-each node, for the seating walk (tasks.py's `Slots`), and the order in which a role
-that asks for none of a device another role needs looks at the nodes: those where
-that device is not free first. Pure functions over `Node` and `NodeUsage` values.
+`Fit` keeps what the tasks seated so far take of each node, for the seating walk (tasks.py's
+`Slots`); a role that asks for none of a device another role needs looks first at the nodes
+where that device is not free. Pure functions over `Node` and `NodeUsage` values.
 """
 
 from __future__ import annotations
@@ -90,10 +89,7 @@ class Short(NamedTuple):
 
 
 def shortfall(node: Node, usage: NodeUsage | None, ask: Ask, count: int = 1) -> Short | None:
-    """The first resource of which `count` tasks asking `ask` each find too little free.
-
-    (`free` written out: every node of a cluster comes through here for every role.)
-    """
+    """The first resource of which `count` tasks asking `ask` each find too little free."""
     listed = node.allocatable
     if not listed:
         return None
@@ -132,11 +128,9 @@ def ask_text(resource: str, amount: int) -> str:
 
 class Fit:
     """The room the run's tasks leave on each host as they are seated (tasks.py's `Capacity`).
-
     `hosts` are the seating's hosts, in its order: each node with what its pods take (None:
     not read); `asks` each role's ask. A host's free amounts are read when first asked.
-    `refused` holds the roles whose task was ever turned away for want of room.
-    """
+    `refused` holds the roles whose task was ever turned away for want of room."""
 
     def __init__(
         self, hosts: Sequence[tuple[Node, NodeUsage | None]], asks: Mapping[str, Ask]

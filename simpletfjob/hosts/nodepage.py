@@ -1,14 +1,10 @@
 """A page of a node list decoded straight into `Node`s: only the fields simpletfjob reads.
 
-A real node's JSON is mostly what simpletfjob needs none of (its images, its managed
-fields, the kubelet's version and capacity), and 5000 of them are tens of MB. msgspec
-decodes a page into typed structs that hold only the fields below, skipping the rest
-without building it, and checks each field's type on the way. A page this cannot take,
-anything unusual in a field simpletfjob reads (a name that is empty, a label or a
-quantity that is not a string, a null where a list belongs, a value that is no count of
-GPUs...), is decoded the careful way instead (`nodes.node_from_object`, through the
-caller), so that what is wrong is said in the same words as for a saved NodeList: the fast
-path never decides anything the careful one would not.
+A real node's JSON is mostly what simpletfjob needs none of. msgspec decodes a page into
+typed structs of only the fields below, skipping the rest without building it. A page with
+anything unusual in a field read (an empty name, a label that is not a string, a null where
+a list belongs...) is decoded the careful way instead (`nodes.node_from_object`), so that
+what is wrong is said in the same words: this path never decides what that one would not.
 """
 
 from __future__ import annotations

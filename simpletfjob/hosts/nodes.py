@@ -6,7 +6,6 @@ imports the `kubernetes` client.
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import re
@@ -66,11 +65,8 @@ def is_node_name(name: str) -> bool:
 
 def parse_host_lines(text: str, origin: str) -> list[tuple[str, str]]:
     """Names from a one-per-line list, each with 'origin:line'; blanks and # comments are skipped.
-
-    Lines end at '\n', '\r\n' or '\r', as editors and `grep -n` count them: not at
-    the form feeds, U+2028 and other breaks that str.splitlines also splits at,
-    which would split a name in two and number the lines wrong.
-    """
+    Lines end at '\n', '\r\n' or '\r', as editors and `grep -n` count them (not at every
+    break str.splitlines knows, which would number the lines wrong)."""
     entries = []
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     for number, line in enumerate(lines, start=1):
@@ -107,13 +103,8 @@ def nodes_from_option(value: str) -> list[Node]:
 
 def nodes_from_file(path: str, gpu_resource: str = GPU_RESOURCE) -> list[Node]:
     """Hosts from --nodes-file: a plain list (order kept) or a saved `kubectl get nodes -o json|yaml`.
-
-    A file whose first character is `{` is JSON, as kubectl writes it, and is read
-    as JSON, which is many times faster than a YAML parser and needs a fraction of
-    the memory. Anything else that looks like a NodeList is read as YAML. The file
-    is read once: a pipe (`<(kubectl get nodes -o json)`, /dev/stdin) cannot be
-    read again.
-    """
+    A file whose first character is `{` is read as JSON, as kubectl writes it; anything else
+    that looks like a NodeList as YAML. The file is read once: it may be a pipe."""
     held = [read_bytes(path, "nodes file", NODE_LIST_LIMIT)]
     if re.match(_JSON_START, held[0]):
         return _nodes_from_json(held, path, gpu_resource)
@@ -136,11 +127,9 @@ def _looks_like_node_list(text: str) -> bool:
 
 def _nodes_from_json(held: list[bytes], path: str, gpu_resource: str) -> list[Node]:
     """The nodes of a JSON NodeList; `held` holds its bytes, taken from it to free them early."""
-    # Tens of thousands of small dicts would set off the collector again and again for
-    # nothing: JSON makes no reference cycles.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    from simpletfjob.kube.lists import collector_paused
+
+    with collector_paused():  # tens of thousands of dicts, and no reference cycle
         data = held.pop()
         slim = without_images(data)
         cut = slim is not data
@@ -167,9 +156,6 @@ def _nodes_from_json(held: list[bytes], path: str, gpu_resource: str) -> list[No
             del text
         del whole
         return _nodes_from_document(document, path, gpu_resource)
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def _json_error(error: ValueError | RecursionError, path: str) -> InputError:
@@ -220,10 +206,8 @@ def node_from_object(obj: object, origin: str, gpu_resource: str = GPU_RESOURCE)
 
     Its `gpus` are its allocatable `gpu_resource` (nvidia.com/gpu, amd.com/gpu, ...).
 
-    Every field read is checked for its type, so a malformed node is one line that
-    names where it is (`origin`) and the field, never a crash. The checks are
-    written out (plain `type() is` tests, no helper calls on the good path)
-    because a saved list can hold tens of thousands of nodes.
+    Every field read is checked for its type, so a malformed node is one line that names
+    where it is (`origin`) and the field, never a crash.
     """
     if type(obj) is not dict:
         raise InputError(f"{origin}: a node must be a mapping, not {describe_value(obj)}")
@@ -364,14 +348,9 @@ _IMAGES_END = rb"\}\s*\]"
 
 def without_images(data: bytes) -> bytes:
     """A node list's JSON with every node's `status.images` emptied, before it is parsed.
-
-    The images list is most of a real node's JSON (kubelet reports up to 50
-    images, each with its digests) and simpletfjob needs none of it. Each entry
-    is an object whose strings are image references, which hold no brackets or
-    braces, so the list ends at the first `}` followed by `]`. Anything else
-    makes the result invalid JSON, and the caller then parses the whole text.
-    Compact (the API server's) and indented (kubectl's) layouts are both cut.
-    """
+    The images are most of a real node's JSON and simpletfjob needs none of them. Image
+    references hold no brackets or braces, so the list ends at the first `}` followed by
+    `]`; anything else makes the result invalid JSON, and the caller parses the whole text."""
     pieces: list[memoryview] = []  # views, not copies: a saved list can be hundreds of MB
     view = memoryview(data)
     kept = 0  # data[:kept] is in pieces

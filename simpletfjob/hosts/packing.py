@@ -1,9 +1,7 @@
 """Packing: a seating of the run's tasks on its nodes, searched for when the walk finds none.
 
-The walk (tasks.py's `Slots`) seats each task on the first node, in its role's order, where
-it fits beside those before it, and never goes back: a chief can take the only node a
-worker fits on, a worker a node with room for one task where the run needs two there, and
-a run that fits is refused. Here the seatings themselves are looked at:
+The walk (tasks.py's `Slots`) never goes back: a chief can take the only node a worker fits
+on, and a run that fits is refused. Here the seatings themselves are looked at:
 
 - **Tasks of one role are interchangeable.** A seating gives each node how many tasks of
   each role it takes (a multiset of roles), not which; slots and indices follow from it.
@@ -17,11 +15,9 @@ a run that fits is refused. Here the seatings themselves are looked at:
   first as many as a seating can use are looked at: a seating that uses another can
   move to one of those it leaves free.
 
-The search counts its steps against a bound, `STEPS`; one that runs out says so
-(`Packed.exhausted`), and the run is refused with that said, never as one that cannot fit.
-The bound is set so that every run of up to 12 tasks is searched to its end
-(tests/unit/test_seating.py tries the hardest we know of, on 5000 nodes). `shortage`
-says why a run has no seating, for the refusal (plan/refusal.py).
+A search that runs out of its `STEPS` says so (`Packed.exhausted`), and the run is refused
+with that said, never as one that cannot fit; every run of up to 12 tasks is searched to
+its end (tests/unit/test_seating.py). `shortage` says why a run has no seating.
 
 Pure: numbers in, numbers out, in the scheduler's units (hosts/fit.py); an amount a node
 does not say is `UNKNOWN`, more than any run asks.
@@ -82,12 +78,8 @@ def pack(packing: Packing, steps: int | None = None) -> Packed:
 
 
 def _alike_left_out(packing: Packing, nodes: Nodes) -> tuple[list[int], Packing, Nodes]:
-    """The run on fewer nodes: of the nodes alike (the same room and the same roles), only
-    the first as many as a seating can use, and their places among the nodes given.
-
-    Alike nodes are interchangeable: a seating that uses one left out leaves one of those
-    kept free, and can move there.
-    """
+    """The run on fewer nodes: of the nodes alike (the same room and roles, interchangeable),
+    only the first as many as a seating can use, and their places among the nodes given."""
     limit = packing.hosts_used
     most = sum(packing.want) if limit is None else limit - nodes.used
     seen: dict[tuple[Counts, int], int] = {}
@@ -113,11 +105,8 @@ def _alike_left_out(packing: Packing, nodes: Nodes) -> tuple[list[int], Packing,
 
 
 def _pinned(packing: Packing) -> Nodes | None:
-    """The nodes with the pinned tasks on them; None when those alone do not fit.
-
-    A room is cut to what the run asks in all: more makes no difference, and nodes that
-    differ only there are then alike.
-    """
+    """The nodes with the pinned tasks on them; None when those alone do not fit. A room is
+    cut to what the run asks in all, so nodes that differ only beyond it are alike."""
     most = demand(packing.run, packing.asks)
     rooms = [
         tuple(min(have, cut) for have, cut in zip(room, most, strict=True))

@@ -1,10 +1,9 @@
 """What a pod spec asks of its node: each resource's request, and the host ports it holds.
 
-The counting rules of usage.py's docstring, for one pod spec (the JSON of a v1 Pod's spec,
-or of a Job's pod template): read exactly (`pod_request`, the free GPUs' count) or in the
-scheduler's units (`pod_units`, what a run's fit compares, hosts/fit.py). The fit reads
-a template's pods with the same functions (plan/fit.py), so that a task asks for what a
-pod of it would be counted as holding once it runs.
+The counting rules of usage.py's docstring, for one pod spec (a v1 Pod's or a Job's pod
+template's): read exactly (`pod_request`) or in the scheduler's units (`pod_units`, for the
+fit). plan/fit.py reads a template's pods with the same functions, so a task asks for what
+its pod would be counted as holding.
 """
 
 from __future__ import annotations
@@ -37,8 +36,7 @@ def list_at(value: Any, where: str, field: str) -> list[Any]:
     return value
 
 
-# Nothing asked: one shared zero, as most pods ask nothing of a GPU resource, and each
-# Fraction made or added is a Python call (60,000 pods make that a second).
+# Nothing asked: one shared zero, as most pods ask nothing of a GPU resource.
 ZERO = Fraction(0)
 
 
@@ -69,12 +67,6 @@ def _units(resources: dict[str, Any], key: str, resource: str, where: str, field
 Read = Callable[[dict[str, Any], str, str, str, str], Any]
 
 
-def container_request(container: Any, resource: str, where: str, field: str) -> Fraction:
-    """A container's request of the resource; its limit when it states no request."""
-    amount: Fraction = _container_requests(container, (resource,), where, field, _amount)[0]
-    return amount
-
-
 def _container_requests(
     container: Any, resources: Sequence[str], where: str, field: str, read: Read
 ) -> Sequence[Any]:
@@ -86,11 +78,6 @@ def _container_requests(
         return ()
     listed = mapping_at(listed, where, f"{field}.resources")
     requests = mapping_at(listed.get("requests"), where, f"{field}.resources.requests")
-    if len(resources) == 1:  # the free GPUs' count, for every pod of a cluster: kept short
-        r = resources[0]
-        return (
-            read(listed, "requests" if r in requests else "limits", r, where, f"{field}.resources"),
-        )
     return [
         read(listed, "requests" if r in requests else "limits", r, where, f"{field}.resources")
         for r in resources

@@ -1,15 +1,10 @@
 """The search over seatings: node by node, each taking a multiset of roles that fits there or
 none, for a run that the walk and the heuristic (packing.py) could not seat.
 
-Depth first, every state that failed remembered (the next node, the tasks of each role
-left, the nodes in use), and a state cut as soon as the nodes left cannot hold what is left:
-in slots, in each resource, in nodes for -N. Only the nodes that can matter are looked at:
-for each multiset, the first nodes where it fits, as many as a seating can use, and each
-node only with the multisets it is one of those first nodes for. A seating that puts a
-multiset on a later node leaves one of those first nodes free, and can move it there.
-
-Each multiset tried on a node is a step, and so is each looked at while finding those
-nodes; past its steps the search stops (`OutOfSteps`), so that it always ends soon.
+Depth first, every failed state remembered, and a state cut as soon as the nodes left cannot
+hold what is left (slots, each resource, nodes for -N). Each multiset is tried only on the
+first nodes where it fits, as many as a seating can use: a seating that puts it on a later
+node could move it to one of those. Past its steps the search stops (`OutOfSteps`).
 """
 
 from __future__ import annotations
@@ -28,11 +23,9 @@ Counts = tuple[int, ...]
 class Packing:
     """A run to seat: per role (in `roles`' order) and per node (in the seating's order).
 
-    `want` is how many tasks of each role to seat, besides the `pinned` ones (node ->
-    tasks of each role already there: the --psf hosts' parameter servers); `hosts_used`
-    is -N, how many nodes are in use in the end, those pinned counted (None: any number;
-    with `exact` False, at most that many); `may[node]` has bit r set when role r may use
-    the node.
+    `want` is how many tasks of each role to seat besides the `pinned` ones (the --psf
+    hosts' parameter servers); `hosts_used` is -N, pinned nodes counted (None: any; with
+    `exact` False, at most); `may[node]` has bit r set when role r may use the node.
     """
 
     roles: tuple[str, ...]

@@ -63,9 +63,7 @@ class Reason(NamedTuple):
 
 class Verdict(NamedTuple):
     """A node and every reason it cannot take a task; a reason may hold for some roles only.
-
-    `usage` is what its pods take, when they were read (None: not read).
-    """
+    `usage` is what its pods take, when they were read (None: not read)."""
 
     node: Node
     reasons: tuple[Reason, ...] = ()
@@ -112,13 +110,10 @@ Tolerations = tuple[Mapping[str, object], ...]
 class Rules(NamedTuple):
     """What makes a node eligible besides not being excluded.
 
-    `tolerations` are those of every role's pods. When the pod spec differs by
-    role, `role_tolerations` gives each role of the run its own, in the run's
-    role order, and `tolerations` is not used. `ports` are the host ports the
-    run's pods need free on a node (judged only where its pods were read), and
-    `role_ports` each role's, when they differ by role. `min_gpus` counts free
-    GPUs where the pods were read, allocatable ones elsewhere. `asks` are what a task of
-    each role of the run asks of a node (hosts/fit.py), when the fit is checked.
+    `role_tolerations` and `role_ports`, when the pod spec differs by role, give each role
+    its own, in role order (`tolerations` is then not used). `ports` are judged only where
+    the pods were read; `min_gpus` counts free GPUs there, allocatable ones elsewhere. `asks`
+    are what a task of each role asks of a node (hosts/fit.py), when the fit is checked.
     """
 
     tolerations: Tolerations = ()
@@ -191,9 +186,7 @@ def judge_node(
     node: Node, excluded: Collection[str], rules: Rules, usage: NodeUsage | None = None
 ) -> Verdict:
     """Every reason this node cannot take a task; none means eligible.
-
-    `usage` is what the node's pods take; None when they were not read.
-    """
+    `usage` is what the node's pods take; None when they were not read."""
     reasons = []
     if node.name in excluded:
         reasons.append(Reason("excluded", "excluded (exc file)"))
@@ -324,10 +317,8 @@ def judge_nodes(
 
 def breakdown(verdicts: Sequence[Verdict]) -> str:
     """'12 nodes: 7 eligible, 3 NotReady, 1 cordoned, 1 excluded': each node counted once.
-
     Eligible nodes that only some roles may use are counted again in brackets:
-    '7 eligible (2 only for ps)'.
-    """
+    '7 eligible (2 only for ps)'."""
     counts: Counter[str] = Counter()
     partial: Counter[tuple[str, ...]] = Counter()
     for v in verdicts:
@@ -396,11 +387,9 @@ def eligible_hosts(
     verdicts: Sequence[Verdict], num: int, pins: Sequence[Pin] = (), tasks_per_host: int = 1
 ) -> list[Verdict]:
     """The nodes some role of the run may use, in order, once -N and the pinned hosts are checked.
-
     A pinned host (--psf) is judged for its role: it must be a node that role may use.
     When -N asks for more than there are, the error says how many tasks the eligible
-    nodes hold and the --tasks-per-host that seats the tasks -N meant on them.
-    """
+    nodes hold and the --tasks-per-host that seats the tasks -N meant on them."""
     eligible = [v for v in verdicts if v.eligible]
     by_name = {v.node.name: v for v in verdicts} if pins else {}
     for pin in pins:

@@ -16,24 +16,16 @@ The rules (kubectl's `PodRequestsAndLimits`, which the scheduler's fit check als
 Two more rules, for what a node's pod list does not show yet, or no longer shows as
 someone else's:
 
-- a Job that has yet to create its pods holds them already: an active Job (no
-  Complete or Failed condition, not suspended, not being deleted) whose pod
-  template pins a node (`spec.template.spec.nodeName`), and that has fewer live
-  pods (not terminated, not being deleted: those the Job controller counts) than
-  it wants running, holds that template's requests and host ports on that node,
-  once per missing pod. It wants `parallelism` pods (default 1), or, with
-  `completions`, no more than the completions still to come. Two runs applied
-  back to back, before the Job controller has made the first one's pods, so do
-  not both take the same GPUs and port;
-- the pods of the run being placed do not count against it (a re-render sees its
-  own room), but a pod is the run's own only while its Job exists and is not
-  being deleted: a stopping pod of a deleted run holds its port and GPUs until it
-  is gone, as `kubectl describe node` says. When the Jobs cannot be listed, a pod
-  is the run's own while it has a controlling Job and is not being deleted.
+- an active Job (no Complete or Failed condition, not suspended, not being deleted) whose
+  pod template pins a node holds that template's requests and host ports there once per
+  pod it still wants (`parallelism`, default 1, at most the completions to come) beyond its
+  live ones: two runs applied back to back do not both take the same GPUs and port;
+- the run's own pods do not count against it, but only while its Job exists and is not
+  being deleted (a stopping pod of a deleted run holds its port and GPUs until it is gone);
+  when the Jobs cannot be listed, while the pod has a controlling Job and is not being deleted.
 
-Each resource is counted on its own (the rules work per resource name), so only
-the one a run asks about is added up. Pure functions over the JSON of v1 Pods and
-batch/v1 Jobs; the cluster reader (cluster.py) feeds them.
+Each resource is counted on its own, so only those a run asks about are added up. Pure
+functions over the JSON of v1 Pods and batch/v1 Jobs, fed by cluster.py.
 """
 
 from __future__ import annotations
@@ -114,9 +106,7 @@ def pod_use(
     obj: Any, resource: str, job_label: str, origin: str, others: Sequence[str] = ()
 ) -> PodUse:
     """One pod of a list, read for what it takes; `origin` names the list item in messages.
-
-    `others` are the resources besides `resource` that a run's fit asks about (hosts/fit.py).
-    """
+    `others` are the resources besides `resource` that a run's fit asks about (hosts/fit.py)."""
     if type(obj) is not dict:
         raise InputError(f"{origin}: a pod must be a mapping, not {describe_value(obj)}")
     metadata = mapping_at(obj.get("metadata"), origin, "metadata")
@@ -255,11 +245,9 @@ EMPTY = NodeUsage(0, 0, {})
 
 class Own(NamedTuple):
     """The run being placed: its pods do not count against it (a re-render sees its own room).
-
     A pod is the run's own while its Job exists and is not being deleted: `jobs` holds the
     uids of the run's Jobs that do. Without them (None: the Jobs were not listed), while it
-    has a controlling Job and is not being deleted itself.
-    """
+    has a controlling Job and is not being deleted itself."""
 
     job: str | None  # the simpletfjob/job label; None: every pod counts
     namespaces: frozenset[str]

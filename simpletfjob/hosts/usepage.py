@@ -1,18 +1,11 @@
 """Pages of the cluster's Jobs and pods decoded straight into what the counting rules read.
 
-A Job's or a pod's JSON is mostly what usage.py's rules need none of: its managed fields,
-and in its pod spec every container's command, arguments and environment (a framework's
-cluster spec of a thousand tasks is tens of kB, in every Job and pod of such a run).
-msgspec decodes a page skipping all of that without building it, and keeps only the fields
-`usage.job_use` and `usage.pod_use` read: the metadata's name, namespace, uid, labels,
-ownerReferences and deletionTimestamp; a Job's parallelism, completions, suspend and
-status; a pod's phase; and of the pod spec (a Job's template's) the nodeName, hostNetwork,
-overhead and, of each container and init container, its name, resources, ports and
-restartPolicy. Those are put together as the small object they are in the item and handed
-to `job_use` or `pod_use` itself, so that every check and every message is the careful
-way's, by construction. A page whose shape this cannot take (an item, metadata, spec,
-template or container that is not a mapping, a list of containers that is not a list...)
-is left to the careful decoder (`None`), as hosts/nodepage.py leaves odd node pages.
+A Job's or a pod's JSON is mostly what usage.py's rules need none of (managed fields, each
+container's command and environment). msgspec decodes a page keeping only the fields
+`usage.job_use` and `usage.pod_use` read, put together as the small object they are in the
+item and handed to those functions, so every check and message is the careful way's. A page
+of another shape (an item or container that is not a mapping...) is left to the careful
+decoder (`None`), as nodepage.py leaves odd node pages.
 """
 
 from __future__ import annotations

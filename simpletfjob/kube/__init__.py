@@ -15,8 +15,7 @@
     access.py      what the user may do, asked with SelfSubjectAccessReviews; who the server says it is
     podlog.py      a container's log as whole lines; followed, read on across a break
 
-Only connection.py, send.py, watch.py and podlog.py import `kubernetes` or urllib3, and only inside
-the functions that need them, so that an offline render never loads them. Nothing here
-imports the rest of simpletfjob but errors.py, inputs.py (with streams.py), yamlload.py and
-the version; this file imports nothing, so that importing `simpletfjob.kube.paths` stays cheap.
+Only connection.py, send.py, watch.py and podlog.py import `kubernetes` or urllib3, inside
+the functions that need them. Nothing here imports the rest of simpletfjob but the base
+modules; this file imports nothing, so importing `simpletfjob.kube.paths` stays cheap.
 """

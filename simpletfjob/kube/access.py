@@ -1,15 +1,11 @@
 """What the user may do, asked of the API server before a command relies on it.
 
-`allowed()` sends one SelfSubjectAccessReview (authorization.k8s.io/v1, which every
-authenticated user may create) for each verb and resource, several at a time, and
-returns the server's answer for each. The authorizer answers them as it answers the
-real requests, whatever authorizes there (RBAC, a webhook): no rule is read or judged
-here. A server that cannot say (the API not served, the review itself refused, a server
-away) gives None: the command then learns what it may do from its requests, as before.
+`allowed()` sends a SelfSubjectAccessReview for each verb and resource, a few at a time:
+the authorizer answers as for the real requests, whatever it is; no rule is judged here.
+A server that cannot say gives None, and the command learns from its requests.
 
-`refused_user()` names the user as the server knows it (a service account as
-`system:serviceaccount:NS:NAME`), from the refusal of a request that changes nothing:
-a review does not say who asked.
+`refused_user()` names the user as the server knows it, from the refusal of a request that
+changes nothing: a review does not say who asked.
 """
 
 from __future__ import annotations
@@ -36,10 +32,8 @@ PROBE = "simpletfjob-access-check"  # a name asked for only to be refused
 
 def allowed(conn: Connection, actions: Sequence[Action]) -> list[bool] | None:
     """Whether the user may do each action (verb, resource and subresource, in its namespace).
-
     The reviews go `conn.settings.in_flight` at a time. None when the server cannot answer
-    them all: not served (404), refused, not JSON, or no answer within WITHIN seconds.
-    """
+    them all: not served (404), refused, not JSON, or no answer within WITHIN seconds."""
     from simpletfjob.kube.inflight import Pool
 
     if not actions:
@@ -96,11 +90,8 @@ def _review(conn: Connection, action: Action, deadline: Deadline) -> bool | None
 
 def refused_user(conn: Connection, actions: Sequence[Action]) -> str | None:
     """The user as the server names it in a refusal of one of `actions`; None if none says.
-
-    The request asks for the action itself on a name no object has, as a dry run where it
-    would write, and a list or watch selects what no object is labelled with: refused, it
-    names the user; allowed after all, it reads nothing and changes nothing.
-    """
+    The request asks for the action on a name no object has (a dry run where it writes; a
+    selector nothing matches for a list): it reads and changes nothing."""
     nothing = ("labelSelector", f"{PROBE}=none")
     probes: Mapping[str, tuple[str | None, list[tuple[str, str | int]], Any]] = {
         "get": (PROBE, [], None),

@@ -105,10 +105,8 @@ RIDE: ContextVar[Patience | None] = ContextVar("simpletfjob_ride", default=None)
 
 class Connection:
     """A client configured for one cluster, the server it talks to, and the namespace to use.
-
     Close it (or use it in a `with`): that drops its connections and puts back the
-    warning filters and log handler that keep the client's own output off stderr.
-    """
+    warning filters and log handler that keep the client's own output off stderr."""
 
     def __init__(
         self,
@@ -314,14 +312,9 @@ class _KeptLog(NamedTuple):
 
 @contextmanager
 def _client_logs() -> Iterator[list[_KeptLog]]:
-    """Keep what the client logs, and print none of it.
-
-    The kubernetes client reports some failures only through the root logger
-    (`logging.error(str(e))`, then it carries on), which with no handler set up
-    prints `ERROR:root:...` on stderr. A handler on the root logger takes those
-    records instead, with the exception being handled, so that the caller can
-    turn the one that matters into its own message.
-    """
+    """Keep what the client logs, and print none of it: it reports some failures only through
+    the root logger (`ERROR:root:...` on stderr); the caller turns the one that matters into
+    its own message."""
     kept: list[_KeptLog] = []
 
     class Keep(logging.Handler):
@@ -338,15 +331,9 @@ def _client_logs() -> Iterator[list[_KeptLog]]:
 
 
 def _proxy_read_once(configuration: Any) -> None:
-    """Keep the proxy the environment gave when the connection was made.
-
-    The client's token hook (kube_config's `_refresh_api_key`) runs before every request
-    and sets the configuration's host again, and the client reads the whole environment
-    for a proxy each time the host is set: most of a second for a 1000-task apply. The
-    pool manager, made with the client, uses the proxy it found
-    then, whatever is read later; so the environment is read once, as the connection
-    is made, and a token with an expiry is still refreshed by the hook.
-    """
+    """Keep the proxy the environment gave when the connection was made: the client's token
+    hook sets the host before every request, and each time the client reads the whole
+    environment for a proxy that its pool manager, made once, never uses."""
     if hasattr(configuration, "_proxy_from_env"):
         configuration._proxy_from_env = False
 

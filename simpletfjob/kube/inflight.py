@@ -27,12 +27,10 @@ T = TypeVar("T")
 
 class _Threads:
     """Threads kept for the next write once theirs is done: each write still runs in a thread
-    of its own, never queued behind another, but starting a thread waits until it runs, which
-    on a loaded machine took apply of 1000 objects several seconds (one thread a write)."""
+    of its own, never queued behind another, without starting a thread per write."""
 
     KEPT = 16  # idle threads kept at most; one more leaves once its write is done
-    IDLE = 2.0  # seconds an idle thread waits for another write before it leaves (a library
-    # in a long-lived process, such as a notebook, keeps no thread of a finished command)
+    IDLE = 2.0  # seconds an idle thread waits for another write (a long-lived process keeps none)
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -90,15 +88,13 @@ class Write(Generic[T]):
         self._taken_up = False  # its thread has begun the call: the request may be out
 
     def start(self) -> Write[T]:
-        """Send it. Kept apart from making it, so that the caller holds the write before it
-        goes: an interrupt can come between any two steps."""
+        """Send it; apart from making it, so the caller holds the write before an interrupt."""
         self.started = True
         _THREADS.run(self._run)
         return self
 
     def withdraw(self) -> bool:
-        """Keep it from going if its thread has not begun it yet (an interrupt came first, on
-        a loaded machine): whether nothing was sent. It then counts as never started."""
+        """Keep it from going if its thread has not begun it yet; whether nothing was sent."""
         with self._lock:
             if not self._taken_up:
                 self.started = False
@@ -140,13 +136,8 @@ class Write(Generic[T]):
 
 class Sending(Generic[T]):
     """Writes sent in the order given, at most `in_flight` out at a time, their answers taken
-    in that order (iterate): what an apply or a delete of many objects sends.
-
-    The writes out are those started and not yet taken (`out`); an interrupt or an error in
-    the caller's thread stops the sending (nothing more goes out), and `cut_short` and
-    `settle` say what became of those out. The window moves only as answers are taken, so a
-    slow answer holds back at most `in_flight` writes behind it.
-    """
+    in that order (iterate): an apply or a delete of many objects. An interrupt or an error in
+    the caller's thread stops the sending; `cut_short` and `settle` say what became of those out."""
 
     def __init__(self, writes: Sequence[Write[T]], in_flight: int) -> None:
         self.writes = writes
@@ -165,9 +156,8 @@ class Sending(Generic[T]):
             self.taken += 1  # once the caller has done with it: until then it is out
 
     def out(self) -> list[Write[T]]:
-        """The writes sent whose answers were not taken, the one the caller holds among them
-        until it asks for the next (so an interrupt meanwhile finds it either counted by the
-        caller or here: the caller leaves out those it counted), and the one that failed."""
+        """The writes sent whose answers were not taken: the one the caller holds until it asks
+        for the next (an interrupt finds it counted by the caller or here), and one that failed."""
         return list(self.writes[self.taken : self._sent])
 
     def settle(self, seconds: float) -> list[Write[T]]:
@@ -192,10 +182,8 @@ def cut_short(
     """How far writes got when `e` stopped them: 'applied 2 of 6 objects {of} (job.batch/x was
     being applied, with no answer yet: it may still be carried out)'.
 
-    `sending` is the write, or the writes, out when it came: each answered and carried out
-    counts as done (the caller had not taken its answer yet); each whose thread had not begun
-    it is withdrawn (nothing was sent); each with no answer yet goes to `e.unsettled`, and is
-    named.
+    Of `sending`, the writes out then: each carried out counts as done, each not begun is
+    withdrawn, each with no answer yet goes to `e.unsettled` and is named.
     """
     out = [] if sending is None else [sending] if isinstance(sending, Write) else list(sending)
     # Each write is read once, answered or not: one answered between two separate reads
@@ -223,11 +211,9 @@ def cut_short(
 
 
 class Pool:
-    """Calls run at most `size` at a time, their answers as futures: ThreadPoolExecutor's
-    `submit`, `map` and `shutdown`, in daemon threads. The interpreter waits at its end for
-    every thread of a ThreadPoolExecutor, so a read whose answer no one would read any more
-    (after an interrupt, from a server that does not answer) held the process a whole deadline.
-    """
+    """ThreadPoolExecutor's `submit`, `map` and `shutdown`, in daemon threads: the interpreter
+    waits at its end for a ThreadPoolExecutor's threads, so an unanswered read after an
+    interrupt would hold the process a whole deadline."""
 
     def __init__(self, size: int, name: str) -> None:
         self._size = max(1, size)
@@ -255,8 +241,7 @@ class Pool:
         return (future.result() for future in futures)
 
     def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
-        """No more calls; with `cancel_futures`, those not begun never are; with `wait`, the
-        calls out are waited for."""
+        """No more calls; `cancel_futures`: those not begun never are; `wait`: wait for those out."""
         while cancel_futures:
             try:
                 item = self._queue.get_nowait()
@@ -286,13 +271,9 @@ class Pool:
 def in_order(
     calls: Sequence[Callable[[], T]], in_flight: int
 ) -> Generator[T | Exception, None, None]:
-    """Each call's answer, or the error it raised, in the order given; the calls go out from
-    threads, at most `in_flight` at a time. For reads and dry runs, which change nothing.
-
-    Close the iterator (`contextlib.closing`) to stop early: the calls not yet sent are
-    cancelled, and those out are left to end by their deadline, their answers unread. An
-    interrupt in the caller's thread stops the waiting the same way.
-    """
+    """Each call's answer, or the error it raised, in order; at most `in_flight` out at a time.
+    For reads and dry runs. Closing the iterator (or an interrupt) cancels the calls not yet
+    sent and leaves those out to end by their deadline, unread."""
     if in_flight <= 1 or len(calls) <= 1:
         for call in calls:
             yield _outcome(call)

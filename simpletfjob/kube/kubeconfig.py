@@ -1,16 +1,10 @@
 """Kubeconfig files, read and checked here before the kubernetes client sees them.
 
-The client reads kubeconfigs with PyYAML's plain loader and trusts their shape:
-an alias bomb takes it minutes, and a `contexts:` list of strings or a context
-naming a missing cluster ends in a TypeError or a message about its own
-internals. So each file is read with simpletfjob's YAML loader (aliases
-bounded, see `yamlload`), every field that is used is checked for its type,
-and a wrong one is one line naming the file and the field. The files are
-merged as kubectl merges them: the first file to define a cluster, user or
-context by name wins, and so does the first to set `current-context`.
-
-Nothing here imports the client: a malformed file or an alias bomb is refused before
-the client is loaded (most of a second).
+The client trusts a kubeconfig's shape (a list of strings under `contexts:` ends in a
+TypeError) and expands its aliases. So each file is read with `yamlload`, every field used
+is checked for its type, and a wrong one is one line naming the file and the field. The
+files are merged as kubectl merges them: the first to define a cluster, user or context by
+name wins, and so does the first to set `current-context`. Nothing here imports the client.
 """
 
 from __future__ import annotations
@@ -220,10 +214,8 @@ def _check_fields(entry: Entry, body_key: str, fields: Mapping[str, type]) -> No
 
 def _check_files(entry: Entry, body_key: str, keys: Mapping[str, str]) -> None:
     """The files an entry names exist and are files (relative to its kubeconfig, as kubectl reads them).
-
     `keys` maps each file field to the field that, when set, is used instead of it.
-    The client's own words would call a directory a file that does not exist.
-    """
+    The client's own words would call a directory a file that does not exist."""
     for key, instead in keys.items():
         name = entry.body.get(key)
         if not name or entry.body.get(instead):

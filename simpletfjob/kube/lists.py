@@ -73,11 +73,9 @@ def list_pages(
     accept: str = "application/json",
 ) -> Listed[T]:
     """A whole list, page by page, each page's raw JSON handed to `parse` while the next one comes.
-
     A continue token that expires (410) restarts the list from the beginning, once, and the
     pages parsed so far are dropped: a list is a snapshot, and mixing two would not be one.
-    `resource_version='0'` lets the API server answer from its cache (in one page).
-    """
+    `resource_version='0'` lets the API server answer from its cache (in one page)."""
     settings = conn.settings
     action = Action("list", resource, namespace_for(conn, resource, namespace), None, alternative)
     deadline = deadline or Deadline.after(settings.deadline)
@@ -115,13 +113,8 @@ def list_pages(
 
 @contextmanager
 def collector_paused() -> Iterator[None]:
-    """The garbage collector off while lists are read, and back on after, if it was on.
-
-    Thousands of small dicts per page would set off the collector again and again
-    for nothing: JSON makes no reference cycles. The switch is process-wide, so
-    lists read in several threads at once pause it once, around all of them
-    (`list_each`): the inner pauses then find it off and leave it so.
-    """
+    """The garbage collector off while lists are read (JSON makes no reference cycles), and
+    back on after if it was on; process-wide, so `list_each` pauses it once around all."""
     collecting = gc.isenabled()
     gc.disable()
     try:
@@ -197,9 +190,7 @@ def decode_page(
     slim: Callable[[bytes], bytes] | None = None,
 ) -> Page[list[Any]]:
     """A list page's items and metadata, checked; `slim` may cut what the caller needs none of first.
-
-    When what `slim` gives does not parse, the whole page is parsed instead.
-    """
+    When what `slim` gives does not parse, the whole page is parsed instead."""
     try:
         page = json.loads(slim(data) if slim is not None else data)
     except (ValueError, RecursionError):
@@ -298,12 +289,8 @@ def list_each(
     alternative: str = "",
 ) -> Generator[list[T], None, None]:
     """One list for each field selector, at most `in_flight` at a time; each list's pages, in the order given.
-
-    `resource_version='0'` (the default) lets the API server answer each from its
-    cache. Stop early by closing the iterator (`contextlib.closing`): the selectors
-    not reached are never asked for, and the lists in flight are waited for. Every
-    list shares one deadline.
-    """
+    `resource_version='0'` (the default) lets the API server answer from its cache. Closing
+    the iterator stops early: the lists in flight are waited for, no more are asked for."""
     from collections import deque
     from concurrent.futures import Future
     from itertools import islice
@@ -357,14 +344,10 @@ _METADATA_KEY = b'"metadata":'
 def without_managed_fields(data: bytes) -> bytes:
     """A list page's JSON with every item's `metadata.managedFields` emptied, before it is parsed.
 
-    managedFields (server-side apply's field ownership) is half of a pod's JSON and
-    nothing a reader of requests needs. The API server writes it last in an item's
-    metadata, right before `"spec":`, and its entries have no key named "spec" or
-    "metadata" (theirs are `f:spec`, `k:{...}`, and quotes inside strings are escaped),
-    so it ends at the `}]}` before the first `"spec":` after it. Its entries hold no
-    list, so a `]` before that end means another key came after it (ownerReferences,
-    say): such an item, and any laid out otherwise, is left as it is; the caller parses
-    the whole page when the result is not JSON.
+    managedFields is half of a pod's JSON. The API server writes it last in an item's
+    metadata, and its entries name no key "spec" or "metadata", so it ends at the `}]}`
+    before the next `"spec":`; a `]` before that means another key followed it, and the
+    item is left as it is. The caller parses the whole page when the result is not JSON.
     """
     pieces: list[memoryview] = []  # views, not copies
     view = memoryview(data)

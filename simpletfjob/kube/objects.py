@@ -70,20 +70,15 @@ def apply(
     naming another than the one given is refused, as kubectl refuses it. `live` is the
     object as it was before (None: there was none); by default it is read first.
 
-    kubectl's server-side apply prints only 'serverside-applied'; the three words are its
-    client-side apply's, decided here from the server's answer: 'created' when there was no
-    object (or the server answered 201 Created), 'unchanged' when the answer equals the live
-    object apart from its status, resourceVersion and managedFields (see `_content`), else
-    'configured'. A dry run (dryRun=All) is judged the same way,
-    against its would-be object, as `kubectl diff` compares against one.
+    The three words are kubectl's client-side apply's, decided from the server's answer:
+    'created' when there was no object (or the answer is 201), 'unchanged' when the answer
+    equals the live object but for status, resourceVersion and managedFields (`_content`),
+    else 'configured'. A dry run is judged the same way, against its would-be object.
 
-    An object that was not there when `live` was read, but that the server found
-    (200, not 201), was created meanwhile by another writer, such as the same apply
-    run twice at once. What it was before this write is not known; `expected` (the
-    server's dry run of creating it) stands in for it: 'unchanged' when the object is
-    what this apply would have created, as a second apply made after the first finds
-    it, else 'configured'. Without `expected` it counts as 'created', as before. `expected`
-    may be a function that gives it (or None), called only then: deriving it costs.
+    An object not there when `live` was read but found by the server (200) was created
+    meanwhile by another writer; `expected` (the server's dry run of creating it, or a
+    function that gives it) stands in for its past: 'unchanged' when it is what this apply
+    would have created, else 'configured'; without `expected`, 'created'.
     """
     metadata = manifest.get("metadata")
     name = metadata.get("name") if isinstance(metadata, Mapping) else None
@@ -178,17 +173,9 @@ def delete(
     grace: int | None = None,
 ) -> Deleted:
     """Delete one object, its dependents as `propagation` says; one that is not there is already gone.
-
-    Background: the garbage collector deletes the dependents (a Job's pods) afterwards;
-    Foreground: the object stays, with a deletionTimestamp, until they are gone; Orphan:
-    they stay. The options go in the body, as kubectl sends them.
-
-    With `uid` (the object's as it was listed), the server deletes only that object
-    (`preconditions.uid`): a name that another object has taken since answers 409,
-    which comes back as `replaced`, never as a delete of the newcomer. `grace` 0 is
-    kubectl's --force --grace-period=0: for a pod whose node is lost, which no kubelet
-    will ever confirm stopped.
-    """
+    With `uid` (as listed) the server deletes only that object (`preconditions.uid`): a
+    newcomer under the name answers 409, which comes back as `replaced`. `grace` 0 is
+    kubectl's --force --grace-period=0, for a pod whose node is lost."""
     action = Action("delete", resource, namespace_for(conn, resource, namespace), name)
     options: dict[str, Any] = {
         "kind": "DeleteOptions",

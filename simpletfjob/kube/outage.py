@@ -1,28 +1,23 @@
 """Riding out an outage of the API server: a command that waits keeps trying until its deadline.
 
-`wait`, `delete --wait` and `apply --replace` wait on the cluster for minutes or hours. An API
-server that restarts meanwhile (an upgrade, a crash, a load balancer that moves) must not end
-them as if the run had failed. Within `riding_out(conn, deadline, report, until)`, every request
-on the connection (request.py) treats a failure that is no answer about what it asked as an
-outage: no answer at all (connection refused or reset, a TLS handshake cut short, a timeout),
-429 and 5xx past the usual attempts, a watch that keeps dropping. It tries again, the delay
-doubling up to CAP seconds, for as long as the deadline allows, beyond the call's own deadline.
-A 410 is no failure: the watch lists again (watch.py).
+An API server that restarts while `wait`, `delete --wait` or `apply --replace` waits must not
+end them as if the run had failed. Within `riding_out(conn, deadline, report, until)`, every
+request on the connection treats no answer (refused, reset, a timeout), 429 and 5xx past the
+usual attempts, and a watch that keeps dropping as an outage, and tries again, the delay
+doubling up to CAP seconds, until the deadline.
 
-What the server means (401, 403, a 404, an invalid object), and a certificate that does not
-verify, are answers: they end the call at once, as without a ride. So does a server that has
-not answered once since the command started: that is more often a wrong context than an outage.
+Answers (401, 403, 404, an invalid object) and a certificate that does not verify end the
+call at once; so does a server that has not answered once since the command started (more
+often a wrong context than an outage).
 
 One line goes to `report` when the server goes away, and one when it is back:
 
     simpletfjob: lost the API server at https://10.0.0.1:6443 (context 'prod'): connection refused; retrying until the --timeout (1h)
     simpletfjob: the API server is back after 12s
 
-When the deadline passes with the server still away, the call raises `StillAway`, whose message
-says since when it has been away; a watch ends then, as a quiet one does, and its caller reads
-`Ride.note()`. The ride belongs to the connection while the `with` lasts, in every thread that
-uses it, so that one command's several watches report one outage once. A command that follows
-a run (`status --watch`) rides out an outage the same way: it wraps its loop in `riding_out`.
+When the deadline passes with the server still away, the call raises `StillAway`; a watch
+ends then, as a quiet one does, and its caller reads `Ride.note()`. The ride belongs to the
+connection in every thread while the `with` lasts, so several watches report one outage once.
 """
 
 from __future__ import annotations
@@ -149,10 +144,8 @@ def riding_out(
     until: str,
 ) -> Iterator[Ride]:
     """Every request on `conn` rides out an outage of the API server until `deadline`; see the module doc.
-
     `until` ends the first line: 'the --timeout (1h)'. A ride already under way (a command
-    that calls another that rides) is kept.
-    """
+    that calls another that rides) is kept."""
     if conn.ride is not None:
         yield conn.ride
         return

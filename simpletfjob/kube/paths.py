@@ -29,10 +29,8 @@ class KubeconfigFile(NamedTuple):
 
 def kubeconfig_files(kubeconfig: str | None, environ: Mapping[str, str]) -> list[KubeconfigFile]:
     """Every kubeconfig file a run could read, whether or not it exists or would be read.
-
     `--kubeconfig`, each entry of `$KUBECONFIG`, then `~/.kube/config`, in kubectl's
-    order of precedence; `kubeconfig_paths` picks from these the ones kubectl reads.
-    """
+    order of precedence; `kubeconfig_paths` picks from these the ones kubectl reads."""
     found: list[KubeconfigFile] = []
     if kubeconfig is not None:
         found.append(KubeconfigFile("kubeconfig", os.path.expanduser(kubeconfig), kubeconfig))
@@ -61,11 +59,9 @@ def kubeconfig_paths(
 ) -> list[str] | None:
     """The kubeconfig files to merge, in order; None means the in-cluster service account.
 
-    As kubectl decides: a file that does not exist is skipped (in $KUBECONFIG) or
-    missing; anything else that is there is read, and the reading says what is
-    wrong with it. So /dev/null is an empty kubeconfig, a named pipe or
-    `<(...)` is read once, and a symlink loop or a file that cannot be read is
-    an error that names it, never taken for a file that is not there.
+    As kubectl decides: a file that does not exist is skipped (in $KUBECONFIG) or missing;
+    anything else is read, and the reading says what is wrong with it (a symlink loop is an
+    error, never a missing file).
 
     `purpose` and `alternative` complete the messages when there is no cluster at all:
     'no cluster to PURPOSE: ...; point at a cluster with --kubeconfig FILE, or ALTERNATIVE'.

@@ -1,18 +1,12 @@
 """One request to the API server: retries, deadlines, TLS, and every failure as one line.
 
-What is worth retrying is retried with backoff (5xx, 429 with its Retry-After, a
-connection dropped before the answer), within the number of attempts and the
-call's deadline. Everything else becomes a `ClusterError` naming the server and
-context, and, where the answer was a refusal, the verb and the resource it was
-about: `user 'ci' cannot list pods in namespace ml (403 Forbidden); ...` (refusals.py
-words them). The one refusal whose message names no user, an apply that would create
-the object (the server checks `create` inside the handler), is followed by a server dry
-run of a create, whose refusal names the user.
-While a command rides out an outage on the connection (outage.py), what is worth
-retrying, and no answer at all, is retried until the ride's deadline instead.
+5xx, 429 (with its Retry-After) and a connection dropped before the answer are retried
+with backoff, within the attempts and the call's deadline (during a ride, outage.py, until
+the ride's). Everything else is a `ClusterError` naming the server and context and, for a
+refusal, the verb and resource (refusals.py words them). An apply refused `create` names
+no user, so a server dry run of a create follows, whose refusal does.
 
-urllib3 and the client's exceptions are imported inside the functions (send.py,
-which makes each try), so that importing this module costs an offline run nothing.
+urllib3 and the client are imported only inside send.py's functions.
 """
 
 from __future__ import annotations
@@ -111,12 +105,10 @@ def request(
 ) -> Answer:
     """One request for `action`, retried as needed; an error status not in `passthrough` raises.
 
-    `body` is a JSON value, or bytes sent as they are (with a content type that is not JSON,
-    such as server-side apply's YAML). With `stream`, a 200 answer is handed back unread (`Answer.stream`), for a watch.
-    `read_timeout` replaces the settings' own (a watch waits longer than a list). `accept` is
-    the Accept header (a list of names only asks for `METADATA_ONLY`).
-    While the connection rides out an outage (outage.py), what is worth retrying is retried
-    past the attempts and the call's deadline, until the ride's.
+    `body` is a JSON value, or bytes sent as they are (server-side apply's YAML). With
+    `stream`, a 200 answer is handed back unread (`Answer.stream`). `read_timeout` replaces
+    the settings' own; `accept` is the Accept header. During a ride (outage.py), what is
+    worth retrying is retried until the ride's deadline.
     """
     settings, target = conn.settings, conn.target
     deadline = deadline or Deadline.after(settings.deadline)
@@ -234,10 +226,8 @@ _FOREVER = Deadline(math.inf, math.inf)
 
 
 def _timed_out(ride: Patience, problem: str, began: float | None) -> ClusterError:
-    """The ride's deadline (the command's --timeout) has come while the server kept failing:
-    an outage that outlasted it, whether or not the call's usual attempts were over, so the
-    command ends as its --timeout says (wait and run: exit 3), on a slow machine as on a fast one.
-    """
+    """The ride's deadline (the command's --timeout) has come while the server kept failing,
+    so the command ends as its --timeout says (wait and run: exit 3)."""
     if problem:
         ride.lost(problem, began)  # says so once, if the attempts had not said it yet
     return ride.still_away()
@@ -271,11 +261,7 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
 
 def _who_may_not_create(conn: Connection, action: Action, deadline: Deadline) -> str | None:
     """The server's refusal of a create like the apply's, which names the user; None if it
-    does not refuse it so (then the apply's refusal was not for `create`).
-
-    A dry run (dryRun=All) of an empty body: the server authorizes the request before it
-    reads the body, and changes nothing whatever it answers.
-    """
+    does not refuse it. A dry run of an empty body: authorized before the body is read."""
     probe = Action("create", action.resource, action.namespace)
     try:
         answer = request(

@@ -52,16 +52,6 @@ JOBS = Resource("batch", "v1", "jobs", "Job", namespaced=True)
 EVENTS = Resource("", "v1", "events", "Event", namespaced=True)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)  # a queue's
 
-KNOWN = (NODES, NAMESPACES, PODS, SERVICES, JOBS)
-
-
-def resource_for(api_version: str, kind: str) -> Resource | None:
-    """The resource of a document's apiVersion and kind, among those simpletfjob knows."""
-    for resource in KNOWN:
-        if resource.api_version == api_version and resource.kind == kind:
-            return resource
-    return None
-
 
 # The user-facing verb -> the HTTP method, and the verb RBAC rules name.
 _METHODS = {

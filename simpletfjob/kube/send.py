@@ -30,10 +30,8 @@ class Answer(NamedTuple):
 
 class Unreachable(ClusterError):
     """No answer from the server at all: refused, timed out, TLS, a name that does not resolve.
-
     `cause` says it in a few words ('connection refused'); `lasting` marks the one that is an
-    answer of sorts (a certificate that does not verify): no outage to ride out (outage.py).
-    """
+    answer of sorts (a certificate that does not verify): no outage to ride out (outage.py)."""
 
     def __init__(self, message: str, cause: str = "", lasting: bool = False) -> None:
         super().__init__(message)

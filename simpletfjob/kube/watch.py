@@ -1,22 +1,15 @@
 """Watches that keep going: each resumes from the last resourceVersion and re-lists on 410 Gone.
 
 `Watches` is the one way simpletfjob watches (`wait`, `run`, `status -w`, `logs -f`, `delete
---wait`): each watch is read in a thread of its own, which hands each event to one queue as
-soon as its line has come; the caller takes what has come (`take`), waiting at most `POLL`
-seconds at a time, so that a Ctrl-C that a notebook sends (`interrupt_main`) is raised soon.
+--wait`): each watch is read in a thread of its own, which queues each event as soon as its
+line has come, reading what has arrived chunk by chunk (send.arrived), never a fixed size, so
+a proxy's `Connection: close` answers pass event by event. The caller `take`s what has come,
+waiting at most `POLL` seconds at a time, so that a notebook's Ctrl-C is raised soon.
 
-A watch's thread reads what has arrived, chunk by chunk (send.arrived), never a fixed number
-of bytes: behind a proxy that closes each connection after its answer (`Connection: close`,
-with the body in chunks or ended by the close), each event is handed over as it comes.
-
-The server ends each watch after `timeoutSeconds`, and connections drop; either way the watch
-is opened again from the last resourceVersion it saw, so no change is missed or seen twice.
-When the server no longer has that version (410: an HTTP answer, or an ERROR event with code
-410), the objects are listed again and handed over whole, as a RELIST event, and the watch goes
-on from the new list. A connection silent past the window (and SLACK) counts as dropped. A
-server that keeps failing is ridden out as every request rides it (outage.py), or ends the
-watch with its error, which `take` raises in the caller's thread. Each watch ends at the
-deadline. Nothing polls the server: between events, each thread waits on its socket.
+A watch that the server ends or that drops (or is silent past its window and SLACK) is opened
+again from the last resourceVersion it saw. On 410 (an HTTP answer or an ERROR event) the
+objects are listed again and handed over whole as a RELIST event. A failing server is ridden
+out (outage.py), or its error is raised by `take` in the caller's thread.
 """
 
 from __future__ import annotations
@@ -61,10 +54,8 @@ _Item = tuple[str, Event | BaseException | None]
 
 class Watches:
     """Watches, each read in a thread of its own, their events taken in the caller's thread.
-
     A context manager: leaving it (or `close`) stops every watch and cuts its connection.
-    Iterating it gives each event in turn until every watch has ended (at the deadline).
-    """
+    Iterating it gives each event in turn until every watch has ended (at the deadline)."""
 
     def __init__(self, conn: Connection, deadline: Deadline | None = None) -> None:
         self.conn = conn

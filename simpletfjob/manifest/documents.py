@@ -43,12 +43,9 @@ def normalize_task_text(text: str) -> str:
 
 def compose_documents(text: str, first_number: int, where: str, source: str = "") -> list[Any]:
     """Parse one task's text (one or more documents) into YAML node trees.
-
-    Composing (libyaml's C parser, no Python objects built for the values) is
-    enough to prove the text is YAML and to read kinds, names and where placed values stand,
-    at about half the cost of loading. Aliases are bounded as for every YAML
-    input (see `yamlload`); `source` is the template, for that message.
-    """
+    Composing, with no Python objects built for the values, is enough to prove the text is
+    YAML and to read kinds, names and where placed values stand. Aliases are bounded as for
+    every YAML input (`yamlload`); `source` is the template, for that message."""
     import yaml
 
     from simpletfjob.yamlload import LimitError, check_aliases, mark_and_problem, may_alias
@@ -95,10 +92,8 @@ class NodeEvent(NamedTuple):
 
 def node_events(text: str) -> list[NodeEvent]:
     """Every node of the text in document order, each alias where it is written.
-
     The composed tree has one node for an anchor and all its aliases; these
-    events tell the places apart (composing visits them in the same order).
-    """
+    events tell the places apart (composing visits them in the same order)."""
     import yaml
 
     events = []
@@ -115,11 +110,8 @@ _CHECK_LOADER: Any = None
 
 
 def _check_loader() -> Any:
-    """libyaml's parser with tag resolution left to `scalar_string`.
-
-    Resolving every scalar's implicit tag in Python costs more than parsing; the
-    check needs the tags of only a few scalars (kind, name, namespace).
-    """
+    """libyaml's parser with tag resolution left to `scalar_string`: the check needs the tags
+    of only a few scalars (kind, name, namespace)."""
     global _CHECK_LOADER
     if _CHECK_LOADER is None:
         import yaml
@@ -130,10 +122,8 @@ def _check_loader() -> Any:
             from yaml.loader import Loader as parser  # type: ignore[assignment]
 
         class CheckLoader(parser, yaml.resolver.BaseResolver):
-            # The composer calls these three for every node. No check reads a node's tag
-            # (see scalar_string), so they are C callables taking the same arguments:
-            # Python methods here cost about a tenth of a 1000-task render. The tags
-            # come out as slice objects, never read.
+            # The composer calls these for every node; no check reads a node's tag, so they
+            # are C callables taking the same arguments, their tags never read.
             resolve = slice
             descend_resolver = slice  # type: ignore[assignment]
             ascend_resolver = tuple  # type: ignore[assignment]
@@ -173,12 +163,8 @@ _NODE_KINDS = {"MappingNode": "mapping", "SequenceNode": "list", "ScalarNode": "
 
 
 def mapping_get(node: Any, key: str) -> Any:
-    """The value node under `key` in a mapping node, or None.
-
-    A key the mapping takes through a merge key (`<<: *base`, `<<: [*a, *b]`)
-    counts, with YAML's precedence: the mapping's own keys, then each merged
-    mapping in turn.
-    """
+    """The value node under `key` in a mapping node, or None; a key taken through a merge key
+    (`<<: *base`) counts, with YAML's precedence."""
     if type(node).__name__ != "MappingNode":
         return None
     merges = False
@@ -197,10 +183,7 @@ def mapping_get(node: Any, key: str) -> Any:
 
 
 def merged_mappings(node: Any) -> Iterator[Any]:
-    """A mapping node, then the mappings it merges in, deepest merges after, in precedence order.
-
-    Each mapping comes once, however the merges repeat or loop through anchors.
-    """
+    """A mapping node, then the mappings it merges in, in precedence order, each once."""
     seen: set[int] = set()
     stack = [node]
     while stack:
@@ -286,16 +269,8 @@ def identify(document: Any, number: int, where: str) -> DocumentId:
     return DocumentId(kind, namespace or "", name)
 
 
-class DuplicateKeyError(RenderCheckError):
-    """A mapping has a key twice; `line` (from 0, in the task's text) is the second one."""
-
-    def __init__(self, message: str, line: int) -> None:
-        super().__init__(message)
-        self.line = line
-
-
-class DirectiveError(RenderCheckError):
-    """A document starts with a %YAML or %TAG directive; `line` (from 0) is where."""
+class LineError(RenderCheckError):
+    """A refusal of a task's text; `line` (from 0, in the task's text) is where."""
 
     def __init__(self, message: str, line: int) -> None:
         super().__init__(message)
@@ -303,14 +278,9 @@ class DirectiveError(RenderCheckError):
 
 
 def check_directives(text: str, first_number: int, where: str) -> None:
-    """Refuse a %YAML or %TAG directive in one task's text.
-
-    kubectl splits a stream at its '---' lines and reads each part on its own,
-    where a directive is not followed by its document; and in simpletfjob's
-    stream a directive would follow the previous task's document with no '...'
-    to end it, which YAML does not allow. A line that starts with '%' is rare
-    enough that the parse to look for them costs only those texts.
-    """
+    """Refuse a %YAML or %TAG directive in one task's text: kubectl reads each part of a
+    stream split at '---' on its own, and in ours a directive would follow the previous
+    task's document with no '...', which YAML does not allow."""
     if not (text.startswith("%") or "\n%" in text):
         return
     import yaml
@@ -321,7 +291,7 @@ def check_directives(text: str, first_number: int, where: str) -> None:
             number += 1
             if event.version or event.tags:
                 directive = "%YAML" if event.version else "%TAG"
-                raise DirectiveError(
+                raise LineError(
                     f"document {number} ({where}) starts with a {directive} directive, which "
                     "kubectl cannot read in a stream it splits at '---' lines; remove it",
                     event.start_mark.line if event.start_mark is not None else -1,
@@ -330,14 +300,8 @@ def check_directives(text: str, first_number: int, where: str) -> None:
 
 def check_keys(documents: Sequence[Any], first_number: int, where: str, aliases: bool) -> bool:
     """Refuse a mapping that has a key twice, anywhere, as kubectl does; True if aliases share one.
-
-    PyYAML keeps the last value; Kubernetes' YAML decoder refuses the document
-    ("mapping key already defined"). Keys compare by their text, as there, so
-    `a` and `"a"` clash. This walks every mapping of every task, so it is kept
-    lean: with `aliases` (the text has a `*`) each node is visited once, which
-    keeps the walk linear however the aliases nest, and a mapping or list met
-    twice is reported as shared.
-    """
+    Keys compare by their text, as in Kubernetes' decoder, so `a` and `"a"` clash. With
+    `aliases` each node is visited once, keeping the walk linear however aliases nest."""
     shared = False
     import yaml
 
@@ -387,7 +351,7 @@ def _duplicate(entries: Sequence[tuple[Any, Any]], number: int, where: str) -> N
             continue
         line = key.start_mark.line
         if key.value in first:
-            raise DuplicateKeyError(
+            raise LineError(
                 f"document {number} ({where}): mapping key {key.value!r} is defined twice, "
                 f"at lines {first[key.value] + 1} and {line + 1}; kubectl refuses a duplicate key",
                 line,
@@ -396,12 +360,8 @@ def _duplicate(entries: Sequence[tuple[Any, Any]], number: int, where: str) -> N
 
 
 def check_name(kind: str, name: str, number: int | None, where: str) -> None:
-    """Job and Service names must be DNS-1123 labels of at most 63 characters.
-
-    A Job's name becomes the value of its pods' job-name label, which is limited
-    to 63 characters, and a Service's name becomes a DNS label (which, by the
-    rule the API server applies to Services, also starts with a letter).
-    """
+    """Job and Service names must be DNS-1123 labels of at most 63 characters (a Job's name is
+    its pods' job-name label); a Service's, a DNS label, also starts with a letter."""
     if kind not in ("Job", "Service"):
         return
     what = f"document {number} ({where})" if number is not None else where

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple, NoReturn
 
 from simpletfjob.errors import RenderCheckError
 from simpletfjob.manifest.documents import (
+    LineError,
     NodeEvent,
     is_merge_key,
     mapping_get,
@@ -25,12 +26,8 @@ from simpletfjob.manifest.documents import (
 from simpletfjob.manifest.textedit import Entry, Raw, TextEditor, flow_copy, flow_entry
 
 
-class LabelError(RenderCheckError):
-    """Labels cannot be added to a document as it is; `line` (from 0) is where, in the task's text."""
-
-    def __init__(self, message: str, line: int) -> None:
-        super().__init__(message)
-        self.line = line
+class LabelError(LineError):
+    """Labels cannot be added to a document as it is."""
 
 
 # Where labels go, as paths from a document's root: its metadata and, for a Job, its pod
@@ -158,14 +155,11 @@ class Shape:
 class Labeller:
     """Adds labels, and a namespace where missing, to one task's documents.
 
-    A mapping that anchors share is written into only when every place that
-    uses it gets the same additions (a Job's metadata and its pod template's,
-    say). Otherwise the addition is made where the labelled object uses it: an
-    alias there becomes `{<<: *anchor, ...}`, a mapping taken through a merge
-    key gets an entry of its own with the merged labels written out; or else
-    the aliases at the other places are written out as the mapping they stand
-    for, so that they do not change. What none of these can make right is
-    refused, naming the line.
+    A mapping that anchors share is written into only when every place that uses it gets
+    the same additions. Otherwise the addition is made where the labelled object uses it
+    (an alias becomes `{<<: *anchor, ...}`, a merged mapping gets an entry of its own), or
+    the aliases at the other places are written out as the mapping they stand for. What
+    none of these can make right is refused, naming the line.
     """
 
     def __init__(
@@ -243,8 +237,7 @@ class Labeller:
                     self.conflict(name, theirs[name], value)
             if missing and not self.add(existing, key, missing, metadata, key):
                 # The map cannot take ours where it is: the metadata gets a map of its own,
-                # theirs written out and ours beside them, made where the object takes its
-                # metadata.
+                # theirs written out and ours beside them.
                 copied = flow_copy(existing)
                 if copied is None:
                     self.refuse(existing, key, missing)
@@ -341,11 +334,8 @@ class Labeller:
         self.planned.setdefault(id(node), {}).update(entries)
 
     def freeze(self, node: Any, level: str) -> bool:
-        """Write out the aliases that make `node` stand where ours do not belong; False if none can.
-
-        Each such alias becomes the mapping it stands for, as flow YAML, so that
-        place reads the same as before and no longer shares `node`.
-        """
+        """Write out, as flow YAML, the aliases that make `node` stand where ours do not belong;
+        False if one cannot be."""
         assert self.shape is not None
         aliases: list[tuple[Any, Site]] = []
         if not self._aliases_to_write_out(node, self.places[level], aliases, 0):

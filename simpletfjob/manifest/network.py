@@ -1,17 +1,12 @@
 """Pod networking: one headless Service per task, and task addresses that are Service DNS names.
 
-Each Service has its Job's name and selects the Job's pods by the `job-name`
-label that the Job controller puts on them, so it works with --no-labels too.
-`publishNotReadyAddresses: true` makes a task's DNS record appear as soon as
-its pod has an IP, not when it turns Ready: TensorFlow tasks dial each other
-while starting, before any of them could be called ready, and a pod that is
-never Ready would otherwise never be resolvable (the TFJob operator's
-issue #1458).
+Each Service has its Job's name and selects the Job's pods by the Job controller's
+`job-name` label, so it works with --no-labels too. `publishNotReadyAddresses: true`
+gives a task its DNS record once its pod has an IP: TensorFlow tasks dial each other
+before any of them is Ready.
 
-Each port says `protocol: TCP`, although TCP is the default: a Service's ports are a list
-keyed by port and protocol, and the v1.20 API server refuses a server-side apply of a port
-without its protocol (500: "associative list with keys has an element that omits key field
-\"protocol\""), so `simpletfjob apply` could not send the Service as rendered.
+Each port says `protocol: TCP`, the default: a v1.20 API server refuses a server-side
+apply of a Service port without its protocol (its ports are keyed by port and protocol).
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """A task's object, as YAML reads its text, made from its role's skeleton read once.
 
-apply sends objects, not text. Parsing each task's text back costs little in libyaml, but
-building each object from the parse is Python's work, node by node: at a thousand tasks,
-most of what apply spends before its first request. A role of many tasks is rendered once,
-as a skeleton that each task's values fill in (manifest/skeleton.py); so it is read once
-too: its text, with each task value and each placed value of the framework standing as a
-token (a word of letters and digits the text does not hold), is parsed into an object, and
-the strings that hold tokens are noted. A task's object is a copy of it with those strings
-made again from the task's values:
+apply sends objects, and building each task's object from its parse is most of what apply
+spends before its first request at a thousand tasks. A role rendered once as a skeleton
+(manifest/skeleton.py) is parsed once too, with each task value and placed value standing
+as a token, and the strings that hold tokens noted. A task's object is a copy of it with
+those strings made again from the task's values:
 
 - a task's value (its node, port, index...) is written as `[A-Za-z0-9][A-Za-z0-9._-]*`,
   which no scalar style escapes or folds: it reads as itself where its token stood; a plain
@@ -26,11 +23,9 @@ made again from the task's values:
   blank, the first starting with the indentation then a non-blank (so that the indentation
   is found the same way). The part of the value every task shares is read once.
 
-Anything else (a framework's YAML lines, a value outside those rules, a token in a key, a
-tag or an anchor, a merge key or a key given twice, a task of several documents or not
-filled in from a skeleton) is `(False, None)`: the caller parses the text, as before.
-tests/unit/test_parsed.py holds this to the parse of the text, object for object, over
-every example, every built-in and odd templates, hosts and values.
+Anything else (a token in a key, tag or anchor, a merge key or a key given twice, a task
+of several documents or not from a skeleton...) is `(False, None)`: the caller parses the
+text. tests/unit/test_parsed.py holds this to the parse of the text, object for object.
 """
 
 from __future__ import annotations

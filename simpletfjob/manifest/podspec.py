@@ -83,12 +83,9 @@ def pod_host_ports(documents: Sequence[Any]) -> HostPorts:
 
 def pod_resources(documents: Sequence[Any]) -> tuple[dict[str, Any], ...]:
     """Every pod spec in the documents, reduced to what its resource requests are counted from.
-
-    Each is a plain pod spec as the API server would hold it (`containers` and
-    `initContainers` with their `resources` and `restartPolicy`, and `overhead`), for
-    hosts/requested.py's rules; a quantity is its scalar's text, anything else a list or a
-    mapping (which those rules then refuse as no quantity).
-    """
+    Each is a plain pod spec (containers and init containers with their `resources` and
+    `restartPolicy`, and `overhead`) for hosts/requested.py's rules; a quantity is its
+    scalar's text."""
     found = []
     for document in documents:
         for spec in _pod_specs(document):
@@ -145,11 +142,8 @@ def _mapping_items(node: Any) -> Iterator[tuple[Any, Any]]:
 
 
 def _pod_specs(document: Any) -> Iterator[dict[str, Any]]:
-    """Pod specs anywhere in the tree: Job, Pod, Deployment, CronJob, TFJob replica specs...
-
-    Each node is visited once, in document order, however many aliases repeat it and
-    however deep it is nested.
-    """
+    """Pod specs anywhere in the tree (Job, Pod, CronJob, TFJob replica specs...), each node
+    visited once, in document order."""
     seen: set[int] = set()
     stack = [document]
     while stack:
@@ -189,12 +183,9 @@ def container_gpus(
     documents: Sequence[Any], resource: str, env_names: Sequence[str]
 ) -> GpuAsk | None:
     """The GPUs (`resource`) the task's container asks for: its limit, else its request.
-
-    The task's container is the first that carries one of `env_names` (or a placed
-    value's marker, which stands for them in a check), else the first container of
-    the first pod spec; None when it asks for none. A value that is not a whole number
-    of at least 1 (`2.5`, `0`, `500m`, `two`) has no count: the caller names it.
-    """
+    The task's container is the first that carries one of `env_names` (or a placed value's
+    marker), else the first; None when it asks for none. A value that is not a whole number
+    of at least 1 (`2.5`, `500m`) has no count: the caller names it."""
     wanted = set(env_names)
     first = None
     for document in documents:

@@ -70,9 +70,7 @@ class Rendered:
 
 def task_context(task: Task, values: RunValues, num_tasks: int, restart: int = 0) -> dict[str, Any]:
     """The variables of one task's render: those every task gets, and the framework's.
-
-    `restart` is the run's restart count: 0 for render and apply, the attempt's for `run`.
-    """
+    `restart` is the run's restart count: 0 for render and apply, the attempt's for `run`."""
     return {
         "host": task.host,
         "node": task.node,
@@ -92,10 +90,8 @@ def render_tasks(
     restart: int = 0,
 ) -> list[Rendered]:
     """Render every task, check every document and add labels; nothing is written here.
-
     A role of many tasks is rendered once, as a skeleton that each task's values fill
-    in, where that gives each task the text of its own render (see `skeleton`).
-    """
+    in, where that gives each task the text of its own render (see `skeleton`)."""
     rendered = []
     number = 1
     ids: list[tuple[int, DocumentId]] = []
@@ -152,9 +148,7 @@ def render_task(
     context: Mapping[str, Any] | None = None,
 ) -> tuple[list[str], list[DocumentId]]:
     """One task's text, checked and labelled, in pieces, and its documents' ids.
-
-    `context` is the task's own variables (`task_context`), when they are known.
-    """
+    `context` is the task's own variables (`task_context`), when they are known."""
     if context is None:
         context = task_context(task, values, count, restart)
     context = {**given, **context}
@@ -192,10 +186,8 @@ def check_node_names(
     where: str,
 ) -> None:
     """Refuse a pod pinned to the task's address (--address) rather than to its node's name.
-
     Templates written for node names say `nodeName: <<host>>`; with --address internal-ip
-    or hostname, <<host>> is no node's name and the pod could never start.
-    """
+    or hostname, <<host>> is no node's name and the pod could never start."""
 
     for node in pod_node_names(documents):
         if node.value == task.host:
@@ -215,9 +207,7 @@ def check_documents(
     compiled: CompiledTemplate, text: str, number: int, where: str
 ) -> tuple[list[Any], list[DocumentId], bool]:
     """One task's documents, composed, identified and checked; messages name template lines.
-
-    Also returns whether aliases make a mapping or list stand in several places.
-    """
+    Also returns whether aliases make a mapping or list stand in several places."""
     try:
         documents = compose_documents(text, number, where, compiled.filename)
         check_directives(text, number, where)
@@ -331,9 +321,7 @@ def _placeholder_documents(
 
 def compile_template(options: Any, fw: Framework) -> CompiledTemplate:
     """The template, read and compiled, its variables checked against the framework's.
-
-    Each --set must name a value the template reads (values.check_sets_read).
-    """
+    Each --set must name a value the template reads (values.check_sets_read)."""
 
     source, filename = load_template(options)
     check_reserved(options.values, (*TASK_VARIABLES, *fw.variables))
@@ -389,10 +377,8 @@ def load_template(options: Any) -> tuple[str, str]:
 
 def gpus_requested(compiled: CompiledTemplate, fw: Framework, options: Any) -> int:
     """`--nproc-per-node gpu`: the GPUs worker 0's container asks for, from its placeholder render.
-
     The container is the one whose env carries the framework's variables, else the
-    first; every task is taken to ask as many (torchrun's world size needs one count).
-    """
+    first; every task is taken to ask as many (torchrun's world size needs one count)."""
     from simpletfjob.manifest.podspec import container_gpus
     from simpletfjob.options.rules import AUTO_PORT
 

@@ -1,13 +1,10 @@
 """A role's skeleton: its text rendered and checked once, each task's values then written in.
 
-The tasks of a role differ in a few values (their index, host, node, port...). Where
-the template only writes those out as they are (`<<index>>`: no filter, test,
-condition, loop or macro reads them; see template/bare.py), a role of many tasks is
-rendered once, with each value that differs standing as a token (a word of lowercase
-letters and digits that the template and the run's values do not hold), and checked
-and labelled as any task's text is. Each task's text is the skeleton's with the
-task's values written where the tokens stand: byte for byte its own render's, as
-tests/unit/test_skeleton.py holds over many templates. That holds when also:
+Where the template only writes a role's differing values out as they are (template/bare.py),
+a role of many tasks is rendered once with each such value standing as a token (a word
+the template and the values do not hold), checked and labelled as any task's text is. Each
+task's text is the skeleton's with its values written in: byte for byte its own render's
+(tests/unit/test_skeleton.py), when also:
 
 - every token stands inside a scalar value (not a key, an anchor, a tag or a
   comment), and not in one that holds a placed value (its escaping is settled from
@@ -22,9 +19,8 @@ tests/unit/test_skeleton.py holds over many templates. That holds when also:
 - the task is addressed by its node's name (no `--address`, whose check reads the
   task's node names).
 
-Otherwise that task, or every task of its role, is rendered on its own, as always,
-with the same checks and messages. A role of fewer than MIN_TASKS tasks is rendered
-task by task: the skeleton's extra work would not pay.
+Otherwise that task, or its role, is rendered task by task, with the same checks and
+messages; so is a role of fewer than MIN_TASKS tasks, where the skeleton would not pay.
 """
 
 from __future__ import annotations

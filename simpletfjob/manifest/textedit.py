@@ -84,9 +84,7 @@ def scalar(value: str) -> str:
 
 class TextEditor:
     """Collects insertions into one document text, positioned by composed YAML nodes.
-
-    Marks' `index` counts characters from the start of the text, as str offsets do.
-    """
+    Marks' `index` counts characters from the start of the text, as str offsets do."""
 
     def __init__(self, text: str, where: str) -> None:
         self.text = text

@@ -1,13 +1,9 @@
 """--validate: check every rendered document offline against the Kubernetes OpenAPI schema.
 
-The schemas come from the `kubernetes-validate` package (its strict variant,
-which rejects unknown fields such as `contianers`). Its own `validate()` is not
-used, for three reasons: it re-reads megabytes of schema JSON for every
-document (about 10 ms each, 10 s for 1000 tasks); it raises only the first
-error, which for a misspelled field is the derived "'containers' is a
-required property" rather than the misspelling itself; and it compares
-versions as strings (1.24 ends in an IndexError). So this module reads the
-same schema files once per kind with the same validator class and registry.
+The schemas are the `kubernetes-validate` package's strict ones (unknown fields such as
+`contianers` rejected), read once per kind. Its own `validate()` is not used: it re-reads
+the schema JSON for every document, reports a misspelled field as the derived "'containers'
+is a required property", and compares versions as strings (1.24 ends in an IndexError).
 """
 
 from __future__ import annotations
@@ -298,11 +294,9 @@ def validate_tasks(
     warn: Callable[[str], None],
 ) -> str:
     """Validate each task's text (its documents, their ids, and which task it is).
-
     Raises SchemaError naming the first failing document and field; returns the
     Kubernetes version checked against. Custom resources have no schema offline:
-    they are reported as warnings and not checked.
-    """
+    they are reported as warnings and not checked."""
     import yaml
 
     from simpletfjob.yamlload import load_all

@@ -77,11 +77,9 @@ _BARE_SEPARATOR = r"---[ \t]*(?:#[^\n]*)?\n?"
 
 class Document:
     """One document of the run: its kind, namespace and name, its task, and its text.
-
     The text is kept split at the framework's placed values, which are filled in
     only when it is read (`chunks`), so that a large value is built once per run.
-    `separator` is the line that comes before it in the stream.
-    """
+    `separator` is the line that comes before it in the stream."""
 
     __slots__ = ("_filled", "_pieces", "_template", "_values", "id", "separator", "task")
 
@@ -252,11 +250,8 @@ def default_output_name(template: str, name: str = "tensorflow") -> str:
 
 
 def inputs(options: Options) -> Iterator[tuple[str, str | None]]:
-    """Every file the run may read, as (what, path): the output may be none of them.
-
-    A generator: the kubeconfig paths are only worked out when the output is a
-    file that exists, so that `-o -` into a pipe and a new file do not pay for them.
-    """
+    """Every file the run may read, as (what, path): the output may be none of them. The
+    kubeconfig paths are worked out only if asked for (an existing output file)."""
     yield ("template", options.template)
     yield ("exclusion file", options.exc)
     yield from framework(options.framework).inputs(options)
@@ -273,14 +268,11 @@ def name_run(
 ) -> tuple[Options, str | None, str | None]:
     """The run's name, one for the run (its simpletfjob/job label) and its objects' names.
 
-    As a helm release names its chart's objects: the run is named by --name; else by
-    the value `name` that -f or --set give, when the template reads it; else by the
-    built-in's name or the template's file name without extension. A template that
-    reads `name` gets the run's name unless -f or --set give it one, and --name wins
-    over the header's default. So `--name b` renames a built-in's Jobs, a template
-    that spells its names out keeps them, and `--set name=b` still names the objects.
-    Returns the options, carrying the value; the label (None with --no-labels); and the
-    option that names the run and its objects otherwise, for messages (None: nothing does).
+    As helm names a release: by --name; else by the value `name` from -f or --set, when the
+    template reads it; else by the built-in's name or the template's file name. A template
+    that reads `name` gets the run's name unless -f or --set give one. Returns the options,
+    carrying the value; the label (None with --no-labels); and the option that names the
+    run and its objects otherwise, for messages (None: nothing does).
     """
     name, values = options.name, options.values  # --name is checked with the other options
     reads = compiled.reads([NAME_VALUE])
@@ -419,11 +411,8 @@ def split_documents(
 
 
 def _split_at_document_starts(pieces: Sequence[str]) -> list[tuple[str, list[str]]]:
-    """Marker-split text cut at its '---' lines: (that line, the document's pieces) each.
-
-    A '---' line with nothing after it but a comment is the separator; one that
-    starts the document's content (`--- !tag`, `--- |`) stays in its text.
-    """
+    """Marker-split text cut at its '---' lines: (that line, the document's pieces) each. A
+    '---' that starts the document's content (`--- !tag`, `--- |`) stays in its text."""
     found: list[tuple[str, list[str]]] = [("", [])]
     last = len(pieces) - 1
     for i, piece in enumerate(pieces):

@@ -8,11 +8,9 @@
 and, once the tasks are seated, the port `--port auto` chooses. The plan calls these
 in order; hosts/selection.py holds the rules themselves, hosts/usage.py the counting.
 
-Pods are read only from a cluster, only with usage on (not --no-usage), and only when
-the run needs them: --gpus (free GPUs), a template whose pods hold host ports or ask for
-resources (the fit, plan/fit.py), --port auto, or --explain on nodes with GPUs (its
-free-GPU column). The fit is checked wherever the nodes say what they have (a cluster, a
-saved NodeList), against allocatable alone where the pods are not read.
+Pods are read only from a cluster, without --no-usage, and only when the run needs them
+(--gpus, host ports, the fit, --port auto, --explain on GPU nodes). The fit is checked
+wherever the nodes say what they have, against allocatable alone where pods are not read.
 """
 
 from __future__ import annotations
@@ -169,11 +167,8 @@ def check_shared_ports(
     tasks: Sequence[Task], needs: Mapping[str, RoleNeeds], tasks_per_host: int
 ) -> None:
     """Refuse two of the run's tasks on one node whose pods would hold the same host port.
-
-    With --tasks-per-host, each task on a node has its own port; a host port the template
-    fixes (`hostPort: 2222`, or a containerPort on the host network) is the same for
-    each of them, and the kubelet would refuse every pod after the first.
-    """
+    With --tasks-per-host, a host port the template fixes (`hostPort: 2222`) is the same for
+    each task on a node, and the kubelet would refuse every pod after the first."""
     held: dict[tuple[str, Port], Task] = {}
     for task in tasks:
         need = needs.get(task.role)
@@ -244,11 +239,9 @@ def judge(
     template: str = "template",
 ) -> Judged:
     """Every node's verdict, its pods read when the run needs them; see the module docstring.
-
     `needs_of()` gives each role's needs (the template rendered once per role, see
     `role_needs_of`); it is called only when a node has taints, the nodes say what they
-    have (the fit), or the pods are read. `template` names the template in messages.
-    """
+    have (the fit), or the pods are read. `template` names the template in messages."""
     nodes, excluded, cluster = hosts.nodes, hosts.excluded, hosts.cluster
     reads_pods = cluster is not None and asked.usage
     fits = fit_known(nodes)
@@ -299,11 +292,8 @@ def read_usage(
     warn: Callable[[str], None],
 ) -> tuple[Callable[[str], NodeUsage | None], str]:
     """What each node's pods take, read per node or in one list; and which way it was read.
-
-    The cluster's Jobs are read first (usage.py: the pods they have yet to make, and which
-    pods are the run's own). A refusal to list them is a warning, once the pods are read:
-    the pods still say most of what is held.
-    """
+    The cluster's Jobs are read first (usage.py); a refusal to list them is a warning, as
+    the pods still say most of what is held."""
     nodes, excluded = hosts.nodes, hosts.excluded
     alternatives = []
     if asked.gpus > 0:

@@ -7,13 +7,11 @@
         -> where that walk finds none, the search over seatings (hosts/packing.py)
         -> or a refusal in one line: what is short, and where (plan/refusal.py)
 
-A run that cannot fit is refused here, before anything is written or sent, so that
-`render`, `apply` and `run` (each restart plans again) refuse it alike. With `-N n` the
-run must be the run it would be without the fit: as many tasks of each role, on n hosts.
-With `-N -1` the roles but the one that fills (`Framework.fills`, the workers) have their
-tasks, that one at least one, and then the slots left where its tasks fit; a warning says
-how many did not. The walk's seating stands wherever it holds the run, so a run the walk
-seated seats as before; the search is asked only for a run the walk could not seat.
+A run that cannot fit is refused here, before anything is written or sent, alike for
+`render`, `apply` and `run`. With `-N n` the run keeps the tasks it has without the fit,
+on n hosts. With `-N -1` the role that fills (`Framework.fills`) takes at least one task,
+then the slots left where its tasks fit; a warning says how many did not. The search is
+asked only for a run the walk could not seat.
 """
 
 from __future__ import annotations
@@ -44,11 +42,8 @@ if TYPE_CHECKING:  # (the search is read only for a run the walk cannot seat)
 
 def role_asks(needs: Mapping[str, RoleNeeds], template: str) -> dict[str, Ask]:
     """What one task of each role asks of its node: every pod spec of its documents, summed.
-
-    Each pod spec is counted as the scheduler counts a pod (hosts/requested.py): the
-    containers summed, at least the largest init container, a limit standing for a
-    missing request, the overhead. A quantity that is no quantity is an error here.
-    """
+    Each pod spec is counted as the scheduler counts a pod (hosts/requested.py); a
+    quantity that is no quantity is an error here."""
     from simpletfjob.hosts.requested import pod_units  # with `fractions`: only when fitting
 
     asks: dict[str, Ask] = {}

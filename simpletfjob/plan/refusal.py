@@ -1,8 +1,6 @@
 """A run that cannot fit, refused in one line that is true: what is short, and where.
 
-plan/fit.py refuses a run when the walk and the search (hosts/packing.py) find no seating.
-The line names, in this order, the first of these that holds, each a fact no seating can
-get round:
+The line names the first of these that holds, each a fact no seating can get round:
 
 - a role whose tasks alone do not fit on the nodes it may use (`_short_role`): the
   resource that seats the fewest of them, what each asks, the nodes where one fits;
@@ -48,11 +46,9 @@ def refusal(
 ) -> SelectionError:
     """Why the run cannot fit, in one line; see the module's docstring.
 
-    `want` is how many tasks of each role the run has (with -N -1, the role that takes
-    the slots left counts one); `plain` the verdicts as they would be without the fit.
-    `searched` is the search that found no seating: its packing, what it found, the
-    names of its nodes and of its resources. `error` is the seating's own refusal when
-    there was no search (-N asks for more nodes than any task fits on).
+    `want` is how many tasks of each role the run has (the role that fills counts one);
+    `plain` the verdicts without the fit; `searched` the search that found no seating;
+    `error` the seating's own refusal when there was no search.
     """
     found: SelectionError | None = None
     for role in roles:

@@ -1,8 +1,7 @@
 """`simpletfjob nodes`: a cluster's nodes judged as a render judges them, with what their pods take.
 
-The nodes are read as a render reads them (sorted by name, `-l` applied by the
-server) and every pod is read in one cluster-wide list: a view shows every node,
-so there is no stopping early. The verdicts come from the same rules (hosts/selection.py):
+The nodes are read as a render reads them, and every pod in one cluster-wide list (a view
+shows every node). The verdicts come from the same rules (hosts/selection.py):
 
 - with `--template FILE`, its pods' tolerations, host ports and what a task of each
   role asks (plan/fit.py: `worker: nvidia.com/gpu 2 > 1 free`) are judged as a render
@@ -11,9 +10,8 @@ so there is no stopping early. The verdicts come from the same rules (hosts/sele
 - without one, every NoSchedule/NoExecute taint counts as untolerated, and the host
   ports in use are shown but decide nothing.
 
-Every pod counts, a run's own too: the view has no run to leave out. So do the pods
-that Jobs pinned to a node have yet to make (usage.py); listing Jobs is asked for with
-the pods, and a refusal of it is a warning.
+Every pod counts, a run's own too, and so do those Jobs pinned to a node have yet to make
+(usage.py); a refusal to list Jobs is a warning.
 """
 
 from __future__ import annotations

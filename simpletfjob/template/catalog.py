@@ -100,7 +100,7 @@ def _builtin_dir() -> Any:
         pass
     # A source checkout (or an editable install, whose finder cannot map a namespace
     # subpackage): the templates live at the top of the repository.
-    from pathlib import Path  # only on this path: it costs the cold start a few milliseconds
+    from pathlib import Path  # only on this path: it slows the cold start
 
     return Path(__file__).resolve().parents[2] / "templates"
 
@@ -128,12 +128,8 @@ def read_builtin(name: str) -> str:
 
 def locate(name: str) -> TemplateSource:
     """The template TEMPLATE names: a file if one exists at that path, else a built-in name.
-
-    A path that exists wins, so a local `tf1-flags` file shadows the built-in; a
-    bare name (no `/`, no `.`) that is neither is an error listing the built-ins.
-    A bare name that is no built-in but is there as something else (a directory,
-    a named pipe, a symlink loop) is read as a file, whose error says what it is.
-    """
+    A path that exists wins, so a local `tf1-flags` file shadows the built-in; a bare name
+    (no `/`, no `.`) that is neither is an error listing the built-ins."""
     if not os.path.isfile(name) and _BUILTIN_NAME.fullmatch(name):
         available = builtin_names()
         if name not in available:
@@ -341,11 +337,8 @@ def framework_defaults(
     name: str, given: Iterable[str], header: Mapping[str, Any], options: Any
 ) -> dict[str, Any]:
     """The framework's defaults for what neither the command line nor the header set.
-
-    An option of another framework's group (--psn for pytorch), given on the
-    command line or in the header, is a usage error that names the framework
-    (after its own rule: a value it could never take is said so first).
-    """
+    Another framework's option (--psn for pytorch), on the command line or in the header, is
+    a usage error that names the framework."""
     explicit = set(given)
     for field_name, field in foreign_options(name).items():
         assert field.option is not None
@@ -368,10 +361,8 @@ def framework_defaults(
 
 def write_copy(name: str, output: str | None, force: bool) -> str:
     """`simpletfjob init`: copy a built-in to edit; returns the summary line for stderr.
-
     OUTPUT may be a file, '-' (stdout), an open stream such as /dev/stdout, or an
-    existing directory, which gets DIR/NAME.yaml as `cp` would give it.
-    """
+    existing directory, which gets DIR/NAME.yaml as `cp` would give it."""
 
     stem = name[: -len(SUFFIX)] if name.endswith(SUFFIX) else name
     text = read_builtin(stem)

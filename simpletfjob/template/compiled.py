@@ -1,19 +1,13 @@
 """The compiled template: the legacy `{{.x}}` syntax, where placed values land, each task's text.
 
-Templates use jinja2 with `<< >>` for variables (so Helm and Argo `{{ }}` pass
-through untouched), `{% %}` for statements and `<# #>` for comments (so shell
-text such as `${#ARRAY[@]}` is not taken for a comment). The environment
-(`sandbox`) is sandboxed, strict and bounded: an undefined name is an error
-naming it and its line, and a runaway loop or allocation stops in one line.
+Templates use jinja2 with `<< >>` for variables (so Helm and Argo `{{ }}` pass through),
+`{% %}` for statements and `<# #>` for comments (so shell's `${#ARRAY[@]}` is no comment),
+in the `sandbox` environment.
 
-A framework names large values that it places itself (see frameworks/): a bare
-`<<NAME>>` of one of them becomes a marker in the rendered text. Each task's
-text is checked with the markers standing as themselves, and the YAML scalar a
-marker stands in (quoted, plain or block; in flow or block context) settles how
-the value's JSON is escaped there (see `CompiledTemplate.resolve`), so that
-every document is valid YAML and the JSON reads back with `json.loads` as the
-task's value. The template is compiled once and the markers are filled in at
-the end, so a large value is built once per run and never parsed.
+A bare `<<NAME>>` of a value a framework places itself becomes a marker in the rendered
+text. Each task's text is checked with the markers standing as themselves, and the YAML
+scalar a marker stands in settles how the value's JSON is escaped there
+(`CompiledTemplate.resolve`), so a large value is built once per run and never parsed.
 """
 
 from __future__ import annotations
@@ -43,8 +37,7 @@ T = TypeVar("T")
 # A YAML merge key `<<: *anchor` is never a jinja expression: keep it literal.
 _MERGE_KEY = re.compile(r"<<(?=[ \t]*:(?:[ \t]|$))", re.MULTILINE)
 
-# Patterns for rare paths (messages, comments) are compiled on first use, through re's
-# cache, so that the cold start does not pay for them.
+# Patterns for messages, compiled on first use through re's cache.
 # Jinja expressions and statements, in a template line.
 _EXPRESSION = r"(<<.*?>>|\{\{\s*\.\w+\s*\}\})"
 _STATEMENT = r"\{%|<#|#>"
@@ -60,13 +53,9 @@ def translate_source(
     filename: str = "<template>",
 ) -> tuple[str, list[Placement]]:
     """Rewrite legacy syntax and merge keys, and turn each bare placed value into a marker.
-
     `legacy` are the names the original tool wrote as `{{.name}}`. `blocks` are placed
-    values that are lines of YAML (a framework's env entries): one must stand alone on
-    its line, and the lines it becomes take that line's indentation (mode "lines"; it
-    stands in the checks as one sequence entry). Anywhere else it would break the YAML
-    around it, so it is refused, naming its line.
-    """
+    values that are lines of YAML (a framework's env entries): each must stand alone on its
+    line, whose indentation the lines take (mode "lines"); elsewhere it is refused."""
     if legacy:
         names = "|".join(map(re.escape, legacy))
         source = re.sub(r"\{\{\s*\.(" + names + r")\s*\}\}", r"<<\1>>", source)
@@ -165,13 +154,9 @@ class CompiledTemplate:
         self._header_lines = header[0].count("\n") if header else 0
 
     def reads(self, path: Sequence[str]) -> bool:
-        """Whether the template may read value `path` (`['gpus']`, or `['a', 'b']` for a.b).
-
-        A top-level name is read when the template uses it at all (`referenced`, as jinja's
-        meta finds it: a template reaches its values only by name). A nested one is read
-        when the template reads it, a value inside it, or the value around it as a whole
-        (`a`, `a | tojson`, `a[key]` with a key it computes, `a.items()`): see `value_paths`.
-        """
+        """Whether the template may read value `path` (`['gpus']`, or `['a', 'b']` for a.b):
+        a top-level name it uses at all, or a nested one it reads, reads inside, or reads
+        the value around whole (`a | tojson`, `a[key]`, `a.items()`; see `value_paths`)."""
         if not path or path[0] not in self.referenced:
             return False
         wanted = tuple(path)
@@ -181,10 +166,8 @@ class CompiledTemplate:
         )
 
     def value_paths(self) -> frozenset[tuple[str, ...]]:
-        """Every value path the template reads: ('a',) for a whole, ('a', 'b') for `a.b` or `a['b']`.
-
-        A step the template computes (`a[key]`) ends the path: all below may be read.
-        """
+        """Every value path the template reads: ('a',) for a whole, ('a', 'b') for `a.b` or
+        `a['b']`; a computed step (`a[key]`) ends the path."""
         if self._paths is None:
             self._paths = frozenset(_value_paths(self._ast))
         return self._paths
@@ -233,12 +216,8 @@ class CompiledTemplate:
             yield pieces[i + 1]
 
     def stand_in(self, pieces: Sequence[str]) -> tuple[str, list[int], list[int]]:
-        """The text to check, and where each marker's stand-in starts in it and its length.
-
-        A marker stands as itself (indented, where it stands for a whole line): a
-        word of private-use characters is valid inside any YAML scalar, quoted or
-        plain, flow or block, so the check sees the template's own structure.
-        """
+        """The text to check, and where each marker's stand-in starts in it and its length. A
+        marker, private-use characters, stands as itself: valid inside any YAML scalar."""
         out = [pieces[0]]
         starts = []
         lengths = []
@@ -255,12 +234,9 @@ class CompiledTemplate:
     def resolve(
         self, pieces: Sequence[str], text: str, starts: Sequence[int], documents: Sequence[Any]
     ) -> tuple[list[str], list[tuple[int, str]]]:
-        """Settle each marker's placement from the YAML scalar it stands in.
-
-        `text` is stand_in(pieces) and `documents` its composed node trees. Returns
-        the pieces with each marker naming its settled placement, and the quotes to
-        insert into the text (offsets in `text`) where a plain scalar must be quoted.
-        """
+        """Settle each marker's placement from the YAML scalar it stands in (`text` is
+        stand_in(pieces), `documents` its node trees): the pieces with each marker naming its
+        settled placement, and the quotes to insert (offsets in `text`) into plain scalars."""
         resolved = list(pieces)
         inserts: list[tuple[int, str]] = []
         quoted: set[int] = set()
@@ -302,11 +278,8 @@ class CompiledTemplate:
         return min(found, key=lambda n: abs(n - near)) if found else None
 
     def public(self, message: str, text: str = "", *lines: int) -> str:
-        """A check's message with each marker shown as the template wrote it, naming the template line.
-
-        `lines` (from 0) are where in `text`, the task's text, the message points:
-        the first that a template line renders as is named.
-        """
+        """A check's message with each marker shown as the template wrote it, naming the template
+        line: the first of `lines` (from 0, in the task's `text`) that one renders as."""
         match = re.search(_SHOWN_MARKER, message)
         if match is None:
             rendered = text.split("\n")
@@ -326,12 +299,8 @@ class CompiledTemplate:
 
 
 def unix_newlines(text: str) -> str:
-    """The text with its Windows ('\\r\\n') and old Mac ('\\r') line endings as '\\n'.
-
-    YAML reads all three as line breaks, but the placement rules and the header
-    see lines by '\\n': so a template's lines end the same however it was saved,
-    and the output uses '\\n' throughout.
-    """
+    """The text with its '\\r\\n' and '\\r' line endings as '\\n', as the placement rules and
+    the header see lines."""
     if "\r" not in text:
         return text
     return text.replace("\r\n", "\n").replace("\r", "\n")
@@ -342,12 +311,8 @@ _ASKING = {False: ("default", "d"), True: ("defined", "undefined")}
 
 
 def _check_names(ast: Any, filename: str, known: set[str]) -> set[str]:
-    """Fail on the first name the template uses that no task will define, naming its line.
-
-    A name the template asks about, as jinja and helm users do for an optional value
-    (`x is defined`, `x is undefined`, `x | default(...)`), is left to the render: a use
-    of it that no such test guards is still an error there, naming its line.
-    """
+    """Fail on the first name the template uses that no task will define, naming its line. A
+    name it asks about (`x is defined`, `x | default(...)`) is left to the render."""
     from jinja2 import meta, nodes
 
     referenced: set[str] = meta.find_undeclared_variables(ast)

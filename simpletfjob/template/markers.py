@@ -71,14 +71,12 @@ def scalar_at(documents: Sequence[Any], index: int) -> tuple[Any, bool, bool] | 
 class Placement(NamedTuple):
     """Where one bare placed value (`<<NAME>>`) stands, and so how its text is written.
 
-    The template's lines give a first guess (`classify_placement`); each task's
-    rendered YAML then settles it (`CompiledTemplate.resolve`). `mode` is "block"
-    for the original tool's indented JSON lines under `key: >` or `key: |`, and
-    "line" for a marker alone on a line (both stand for the whole line); any
-    other mode writes compact JSON, escaped for `quote`, between `open` and
-    `close`. "lines" is a framework's YAML lines (env entries) at `indent`,
-    standing in the checks as one sequence entry (`stand` ends with '- '). Only the guess's layout (whole line or not, indentation) is kept
-    by the settling; the rest is what `fill` writes for a marker never settled.
+    The template's lines give a first guess (`classify_placement`); each task's rendered
+    YAML settles it (`CompiledTemplate.resolve`), keeping only the guess's layout. `mode`:
+    "block", the original tool's indented JSON lines under `key: >` or `|`; "line", a marker
+    alone on a line; "lines", a framework's YAML lines (env entries) at `indent`, standing
+    in the checks as one sequence entry; any other writes compact JSON, escaped for `quote`,
+    between `open` and `close`.
     """
 
     mode: str
@@ -156,9 +154,7 @@ def _escape(quote: str, text: str) -> str:
 
 def place_parts(placement: Placement, values: RunValues, task: Task) -> tuple[str, ...]:
     """The text that stands where the placement's marker is, in parts.
-
-    The large part the framework shares between tasks is one string, never copied.
-    """
+    The large part the framework shares between tasks is one string, never copied."""
     if placement.mode in ("block", "lines"):
         return values.block_parts(placement.name, task, placement.indent)
     prefix, suffix = values.compact_parts(placement.name, task)

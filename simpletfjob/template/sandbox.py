@@ -1,37 +1,22 @@
 """The jinja environment templates render in: sandboxed, strict, and bounded.
 
-jinja's sandbox keeps a template away from Python's internals
-(`''.__class__.__mro__` is a SecurityError) and `range()` from making more than
-100,000 numbers, but not from running for ever or filling the memory: nested
-loops, a macro that calls itself twice, `'x' * 10**10`, `9 ** 99999999`.
-Template engines leave that to whoever runs the template. simpletfjob bounds
-each task's render:
+jinja's sandbox keeps a template from Python's internals, not from running for ever or
+filling the memory (nested loops, `'x' * 10**10`, `9 ** 99999999`). Each render is bounded:
 
-- at most `MAX_ITERATIONS` loop iterations and `MAX_CALLS` calls (of macros,
-  functions and methods), counted as they happen, so that a runaway loop or
-  recursion stops within a second with a line that names the template line;
-- no number of more than `MAX_INT_BITS` bits and no string or list of more
-  than `MAX_TEXT` items made by `*` or `**`, refused before Python computes it
-  (a big power or product is one long computation that nothing can interrupt);
-- at most `MAX_TEXT` characters of text for one task (Kubernetes stores no
-  object over 1.5 MiB), and `MAX_TOTAL_TEXT` for all the tasks of a run, whose
-  texts are all held until every one is checked;
-- on Linux, at most `MEMORY` bytes more address space than the process had, for
-  a task's render and the check of its YAML (`CompiledTemplate.bounded`), so
-  that one huge allocation (`'x' | center(10**10)`) or millions of YAML nodes
-  fail at once instead of filling the memory;
-- and compiling the template, and rendering and checking all its tasks, at most
-  `CPU_SECONDS` of CPU time in all: the backstop for work that none of the
-  counts sees (a filter's own loop, such as `lipsum(100000)` called again and
-  again).
+- `MAX_ITERATIONS` loop iterations and `MAX_CALLS` calls, counted as they happen, so a
+  runaway loop or recursion stops with a line that names the template line;
+- no number over `MAX_INT_BITS` bits and no string or list over `MAX_TEXT` items made by
+  `*` or `**`, refused before Python computes it (nothing can interrupt that computation);
+- `MAX_TEXT` characters of text for one task (Kubernetes stores no object over 1.5 MiB),
+  `MAX_TOTAL_TEXT` for a run's tasks, all held until each is checked;
+- on Linux, `MEMORY` bytes more address space for a task's render and the check of its
+  YAML (`CompiledTemplate.bounded`), so one huge allocation fails at once;
+- `CPU_SECONDS` of CPU time for compiling and for all the tasks: the backstop for work no
+  count sees (a filter's own loop, such as `lipsum(100000)`).
 
-The template itself may have at most `MAX_TAGS` expressions and statements:
-compiling takes time and memory that grow faster than the template. It is
-compiled within the memory cap and the CPU time too.
-
-Python's own recursion limit stops a macro that calls itself without end.
-Constant expressions are not folded when the template is compiled (jinja's
-optimizer would compute `'x' | center(10**10)` then, outside these bounds).
+A template has at most `MAX_TAGS` expressions and statements, and is compiled within the
+memory and CPU caps. Constant expressions are not folded at compile time (jinja's optimizer
+would compute `'x' | center(10**10)` outside these bounds).
 """
 
 from __future__ import annotations
@@ -205,13 +190,8 @@ def check_binop(operator: str, left: Any, right: Any) -> None:
 
 
 def check_tags(text: str, filename: str) -> None:
-    """Refuse a template of more than MAX_TAGS expressions and statements, before compiling it.
-
-    Compiling takes time and memory that grow faster than the template: 300,000
-    expressions in a 6 MB template took jinja and Python's compiler a minute and
-    3 GB. A real template has tens; one with thousands writes out what a loop
-    would make.
-    """
+    """Refuse a template of more than MAX_TAGS expressions and statements, before compiling it:
+    compiling takes time and memory that grow faster than the template."""
     if text.count("<<") + text.count("{%") <= MAX_TAGS:
         return
     import re
@@ -227,9 +207,7 @@ def check_tags(text: str, filename: str) -> None:
 
 class Bounds:
     """The bounds around one run's work on a template: its CPU time, and the memory cap.
-
-    `run` is re-entrant: work inside work is bounded once, by the outermost.
-    """
+    `run` is re-entrant: work inside work is bounded once, by the outermost."""
 
     def __init__(self, filename: str) -> None:
         self.filename = filename

@@ -1,13 +1,9 @@
 """Template values: --set KEY=VALUE and -f FILE, merged as helm merges them.
 
-A --set value that the template never reads is a usage error (exit 2) that offers
-the closest value it does read: `--set gpu=2: the template reads no value 'gpu'; did
-you mean 'gpus'?`. A key of a -f file may go unread, since one values file often
-serves several templates; so may a header's default. What the template reads is
-what jinja's meta finds in its tree (compiled.py): a top-level name exactly, as a
-template reaches its values only by name; below it, a path the template reads
-by a key it computes (`a[key]`, `a.items()`, `a | tojson`) counts as read, since
-there is no telling which keys it takes.
+A --set value that the template never reads is a usage error (exit 2) that offers the
+closest value it does read (`did you mean 'gpus'?`); a -f file's key or a header's default
+may go unread, as one values file often serves several templates. What the template reads
+is found in its tree (compiled.py's `reads`).
 """
 
 from __future__ import annotations
@@ -120,9 +116,7 @@ def _reserved_character(char: str) -> str:
 
 def check_reserved_characters(text: str, document: Any, source: str, line_offset: int = 0) -> None:
     """Refuse YAML values holding a character the render reserves, naming the first one's key.
-
-    `document` is the text's composed node; it is walked only when the text may hold one.
-    """
+    `document` is the text's composed node; it is walked only when the text may hold one."""
     if not re.search(_RESERVED_IN_YAML, text, re.IGNORECASE):
         return
     import yaml
@@ -160,9 +154,7 @@ def collect_values(
     defaults: Mapping[str, Any], files: Sequence[str], sets: Sequence[Mapping[str, Any]]
 ) -> tuple[dict[str, Any], frozenset[str]]:
     """Values as helm layers them: defaults < each -f FILE in order < each --set in order.
-
-    Also the top-level names that the files and --set gave, as opposed to the defaults.
-    """
+    Also the top-level names that the files and --set gave, as opposed to the defaults."""
     values = dict(defaults)
     given: set[str] = set()
     for layer in [*(load_values_file(path) for path in files), *sets]:
@@ -180,12 +172,8 @@ def check_sets_read(
     options: Collection[str] = (),
 ) -> None:
     """Refuse the first --set KEY=VALUE whose KEY the template never reads (see the module doc).
-
-    `reads(path)` says whether the template may read a value; `names` are the top-level
-    names it reads and `paths()` the paths below them, for the suggestion (`reserved`
-    names are never offered: --set cannot give them); `options` are the command line's
-    long flags, for `--set psn=2`.
-    """
+    `reads(path)` says whether the template may read a value; `names`, `paths()` and the
+    command line's long flags `options` make the suggestion (never a `reserved` name)."""
     top = sorted(set(names) - set(reserved))
     for item in items:
         key = item.partition("=")[0].strip()

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from simpletfjob.errors import ClusterError, InputError
-from simpletfjob.hosts.cluster import read_cluster_nodes
+from simpletfjob.hosts.cluster import Cluster
+from simpletfjob.hosts.nodes import Node
 from simpletfjob.kube.connection import Settings
 from tests.conftest import EXAMPLES, assert_one_line_error, write
 from tests.support.kubeapi import (
@@ -32,6 +33,12 @@ from tests.support.kubeapi import (
 
 TOKEN = "sha256~s3cr3t-token-value"
 CI_USER = "system:serviceaccount:ci:runner"
+
+
+def read_cluster_nodes(settings: Settings) -> list[Node]:
+    """Every node the cluster lists, sorted by name, as a render reads them."""
+    with Cluster(settings) as cluster:
+        return cluster.nodes()
 
 
 def fast(kubeconfig: Path, **overrides: Any) -> Settings:

@@ -27,7 +27,6 @@ from simpletfjob.kube.resources import (
     PODS,
     SERVICES,
     Resource,
-    resource_for,
 )
 from tests.conftest import write
 from tests.support.kubeapi import Answer, KubeAPI, make_job, make_pod, serve, write_kubeconfig
@@ -171,9 +170,6 @@ def test_resources_know_their_paths_and_names() -> None:
     assert (JOBS.api_version, JOBS.singular) == ("batch/v1", "job")
     assert JOBS.ref("mnist-ps-0") == "job.batch/mnist-ps-0"
     assert SERVICES.ref("mnist-worker-0") == "service/mnist-worker-0"
-    assert resource_for("batch/v1", "Job") is JOBS
-    assert resource_for("v1", "Service") is SERVICES
-    assert resource_for("batch/v1beta1", "CronJob") is None
 
 
 def test_no_cluster_at_all_says_what_to_do(kube_env: Path) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from simpletfjob.kube.connection import Settings, connect
 from simpletfjob.kube.objects import apply
-from simpletfjob.kube.resources import resource_for
+from simpletfjob.kube.resources import JOBS, SERVICES
 from tests.conftest import load_all
 from tests.support.cluster import wait_for
 from tests.support.control_plane import ControlPlane
@@ -34,9 +34,7 @@ def create_run(cli: Any, kube: ControlPlane, namespace: str, tmp_path: Path, *op
     kubeconfig = kube.kubeconfig(tmp_path / "admin", namespace=namespace)
     with connect(Settings(kubeconfig=str(kubeconfig))) as conn:
         for document in load_all(rendered.out):
-            resource = resource_for(document["apiVersion"], document["kind"])
-            assert resource is not None
-            apply(conn, resource, document)
+            apply(conn, {"Job": JOBS, "Service": SERVICES}[document["kind"]], document)
     return kubeconfig
 
 

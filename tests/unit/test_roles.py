@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from simpletfjob.errors import SelectionError
-from simpletfjob.frameworks.tensorflow import ClusterSpec, assign_roles
-from simpletfjob.tasks import Host, Task
+from simpletfjob.frameworks.tensorflow import ROLES, ClusterSpec, place_tasks
+from simpletfjob.tasks import Host, Task, tasks_at
+
+
+def assign_roles(
+    hosts: list[Host], *, port: int = 2222, tasks_per_host: int = 1, **seating: Any
+) -> list[Task]:
+    """The run's tasks on these hosts: `place_tasks`'s seating, given addresses and ports."""
+    seats = place_tasks([h.node for h in hosts], tasks_per_host=tasks_per_host, **seating)
+    return tasks_at(seats, ROLES, hosts.__getitem__, port)
 
 
 def hosts(*names: str) -> list[Host]:
@@ -83,8 +92,9 @@ def test_compact_and_pretty_read_back_as_the_same_config() -> None:
     for task in tasks:
         want = spec.config(task)
         assert json.loads(spec.compact(task)) == want
-        assert json.loads(spec.pretty(task, "    ")) == want
-        assert all(line.startswith("    ") for line in spec.pretty(task, "    ").splitlines())
+        pretty = "".join(spec.pretty_parts(task, "    "))
+        assert json.loads(pretty) == want
+        assert all(line.startswith("    ") for line in pretty.splitlines())
     assert spec.config(tasks[0]) == {
         "cluster": {"chief": ["a:3000"], "ps": ["b:3000"], "worker": ["c:3000"]},
         "task": {"type": "chief", "index": 0},

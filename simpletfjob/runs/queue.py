@@ -1,31 +1,19 @@
-"""The queue (--queue): a run's entry, its wait and admission, and the Leases it is made of as data.
+"""The queue (--queue): nothing installed on the cluster; a run is applied at the head once it fits.
 
-Waiting in a queue with nothing installed: a run is applied at the head, once all of it fits.
+An entry is a Lease `simpletfjob-queue-<queue>-<number>` (six digits or more), labelled with
+the queue: the server's AlreadyExists on a taken name orders them, so the lowest live number
+is the head. The lock is the Lease `simpletfjob-queue-<queue>.lock` (no entry can be named so);
+its holder is the entry being admitted.
 
-rights  get, list, watch, create, update, delete on leases, asked first (kube/access.py)
-enter   one list of the queue's Leases, then the entry created with the next number
-        (AlreadyExists: the one after), holding the run and what it asks
-wait    one watch of the Leases and the entry's renewals (a thread each); an entry seen
-        unchanged for its lease (kube/leases.py's Seen) is deleted on its resourceVersion
-admit   the head, every RETRY seconds: the lock read, the entries listed again (still the
-        head?), the lock taken by an update on its resourceVersion (of two clients, one), the
-        run planned as the cluster is now (plan/fit.py counts the pods that Jobs have yet to
-        make) and applied, or SelectionError: it waits, and blocks those behind it. Once its
-        Jobs exist, the entry is deleted, then the lock given back.
-leave   --timeout (exit 3), an interrupt or an error: the lock given back and the entry
-        deleted, nothing applied; SIGKILL leaves the entry, which expires
-
-A queue's entries as data: their names, what each Lease holds, their order, and expiry. Pure.
-
-An entry is a Lease named `simpletfjob-queue-<queue>-<number>` (six digits, more once past
-999999), labelled with the queue's name: the server's AlreadyExists on a name taken is what
-orders them, so the lowest live number is the head. The queue's lock is the Lease
-`simpletfjob-queue-<queue>.lock` (a dot: no entry's name can be it); its holder is the
-entry being admitted.
+A run asks for the rights first, creates its entry, then watches the Leases and renews its own
+(a thread each). At the head, every RETRY seconds, it reads the lock, lists the entries again,
+takes the lock by an update on its resourceVersion (of two clients, one wins), and plans the
+run as the cluster is now: applied, or SelectionError and it waits, blocking those behind.
+Once its Jobs exist the entry is deleted, then the lock given back. A timeout, an interrupt
+or an error gives the lock back and deletes the entry; after SIGKILL the entry expires.
 
 Expiry is judged as client-go's leader election judges a lease: by how long this client has
-seen the Lease unchanged (the same resourceVersion), on its own monotonic clock, never by
-comparing the Lease's renewTime with this machine's clock.
+seen it unchanged, on its own monotonic clock, never by the Lease's renewTime.
 """
 
 from __future__ import annotations
@@ -166,10 +154,11 @@ def wait_turn(
     waiting: Callable[[str], None],
     deadline: Deadline | None,
 ) -> tuple[P, R]:
-    """Enter the queue, wait for the run's turn, and there `send` it as `plan()` plans it (as the
-    cluster is now; SelectionError: it does not fit yet); see the module doc. `first` is the run
-    planned on empty nodes (`empty_nodes`): its name and what it asks. `waiting` is given the
-    waiting line as it changes. TimedOut when `deadline` passes first, nothing applied."""
+    """Enter the queue, wait for the run's turn, and `send` it as `plan()` plans it then.
+
+    `first` is the run planned on `empty_nodes` (its name and asks); `waiting` is given the
+    waiting line as it changes. TimedOut when `deadline` passes first, nothing applied.
+    """
     assert options.queue is not None and first.job is not None  # (a run to apply has its labels)
     namespace = options.queue_namespace or conn.namespace
     check_rights(conn, namespace)
@@ -469,9 +458,7 @@ def asks_of(
     roles: Iterable[str], asks: Sequence[tuple[str, Sequence[tuple[str, int]]]]
 ) -> list[Ask]:
     """Each role's Ask, from the plan's tasks' roles and what one task of each asks (its fit)."""
-    counts: dict[str, int] = {}
-    for role in roles:
-        counts[role] = counts.get(role, 0) + 1
+    counts = Counter(roles)
     per_role = dict(asks)
     return [
         Ask(role, n, {r: units_text(a, r) for r, a in per_role.get(role, ())})

@@ -27,13 +27,7 @@ from simpletfjob.options.render import (
 )
 from simpletfjob.options.restarts import RestartOptions
 from simpletfjob.options.rules import DnsName, format_duration, parse_duration
-from simpletfjob.options.table import (
-    Must,
-    OneOf,
-    argument,
-    between,
-    option,
-)
+from simpletfjob.options.table import Must, OneOf, argument, between, option
 
 
 class ApplyOptions(Options, LimitOptions, ProgressOptions, QueueOptions):

@@ -37,6 +37,7 @@ from simpletfjob.kube.request import ApiError, Deadline, request
 from simpletfjob.kube.resources import LEASES, Action
 from simpletfjob.options.rules import format_duration
 from simpletfjob.quantity import units_text
+from simpletfjob.runs.watch import Store
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection, Settings
@@ -193,7 +194,7 @@ class _Turn:
         self.selector = f"{QUEUE_LABEL}={queue}"
         self.entry: dict[str, Any] | None = None  # as last written
         self.held: dict[str, Any] | None = None  # the lock, while this run holds it
-        self.view: dict[str, dict[str, Any]] = {}  # the queue's Leases, as watched
+        self.view = Store(())  # the queue's Leases, as watched
         self.seen = Seen()
         self.events: queues.Queue[Any] = queues.Queue()
         self.stop = threading.Event()
@@ -251,7 +252,7 @@ class _Turn:
         listed = list_objects(
             self.conn, LEASES, namespace=self.namespace, label_selector=self.selector
         )
-        self.view = {str(o["metadata"]["name"]): o for o in listed.items}
+        self.view = Store(listed.items)
         number = max((e.number for e in entries_of(self.queue, listed.items)), default=0) + 1
         notes = entry_annotations(self.run, self.conn.namespace, self.asks)
         while True:
@@ -260,7 +261,7 @@ class _Turn:
             with self.writing:
                 self.entry, self.lost = self._send("create", None, body, (409,)), False
             if self.entry is not None:
-                self.view[name] = self.entry
+                self.view.objects[name] = self.entry
                 return listed.resource_version
             number += 1  # AlreadyExists: another client took the number
 
@@ -317,28 +318,23 @@ class _Turn:
             while True:
                 if isinstance(event, Exception):
                     raise event
-                if event.type == "RELIST":
-                    self.view = {str(o["metadata"]["name"]): o for o in event.objects}
-                elif event.type in ("ADDED", "MODIFIED"):
-                    self.view[str(event.object["metadata"]["name"])] = event.object
-                elif event.type == "DELETED":
-                    self.view.pop(str(event.object["metadata"]["name"]), None)
+                self.view.apply(event)
                 event = self.events.get_nowait()
         except queues.Empty:
             pass
 
     def _live(self, now: float) -> list[Entry]:
         """The entries in order; those of other clients seen unchanged for their lease deleted."""
-        for name, lease in self.view.items():
+        for name, lease in self.view.objects.items():
             self.seen.saw(name, str(lease["metadata"].get("resourceVersion")), now)
         live = []
-        for entry in entries_of(self.queue, self.view.values()):
+        for entry in entries_of(self.queue, self.view.objects.values()):
             if entry.name != self.name and self.seen.expired(
                 entry.name, entry.version, entry.lease, now
             ):
                 body = {"preconditions": {"resourceVersion": entry.version}}
                 self._send("delete", entry.name, body, (404, 409))
-                self.view.pop(entry.name, None)
+                self.view.objects.pop(entry.name, None)
                 self.seen.forget(entry.name)
                 continue
             live.append(entry)

@@ -108,8 +108,7 @@ def run_to_end(
     from simpletfjob.runs.logsources import check_log_tasks
 
     try:
-        # The plan reads the nodes, the check asks the server: an outage from the start is
-        # ridden out as later ones are, until the --timeout.
+        # An outage from the start (planning reads the nodes) is ridden out until the --timeout.
         with riding_out(conn, deadline, say, until):
             planned = make_plan()
             assert planned.job is not None  # labels are on: the options' rules refused --no-labels

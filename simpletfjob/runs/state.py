@@ -94,10 +94,8 @@ class Run:
     holds: tuple[tuple[str, int], ...] = ()  # Deleting: each finalizer, and how many Jobs it holds
     decided_at: datetime | None = None  # when the task that decided it succeeded or failed
     restarts: tuple[int, int] = (0, 0)  # whole-run restarts so far and the limit (`run`)
-    # Why the annotations read back cannot be right (annotations.py): the success policy
-    # (the run is then Ambiguous), the restarts (then not known: restarts is (0, 0)).
-    wrong_policy: str = ""
-    wrong_restarts: str = ""
+    wrong_policy: str = ""  # why the recorded policy cannot be right (the run is Ambiguous)
+    wrong_restarts: str = ""  # why the recorded restarts cannot be (restarts is then (0, 0))
     framework: str = "tensorflow"  # as its Jobs say (objects.run_framework): who decides, the order
     min_workers: int | None = None  # an elastic run's (elastic.py), from its annotation
     in_a_row: int = 0  # of its restarts, those in a row without progress (= restarts[0] if none)
@@ -257,8 +255,7 @@ def run_state(
         d in by_name and by_name[d].finished and by_name[d].state == SUCCEEDED for d in deciders
     )
     success_time = max(finished_at.values(), default=NEVER)
-    # A failure counts unless the run had succeeded by then: success wins a tie (the same
-    # second). A failure with no time counts.
+    # A failure counts unless the run had succeeded by then (success wins a tie).
     aside = independent()
     failures = sorted(
         (_at(present, t.job, failed_at) or NEVER, order(t), t)

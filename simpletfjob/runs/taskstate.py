@@ -239,11 +239,8 @@ def _deleted_at(pod: Object) -> datetime | None:
 
 
 def _before(deleted: datetime | None, finished: datetime | None) -> bool:
-    """The delete came before the container ended (it stopped it), not after (a failed pod's cleanup).
-
-    The same second is no proof either way (the API server keeps no finer time): a Job
-    deleted once it failed (ttlSecondsAfterFinished 0) takes its failed pod in that second.
-    """
+    """The delete came before the container ended (it stopped it), not after (a failed pod's
+    cleanup); the same second proves nothing (ttlSecondsAfterFinished 0 deletes within it)."""
     if deleted is None:
         return False
     return finished is None or deleted < finished
@@ -379,8 +376,7 @@ def _restarts(job: Object, pods: Sequence[Object], spec: Mapping[str, Any]) -> i
         return restarts  # no restart in place: the Job's count of failed pods is all of them
     counted = sum(_count(status.get(key)) for key in ("active", "succeeded", "failed"))
     if not pods and (condition(job, "Failed") or condition(job, "Complete")):
-        # Ended with no pod left: whatever restarted in place went with it (the Job controller
-        # of some versions counts the pod it deleted in no field, so the counts cannot say).
+        # Ended with no pod left: what restarted in place went with it, uncounted.
         return None
     return restarts if len(pods) >= counted else None
 
@@ -432,20 +428,13 @@ def in_role_order(roles: Sequence[str]) -> Callable[[TaskStatus], tuple[int, str
 
 
 def node_condition(node: Object | None, now: datetime | None = None) -> str:
-    """How a node is, for a pod in phase Unknown on it: 'NotReady since 12:03' (UTC).
-
-    From its Ready condition, as `kubectl get nodes` words it (False or Unknown: NotReady);
-    the date is added when the change is more than a day old. None: 'unreachable'.
-    """
+    """How a node is, from its Ready condition as `kubectl get nodes` words it: 'NotReady since
+    12:03' (UTC; the date too once a day old); None: 'unreachable'."""
     if node is None:
         return "unreachable"
+    conditions = (node.get("status") or {}).get("conditions") or ()
     ready = next(
-        (
-            c
-            for c in (node.get("status") or {}).get("conditions") or ()
-            if isinstance(c, Mapping) and c.get("type") == "Ready"
-        ),
-        None,
+        (c for c in conditions if isinstance(c, Mapping) and c.get("type") == "Ready"), None
     )
     if ready is None:
         return "has no Ready condition"

@@ -349,9 +349,7 @@ def _name(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("name"))
 
 
-# Seconds a failure waits for its second to pass on the server: one second, and half a
-# second for the writes stamped with it to come through the watch.
-TIE = 1.5
+TIE = 1.5  # seconds for a failure's second to pass on the server, and its writes to come
 ENDS = (SUCCEEDED, FAILED, AMBIGUOUS, DELETING)  # the states `wait` ends in
 
 
@@ -517,7 +515,6 @@ def verdict(run: Run, settled: bool) -> Run | None:
         return None
     if settled or run.reason == DELETED:
         return run
-    # No time to wait for, and the pod's own failure known (the Job's condition, which can
-    # come first through the other watch, says only BackoffLimitExceeded).
+    # No time to wait for, and the pod's own failure known (not only BackoffLimitExceeded).
     task = next((t for t in run.tasks if t.task == run.decided_by), None)
     return run if run.decided_at is None and task is not None and not task.reason_from_job else None

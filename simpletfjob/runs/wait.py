@@ -212,10 +212,7 @@ def run_needs(options: RunOptions, services: bool) -> list[Need]:
     `services`: the run has Services (pod networking), which it applies as it applies Jobs."""
     applied = (JOBS, SERVICES) if services else (JOBS,)
     needs = [
-        Need("list", JOBS, FOLLOW),
-        Need("watch", JOBS, FOLLOW),
-        Need("list", PODS, FOLLOW),
-        Need("watch", PODS, FOLLOW),
+        *wait_needs("none"),  # following the run
         Need("list", SERVICES, APPLY),  # a run is its Jobs and its Services, listed as one
         *(Need(verb, r, APPLY) for r in applied for verb in ("get", "create", "patch")),
     ]

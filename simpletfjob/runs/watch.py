@@ -36,7 +36,7 @@ from simpletfjob.kube.request import Action, Deadline, request
 from simpletfjob.kube.resources import JOBS, NODES, PODS, SERVICES
 from simpletfjob.kube.watch import Watches
 from simpletfjob.runs.delete import replaced_line
-from simpletfjob.runs.objects import NoRunError, named_tasks, run_selector
+from simpletfjob.runs.objects import NoRunError, named_tasks, run_selector, some
 from simpletfjob.runs.state import (
     AMBIGUOUS,
     DELETED,
@@ -333,8 +333,7 @@ def clean_up(conn: Connection, run: Run, cleanup: str, report: Callable[[str], N
             rest = rest[1:]  # deleted, or said to be on its way
         left = [resource.ref(name) for resource, name, _ in rest]
         if left:
-            shown = ", ".join(left[:3]) + (f" and {len(left) - 3} more" if len(left) > 3 else "")
-            e.progress += f"; {shown} {'is' if len(left) == 1 else 'are'} left"
+            e.progress += f"; {some(left)} {'is' if len(left) == 1 else 'are'} left"
         raise
 
 

@@ -51,8 +51,7 @@ MOST_NOTE = 4096  # a longer note cannot be one that `run` or `wait` wrote
 
 def reporting_task(fw: Framework, tasks: Collection[str], chosen: str = "") -> str:
     """The task whose log tells the run's progress: the one chosen (--progress-task), else rank
-    0: the framework's first deciding task under the default policy (its lead where the run
-    has one, TensorFlow's chief; else worker 0)."""
+    0 (the framework's first deciding task under the default policy)."""
     if chosen:
         return chosen
     found = fw.deciding(DEFAULT_POLICY, tasks)
@@ -281,9 +280,8 @@ HOW = (
 
 
 def stall_due(timeout: float, running_since: float | None, stepped: float | None) -> float | None:
-    """When the run is stalled unless a new step comes first: `timeout` after every task was
-    Running (`running_since`) or after the last new step (`stepped`), whichever is later; None
-    while some task is not Running."""
+    """When the run is stalled unless a new step comes first (see the module); None while some
+    task is not Running."""
     if running_since is None:
         return None
     return max(running_since, stepped or running_since) + timeout

@@ -54,8 +54,8 @@ VERBS = ("get", "list", "watch", "create", "update", "delete")
 
 
 def empty_nodes(options: Any) -> Any:
-    """The options of a plan on the nodes as if nothing ran there (what a run asks, and whether
-    it could ever fit); --port auto, which reads the pods, plans at the framework's default."""
+    """The options of a plan on empty nodes (what a run asks; whether it could ever fit); --port
+    auto, which reads the pods, plans at the framework's default."""
     from simpletfjob.frameworks import framework
     from simpletfjob.options.rules import AUTO_PORT
 
@@ -135,9 +135,8 @@ def queued(
     waiting: Callable[[str], None] | None,
     deadline: Deadline | None,
 ) -> P:
-    """An attempt of `run` (runs/run.py) sent, and its plan. With --queue, at its turn in the
-    queue: `planned` is the run on empty nodes, and `replan(restart)` plans it as the cluster
-    is now; without, `planned` is sent as it is."""
+    """An attempt of `run` sent, and its plan: with --queue at its turn, planned then by
+    `replan(restart)` (`planned` is the run on empty nodes); without, `planned` as it is."""
     if options.queue is None:
         send(planned)
         return planned
@@ -341,9 +340,8 @@ class _Turn:
         return live
 
     def _admit(self, admit: Callable[[], R]) -> tuple[R] | None:
-        """At the head: take the lock, and admit the run under it; None when the lock is not free
-        or the run is not the head after all. The entries are listed after the lock is read, so
-        that the entry of a client that took it before is among them."""
+        """At the head: take the lock and admit the run under it; None if the lock is not free or
+        the run is not the head. Entries are listed after the lock is read, so its holder's is in."""
         lock = get(
             self.conn, LEASES, lock_name(self.queue), namespace=self.namespace, missing_ok=True
         )
@@ -365,9 +363,8 @@ class _Turn:
             self._release()
 
     def _take(self, lock: dict[str, Any] | None, live: set[str]) -> bool:
-        """Take the lock, read as `lock` (None: there is none yet), by a create, or by an update
-        on its resourceVersion: of two clients, one only takes it. Not while another live entry
-        holds it and this client has not seen it unchanged for its lease."""
+        """Take the lock (`lock` as read; None: create it) by an update on its resourceVersion, so
+        only one of two clients does; not while a live entry holds it and it has not expired."""
         lock_id = lock_name(self.queue)
         if lock is None:
             body = lease_body(lock_id, self.name, self.seconds, {QUEUE_LABEL: self.queue}, {})

@@ -165,15 +165,13 @@ class Feed:
 
     def seen(self, jobs: Sequence[Object], pods: Sequence[Object]) -> None:
         """The run's Jobs and pods: a stream for the reporting task's current container."""
+        first = self.setting is None
         if self.setting is None:
             self.setting = setting_of(jobs, self.chosen, self.pattern)
             if self.setting is None:
                 return
             self.stall = self.stall or self.setting.stall
             self.tracker = Tracker(self.setting.task)
-            first = True
-        else:
-            first = False
         found = _container(pods, self.setting.uid)
         if found is None:
             return

@@ -18,6 +18,7 @@ The run's state, by the success policy its Jobs record:
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -321,10 +322,7 @@ def _deleting(
     fw = _framework_of(jobs)
     order = in_role_order(fw.role_order)
     tasks = tuple(sorted((task_of(j, job_pods(j, by_job), nodes) for j in jobs), key=order))
-    holds: dict[str, int] = {}
-    for job in jobs:
-        for finalizer in finalizers(job):
-            holds[finalizer] = holds.get(finalizer, 0) + 1
+    holds = Counter(finalizer for job in jobs for finalizer in finalizers(job))
     created = min((t.created for t in tasks if t.created is not None), default=None)
     policy, _ = read_policy(jobs)
     return Run(

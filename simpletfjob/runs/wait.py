@@ -312,10 +312,9 @@ def _refuse(conn: Connection, missing: Sequence[Need], command: str, done: str) 
 
     whys: dict[Need, list[str]] = {}
     for need in missing:
-        key = Need(need.verb, need.resource, "", need.subresource)
-        whys.setdefault(key, [])
-        if need.why not in whys[key]:
-            whys[key].append(need.why)
+        reasons = whys.setdefault(Need(need.verb, need.resource, "", need.subresource), [])
+        if need.why not in reasons:
+            reasons.append(need.why)
     ns = conn.namespace
 
     def said(namespaced: bool) -> str:

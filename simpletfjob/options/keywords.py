@@ -1,13 +1,9 @@
 """Options given as Python keyword arguments (the Python API), read through the same table as the command line.
 
-A keyword is an option's field name (`tasks_per_host`, `success_policy`, `set_values`)
-or its long flag with underscores for dashes (`no_labels=True` is `labels=False`, as
-`--no-labels` is). Each value gets what click gives a command-line value: text that an
-option parses (`port="auto"`, `timeout="5m"`) is parsed, and then the option's rule is
-checked, so that a bad value raises the UsageError the command line prints, in the same
-words (`--psn must be 0 or more, not -1`). A value of the wrong type is refused as a
-template header's is (`--psn must be an integer, not 'two'`), and an unknown keyword is
-a UsageError that names it and offers the closest one.
+A keyword is a field name (`tasks_per_host`) or a long flag with underscores (`no_labels=True`
+is `labels=False`). Each value is parsed as click would (`timeout="5m"`) and checked by the
+option's rule, so a bad value raises the UsageError the command line prints, in its words; an
+unknown keyword names the closest one.
 """
 
 from __future__ import annotations
@@ -48,8 +44,7 @@ def from_keywords(
 ) -> tuple[dict[str, Any], frozenset[str]]:
     """The field values that `keywords` give, each checked as the command line checks it, and their names.
 
-    `caller` names the function in messages (`render()`); `taken` are fields the
-    caller sets itself or does not offer (they are unknown keywords here).
+    `caller` names the function in messages; `taken` are fields it does not offer.
     """
     names = keyword_names(group, taken)
     declarations = {field.name: declared for field, declared in options_of(group)}

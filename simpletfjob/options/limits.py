@@ -1,9 +1,4 @@
-"""The limits of a run that the cluster's own controllers carry out, with no client running.
-
-`apply` and `run` take them, and a template header may set them (render.header_fields);
-a render leaves them out: they are written when the run is applied (runs/limits.py),
-since the owner's uid exists only then.
-"""
+"""The limits of a run that the cluster's own controllers carry out: --deadline, --cleanup-after."""
 
 from __future__ import annotations
 

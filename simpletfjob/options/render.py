@@ -1,17 +1,8 @@
-"""The option table: every option of every command, declared once, by group.
+"""The render's options (and init's, nodes'), by group; the rules that tie two options together.
 
-A group is a class of fields (see table.py for how one is declared and
-what the declaration feeds: click's parameters, a template header's `options:`,
-and the rules a value must follow). A command's options are its groups combined:
-`Options`, the render's, is the core groups here plus each framework's
-(`frameworks/tensorflow.py`, `frameworks/pytorch.py`), read flat: `options.num`, `options.psn`. Flat as
-the command line and a header's `options:` are (one `--psn`, one `psn:`), and
-as the pipeline has always read them; the groups stay visible in the types: a
-framework's code can take its own group (`TensorFlowOptions`), and mypy then
-lets it read only that group's fields. `Options` is each of its groups.
-
-Rules that tie two options together are named functions here, checked after
-each option's own rule (`check_options`).
+`Options`, the render's, is the core groups here plus each framework's (frameworks/), read
+flat as the command line and a header are (`options.psn`); a framework's code can take its own
+group (`TensorFlowOptions`), and mypy lets it read only that group's fields.
 """
 
 from __future__ import annotations
@@ -320,9 +311,7 @@ class RenderOptions(OptionGroup):
         metavar="VERSION",
         help="The Kubernetes version for --validate. It implies --validate; default: the newest kubernetes-validate has.",
     )
-    # Filled in by the render command, not given on the command line:
-    # the template's text when it has been read already (a built-in, or a file whose header
-    # was taken off); None reads the file named by `template`.
+    # Filled in by the render command: the template's text once read (None: read `template`).
     template_text: str | None = None
     # The template's variables: the header's values, then the -f files, then --set.
     values: Mapping[str, Any] = field(default_factory=dict)
@@ -332,7 +321,7 @@ class RenderOptions(OptionGroup):
     builtin: str | None = None
 
 
-# ---- a run's success policy (issue 10) ---------------------------------------------------------
+# ---- a run's success policy -------------------------------------------------------------------
 
 
 class PolicyOptions(OptionGroup):
@@ -365,8 +354,7 @@ class Options(
     restart: int = 0  # <<restart>>, the run's restart count: no option; `run` sets it
     run_name: str = ""  # the run's name (plan.name_run), with or without labels: no option
 
-    # The rules between options that `check_options` applies (a command's own Options may
-    # have others: runs.ApplyOptions).
+    # The rules between options that `check_options` applies (runs.ApplyOptions has more).
     _rules: ClassVar[tuple[Callable[[Any], None], ...]] = ()
 
 

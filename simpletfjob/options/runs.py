@@ -27,13 +27,7 @@ from simpletfjob.options.render import (
 )
 from simpletfjob.options.restarts import RestartOptions
 from simpletfjob.options.rules import DnsName, format_duration, parse_duration
-from simpletfjob.options.table import (
-    Must,
-    OneOf,
-    argument,
-    between,
-    option,
-)
+from simpletfjob.options.table import Must, OneOf, argument, between, option
 
 
 class ApplyOptions(Options, LimitOptions, ProgressOptions, QueueOptions):
@@ -125,7 +119,7 @@ CLEANUP_CHOICES = ("running", "all", "none")
 
 
 def failure_tail() -> Any:
-    """--tail-on-failure N, for wait and status: how much of the failing task's log to show."""
+    """--tail-on-failure N, for wait and status."""
     return option(
         "--tail-on-failure",
         default=20,
@@ -139,8 +133,7 @@ def failure_tail() -> Any:
 
 
 def cleanup_grace() -> Any:
-    """--cleanup-grace D, for wait and run: how long the tasks that end by themselves are given
-    to end, after a success, before the cleanup deletes what still runs."""
+    """--cleanup-grace D, for wait and run."""
     return option(
         "--cleanup-grace",
         default=10.0,
@@ -157,7 +150,7 @@ def cleanup_grace() -> Any:
 
 
 def diagnose_on_failure() -> Any:
-    """--diagnose-on-failure DIR, for wait and run: `diagnose`'s bundle of a run that fails."""
+    """--diagnose-on-failure DIR, for wait and run."""
     return option(
         "--diagnose-on-failure",
         default=None,

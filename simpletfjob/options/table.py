@@ -5,17 +5,11 @@ An option group is a class whose annotated fields are the options::
     class ConnectionOptions(OptionGroup):
         context: str | None = option("--context", default=None, metavar="NAME", help="...")
 
-One declaration gives the field's type (which mypy checks wherever the field is
-read or set), its default, its flag spellings, help and metavar for the command
-line (the CLI builds click parameters from `fields()`), whether a template
-header may set it, and the rule its value must follow. A command's options are
-groups combined by inheritance (`class Options(RenderOptions, TensorFlowOptions)`),
-read as flat, frozen attributes.
-
-Each group is a frozen, keyword-only dataclass (`OptionGroup.__init_subclass__` makes it
-one); `option()` and `argument()` are its fields, the declaration in their metadata, and
-`dataclass_transform` tells mypy so. The table (`fields()`) lists a group's fields in the
-order `--help` shows them: its own, then each group's it combines, in the order listed.
+One declaration gives the field's type (checked by mypy), its default, flags, help and
+metavar (the CLI builds click parameters from `fields()`), whether a header may set it, and its
+rule. Each group is a frozen, keyword-only dataclass (`__init_subclass__` makes it one;
+`dataclass_transform` tells mypy); a command's options combine groups by inheritance, and
+`fields()` lists them in --help's order: its own, then each combined group's.
 """
 
 from __future__ import annotations
@@ -41,9 +35,8 @@ T = TypeVar("T")
 class Rule:
     """What a value must be: `rule(value)` is None when it holds, else the phrase that says why not.
 
-    The phrase follows the option's name: `--psn` + `must be 0 or more, not -1`
-    on the command line, `option 'psn' in the template header` + the same phrase
-    in a header, so that one rule reads the same wherever it is broken.
+    The phrase follows the option's name (`--psn`, or `option 'psn' in the template header`),
+    so one rule reads the same wherever it is broken.
     """
 
     def __call__(self, value: Any) -> str | None:
@@ -185,11 +178,9 @@ def option(
 
 
 def argument(*, required: bool = True, multiple: bool = False) -> Any:
-    """Declare a positional argument field; the field has no default.
+    """Declare a positional argument field (no default); `multiple`: any number, as a tuple.
 
-    `required=False` leaves a missing argument to the command, to say in its own
-    words what is missing (the render's `missing the TEMPLATE argument`). `multiple`
-    takes any number of them, as a tuple (`logs RUN [TASK...]`).
+    `required=False` leaves a missing argument to the command, to say in its own words.
     """
     return dataclasses.field(metadata={_DECLARED: Argument(required, multiple)})
 
@@ -226,7 +217,6 @@ class OptionGroup:
         super().__init_subclass__(**kwargs)
         own = tuple(vars(cls).get("__annotations__", {}))  # in the order declared
         dataclass(frozen=True, kw_only=True)(cls)
-        # Each class's own fields, then each of its groups' in the order they are listed.
         table: dict[str, Field] = {}
         flags: dict[str, str] = {}
         for klass in cls.__mro__:

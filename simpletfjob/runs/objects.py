@@ -1,25 +1,11 @@
-"""A run's objects: those on the server, found by their labels, and those apply sends.
+"""A run's objects: those on the server, found by their labels, and the manifests apply sends.
 
-What a run is on the server: the Jobs and Services that carry its labels, in one namespace.
+Run NAME is every Job and Service of a namespace labelled `simpletfjob/job=NAME` and
+`app.kubernetes.io/managed-by=simpletfjob`, read with one list per resource; an object that
+lacks either label is never part of a run, so no command on runs changes it.
 
-A run named NAME is every Job and Service of a namespace labelled
-`simpletfjob/job=NAME` and `app.kubernetes.io/managed-by=simpletfjob`, the labels a
-render adds. It is read with one list call per resource, whatever the number of
-tasks; an object that lacks either label is never part of a run, so no command that
-acts on runs ever changes it.
-
-What runs/ reads of a plan, declared once for apply.py and run.py.
-
-A plan is plan.Plan, which only the commands and the Python API import: runs/ sits beside
-plan/, not above it, so it names the plan's shape here instead (its run's name, how to
-rename it, its tasks and documents, and its framework), and plan.Plan fits it.
-
-What apply sends: a run's documents as manifests, each checked before any request.
-
-A manifest is one document parsed: a batch/v1 Job or a v1 Service that carries the
-run's labels, in the namespace the run goes to or in none, with the numbers of its
-resource quantities written as strings, in the order they are applied (Services
-first, so that the DNS names exist before the pods that look them up start).
+runs/ sits beside plan/, not above it, so it names here the shape it reads of a plan
+(`Plan`), which plan.Plan fits.
 """
 
 from __future__ import annotations
@@ -129,20 +115,16 @@ class RunObjects(NamedTuple):
 
 
 def named_tasks(jobs: Iterable[Mapping[str, Any]]) -> list[str]:
-    """The run's tasks as its Jobs' pod templates name them (the framework reads them).
+    """The run's tasks as its Jobs' pod templates name them, a deciding Job gone or not.
 
-    A Job that decides success (the chief's) may be gone; the others still say it was there.
-    Each framework is asked in turn: a Job carries one framework's variables in its env,
-    so the first that reads any is the run's.
+    The first framework that reads any task from a Job's env is the run's.
     """
     return _read_tasks(jobs)[1]
 
 
 def run_framework(jobs: Iterable[Mapping[str, Any]], elastic: bool = False) -> Framework:
-    """The run's framework, as its Jobs' pod templates say (see `named_tasks`); when none says
-    (a template that writes its framework's values itself), the default (TensorFlow, whose
-    rules keep to workers' when a run has no chief), or for an `elastic` run (one whose Jobs
-    carry a min-workers annotation) the framework that has elastic runs."""
+    """The run's framework, as its Jobs' pod templates say (`named_tasks`); when none says, the
+    default (TensorFlow), or for an `elastic` run the framework that has elastic runs."""
     found = _read_tasks(jobs)[0]
     if found is None:
         from simpletfjob.frameworks import FRAMEWORKS, framework
@@ -166,20 +148,10 @@ def _read_tasks(jobs: Iterable[Mapping[str, Any]]) -> tuple[Framework | None, li
 
 def list_run(conn: Connection, name: str, *, deadline: Deadline | None = None) -> RunObjects:
     """Run NAME in the connection's namespace as it is now: two list calls; it may be empty."""
-    selector = run_selector(name)
-    found = {
-        resource: sorted(
-            (
-                obj
-                for obj in list_objects(
-                    conn, resource, label_selector=selector, deadline=deadline
-                ).items
-                if belongs_to(obj, name)
-            ),
-            key=object_name,
-        )
-        for resource in RUN_RESOURCES
-    }
+    found = {}
+    for resource in RUN_RESOURCES:
+        listed = list_objects(conn, resource, label_selector=run_selector(name), deadline=deadline)
+        found[resource] = sorted((o for o in listed.items if belongs_to(o, name)), key=object_name)
     return RunObjects(name, conn.namespace, found[JOBS], found[SERVICES])
 
 
@@ -195,9 +167,8 @@ ELSEWHERE_TIMEOUT = 5.0  # seconds for the list across namespaces, after "no run
 
 
 def namespaces_of(conn: Connection, name: str) -> list[str]:
-    """The namespaces other than the connection's that hold a Job of run NAME: one list of Jobs
-    by label across the cluster. [] when that list fails or is refused (a user who may list
-    only their own namespace is told nothing more than before)."""
+    """The namespaces other than the connection's that hold a Job of run NAME (one list across
+    the cluster); [] when that list fails or is refused."""
     deadline = Deadline.after(min(ELSEWHERE_TIMEOUT, conn.settings.deadline))
     try:
         listed = list_objects(
@@ -372,12 +343,10 @@ class Manifest(NamedTuple):
 def manifests(
     documents: Iterable[tuple[str | PlannedDocument, str]], run: str, namespace: str
 ) -> list[Manifest]:
-    """The documents (text or planned document, how to name it) as manifests, Services first;
-    every check before any request.
+    """The documents (text or planned document, how to name it) as manifests, Services first
+    so DNS names exist before the pods that look them up; every check before any request.
 
-    Each must be a Job or a Service carrying the run's labels, in `namespace` or in none. A
-    planned document's object is what its text reads as, had without parsing the framework's
-    placed values where that is sure (manifest/parsed.py), else from its text.
+    Each must be a Job or a Service carrying the run's labels, in `namespace` or in none.
     """
     import yaml
 
@@ -421,9 +390,8 @@ def manifests(
 def _quantities_as_strings(job: dict[str, Any]) -> None:
     """Write the numbers of a Job's resource quantities as strings (`nvidia.com/gpu: 1` -> "1").
 
-    YAML reads `1` as a number, which kubectl's client-side apply sends and the server
-    takes; server-side apply in Kubernetes up to 1.20 types a quantity as a string only
-    and answers 500 ("expected string") for a number. The string is the same quantity.
+    Server-side apply in Kubernetes up to 1.20 types a quantity as a string only, and answers
+    500 ("expected string") for a number.
     """
     spec = ((job.get("spec") or {}).get("template") or {}).get("spec")
     if not isinstance(spec, dict):

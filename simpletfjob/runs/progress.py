@@ -1,31 +1,19 @@
-"""A run's progress: read from its reporting task's log, kept, shown, and what it decides (stalls, the restart budget that follows progress); pure, no server.
+"""A run's progress kept from its reporting task's reports, shown, and what it decides (pure).
 
-A run's progress: kept from its reporting task's reports, and shown; pure, no cluster, no clock.
+The reporting task is rank 0 (the chief, else worker 0: the framework says) unless
+`--progress-task` names another; progresslog.py reads its log. A `Tracker` keeps one attempt's
+latest report and the time of its last new step: a report not ahead by (epoch, step) never
+moves it back, unless the last had reached its total (a bar that ended may be followed by a
+bar that starts afresh).
 
-The reporting task is rank 0, the chief where the run has one and else worker 0 (the framework
-says which), unless the run names another (`--progress-task`). Its log is read by
-progresslog.py. A `Tracker` keeps one attempt's latest report and the time of its last new
-step (times are given, in seconds since the epoch): reports are ordered by (epoch, step), so
-one that is not ahead of the last never moves it back, unless the last had reached its total:
-a count that has ended (an epoch's bar without the epoch's number, a data set's bar before
-the training's) may be followed by one of its form (a bar by a bar) that starts afresh. It gives the `Progress` that `status`,
-`wait`, `run` and the Python API show; below are the status line, the JSON object of
-`status -o json`, and the note a finished run keeps in an annotation.
+A **stall** (`--stall-timeout D`): every task Running and no new step within D of the later of
+all tasks Running and the last new step; a program that never reports stalls too. `run`
+restarts on it, `wait` fails.
 
-What a run's progress decides: a stall, and a restart budget that follows progress; pure, no clock.
-
-**A stall** (`--stall-timeout D`): every task is Running, and the reporting task has shown no
-new step within D of the moment all tasks were Running, or of its last new step, whichever is
-later (`stall_due`). A program that never reports is stalled after D too, since the user asked
-for the check: its line says that no progress was seen, and how to report it (`stall_line`).
-`run` takes a stall as a disruption (classify.stall_cause: it restarts the run), `wait` as a failure.
-
-**The budget** (`run --max-restarts N`): N bounds the restarts in a row that made no progress.
-Each attempt's furthest step is kept as the best before the next (`Budget.restarted`); an
-attempt whose step passes the best reached before its restart gives back the budget that the
-restarts in a row before it spent (`Budget.reached`), so a run may restart more than N times
-in all. A run that reports no progress passes no best step: every restart counts, as it always
-has. Attempts count from 1: attempt N is the one whose `<<restart>>` is N-1.
+**The budget** (`run --max-restarts N`) bounds the restarts in a row without progress: an
+attempt that passes the best step reached before its restart gives the budget back
+(`Budget.reached`), so a run may restart more than N times in all. Attempt N is the one whose
+`<<restart>>` is N-1.
 """
 
 from __future__ import annotations
@@ -63,8 +51,7 @@ MOST_NOTE = 4096  # a longer note cannot be one that `run` or `wait` wrote
 
 def reporting_task(fw: Framework, tasks: Collection[str], chosen: str = "") -> str:
     """The task whose log tells the run's progress: the one chosen (--progress-task), else rank
-    0: the framework's first deciding task under the default policy (its lead where the run
-    has one, TensorFlow's chief; else worker 0)."""
+    0 (the framework's first deciding task under the default policy)."""
     if chosen:
         return chosen
     found = fw.deciding(DEFAULT_POLICY, tasks)
@@ -293,9 +280,8 @@ HOW = (
 
 
 def stall_due(timeout: float, running_since: float | None, stepped: float | None) -> float | None:
-    """When the run is stalled unless a new step comes first: `timeout` after every task was
-    Running (`running_since`) or after the last new step (`stepped`), whichever is later; None
-    while some task is not Running."""
+    """When the run is stalled unless a new step comes first (see the module); None while some
+    task is not Running."""
     if running_since is None:
         return None
     return max(running_since, stepped or running_since) + timeout

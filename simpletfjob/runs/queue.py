@@ -1,31 +1,19 @@
-"""The queue (--queue): a run's entry, its wait and admission, and the Leases it is made of as data.
+"""The queue (--queue): nothing installed on the cluster; a run is applied at the head once it fits.
 
-Waiting in a queue with nothing installed: a run is applied at the head, once all of it fits.
+An entry is a Lease `simpletfjob-queue-<queue>-<number>` (six digits or more), labelled with
+the queue: the server's AlreadyExists on a taken name orders them, so the lowest live number
+is the head. The lock is the Lease `simpletfjob-queue-<queue>.lock` (no entry can be named so);
+its holder is the entry being admitted.
 
-rights  get, list, watch, create, update, delete on leases, asked first (kube/access.py)
-enter   one list of the queue's Leases, then the entry created with the next number
-        (AlreadyExists: the one after), holding the run and what it asks
-wait    one watch of the Leases and the entry's renewals (a thread each); an entry seen
-        unchanged for its lease (kube/leases.py's Seen) is deleted on its resourceVersion
-admit   the head, every RETRY seconds: the lock read, the entries listed again (still the
-        head?), the lock taken by an update on its resourceVersion (of two clients, one), the
-        run planned as the cluster is now (plan/fit.py counts the pods that Jobs have yet to
-        make) and applied, or SelectionError: it waits, and blocks those behind it. Once its
-        Jobs exist, the entry is deleted, then the lock given back.
-leave   --timeout (exit 3), an interrupt or an error: the lock given back and the entry
-        deleted, nothing applied; SIGKILL leaves the entry, which expires
-
-A queue's entries as data: their names, what each Lease holds, their order, and expiry. Pure.
-
-An entry is a Lease named `simpletfjob-queue-<queue>-<number>` (six digits, more once past
-999999), labelled with the queue's name: the server's AlreadyExists on a name taken is what
-orders them, so the lowest live number is the head. The queue's lock is the Lease
-`simpletfjob-queue-<queue>.lock` (a dot: no entry's name can be it); its holder is the
-entry being admitted.
+A run asks for the rights first, creates its entry, then watches the Leases and renews its own
+(a thread each). At the head, every RETRY seconds, it reads the lock, lists the entries again,
+takes the lock by an update on its resourceVersion (of two clients, one wins), and plans the
+run as the cluster is now: applied, or SelectionError and it waits, blocking those behind.
+Once its Jobs exist the entry is deleted, then the lock given back. A timeout, an interrupt
+or an error gives the lock back and deletes the entry; after SIGKILL the entry expires.
 
 Expiry is judged as client-go's leader election judges a lease: by how long this client has
-seen the Lease unchanged (the same resourceVersion), on its own monotonic clock, never by
-comparing the Lease's renewTime with this machine's clock.
+seen it unchanged, on its own monotonic clock, never by the Lease's renewTime.
 """
 
 from __future__ import annotations
@@ -49,6 +37,7 @@ from simpletfjob.kube.request import ApiError, Deadline, request
 from simpletfjob.kube.resources import LEASES, Action
 from simpletfjob.options.rules import format_duration
 from simpletfjob.quantity import units_text
+from simpletfjob.runs.watch import Store
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection, Settings
@@ -65,8 +54,8 @@ VERBS = ("get", "list", "watch", "create", "update", "delete")
 
 
 def empty_nodes(options: Any) -> Any:
-    """The options of a plan on the nodes as if nothing ran there (what a run asks, and whether
-    it could ever fit); --port auto, which reads the pods, plans at the framework's default."""
+    """The options of a plan on empty nodes (what a run asks; whether it could ever fit); --port
+    auto, which reads the pods, plans at the framework's default."""
     from simpletfjob.frameworks import framework
     from simpletfjob.options.rules import AUTO_PORT
 
@@ -146,9 +135,8 @@ def queued(
     waiting: Callable[[str], None] | None,
     deadline: Deadline | None,
 ) -> P:
-    """An attempt of `run` (runs/run.py) sent, and its plan. With --queue, at its turn in the
-    queue: `planned` is the run on empty nodes, and `replan(restart)` plans it as the cluster
-    is now; without, `planned` is sent as it is."""
+    """An attempt of `run` sent, and its plan: with --queue at its turn, planned then by
+    `replan(restart)` (`planned` is the run on empty nodes); without, `planned` as it is."""
     if options.queue is None:
         send(planned)
         return planned
@@ -166,10 +154,11 @@ def wait_turn(
     waiting: Callable[[str], None],
     deadline: Deadline | None,
 ) -> tuple[P, R]:
-    """Enter the queue, wait for the run's turn, and there `send` it as `plan()` plans it (as the
-    cluster is now; SelectionError: it does not fit yet); see the module doc. `first` is the run
-    planned on empty nodes (`empty_nodes`): its name and what it asks. `waiting` is given the
-    waiting line as it changes. TimedOut when `deadline` passes first, nothing applied."""
+    """Enter the queue, wait for the run's turn, and `send` it as `plan()` plans it then.
+
+    `first` is the run planned on `empty_nodes` (its name and asks); `waiting` is given the
+    waiting line as it changes. TimedOut when `deadline` passes first, nothing applied.
+    """
     assert options.queue is not None and first.job is not None  # (a run to apply has its labels)
     namespace = options.queue_namespace or conn.namespace
     check_rights(conn, namespace)
@@ -204,7 +193,7 @@ class _Turn:
         self.selector = f"{QUEUE_LABEL}={queue}"
         self.entry: dict[str, Any] | None = None  # as last written
         self.held: dict[str, Any] | None = None  # the lock, while this run holds it
-        self.view: dict[str, dict[str, Any]] = {}  # the queue's Leases, as watched
+        self.view = Store(())  # the queue's Leases, as watched
         self.seen = Seen()
         self.events: queues.Queue[Any] = queues.Queue()
         self.stop = threading.Event()
@@ -262,7 +251,7 @@ class _Turn:
         listed = list_objects(
             self.conn, LEASES, namespace=self.namespace, label_selector=self.selector
         )
-        self.view = {str(o["metadata"]["name"]): o for o in listed.items}
+        self.view = Store(listed.items)
         number = max((e.number for e in entries_of(self.queue, listed.items)), default=0) + 1
         notes = entry_annotations(self.run, self.conn.namespace, self.asks)
         while True:
@@ -271,7 +260,7 @@ class _Turn:
             with self.writing:
                 self.entry, self.lost = self._send("create", None, body, (409,)), False
             if self.entry is not None:
-                self.view[name] = self.entry
+                self.view.objects[name] = self.entry
                 return listed.resource_version
             number += 1  # AlreadyExists: another client took the number
 
@@ -328,37 +317,31 @@ class _Turn:
             while True:
                 if isinstance(event, Exception):
                     raise event
-                if event.type == "RELIST":
-                    self.view = {str(o["metadata"]["name"]): o for o in event.objects}
-                elif event.type in ("ADDED", "MODIFIED"):
-                    self.view[str(event.object["metadata"]["name"])] = event.object
-                elif event.type == "DELETED":
-                    self.view.pop(str(event.object["metadata"]["name"]), None)
+                self.view.apply(event)
                 event = self.events.get_nowait()
         except queues.Empty:
             pass
 
     def _live(self, now: float) -> list[Entry]:
         """The entries in order; those of other clients seen unchanged for their lease deleted."""
-        for name, lease in self.view.items():
+        for name, lease in self.view.objects.items():
             self.seen.saw(name, str(lease["metadata"].get("resourceVersion")), now)
         live = []
-        for entry in entries_of(self.queue, self.view.values()):
+        for entry in entries_of(self.queue, self.view.objects.values()):
             if entry.name != self.name and self.seen.expired(
                 entry.name, entry.version, entry.lease, now
             ):
                 body = {"preconditions": {"resourceVersion": entry.version}}
                 self._send("delete", entry.name, body, (404, 409))
-                self.view.pop(entry.name, None)
+                self.view.objects.pop(entry.name, None)
                 self.seen.forget(entry.name)
                 continue
             live.append(entry)
         return live
 
     def _admit(self, admit: Callable[[], R]) -> tuple[R] | None:
-        """At the head: take the lock, and admit the run under it; None when the lock is not free
-        or the run is not the head after all. The entries are listed after the lock is read, so
-        that the entry of a client that took it before is among them."""
+        """At the head: take the lock and admit the run under it; None if the lock is not free or
+        the run is not the head. Entries are listed after the lock is read, so its holder's is in."""
         lock = get(
             self.conn, LEASES, lock_name(self.queue), namespace=self.namespace, missing_ok=True
         )
@@ -380,9 +363,8 @@ class _Turn:
             self._release()
 
     def _take(self, lock: dict[str, Any] | None, live: set[str]) -> bool:
-        """Take the lock, read as `lock` (None: there is none yet), by a create, or by an update
-        on its resourceVersion: of two clients, one only takes it. Not while another live entry
-        holds it and this client has not seen it unchanged for its lease."""
+        """Take the lock (`lock` as read; None: create it) by an update on its resourceVersion, so
+        only one of two clients does; not while a live entry holds it and it has not expired."""
         lock_id = lock_name(self.queue)
         if lock is None:
             body = lease_body(lock_id, self.name, self.seconds, {QUEUE_LABEL: self.queue}, {})
@@ -469,9 +451,7 @@ def asks_of(
     roles: Iterable[str], asks: Sequence[tuple[str, Sequence[tuple[str, int]]]]
 ) -> list[Ask]:
     """Each role's Ask, from the plan's tasks' roles and what one task of each asks (its fit)."""
-    counts: dict[str, int] = {}
-    for role in roles:
-        counts[role] = counts.get(role, 0) + 1
+    counts = Counter(roles)
     per_role = dict(asks)
     return [
         Ask(role, n, {r: units_text(a, r) for r, a in per_role.get(role, ())})

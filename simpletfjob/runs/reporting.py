@@ -1,20 +1,11 @@
-"""A run's progress as its reporting task's log tells it: followed while `run` and `wait` follow
-the run (`Feed`), read once beside `status`'s lists (`Tail`), and noted on the run at its end.
+"""A run's progress as its reporting task's log tells it: followed by `run` and `wait` (`Feed`),
+read once beside `status`'s lists (`Tail`), and noted on the deciding Job at the end.
 
-    the deciding Job's annotations (`Setting`): the reporting task (--progress-task, else rank
-    0: progress.reporting_task), the pattern, run's --stall-timeout, the best step before the
-    attempt now running (progress.py), and the last progress that run or wait noted
-    -> run, wait: one log stream more, of the reporting task's current container, read as its
-       bytes arrive (a bar's updates before its newline: kube/podlog.read_chunks) in a thread,
-       each new step kept by one Tracker (progress.py) under a lock; a new pod, or its container
-       started again in place, is read by a stream of its own into the same Tracker (the same
-       attempt); the follower's `check` judges a stall (progress.py); a resumed attempt's first
-       report is said as it comes
-    -> status: the last lines of the task's current container, with the kubelet's timestamps
-       (what `updated` and the rate are read from), read in a thread from the moment the Jobs
-       are listed, beside the pods' list; without a container, the progress noted
-    -> the end (run, wait): the last progress noted on the deciding Job (a merge patch; where
-       the user may not patch Jobs, or the Job is gone, it is left out)
+The deciding Job's annotations (`Setting`) name the reporting task, the pattern, the stall
+timeout, the best step before the current attempt and the last progress noted. `Feed` reads
+the task's current container as its bytes arrive (a bar's updates come before a newline), a
+stream per container instance into one Tracker; a new pod is read by a stream of its own.
+The note is a merge patch, left out where the user may not patch Jobs or the Job is gone.
 """
 
 from __future__ import annotations
@@ -82,8 +73,7 @@ class Setting:
 
 
 def setting_of(jobs: Sequence[Object], chosen: str = "", pattern: str = "") -> Setting | None:
-    """The run's Setting; `chosen` and `pattern` (run's own options) stand for the annotations.
-    None when the reporting task has no Job."""
+    """The run's Setting (`chosen`, `pattern`: run's options over the annotations); None: no Job."""
     from simpletfjob.runs.objects import run_framework
     from simpletfjob.runs.taskstate import condition
 
@@ -113,8 +103,7 @@ def setting_of(jobs: Sequence[Object], chosen: str = "", pattern: str = "") -> S
 
 
 def _container(pods: Sequence[Object], uid: str) -> tuple[str, str, str, int] | None:
-    """(pod, container, state, instance) of the current container of the Job `uid`, once it has
-    started; else None."""
+    """(pod, container, state, instance) of the Job `uid`'s current container, once started."""
     mine = pods_by_job(pods).get(uid, [])
     pod = current_pod(sorted(mine, key=lambda p: str(metadata_of(p).get("creationTimestamp"))))
     if pod is None:
@@ -171,21 +160,18 @@ class Feed:
 
     @property
     def tick(self) -> float:
-        """How often the follower looks again with no news: a stall is seen within a quarter
-        of its timeout (one from the run's annotation within 10 s)."""
+        """How often the follower looks again with no news: a quarter of the stall timeout."""
         return 10.0 if self.stall is None else max(0.5, min(self.stall / 4, 10.0))
 
     def seen(self, jobs: Sequence[Object], pods: Sequence[Object]) -> None:
         """The run's Jobs and pods: a stream for the reporting task's current container."""
+        first = self.setting is None
         if self.setting is None:
             self.setting = setting_of(jobs, self.chosen, self.pattern)
             if self.setting is None:
                 return
             self.stall = self.stall or self.setting.stall
             self.tracker = Tracker(self.setting.task)
-            first = True
-        else:
-            first = False
         found = _container(pods, self.setting.uid)
         if found is None:
             return
@@ -287,8 +273,7 @@ class Feed:
                 thread.join(within)
 
     def finish(self, noted: bool = True) -> None:
-        """The run is no longer followed: the streams read no more; its last progress noted
-        (`noted`: the run has ended)."""
+        """Stop the streams; note the last progress if `noted` (the run has ended)."""
         self.settle()
         self.close()
         if noted:
@@ -324,8 +309,7 @@ class Tail:
             self.error = e
 
     def into(self, run: Run) -> Run:
-        """The run with its progress, and its restarts in a row without progress as they are
-        now: none, once its progress has passed the best step before the attempt."""
+        """The run with its progress; its restarts in a row are 0 once it passed the best before."""
         if self.thread is not None:
             self.thread.join()
         if self.error is not None:
@@ -337,9 +321,8 @@ class Tail:
 
 
 def read_progress(conn: Connection, setting: Setting, pods: Sequence[Object]) -> Progress | None:
-    """The reporting task's progress from its current container's last lines (`pods`: the
-    run's, as listed), read once; the progress noted when it has ended and was noted, or has no
-    container to read."""
+    """The reporting task's progress from its current container's last lines, read once; else
+    (ended, or no container) the progress noted."""
     from simpletfjob.kube.podlog import stamped
     from simpletfjob.kube.request import request
 
@@ -366,9 +349,8 @@ def read_progress(conn: Connection, setting: Setting, pods: Sequence[Object]) ->
 def stalled_lines(
     conn: Connection, run: Run, cause: Cause | None, tail: int, keeper: Keeper | None = None
 ) -> list[str]:
-    """What `run` and `wait` show of a stall before they act on it: the reporting task's last
-    lines (failure.explain_task, as for a failed task), then every task's state and node, so
-    that the one that hangs may be found. [] for any other cause."""
+    """What `run` and `wait` show of a stall: the reporting task's last lines, then every task's
+    state and node, so the one that hangs may be found. [] for any other cause."""
     from simpletfjob.runs.classify import STALLED
     from simpletfjob.runs.failure import explain_task
 
@@ -379,17 +361,15 @@ def stalled_lines(
 
 
 def verdict_of(cause: Cause | None) -> str | None:
-    """A stall's line, which stands for the run's outcome in its failed line (ending.failed_line's
-    verdict); None for any other cause."""
+    """A stall's line, the run's outcome in its failed line; None for any other cause."""
     from simpletfjob.runs.classify import STALLED
 
     return cause.text if cause is not None and cause.kind == STALLED else None
 
 
 def best_marks(budget: Budget | None, chosen: str) -> tuple[tuple[str, str], ...]:
-    """The deciding Job's note of the best step before the attempt about to be applied (run's
-    budget), which `status` compares the progress it reads with; () before any restart.
-    `chosen`: --progress-task ('' for rank 0)."""
+    """The note of the best step before the attempt about to be applied, which `status`
+    compares with; () before any restart. `chosen`: --progress-task ('' for rank 0)."""
     if budget is None or budget.best is None:
         return ()
     return ((PROGRESS_BEST_ANNOTATION, best_note(budget.best, chosen or "rank 0")),)

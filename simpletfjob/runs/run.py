@@ -1,28 +1,16 @@
-"""`run`: from a template to a finished run, through failures, with one command that stays with it.
+"""`run`: from a template to a finished run, through failures and restarts.
 
-    plan -> what the run will need, asked of the server (wait.py): refused in one
-            line, or a warning for each thing it can do without (node loss not watched)
-         -> apply -> follow as `wait` does (task changes on stderr, the deciding task's
-            logs on stdout)
-         -> succeeded: wait's cleanup (after --cleanup-grace), done
-         -> failed (causes.py): --diagnose-on-failure's bundle (diagnose.py), the failing
-            task's lines; restarts left? delete the whole run (Background, until its
-            Jobs, Services and pods are gone), plan again against the cluster as it is now, apply,
-            follow again; else exit 1 with the cause
+It asks the server first what the run needs (wait.py), applies, and follows as `wait` does
+(task changes on stderr, the chosen tasks' logs on stdout). On success, wait's cleanup. On a
+failure (classify.py), --diagnose-on-failure's bundle and the failing task's lines; then, with
+restarts left, the whole run is deleted and planned again against the cluster as it is now
+(a lost or busy node left out), else exit 1 with the cause. Only a task the training does not
+depend on restarts alone, and an elastic run lets a lost worker go (interventions.py).
 
-The whole run restarts, never one task (an elastic run's lost worker aside: elastic.py). A
-restart plans again from the same options, so a lost or busy node is left out and GPUs and
-ports are counted again; one that cannot be placed now ends the run with the placement error.
-
-A failure that restarting cannot help ends it at once: the run's --deadline
-(DeadlineExceeded), a deciding Job deleted meanwhile, a task claimed by several Jobs; and a
-lost node when the user may not delete pods (its pods there must go before the run can).
-
-An interruption (SIGINT, SIGTERM, SIGHUP) leaves the run as it is and says what is true in the
-phase it came in (interrupt.py): applied how far, running, being deleted for a restart, or
-ended (the verdict, and what of the cleanup was left undone). --on-interrupt delete deletes it
-once the writes in flight are settled, and says so once nothing of it is left; after the
-verdict, it deletes only what the cleanup would.
+A failure restarting cannot help ends it at once: DeadlineExceeded, a deciding Job deleted,
+a task claimed twice, a lost node whose pods the user may not delete. An interrupt leaves the
+run as it is and says what is true in its phase (interventions.py); --on-interrupt delete
+deletes it once the writes in flight have settled.
 """
 
 from __future__ import annotations
@@ -104,12 +92,9 @@ def run_to_end(
 ) -> Run:
     """Plan, apply and follow until the run succeeds (returned), restarting it as the options allow.
 
-    `progress` is given the run each time it is judged (the command's status line).
-    `replan(n)` plans restart n (its template's <<restart>> is n); without it, a restart
-    plans with `make_plan()` (<<restart>> is then 0 in every attempt). `restarted(n)` is told
-    each whole-run restart as it is made (n so far; the run's annotation counts the same).
-    With --queue, each attempt waits its turn and is planned there (queue.py's queued).
-    Raises RunFailed (exit 1), TimedOut (exit 3), or the placement's SelectionError.
+    `progress` is given the run each time it is judged. `replan(n)` plans restart n (its
+    template's <<restart>>; without it, `make_plan()`). `restarted(n)` is told each whole-run
+    restart. Raises RunFailed (exit 1), TimedOut (exit 3), or the placement's SelectionError.
     """
     from simpletfjob.kube.outage import riding_out
     from simpletfjob.options.rules import format_duration
@@ -123,8 +108,7 @@ def run_to_end(
     from simpletfjob.runs.logsources import check_log_tasks
 
     try:
-        # The plan reads the nodes, the check asks the server: an outage from the start is
-        # ridden out as later ones are, until the --timeout.
+        # An outage from the start (planning reads the nodes) is ridden out until the --timeout.
         with riding_out(conn, deadline, say, until):
             planned = make_plan()
             assert planned.job is not None  # labels are on: the options' rules refused --no-labels
@@ -144,7 +128,7 @@ def run_to_end(
     policy = Policy(options.restart_on, options.max_restarts, options.restart_exit_codes)
     restarts = 0
     budget = Budget()  # restarts in a row without progress (progress.py): what the limit bounds
-    aside = Aside()  # tasks the training does not depend on, restarted alone (alone.py)
+    aside = Aside()  # tasks the training does not depend on, restarted alone
     where = Where(most=options.max_restarts)
     quiet = threading.Event()  # set once run_to_end is left: its log threads say no more
     feed: Feed | None = None  # the attempt's progress stream (reporting.py), closed when left
@@ -243,8 +227,7 @@ def run_to_end(
         interrupted(conn, name, where, options.cleanup, delete, say, e)
         raise
     except ClusterError as e:
-        # --timeout passed while the server was away, before the run had ended (applying,
-        # deleting for a restart): as for a timeout while following, exit 3.
+        # --timeout passed while the server was away (applying, deleting): exit 3.
         if not still_away(e) or options.timeout is None:
             raise
         raise TimedOut(
@@ -351,7 +334,7 @@ def _follow(
         if cause is None and time.monotonic() >= next_check:
             next_check = time.monotonic() + tick
             cause = nodes.check(run)
-        if cause is not None and losable(run, cause):  # an elastic run trains on (losing.py)
+        if cause is not None and losable(run, cause):  # an elastic run trains on
             if not letting_go.issuperset(cause.tasks):
                 let_go(conn, run, cause, pods)
                 letting_go.update(cause.tasks)
@@ -380,17 +363,10 @@ def _delete(
 ) -> None:
     """Delete the whole run (Background) and wait until its Jobs, Services and pods are gone.
 
-    Background, not Foreground: a Foreground delete keeps each Job until the garbage
-    collector has deleted its pods, one Job after another (151 s for 1000 Jobs without a
-    single pod), while a Background delete removes the Job at once, so that its name is free
-    for the next attempt, and the collector deletes its pods meanwhile. What a restart must
-    wait for is the old attempt's pods: a pod still stopping holds its port and its GPUs,
-    and a new task beside it would fail. So it waits (one list, then one watch, of the run's
-    pods by its label) until none of them is left, whatever holds it (its grace period, a
-    kubelet slow to confirm).
-
-    The pods on a lost node are deleted at once (grace 0, as kubectl delete --force): no
-    kubelet there will confirm that they stopped, and they would be waited for forever.
+    Background frees each Job's name at once (Foreground keeps each Job until the garbage
+    collector has deleted its pods, one Job after another). The old pods are waited for: one
+    still stopping holds its port and GPUs. Pods on a lost node are deleted with grace 0, as
+    `kubectl delete --force`: no kubelet there will confirm they stopped.
     """
     from simpletfjob.kube.lists import list_objects
     from simpletfjob.kube.objects import delete
@@ -467,9 +443,8 @@ def _stream_logs(
 ) -> threading.Thread | None:
     """Stream the chosen tasks' logs to the printer, in a thread, until the run ends or goes.
 
-    Once `quiet` is set (`run_to_end` has returned or raised), the thread prints and says
-    nothing more: in a process that goes on (the Python API, a test), no line of a finished
-    `run` may come after it.
+    Once `quiet` is set (`run_to_end` has left), the thread prints nothing more: in a process
+    that goes on (the Python API), no line may come after a finished `run`.
     """
     if printer is None or options.logs == "none":
         return None

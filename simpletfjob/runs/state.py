@@ -1,44 +1,24 @@
-"""A run's state, read from its Jobs and their pods as the API server returns them (plain dicts).
+"""A run's state, from its Jobs and their pods as plain dicts (no cluster; tasks: taskstate.py).
 
-Nothing here talks to a cluster: `status` and `wait` (through runs/watch.py and runs/follower.py)
-hand in what they listed or watched, and get back each task's state and the run's. A task is
-one Job, named by its role and index labels (`worker-1`); its state is taskstate.py's.
+The run's state, by the success policy its Jobs record:
 
-The run's state follows the success policy recorded on its documents:
-
-- **Deleting** when every one of its Jobs is being deleted (a Foreground delete waiting for
-  the pods, or a finalizer); `holds` counts the finalizers that keep them;
-- **Ambiguous** when more than one Job claims one task (a copy of `mnist-worker-0` under
-  another name, with its labels): nothing is decided on a guess. `claims` names the Jobs,
-  and which of them are copies (their `simpletfjob/name` annotation names another Job).
-  Likewise when the success policy the Jobs record cannot be right (an unknown one, or
-  Jobs that disagree: annotations.py); `wrong_policy` says why;
-- **Failed** when a task's Job has failed, unless the run had already succeeded, or the task
-  is of a role the training does not depend on (a TensorFlow evaluator: the framework's
-  `independent` roles), whose failure is reported (`side_failures`) and fails nothing: a failure
-  after the success, or at the same time, does not undo it (success wins a tie). Times are
-  the Jobs' own (`completionTime`, the `Failed` condition's `lastTransitionTime`), which the
-  API server keeps to the second: "the same time" is the same second. A failure with no
-  time counts;
-- **Succeeded** when the deciding tasks' Jobs are complete: the framework's (its `deciding`;
-  TensorFlow's chief, else worker 0 or every worker, by the policy); of an elastic run, those
-  not Lost (elastic.py);
-- **Failed** with reason `deleted` when a Job that decides success is gone (or being
-  deleted) and its end was not seen: deleted by hand, or removed by `ttlSecondsAfterFinished`
-  once it ended, which leaves nothing to tell how. `expected` names the tasks known to have
-  existed: those the run's Jobs name (as the framework reads them) and what
-  `wait` saw first. Without them, a deciding task is missing when no chief is listed and
-  worker 0 (or, for `all-workers`, a worker below the highest index listed) is not;
-- else **Running** when any pod runs, else **Unknown** when a task's pod is in phase
-  Unknown, else **Pending**.
-
-Jobs that are gone (or, while others are not, being deleted) are not listed and count only
-as above: `wait`'s cleanup deletes the tasks that had not finished when the run ended, and
-the run keeps the state it ended in.
+- **Deleting** when every Job is being deleted; `holds` counts the finalizers that keep them;
+- **Ambiguous** when several Jobs claim one task (a copy under another name with its labels;
+  `claims`), or the recorded policy cannot be right (`wrong_policy`): nothing is decided on a
+  guess;
+- **Failed** when a task's Job has failed, unless the run had succeeded by then (success wins
+  a tie: the same second, the API server's resolution; a failure with no time counts) or the
+  task's role is `independent` (a TensorFlow evaluator: `side_failures`);
+- **Succeeded** when the deciding tasks' Jobs (the framework's `deciding`, less the Lost ones)
+  are complete;
+- **Failed** with reason `deleted` when a deciding Job is gone and its end was not seen (by
+  hand, or ttlSecondsAfterFinished); `expected` names the tasks known to have existed;
+- else **Running**, **Unknown** or **Pending**, by the tasks' pods.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -115,16 +95,12 @@ class Run:
     holds: tuple[tuple[str, int], ...] = ()  # Deleting: each finalizer, and how many Jobs it holds
     decided_at: datetime | None = None  # when the task that decided it succeeded or failed
     restarts: tuple[int, int] = (0, 0)  # whole-run restarts so far and the limit (`run`)
-    # Why the annotations read back cannot be right (annotations.py): the success policy
-    # (the run is then Ambiguous), the restarts (then not known: restarts is (0, 0)).
-    wrong_policy: str = ""
-    wrong_restarts: str = ""
+    wrong_policy: str = ""  # why the recorded policy cannot be right (the run is Ambiguous)
+    wrong_restarts: str = ""  # why the recorded restarts cannot be (restarts is then (0, 0))
     framework: str = "tensorflow"  # as its Jobs say (objects.run_framework): who decides, the order
     min_workers: int | None = None  # an elastic run's (elastic.py), from its annotation
     in_a_row: int = 0  # of its restarts, those in a row without progress (= restarts[0] if none)
-    progress: Progress | None = (
-        None  # its reporting task's, where the reader read it (reporting.py)
-    )
+    progress: Progress | None = None  # its reporting task's (reporting.py)
 
     @property
     def finished(self) -> bool:
@@ -154,7 +130,6 @@ class Run:
         if self.state == DELETING:
             return self.deleting()
         if self.reason == DELETED:
-            # Gone before its end was seen: by hand, or by ttlSecondsAfterFinished after it ended.
             return (
                 f"{self.decided_by}'s Job is gone and its end was not seen "
                 "(deleted, or removed by ttlSecondsAfterFinished)"
@@ -167,8 +142,7 @@ class Run:
             and self.policy == "all-workers"
             and not (fw.lead and self.decided_by == fw.lead)
         ):
-            # No one worker decided: the rule did, and the line says so ('all 2 workers'; with
-            # those an elastic run lost: 'all 2 workers succeeded (1 lost; min 2)').
+            # No one worker decided: 'all 2 workers succeeded (1 lost; min 2)'.
             count = len(
                 still_in(fw.deciding(self.policy, [t.task for t in self.tasks]), self.tasks)
             )
@@ -245,10 +219,7 @@ def run_state(
     expected: Iterable[str] = (),
     nodes: Mapping[str, str] | None = None,
 ) -> Run:
-    """The run's tasks and state from its Jobs and pods; `expected` names tasks known to have existed.
-
-    `nodes` says how the nodes of pods in phase Unknown are (taskstate.task_of).
-    """
+    """The run's tasks and state; `expected` names tasks known to have existed (task_of: `nodes`)."""
     listed = list(jobs)
     present = [job for job in listed if not is_gone(job)]
     by_job = pods_by_job(pods)
@@ -285,8 +256,7 @@ def run_state(
         d in by_name and by_name[d].finished and by_name[d].state == SUCCEEDED for d in deciders
     )
     success_time = max(finished_at.values(), default=NEVER)
-    # A failure counts unless the run had succeeded by then: success wins a tie (the same
-    # second). A failure with no time counts.
+    # A failure counts unless the run had succeeded by then (success wins a tie).
     aside = independent()
     failures = sorted(
         (_at(present, t.job, failed_at) or NEVER, order(t), t)
@@ -352,10 +322,7 @@ def _deleting(
     fw = _framework_of(jobs)
     order = in_role_order(fw.role_order)
     tasks = tuple(sorted((task_of(j, job_pods(j, by_job), nodes) for j in jobs), key=order))
-    holds: dict[str, int] = {}
-    for job in jobs:
-        for finalizer in finalizers(job):
-            holds[finalizer] = holds.get(finalizer, 0) + 1
+    holds = Counter(finalizer for job in jobs for finalizer in finalizers(job))
     created = min((t.created for t in tasks if t.created is not None), default=None)
     policy, _ = read_policy(jobs)
     return Run(
@@ -397,10 +364,8 @@ def failed_at(job: Object) -> datetime | None:
 def describe(task: TaskStatus) -> str:
     """One line for a task's state: 'worker-0 Running on h100', 'worker-1 Failed: Error (exit 1)'.
 
-    A task whose pod has failed, before its Job has counted it (the Job then retries, or
-    fails), says what the pod says: 'worker-1 Failed (exit 1)'. One whose pod waits again
-    after a failure says it as a running one does: 'worker-1 Pending after 1 restart (last:
-    Error (exit 1))'. A count that is not known is not given.
+    A pod failed before its Job counted it: 'worker-1 Failed (exit 1)'; waiting again after a
+    failure: 'worker-1 Pending after 1 restart (last: Error (exit 1))'.
     """
     line = f"{task.task} {task.state}"
     if task.state == FAILED and not task.finished:
@@ -436,34 +401,14 @@ def pod_words(reason: str) -> str:
 def changes(before: Run | None, after: Run) -> list[str]:
     """A line for each task whose line differs from before (all of them at first), in role order.
 
-    A state is told once: a task whose state stays and whose line only loses its detail
-    (`worker-0 Pending: no pod yet`, then `worker-0 Pending` once its pod is made) has nothing
-    new to say.
+    A task whose state stays and whose line only loses its detail (`Pending: no pod yet`, then
+    `Pending`) has nothing new to say.
     """
-    one_each = before is not None and len(before.tasks) == len(after.tasks)
-    if (
-        before is not None
-        and one_each
-        and not (before.claims or after.claims)
-        and DELETING not in (before.state, after.state)
-    ):
-        # Most often the same tasks in the same order (the follower's runs, most of them the
-        # same objects): each compared with its own, most by identity alone.
-        lines = []
-        for then, task in zip(before.tasks, after.tasks, strict=True):
-            if then is task:
-                continue
-            if then.task != task.task:
-                break  # not in the same order: compared by name below
-            if _news(then, line := describe(task), task):
-                lines.append(line)
-        else:
-            return lines
     was = {t.task: t for t in before.tasks} if before is not None else {}
     lines = []
     for task in after.tasks:
         old = was.get(task.task)
-        if old is task:  # judged from the same objects (follower.Memo): the same line
+        if old is task:  # the same object: the same line
             continue
         line = describe(task)
         if old is None or _news(old, line, task):

@@ -1,54 +1,24 @@
 """One task of a run, from its Job and pods as plain dicts; an elastic run's lost tasks (pure).
 
-One task of a run: a Job and its pods, as the API server returns them (plain dicts).
+A task is, in this order: **Deleting** (its Job has a deletionTimestamp; the reason names the
+finalizers); **Failed** or **Succeeded** by its Job's condition (a deadline's reason is
+`DeadlineExceeded`, whatever its stopped pod said); **Unknown** when its pod is (its node
+stopped reporting; the reason is the node's Ready condition); **Running**; Failed or Succeeded
+as its ended pod says, before the Job controller counts it (not `finished`: only the Job's
+condition ends a task and decides the run); else **Pending** (the pod's waiting reason, or
+`no pod yet`).
 
-A task's state:
+Restarts (container restarts plus failed pods) are None when not known: under `OnFailure`
+they are counted on the pods, and the Job controller deletes the pod at the backoff limit.
 
-- **Deleting** when its Job is being deleted (a deletionTimestamp: a Foreground delete
-  waits for its pods, or a finalizer holds it); the reason names the finalizers;
-- **Failed** when its Job has the `Failed` condition (backoffLimit or a deadline reached;
-  for the deadline, the reason is `DeadlineExceeded`, whatever its stopped pod said);
-- **Succeeded** when its Job has the `Complete` condition;
-- else **Unknown** when its pod is in phase Unknown (its node stopped reporting); the
-  reason is the node's Ready condition (`node h3 NotReady since 12:03`), or
-  `node h3 unreachable` when the node could not be read;
-- else **Running** when its pod runs;
-- else, when its pod has ended and the Job controller has yet to count it, what the pod
-  says: **Failed** (`worker-1 Failed (exit 1)`: the Job then retries or fails) or
-  **Succeeded**. Such a task is not `finished`: only its Job's condition ends a task
-  (`job_condition`), and only that decides the run;
-- else **Pending**: its pod waits (its reason: `ContainerCreating`, `ImagePullBackOff`),
-  or it has none yet (`no pod yet`).
+A Job whose `simpletfjob/name` annotation names another Job is a copy (`copied_from`), not
+made by apply; an annotation that cannot be a name reads as NOT_A_NAME.
 
-Its restarts (container restarts plus failed pods) are counted only when they are known:
-under `restartPolicy: Never` a container never restarts in place, and the Job counts its
-failed pods, those that are gone too; under `OnFailure` the restarts are counted on the
-pods, so once a pod the Job counted is gone (the Job controller deletes the pod of a Job
-that reached its backoffLimit), they are not known: None (`-` in `status`, null in JSON).
-
-A Job records its own name, as rendered, in the `simpletfjob/name` annotation. A Job whose
-annotation names another Job is a copy (`kubectl get -o json | kubectl create` under another
-name): `copied_from` says of what. It was not made by apply. An annotation that cannot
-be a Job's name (edited by hand) is not repeated: `copied_from` is then `NOT_A_NAME`.
-
-An elastic run (`--min-workers M`): which of its tasks are lost, not its failure (pure).
-
-An elastic run trains on as long as M tasks of its elastic role remain (PyTorch's workers:
-torchrun's agents form a smaller world when one goes). Which role that is, and which task
-hosts the rendezvous, are the framework's (frameworks/workers.py's `Rules.lost`): a task of
-that role whose Job has failed is **Lost** while at least M others remain. It fails nothing,
-and the run succeeds when the deciding tasks still in it have all succeeded (at least M of
-them, then). When fewer than M would remain, nothing is lost: the failures are the run's, as
-in a static run, and the first one decides it.
-
-`run` says a newly lost task in one line (`lost_lines`), spends no restart on it, and
-follows the others; a failure of the run (fewer than M left, the rendezvous host) is a
-whole-run restart, as in a static run. A task whose pod its node refused, or whose node was
-lost past --node-grace, does not fail its Job by itself: `run` lets it go (interventions.py), and its
-Job, annotated, is read as a failed one here.
-
-The rendezvous host (PyTorch's worker 0) is never lost: its torchrun agent hosts the c10d
-store, and no agent goes on without it (pytorch/pytorch#67742). Its failure is the run's.
+An elastic run (`--min-workers M`) trains on while M tasks of its elastic role remain
+(torchrun's agents form a smaller world). A failed task of that role is **Lost** while at
+least M others remain (the framework's `Rules.lost` says which); it fails nothing, and `run`
+says it in one line and spends no restart on it. With fewer than M, the failures are the
+run's. The rendezvous host (PyTorch's worker 0, which hosts the c10d store) is never lost.
 
 This module takes tasks and counts, not a `Run` (state.py imports it).
 """
@@ -68,7 +38,7 @@ if TYPE_CHECKING:
 
 
 PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
-UNKNOWN, DELETING, LOST = "Unknown", "Deleting", "Lost"  # Lost: runs/taskstate.py
+UNKNOWN, DELETING, LOST = "Unknown", "Deleting", "Lost"
 FINISHED = (SUCCEEDED, FAILED)
 
 Object = Mapping[str, Any]
@@ -103,9 +73,7 @@ class TaskStatus:
 
     @property
     def finished(self) -> bool:
-        """Ended by its Job's condition: a pod that has ended, not yet counted, is not the end.
-        A worker an elastic run lost (runs/taskstate.py) has ended too: its Job failed, and
-        `wait`'s cleanup keeps it, as a failed one, for `kubectl logs`."""
+        """Ended by its Job's condition (a Lost task's Job failed), not by a pod not yet counted."""
         return self.state in (*FINISHED, LOST) and bool(self.job_condition)
 
     @property
@@ -116,11 +84,7 @@ class TaskStatus:
 
     @property
     def ended_with(self) -> int | None:
-        """The exit code it ended with: 0 once succeeded, its last failure's once failed; else None.
-
-        None too while it runs or waits (after a failure, `reason` says `last: ...`), and for
-        a failure no container gave a code for (evicted, refused, a pod gone).
-        """
+        """0 once succeeded, its last failure's code once failed (None if no container gave one)."""
         if self.state == SUCCEEDED:
             return 0
         return self.exit_code if self.state == FAILED else None
@@ -275,19 +239,11 @@ def _deleted_at(pod: Object) -> datetime | None:
 
 
 def _before(deleted: datetime | None, finished: datetime | None) -> bool:
-    """The delete came before the container ended (it stopped it), not after (a failed pod's cleanup).
-
-    The same second is no proof either way (the API server keeps no finer time): a Job
-    deleted once it failed (ttlSecondsAfterFinished 0) takes its failed pod in that second.
-    """
+    """The delete came before the container ended (it stopped it), not after (a failed pod's
+    cleanup); the same second proves nothing (ttlSecondsAfterFinished 0 deletes within it)."""
     if deleted is None:
         return False
     return finished is None or deleted < finished
-
-
-def _waiting(pod: Object) -> str:
-    """Why a pod that does not run is not running: a container's waiting reason, or unscheduled."""
-    return waiting_why(pod)[0]
 
 
 def waiting_why(pod: Object, container: str | None = None) -> tuple[str, str]:
@@ -347,11 +303,7 @@ def _current(pods: Sequence[Object]) -> Object | None:
 def task_of(
     job: Object, pods: Sequence[Object], nodes: Mapping[str, str] | None = None
 ) -> TaskStatus:
-    """The task of one Job, given its pods; `nodes` says how the nodes of pods in phase Unknown are.
-
-    `nodes` maps a node's name to its condition, as `node_condition` words it; a node not
-    in it (not read, or reading nodes is not allowed) is `unreachable`.
-    """
+    """The task of one Job, given its pods; `nodes`: node_condition of Unknown pods' nodes."""
     metadata = metadata_of(job)
     labels = labels_of(job)
     name = str(metadata.get("name") or "")
@@ -390,9 +342,7 @@ def task_of(
         if pod is None and not reason:
             reason = "no pod yet"
     let_go = (metadata.get("annotations") or {}).get(LOST_ANNOTATION)
-    if (
-        let_go and failed is None and complete is None
-    ):  # an elastic run let it go (interventions.py)
+    if let_go and failed is None and complete is None:  # run let it go (interventions.py)
         state, reason, failed = FAILED, str(let_go), {"reason": "Lost"}
     if metadata.get("deletionTimestamp"):
         state, reason = DELETING, held_by(job)
@@ -426,8 +376,7 @@ def _restarts(job: Object, pods: Sequence[Object], spec: Mapping[str, Any]) -> i
         return restarts  # no restart in place: the Job's count of failed pods is all of them
     counted = sum(_count(status.get(key)) for key in ("active", "succeeded", "failed"))
     if not pods and (condition(job, "Failed") or condition(job, "Complete")):
-        # Ended with no pod left: whatever restarted in place went with it (the Job controller
-        # of some versions counts the pod it deleted in no field, so the counts cannot say).
+        # Ended with no pod left: what restarted in place went with it, uncounted.
         return None
     return restarts if len(pods) >= counted else None
 
@@ -479,20 +428,13 @@ def in_role_order(roles: Sequence[str]) -> Callable[[TaskStatus], tuple[int, str
 
 
 def node_condition(node: Object | None, now: datetime | None = None) -> str:
-    """How a node is, for a pod in phase Unknown on it: 'NotReady since 12:03' (UTC).
-
-    From its Ready condition, as `kubectl get nodes` words it (False or Unknown: NotReady);
-    the date is added when the change is more than a day old. None: 'unreachable'.
-    """
+    """How a node is, from its Ready condition as `kubectl get nodes` words it: 'NotReady since
+    12:03' (UTC; the date too once a day old); None: 'unreachable'."""
     if node is None:
         return "unreachable"
+    conditions = (node.get("status") or {}).get("conditions") or ()
     ready = next(
-        (
-            c
-            for c in (node.get("status") or {}).get("conditions") or ()
-            if isinstance(c, Mapping) and c.get("type") == "Ready"
-        ),
-        None,
+        (c for c in conditions if isinstance(c, Mapping) and c.get("type") == "Ready"), None
     )
     if ready is None:
         return "has no Ready condition"

@@ -1,38 +1,15 @@
-"""wait: a run followed to its verdict and cleaned up, and the rights run and wait need, asked first.
+"""`wait`: a run followed to its verdict and cleaned up; the rights `run` and `wait` need, asked first.
 
-Waiting for a run: follow it to its end through watches, say why it failed, then clean up.
+A run found going on is followed (ending.py) to its verdict: Ambiguous or Deleting give no
+verdict and clean nothing up; --timeout gives TimedOut (exit 3); a failure is explained (its
+bundle, error, last lines and events) before the cleanup takes its pods. `wait`, `status -w`,
+`logs -f` and `run` end with the same lines, so a script reads the same verdict whichever.
 
-    follow_to_end (ending.py, riding out an outage: kube/outage.py); a run found going on:
-    what following it and cleaning up need, asked before it is followed (wait.py)
-      -> Ambiguous or Deleting: no verdict, nothing cleaned up (RunFailed, with what to do)
-      -> --timeout first: TimedOut (exit 3), the run left as it is
-      -> failed: with --diagnose-on-failure, its bundle (diagnose.py); why (failure.py: its
-         error and last lines, its Warning events), before the cleanup that takes its pods
-      -> succeeded: the tasks that end by themselves given --cleanup-grace to end (ending.py)
-      -> the cleanup (--cleanup), then the verdict: RunFailed, or the success line
-
-`wait`, `status -w`, `logs -f` and `run` end with the same lines (ending.py), so that a
-script reads the same verdict whichever it ran.
-
-What `run` and `wait` will need to be allowed, asked of the server before they rely on it.
-
-`run` applies a run and may stay with it for hours; `wait` may follow one for as long,
-and then clean it up. A right that is missing would otherwise be met half-way: a restart
-that cannot delete the run, a cleanup refused once the run has ended. So, before `run`
-applies anything and before `wait` follows, every verb either will use is asked of the
-server at once (kube/access.py: one SelfSubjectAccessReview each, several at a time):
-
-- what the command cannot do without is refused in one line, naming every missing verb
-  and resource, what each is for, and the Role that would allow them; nothing is applied;
-- what it can do without is one warning line each, saying what it will not do:
-  `node loss not watched: cannot get nodes` (`run` then restarts only on a Job's failure
-  or a refused pod), `logs not streamed: cannot get pods/log`, and a run whose node is
-  lost, which is not restarted without `delete` on pods (its pods there must go first);
-- a server that cannot answer the reviews changes nothing: the command learns what it
-  may do from its requests, and says each refusal as it meets it.
-
-What `run` plans with (nodes, and the pods and Jobs that use them) is read before this,
-with its own refusals and warnings (plan/eligibility.py).
+`run` and `wait` may stay with a run for hours, so a missing right would be met half-way (a
+restart that cannot delete, a cleanup refused once the run has ended). Every verb they will
+use is asked at once (kube/access.py): what the command cannot do without is refused in one
+line naming the Role that allows it; what it can do without is one warning each (`node loss
+not watched`, `logs not streamed`); a server that cannot answer the reviews changes nothing.
 """
 
 from __future__ import annotations
@@ -83,17 +60,9 @@ def wait_for_run(
 ) -> Run:
     """Follow run NAME to its end, saying each task's changes, then clean up; the run, succeeded.
 
-    `progress` is given the run each time it is judged (the command's status line). After a
-    success, the tasks that end by themselves are given `grace` seconds (--cleanup-grace) to
-    end before the cleanup (ending.let_finish); those that do are said, and kept. The
-    reporting task's log is followed for the run's progress (reporting.Feed): a stall (`stall`,
-    --stall-timeout, else the run's own) fails the run; its last progress is noted at the end. A run that
-    fails has its bundle written into `diagnose_on_failure`, a directory, first.
-
-    What the following and the cleanup need is asked once the run is found going on
-    (wait.py): a cleanup that would be refused once the run has ended is refused
-    before it is followed. A run that has already ended is cleaned up at once, and a
-    refusal then says how it ended first.
+    After a success the tasks that end by themselves get `grace` seconds (--cleanup-grace).
+    The reporting task's progress is followed (reporting.Feed): a stall fails the run. The
+    rights are asked once the run is found going on; one already ended is cleaned up at once.
     Raises RunFailed (failed, or no verdict), TimedOut, or the cluster's error.
     """
     from simpletfjob.kube.outage import StillAway, riding_out
@@ -174,7 +143,6 @@ def wait_for_run(
                 f"{cleanup}) did not finish within {format_duration(timeout)}: {e}"
             ) from e
         except ClusterError as e:
-            # The run's end is the news: it goes in the one line, with what stopped the cleanup.
             raise ClusterError(
                 f"run {last.name!r} {ended}: {last.outcome()}; but its cleanup "
                 f"(--cleanup {cleanup}) failed: {e}"
@@ -185,9 +153,8 @@ def wait_for_run(
 
 
 def stuck_and_next(run: Run | None, name: str, scope: str) -> str:
-    """What a timed-out run's Pending tasks say, and the commands to look further:
-    '; worker-0 Pending: ImagePullBackOff: ...; it is left as it is; see: simpletfjob status
-    mnist -n ml; simpletfjob logs mnist worker-0 -n ml'."""
+    """What a timed-out run's Pending tasks say, and the commands to look further ('; worker-0
+    Pending: ...; it is left as it is; see: simpletfjob status mnist -n ml; simpletfjob logs ...')."""
     from simpletfjob.runs.taskstate import stuck_lines
 
     tasks = [] if run is None else [t for t in run.tasks if not t.finished]
@@ -209,8 +176,7 @@ RESTART = "to restart the run"
 
 @dataclass(frozen=True)
 class Need:
-    """One verb on one resource (in the run's namespace, unless the resource is cluster-wide),
-    and what for."""
+    """One verb on one resource (in the run's namespace unless cluster-wide), and what for."""
 
     verb: str
     resource: Resource
@@ -246,10 +212,7 @@ def run_needs(options: RunOptions, services: bool) -> list[Need]:
     `services`: the run has Services (pod networking), which it applies as it applies Jobs."""
     applied = (JOBS, SERVICES) if services else (JOBS,)
     needs = [
-        Need("list", JOBS, FOLLOW),
-        Need("watch", JOBS, FOLLOW),
-        Need("list", PODS, FOLLOW),
-        Need("watch", PODS, FOLLOW),
+        *wait_needs("none"),  # following the run
         Need("list", SERVICES, APPLY),  # a run is its Jobs and its Services, listed as one
         *(Need(verb, r, APPLY) for r in applied for verb in ("get", "create", "patch")),
     ]
@@ -349,10 +312,9 @@ def _refuse(conn: Connection, missing: Sequence[Need], command: str, done: str) 
 
     whys: dict[Need, list[str]] = {}
     for need in missing:
-        key = Need(need.verb, need.resource, "", need.subresource)
-        whys.setdefault(key, [])
-        if need.why not in whys[key]:
-            whys[key].append(need.why)
+        reasons = whys.setdefault(Need(need.verb, need.resource, "", need.subresource), [])
+        if need.why not in reasons:
+            reasons.append(need.why)
     ns = conn.namespace
 
     def said(namespaced: bool) -> str:

@@ -1,42 +1,20 @@
-"""A run read and followed through watches, and `wait`'s judgement of it as its events come.
+"""A run read (`status`: a list of Jobs and one of pods, at once) and followed (`wait`).
 
-A run on the cluster: its Jobs and pods read by label, followed through watches, cleaned up.
+`follow` lists once, then watches both from the lists' resourceVersions (kube/watch.py resumes
+or re-lists); it never polls. `Follower` keeps the objects as the events tell of them and judges
+them with state.run_state, as `status` does, so both say the same of the same objects.
 
-`status` reads with two lists (Jobs, pods), made at the same time, whatever the number of
-tasks. `wait` lists each once, then watches both from the lists' resourceVersions (a dropped
-watch resumes from where it was; on 410 it re-lists, in kube/watch.py); it never polls.
+`verdict` says when `wait` may end. Succeeded, Ambiguous and Deleting end it at once, as does
+Failed when a deciding task is gone. Otherwise Failed ends it once the failure's second has
+passed on the server (TIE): the Job controller stamps each status write with its second and
+the watch brings writes in order, so a deciding task that completes in the same second wins
+the tie, and the failed pod's news (the Job's condition says only BackoffLimitExceeded) has
+come through its watch.
 
-state.py judges what is read here.
-
-`wait`'s judgement of a run as its events come: pure, with no server and no clock.
-
-`Follower` keeps the run's Jobs and pods as the lists and then the watches told of them,
-and judges the run with state.run_state, as `status` judges what it lists: both say the
-same of the same objects. `verdict` says whether `wait` may end on that judgement:
-
-- **Succeeded**, **Ambiguous** (a task that several Jobs claim) and **Deleting** end it at
-  once; so does **Failed** when a deciding task is gone (reason `deleted`).
-- **Failed** otherwise ends it only once the failure's second has passed on the server
-  (`settled`), which also gives the failed pod's news time to come through its watch (the
-  Job's condition alone says only BackoffLimitExceeded): a deciding task that completes in the same second wins the tie, and a failure
-  in the same second that comes first in role order is the one named. The Job controller
-  stamps each Job status it writes with the time of the write, and the Jobs watch brings
-  the writes in the order they were made, so a success stamped with an earlier second than
-  a failure always comes first, and once the failure's second has passed every write
-  stamped with it has been made. watch.follow waits TIE seconds after it first sees the
-  failure (the server's clock was at least at that second then), taking events meanwhile.
-
-A task's restarts that can no longer be counted (its pod gone: taskstate.py) are the count
-last seen while following, so `wait`, `run` and `status -w` keep what they saw. Likewise a
-failed task's exit code, once its pods no longer tell it (the Job controller deletes an
-OnFailure pod at the backoff limit): the code its pods showed, which the cause carries.
-
-A Job's end, once seen, is kept (`Follower.ended`): a Job seen Complete or Failed that is
-then deleted (by ttlSecondsAfterFinished, which may come within the failure's second, or
-by hand) is judged as it ended, with the pods seen with it, not as a task whose end was
-not seen. `run` restarts on that failure as on any other.
-
-`status` needs none of this: what it lists is the final word on what has happened so far.
+What can no longer be read is kept as last seen: a task's restart count and a failed task's
+exit code once its pod is gone (the Job controller deletes an OnFailure pod at the backoff
+limit), and a Job's end once seen, so a Job deleted after it ended (ttlSecondsAfterFinished,
+or by hand) is judged as it ended.
 """
 
 from __future__ import annotations
@@ -58,7 +36,7 @@ from simpletfjob.kube.request import Action, Deadline, request
 from simpletfjob.kube.resources import JOBS, NODES, PODS, SERVICES
 from simpletfjob.kube.watch import Watches
 from simpletfjob.runs.delete import replaced_line
-from simpletfjob.runs.objects import NoRunError, named_tasks, run_selector
+from simpletfjob.runs.objects import NoRunError, named_tasks, run_selector, some
 from simpletfjob.runs.state import (
     AMBIGUOUS,
     DELETED,
@@ -86,7 +64,6 @@ if TYPE_CHECKING:
     from simpletfjob.kube.watch import Event
 
 
-MANAGER = "simpletfjob"
 Seen = Callable[[Sequence[Object], Sequence[Object]], None]  # a run's Jobs and pods, as listed
 
 
@@ -96,12 +73,9 @@ def _both(
     deadline: Deadline | None = None,
     namespace: str | None = None,
 ) -> tuple[ObjectList, ObjectList]:
-    """The Jobs and the pods of the run (or of every run), listed at the same time.
+    """The Jobs and pods of the run (of every run: None), listed at once; namespace '': all.
 
-    `namespace` '' lists them in every namespace (None: the connection's).
-
-    The pods in a thread, the Jobs in the caller's: an interrupt goes up from there at
-    once, never into the other thread's errors while the pods' list rides out an outage.
+    The Jobs are listed in the caller's thread, so an interrupt goes up from there at once.
     """
     found: list[ObjectList] = []
     failed: list[BaseException] = []
@@ -198,16 +172,12 @@ def follow(
     tick: float | None = None,
     every: bool = False,
 ) -> Generator[Run, None, None]:
-    """The run now, then again after each change, until it has ended or the deadline has passed.
+    """The run now, then after each change, until it has ended or the deadline has passed.
 
-    One list of Jobs and one of pods, then a watch of each from where its list was read;
-    the Follower judges. A failure is told once its second has passed (TIE), the
-    events of that time taken. A deadline of 0 s checks once, as `kubectl wait --timeout 0s`
-    does: the lists are not cut short by it, so that a run that has ended is told as ended.
-    `seen` is given the Jobs and pods each run was judged from, before it is yielded
-    (`logs -f` reads the pods). With `tick`, the run is yielded again (changed or not) when
-    no event has come for that many seconds: `run` checks the nodes then. With `every`, it is
-    yielded after each batch of events, changed or not (`logs -f` reads every pod's change).
+    A deadline of 0 s checks once, as `kubectl wait --timeout 0s` does (the lists are not cut
+    short, so an ended run is told as ended). `seen` is given the Jobs and pods each run was
+    judged from (`logs -f`). `tick`: the run is yielded again when no event has come for that
+    many seconds (`run` checks the nodes). `every`: yielded after each batch of events.
     """
 
     def tell() -> None:
@@ -275,11 +245,10 @@ def follow(
 
 
 class NodeReader:
-    """How the nodes of pods in phase Unknown are: each node read once (a get), when first asked.
+    """How the nodes of pods in phase Unknown are, each read once (a get) when first asked.
 
-    Reading nodes needs `get` on nodes, cluster-wide; a user without it (403) gets
-    `unreachable (cannot get nodes: 403 Forbidden)` for the node, so that the task's reason
-    says why no more is known, and the command goes on. No node is asked for again.
+    Without `get` on nodes (403) a node reads as REFUSED, so the task's reason says why no more
+    is known, and the command goes on.
     """
 
     REFUSED = "unreachable (cannot get nodes: 403 Forbidden)"
@@ -306,19 +275,13 @@ class NodeReader:
 
 
 def clean_up(conn: Connection, run: Run, cleanup: str, report: Callable[[str], None]) -> None:
-    """Delete what `cleanup` says (running: the tasks not finished; all: the run), Background.
+    """Delete what `cleanup` says (running: the unfinished tasks; all: the run), Background.
 
-    Background propagation: the Job goes at once and the garbage collector removes its pods;
-    the pods of finished tasks stay, with their Jobs, for `kubectl logs`. Each delete names
-    the uid of the object as it was read: one that took the name since is left alone, and
-    reported.
-
-    Only what the run's apply made is deleted: an object whose `simpletfjob/name`
-    annotation names another object is a copy (made under another name with the run's
-    labels), and is left, with a line that says so. An object without the annotation (a
-    run applied by an older version) is taken as made by apply: a copy of it cannot be told
-    apart, but a copy that claims a task of the run makes it Ambiguous, and then nothing is
-    cleaned up at all.
+    The Job goes at once and the garbage collector removes its pods; finished tasks stay for
+    `kubectl logs`. Each delete names the uid as read, so an object that took the name since
+    is left. A copy (its `simpletfjob/name` annotation names another object) is left, with a
+    line; one without the annotation is taken as apply's (a copy claiming a task makes the
+    run Ambiguous, and then nothing is cleaned up).
     """
     if cleanup == "none":
         return
@@ -352,7 +315,6 @@ def clean_up(conn: Connection, run: Run, cleanup: str, report: Callable[[str], N
     finished = 0
     try:
         for resource, object_name, uid in targets:
-            # Only the object that was read: one that took its name since is not the run's.
             one = partial(
                 delete, conn, resource, object_name, propagation="Background", uid=uid or None
             )
@@ -371,8 +333,7 @@ def clean_up(conn: Connection, run: Run, cleanup: str, report: Callable[[str], N
             rest = rest[1:]  # deleted, or said to be on its way
         left = [resource.ref(name) for resource, name, _ in rest]
         if left:
-            shown = ", ".join(left[:3]) + (f" and {len(left) - 3} more" if len(left) > 3 else "")
-            e.progress += f"; {shown} {'is' if len(left) == 1 else 'are'} left"
+            e.progress += f"; {some(left)} {'is' if len(left) == 1 else 'are'} left"
         raise
 
 
@@ -387,9 +348,7 @@ def _name(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("name"))
 
 
-# Seconds a failure waits for its second to pass on the server: one second, and half a
-# second for the writes stamped with it to come through the watch.
-TIE = 1.5
+TIE = 1.5  # seconds for a failure's second to pass on the server, and its writes to come
 ENDS = (SUCCEEDED, FAILED, AMBIGUOUS, DELETING)  # the states `wait` ends in
 
 
@@ -455,16 +414,12 @@ class Follower:
                 self.ended[_name(job)] = job
 
     def judge(self, nodes: Mapping[str, str] | None = None) -> Run:
-        """The run as `status` would judge these objects (run_state over every Job and pod),
-        each Job seen ended judged so."""
+        """The run as `status` would judge these objects, each Job seen ended judged so."""
         run = self._judge_whole(nodes)
         return self._failures_seen(run) if run.state == FAILED else run
 
     def _failures_seen(self, run: Run) -> Run:
-        """A failed run whose failed tasks' pods no longer tell how they failed (the Job
-        controller deletes an OnFailure pod at the backoff limit, before it marks the Job
-        failed), with the exit codes those pods showed while they were there: its cause
-        carries them (classify.py). Its lines say what they said."""
+        """The failed run, its failed tasks whose pods are gone given the exit codes seen."""
         tasks = list(run.tasks)
         seen_pods: dict[str, list[Mapping[str, Any]]] | None = None  # by Job, read once if asked
         changed = False
@@ -526,8 +481,7 @@ class Follower:
         return {node for node, count in self.unknown.items() if node and count}
 
     def _count_unknown(self, pods: Mapping[str, Mapping[str, Any]], event: Event) -> None:
-        """The pods in phase Unknown on each node, as the event changes them (before the store
-        takes it)."""
+        """The pods in phase Unknown per node, as the event changes them (before the store)."""
         if event.type == "RELIST":
             self.unknown = Counter(unknown_node(pod) for pod in event.objects)
             return
@@ -560,7 +514,6 @@ def verdict(run: Run, settled: bool) -> Run | None:
         return None
     if settled or run.reason == DELETED:
         return run
-    # No time to wait for, and the pod's own failure known (the Job's condition, which can
-    # come first through the other watch, says only BackoffLimitExceeded).
+    # No time to wait for, and the pod's own failure known (not only BackoffLimitExceeded).
     task = next((t for t in run.tasks if t.task == run.decided_by), None)
     return run if run.decided_at is None and task is not None and not task.reason_from_job else None

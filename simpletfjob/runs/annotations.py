@@ -1,46 +1,16 @@
-"""What a run's Jobs carry: what apply adds to the manifests for the cluster to carry out, and what is read back from them.
+"""What a run's Jobs carry: the limits apply writes for the cluster to carry out, and the
+annotations status and wait read back.
 
-What `status` and `wait` read back from the annotations on a run's Jobs: values that can be right.
+Written: `--deadline` as every Job's activeDeadlineSeconds (the Job controller fails each with
+DeadlineExceeded); `--cleanup-after` as ttlSecondsAfterFinished on the deciding Job, which owns
+the rest (so it is applied first, and the others get its uid as soon as it is known). The
+TTL-after-finished controller is alpha before 1.21 and a server without its gate drops the field
+silently, so the owner's dry run must keep it (`Owner.check`). `run`'s restarts and the progress
+options are annotations (the latter on the deciding Job only).
 
-render writes the success policy on every document, and `run` its restart limit and count
-on every Job (identity.py names them); whoever may edit a Job can change them (`kubectl
-annotate`). Each is read as what it can be:
-
-- the success policy: one of identity.SUCCESS_POLICIES, the same on every Job that has it
-  (none at all: worker0, as render defaults);
-- an elastic run's min-workers: a whole count of at least 1, the same on every Job (none:
-  not elastic);
-- the restarts: whole counts, the limit at most MOST_RESTARTS (as `--max-restarts`), the
-  count at most the limit, each the same on every Job (none at all: not applied by `run`);
-  beside them, the restarts in a row without progress (progress.py), which the limit bounds in
-  place of the count: at most the limit and the count (none: every restart counted).
-
-A value that cannot be right is not printed as if it were, nor acted on: it is flagged in
-words that name the annotation, the Job and what is wrong (a number too long to be a count
-is not repeated). Plain dicts in, pure: state.py asks.
-
-What `apply` and `run` add to a run's manifests for the cluster to carry out with no client.
-
-- **--deadline D**: `activeDeadlineSeconds: D` on every Job, the parameter servers' too, so
-  that the whole run stops once D has passed (the Job controller fails each Job with
-  reason `DeadlineExceeded`).
-- **--cleanup-after D**: the Job of the task that decides success (the chief, else worker
-  0) owns the run's other Jobs and its Services (`ownerReferences` with that Job's uid),
-  and gets `ttlSecondsAfterFinished: D`. Once it has finished and D has passed, the TTL
-  controller deletes it, and the garbage collector the rest. Its uid exists only once it
-  has been created, so it is applied first (`order`), and the others are given the
-  reference as soon as it is known (`Owner.applied`). The TTL-after-finished controller
-  is beta from 1.21 and GA from 1.23; from 1.12 to 1.20 it is alpha, off unless the
-  TTLAfterFinished feature gate is on, and an API server without the gate drops
-  `ttlSecondsAfterFinished` silently. So the server's dry run of the owner, made before
-  anything is applied, must keep the field (`Owner.check`): else the run is refused, as
-  a cleanup that would never happen.
-- **Restarts** (`run --max-restarts N`): the limit, the count so far and those in a row
-  without progress (progress.py), as annotations on every Job (`status` shows `restarts 1/3`;
-  annotations.read_restarts reads them).
-- **Progress** (`--progress-task`, `--progress-pattern`, `--stall-timeout`, and `run`'s best
-  step before the attempt): annotations on the deciding Job (`marks`), which runs/reporting.py
-  reads; a --progress-task that the run does not have is refused first.
+Read back: anyone may `kubectl annotate` a Job, so each value is checked for what it can be
+(a success policy, a count within its bound, the same on every Job); one that cannot be right
+is flagged, naming the annotation and the Job, and not acted on.
 """
 
 from __future__ import annotations
@@ -229,12 +199,10 @@ def add_limits(
     restarts: tuple[int, int, int] | None = None,
     marks: Sequence[tuple[str, str]] = (),
 ) -> Owner | None:
-    """Write the limits into the manifests (in place); with cleanup_after, the owner to apply first.
+    """Write the limits into the manifests (in place); with cleanup_after, the `Owner`, whose Job
+    is moved first and whose `applied` apply_manifests calls for each object applied.
 
     `restarts` are (done, limit, in a row without progress); `marks`, the deciding Job's.
-
-    The returned `Owner` has reordered `wanted` (its Job first); give its `applied` to
-    apply_manifests, which calls it for each object applied.
     """
     for m in wanted:
         if m.resource is not JOBS:
@@ -260,7 +228,6 @@ def add_limits(
 
 
 def _mark(wanted: Sequence[Manifest], marks: Mapping[str, str]) -> None:
-
     tasks = [task_name(m.body) for m in wanted if m.resource is JOBS]
     chosen = marks.get(PROGRESS_TASK_ANNOTATION)
     if chosen and chosen not in tasks:

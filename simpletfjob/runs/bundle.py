@@ -1,6 +1,4 @@
-"""The files of `diagnose`'s bundle (pure, no server).
-
-The files of `diagnose`'s bundle, from what was read of a run: pure, no server.
+"""The files of `diagnose`'s bundle, from what was read of a run: pure, no server.
 
 Secrets stay out. Secret objects are never read, and a `valueFrom` is written as the
 reference it is. A literal env value whose name holds TOKEN, PASSWORD, SECRET or KEY (in any

@@ -12,19 +12,14 @@
                                  what its pods request
       RUN/manifests.yaml         the run's Jobs and Services as the cluster has them
 
-The run's status, its Jobs, pods and Services, the namespace's events and the server's
-version are read at the same time; then the logs, every task's at once as `logs` reads them
-(logstreams.Merger), and the nodes with their pods. Only what `status` and `logs` need must
-be allowed (the Jobs and pods, pods/log): a part that another right guards (Services, events,
-nodes, the other pods on a node) is left out when refused, as is the log of a pod that is
+Only what `status` and `logs` need must be allowed (Jobs, pods, pods/log): a part another
+right guards (Services, events, nodes) is left out when refused, as is the log of a pod that is
 gone, and summary.txt says what and why. bundle.py makes the files: redacted, bounded.
 
-`run --diagnose-on-failure DIR` and `wait`'s (`OnFailure`) write the same bundle at the
-verdict of a run that fails, before the client deletes anything. As they follow the run, a
-`Recorder` keeps each task's log (streamed, its last lines), and its Jobs and pods as last
-seen: a log that is gone by then (the TTL of --cleanup-after deletes the run, the Job
-controller a failed OnFailure pod) is written as kept, and a Job or pod that is gone as last
-seen; status.json and summary.txt are the run as judged at the verdict.
+`run --diagnose-on-failure DIR` and `wait`'s (`OnFailure`) write the same bundle at a failing
+verdict, before the client deletes anything. As they follow, a `Recorder` keeps each task's
+log's last lines and its Jobs and pods as last seen, since they may be gone by then
+(--cleanup-after's TTL, the Job controller deleting a failed pod).
 """
 
 from __future__ import annotations

@@ -1,33 +1,15 @@
-"""A run's end, followed once (an Ending, and its lines); `status RUN` and `status -w`.
+"""A run's end, followed once for `wait`, `run`, `status -w` and `logs -f` (an Ending), the
+lines that say it, and `status RUN`.
 
-Following a run to its end, once, for `wait`, `run`, `status -w` and `logs -f`: an Ending.
+`follow` hands each state of the run to `on_change` (what the command shows), asks `check`
+for an end the state does not tell (run's: a refused pod, a side task's failure, a lost node),
+and ends as Succeeded, Failed (with its Cause), Undecided (a task several Jobs claim, a run
+being deleted) or TimedOut. `ending_of`, `finishing` and `finished_as` are pure, so the
+Ending of recorded events is tested without a server.
 
-    follow (watch.py: two lists, two watches, and the Follower's verdict)
-      -> each state of the run to `on_change` (what the command shows: wait's and run's lines,
-         status -w's rows, logs -f's new streams)
-      -> `check` (run's: a refused pod, a side task's failure, a lost node): an end that the
-         run's state does not tell
-      -> an Ending: Succeeded; Failed, with its typed Cause (classify.py); Undecided (a task
-         that several Jobs claim, a run being deleted); TimedOut (the deadline passed first,
-         also within a request it cut short)
-
-What a command says of the end is built here too, once: the success line, the failed line
-(and `run`'s, which gives its restart decision's words), the line of a run that cannot be
-decided, and the failing task's last log lines and Warning events (failure.py) that `wait`,
-`run` and `status -w` show before the verdict.
-
-After a success, before the cleanup, the tasks that end by themselves (the framework's
-`ends_by_itself`: a collective's workers end a moment after the task that decided) are
-given --cleanup-grace to end (`let_finish`: one list and one watch of the run's Jobs), so
-that the cleanup does not take their Jobs and logs.
-
-`ending_of` is the pure part: it reads a sequence of judged runs, so that the Ending of
-recorded events is tested without a server (tests/unit/test_ending.py); so are
-`finishing` and `finished_as`, the grace's rules.
-
-`status RUN` and `status -w`: one run read as it is now, or followed until it ends.
-
-The command prints; these read, and hand each state of the run to the caller.
+After a success, the tasks that end by themselves (a collective's workers end a moment after
+the deciding one) are given --cleanup-grace (`let_finish`), so that the cleanup does not take
+their Jobs and logs. These read; the command prints.
 """
 
 from __future__ import annotations

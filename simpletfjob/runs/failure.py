@@ -1,55 +1,29 @@
-"""Why a run failed, said where the user looks; the refusals and lost nodes `run` restarts on.
+"""Why a run failed, said where the user looks, and the refusals and lost nodes `run` restarts on.
 
-Why a run failed, said where the user is looking: the failing task's last log lines and the
-Warning events of its Job and pods, after `wait`'s and `status`'s verdict.
+After `wait`'s and `status`'s verdict, the failing task's error and last log lines, and the
+Warning events of its Job and pods:
 
     worker-1: its error:
     worker-1 | Traceback (most recent call last):
-    worker-1 | ...
     worker-1 | ValueError: bad shape
     worker-1: the last 20 lines of its log (pod mnist-worker-1-x7k2p, container tensorflow):
     worker-1 | ...
     worker-1: Warning events of its Job and pods:
       BackoffLimitExceeded (x1) job/mnist-worker-1: Job has reached the specified backoff limit
 
-- **Logs.** The task's newest pod that ran: its container's output, or with the container
-  waiting to start again (`CrashLoopBackOff`) the instance that crashed (`previous`). A pod
-  refused before its container started (`OutOfnvidia.com/gpu`) has no log: a line says so.
-- **The error.** The last lines are often not it (torchrun ends with its ChildFailedError
-  box): the last SEARCHED lines are read, and the error classify.task_error finds in them is shown
-  first, unless the last lines shown hold it all.
-- **Kept lines.** With `restartPolicy: OnFailure` the Job controller deletes the pod once
-  the backoff limit is reached, and its logs go with it. `Keeper`, fed every state `wait`
-  judges, reads the last lines of each container it sees crash (`previous`) while the pod is
-  still there, and they are shown when the pod is gone. A `wait` that starts after the pod
-  is gone says so: `worker-1: its pod is gone; its logs went with it`.
-- **Events.** One list of the namespace's Warning events (`fieldSelector type=Warning`),
-  matched to the task's Job (by name and uid) and to its pods (by uid, or by the name the Job
-  controller gives them, `JOB-xxxxx`, so that a pod that is gone is still matched).
+The log is the newest pod's that ran, or in CrashLoopBackOff the instance that crashed
+(`previous`); the error is looked for in the last SEARCHED lines (torchrun's box hides it).
+With `restartPolicy: OnFailure` the Job controller deletes the pod at the backoff limit and
+its logs with it, so `Keeper` reads each crashed container's last lines while the pod is there.
+Events are matched to the Job by name and uid, and to its pods by uid or by the name the Job
+controller gives them (`JOB-xxxxx`), so that a pod that is gone still matches. Nothing here
+turns a verdict into an error: what cannot be read (RBAC, a pod gone) is one line saying why.
 
-Nothing here turns a verdict into an error: a refusal (RBAC on `pods/log` or `events`), a
-pod gone meanwhile or a node that does not answer is one line that says what could not be
-read and why. `stuck_reasons` gives `status` a Pending task's latest Warning event as its
-reason when its pod says nothing better (`FailedMount` behind `ContainerCreating`).
-
-Why `run` restarts a run that `wait` would still be waiting on: a refused pod, a lost node.
-
-A run fails, for `run`, when (besides a task's Job failing, which state.py judges):
-
-- **a node refused a task's pod**: the kubelet admits a pod or fails it at once, with
-  phase Failed and a reason such as `OutOfnvidia.com/gpu`, `OutOfcpu`, `NodeAffinity`,
-  `NodePorts` or `NodeName`. The Job controller would only make another pod for the same
-  node, which refuses it again;
-- **a task's node has been NotReady, or gone, for longer than the grace**: the node as
-  its Ready condition says (a node lifecycle controller sets it Unknown once the kubelet
-  stops posting), or a 404. The time is counted from when this client first saw it so,
-  on its own clock: the node's lastTransitionTime is the server's, and clocks differ.
-  Tasks that have finished do not count: their node is no longer needed.
-
-Reading a node needs `get` on nodes, cluster-wide. `run` asks before it starts
-(wait.py) and warns once when it may not; a refusal met all the same (no review
-could be asked, or the right was taken away meanwhile) is said once, in the same words as
-every refusal, and the nodes are not read again: node loss is then not watched.
+`run` also ends an attempt that `wait` would still wait on: a pod its node refused
+(`OutOf...`, `NodeAffinity`: the Job controller would only make another pod for the same
+node), and a node NotReady or gone past the grace, counted on this client's clock from when it
+first saw it so (the server's clock may differ); finished tasks' nodes do not count. A refusal
+to read nodes is said once, and node loss is then not watched.
 """
 
 from __future__ import annotations
@@ -81,7 +55,6 @@ if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
 
 
-DEFAULT_TAIL = 20
 SEARCHED = 200  # lines of the failing task's log its error is looked for in
 READ_WITHIN = 10.0  # seconds for each read of an explanation: it must not hold the verdict long
 GENERIC = ("", "ContainerCreating", "PodInitializing", "Pending", "no pod yet")

@@ -1,63 +1,31 @@
 """Before apply writes: the server's dry runs, how each object differs, the writes' order.
 
-Which objects apply asks the server to dry-run: one of each shape it would create, and the
-others of that shape judged by that one's verdict (apply.py).
+The dry runs change nothing, so they go `in_flight` at a time, judged in the render's order.
+A role's tasks are rendered from one skeleton, so their objects differ only in the task's
+values (a name, an index label, a node, the framework's variables), and for those fields the
+server's rule is a rule of the value alone. So apply dry-runs one object of each shape it
+would create and carries that verdict to the others (`sampled_dry_runs`):
 
-A run's tasks of one role are rendered from one skeleton, so their objects differ only in
-the task's values: a name, an index label, a node, its framework's variables. The server judges an object
-by its fields, and for the fields where those values stand its rule is a rule of that value
-alone, which is checked here. So:
+- **Shape**: two manifests of a resource are alike but at the `VARYING` places, where each
+  holds a string; all else is equal field for field, in the same order.
+- **Sampled**: the first object of each shape, every object the run's list has (an update
+  depends on the live object), and any whose values fail a check below (the server then says
+  what is wrong in its own words).
+- **Checked here** where an object differs from its sample, as the API server checks it: names
+  (a Job's a DNS-1123 subdomain of at most 63, as its pods' `job-name` label; a Service's a
+  DNS-1035 label), label values, `nodeName`, annotations within 256 KiB together, and the
+  object's JSON no larger than its sample's or within 512 KiB.
+- **Names held by others** come from one list of names (`names_held`).
 
-- **Shape.** Two manifests of one resource have the same shape when they are equal but at
-  the *varying* places below, where each holds a string (`VARYING`; a number, a list or a
-  mapping there is part of the shape). Everything else (image, ports, resources, tolerations,
-  restart policy, ...) is equal, field for field, and in the same order.
-- **Sampled.** The first object of each shape, in the render's order, gets the server's dry
-  run, as every object did before; so do the objects the run's list has (an update depends
-  on the live object, so it is never carried), and any object whose own values fail a check
-  below (the server then says what is wrong, in its own words).
-- **Checked here**, for each object that takes its sample's verdict, at each varying place
-  where it differs from its sample, as the API server checks it: `metadata.name` a DNS-1123
-  subdomain of at most 63 characters for a Job (its pods carry it as the `job-name` label),
-  a DNS-1035 label for a Service; a label's value, and a Service's selector's, a label value;
-  `nodeName` a DNS-1123 subdomain; the annotations of one object at most 256 KiB together; an
-  env variable's value, a command's and an argument's words, any string; and the whole object,
-  as JSON, no larger than its sample or within 512 KiB (the API server and etcd cap an
-  object's size).
-- **Names held by others** are found from one list, of names only (metadata), of the
-  namespace's Jobs and of its Services (apply.py), not from each object's dry run.
+Not caught, where each object's dry run would have: a webhook or policy judging one task's
+values. Such a refusal stops the apply half-way and says what was applied; `--dry-run=server`
+dry-runs every object.
 
-What this does not catch, where the object's dry run would have: an admission webhook, or
-a policy engine, that judges one task's values (such as one node name it refuses); a quota
-of objects (`count/jobs.batch`) is not caught either way, as each dry run is judged alone.
-Objects are still applied one by one, so such a refusal stops the apply half-way, and it says
-what was applied (apply.py). `--dry-run=server` dry-runs every object.
-
-The server's dry run of each manifest before apply changes anything, and how it differs
-from the live object: what `apply` judges a run by (apply.py).
-
-The dry runs change nothing, so they go `conn.settings.in_flight` at a time; their answers
-are judged in the render's order. An apply dry-runs one object of each shape it would create
-and carries that verdict to the others of the shape (`sampled_dry_runs`; `sample` says when
-that holds), having found the names that others' objects hold from one list of names
-(`names_held`).
-
-The order apply sends a run's objects in (apply.py): groups that go one after the other.
-
-Each group's writes are all answered before the next group's go, and the lines are said
-in the render's order whatever the group:
-
-1. the owner of `--cleanup-after` (annotations.py), alone: the others name its uid;
-2. the Services: their pods' DNS names exist before any task starts;
-3. the Jobs whose success is the run's (the framework's `deciding`: TensorFlow's chief,
-   else worker 0, or every worker under `all-workers`);
-4. the other Jobs.
-
-With the deciding Jobs first, no apply, cut short or running beside another, leaves Jobs of
-the run without the Jobs that decide it: a run whose deciding Job is missing while another
-task's Job is there had that Job deleted (state.py: Failed, `deleted`), and one where only
-deciding Jobs are there, none of them ended, is one still being applied (apply.py applies
-the rest, as the interrupt's line says to).
+The writes go in groups, each all answered before the next (`groups`): the `--cleanup-after`
+owner alone (the others name its uid); the Services (their DNS names exist before any task
+starts); the deciding Jobs; the other Jobs. With the deciding Jobs first, an apply cut short
+never leaves Jobs without those that decide the run, so a run missing a deciding Job had it
+deleted (Failed), and one with only deciding Jobs, none ended, is still being applied.
 """
 
 from __future__ import annotations

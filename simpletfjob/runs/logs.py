@@ -1,27 +1,17 @@
 """A run's container logs: every task's, read at once and merged line by line, as stern prints them.
 
-    the run's Jobs and pods (one list each) -> the tasks asked for -> one log stream per
-    task's pod and container -> lines, whole, in order of arrival -> `worker-0 | line`
+Each running container's stream is read in a thread of its own, ended containers' a few at a
+time (logsources.py); each hands over whole lines only, so two tasks' output never mixes
+within a line. There is no limit on streams (kubectl stops at `--max-log-requests 5`).
 
-Each stream of a running container is read in a thread of its own, and the logs of ended
-containers a few at a time over kept connections (logsources.py); each hands over whole
-lines only, so two tasks' output never mixes within a line. There is no limit on streams
-(kubectl stops at `--max-log-requests 5`).
+With `follow`, every change of the run's pods is watched: a pod made later and a container
+started again in place (`OnFailure`) each get a stream once they run; a stream is read on
+across a break from its last line, and an API server outage is ridden out as `wait` does.
+Following ends when the run has ended and every finished task's stream is drained; GRACE
+seconds after the end, a stream whose container still runs (a parameter server) is cut.
 
-With `follow`, the run's pods are watched as well, every change of them: a pod the Job
-controller makes later (a new attempt after a failure) and a container started again in
-place (`OnFailure`) each get a stream of their own once they run. Each stream is read on
-across a break from its last line (kube/podlog.py), and the whole follow rides out an
-outage of the API server as `wait` does. Following ends when the run has ended by its
-success policy and every stream of a task that has finished is drained, however long that
-takes; GRACE seconds after the end, the pods are read once more, and a stream whose
-container still runs (a parameter server never ends on its own) is read no further.
-
-A task with nothing to show yet (no pod, or a container waiting: `ContainerCreating`,
-`ErrImagePull`) gets one note with the reason; with `follow`, its output comes once it
-starts. That is not an error, and neither is a pod gone before its log was read (deleted
-by a cleanup, or by the Job controller at a failed task's backoff limit): its note says
-so. `run`, whose own lines tell each task's state and a failure's kept lines, has no note
+A task with nothing to show yet (no pod, a waiting container) or whose pod is gone gets one
+note with the reason, not an error; `run`, whose own lines say each task's state, has no note
 for a task without a pod (`podless=False`).
 """
 
@@ -67,11 +57,9 @@ COLORS = (36, 33, 32, 35, 34, 31, 96, 93, 92, 95, 94, 91)  # ANSI foregrounds, o
 class Printer:
     """Writes lines with their source's prefix (`worker-0 | `), coloured if asked, a batch a write.
 
-    With `visible` (stdout is a terminal, or the output is coloured for one), each line is
-    shown as `cat -v` shows it, tabs kept (streams.visible_lines): a task's output cannot
-    erase its prefix, move the cursor over earlier lines or colour itself, so it cannot pass
-    itself off as another task's or as the verdict. Otherwise (a pipe, a file, no colour)
-    the lines are written byte for byte.
+    With `visible` (a terminal, or colour for one), each line is shown as `cat -v` shows it,
+    tabs kept, so that a task's output cannot pass itself off as another task's or as the
+    verdict; otherwise the lines are written byte for byte.
     """
 
     def __init__(

@@ -1,26 +1,16 @@
 """A run's logs at their source: which containers they come from, and each one's stream read in a thread.
 
-Which containers a run's logs come from: its tasks, their current pods, and the container to read.
+A task's pod is the newest that has not finished, else the newest; its container the one named,
+every one, or by default the one whose env carries the framework's variables, else the first.
+A container waiting to start has no output yet; one in CrashLoopBackOff still shows the run
+that crashed.
 
-A task's pod is the newest that has not finished, else the newest (a new attempt after a
-failure replaces the one before). Its container is the one named, every one, or by
-default the one that carries the framework's variables in its env, else the first.
-Whether a container has output yet is read from its status: a container waiting to start
-(`ContainerCreating`, `ErrImagePull`) has none, one waiting to be started again after a
-crash (`CrashLoopBackOff`) still shows the run that crashed. `run --logs` names tasks
-(`log_tasks`), checked against its plan before anything is applied (`check_log_tasks`).
-
-The streams of a run's logs: what to read of each container, each read in a thread of its own.
-
-`Merger` reads each stream in a thread and hands its batches of whole lines to the caller's
-thread, in order of arrival. A container that runs has a thread (and a connection) of its
-own, as its log goes on as long as it runs. The log of one that has ended ends by itself:
-those are read ENDED_AT_ONCE at a time, each to its end and then the next, by threads that
-keep their connection (the client's pool keeps it alive between two), so that a finished
-run of a hundred tasks costs a few TLS handshakes, not a hundred. While following, each is read with kube/podlog.py's
-`follow_log`, which reads on across a break from where it stopped; `Merger._again` tells it
-where the run of the container it reads stands then (logsources.run_now), from the pod as
-the follow last told of it or, when that says it still runs, as it is now.
+`Merger` hands each stream's batches of whole lines to the caller's thread as they come. A
+running container's log goes on as long as it runs, so it has a thread and a connection of its
+own; ended containers' logs end by themselves, so ENDED_AT_ONCE threads read them one after
+another over kept connections (a few TLS handshakes for a hundred tasks, not a hundred). When
+following, `follow_log` reads on across a break, and `Merger._again` tells it where the
+container's run stands, from the pod as last told or, if that says it runs, as it is now.
 """
 
 from __future__ import annotations

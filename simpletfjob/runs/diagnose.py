@@ -88,12 +88,10 @@ def diagnose(
     cause: Cause | None = None,
     verdict: str | None = None,
 ) -> None:
-    """Read run NAME and write its bundle to `path` (bundle_path), all or nothing; NoRunError
-    when there is no such run, and no file.
+    """Read run NAME and write its bundle to `path`, all or nothing (NoRunError: no file).
 
-    `run` and `wait` give what their Recorder `kept`, the run as they `last` judged it (its
-    status.json and summary), and the `cause` and `verdict` of its failure: a task whose log
-    cannot be read now has the log kept, and a Job or pod deleted since, as last seen."""
+    `run` and `wait` give their Recorder (`kept`: logs and objects gone since), the run as they
+    `last` judged it, and the `cause` and `verdict` of its failure."""
     from simpletfjob.output import write_atomic_bytes
     from simpletfjob.runs.ending import failed_line, read_status, succeeded_line, undecided
     from simpletfjob.runs.state import AMBIGUOUS, DELETING, FAILED, SUCCEEDED
@@ -140,14 +138,13 @@ def diagnose(
     cause = cause or bundle.first_failure(run)
     first = [f"tasks/{cause.task}.log", f"tasks/{cause.task}.previous.log"] if cause else []
     files, cut = bundle.bounded(files, first)
-    if verdict is None and run.state == FAILED:
-        verdict = failed_line(run)
-    elif verdict is None and run.state == SUCCEEDED:
-        verdict = succeeded_line(run)
-    elif verdict is None and run.state in (AMBIGUOUS, DELETING):
-        verdict = undecided(run, conn.settings.context)
-    elif verdict is None:
-        verdict = f"run {name!r} has not ended: {run.state}"
+    if verdict is None:
+        verdict = (
+            failed_line(run) if run.state == FAILED
+            else succeeded_line(run) if run.state == SUCCEEDED
+            else undecided(run, conn.settings.context) if run.state in (AMBIGUOUS, DELETING)
+            else f"run {name!r} has not ended: {run.state}"
+        )  # fmt: skip
     from simpletfjob._version import __version__
 
     versions = f"simpletfjob {__version__}; server {version.result()}"
@@ -311,11 +308,9 @@ SETTLE = 2.0  # seconds the streams of containers that have ended are given to b
 
 
 class Recorder(Keeper):
-    """What `run` and `wait` keep of a run as they follow it, for its bundle: each task's log
-    and its Jobs and pods as last seen (their events outlive them). Each task's container is
-    streamed (logstreams.Merger, as `logs -f` reads) from when it is first seen, and its last
-    LOG_LINES lines are kept, of its newest container and the one before: at most two
-    deques of LOG_LINES lines a task. It is failure.py's Keeper too (`seen`, `kept_for`)."""
+    """What `run` and `wait` keep of a run as they follow it, for its bundle (and as failure.py's
+    Keeper): its Jobs and pods as last seen, and each task's last LOG_LINES lines of its newest
+    container and the one before, streamed as `logs -f` reads from when it is first seen."""
 
     def __init__(self, conn: Connection, tail: int) -> None:
         super().__init__(conn, tail)
@@ -428,10 +423,9 @@ class Recorder(Keeper):
 
 
 class OnFailure:
-    """--diagnose-on-failure DIR as `run` and `wait` carry it out: a Recorder follows each
-    attempt (without DIR, failure.py's Keeper: nothing more is read), and a run that fails has
-    its bundle written into DIR at the verdict, before the client deletes anything. One that
-    cannot be written is a warning: the verdict and the exit status stay as they are."""
+    """--diagnose-on-failure DIR: a Recorder follows each attempt (without DIR, a plain Keeper),
+    and a failed run's bundle is written into DIR at the verdict, before anything is deleted;
+    one that cannot be written is a warning, the verdict and exit status unchanged."""
 
     def __init__(self, conn: Connection, directory: str | None, say: Callable[[str], None]) -> None:
         self.conn, self.directory, self.say = conn, directory, say

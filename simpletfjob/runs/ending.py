@@ -129,11 +129,8 @@ def follow_to_end(
 ) -> Ending:
     """Follow run NAME until it ends (`ending_of` over watch.follow), or the deadline passes.
 
-    `seen`, `tick` and `every` are watch.follow's: the Jobs and pods each state was judged
-    from (wait's Keeper, logs -f's streams), a state again after `tick` quiet seconds (run's
-    node checks), and a state after every batch of events. A request that the deadline cut
-    short is TimedOut, with it as the `problem`; before the deadline, the cluster's error
-    goes up, as does NoRunError.
+    `seen`, `tick` and `every` are watch.follow's. A request the deadline cut short is TimedOut,
+    with it as the `problem`; before the deadline, the cluster's error goes up.
     """
     from simpletfjob.runs.watch import follow
 
@@ -157,11 +154,8 @@ def follow_to_end(
 
 
 def finishing(run: Run) -> list[TaskStatus]:
-    """Of a run that has succeeded, the tasks that have not ended but end by themselves, as its
-    framework says (`ends_by_itself`: the workers of a collective end with the task that
-    decided, a moment later; a ps never does): the cleanup gives them --cleanup-grace to end,
-    so that their Jobs and logs stay. [] for any other run, and for a task that is a copy
-    (the cleanup leaves it anyway) or is being deleted."""
+    """Of a run that has succeeded, the unended tasks its framework says end by themselves
+    (`ends_by_itself`), not copies nor being deleted; [] for any other run."""
     if run.state != SUCCEEDED:
         return []
     roles = framework_named(run.framework).ends_by_itself({t.role for t in run.tasks})
@@ -191,10 +185,9 @@ def let_finish(
     deadline: Deadline | None,
     say: Callable[[str], None] | None = None,
 ) -> Run:
-    """Give a run that has succeeded `grace` seconds (no more than `deadline` leaves) for its
-    `finishing` tasks to end: one list and one watch of its Jobs, until each has ended. The
-    run, with those that ended taken as they ended (the cleanup then leaves them); each is
-    said to `say` as it ends (`worker-1 Succeeded`). Its state and verdict stay as they were."""
+    """Give a succeeded run's `finishing` tasks `grace` seconds (within `deadline`) to end, by
+    one watch of its Jobs; the run with those that ended as they ended, each said to `say`
+    (`worker-1 Succeeded`). Its state and verdict stay as they were."""
     waiting = {task.job: task for task in finishing(run)}
     if grace <= 0 or not waiting:
         return run
@@ -249,10 +242,8 @@ UNRESOLVED = (
 
 
 def names_to_resolve(run: Run, jobs: Iterable[Object]) -> list[str]:
-    """The node names the run's tasks reach each other at, when they do so by name: the hosts
-    its framework's variables name (as its Jobs carry them: `peer_hosts`) that are the nodes
-    its tasks are on, and no IP address. A node's name resolves inside a pod only where the
-    cluster's DNS knows it. [] for addresses (--address internal-ip) or Services' names."""
+    """The node names the run's tasks reach each other at (`peer_hosts` that are its nodes),
+    which resolve inside a pod only where the cluster's DNS knows them; [] for addresses."""
     import ipaddress
 
     fw = framework_named(run.framework)
@@ -309,11 +300,8 @@ def unresolved_note(task: str, lines: Sequence[str], run: Run, jobs: Iterable[Ob
 def explain_failure(
     conn: Connection, run: Run, cause: Cause | None, tail: int, keeper: Keeper | None = None
 ) -> list[str]:
-    """The failing task's last log lines and Warning events (failure.py), for a cause that names
-    a task whose pods can be read: a task that failed, or a pod its node refused (a lost
-    node's pods cannot be read: no kubelet answers); then, when its log says a name did not
-    resolve and the tasks reach each other by node name, that (`unresolved_note`). [] for
-    any other."""
+    """The failing task's last log lines and Warning events, and `unresolved_note`, for a task
+    that failed or a pod its node refused (a lost node's kubelet does not answer); else []."""
     if cause is None or cause.kind not in (TASK_FAILED, REFUSED):
         return []
     from simpletfjob.runs.failure import explain_task
@@ -323,13 +311,11 @@ def explain_failure(
 
 
 def failed_line(run: Run, verdict: str | None = None) -> str:
-    """'run 'mnist' failed: worker-1 Failed: Error (exit 1)', and the restarts `run` has left.
-
-    `verdict`, `run`'s words (its cause and why it is not restarted), stands for the outcome
-    and the restarts left."""
+    """'run 'mnist' failed: worker-1 Failed: Error (exit 1)', and the restarts `run` has left;
+    `run`'s `verdict` words stand for both."""
     if verdict is not None:
         return f"run {run.name!r} failed: {verdict}"
-    # the restarts counted against the limit: those in a row without progress (progress.py)
+    # counted against the limit: those in a row without progress
     spent, limit = run.in_a_row, run.restarts[1]
     left = (
         f"; {limit - spent} of its {limit} restarts are left, which only simpletfjob run "

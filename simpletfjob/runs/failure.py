@@ -37,6 +37,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from simpletfjob.errors import ClusterError
 from simpletfjob.kube.request import Action, Deadline, request
 from simpletfjob.kube.resources import EVENTS, PODS
 from simpletfjob.runs.classify import Cause, node_lost, refused, task_error
@@ -72,37 +73,38 @@ class Kept:
 # ---- reading ------------------------------------------------------------------------------------
 
 
-def _failure(conn: Connection, action: Action, status: int, data: bytes, reason: str) -> str:
+def _read(
+    conn: Connection, action: Action, query: list[tuple[str, str | int]]
+) -> tuple[bytes | None, str]:
+    """The answer's body, or (None, why it could not be read), within READ_WITHIN."""
     from simpletfjob.kube.refusals import refusal, status_of
 
-    why, message, details = status_of(data, reason)
-    return refusal(conn.target, action, status, why, message, details)
+    try:
+        answer = request(
+            conn, action, query=query, deadline=Deadline.after(READ_WITHIN),
+            passthrough=range(400, 600),
+        )  # fmt: skip
+    except ClusterError as e:
+        return None, str(e)
+    if answer.status >= 400:
+        why, message, details = status_of(answer.data, answer.reason)
+        return None, refusal(conn.target, action, answer.status, why, message, details)
+    return answer.data, ""
 
 
 def read_tail(
     conn: Connection, pod: str, container: str, tail: int, previous: bool
 ) -> tuple[list[bytes], str]:
     """The container's last `tail` lines, or ([], why they could not be read)."""
-    from simpletfjob.errors import ClusterError
-
     action = Action("get", PODS, conn.namespace, pod, subresource="log")
     query: list[tuple[str, str | int]] = [("container", container), ("tailLines", tail)]
     if previous:
         query.append(("previous", "true"))
-    try:
-        answer = request(
-            conn,
-            action,
-            query=query,
-            deadline=Deadline.after(READ_WITHIN),
-            passthrough=range(400, 600),
-        )
-    except ClusterError as e:
-        return [], str(e)
-    if answer.status >= 400:
-        return [], _failure(conn, action, answer.status, answer.data, answer.reason)
+    data, why = _read(conn, action, query)
+    if data is None:
+        return [], why
     # Split at newlines only, as `kubectl logs` shows lines: a carriage return stays in its line.
-    lines = answer.data.split(b"\n")
+    lines = data.split(b"\n")
     if lines[-1] == b"":
         lines.pop()
     return [line + b"\n" for line in lines], ""
@@ -110,25 +112,13 @@ def read_tail(
 
 def warning_events(conn: Connection) -> tuple[list[Object], str]:
     """The namespace's Warning events, oldest first, or ([], why they could not be read)."""
-    import json
-
-    from simpletfjob.errors import ClusterError
-
-    action = Action("list", EVENTS, conn.namespace)
+    data, why = _read(
+        conn, Action("list", EVENTS, conn.namespace), [("fieldSelector", "type=Warning")]
+    )
+    if data is None:
+        return [], why
     try:
-        answer = request(
-            conn,
-            action,
-            query=[("fieldSelector", "type=Warning")],
-            deadline=Deadline.after(READ_WITHIN),
-            passthrough=range(400, 600),
-        )
-    except ClusterError as e:
-        return [], str(e)
-    if answer.status >= 400:
-        return [], _failure(conn, action, answer.status, answer.data, answer.reason)
-    try:
-        items = json.loads(answer.data).get("items") or []
+        items = json.loads(data).get("items") or []
     except (ValueError, AttributeError):
         return [], f"{conn.target}: the event list is not JSON"
     events = [e for e in items if isinstance(e, Mapping) and e.get("type") == "Warning"]
@@ -196,10 +186,8 @@ def _before(event: Object, created: datetime | None) -> bool:
 
 
 def event_lines(events: Iterable[Object]) -> list[str]:
-    """'  BackoffLimitExceeded (x1) job/mnist-worker-1: Job has reached the specified backoff
-    limit': one line for the events that say the same of the same object (reason, object,
-    message), their counts summed (a kubelet may record each back-off as an event of its own), in the
-    order they first came."""
+    """'  BackoffLimitExceeded (x1) job/mnist-worker-1: Job has reached ...': one line for the
+    events that say the same of the same object, their counts summed, in order of arrival."""
     counts: dict[tuple[str, str, str], int] = {}
     for event in events:
         key = _event_parts(event)
@@ -219,13 +207,12 @@ def _event_parts(event: Object) -> tuple[str, str, str]:
 
 
 class Keeper:
-    """The last lines of each container seen crashing while `wait` follows the run, by Job;
-    and the run's Jobs as last seen (ending.py reads what they say of the tasks' addresses).
+    """The last lines of each container seen crashing while `wait` follows the run, by Job,
+    and the run's Jobs as last seen.
 
-    `seen(jobs, pods)` is given each state `wait` judges: a container that has restarted
-    (its restartCount grew) or waits to start again after a crash has its crashed instance
-    read (`previous`) at once, in a thread, while its pod is still there. A pod object seen
-    before (the same object: a watch's event brings a new one) is not looked at again.
+    `seen(jobs, pods)` gets each state `wait` judges: a crashed instance (`previous`) is read at
+    once, in a thread, while its pod is still there. A pod object seen before (the same object:
+    a watch's event brings a new one) is not looked at again.
     """
 
     def __init__(self, conn: Connection, tail: int) -> None:
@@ -295,8 +282,6 @@ def explain(conn: Connection, run: Run, tail: int, keeper: Keeper | None = None)
     task = next((t for t in run.tasks if t.task == run.decided_by), None)
     if task is None or run.reason == DELETED:
         return []
-    from simpletfjob.errors import ClusterError
-
     try:
         pods = list_task_pods(conn, task)
         pods_note = ""

@@ -81,10 +81,8 @@ class Printer:
             self.colors.setdefault(label, COLORS[len(self.colors) % len(COLORS)])
 
     def render(self, source: Source, lines: Sequence[bytes]) -> bytes:
-        """The lines as they are printed: each line of the batch, up to a newline, gets the
-        prefix once, so that a piece that ends with a lone carriage return (which
-        `bytes.splitlines` also splits at) stays in its line, as `kubectl logs` shows it.
-        The batch is joined and prefixed as one string (a replace in C, not a loop a line)."""
+        """The lines as printed: the prefix after each newline only, so that a lone carriage
+        return stays in its line, as `kubectl logs` shows it."""
         blob = b"".join(lines)
         if self.visible:
             from simpletfjob.streams import visible_lines
@@ -187,13 +185,10 @@ def _failed(
 ) -> None:
     from simpletfjob.errors import ClusterError
 
-    if isinstance(error, ClusterError):
-        if "(403" in str(error):
-            raise error  # a refusal is the same for every task: one error line
-        note(f"{source.label}: {error}")
-        merger.failed.append(f"{source.label}: {error}")
-        return
-    raise error
+    if not isinstance(error, ClusterError) or "(403" in str(error):
+        raise error  # a refusal is the same for every task: one error line
+    note(f"{source.label}: {error}")
+    merger.failed.append(f"{source.label}: {error}")
 
 
 def check_streams(merger: Merger) -> None:
@@ -226,14 +221,8 @@ def follow_logs(
     podless: bool = True,
 ) -> Ending:
     """Print the chosen tasks' logs as they come, pods made later included, until the run ends;
-    how it ended (ending.py).
-
-    Without `podless`, a task with no pod (none yet, or gone) is not noted: the caller tells
-    each task's state and a failed task's last lines itself (`run`), once.
-
-    It rides out an outage of the API server as `wait` does (kube/outage.py), with no
-    deadline: the watches go on from where they were and each log from its last line.
-    Once `cancel` is set (a caller in another thread that reads no more), it raises Cancelled.
+    how it ended. Without `podless`, a task with no pod is not noted (`run` says it). An outage
+    is ridden out with no deadline; once `cancel` is set, it raises Cancelled.
     """
     from simpletfjob.kube.outage import riding_out
 
@@ -324,14 +313,9 @@ def _follow(
                     if not readable or key in opened:
                         continue
                     before = (source.pod, source.container, source.instance - 1)
-                    if (
-                        not first
-                        and source.instance
-                        and not source.earlier
-                        and before not in opened
-                    ):
-                        # A run that crashed and was started again between two looks: read it
-                        # whole first, as the run before the current one.
+                    again = not first and source.instance and not source.earlier
+                    if again and before not in opened:
+                        # crashed and started again between two looks: read that run whole first
                         opened.add(before)
                         gone = replace(source, instance=source.instance - 1, earlier=True)
                         merger.start(gone, whole=True)
@@ -347,9 +331,8 @@ def _follow(
                     s for s, t in merger.open.items() if t.is_alive() and s not in merger.stopped
                 ]
                 if live and not checked and time.monotonic() - ended_at >= GRACE:
-                    # A container that has ended has its stream end once read to the end,
-                    # however long that takes; one that its pod, read now, says still runs
-                    # (a ps never ends on its own) is read no further.
+                    # An ended container's stream is read to its end; one still running (a
+                    # ps never ends on its own) is read no further.
                     checked = True
                     merger.stopped.update(still_running(conn, name, live))
                 if not any(t.is_alive() for s, t in merger.open.items() if s not in merger.stopped):

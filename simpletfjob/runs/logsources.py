@@ -104,10 +104,8 @@ def tasks_asked(
 def gone_tasks(
     run: str, jobs: Sequence[Object], pods: Iterable[Object], known: Collection[str]
 ) -> dict[str, str]:
-    """The tasks the run's Jobs name (the framework's variables they carry: objects.named_tasks)
-    that have no Job left, each with what became of it: deleted by the cleanup, when the run,
-    as its other Jobs say, has ended by another task's end (a cleanup deletes the tasks that
-    had not finished then); else gone, deleted or removed by ttlSecondsAfterFinished."""
+    """The tasks the run's Jobs name that have no Job left, each with what became of it: deleted
+    by the cleanup when the run has ended by another task, else gone."""
     from simpletfjob.runs.objects import named_tasks
     from simpletfjob.runs.state import DELETED, run_state
 
@@ -142,10 +140,7 @@ def _deleting(pod: Object) -> bool:
 
 
 def framework_container(pod: Object) -> str:
-    """The container whose env carries a framework's variables (its `env_names`), else the first.
-
-    A pod carries one framework's, so the names of every framework are looked for.
-    """
+    """The container whose env carries any framework's variables (`env_names`), else the first."""
     from simpletfjob.frameworks import FRAMEWORKS, framework
 
     placed = {name for fw in FRAMEWORKS for name in framework(fw).env_names}
@@ -281,9 +276,7 @@ def sources_now(
             if not readable:
                 note(f"{task}: {why}" if not selection.all_containers else f"{label}: {why}")
             if (state == "waiting" and restarts) or previous:
-                # Waiting to start again after a crash: what there is to read is the run that
-                # crashed, the one before the current (restartCount counts the ended runs);
-                # --previous reads that run too.
+                # waiting after a crash, or --previous: the run before the current one
                 source = Source(task, name, container, label, max(0, restarts - 1), earlier=True)
             else:
                 source = Source(task, name, container, label, restarts)
@@ -354,12 +347,7 @@ PAUSES = (0.5, 1.0, 2.0)  # seconds: the pod of a log that ended while it runs i
 
 
 class Merger:
-    """Streams read in threads, their whole lines handed to the caller's thread as they come.
-
-    While following, each stream is read with kube/podlog.py's `follow_log`, which reads on
-    across a break from where it stopped; `_again` tells it which run of the container that
-    now is, from the pod as it is then.
-    """
+    """Streams read in threads, their whole lines handed to the caller's thread as they come."""
 
     def __init__(self, conn: Connection, request_: LogRequest, note: Callable[[str], None]) -> None:
         self.conn = conn
@@ -392,8 +380,7 @@ class Merger:
 
     def _has_ended(self, source: Source) -> bool:
         """Whether the log read for `source` ends by itself: that run of its container has
-        ended, by its pod as last told (a log read without `follow` ends too, but one whose
-        container runs is read at once, as it is followed)."""
+        ended, by its pod as last told."""
         if source.earlier or self.request.previous:
             return True
         pod = self.known.get(source.pod)
@@ -451,13 +438,11 @@ class Merger:
     def _again(self, source: Source, broke: bool) -> Again | None:
         """How to read on in the run of the container that `source` reads (see follow_log).
 
-        After a break, as the pod is now. A log that ended once the follow had told of its
-        run's end was read to its end. One that ended first may have been cut short (a
-        kubelet that restarts ends its logs as if they had ended), so the rest is read once
-        more from where it stopped: as the follow tells of the run after each of PAUSES (a
-        kubelet reports a container's end a moment after its log ends), or as the pod is
-        then. Followed again too soon, a container started again in place meanwhile would
-        have its new run read as the rest of the old one.
+        After a break, as the pod is now. A log that ended before the follow told of its run's
+        end may have been cut short (a restarting kubelet ends logs so), so the rest is read
+        from where it stopped, as the run stands after each of PAUSES (the kubelet reports the
+        end a moment after the log's) or as the pod is then: too soon, a container started
+        again in place would have its new run read as the rest of the old one.
         """
         known = self.known.get(source.pod)
         if not broke and known is not None and run_now(known, source) != "running":
@@ -507,12 +492,9 @@ def at_its_turn(
     pod: Object | None,
     query: Sequence[tuple[str, str | int]],
 ) -> Sequence[tuple[str, str | int]] | None:
-    """The query of an ended container's log that waited for a reader, as the run of that
-    container stands in `pod` (as the follow last told of it) when its turn comes.
-
-    One started again in place meanwhile (restartPolicy OnFailure) has the run that ended
-    read as pods/log's `previous`, and not followed into its new run, which a stream of its
-    own reads. None when it was started again twice: pods/log no longer has that run.
+    """The query of an ended container's log that waited for a reader, as its run stands in
+    `pod` when its turn comes: `previous` if it was started again in place meanwhile (its new
+    run has a stream of its own); None if twice, as pods/log no longer has that run.
     """
     if source.earlier or request.previous or pod is None:
         return query

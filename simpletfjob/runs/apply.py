@@ -116,8 +116,8 @@ def progress_marks(options: ApplyOptions | RunOptions) -> tuple[tuple[str, str],
 
 
 def outcome_counts(outcomes: Counter[str]) -> str:
-    """'2 created, 1 unchanged'."""
-    words = ("created", "configured", "unchanged")
+    """'4 deleted, 2 created, 1 unchanged'."""
+    words = ("deleted", "created", "configured", "unchanged")
     return ", ".join(f"{outcomes[w]} {w}" for w in words if outcomes[w])
 
 
@@ -455,8 +455,7 @@ class Preview(Generic[P]):
 
     def counts(self) -> str:
         """'4 deleted, 1 created'."""
-        words = ("deleted", "created", "configured", "unchanged")
-        return ", ".join(f"{self.outcomes[w]} {w}" for w in words if self.outcomes[w])
+        return outcome_counts(self.outcomes)
 
 
 def preview_run(

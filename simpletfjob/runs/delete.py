@@ -37,6 +37,7 @@ from simpletfjob.runs.objects import (
     object_name,
     run_selector,
     scope_flags,
+    some,
 )
 
 if TYPE_CHECKING:
@@ -230,9 +231,6 @@ def wait_until_gone(
                     f"seen gone within {format_duration(timeout)}: {ride.note()}"
                 )
             if left:
-                shown = ", ".join(left[:3]) + (
-                    f" and {len(left) - 3} more" if len(left) > 3 else ""
-                )
                 one = len(left) == 1
                 why = (
                     f"; their pods may still be stopping, see kubectl get pods -l {run_selector(run)} "
@@ -243,7 +241,7 @@ def wait_until_gone(
                 raise JobsRemain(
                     f"run {run!r} in namespace {conn.namespace}: {len(left)} "
                     f"{resource.singular if one else resource.plural} {'is' if one else 'are'} "
-                    f"still there after {format_duration(timeout)} ({shown}){why}"
+                    f"still there after {format_duration(timeout)} ({some(left)}){why}"
                 )
 
 

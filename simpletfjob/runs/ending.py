@@ -260,8 +260,9 @@ def names_to_resolve(run: Run, jobs: Iterable[Object]) -> list[str]:
 
 
 def _names(hosts: Sequence[str]) -> str:
-    shown = ", ".join(hosts[:3]) + (f" and {len(hosts) - 3} more" if len(hosts) > 3 else "")
-    return f"their nodes' names ({shown})"
+    from simpletfjob.runs.objects import some
+
+    return f"their nodes' names ({some(hosts)})"
 
 
 TAKE_IP = "--address internal-ip gives them the nodes' InternalIP"

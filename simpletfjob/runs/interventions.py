@@ -269,7 +269,7 @@ def _finish_cleanup(
 def _delete_run(conn: Connection, name: str, unsettled: Sequence[Unsettled], scope: str) -> str:
     """Settle, delete, and list again until nothing of the run is left (see the module doc)."""
     from simpletfjob.runs.delete import JobsRemain, delete_run, wait_until_gone
-    from simpletfjob.runs.objects import list_run, object_name
+    from simpletfjob.runs.objects import list_run, object_name, some
 
     budget = Deadline.after(BUDGET)
     unknown = [w.what for w in unsettled if not w.settle(min(SETTLE, budget.remaining()))]
@@ -293,10 +293,9 @@ def _delete_run(conn: Connection, name: str, unsettled: Sequence[Unsettled], sco
     counts = [_count(n, kind) for n, kind in ((jobs, "Job"), (services, "Service")) if n]
     what = f"{' and '.join(counts) or 'nothing'} in namespace {conn.namespace}"
     if left:
-        shown = ", ".join(left[:3]) + (f" and {len(left) - 3} more" if len(left) > 3 else "")
         return (
             f"run {name!r} was not deleted whole within {format_duration(BUDGET)} "
-            f"(--on-interrupt delete): it deleted {what}, and {shown} "
+            f"(--on-interrupt delete): it deleted {what}, and {some(left)} "
             f"{'is' if len(left) == 1 else 'are'} still there; remove the rest with "
             f"simpletfjob delete {name} {scope}"
         )

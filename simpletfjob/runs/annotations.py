@@ -78,8 +78,7 @@ def _annotations(job: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
 
 
 def values_of(jobs: Iterable[Mapping[str, Any]]) -> Found:
-    """What the Jobs give each of KEYS, with the Jobs that give it, in the Jobs' order: one pass
-    over the Jobs for every reading below."""
+    """What the Jobs give each of KEYS, with the Jobs that give it: one pass for every reading."""
     found: dict[str, dict[str, list[str]]] = {key: {} for key in KEYS}
     for job in jobs:
         name, annotations = _annotations(job)
@@ -181,8 +180,7 @@ def read_restarts(jobs: Iterable[Mapping[str, Any]] | Found) -> Restarts:
 
 
 def deciding_job(wanted: Sequence[Manifest]) -> Manifest | None:
-    """The Job of the task whose success is the run's: the framework's lead (TensorFlow's chief),
-    else worker 0 (the first of the deciding workers, whatever the success policy)."""
+    """The Job of the task whose success is the run's: the framework's lead, else worker 0."""
     from simpletfjob.runs.objects import run_framework
 
     jobs = {task_name(m.body): m for m in wanted if m.resource is JOBS}
@@ -258,8 +256,7 @@ class Owner:
             self._refer(live)
 
     def check(self, judged: Mapping[tuple[str, str], Mapping[str, Any]]) -> None:
-        """Refuse a server that drops ttlSecondsAfterFinished: `judged` holds its dry run of
-        each object, by key (an object it could not judge yet is not there)."""
+        """Refuse a server whose dry run of the owner (in `judged`) drops ttlSecondsAfterFinished."""
         answer = judged.get(self.owner.key)
         if answer is None or "ttlSecondsAfterFinished" in (answer.get("spec") or {}):
             return

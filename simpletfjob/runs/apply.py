@@ -31,7 +31,7 @@ from simpletfjob.kube.inflight import Sending, Write, cut_short, in_order
 from simpletfjob.kube.objects import Applied, apply, get
 from simpletfjob.kube.request import ApplyConflict
 from simpletfjob.kube.resources import JOBS, SERVICES
-from simpletfjob.runs.annotations import add_limits
+from simpletfjob.runs.annotations import Owner, add_limits
 from simpletfjob.runs.delete import check_replace, delete_run, wait_until_gone
 from simpletfjob.runs.judge import (
     Carried,
@@ -89,9 +89,8 @@ class Choices:
 
     @classmethod
     def of(cls, options: ApplyOptions | RunOptions, *, first: bool = True) -> Choices:
-        """The choices that apply's or run's options make (`first`: --replace applies only to
-        run's first attempt; run has no --dry-run, and its --timeout bounds the whole run, so
-        a --replace waits 300 s at most without one)."""
+        """The choices apply's or run's options make (`first`: run's first attempt, the only one
+        --replace applies to; run's --replace waits 300 s at most without --timeout)."""
         timeout = getattr(options, "timeout", None)
         return cls(
             replace=options.replace_run and first,
@@ -142,11 +141,7 @@ class AppliedRun(Generic[P]):
 def apply_run(
     cluster: Settings, plan: Callable[[str], P], choices: Choices, report: Report, warn: Warn = None
 ) -> AppliedRun[P]:
-    """Connect as kubectl would, plan the run for the namespace it goes to, and apply it.
-
-    The connection comes first: it says the namespace when -n does not, and the run's DNS names
-    in every document need it.
-    """
+    """Connect as kubectl would, plan the run for its namespace (its DNS names), and apply it."""
     where = (cluster.kubeconfig, cluster.context, cluster.namespace, "apply the run to", warn)
     with connect_for(*where) as conn:
         planned = plan(conn.namespace)
@@ -164,12 +159,7 @@ def apply_planned(
     """A plan's documents checked (`manifests`), given the run's limits, and applied;
     `restarts` (done, most, in a row without progress) are recorded for `run --max-restarts`."""
     assert planned.job is not None  # a plan to apply has its labels (the options say so)
-    documents = ((d, f"document {i} ({d.id})") for i, d in enumerate(planned.documents, start=1))
-    wanted = manifests(documents, planned.job, conn.namespace)  # refused in one line, if at all
-    owner = add_limits(
-        wanted, deadline=choices.deadline, cleanup_after=choices.cleanup_after, restarts=restarts,
-        marks=choices.marks,
-    )  # fmt: skip
+    wanted, owner = _wanted(conn, planned, choices, restarts)
     if owner is not None:
         owner.known(conn)
     return apply_manifests(
@@ -178,6 +168,20 @@ def apply_planned(
         applied=owner.applied if owner is not None else _ignore,
         check=owner.check if owner is not None else _ignore, owner_first=owner is not None,
     )  # fmt: skip
+
+
+def _wanted(
+    conn: Connection, planned: Plan, choices: Choices, restarts: tuple[int, int, int] | None = None
+) -> tuple[list[Manifest], Owner | None]:
+    """The plan's documents as checked manifests (refused in one line, if at all), with limits."""
+    assert planned.job is not None
+    documents = ((d, f"document {i} ({d.id})") for i, d in enumerate(planned.documents, start=1))
+    wanted = manifests(documents, planned.job, conn.namespace)
+    owner = add_limits(
+        wanted, deadline=choices.deadline, cleanup_after=choices.cleanup_after, restarts=restarts,
+        marks=choices.marks,
+    )  # fmt: skip
+    return wanted, owner
 
 
 def _ignore(*_: object) -> None:
@@ -295,9 +299,9 @@ def _check_names(
     replace: bool,
     rename: str | None,
 ) -> set[tuple[str, str]]:
-    """Read the objects the run's list did not have (`in_flight` at a time): the first, in the
-    render's order, that is not the run's stops the apply; one of the run's (another apply of
-    it made it since the list) joins `live`, unless --replace applies over it. Their keys."""
+    """Read the objects the run's list did not have: one not the run's stops the apply; one of the
+    run's (made since by another apply) joins `live`, unless --replace applies over
+    it. Their keys."""
     reads = [partial(get, conn, m.resource, m.name, missing_ok=True) for m in unlisted]
     ours: set[tuple[str, str]] = set()
     with closing(in_order(reads, conn.settings.in_flight)) as found:
@@ -466,12 +470,7 @@ def preview_run(
     with connect_for(*where) as conn:
         planned = plan(conn.namespace)
         assert planned.job is not None  # a plan to apply has its labels (the options say so)
-        documents = ((d, f"document {i} ({d.id})") for i, d in enumerate(planned.documents, 1))
-        wanted = manifests(documents, planned.job, conn.namespace)
-        add_limits(
-            wanted, deadline=choices.deadline, cleanup_after=choices.cleanup_after,
-            marks=choices.marks,
-        )  # fmt: skip
+        wanted, _ = _wanted(conn, planned, choices)
         old = list_run(conn, planned.job)
     outcomes: Counter[str] = Counter()
     live = {(resource.plural, object_name(obj)): obj for resource, obj in old.objects()}
@@ -493,8 +492,7 @@ def preview_run(
 
 
 def holds(live: Any, wanted: Any) -> bool:
-    """Whether `live` has every field that `wanted` sets, with its value (the fields the server
-    fills in, such as defaults and status, aside), as a server-side apply that changes nothing."""
+    """Whether `live` has every field `wanted` sets, with its value: an apply would change nothing."""
     if isinstance(wanted, dict):
         return isinstance(live, dict) and all(
             key in live and holds(live[key], value) for key, value in wanted.items()

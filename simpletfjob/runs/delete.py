@@ -61,7 +61,7 @@ class Deletion(NamedTuple):
 
 def deleted_line(run: RunObjects, done: Deletion, waited: bool) -> str:
     """`delete`'s last line: 'simpletfjob: deleted run mnist in namespace ml (3 objects: 2 jobs,
-    1 service) and its Jobs are gone', with those left alone as replaced since listed."""
+    1 service) and its Jobs are gone'."""
     deleted = len(done.deleted)
     jobs, services = done.count(JOBS), done.count(SERVICES)
     left = len(done.replaced)
@@ -189,9 +189,8 @@ def delete_named(
     ignore_not_found: bool,
     report: Callable[[str], None],
 ) -> tuple[RunObjects, Deletion] | None:
-    """`delete RUN`: the run found, deleted (Background) and, with `wait`, waited for until its Jobs
-    are gone; what was listed and what was done. None when there is no such run and
-    `ignore_not_found` (as kubectl: nothing to delete, nothing said); else NoRunError."""
+    """`delete RUN`: the run found, deleted (Background) and with `wait` waited for; what was listed
+    and done. None for no such run with `ignore_not_found`, as kubectl; else NoRunError."""
     try:
         run = find_run(conn, name)
     except NoRunError:
@@ -291,8 +290,7 @@ def temporary_name(name: str, taken: set[str]) -> str:
 def check_replace(
     conn: Connection, old: RunObjects, wanted: Sequence[Manifest], *, force: bool
 ) -> dict[tuple[str, str], dict[str, Any]]:
-    """Raise, in one line, the first thing that would stop --replace half-way; else each new
-    object as the server's dry run made it (by its manifest's key), for the real apply."""
+    """Raise the first thing that would stop --replace half-way; else each new object's dry run."""
     for resource, obj in old.objects():
         name = object_name(obj)
         uid = str((obj.get("metadata") or {}).get("uid") or "") or None

@@ -130,8 +130,7 @@ def shape(resource: Resource, body: Mapping[str, Any]) -> Shaped:
 
 
 class _Places:
-    """What is left of the varying places' paths below one place, as a tree: whether a varying
-    place ends here, and each next step (a key, or ANY) that leads to one."""
+    """What is left of the varying places' paths below one place, as a tree."""
 
     __slots__ = ("_below", "ends", "steps")
 
@@ -163,8 +162,7 @@ def _places(resource: Resource) -> _Places:
 
 
 def _walk(node: Any, path: Path, places: _Places | None, out: dict[Path, str]) -> Any:
-    """`node` with its varying strings blanked (and put in `out`); `places` are what is left
-    of the varying places' paths below `path` (None: none lead here)."""
+    """`node` with its varying strings blanked (and put in `out`); `places`: those below `path`."""
     if places is None or (not places.steps and not places.ends):
         return node  # nothing varies below: as it is
     if isinstance(node, str):
@@ -195,9 +193,8 @@ def _rule(resource: Resource, path: Path) -> Callable[[str], bool]:
 
 
 def carries(resource: Resource, sample: Shaped, other: Shaped) -> bool:
-    """Whether the server's verdict on `sample` holds for `other`, of the same shape: each of
-    its values that differs passes the server's rule for its place, its annotations fit, and
-    its size does too."""
+    """Whether the server's verdict on `sample` holds for `other`, of the same shape: its differing
+    values pass their places' rules, and its annotations and size fit."""
     if other.size > max(sample.size, SIZE_ANYWAY):
         return False
     for path, value in other.values.items():
@@ -219,8 +216,7 @@ def _annotations(values: Mapping[Path, str], where: Path) -> bool:
 
 
 class Sampling(NamedTuple):
-    """What the dry runs cover: the objects sent (their indexes in the render's order), and
-    for each other object, the index of its sample."""
+    """The objects dry-run (their indexes), and each other object's sample."""
 
     sent: list[int]
     sample_of: dict[int, int]
@@ -230,9 +226,8 @@ class Sampling(NamedTuple):
 def sample(
     objects: Sequence[tuple[Resource, Mapping[str, Any]]], judged: Callable[[int], bool]
 ) -> Sampling:
-    """Choose the objects to dry-run: every one for which `judged(i)` is true (an update),
-    the first of each shape among the others, and any whose verdict its sample's does not
-    carry (`carries`)."""
+    """Choose the objects to dry-run: those `judged(i)` (updates), the first of each shape, and any
+    whose sample's verdict does not `carries` to it."""
     sent: list[int] = []
     sample_of: dict[int, int] = {}
     shaped: dict[int, Shaped] = {}
@@ -252,8 +247,7 @@ def sample(
 
 
 def derived(answer: Mapping[str, Any], sample: Shaped, other: Shaped) -> dict[str, Any] | None:
-    """The server's dry run of `other` as its sample's tells it: the sample's answer with
-    other's values written in; None when a place is not where the answer has it."""
+    """`other`'s dry run as its sample's tells it; None when a place is not where the answer has."""
     obj: dict[str, Any] = json.loads(json.dumps(answer))
     for path, value in other.values.items():
         if sample.values.get(path) == value:
@@ -278,9 +272,8 @@ def _step(holder: Any, step: str | int) -> Any:
 
 
 class Expected(Mapping[tuple[str, str], dict[str, Any]]):
-    """Each object's dry run, by key: those the server judged, and those their samples judged
-    for them, derived when asked (most never are: only an object another writer created
-    meanwhile, and --cleanup-after's owner, are looked at)."""
+    """Each object's dry run, by key: judged by the server, or derived from its sample's when asked
+    (seldom: an object made meanwhile by another apply, and --cleanup-after's owner)."""
 
     def __init__(
         self,
@@ -314,8 +307,7 @@ def dry_runs(
     *,
     force: bool,
 ) -> list[tuple[Manifest, tuple[Applied | None, str] | Exception]]:
-    """The server's dry run of every manifest, `in_flight` at a time (they change nothing):
-    each answer, or the error it met, in the render's order."""
+    """The server's dry run of each manifest, `in_flight` at a time: each answer or error, in order."""
     runs = [partial(_dry_run, conn, m, live, force=force) for m in wanted]
     with closing(in_order(runs, conn.settings.in_flight)) as answers:
         return list(zip(wanted, answers, strict=True))
@@ -332,12 +324,8 @@ def sampled_dry_runs(
     *,
     force: bool,
 ) -> tuple[list[tuple[Manifest, Answer]], Carried]:
-    """The server's dry run of each object the run has (`live`), and of one object of each
-    shape among those it would create (`sample`), in the render's order; and for each other
-    object, by key: its sample's key, and the shapes that derive its would-be object.
-
-    The first refusal in the render's order is still the one said: an object that takes its
-    sample's verdict comes after its sample."""
+    """The dry runs of each object the run has and of one of each shape it would create, in the
+    render's order (a refusal said first stays first); and what derives each other object."""
     chosen = sample([(m.resource, m.body) for m in wanted], lambda i: wanted[i].key in live)
     sent = [wanted[i] for i in chosen.sent]
     carried: Carried = {
@@ -356,8 +344,7 @@ def expected_objects(
 
 
 def maybe_there(answer: Answer) -> bool:
-    """Whether a dry run says an object may be there: it found one (the answer has a
-    resourceVersion, which a dry run of a create has not), or it could not judge."""
+    """Whether a dry run says an object may be there: it has a resourceVersion, or no answer."""
     if isinstance(answer, Exception):
         return True
     applied, _ = answer
@@ -367,8 +354,7 @@ def maybe_there(answer: Answer) -> bool:
 
 
 def names_held(conn: Connection, unlisted: Sequence[Manifest]) -> list[Manifest]:
-    """Those of `unlisted` (objects the run's list did not have) whose name an object holds
-    in the namespace: one list of names (metadata only) of each resource among them."""
+    """Those of `unlisted` whose name an object holds: one list of names of each resource."""
     held = set()
     for resource in dict.fromkeys(m.resource for m in unlisted):
         listed = list_metadata(conn, resource)
@@ -379,8 +365,7 @@ def names_held(conn: Connection, unlisted: Sequence[Manifest]) -> list[Manifest]
 def judge_all(
     answers: Sequence[tuple[Manifest, tuple[Applied | None, str] | Exception]],
 ) -> list[tuple[Manifest, tuple[Applied | None, str]]]:
-    """The dry runs judged in the render's order: the first refusal in that order is the one
-    said; conflicts with other field managers, all in one line."""
+    """The dry runs judged in order: the first refusal is said; conflicts, all in one line."""
     judged = []
     conflicts: list[tuple[Manifest, ApplyConflict]] = []
     for m, answer in answers:
@@ -398,8 +383,7 @@ def judge_all(
 def conflicts_line(
     conflicts: Sequence[tuple[Manifest, ApplyConflict]], *, halfway: bool = False
 ) -> str:
-    """The first conflict as the server said it, how many objects met one, and the ways out
-    that `kubectl apply --server-side` gives."""
+    """The first conflict, how many objects met one, and kubectl's ways out."""
     first = str(conflicts[0][1])
     if len(conflicts) > 1:
         first += f"; and {len(conflicts) - 1} more: {some([m.ref for m, _ in conflicts[1:]])}"
@@ -469,8 +453,7 @@ def groups(wanted: Sequence[Manifest], owner_first: bool) -> list[list[int]]:
 
 
 def deciding_jobs(jobs: Sequence[Mapping[str, Any]], named: Iterable[str] = ()) -> set[int]:
-    """The indices, among a run's Job bodies, of those whose success is the run's; `named`:
-    the run's other tasks (those its Jobs' variables name: one deciding may be missing)."""
+    """The indices of the Jobs whose success is the run's; `named`: the run's other tasks."""
     from simpletfjob.runs.annotations import read_min_workers, read_policy, task_name
     from simpletfjob.runs.objects import run_framework
 
@@ -488,11 +471,9 @@ def only_deciding(jobs: Sequence[Mapping[str, Any]], named: Iterable[str]) -> bo
 
 
 def being_applied(ended: Run, jobs: Sequence[Mapping[str, Any]], named: Iterable[str]) -> bool:
-    """Whether a run judged ended (state.py) is one an apply was still making, or had made when
-    it was cut short: a deciding Job missing (reason `deleted`), only deciding Jobs there, and
-    none of them ended. Whatever else left a run so looks the same: a worker deleted while
-    the run went on where every Job decides (`all-workers`, PyTorch's and JAX's default, with
-    workers only), or a cleanup or a delete cut short after the other Jobs were gone."""
+    """Whether a run judged ended is one an apply was making or left cut short: a deciding Job
+    missing, only deciding Jobs there, none ended. (A worker deleted where every Job decides, or
+    a cleanup cut short, look the same.)"""
     from simpletfjob.runs.state import DELETED
 
     finished = any(task.finished for task in ended.tasks)

@@ -158,13 +158,9 @@ def side_failure(
     told_by_job: MutableMapping[str, float] | None = None,
     now: float = 0.0,
 ) -> Cause | None:
-    """The first failed task of a role the training does not depend on (an evaluator), as a
-    cause of its own (`alone`), passing over the Job uids in `left`.
-
-    With `told_by_job` (when each was first seen, by Job uid), a failure only its Job's
-    condition tells waits up to TIE seconds of `now` for the pods' watch to bring its exit, as
-    wait's verdict does, so that it is said by its exit ('Error (exit 1)').
-    """
+    """The first failed task of a role the training does not depend on, as a cause of its own
+    (`alone`), passing over the Job uids in `left`. With `told_by_job` (first seen, by Job uid), a
+    failure only its Job tells waits up to TIE seconds of `now` for its exit, as wait's does."""
     for task in side_failures(run):
         if task.uid in left:
             continue

@@ -67,8 +67,7 @@ T = TypeVar("T")
 
 
 def bundle_path(name: str, output: str | None, now: datetime) -> str:
-    """Where the bundle goes: `output`, else RUN-diagnose-TIME.tar.gz in the current directory;
-    checked before anything is read (a directory that is missing, a stream)."""
+    """Where the bundle goes (`output`, else RUN-diagnose-TIME.tar.gz), checked before any read."""
     from simpletfjob.output import destination
 
     path = output or bundle.bundle_name(name, now)
@@ -154,8 +153,7 @@ def diagnose(
 
 
 def _gone_since(seen: Sequence[Object], now: Sequence[Object]) -> list[dict[str, Any]]:
-    """What was seen while following and is not among the objects read `now` (by uid), copied:
-    redaction writes into them."""
+    """Copies (redaction writes into them) of what was seen and is not among those read `now`."""
     uids = {(o.get("metadata") or {}).get("uid") for o in now}
     return [
         copy.deepcopy(dict(o)) for o in seen if (o.get("metadata") or {}).get("uid") not in uids
@@ -163,8 +161,7 @@ def _gone_since(seen: Sequence[Object], now: Sequence[Object]) -> list[dict[str,
 
 
 def _with_tasks_of(run: Run, jobs: Sequence[Object], pods: Sequence[Object]) -> Run:
-    """The run with the tasks of `jobs` (as last seen, before their deletion) that it has not:
-    the follower drops a Job once it is being deleted."""
+    """The run with the tasks of `jobs` it lacks: the follower drops a Job being deleted."""
     from simpletfjob.runs.state import run_state
 
     if not jobs:
@@ -212,9 +209,8 @@ def _server_version(conn: Connection) -> str:
 def read_logs(
     conn: Connection, jobs: Sequence[Object], pods: Sequence[Object], unread: list[str]
 ) -> dict[str, bytes]:
-    """Each task's current container's last lines, and its container before where the kubelet
-    keeps one, all read at once as `logs` reads them; by file name. What has no log (a pod that
-    is gone, a container that never started) goes to `unread`."""
+    """Each task's current container's last lines, and the one before where the kubelet keeps it,
+    by file name; what has no log goes to `unread`."""
     tasks = tasks_of(jobs, pods)
     chosen = list(tasks)
     current = sources_now(tasks, chosen, Selection(), False, unread.append, pods_gone(jobs, tasks))
@@ -260,9 +256,8 @@ def read_logs(
 def read_nodes(
     conn: Connection, pods: Sequence[Object], pinned: Collection[str], unread: list[str]
 ) -> dict[str, bytes]:
-    """nodes/NODE.json for each node the run's pods are on or its tasks are `pinned` to, with
-    every pod on it (the run's own only, when the others may not be listed); what could not
-    be read goes to `unread`."""
+    """nodes/NODE.json for each node the run's pods are on or its tasks are `pinned` to, with every
+    pod on it (only the run's own, when the others may not be listed); failures to `unread`."""
     from simpletfjob.hosts.usage import NOT_TERMINATED
     from simpletfjob.kube.lists import Page, decode_page
 
@@ -399,8 +394,7 @@ class Recorder(Keeper):
             )
 
     def fill(self, logs: dict[str, bytes], unread: list[str]) -> dict[str, bytes]:
-        """The logs read now, with each task that has none taken as kept (TASK.log, its newest
-        container, TASK.previous.log the one before) and said so in `unread`."""
+        """The logs read now, with each task that has none taken as kept, said so in `unread`."""
         self._settle()
         read = {file.removeprefix("tasks/").split(".")[0] for file in logs}
         with self.taking:
@@ -448,9 +442,8 @@ class OnFailure:
             self.recorder.close()
 
     def write(self, run: Run, cause: Cause | None, verdict: str, attempt: int | None = None) -> str:
-        """The bundle of the run that failed (of the attempt that failed, `run`'s restart N),
-        written into DIR; '; bundle: PATH' for the line that says the failure, '' without DIR
-        or when it could not be written."""
+        """Write the failed run's (or attempt's) bundle into DIR; '; bundle: PATH' for the failure's
+        line, '' without DIR or when it could not be written."""
         self.path = None  # a bundle of an earlier attempt is not this failure's
         if self.directory is None:
             return ""

@@ -61,9 +61,8 @@ class End(str, Enum):
 
 @dataclass(frozen=True)
 class Ending:
-    """A run's end as followed: how, the run as last judged (None when the deadline passed
-    before it was read), the cause of a failure or of no verdict, and the request that a
-    deadline cut short (TimedOut)."""
+    """A run's end as followed: how, the run as last judged (None if never read), the cause of a
+    failure or of no verdict, and the request a deadline cut short."""
 
     end: End
     run: Run | None
@@ -76,8 +75,7 @@ class Ending:
 
 
 def judged(run: Run, exit_codes: Collection[int] = ()) -> Ending | None:
-    """The Ending of a run whose state has ended it (classify.run_failure's cause for a failure
-    or no verdict); None while it goes on."""
+    """The Ending of a run whose state has ended it; None while it goes on."""
     if run.state == SUCCEEDED:
         return Ending(End.SUCCEEDED, run)
     if run.state == FAILED:
@@ -98,9 +96,8 @@ def ending_of(
     check: Check | None = None,
     exit_codes: Collection[int] = (),
 ) -> Ending:
-    """The Ending of the run's states as they come (pure): each to `on_change`, then judged; a
-    run still going is given to `check`, whose cause ends it Failed. TimedOut when they stop
-    before an end (watch.follow stops so at its deadline)."""
+    """The Ending of the run's states as they come (pure): each to `on_change`, then judged, then
+    to `check`, whose cause ends it Failed; TimedOut when they stop before an end."""
     last: Run | None = None
     for run in runs:
         if on_change is not None:
@@ -167,9 +164,8 @@ def finishing(run: Run) -> list[TaskStatus]:
 
 
 def finished_as(task: TaskStatus, job: Object | None) -> TaskStatus | None:
-    """A `finishing` task as its Job (as the server has it now; None: gone) says it is: the
-    task as it ended, once the Job has ended; the task itself, unchanged, when the Job is
-    gone, being deleted or made anew (nothing is left to wait for); None while it goes on."""
+    """A `finishing` task as its Job (None: gone) says it is: as it ended; itself when its Job is
+    gone or made anew (nothing to wait for); None while it goes on."""
     if job is None or is_gone(job) or metadata_of(job).get("uid") != task.uid:
         return task
     if not (condition(job, "Complete") or condition(job, "Failed")):
@@ -269,9 +265,8 @@ TAKE_IP = "--address internal-ip gives them the nodes' InternalIP"
 
 
 def unresolved_hint(run: Run, jobs: Iterable[Object]) -> str:
-    """What a run that did not end says of its tasks' addresses, when some of them run and
-    reach each other by node name: '; its tasks reach each other at their nodes' names (h1,
-    h2): ...'; '' otherwise."""
+    """'; its tasks reach each other at their nodes' names (h1, h2): ...' for a run not ended whose
+    running tasks do; '' otherwise."""
     names = names_to_resolve(run, jobs) if run.count(RUNNING) else []
     if not names:
         return ""
@@ -282,8 +277,8 @@ def unresolved_hint(run: Run, jobs: Iterable[Object]) -> str:
 
 
 def unresolved_note(task: str, lines: Sequence[str], run: Run, jobs: Iterable[Object]) -> list[str]:
-    """The line that follows a failed task's explanation (`lines`) when its log says a name
-    did not resolve and the run's tasks reach each other by node name; [] otherwise."""
+    """The line after a failed task's `lines` when its log says a name did not resolve and the
+    tasks reach each other by node name; [] otherwise."""
     import re
 
     said = [line for line in lines if line.startswith(f"{task} | ")]
@@ -334,8 +329,7 @@ def succeeded_line(run: Run) -> str:
 
 
 def outcome_line(ending: Ending) -> str:
-    """The success line of a run that succeeded; RunFailed with the failed line for any other
-    end that has a run (`logs -f`'s end, which explains nothing)."""
+    """The success line; for any other end with a run, RunFailed with the failed line."""
     if ending.run is None:
         raise RunFailed("the run ended without being read")
     if not ending.succeeded:
@@ -377,10 +371,8 @@ def undecided(run: Run, context: str | None) -> str:
 def read_status(
     conn: Connection, name: str, tail: int | None, stuck: bool = False
 ) -> tuple[Run, list[str]]:
-    """`status RUN`: the run as it is now, with its stuck tasks' reasons, and the notes that come
-    after it (events that could not be read; with `stuck`, each stuck task's reason in full, as
-    the table's REASON column cuts it short; with `tail`, a failed run explained as `explain`
-    does)."""
+    """`status RUN`: the run as it is now, with its stuck tasks' reasons, and the notes after it
+    (with `stuck`, each reason in full; with `tail`, a failed run explained)."""
     from simpletfjob.runs.reporting import Tail
     from simpletfjob.runs.taskstate import stuck_lines
     from simpletfjob.runs.watch import read_run
@@ -399,9 +391,8 @@ def read_status(
 def watch_status(
     conn: Connection, name: str, tail: int, show: Callable[[Run], None], say: Callable[[str], None]
 ) -> Run:
-    """`status -w`: each state of the run to `show` (the first, then each change) until it ends,
-    riding out an outage; the run, succeeded. A failed run is explained (`say`) before
-    RunFailed; one that cannot be decided is RunFailed at once, as `wait` says it."""
+    """`status -w`: each state to `show` until the run ends, riding out an outage; the run.
+    A failed run is explained before RunFailed; an undecided one is RunFailed at once."""
     from simpletfjob.kube.outage import riding_out
 
     with riding_out(conn, None, say, "it is back (no --timeout)"):

@@ -144,8 +144,8 @@ def list_task_pods(conn: Connection, task: TaskStatus) -> list[Object]:
 
 
 def own_pods(pods: Iterable[Object], task: TaskStatus) -> list[Object]:
-    """The pods of the task's Job as it is now (by its uid), not those of an earlier Job of its
-    name (`run`'s earlier attempt); all of them when its uid is not known."""
+    """The pods of the task's Job as it is now (by uid), not an earlier Job's of its name; all of
+    them when its uid is not known."""
     if not task.uid:
         return list(pods)
     by_job = pods_by_job(pods)
@@ -162,10 +162,8 @@ def task_events(
     pods: Iterable[Object] = (),
     since: datetime | None = None,
 ) -> list[Object]:
-    """The events of the task's Job and of its pods, those that are gone too (known by their
-    name, JOB-xxxxx). With `since` (the Job's creation: a failed task's explanation), only the
-    events of such a pod that came from then on: an earlier Job of the same name (`run`'s
-    earlier attempt) had pods named alike."""
+    """The events of the task's Job and its pods, those gone too (by the name JOB-xxxxx); with
+    `since` (the Job's creation), only from then on, as an earlier Job's pods were named alike."""
     uids = {str(metadata_of(p).get("uid")) for p in pods}
     named = _pod_name(task.job)
     found = []
@@ -354,8 +352,8 @@ def _log_lines(
 
 
 def shown(task: str, head: str, lines: Sequence[bytes], tail: int) -> list[str]:
-    """A failed task's log lines as shown: its error (classify.task_error), found in all of them,
-    then `head` and the last `tail` lines; the error is left out when those hold it all."""
+    """A failed task's log lines as shown: its error (classify.task_error), unless `head` and the
+    last `tail` lines hold it all, then those lines."""
     last = _prefixed(task, lines[max(0, len(lines) - tail) :])
     error = [
         f"{task} | {line.rstrip()}"
@@ -408,10 +406,8 @@ def _prefixed(task: str, lines: Iterable[bytes]) -> list[str]:
 
 def stuck_reasons(conn: Connection, run: Run) -> tuple[Run, str]:
     """The run with each Pending task whose pod says nothing better given its latest Warning
-    event's reason (`FailedMount` behind `ContainerCreating`), and a note if events could not be read.
-
-    No request is made unless a task is Pending with such a reason.
-    """
+    event's reason (`FailedMount` behind `ContainerCreating`), and a note if events could not be
+    read; no request unless a task is so."""
     stuck = [t for t in run.tasks if t.state == PENDING and t.reason in GENERIC]
     if not stuck:
         return run, ""

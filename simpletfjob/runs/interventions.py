@@ -81,8 +81,8 @@ FIELD_MANAGER = "simpletfjob-lost"
 
 
 def losable(run: Run, cause: Cause) -> bool:
-    """Whether the run trains on without the tasks of `cause`: a refusal or a lost node, in an
-    elastic run, of tasks the framework's rule lets it lose with those it has lost already."""
+    """Whether an elastic run trains on without the tasks of `cause` (a refusal or a lost node), by
+    the framework's rule, with those it has lost already."""
     if run.min_workers is None or cause.kind not in (REFUSED, NODE_LOST) or not cause.tasks:
         return False
     from simpletfjob.frameworks import framework
@@ -94,8 +94,7 @@ def losable(run: Run, cause: Cause) -> bool:
 
 
 def reason(cause: Cause) -> str:
-    """The lost tasks' reason, without their names: 'refused by node h3: OutOfcpu',
-    'node h3 NotReady for more than 1m'."""
+    """'refused by node h3: OutOfcpu', 'node h3 NotReady for more than 1m'."""
     if cause.kind == REFUSED:
         return f"refused by node {cause.node}: {cause.reason}"
     return f"node {cause.node} {cause.reason}"

@@ -79,11 +79,8 @@ def tasks_asked(
     gone: Mapping[str, str] | None = None,
     note: Callable[[str], None] | None = None,
 ) -> list[str]:
-    """The tasks asked for, in the run's order; every task when none is named.
-
-    `gone` says of each task whose Job is gone what became of it (`gone_tasks`): one named
-    is said to `note`, and is an error when no other task named is there.
-    """
+    """The tasks asked for, in the run's order (every task when none is named); a named one whose
+    Job is gone (`gone`) is said to `note`, and an error when no other named is there."""
     unknown = [t for t in tasks if t not in known and t not in (gone or {})]
     if unknown:
         raise UsageError(
@@ -183,13 +180,8 @@ def container_state(pod: Object, container: str) -> tuple[str, int, str]:
 
 
 def run_now(pod: Object, source: Source) -> str:
-    """Where the run of the container that `source` reads stands in `pod`: read on, or cut?
-
-    'running' (its log goes on), 'ended' (the current run, terminated), 'previous' (what
-    pods/log's `previous` reads: the container was started again once since, or waits to
-    be after this run crashed), or 'lost' (started again more than once: pods/log keeps only
-    the last two runs).
-    """
+    """Where the run of the container that `source` reads stands in `pod`: 'running', 'ended',
+    'previous' (pods/log's `previous` reads it), or 'lost' (pods/log keeps only the last two runs)."""
     state, restarts, _ = container_state(pod, source.container)
     if state in ("running", "terminated") and restarts == source.instance:
         return "running" if state == "running" else "ended"
@@ -232,8 +224,7 @@ GONE = "its pod is gone; its logs went with it"  # as status and wait say it
 
 
 def pods_gone(jobs: Iterable[Object], tasks: Mapping[str, Sequence[Object]]) -> set[str]:
-    """The tasks with no pod left whose Job has had one: it counts a pod that ended, or it has
-    ended (its pods deleted by a cleanup, a TTL, or the Job controller at the backoff limit)."""
+    """The tasks with no pod left whose Job has had one (it counts one ended, or has ended)."""
     gone = set()
     for job in jobs:
         if (job.get("metadata") or {}).get("deletionTimestamp"):
@@ -285,8 +276,7 @@ def sources_now(
 
 
 def log_tasks(chosen: str, planned: Any) -> list[str]:
-    """The tasks whose logs --logs names: [] for all; by default the one that decides success
-    (under the framework's default policy: the first of all the workers, with `all-workers`)."""
+    """The tasks whose logs --logs names: [] for all; by default the one that decides success."""
     names = [f"{t.role}-{t.index}" for t in planned.tasks]
     if chosen in ("all", "none"):
         return []
@@ -324,8 +314,7 @@ class LogRequest:
     def query(
         self, container: str, *, whole: bool = False, earlier: bool = False
     ) -> list[tuple[str, str | int]]:
-        """The pods/log query; `whole` reads a container's output from its start (a new instance),
-        `earlier` the run of the container before the current one."""
+        """The pods/log query; `whole` reads from the start, `earlier` the run before."""
         query: list[tuple[str, str | int]] = [("container", container)]
         if self.follow and not earlier:  # a run that has ended has no more to follow
             query.append(("follow", "true"))
@@ -379,8 +368,7 @@ class Merger:
         threading.Thread(target=self._read_ended, daemon=True).start()
 
     def _has_ended(self, source: Source) -> bool:
-        """Whether the log read for `source` ends by itself: that run of its container has
-        ended, by its pod as last told."""
+        """Whether that run of `source`'s container has ended (its log ends by itself)."""
         if source.earlier or self.request.previous:
             return True
         pod = self.known.get(source.pod)

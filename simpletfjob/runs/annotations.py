@@ -106,8 +106,6 @@ def _said(value: str) -> str:
 def read_policy(jobs: Iterable[Mapping[str, Any]] | Found) -> tuple[str, str]:
     """The run's success policy and '', or the default and why what the Jobs say cannot be right."""
     found = {value: names for value, names in _values(jobs, POLICY_ANNOTATION).items() if value}
-    if not found:
-        return DEFAULT_POLICY, ""  # a run applied without one
     for value, names in found.items():
         if value not in SUCCESS_POLICIES:
             return DEFAULT_POLICY, (
@@ -116,7 +114,7 @@ def read_policy(jobs: Iterable[Mapping[str, Any]] | Found) -> tuple[str, str]:
             )
     if len(found) > 1:
         return DEFAULT_POLICY, _disagree(POLICY_ANNOTATION, found)
-    return next(iter(found)), ""
+    return next(iter(found), DEFAULT_POLICY), ""  # none: a run applied without one
 
 
 def read_min_workers(jobs: Iterable[Mapping[str, Any]] | Found) -> tuple[int | None, str]:

@@ -169,12 +169,9 @@ def container_state(pod: Object, container: str) -> tuple[str, int, str]:
                 return "running", restarts, ""
             if "terminated" in state:
                 return "terminated", restarts, str(state["terminated"].get("reason") or "")
-            waiting = state.get("waiting") or {}
-            reason = str(waiting.get("reason") or "waiting")
-            # CrashLoopBackOff: the container that just ended still has its output to show
-            return ("waiting", restarts, reason)
-    phase = _phase(pod)
-    if phase == "Failed":
+            # (CrashLoopBackOff: the container that just ended still has its output to show)
+            return "waiting", restarts, str((state.get("waiting") or {}).get("reason") or "waiting")
+    if _phase(pod) == "Failed":
         return "failed", 0, str((pod.get("status") or {}).get("reason") or "Failed")
     return "", 0, "ContainerCreating" if (pod.get("spec") or {}).get("nodeName") else "Pending"
 
@@ -196,14 +193,9 @@ def has_output(pod: Object, container: str, previous: bool) -> tuple[bool, str]:
     """Whether the container's log can be read now, and if not, why."""
     state, restarts, reason = container_state(pod, container)
     if previous:
-        return (
-            restarts > 0,
-            "" if restarts > 0 else "no previous container (it has not restarted)",
-        )
-    if state in ("running", "terminated"):
-        return True, ""
-    if state == "waiting" and restarts > 0:
-        return True, ""  # between restarts: the last instance's output
+        return restarts > 0, "" if restarts else "no previous container (it has not restarted)"
+    if state in ("running", "terminated") or (state == "waiting" and restarts > 0):
+        return True, ""  # (waiting between restarts: the last instance's output)
     if state == "failed":
         return False, f"its pod failed ({reason}) before the container started"
     said, message = waiting_why(pod, container)

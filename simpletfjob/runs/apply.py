@@ -131,7 +131,7 @@ class AppliedRun(Generic[P]):
 
     planned: P
     namespace: str
-    outcomes: Counter[str]  # 'created', 'configured', 'unchanged'
+    outcomes: Counter[str]  # 'created', 'configured', 'unchanged' (a preview: 'deleted' too)
 
     def counts(self) -> str:
         """'2 created, 1 unchanged'."""
@@ -449,17 +449,10 @@ def _halfway(
 
 
 @dataclass(frozen=True)
-class Preview(Generic[P]):
-    """A run as apply would send it: its plan, its namespace, the objects, each outcome's count."""
+class Preview(AppliedRun[P]):
+    """A run as apply would send it, none sent: as AppliedRun, with the objects in their order."""
 
-    planned: P
-    namespace: str
-    objects: list[dict[str, Any]]  # in the order apply sends them
-    outcomes: Counter[str]  # 'deleted', 'created', 'configured', 'unchanged'
-
-    def counts(self) -> str:
-        """'4 deleted, 1 created'."""
-        return outcome_counts(self.outcomes)
+    objects: list[dict[str, Any]]
 
 
 def preview_run(
@@ -488,7 +481,7 @@ def preview_run(
         )
         report(f"{m.ref} {outcome} (dry run)")
         outcomes[outcome] += 1
-    return Preview(planned, conn.namespace, [m.body for m in wanted], outcomes)
+    return Preview(planned, conn.namespace, outcomes, [m.body for m in wanted])
 
 
 def holds(live: Any, wanted: Any) -> bool:

@@ -223,11 +223,8 @@ def failing_log(task: str, logs: Mapping[str, bytes]) -> list[str]:
         if error
         else [f"{task}'s error: no line of {name} reads as one"]
     )
-    return [
-        *said,
-        f"{task}'s last {min(TAIL, len(text))} lines:",
-        *(f"  {x}" for x in text[-TAIL:]),
-    ]
+    last = [f"{task}'s last {min(TAIL, len(text))} lines:", *(f"  {x}" for x in text[-TAIL:])]
+    return said + last
 
 
 def _table(run: Run) -> list[str]:

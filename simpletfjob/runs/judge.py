@@ -79,10 +79,6 @@ def _service_name(value: str) -> bool:
     return len(value) <= 63 and _DNS1035_LABEL.fullmatch(value) is not None
 
 
-def _label(value: str) -> bool:
-    return is_label_value(value)
-
-
 ANY = "*"  # any key of a mapping, any index of a list
 _POD = ("spec", "template", "spec")
 _CONTAINERS = [
@@ -91,7 +87,7 @@ _CONTAINERS = [
     for words in ("command", "args")
 ] + [(*_POD, kind, ANY, "env", ANY, "value") for kind in ("containers", "initContainers")]
 _METADATA: list[tuple[tuple[str, ...], Callable[[str], bool]]] = [
-    (("metadata", "labels", ANY), _label),
+    (("metadata", "labels", ANY), is_label_value),
     (("metadata", "annotations", ANY), _any),
 ]
 
@@ -100,7 +96,7 @@ VARYING: dict[Resource, list[tuple[tuple[str, ...], Callable[[str], bool]]]] = {
     JOBS: [
         (("metadata", "name"), _job_name),
         *_METADATA,
-        (("spec", "template", "metadata", "labels", ANY), _label),
+        (("spec", "template", "metadata", "labels", ANY), is_label_value),
         (("spec", "template", "metadata", "annotations", ANY), _any),
         ((*_POD, "nodeName"), _subdomain),
         *((path, _any) for path in _CONTAINERS),
@@ -108,7 +104,7 @@ VARYING: dict[Resource, list[tuple[tuple[str, ...], Callable[[str], bool]]]] = {
     SERVICES: [
         (("metadata", "name"), _service_name),
         *_METADATA,
-        (("spec", "selector", ANY), _label),
+        (("spec", "selector", ANY), is_label_value),
     ],
 }
 

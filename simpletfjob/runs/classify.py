@@ -110,9 +110,7 @@ def exit_class(
     """The class of a container's or pod's failure: its exit code, its reason, its pod's fate."""
     if reason == DEADLINE_EXCEEDED:
         return DEADLINE
-    if deleted or reason == "OOMKilled" or reason.startswith("OutOf"):
-        return DISRUPTION
-    if reason in POD_DISRUPTIONS:
+    if deleted or reason == "OOMKilled" or reason.startswith("OutOf") or reason in POD_DISRUPTIONS:
         return DISRUPTION
     if exit_code is None:
         return PROGRAM  # nothing tells what happened: counted as the program's

@@ -65,10 +65,7 @@ class Printer:
     def __init__(
         self, write: Callable[[bytes], None], prefix: bool, color: bool, visible: bool = False
     ) -> None:
-        self.write = write
-        self.prefix = prefix
-        self.color = color
-        self.visible = visible
+        self.write, self.prefix, self.color, self.visible = write, prefix, color, visible
         self.width = 0
         self.colors: dict[str, int] = {}
         self.heads: dict[str, bytes] = {}

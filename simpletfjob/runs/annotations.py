@@ -144,17 +144,11 @@ def _count(value: str, most: int) -> int | str:
 def read_restarts(jobs: Iterable[Mapping[str, Any]] | Found) -> Restarts:
     """The restarts `run` recorded on the Jobs (see the module); Restarts() for a run it did not apply."""
     jobs = jobs if isinstance(jobs, Found) else values_of(jobs)
-    limits = _values(jobs, MAX_RESTARTS_ANNOTATION)
-    if not limits:
+    if not _values(jobs, MAX_RESTARTS_ANNOTATION):
         return Restarts()
-    counts = _values(jobs, RESTARTS_ANNOTATION)
-    without = _values(jobs, RESTARTS_WITHOUT_ANNOTATION)
     read: dict[str, int] = {}
-    for key, found in (
-        (MAX_RESTARTS_ANNOTATION, limits),
-        (RESTARTS_ANNOTATION, counts),
-        (RESTARTS_WITHOUT_ANNOTATION, without),
-    ):
+    for key in (MAX_RESTARTS_ANNOTATION, RESTARTS_ANNOTATION, RESTARTS_WITHOUT_ANNOTATION):
+        found = _values(jobs, key)
         most = 10**6 if key == RESTARTS_ANNOTATION else MOST_RESTARTS  # (the limit bounds it)
         if not found and key == RESTARTS_WITHOUT_ANNOTATION:
             break

@@ -227,9 +227,8 @@ def apply_manifests(
             f"(simpletfjob delete {run} {scope} --wait) and apply again"
         )
     if old.jobs and not replace:
-        # A run that has ended, whose unfinished tasks wait's cleanup removed: applying it
-        # would start those again beside the finished ones, a ps that never ends among them.
-        # Only deciding Jobs there, none ended: an apply under way, or cut short (order.py).
+        # An ended run whose unfinished tasks a cleanup removed: applying it would start those
+        # again beside the finished ones (unless it is an apply under way: being_applied).
         named = named_tasks(old.jobs)
         ended = run_state(run, namespace, old.jobs, (), named)
         starting = [m.ref for m in wanted if m.resource is JOBS and m.key not in live]
@@ -252,7 +251,7 @@ def apply_manifests(
     carried: Carried = {}
     if dry_run:  # every object judged by the server, as --dry-run=server says
         answers = dry_runs(conn, wanted, live, force=force)
-    else:  # the names others hold, from one list; one dry run of each shape (shapes.py)
+    else:  # the names others hold, from one list; one dry run of each shape (judge.py)
         unlisted = [m for m in wanted if m.key not in live]
         _check_names(conn, run, names_held(conn, unlisted), live, replace, rename)
         answers, carried = sampled_dry_runs(conn, wanted, live, force=force)
@@ -334,8 +333,7 @@ def _replace(conn: Connection, old: RunObjects, timeout: float, report: Report, 
             "was deleted (--replace), and nothing of this render was applied, so as not to "
             "apply over what took the name"
         )
-    # The Services too: one that the garbage collector has not let go of yet cannot be
-    # applied again.
+    # The Services too: one the garbage collector still holds cannot be applied again.
     try:
         wait_until_gone(conn, run, timeout, (JOBS, SERVICES), report)
     except Interrupted as e:
@@ -433,7 +431,7 @@ def _apply_one(
 ) -> Applied:
     return apply(
         conn, m.resource, m.body, namespace=conn.namespace, live=live.get(m.key), force=force,
-        expected=partial(expected.get, m.key),  # derived only if it is needed (shapes.py)
+        expected=partial(expected.get, m.key),  # derived only if it is needed
     )  # fmt: skip
 
 

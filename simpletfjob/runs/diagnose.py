@@ -1,16 +1,7 @@
 """`diagnose RUN`: one bundle with what a bug report about a run needs, read once, written atomically.
 
-    RUN-diagnose-20261129T071500Z.tar.gz
-      RUN/summary.txt            the run, its verdict, its first failure with the failing task's
-                                 error, each task's node and state, the versions, what could
-                                 not be read and why
-      RUN/status.json            what `status RUN -o json` prints
-      RUN/tasks/TASK.log         each task's current container: its last 10,000 lines
-      RUN/tasks/TASK.previous.log  the container before, where the kubelet keeps one
-      RUN/events.txt             the events of the run's Jobs and pods, oldest first
-      RUN/nodes/NODE.json        each node the run's pods are on: conditions, allocatable, and
-                                 what its pods request
-      RUN/manifests.yaml         the run's Jobs and Services as the cluster has them
+RUN-diagnose-TIME.tar.gz holds RUN/summary.txt, status.json, tasks/TASK[.previous].log,
+events.txt, nodes/NODE.json and manifests.yaml (docs/commands/diagnose.md says what each holds).
 
 Only what `status` and `logs` need must be allowed (Jobs, pods, pods/log): a part another
 right guards (Services, events, nodes) is left out when refused, as is the log of a pod that is

@@ -1,46 +1,16 @@
-"""What a run's Jobs carry: what apply adds to the manifests for the cluster to carry out, and what is read back from them.
+"""What a run's Jobs carry: the limits apply writes for the cluster to carry out, and the
+annotations status and wait read back.
 
-What `status` and `wait` read back from the annotations on a run's Jobs: values that can be right.
+Written: `--deadline` as every Job's activeDeadlineSeconds (the Job controller fails each with
+DeadlineExceeded); `--cleanup-after` as ttlSecondsAfterFinished on the deciding Job, which owns
+the rest (so it is applied first, and the others get its uid as soon as it is known). The
+TTL-after-finished controller is alpha before 1.21 and a server without its gate drops the field
+silently, so the owner's dry run must keep it (`Owner.check`). `run`'s restarts and the progress
+options are annotations (the latter on the deciding Job only).
 
-render writes the success policy on every document, and `run` its restart limit and count
-on every Job (identity.py names them); whoever may edit a Job can change them (`kubectl
-annotate`). Each is read as what it can be:
-
-- the success policy: one of identity.SUCCESS_POLICIES, the same on every Job that has it
-  (none at all: worker0, as render defaults);
-- an elastic run's min-workers: a whole count of at least 1, the same on every Job (none:
-  not elastic);
-- the restarts: whole counts, the limit at most MOST_RESTARTS (as `--max-restarts`), the
-  count at most the limit, each the same on every Job (none at all: not applied by `run`);
-  beside them, the restarts in a row without progress (progress.py), which the limit bounds in
-  place of the count: at most the limit and the count (none: every restart counted).
-
-A value that cannot be right is not printed as if it were, nor acted on: it is flagged in
-words that name the annotation, the Job and what is wrong (a number too long to be a count
-is not repeated). Plain dicts in, pure: state.py asks.
-
-What `apply` and `run` add to a run's manifests for the cluster to carry out with no client.
-
-- **--deadline D**: `activeDeadlineSeconds: D` on every Job, the parameter servers' too, so
-  that the whole run stops once D has passed (the Job controller fails each Job with
-  reason `DeadlineExceeded`).
-- **--cleanup-after D**: the Job of the task that decides success (the chief, else worker
-  0) owns the run's other Jobs and its Services (`ownerReferences` with that Job's uid),
-  and gets `ttlSecondsAfterFinished: D`. Once it has finished and D has passed, the TTL
-  controller deletes it, and the garbage collector the rest. Its uid exists only once it
-  has been created, so it is applied first (`order`), and the others are given the
-  reference as soon as it is known (`Owner.applied`). The TTL-after-finished controller
-  is beta from 1.21 and GA from 1.23; from 1.12 to 1.20 it is alpha, off unless the
-  TTLAfterFinished feature gate is on, and an API server without the gate drops
-  `ttlSecondsAfterFinished` silently. So the server's dry run of the owner, made before
-  anything is applied, must keep the field (`Owner.check`): else the run is refused, as
-  a cleanup that would never happen.
-- **Restarts** (`run --max-restarts N`): the limit, the count so far and those in a row
-  without progress (progress.py), as annotations on every Job (`status` shows `restarts 1/3`;
-  annotations.read_restarts reads them).
-- **Progress** (`--progress-task`, `--progress-pattern`, `--stall-timeout`, and `run`'s best
-  step before the attempt): annotations on the deciding Job (`marks`), which runs/reporting.py
-  reads; a --progress-task that the run does not have is refused first.
+Read back: anyone may `kubectl annotate` a Job, so each value is checked for what it can be
+(a success policy, a count within its bound, the same on every Job); one that cannot be right
+is flagged, naming the annotation and the Job, and not acted on.
 """
 
 from __future__ import annotations
@@ -108,8 +78,7 @@ def _annotations(job: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
 
 
 def values_of(jobs: Iterable[Mapping[str, Any]]) -> Found:
-    """What the Jobs give each of KEYS, with the Jobs that give it, in the Jobs' order: one pass
-    over the Jobs for every reading below."""
+    """What the Jobs give each of KEYS, with the Jobs that give it: one pass for every reading."""
     found: dict[str, dict[str, list[str]]] = {key: {} for key in KEYS}
     for job in jobs:
         name, annotations = _annotations(job)
@@ -137,8 +106,6 @@ def _said(value: str) -> str:
 def read_policy(jobs: Iterable[Mapping[str, Any]] | Found) -> tuple[str, str]:
     """The run's success policy and '', or the default and why what the Jobs say cannot be right."""
     found = {value: names for value, names in _values(jobs, POLICY_ANNOTATION).items() if value}
-    if not found:
-        return DEFAULT_POLICY, ""  # a run applied without one
     for value, names in found.items():
         if value not in SUCCESS_POLICIES:
             return DEFAULT_POLICY, (
@@ -147,7 +114,7 @@ def read_policy(jobs: Iterable[Mapping[str, Any]] | Found) -> tuple[str, str]:
             )
     if len(found) > 1:
         return DEFAULT_POLICY, _disagree(POLICY_ANNOTATION, found)
-    return next(iter(found)), ""
+    return next(iter(found), DEFAULT_POLICY), ""  # none: a run applied without one
 
 
 def read_min_workers(jobs: Iterable[Mapping[str, Any]] | Found) -> tuple[int | None, str]:
@@ -177,17 +144,11 @@ def _count(value: str, most: int) -> int | str:
 def read_restarts(jobs: Iterable[Mapping[str, Any]] | Found) -> Restarts:
     """The restarts `run` recorded on the Jobs (see the module); Restarts() for a run it did not apply."""
     jobs = jobs if isinstance(jobs, Found) else values_of(jobs)
-    limits = _values(jobs, MAX_RESTARTS_ANNOTATION)
-    if not limits:
+    if not _values(jobs, MAX_RESTARTS_ANNOTATION):
         return Restarts()
-    counts = _values(jobs, RESTARTS_ANNOTATION)
-    without = _values(jobs, RESTARTS_WITHOUT_ANNOTATION)
     read: dict[str, int] = {}
-    for key, found in (
-        (MAX_RESTARTS_ANNOTATION, limits),
-        (RESTARTS_ANNOTATION, counts),
-        (RESTARTS_WITHOUT_ANNOTATION, without),
-    ):
+    for key in (MAX_RESTARTS_ANNOTATION, RESTARTS_ANNOTATION, RESTARTS_WITHOUT_ANNOTATION):
+        found = _values(jobs, key)
         most = 10**6 if key == RESTARTS_ANNOTATION else MOST_RESTARTS  # (the limit bounds it)
         if not found and key == RESTARTS_WITHOUT_ANNOTATION:
             break
@@ -211,8 +172,7 @@ def read_restarts(jobs: Iterable[Mapping[str, Any]] | Found) -> Restarts:
 
 
 def deciding_job(wanted: Sequence[Manifest]) -> Manifest | None:
-    """The Job of the task whose success is the run's: the framework's lead (TensorFlow's chief),
-    else worker 0 (the first of the deciding workers, whatever the success policy)."""
+    """The Job of the task whose success is the run's: the framework's lead, else worker 0."""
     from simpletfjob.runs.objects import run_framework
 
     jobs = {task_name(m.body): m for m in wanted if m.resource is JOBS}
@@ -229,12 +189,10 @@ def add_limits(
     restarts: tuple[int, int, int] | None = None,
     marks: Sequence[tuple[str, str]] = (),
 ) -> Owner | None:
-    """Write the limits into the manifests (in place); with cleanup_after, the owner to apply first.
+    """Write the limits into the manifests (in place); with cleanup_after, the `Owner`, whose Job
+    is moved first and whose `applied` apply_manifests calls for each object applied.
 
     `restarts` are (done, limit, in a row without progress); `marks`, the deciding Job's.
-
-    The returned `Owner` has reordered `wanted` (its Job first); give its `applied` to
-    apply_manifests, which calls it for each object applied.
     """
     for m in wanted:
         if m.resource is not JOBS:
@@ -260,7 +218,6 @@ def add_limits(
 
 
 def _mark(wanted: Sequence[Manifest], marks: Mapping[str, str]) -> None:
-
     tasks = [task_name(m.body) for m in wanted if m.resource is JOBS]
     chosen = marks.get(PROGRESS_TASK_ANNOTATION)
     if chosen and chosen not in tasks:
@@ -291,8 +248,7 @@ class Owner:
             self._refer(live)
 
     def check(self, judged: Mapping[tuple[str, str], Mapping[str, Any]]) -> None:
-        """Refuse a server that drops ttlSecondsAfterFinished: `judged` holds its dry run of
-        each object, by key (an object it could not judge yet is not there)."""
+        """Refuse a server whose dry run of the owner (in `judged`) drops ttlSecondsAfterFinished."""
         answer = judged.get(self.owner.key)
         if answer is None or "ttlSecondsAfterFinished" in (answer.get("spec") or {}):
             return

@@ -1,39 +1,15 @@
-"""apply: a run's objects sent to the server, or with --dry-run=client only shown.
+"""apply: a run's objects sent by server-side apply, once the server has judged every one.
 
-Applying a run to the cluster: server-side apply, once the server has judged every object.
+Nothing is changed until every object has passed the server's dry run (its own, or its shape's:
+judge.py), so a refusal (RBAC, validation, a field-manager conflict) or a run that differs from
+the render changes nothing; with --replace, nothing is deleted until the deletes and the new
+objects have both passed. What can still fail half-way (a quota, a webhook judging one task's
+values) is reported with what was applied and what was not. "Differs" is judged as `kubectl
+diff` does, against the dry run, so server-filled fields do not count; a changed pod template
+(immutable) or an object the render lacks makes the run differ.
 
-    `apply_run`: connect -> the plan, for the namespace the run goes to
-              -> manifests (manifests.py: one namespace, the run's labels)
-              -> the run as it is (objects.py)
-              -> --replace: dry runs of every delete and every new object (replace.py),
-                 then delete it (each object by its uid), wait for its Jobs and Services
-              -> else the names others hold (one list of names), and a server-side dry run
-                 of every object the run has and of one object of each shape it would
-                 create (shapes.py; of every object with --dry-run=server): refused, or a
-                 different run?
-              -> Services, then Jobs, applied for real (or, with --dry-run=server, not)
-
-Nothing is changed until every object has passed the server's dry run (its own, or its
-shape's), so a refusal (RBAC, validation, a conflict with another field manager, named with
-the ways out that `kubectl apply --server-side` gives) or a run that differs from this render
-changes nothing; with --replace, nothing is deleted until both halves have passed. What can
-still fail half-way (a quota that the next object exceeds, a webhook that judges one task's
-values: shapes.py) is reported with what was applied and what was not.
-"Different" is judged as `kubectl diff` judges it: against the server's dry run, so
-that the fields the server fills in do not count. A Job whose pod template (or another
-immutable field) would change, or an object of the run that the render lacks, makes
-the run different: applying over it would fail half-way ("field is immutable") or
-leave tasks of the old run beside the new one.
-
-`apply --dry-run=client`: the run's objects as apply would send them, and none sent.
-
-As kubectl's client dry run does, each object gets the line apply would give it, with
-`(dry run)`: `created` where the run has no such object, `unchanged` where the object
-there already holds every field this render sets, `configured` where it does not, and
-with --replace first `deleted` for each object of the run there. Only reads reach the
-server: the connection, the nodes and pods the plan reads, and one list of the run's Jobs
-and one of its Services. Whether the server would take the objects (RBAC, validation, a
-run that differs or has ended) only its own dry run tells: --dry-run=server.
+`--dry-run=client` (preview_run) only reads: each object gets kubectl's client dry-run line
+(`created`, `configured`, `unchanged`, with --replace `deleted` first), judged by `holds`.
 """
 
 from __future__ import annotations
@@ -55,7 +31,7 @@ from simpletfjob.kube.inflight import Sending, Write, cut_short, in_order
 from simpletfjob.kube.objects import Applied, apply, get
 from simpletfjob.kube.request import ApplyConflict
 from simpletfjob.kube.resources import JOBS, SERVICES
-from simpletfjob.runs.annotations import add_limits
+from simpletfjob.runs.annotations import Owner, add_limits
 from simpletfjob.runs.delete import check_replace, delete_run, wait_until_gone
 from simpletfjob.runs.judge import (
     Carried,
@@ -107,17 +83,14 @@ class Choices:
     dry_run: bool = False
     timeout: float = 0.0
     force: bool = False
-    deadline: float | None = None  # --deadline: every Job's activeDeadlineSeconds (annotations.py)
-    cleanup_after: float | None = None  # --cleanup-after: the deciding Job owns the rest
-    marks: tuple[
-        tuple[str, str], ...
-    ] = ()  # the deciding Job's progress annotations (annotations.py)
+    deadline: float | None = None
+    cleanup_after: float | None = None
+    marks: tuple[tuple[str, str], ...] = ()  # the deciding Job's progress annotations
 
     @classmethod
     def of(cls, options: ApplyOptions | RunOptions, *, first: bool = True) -> Choices:
-        """The choices that apply's or run's options make (`first`: --replace applies only to
-        run's first attempt; run has no --dry-run, and its --timeout bounds the whole run, so
-        a --replace waits 300 s at most without one)."""
+        """The choices apply's or run's options make (`first`: run's first attempt, the only one
+        --replace applies to; run's --replace waits 300 s at most without --timeout)."""
         timeout = getattr(options, "timeout", None)
         return cls(
             replace=options.replace_run and first,
@@ -142,8 +115,8 @@ def progress_marks(options: ApplyOptions | RunOptions) -> tuple[tuple[str, str],
 
 
 def outcome_counts(outcomes: Counter[str]) -> str:
-    """'2 created, 1 unchanged'."""
-    words = ("created", "configured", "unchanged")
+    """'4 deleted, 2 created, 1 unchanged'."""
+    words = ("deleted", "created", "configured", "unchanged")
     return ", ".join(f"{outcomes[w]} {w}" for w in words if outcomes[w])
 
 
@@ -158,7 +131,7 @@ class AppliedRun(Generic[P]):
 
     planned: P
     namespace: str
-    outcomes: Counter[str]  # 'created', 'configured', 'unchanged'
+    outcomes: Counter[str]  # 'created', 'configured', 'unchanged' (a preview: 'deleted' too)
 
     def counts(self) -> str:
         """'2 created, 1 unchanged'."""
@@ -168,12 +141,7 @@ class AppliedRun(Generic[P]):
 def apply_run(
     cluster: Settings, plan: Callable[[str], P], choices: Choices, report: Report, warn: Warn = None
 ) -> AppliedRun[P]:
-    """Connect as kubectl would, plan the run for the namespace it goes to, and apply it.
-
-    The connection comes first: it says the namespace when -n does not, and `plan(namespace)`
-    writes it into every document, as the run's DNS names need it. Nothing is changed
-    unless every object passes the checks (`manifests`) and the server's dry run.
-    """
+    """Connect as kubectl would, plan the run for its namespace (its DNS names), and apply it."""
     where = (cluster.kubeconfig, cluster.context, cluster.namespace, "apply the run to", warn)
     with connect_for(*where) as conn:
         planned = plan(conn.namespace)
@@ -188,18 +156,10 @@ def apply_planned(
     report: Report,
     restarts: tuple[int, int, int] | None = None,
 ) -> list[tuple[Manifest, str]]:
-    """A plan's documents checked (`manifests`), with the run's limits (annotations.py), applied.
-
-    `restarts` (done, most, in a row without progress) are recorded on the run for `run
-    --max-restarts`.
-    """
+    """A plan's documents checked (`manifests`), given the run's limits, and applied;
+    `restarts` (done, most, in a row without progress) are recorded for `run --max-restarts`."""
     assert planned.job is not None  # a plan to apply has its labels (the options say so)
-    documents = ((d, f"document {i} ({d.id})") for i, d in enumerate(planned.documents, start=1))
-    wanted = manifests(documents, planned.job, conn.namespace)  # refused in one line, if at all
-    owner = add_limits(
-        wanted, deadline=choices.deadline, cleanup_after=choices.cleanup_after, restarts=restarts,
-        marks=choices.marks,
-    )  # fmt: skip
+    wanted, owner = _wanted(conn, planned, choices, restarts)
     if owner is not None:
         owner.known(conn)
     return apply_manifests(
@@ -208,6 +168,20 @@ def apply_planned(
         applied=owner.applied if owner is not None else _ignore,
         check=owner.check if owner is not None else _ignore, owner_first=owner is not None,
     )  # fmt: skip
+
+
+def _wanted(
+    conn: Connection, planned: Plan, choices: Choices, restarts: tuple[int, int, int] | None = None
+) -> tuple[list[Manifest], Owner | None]:
+    """The plan's documents as checked manifests (refused in one line, if at all), with limits."""
+    assert planned.job is not None
+    documents = ((d, f"document {i} ({d.id})") for i, d in enumerate(planned.documents, start=1))
+    wanted = manifests(documents, planned.job, conn.namespace)
+    owner = add_limits(
+        wanted, deadline=choices.deadline, cleanup_after=choices.cleanup_after, restarts=restarts,
+        marks=choices.marks,
+    )  # fmt: skip
+    return wanted, owner
 
 
 def _ignore(*_: object) -> None:
@@ -231,19 +205,14 @@ def apply_manifests(
 ) -> list[tuple[Manifest, str]]:
     """Apply the run's manifests in order; each object's outcome ('created', ...), as reported.
 
-    `check` is given the server's dry run of each object, by key, before anything is
-    changed, and may refuse it (limits.Owner checks that its TTL was kept).
-    `applied` is given each object as the server returned it (limits.Owner takes a uid). With
-    `replace`, an existing run is checked (replace.py), deleted (propagation
-    Foreground) and waited for until its Jobs and Services are gone, up to `timeout`
-    seconds. With `dry_run`, the server judges every object and nothing is changed.
-    With `owner_first`, the first manifest (--cleanup-after's owner) is applied alone, before
-    the others, which `applied` gives its uid. With `force`, fields that another field manager owns are taken over
-    (`--force-conflicts`), as `kubectl apply --server-side --force-conflicts` does.
-
-    An object of the run that the list did not have, but that is there when its name
-    is checked, was applied meanwhile by another apply of the run: it counts as the
-    run's, as it would for an apply made after the other. A name taken offers `rename`.
+    `check` gets the server's dry run of each object, by key, before anything is changed, and
+    may refuse it; `applied` gets each object as the server returned it (both: Owner's). With
+    `replace`, an existing run is checked, deleted (Foreground) and waited for until its Jobs
+    and Services are gone, up to `timeout`. With `dry_run`, nothing is changed. With
+    `owner_first`, the first manifest is applied alone, before the others. `force` is
+    `--force-conflicts`. An object of the run the list missed but found when its name is
+    checked was made by another apply of the run, and counts as the run's. A name taken
+    offers `rename`.
     """
     beside = f", or {rename} to start another run beside it" if rename else ""
     namespace = conn.namespace
@@ -258,9 +227,8 @@ def apply_manifests(
             f"(simpletfjob delete {run} {scope} --wait) and apply again"
         )
     if old.jobs and not replace:
-        # A run that has ended, whose unfinished tasks wait's cleanup removed: applying it
-        # would start those again beside the finished ones, a ps that never ends among them.
-        # Only deciding Jobs there, none ended: an apply under way, or cut short (order.py).
+        # An ended run whose unfinished tasks a cleanup removed: applying it would start those
+        # again beside the finished ones (unless it is an apply under way: being_applied).
         named = named_tasks(old.jobs)
         ended = run_state(run, namespace, old.jobs, (), named)
         starting = [m.ref for m in wanted if m.resource is JOBS and m.key not in live]
@@ -283,7 +251,7 @@ def apply_manifests(
     carried: Carried = {}
     if dry_run:  # every object judged by the server, as --dry-run=server says
         answers = dry_runs(conn, wanted, live, force=force)
-    else:  # the names others hold, from one list; one dry run of each shape (shapes.py)
+    else:  # the names others hold, from one list; one dry run of each shape (judge.py)
         unlisted = [m for m in wanted if m.key not in live]
         _check_names(conn, run, names_held(conn, unlisted), live, replace, rename)
         answers, carried = sampled_dry_runs(conn, wanted, live, force=force)
@@ -330,9 +298,9 @@ def _check_names(
     replace: bool,
     rename: str | None,
 ) -> set[tuple[str, str]]:
-    """Read the objects the run's list did not have (`in_flight` at a time): the first, in the
-    render's order, that is not the run's stops the apply; one of the run's (another apply of
-    it made it since the list) joins `live`, unless --replace applies over it. Their keys."""
+    """Read the objects the run's list did not have: one not the run's stops the apply; one of the
+    run's (made since by another apply) joins `live`, unless --replace applies over
+    it. Their keys."""
     reads = [partial(get, conn, m.resource, m.name, missing_ok=True) for m in unlisted]
     ours: set[tuple[str, str]] = set()
     with closing(in_order(reads, conn.settings.in_flight)) as found:
@@ -365,8 +333,7 @@ def _replace(conn: Connection, old: RunObjects, timeout: float, report: Report, 
             "was deleted (--replace), and nothing of this render was applied, so as not to "
             "apply over what took the name"
         )
-    # The Services too: one that the garbage collector has not let go of yet cannot be
-    # applied again.
+    # The Services too: one the garbage collector still holds cannot be applied again.
     try:
         wait_until_gone(conn, run, timeout, (JOBS, SERVICES), report)
     except Interrupted as e:
@@ -396,18 +363,11 @@ def _apply_all(
     replaced: bool = False,
     owner_first: bool = False,
 ) -> list[tuple[Manifest, str]]:
-    """Apply each manifest for real, `in_flight` at a time; a failure says what was applied,
-    what was not, and how to remove it.
-
-    The writes go in groups (order.py), each all answered before the next goes, `in_flight` out
-    at a time (kube/inflight.py's `Sending`); the lines are said in the render's order, each as
-    soon as those before it are. A failure stops the sending: the writes out are waited for,
-    and those that landed are said and counted among the applied. An interruption (SIGINT)
-    says how many objects were applied (every write answered, the answers not yet said too),
-    which writes had no answer yet, and the two ways on.
-
-    No object is read just before its apply: the dry runs judged every name (apply_manifests),
-    and an object another apply of the run creates meanwhile is judged by `expected`."""
+    """Apply each manifest for real, in groups (`groups`), `in_flight` at a time; the lines are
+    said in the render's order. A failure stops the sending, waits for the writes out and counts
+    those that landed; it and an interruption say what was applied, what was not, and the ways
+    on. No object is read first: the dry runs judged every name, and `expected` one made
+    meanwhile by another apply of the run."""
     done: list[tuple[Manifest, str]] = []
     writes = [
         Write(m.ref, partial(_apply_one, conn, m, live, expected, force=force)) for m in wanted
@@ -471,7 +431,7 @@ def _apply_one(
 ) -> Applied:
     return apply(
         conn, m.resource, m.body, namespace=conn.namespace, live=live.get(m.key), force=force,
-        expected=partial(expected.get, m.key),  # derived only if it is needed (shapes.py)
+        expected=partial(expected.get, m.key),  # derived only if it is needed
     )  # fmt: skip
 
 
@@ -487,18 +447,10 @@ def _halfway(
 
 
 @dataclass(frozen=True)
-class Preview(Generic[P]):
-    """A run as apply would send it: its plan, its namespace, the objects, each outcome's count."""
+class Preview(AppliedRun[P]):
+    """A run as apply would send it, none sent: as AppliedRun, with the objects in their order."""
 
-    planned: P
-    namespace: str
-    objects: list[dict[str, Any]]  # in the order apply sends them
-    outcomes: Counter[str]  # 'deleted', 'created', 'configured', 'unchanged'
-
-    def counts(self) -> str:
-        """'4 deleted, 1 created'."""
-        words = ("deleted", "created", "configured", "unchanged")
-        return ", ".join(f"{self.outcomes[w]} {w}" for w in words if self.outcomes[w])
+    objects: list[dict[str, Any]]
 
 
 def preview_run(
@@ -509,12 +461,7 @@ def preview_run(
     with connect_for(*where) as conn:
         planned = plan(conn.namespace)
         assert planned.job is not None  # a plan to apply has its labels (the options say so)
-        documents = ((d, f"document {i} ({d.id})") for i, d in enumerate(planned.documents, 1))
-        wanted = manifests(documents, planned.job, conn.namespace)
-        add_limits(
-            wanted, deadline=choices.deadline, cleanup_after=choices.cleanup_after,
-            marks=choices.marks,
-        )  # fmt: skip
+        wanted, _ = _wanted(conn, planned, choices)
         old = list_run(conn, planned.job)
     outcomes: Counter[str] = Counter()
     live = {(resource.plural, object_name(obj)): obj for resource, obj in old.objects()}
@@ -532,12 +479,11 @@ def preview_run(
         )
         report(f"{m.ref} {outcome} (dry run)")
         outcomes[outcome] += 1
-    return Preview(planned, conn.namespace, [m.body for m in wanted], outcomes)
+    return Preview(planned, conn.namespace, outcomes, [m.body for m in wanted])
 
 
 def holds(live: Any, wanted: Any) -> bool:
-    """Whether `live` has every field that `wanted` sets, with its value (the fields the server
-    fills in, such as defaults and status, aside), as a server-side apply that changes nothing."""
+    """Whether `live` has every field `wanted` sets, with its value: an apply would change nothing."""
     if isinstance(wanted, dict):
         return isinstance(live, dict) and all(
             key in live and holds(live[key], value) for key, value in wanted.items()

@@ -1,6 +1,4 @@
-"""The files of `diagnose`'s bundle (pure, no server).
-
-The files of `diagnose`'s bundle, from what was read of a run: pure, no server.
+"""The files of `diagnose`'s bundle, from what was read of a run: pure, no server.
 
 Secrets stay out. Secret objects are never read, and a `valueFrom` is written as the
 reference it is. A literal env value whose name holds TOKEN, PASSWORD, SECRET or KEY (in any
@@ -54,8 +52,7 @@ def bundle_name(run: str, now: datetime, attempt: int | None = None) -> str:
 
 
 def redact_env(jobs: Iterable[Any]) -> set[str]:
-    """Each secret-named literal env value of the Jobs' containers made `<redacted>`, in place
-    (the Jobs as read, the bundle's own); the values."""
+    """Make each secret-named literal env value in the Jobs `<redacted>`, in place; the values."""
     values: set[str] = set()
     for job in jobs:
         pod = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
@@ -80,8 +77,7 @@ def redact(data: bytes, values: Collection[str]) -> bytes:
 
 
 def manifests_yaml(jobs: Sequence[Object], services: Sequence[Object]) -> bytes:
-    """The run's Jobs and Services as YAML documents, without managedFields (a list's items
-    lack their kind: given)."""
+    """The run's Jobs and Services as YAML documents, without managedFields."""
     import yaml
 
     def doc(api_version: str, kind: str, obj: Object) -> dict[str, Any]:
@@ -107,8 +103,7 @@ def _when(event: Object) -> str:
 
 
 def events_text(events: Iterable[Object], jobs: Iterable[Object], pods: Iterable[Object]) -> bytes:
-    """The events of the run's Jobs and pods (by name; a pod that is gone by the name its Job
-    gave it), oldest first, one a line: when, type, reason, count, object, message."""
+    """The events of the run's Jobs and pods (a gone pod by its Job's name), oldest first."""
     job_names = {str((j.get("metadata") or {}).get("name")) for j in jobs}
     pod_names = {str((p.get("metadata") or {}).get("name")) for p in pods}
     made = re.compile(r"(.+)-[a-z0-9]{5}")
@@ -214,9 +209,8 @@ def summary(
 
 
 def failing_log(task: str, logs: Mapping[str, bytes]) -> list[str]:
-    """The failing task's error (task_error) and its last lines, from its current log, else
-    from the one before; from the one before also when only that one has an error (the
-    container started again after its crash)."""
+    """The failing task's error and last lines, from its current log, else (or when only that one
+    has an error) from the one before."""
     names = [name for name in (f"tasks/{task}.log", f"tasks/{task}.previous.log") if name in logs]
     if not names:
         return [f"{task}'s error: its log could not be read (below)"] if task else []
@@ -229,11 +223,8 @@ def failing_log(task: str, logs: Mapping[str, bytes]) -> list[str]:
         if error
         else [f"{task}'s error: no line of {name} reads as one"]
     )
-    return [
-        *said,
-        f"{task}'s last {min(TAIL, len(text))} lines:",
-        *(f"  {x}" for x in text[-TAIL:]),
-    ]
+    last = [f"{task}'s last {min(TAIL, len(text))} lines:", *(f"  {x}" for x in text[-TAIL:])]
+    return said + last
 
 
 def _table(run: Run) -> list[str]:
@@ -254,11 +245,9 @@ def _table(run: Run) -> list[str]:
 def bounded(
     files: Sequence[tuple[str, bytes]], first: Sequence[str], limit: int = LIMIT
 ) -> tuple[list[tuple[str, bytes]], list[str]]:
-    """The files (in their order) within `limit` bytes, less SUMMARY_ROOM, and what was cut.
-
-    Kept in order of use: what is not a log, then the logs named in `first`, then the other
-    logs; a log that does not fit whole keeps its last whole lines that do; a file that then
-    has no room is left out."""
+    """The files (in their order) within `limit` bytes less SUMMARY_ROOM, and what was cut: first
+    what is not a log, then the logs in `first`, then the others; a log that does not fit keeps
+    its last whole lines that do; a file with no room left is left out."""
     room = max(0, limit - SUMMARY_ROOM)
     order = sorted(
         range(len(files)),

@@ -1,48 +1,26 @@
 """Why a run failed, as a value, and whether `run` restarts it for that: pure, no server, no clock.
 
-A `Cause` is what `run` and `wait` end on: its kind (a task's Job failed, a node refused a
-task's pod, a task's node lost, a deciding Job gone, a run that cannot be decided, a run
-stalled: no new step within --stall-timeout), the
-tasks and node it names, the words `wait` prints (`str(cause)`), and what the cluster gave
-for it: the container's exit code and reason, the pod's reason, the Job's reason. Its
-class says what a restart can do for it:
+A `Cause` is what `run` and `wait` end on: its kind, the tasks and node it names, its words
+(`str(cause)`), what the cluster gave (exit code, reasons), and its class:
 
-- **a program error**: a container exited 1 to 127 (`Error`), or could not run at all
-  (`ContainerCannotRun`: the image or the command is wrong, and a restart runs the same),
-  or a Job failed with nothing left to tell how (its pods gone): counted as the program's,
-  so that `--restart-on disruption` never spends a restart on a failure it cannot name;
-- **a disruption**: what happened to the task, not what it did: a node lost or NotReady
-  past `--node-grace`, a run stalled, a pod evicted (`Evicted`, a node shut down), refused by its node
-  (`OutOf...`, `NodeAffinity`, `NodePorts`, ...), or deleted by someone else; a container
-  killed by a signal (exit 128 or above, `OOMKilled` included); and the exit codes
-  `--restart-exit-codes` names (a program that exits 3 to be resumed from its checkpoint);
-- **a deadline**: the run's `--deadline` passed (`DeadlineExceeded`, on the Job or a pod).
-  Never restarted: the deadline counts from the Job's start, and a new run would be given
-  the same time again;
-- **final**: what no restart can mend: a deciding Job deleted meanwhile, a task claimed by
-  several Jobs, a run being deleted.
+- **a program error**: an exit 1 to 127, `ContainerCannotRun` (a restart runs the same), or a
+  Job failed with its pods gone: counted as the program's, so `--restart-on disruption` never
+  spends a restart on a failure it cannot name;
+- **a disruption**: a node lost or NotReady past `--node-grace`, a stall, a pod evicted,
+  refused by its node or deleted by someone else, a signal (exit 128 and up, OOMKilled), and
+  the `--restart-exit-codes`;
+- **a deadline** (`DeadlineExceeded`): never restarted, as a new run would get the same time;
+- **final**: a deciding Job deleted, a task claimed by several Jobs, a run being deleted.
 
-`decide(cause, restarts, policy)` is `run`'s choice: restart, or end, and why in words.
-`--restart-on failure` (the default) restarts program errors and disruptions; `disruption`
-restarts only disruptions; neither restarts a deadline or a final cause, and
-`--max-restarts` bounds every restart.
+`decide` is `run`'s choice: `--restart-on failure` restarts program errors and disruptions,
+`disruption` only disruptions, within `--max-restarts`.
 
-The error in a failed task's log (`task_error`), found in its lines, for `wait`'s and `run`'s
-failure output and `diagnose`'s summary.
-
-The last lines of a log are often not the error. torchrun ends with its `ChildFailedError`
-box, which names only the failed rank and its exit code (unless the program uses
-`@record`); the real error, the failed child's own traceback or `can't open file`, is
-further up. So a task's error is, in this order:
-
-- the last Python traceback, with its final line (and the few lines that carry on its
-  message, as JAX's note on filtered frames does);
-- when that traceback is torchrun's own `ChildFailedError`: in what came before it, the
-  traceback of the rank that the box names as the root cause (torch prefixes a child's lines
-  `[rank1]: `), else the last traceback, else the last lines that read as an error, leaving
-  out torchrun's own log lines;
-- with no traceback, the last lines that read as an error (`error`, `fatal`, `Killed`);
-- else nothing, and the caller shows the last lines as it always has.
+`task_error` finds the error in a failed task's log, which is often not in its last lines:
+torchrun ends with a `ChildFailedError` box naming only the failed rank, the real traceback
+being further up (its lines prefixed `[rank1]: `). So: the last traceback (with the lines that
+carry on its message); for torchrun's own, the named rank's traceback before it, else the last
+traceback, else error-like lines, torchrun's log lines left out; with no traceback, the last
+lines that read as an error; else nothing.
 """
 
 from __future__ import annotations
@@ -100,7 +78,7 @@ class Cause:
     klass: str
     node: str = ""  # the node it names (a refusal, a lost node)
     exit_code: int | None = None
-    reason: str = ""  # the container's, pod's or Job's reason it was classified by (a lost node: "NotReady for more than 1m")
+    reason: str = ""  # the reason it was classified by (a lost node: "NotReady for more than 1m")
     alone: bool = False  # a task the training does not depend on: the run goes on without it
 
     def __str__(self) -> str:
@@ -132,9 +110,7 @@ def exit_class(
     """The class of a container's or pod's failure: its exit code, its reason, its pod's fate."""
     if reason == DEADLINE_EXCEEDED:
         return DEADLINE
-    if deleted or reason == "OOMKilled" or reason.startswith("OutOf"):
-        return DISRUPTION
-    if reason in POD_DISRUPTIONS:
+    if deleted or reason == "OOMKilled" or reason.startswith("OutOf") or reason in POD_DISRUPTIONS:
         return DISRUPTION
     if exit_code is None:
         return PROGRAM  # nothing tells what happened: counted as the program's
@@ -180,15 +156,9 @@ def side_failure(
     told_by_job: MutableMapping[str, float] | None = None,
     now: float = 0.0,
 ) -> Cause | None:
-    """The first failed task of a role the training does not depend on (an evaluator), as a
-    cause of its own (`alone`); those whose Job's uid is in `left` are passed over.
-
-    With `told_by_job`, a failure that only its Job's condition tells (BackoffLimitExceeded:
-    the Jobs' watch brought it before the pods' watch brought the exit) waits up to TIE
-    seconds of the clock `now` for its pod's news, as wait's verdict does (follower.py), so
-    that it is classified and said by its exit ('Error (exit 1)'). `told_by_job` keeps when
-    each was first seen so, by its Job's uid.
-    """
+    """The first failed task of a role the training does not depend on, as a cause of its own
+    (`alone`), passing over the Job uids in `left`. With `told_by_job` (first seen, by Job uid), a
+    failure only its Job tells waits up to TIE seconds of `now` for its exit, as wait's does."""
     for task in side_failures(run):
         if task.uid in left:
             continue
@@ -233,17 +203,12 @@ class Decision:
     """Restart or not; when not, why, as the words that end the verdict line."""
 
     restart: bool
-    verdict: str = (
-        ""  # the cause and why it ends the run ('worker-1 Failed: ...; no restart left ...')
-    )
+    verdict: str = ""  # the cause and why it ends the run
 
 
 def decide(cause: Cause, restarts: int, policy: Policy) -> Decision:
-    """Restart (a new attempt, within the budget), or end the run, and why.
-
-    With no restart allowed at all (`--max-restarts 0`) the verdict is the cause alone, as
-    `wait` says it. A deadline or a final cause says nothing more either: no restart mends it.
-    """
+    """Restart (within the budget), or end the run and say why; with `--max-restarts 0`, a
+    deadline or a final cause, the verdict is the cause alone, as `wait` says it."""
     if cause.klass in (DEADLINE, FINAL) or policy.max_restarts == 0:
         return Decision(False, cause.text)
     if not policy.restarts(cause.klass):

@@ -1,44 +1,18 @@
 """Deleting a run, and what `apply --replace` checks before it deletes anything.
 
-Deleting a run: each of its Jobs and Services, and waiting until its Jobs are gone.
+Only objects carrying the run's labels are deleted (each checked again here: the server's
+selector is not trusted), one request each, `in_flight` at a time, the Jobs before the
+Services so that no new pod starts meanwhile, and each only if it is still the object listed
+(its uid as a precondition). The first refusal stops the deletion and says how far it got.
 
-Only objects that carry the run's labels are deleted (objects.py lists them by those
-labels, and each is checked again here, before any delete), one request each, `in_flight`
-at a time (kube/inflight.py's `Sending`, each line said in the list's order), the Jobs
-before the Services so that no new pod starts meanwhile, and each only if it is still the
-object that was listed (its uid, as a precondition). The first refusal stops the deletion:
-the deletes already out are waited for, what was deleted has been reported, and the error
-says how far it got.
-
-What `apply --replace` checks before it deletes anything: that it can finish.
-
-Deleting the old run and then failing to apply the new one leaves nothing running.
-So, before the first delete, the server judges both halves, and nothing changes
-unless every check passes:
-
-- each delete, as a server dry run (`dryRun=All`) with the listed object's uid as a
-  precondition: RBAC (a user who may delete Jobs but not Services), admission, and
-  an object that took a listed name since;
-- each new object, as a server dry run of the very request apply will make (a
-  server-side apply, field manager simpletfjob), under a temporary name.
-
-Why a temporary name: a dry run under the object's own name is judged against the
-old object, which is still there (an immutable pod template would be refused, and a
-create would not be checked at all). Kubernetes 1.20 offers `generateName` only to a
-create (POST), which RBAC checks as `create` alone, while an apply that creates
-needs `patch` and `create`; a PATCH takes no generateName. So the name is made up
-here as the server's own generator makes one: the object's name with its last five
-characters replaced by random ones from the generator's alphabet (a name of five or
-fewer gets five more). The length stays the same, so the server's checks of the name
-(a DNS label of at most 63 characters) judge it as they will judge the real one, and
-one name in 14 million is no other object's. The check cannot collide with the old
-objects: a temporary name is never one of theirs, nor one of the render's.
-
-Two things a dry run cannot judge before the old run is gone are left to the real
-apply, which reports half-way failures as any apply does: a quota that the old run's
-objects fill until they are deleted ("exceeded quota", skipped here), and a Service's
-fixed cluster IP or node port, which the old Service holds (the check leaves them to
-the server to choose).
+Deleting the old run and failing to apply the new one would leave nothing running, so before
+the first delete `check_replace` has the server judge both halves: each delete as a dry run
+(RBAC, admission, a name taken since), and each new object as a dry run of the very apply,
+under a temporary name. Under its own name it would be judged against the old object, still
+there; a PATCH takes no generateName, so the name is made as the server's generator makes one
+(its last five characters random), the same length, so that the name checks judge it as the
+real one. Left to the real apply: a quota the old run fills ("exceeded quota", skipped) and a
+Service's fixed cluster IP or node port (left to the server to choose in the check).
 """
 
 from __future__ import annotations
@@ -63,6 +37,7 @@ from simpletfjob.runs.objects import (
     object_name,
     run_selector,
     scope_flags,
+    some,
 )
 
 if TYPE_CHECKING:
@@ -86,7 +61,7 @@ class Deletion(NamedTuple):
 
 def deleted_line(run: RunObjects, done: Deletion, waited: bool) -> str:
     """`delete`'s last line: 'simpletfjob: deleted run mnist in namespace ml (3 objects: 2 jobs,
-    1 service) and its Jobs are gone', with those left alone as replaced since listed."""
+    1 service) and its Jobs are gone'."""
     deleted = len(done.deleted)
     jobs, services = done.count(JOBS), done.count(SERVICES)
     left = len(done.replaced)
@@ -113,13 +88,9 @@ def delete_run(
 ) -> Deletion:
     """Delete every object of the run, reporting each as kubectl does.
 
-    Each delete carries the listed object's uid as a precondition: an object that has
-    taken a listed name since (deleted and made again, by hand or by another tool) is
-    left alone and reported, never deleted by name. An object already gone (deleted
-    meanwhile) is not reported. The first failure raises, naming how many objects were
-    deleted before it; an interruption (SIGINT) says the same on its way out, and hands over
-    the delete whose answer had not come (`Interrupted.unsettled`). `deadline` bounds each
-    delete (by default, the connection's).
+    An object that took a listed name since (another uid) is left alone and reported; one
+    already gone is not reported. A failure or an interruption says how many were deleted
+    before it. `deadline` bounds each delete (by default, the connection's).
     """
     total = len(run.jobs) + len(run.services)
     done = Deletion([], [], [])
@@ -218,9 +189,8 @@ def delete_named(
     ignore_not_found: bool,
     report: Callable[[str], None],
 ) -> tuple[RunObjects, Deletion] | None:
-    """`delete RUN`: the run found, deleted (Background) and, with `wait`, waited for until its Jobs
-    are gone; what was listed and what was done. None when there is no such run and
-    `ignore_not_found` (as kubectl: nothing to delete, nothing said); else NoRunError."""
+    """`delete RUN`: the run found, deleted (Background) and with `wait` waited for; what was listed
+    and done. None for no such run with `ignore_not_found`, as kubectl; else NoRunError."""
     try:
         run = find_run(conn, name)
     except NoRunError:
@@ -228,8 +198,7 @@ def delete_named(
             return None
         raise
     done = delete_run(conn, run, "Background", report)
-    # A Job that the server deleted at once answers with a Status, not the Job: when every
-    # one did, they are gone, and there is nothing to watch for (one list and one watch less).
+    # A Job the server deleted at once answers with a Status, not the Job: nothing to watch for.
     if wait and done.held:
         wait_until_gone(conn, run.name, timeout, report=report)
     return run, done
@@ -244,11 +213,9 @@ def wait_until_gone(
 ) -> None:
     """Return once no object of the run's `resources` is left in the namespace; watched, not polled.
 
-    A Job deleted in the foreground stays (with a deletionTimestamp) until the garbage
-    collector has deleted its pods; a pod on a node stays until its kubelet has stopped it
-    (`run`'s restart waits for the run's pods too: PODS among `resources`).
-    An API server that goes away meanwhile is waited for until `timeout` (kube/outage.py),
-    with one line to `report` when it goes and one when it is back.
+    A Job deleted in the foreground stays until the garbage collector has deleted its pods, and
+    a pod until its kubelet has stopped it. An API server that goes away meanwhile is waited for
+    until `timeout`, with a line to `report` when it goes and one when it is back.
     """
     from simpletfjob.kube.outage import riding_out
 
@@ -263,9 +230,6 @@ def wait_until_gone(
                     f"seen gone within {format_duration(timeout)}: {ride.note()}"
                 )
             if left:
-                shown = ", ".join(left[:3]) + (
-                    f" and {len(left) - 3} more" if len(left) > 3 else ""
-                )
                 one = len(left) == 1
                 why = (
                     f"; their pods may still be stopping, see kubectl get pods -l {run_selector(run)} "
@@ -276,7 +240,7 @@ def wait_until_gone(
                 raise JobsRemain(
                     f"run {run!r} in namespace {conn.namespace}: {len(left)} "
                     f"{resource.singular if one else resource.plural} {'is' if one else 'are'} "
-                    f"still there after {format_duration(timeout)} ({shown}){why}"
+                    f"still there after {format_duration(timeout)} ({some(left)}){why}"
                 )
 
 
@@ -326,8 +290,7 @@ def temporary_name(name: str, taken: set[str]) -> str:
 def check_replace(
     conn: Connection, old: RunObjects, wanted: Sequence[Manifest], *, force: bool
 ) -> dict[tuple[str, str], dict[str, Any]]:
-    """Raise, in one line, the first thing that would stop --replace half-way; else each new
-    object as the server's dry run made it (by its manifest's key), for the real apply."""
+    """Raise the first thing that would stop --replace half-way; else each new object's dry run."""
     for resource, obj in old.objects():
         name = object_name(obj)
         uid = str((obj.get("metadata") or {}).get("uid") or "") or None

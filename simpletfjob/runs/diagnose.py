@@ -1,30 +1,16 @@
 """`diagnose RUN`: one bundle with what a bug report about a run needs, read once, written atomically.
 
-    RUN-diagnose-20261129T071500Z.tar.gz
-      RUN/summary.txt            the run, its verdict, its first failure with the failing task's
-                                 error, each task's node and state, the versions, what could
-                                 not be read and why
-      RUN/status.json            what `status RUN -o json` prints
-      RUN/tasks/TASK.log         each task's current container: its last 10,000 lines
-      RUN/tasks/TASK.previous.log  the container before, where the kubelet keeps one
-      RUN/events.txt             the events of the run's Jobs and pods, oldest first
-      RUN/nodes/NODE.json        each node the run's pods are on: conditions, allocatable, and
-                                 what its pods request
-      RUN/manifests.yaml         the run's Jobs and Services as the cluster has them
+RUN-diagnose-TIME.tar.gz holds RUN/summary.txt, status.json, tasks/TASK[.previous].log,
+events.txt, nodes/NODE.json and manifests.yaml (docs/commands/diagnose.md says what each holds).
 
-The run's status, its Jobs, pods and Services, the namespace's events and the server's
-version are read at the same time; then the logs, every task's at once as `logs` reads them
-(logstreams.Merger), and the nodes with their pods. Only what `status` and `logs` need must
-be allowed (the Jobs and pods, pods/log): a part that another right guards (Services, events,
-nodes, the other pods on a node) is left out when refused, as is the log of a pod that is
+Only what `status` and `logs` need must be allowed (Jobs, pods, pods/log): a part another
+right guards (Services, events, nodes) is left out when refused, as is the log of a pod that is
 gone, and summary.txt says what and why. bundle.py makes the files: redacted, bounded.
 
-`run --diagnose-on-failure DIR` and `wait`'s (`OnFailure`) write the same bundle at the
-verdict of a run that fails, before the client deletes anything. As they follow the run, a
-`Recorder` keeps each task's log (streamed, its last lines), and its Jobs and pods as last
-seen: a log that is gone by then (the TTL of --cleanup-after deletes the run, the Job
-controller a failed OnFailure pod) is written as kept, and a Job or pod that is gone as last
-seen; status.json and summary.txt are the run as judged at the verdict.
+`run --diagnose-on-failure DIR` and `wait`'s (`OnFailure`) write the same bundle at a failing
+verdict, before the client deletes anything. As they follow, a `Recorder` keeps each task's
+log's last lines and its Jobs and pods as last seen, since they may be gone by then
+(--cleanup-after's TTL, the Job controller deleting a failed pod).
 """
 
 from __future__ import annotations
@@ -72,8 +58,7 @@ T = TypeVar("T")
 
 
 def bundle_path(name: str, output: str | None, now: datetime) -> str:
-    """Where the bundle goes: `output`, else RUN-diagnose-TIME.tar.gz in the current directory;
-    checked before anything is read (a directory that is missing, a stream)."""
+    """Where the bundle goes (`output`, else RUN-diagnose-TIME.tar.gz), checked before any read."""
     from simpletfjob.output import destination
 
     path = output or bundle.bundle_name(name, now)
@@ -93,12 +78,10 @@ def diagnose(
     cause: Cause | None = None,
     verdict: str | None = None,
 ) -> None:
-    """Read run NAME and write its bundle to `path` (bundle_path), all or nothing; NoRunError
-    when there is no such run, and no file.
+    """Read run NAME and write its bundle to `path`, all or nothing (NoRunError: no file).
 
-    `run` and `wait` give what their Recorder `kept`, the run as they `last` judged it (its
-    status.json and summary), and the `cause` and `verdict` of its failure: a task whose log
-    cannot be read now has the log kept, and a Job or pod deleted since, as last seen."""
+    `run` and `wait` give their Recorder (`kept`: logs and objects gone since), the run as they
+    `last` judged it, and the `cause` and `verdict` of its failure."""
     from simpletfjob.output import write_atomic_bytes
     from simpletfjob.runs.ending import failed_line, read_status, succeeded_line, undecided
     from simpletfjob.runs.state import AMBIGUOUS, DELETING, FAILED, SUCCEEDED
@@ -145,14 +128,13 @@ def diagnose(
     cause = cause or bundle.first_failure(run)
     first = [f"tasks/{cause.task}.log", f"tasks/{cause.task}.previous.log"] if cause else []
     files, cut = bundle.bounded(files, first)
-    if verdict is None and run.state == FAILED:
-        verdict = failed_line(run)
-    elif verdict is None and run.state == SUCCEEDED:
-        verdict = succeeded_line(run)
-    elif verdict is None and run.state in (AMBIGUOUS, DELETING):
-        verdict = undecided(run, conn.settings.context)
-    elif verdict is None:
-        verdict = f"run {name!r} has not ended: {run.state}"
+    if verdict is None:
+        verdict = (
+            failed_line(run) if run.state == FAILED
+            else succeeded_line(run) if run.state == SUCCEEDED
+            else undecided(run, conn.settings.context) if run.state in (AMBIGUOUS, DELETING)
+            else f"run {name!r} has not ended: {run.state}"
+        )  # fmt: skip
     from simpletfjob._version import __version__
 
     versions = f"simpletfjob {__version__}; server {version.result()}"
@@ -162,8 +144,7 @@ def diagnose(
 
 
 def _gone_since(seen: Sequence[Object], now: Sequence[Object]) -> list[dict[str, Any]]:
-    """What was seen while following and is not among the objects read `now` (by uid), copied:
-    redaction writes into them."""
+    """Copies (redaction writes into them) of what was seen and is not among those read `now`."""
     uids = {(o.get("metadata") or {}).get("uid") for o in now}
     return [
         copy.deepcopy(dict(o)) for o in seen if (o.get("metadata") or {}).get("uid") not in uids
@@ -171,8 +152,7 @@ def _gone_since(seen: Sequence[Object], now: Sequence[Object]) -> list[dict[str,
 
 
 def _with_tasks_of(run: Run, jobs: Sequence[Object], pods: Sequence[Object]) -> Run:
-    """The run with the tasks of `jobs` (as last seen, before their deletion) that it has not:
-    the follower drops a Job once it is being deleted."""
+    """The run with the tasks of `jobs` it lacks: the follower drops a Job being deleted."""
     from simpletfjob.runs.state import run_state
 
     if not jobs:
@@ -220,9 +200,8 @@ def _server_version(conn: Connection) -> str:
 def read_logs(
     conn: Connection, jobs: Sequence[Object], pods: Sequence[Object], unread: list[str]
 ) -> dict[str, bytes]:
-    """Each task's current container's last lines, and its container before where the kubelet
-    keeps one, all read at once as `logs` reads them; by file name. What has no log (a pod that
-    is gone, a container that never started) goes to `unread`."""
+    """Each task's current container's last lines, and the one before where the kubelet keeps it,
+    by file name; what has no log goes to `unread`."""
     tasks = tasks_of(jobs, pods)
     chosen = list(tasks)
     current = sources_now(tasks, chosen, Selection(), False, unread.append, pods_gone(jobs, tasks))
@@ -268,9 +247,8 @@ def read_logs(
 def read_nodes(
     conn: Connection, pods: Sequence[Object], pinned: Collection[str], unread: list[str]
 ) -> dict[str, bytes]:
-    """nodes/NODE.json for each node the run's pods are on or its tasks are `pinned` to, with
-    every pod on it (the run's own only, when the others may not be listed); what could not
-    be read goes to `unread`."""
+    """nodes/NODE.json for each node the run's pods are on or its tasks are `pinned` to, with every
+    pod on it (only the run's own, when the others may not be listed); failures to `unread`."""
     from simpletfjob.hosts.usage import NOT_TERMINATED
     from simpletfjob.kube.lists import Page, decode_page
 
@@ -316,11 +294,9 @@ SETTLE = 2.0  # seconds the streams of containers that have ended are given to b
 
 
 class Recorder(Keeper):
-    """What `run` and `wait` keep of a run as they follow it, for its bundle: each task's log
-    and its Jobs and pods as last seen (their events outlive them). Each task's container is
-    streamed (logstreams.Merger, as `logs -f` reads) from when it is first seen, and its last
-    LOG_LINES lines are kept, of its newest container and the one before: at most two
-    deques of LOG_LINES lines a task. It is failure.py's Keeper too (`seen`, `kept_for`)."""
+    """What `run` and `wait` keep of a run as they follow it, for its bundle (and as failure.py's
+    Keeper): its Jobs and pods as last seen, and each task's last LOG_LINES lines of its newest
+    container and the one before, streamed as `logs -f` reads from when it is first seen."""
 
     def __init__(self, conn: Connection, tail: int) -> None:
         super().__init__(conn, tail)
@@ -409,8 +385,7 @@ class Recorder(Keeper):
             )
 
     def fill(self, logs: dict[str, bytes], unread: list[str]) -> dict[str, bytes]:
-        """The logs read now, with each task that has none taken as kept (TASK.log, its newest
-        container, TASK.previous.log the one before) and said so in `unread`."""
+        """The logs read now, with each task that has none taken as kept, said so in `unread`."""
         self._settle()
         read = {file.removeprefix("tasks/").split(".")[0] for file in logs}
         with self.taking:
@@ -433,10 +408,9 @@ class Recorder(Keeper):
 
 
 class OnFailure:
-    """--diagnose-on-failure DIR as `run` and `wait` carry it out: a Recorder follows each
-    attempt (without DIR, failure.py's Keeper: nothing more is read), and a run that fails has
-    its bundle written into DIR at the verdict, before the client deletes anything. One that
-    cannot be written is a warning: the verdict and the exit status stay as they are."""
+    """--diagnose-on-failure DIR: a Recorder follows each attempt (without DIR, a plain Keeper),
+    and a failed run's bundle is written into DIR at the verdict, before anything is deleted;
+    one that cannot be written is a warning, the verdict and exit status unchanged."""
 
     def __init__(self, conn: Connection, directory: str | None, say: Callable[[str], None]) -> None:
         self.conn, self.directory, self.say = conn, directory, say
@@ -459,9 +433,8 @@ class OnFailure:
             self.recorder.close()
 
     def write(self, run: Run, cause: Cause | None, verdict: str, attempt: int | None = None) -> str:
-        """The bundle of the run that failed (of the attempt that failed, `run`'s restart N),
-        written into DIR; '; bundle: PATH' for the line that says the failure, '' without DIR
-        or when it could not be written."""
+        """Write the failed run's (or attempt's) bundle into DIR; '; bundle: PATH' for the failure's
+        line, '' without DIR or when it could not be written."""
         self.path = None  # a bundle of an earlier attempt is not this failure's
         if self.directory is None:
             return ""

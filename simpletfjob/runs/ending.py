@@ -1,33 +1,15 @@
-"""A run's end, followed once (an Ending, and its lines); `status RUN` and `status -w`.
+"""A run's end, followed once for `wait`, `run`, `status -w` and `logs -f` (an Ending), the
+lines that say it, and `status RUN`.
 
-Following a run to its end, once, for `wait`, `run`, `status -w` and `logs -f`: an Ending.
+`follow` hands each state of the run to `on_change` (what the command shows), asks `check`
+for an end the state does not tell (run's: a refused pod, a side task's failure, a lost node),
+and ends as Succeeded, Failed (with its Cause), Undecided (a task several Jobs claim, a run
+being deleted) or TimedOut. `ending_of`, `finishing` and `finished_as` are pure, so the
+Ending of recorded events is tested without a server.
 
-    follow (watch.py: two lists, two watches, and the Follower's verdict)
-      -> each state of the run to `on_change` (what the command shows: wait's and run's lines,
-         status -w's rows, logs -f's new streams)
-      -> `check` (run's: a refused pod, a side task's failure, a lost node): an end that the
-         run's state does not tell
-      -> an Ending: Succeeded; Failed, with its typed Cause (classify.py); Undecided (a task
-         that several Jobs claim, a run being deleted); TimedOut (the deadline passed first,
-         also within a request it cut short)
-
-What a command says of the end is built here too, once: the success line, the failed line
-(and `run`'s, which gives its restart decision's words), the line of a run that cannot be
-decided, and the failing task's last log lines and Warning events (failure.py) that `wait`,
-`run` and `status -w` show before the verdict.
-
-After a success, before the cleanup, the tasks that end by themselves (the framework's
-`ends_by_itself`: a collective's workers end a moment after the task that decided) are
-given --cleanup-grace to end (`let_finish`: one list and one watch of the run's Jobs), so
-that the cleanup does not take their Jobs and logs.
-
-`ending_of` is the pure part: it reads a sequence of judged runs, so that the Ending of
-recorded events is tested without a server (tests/unit/test_ending.py); so are
-`finishing` and `finished_as`, the grace's rules.
-
-`status RUN` and `status -w`: one run read as it is now, or followed until it ends.
-
-The command prints; these read, and hand each state of the run to the caller.
+After a success, the tasks that end by themselves (a collective's workers end a moment after
+the deciding one) are given --cleanup-grace (`let_finish`), so that the cleanup does not take
+their Jobs and logs. These read; the command prints.
 """
 
 from __future__ import annotations
@@ -79,9 +61,8 @@ class End(str, Enum):
 
 @dataclass(frozen=True)
 class Ending:
-    """A run's end as followed: how, the run as last judged (None when the deadline passed
-    before it was read), the cause of a failure or of no verdict, and the request that a
-    deadline cut short (TimedOut)."""
+    """A run's end as followed: how, the run as last judged (None if never read), the cause of a
+    failure or of no verdict, and the request a deadline cut short."""
 
     end: End
     run: Run | None
@@ -94,8 +75,7 @@ class Ending:
 
 
 def judged(run: Run, exit_codes: Collection[int] = ()) -> Ending | None:
-    """The Ending of a run whose state has ended it (classify.run_failure's cause for a failure
-    or no verdict); None while it goes on."""
+    """The Ending of a run whose state has ended it; None while it goes on."""
     if run.state == SUCCEEDED:
         return Ending(End.SUCCEEDED, run)
     if run.state == FAILED:
@@ -116,9 +96,8 @@ def ending_of(
     check: Check | None = None,
     exit_codes: Collection[int] = (),
 ) -> Ending:
-    """The Ending of the run's states as they come (pure): each to `on_change`, then judged; a
-    run still going is given to `check`, whose cause ends it Failed. TimedOut when they stop
-    before an end (watch.follow stops so at its deadline)."""
+    """The Ending of the run's states as they come (pure): each to `on_change`, then judged, then
+    to `check`, whose cause ends it Failed; TimedOut when they stop before an end."""
     last: Run | None = None
     for run in runs:
         if on_change is not None:
@@ -147,11 +126,8 @@ def follow_to_end(
 ) -> Ending:
     """Follow run NAME until it ends (`ending_of` over watch.follow), or the deadline passes.
 
-    `seen`, `tick` and `every` are watch.follow's: the Jobs and pods each state was judged
-    from (wait's Keeper, logs -f's streams), a state again after `tick` quiet seconds (run's
-    node checks), and a state after every batch of events. A request that the deadline cut
-    short is TimedOut, with it as the `problem`; before the deadline, the cluster's error
-    goes up, as does NoRunError.
+    `seen`, `tick` and `every` are watch.follow's. A request the deadline cut short is TimedOut,
+    with it as the `problem`; before the deadline, the cluster's error goes up.
     """
     from simpletfjob.runs.watch import follow
 
@@ -175,11 +151,8 @@ def follow_to_end(
 
 
 def finishing(run: Run) -> list[TaskStatus]:
-    """Of a run that has succeeded, the tasks that have not ended but end by themselves, as its
-    framework says (`ends_by_itself`: the workers of a collective end with the task that
-    decided, a moment later; a ps never does): the cleanup gives them --cleanup-grace to end,
-    so that their Jobs and logs stay. [] for any other run, and for a task that is a copy
-    (the cleanup leaves it anyway) or is being deleted."""
+    """Of a run that has succeeded, the unended tasks its framework says end by themselves
+    (`ends_by_itself`), not copies nor being deleted; [] for any other run."""
     if run.state != SUCCEEDED:
         return []
     roles = framework_named(run.framework).ends_by_itself({t.role for t in run.tasks})
@@ -191,9 +164,8 @@ def finishing(run: Run) -> list[TaskStatus]:
 
 
 def finished_as(task: TaskStatus, job: Object | None) -> TaskStatus | None:
-    """A `finishing` task as its Job (as the server has it now; None: gone) says it is: the
-    task as it ended, once the Job has ended; the task itself, unchanged, when the Job is
-    gone, being deleted or made anew (nothing is left to wait for); None while it goes on."""
+    """A `finishing` task as its Job (None: gone) says it is: as it ended; itself when its Job is
+    gone or made anew (nothing to wait for); None while it goes on."""
     if job is None or is_gone(job) or metadata_of(job).get("uid") != task.uid:
         return task
     if not (condition(job, "Complete") or condition(job, "Failed")):
@@ -209,10 +181,9 @@ def let_finish(
     deadline: Deadline | None,
     say: Callable[[str], None] | None = None,
 ) -> Run:
-    """Give a run that has succeeded `grace` seconds (no more than `deadline` leaves) for its
-    `finishing` tasks to end: one list and one watch of its Jobs, until each has ended. The
-    run, with those that ended taken as they ended (the cleanup then leaves them); each is
-    said to `say` as it ends (`worker-1 Succeeded`). Its state and verdict stay as they were."""
+    """Give a succeeded run's `finishing` tasks `grace` seconds (within `deadline`) to end, by
+    one watch of its Jobs; the run with those that ended as they ended, each said to `say`
+    (`worker-1 Succeeded`). Its state and verdict stay as they were."""
     waiting = {task.job: task for task in finishing(run)}
     if grace <= 0 or not waiting:
         return run
@@ -267,10 +238,8 @@ UNRESOLVED = (
 
 
 def names_to_resolve(run: Run, jobs: Iterable[Object]) -> list[str]:
-    """The node names the run's tasks reach each other at, when they do so by name: the hosts
-    its framework's variables name (as its Jobs carry them: `peer_hosts`) that are the nodes
-    its tasks are on, and no IP address. A node's name resolves inside a pod only where the
-    cluster's DNS knows it. [] for addresses (--address internal-ip) or Services' names."""
+    """The node names the run's tasks reach each other at (`peer_hosts` that are its nodes),
+    which resolve inside a pod only where the cluster's DNS knows them; [] for addresses."""
     import ipaddress
 
     fw = framework_named(run.framework)
@@ -287,17 +256,17 @@ def names_to_resolve(run: Run, jobs: Iterable[Object]) -> list[str]:
 
 
 def _names(hosts: Sequence[str]) -> str:
-    shown = ", ".join(hosts[:3]) + (f" and {len(hosts) - 3} more" if len(hosts) > 3 else "")
-    return f"their nodes' names ({shown})"
+    from simpletfjob.runs.objects import some
+
+    return f"their nodes' names ({some(hosts)})"
 
 
 TAKE_IP = "--address internal-ip gives them the nodes' InternalIP"
 
 
 def unresolved_hint(run: Run, jobs: Iterable[Object]) -> str:
-    """What a run that did not end says of its tasks' addresses, when some of them run and
-    reach each other by node name: '; its tasks reach each other at their nodes' names (h1,
-    h2): ...'; '' otherwise."""
+    """'; its tasks reach each other at their nodes' names (h1, h2): ...' for a run not ended whose
+    running tasks do; '' otherwise."""
     names = names_to_resolve(run, jobs) if run.count(RUNNING) else []
     if not names:
         return ""
@@ -308,8 +277,8 @@ def unresolved_hint(run: Run, jobs: Iterable[Object]) -> str:
 
 
 def unresolved_note(task: str, lines: Sequence[str], run: Run, jobs: Iterable[Object]) -> list[str]:
-    """The line that follows a failed task's explanation (`lines`) when its log says a name
-    did not resolve and the run's tasks reach each other by node name; [] otherwise."""
+    """The line after a failed task's `lines` when its log says a name did not resolve and the
+    tasks reach each other by node name; [] otherwise."""
     import re
 
     said = [line for line in lines if line.startswith(f"{task} | ")]
@@ -327,11 +296,8 @@ def unresolved_note(task: str, lines: Sequence[str], run: Run, jobs: Iterable[Ob
 def explain_failure(
     conn: Connection, run: Run, cause: Cause | None, tail: int, keeper: Keeper | None = None
 ) -> list[str]:
-    """The failing task's last log lines and Warning events (failure.py), for a cause that names
-    a task whose pods can be read: a task that failed, or a pod its node refused (a lost
-    node's pods cannot be read: no kubelet answers); then, when its log says a name did not
-    resolve and the tasks reach each other by node name, that (`unresolved_note`). [] for
-    any other."""
+    """The failing task's last log lines and Warning events, and `unresolved_note`, for a task
+    that failed or a pod its node refused (a lost node's kubelet does not answer); else []."""
     if cause is None or cause.kind not in (TASK_FAILED, REFUSED):
         return []
     from simpletfjob.runs.failure import explain_task
@@ -341,13 +307,11 @@ def explain_failure(
 
 
 def failed_line(run: Run, verdict: str | None = None) -> str:
-    """'run 'mnist' failed: worker-1 Failed: Error (exit 1)', and the restarts `run` has left.
-
-    `verdict`, `run`'s words (its cause and why it is not restarted), stands for the outcome
-    and the restarts left."""
+    """'run 'mnist' failed: worker-1 Failed: Error (exit 1)', and the restarts `run` has left;
+    `run`'s `verdict` words stand for both."""
     if verdict is not None:
         return f"run {run.name!r} failed: {verdict}"
-    # the restarts counted against the limit: those in a row without progress (progress.py)
+    # counted against the limit: those in a row without progress
     spent, limit = run.in_a_row, run.restarts[1]
     left = (
         f"; {limit - spent} of its {limit} restarts are left, which only simpletfjob run "
@@ -365,8 +329,7 @@ def succeeded_line(run: Run) -> str:
 
 
 def outcome_line(ending: Ending) -> str:
-    """The success line of a run that succeeded; RunFailed with the failed line for any other
-    end that has a run (`logs -f`'s end, which explains nothing)."""
+    """The success line; for any other end with a run, RunFailed with the failed line."""
     if ending.run is None:
         raise RunFailed("the run ended without being read")
     if not ending.succeeded:
@@ -408,10 +371,8 @@ def undecided(run: Run, context: str | None) -> str:
 def read_status(
     conn: Connection, name: str, tail: int | None, stuck: bool = False
 ) -> tuple[Run, list[str]]:
-    """`status RUN`: the run as it is now, with its stuck tasks' reasons, and the notes that come
-    after it (events that could not be read; with `stuck`, each stuck task's reason in full, as
-    the table's REASON column cuts it short; with `tail`, a failed run explained as `explain`
-    does)."""
+    """`status RUN`: the run as it is now, with its stuck tasks' reasons, and the notes after it
+    (with `stuck`, each reason in full; with `tail`, a failed run explained)."""
     from simpletfjob.runs.reporting import Tail
     from simpletfjob.runs.taskstate import stuck_lines
     from simpletfjob.runs.watch import read_run
@@ -430,9 +391,8 @@ def read_status(
 def watch_status(
     conn: Connection, name: str, tail: int, show: Callable[[Run], None], say: Callable[[str], None]
 ) -> Run:
-    """`status -w`: each state of the run to `show` (the first, then each change) until it ends,
-    riding out an outage; the run, succeeded. A failed run is explained (`say`) before
-    RunFailed; one that cannot be decided is RunFailed at once, as `wait` says it."""
+    """`status -w`: each state to `show` until the run ends, riding out an outage; the run.
+    A failed run is explained before RunFailed; an undecided one is RunFailed at once."""
     from simpletfjob.kube.outage import riding_out
 
     with riding_out(conn, None, say, "it is back (no --timeout)"):

@@ -1,55 +1,29 @@
-"""Why a run failed, said where the user looks; the refusals and lost nodes `run` restarts on.
+"""Why a run failed, said where the user looks, and the refusals and lost nodes `run` restarts on.
 
-Why a run failed, said where the user is looking: the failing task's last log lines and the
-Warning events of its Job and pods, after `wait`'s and `status`'s verdict.
+After `wait`'s and `status`'s verdict, the failing task's error and last log lines, and the
+Warning events of its Job and pods:
 
     worker-1: its error:
     worker-1 | Traceback (most recent call last):
-    worker-1 | ...
     worker-1 | ValueError: bad shape
     worker-1: the last 20 lines of its log (pod mnist-worker-1-x7k2p, container tensorflow):
     worker-1 | ...
     worker-1: Warning events of its Job and pods:
       BackoffLimitExceeded (x1) job/mnist-worker-1: Job has reached the specified backoff limit
 
-- **Logs.** The task's newest pod that ran: its container's output, or with the container
-  waiting to start again (`CrashLoopBackOff`) the instance that crashed (`previous`). A pod
-  refused before its container started (`OutOfnvidia.com/gpu`) has no log: a line says so.
-- **The error.** The last lines are often not it (torchrun ends with its ChildFailedError
-  box): the last SEARCHED lines are read, and the error classify.task_error finds in them is shown
-  first, unless the last lines shown hold it all.
-- **Kept lines.** With `restartPolicy: OnFailure` the Job controller deletes the pod once
-  the backoff limit is reached, and its logs go with it. `Keeper`, fed every state `wait`
-  judges, reads the last lines of each container it sees crash (`previous`) while the pod is
-  still there, and they are shown when the pod is gone. A `wait` that starts after the pod
-  is gone says so: `worker-1: its pod is gone; its logs went with it`.
-- **Events.** One list of the namespace's Warning events (`fieldSelector type=Warning`),
-  matched to the task's Job (by name and uid) and to its pods (by uid, or by the name the Job
-  controller gives them, `JOB-xxxxx`, so that a pod that is gone is still matched).
+The log is the newest pod's that ran, or in CrashLoopBackOff the instance that crashed
+(`previous`); the error is looked for in the last SEARCHED lines (torchrun's box hides it).
+With `restartPolicy: OnFailure` the Job controller deletes the pod at the backoff limit and
+its logs with it, so `Keeper` reads each crashed container's last lines while the pod is there.
+Events are matched to the Job by name and uid, and to its pods by uid or by the name the Job
+controller gives them (`JOB-xxxxx`), so that a pod that is gone still matches. Nothing here
+turns a verdict into an error: what cannot be read (RBAC, a pod gone) is one line saying why.
 
-Nothing here turns a verdict into an error: a refusal (RBAC on `pods/log` or `events`), a
-pod gone meanwhile or a node that does not answer is one line that says what could not be
-read and why. `stuck_reasons` gives `status` a Pending task's latest Warning event as its
-reason when its pod says nothing better (`FailedMount` behind `ContainerCreating`).
-
-Why `run` restarts a run that `wait` would still be waiting on: a refused pod, a lost node.
-
-A run fails, for `run`, when (besides a task's Job failing, which state.py judges):
-
-- **a node refused a task's pod**: the kubelet admits a pod or fails it at once, with
-  phase Failed and a reason such as `OutOfnvidia.com/gpu`, `OutOfcpu`, `NodeAffinity`,
-  `NodePorts` or `NodeName`. The Job controller would only make another pod for the same
-  node, which refuses it again;
-- **a task's node has been NotReady, or gone, for longer than the grace**: the node as
-  its Ready condition says (a node lifecycle controller sets it Unknown once the kubelet
-  stops posting), or a 404. The time is counted from when this client first saw it so,
-  on its own clock: the node's lastTransitionTime is the server's, and clocks differ.
-  Tasks that have finished do not count: their node is no longer needed.
-
-Reading a node needs `get` on nodes, cluster-wide. `run` asks before it starts
-(wait.py) and warns once when it may not; a refusal met all the same (no review
-could be asked, or the right was taken away meanwhile) is said once, in the same words as
-every refusal, and the nodes are not read again: node loss is then not watched.
+`run` also ends an attempt that `wait` would still wait on: a pod its node refused
+(`OutOf...`, `NodeAffinity`: the Job controller would only make another pod for the same
+node), and a node NotReady or gone past the grace, counted on this client's clock from when it
+first saw it so (the server's clock may differ); finished tasks' nodes do not count. A refusal
+to read nodes is said once, and node loss is then not watched.
 """
 
 from __future__ import annotations
@@ -63,6 +37,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from simpletfjob.errors import ClusterError
 from simpletfjob.kube.request import Action, Deadline, request
 from simpletfjob.kube.resources import EVENTS, PODS
 from simpletfjob.runs.classify import Cause, node_lost, refused, task_error
@@ -81,7 +56,6 @@ if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
 
 
-DEFAULT_TAIL = 20
 SEARCHED = 200  # lines of the failing task's log its error is looked for in
 READ_WITHIN = 10.0  # seconds for each read of an explanation: it must not hold the verdict long
 GENERIC = ("", "ContainerCreating", "PodInitializing", "Pending", "no pod yet")
@@ -99,37 +73,38 @@ class Kept:
 # ---- reading ------------------------------------------------------------------------------------
 
 
-def _failure(conn: Connection, action: Action, status: int, data: bytes, reason: str) -> str:
+def _read(
+    conn: Connection, action: Action, query: list[tuple[str, str | int]]
+) -> tuple[bytes | None, str]:
+    """The answer's body, or (None, why it could not be read), within READ_WITHIN."""
     from simpletfjob.kube.refusals import refusal, status_of
 
-    why, message, details = status_of(data, reason)
-    return refusal(conn.target, action, status, why, message, details)
+    try:
+        answer = request(
+            conn, action, query=query, deadline=Deadline.after(READ_WITHIN),
+            passthrough=range(400, 600),
+        )  # fmt: skip
+    except ClusterError as e:
+        return None, str(e)
+    if answer.status >= 400:
+        why, message, details = status_of(answer.data, answer.reason)
+        return None, refusal(conn.target, action, answer.status, why, message, details)
+    return answer.data, ""
 
 
 def read_tail(
     conn: Connection, pod: str, container: str, tail: int, previous: bool
 ) -> tuple[list[bytes], str]:
     """The container's last `tail` lines, or ([], why they could not be read)."""
-    from simpletfjob.errors import ClusterError
-
     action = Action("get", PODS, conn.namespace, pod, subresource="log")
     query: list[tuple[str, str | int]] = [("container", container), ("tailLines", tail)]
     if previous:
         query.append(("previous", "true"))
-    try:
-        answer = request(
-            conn,
-            action,
-            query=query,
-            deadline=Deadline.after(READ_WITHIN),
-            passthrough=range(400, 600),
-        )
-    except ClusterError as e:
-        return [], str(e)
-    if answer.status >= 400:
-        return [], _failure(conn, action, answer.status, answer.data, answer.reason)
+    data, why = _read(conn, action, query)
+    if data is None:
+        return [], why
     # Split at newlines only, as `kubectl logs` shows lines: a carriage return stays in its line.
-    lines = answer.data.split(b"\n")
+    lines = data.split(b"\n")
     if lines[-1] == b"":
         lines.pop()
     return [line + b"\n" for line in lines], ""
@@ -137,25 +112,13 @@ def read_tail(
 
 def warning_events(conn: Connection) -> tuple[list[Object], str]:
     """The namespace's Warning events, oldest first, or ([], why they could not be read)."""
-    import json
-
-    from simpletfjob.errors import ClusterError
-
-    action = Action("list", EVENTS, conn.namespace)
+    data, why = _read(
+        conn, Action("list", EVENTS, conn.namespace), [("fieldSelector", "type=Warning")]
+    )
+    if data is None:
+        return [], why
     try:
-        answer = request(
-            conn,
-            action,
-            query=[("fieldSelector", "type=Warning")],
-            deadline=Deadline.after(READ_WITHIN),
-            passthrough=range(400, 600),
-        )
-    except ClusterError as e:
-        return [], str(e)
-    if answer.status >= 400:
-        return [], _failure(conn, action, answer.status, answer.data, answer.reason)
-    try:
-        items = json.loads(answer.data).get("items") or []
+        items = json.loads(data).get("items") or []
     except (ValueError, AttributeError):
         return [], f"{conn.target}: the event list is not JSON"
     events = [e for e in items if isinstance(e, Mapping) and e.get("type") == "Warning"]
@@ -181,8 +144,8 @@ def list_task_pods(conn: Connection, task: TaskStatus) -> list[Object]:
 
 
 def own_pods(pods: Iterable[Object], task: TaskStatus) -> list[Object]:
-    """The pods of the task's Job as it is now (by its uid), not those of an earlier Job of its
-    name (`run`'s earlier attempt); all of them when its uid is not known."""
+    """The pods of the task's Job as it is now (by uid), not an earlier Job's of its name; all of
+    them when its uid is not known."""
     if not task.uid:
         return list(pods)
     by_job = pods_by_job(pods)
@@ -199,10 +162,8 @@ def task_events(
     pods: Iterable[Object] = (),
     since: datetime | None = None,
 ) -> list[Object]:
-    """The events of the task's Job and of its pods, those that are gone too (known by their
-    name, JOB-xxxxx). With `since` (the Job's creation: a failed task's explanation), only the
-    events of such a pod that came from then on: an earlier Job of the same name (`run`'s
-    earlier attempt) had pods named alike."""
+    """The events of the task's Job and its pods, those gone too (by the name JOB-xxxxx); with
+    `since` (the Job's creation), only from then on, as an earlier Job's pods were named alike."""
     uids = {str(metadata_of(p).get("uid")) for p in pods}
     named = _pod_name(task.job)
     found = []
@@ -223,10 +184,8 @@ def _before(event: Object, created: datetime | None) -> bool:
 
 
 def event_lines(events: Iterable[Object]) -> list[str]:
-    """'  BackoffLimitExceeded (x1) job/mnist-worker-1: Job has reached the specified backoff
-    limit': one line for the events that say the same of the same object (reason, object,
-    message), their counts summed (a kubelet may record each back-off as an event of its own), in the
-    order they first came."""
+    """'  BackoffLimitExceeded (x1) job/mnist-worker-1: Job has reached ...': one line for the
+    events that say the same of the same object, their counts summed, in order of arrival."""
     counts: dict[tuple[str, str, str], int] = {}
     for event in events:
         key = _event_parts(event)
@@ -246,13 +205,12 @@ def _event_parts(event: Object) -> tuple[str, str, str]:
 
 
 class Keeper:
-    """The last lines of each container seen crashing while `wait` follows the run, by Job;
-    and the run's Jobs as last seen (ending.py reads what they say of the tasks' addresses).
+    """The last lines of each container seen crashing while `wait` follows the run, by Job,
+    and the run's Jobs as last seen.
 
-    `seen(jobs, pods)` is given each state `wait` judges: a container that has restarted
-    (its restartCount grew) or waits to start again after a crash has its crashed instance
-    read (`previous`) at once, in a thread, while its pod is still there. A pod object seen
-    before (the same object: a watch's event brings a new one) is not looked at again.
+    `seen(jobs, pods)` gets each state `wait` judges: a crashed instance (`previous`) is read at
+    once, in a thread, while its pod is still there. A pod object seen before (the same object:
+    a watch's event brings a new one) is not looked at again.
     """
 
     def __init__(self, conn: Connection, tail: int) -> None:
@@ -322,8 +280,6 @@ def explain(conn: Connection, run: Run, tail: int, keeper: Keeper | None = None)
     task = next((t for t in run.tasks if t.task == run.decided_by), None)
     if task is None or run.reason == DELETED:
         return []
-    from simpletfjob.errors import ClusterError
-
     try:
         pods = list_task_pods(conn, task)
         pods_note = ""
@@ -396,8 +352,8 @@ def _log_lines(
 
 
 def shown(task: str, head: str, lines: Sequence[bytes], tail: int) -> list[str]:
-    """A failed task's log lines as shown: its error (classify.task_error), found in all of them,
-    then `head` and the last `tail` lines; the error is left out when those hold it all."""
+    """A failed task's log lines as shown: its error (classify.task_error), unless `head` and the
+    last `tail` lines hold it all, then those lines."""
     last = _prefixed(task, lines[max(0, len(lines) - tail) :])
     error = [
         f"{task} | {line.rstrip()}"
@@ -450,10 +406,8 @@ def _prefixed(task: str, lines: Iterable[bytes]) -> list[str]:
 
 def stuck_reasons(conn: Connection, run: Run) -> tuple[Run, str]:
     """The run with each Pending task whose pod says nothing better given its latest Warning
-    event's reason (`FailedMount` behind `ContainerCreating`), and a note if events could not be read.
-
-    No request is made unless a task is Pending with such a reason.
-    """
+    event's reason (`FailedMount` behind `ContainerCreating`), and a note if events could not be
+    read; no request unless a task is so."""
     stuck = [t for t in run.tasks if t.state == PENDING and t.reason in GENERIC]
     if not stuck:
         return run, ""

@@ -1,60 +1,26 @@
 """What `run` does to a run it follows: a task restarted alone, a worker let go, an interrupt's end.
 
-A task the training does not depend on (a TensorFlow evaluator), restarted alone by `run`.
+**A task restarted alone.** A role the training does not depend on (`Framework.independent`,
+a TensorFlow evaluator) does not fail the run. When its Job fails, within the budget and when
+--restart-on restarts its class, `run` deletes that Job alone (Foreground, until gone) and
+applies the attempt's plan again; else the run goes on without it. It spends one of
+--max-restarts, but the run's restart count (its annotations) counts whole-run restarts only.
 
-The framework names such roles (`Framework.independent`); state.py does not fail a run for
-them. When one's Job fails, `run` says so with the failing task's lines and classifies the
-failure as any other (classify.py). Within the budget, and when --restart-on restarts its
-class, it deletes that Job alone (Foreground, until it is gone) and applies the attempt's
-plan again: the other objects are unchanged, and only that Job is made anew. Otherwise the
-run goes on without it. Either way the run is not restarted and its verdict is not changed.
+**A worker let go.** A Job whose pod its node refused fails only with backoffLimit 0, and one
+on a lost node never fails (its pod stays Running or Unknown). So when the framework's rule
+(`Framework.lost`) lets an elastic run train on without it, `run` ends the task: parallelism 0
+and the `simpletfjob/lost` annotation, by a server-side apply under a field manager of their
+own so that a later apply does not take them back, and on a lost node its pods deleted at once
+(grace 0: the node will not confirm their end). A loss that would leave fewer than M workers,
+or the rendezvous host, stays the run's failure.
 
-A restart of a task alone spends one of --max-restarts; the run's restart count (its
-annotations, `status`'s `restarts 1/3`, `<<restart>>`) counts whole-run restarts only.
-
-An elastic run's worker whose pod its node refused, or whose node was lost past
---node-grace: let go, as a worker whose Job failed is (taskstate.mark_lost), not a whole-run restart.
-
-A Job whose pod its node refused fails by itself only with backoffLimit 0 (else the Job
-controller makes another pod, which may be refused again), and a Job on a lost node never
-fails by itself: its pod stays Running, or Unknown, on a node that no longer answers. So `run`
-ends the task itself, when the framework's rule (`Framework.lost`) lets the run train on
-without it: it sets the Job's parallelism to 0, so that no pod of it runs or is made again,
-and annotates it `simpletfjob/lost` with the reason (a server-side apply of those two fields
-alone, under a field manager of their own, so that a later apply of the run's manifests does
-not take them back). `status` and `wait` read the annotation: the task is Lost. On a lost node
-its pods are deleted at once (grace 0, as `kubectl delete --force`), as a restart deletes
-them: the node will not confirm their end.
-
-A loss that would leave fewer than M workers, or the rendezvous host, is not let go: the cause
-stays the run's, and `run` restarts the whole run (or ends) as for any other failure.
-
-What an interrupt (SIGINT, SIGTERM, SIGHUP) leaves of a run that `run` was taking to its end.
-
-`run` keeps `Where` up to date as it goes; on an interrupt, `interrupted` words the one line
-the process leaves (`Interrupted.detail`), each phase saying what is true then:
-
-    applying   nothing applied yet, or how much of this attempt was (and what was in flight)
-    following  the run is left running: follow it with wait, or delete it
-    deleting   the run is being deleted for restart N: how far it got, and how to go on
-    going      every delete was answered (Background): the run's pods are stopping
-    planning   the run was deleted for restart N, and nothing of the next attempt was applied
-    ended      the verdict, and what of the cleanup was left undone
-    draining   the verdict; the cleanup was done; the logs were cut short
-
-With --on-interrupt delete it first deletes the run, and the line says what it deleted:
-
-- the writes in flight are settled first: their answers are waited for, up to SETTLE seconds,
-  since a Job whose apply was out may still be created (a slow admission webhook);
-- every Job and Service of the run is deleted (Background, as kubectl delete does: the
-  garbage collector then stops the pods), and the run is listed again until none of them is
-  left, deleting again what came meanwhile, for up to BUDGET seconds;
-- the line says so only once it is so; else what is still there, and a write that had no
-  answer, which may still be carried out.
-
-Once the verdict is known, --on-interrupt delete deletes only what the cleanup would (it
-finishes the cleanup), never what the cleanup keeps: a finished task's Job and its logs stay.
-A second signal stops the deleting, and the line says how far it got.
+**An interrupt** (SIGINT, SIGTERM, SIGHUP): `run` keeps `Where` up to date, and `interrupted`
+words the one line the process leaves for its phase (applying, following, deleting, going,
+planning, ended, draining). With --on-interrupt delete, it first settles the writes in flight
+(up to SETTLE: a Job whose apply was out may still be created), deletes every Job and Service
+(Background) and lists again until none is left, for up to BUDGET, and the line says so only
+once it is so. After the verdict it deletes only what the cleanup would: a finished task's Job
+and logs stay. A second signal stops the deleting, and the line says how far it got.
 """
 
 from __future__ import annotations
@@ -115,8 +81,8 @@ FIELD_MANAGER = "simpletfjob-lost"
 
 
 def losable(run: Run, cause: Cause) -> bool:
-    """Whether the run trains on without the tasks of `cause`: a refusal or a lost node, in an
-    elastic run, of tasks the framework's rule lets it lose with those it has lost already."""
+    """Whether an elastic run trains on without the tasks of `cause` (a refusal or a lost node), by
+    the framework's rule, with those it has lost already."""
     if run.min_workers is None or cause.kind not in (REFUSED, NODE_LOST) or not cause.tasks:
         return False
     from simpletfjob.frameworks import framework
@@ -128,8 +94,7 @@ def losable(run: Run, cause: Cause) -> bool:
 
 
 def reason(cause: Cause) -> str:
-    """The lost tasks' reason, without their names: 'refused by node h3: OutOfcpu',
-    'node h3 NotReady for more than 1m'."""
+    """'refused by node h3: OutOfcpu', 'node h3 NotReady for more than 1m'."""
     if cause.kind == REFUSED:
         return f"refused by node {cause.node}: {cause.reason}"
     return f"node {cause.node} {cause.reason}"
@@ -303,7 +268,7 @@ def _finish_cleanup(
 def _delete_run(conn: Connection, name: str, unsettled: Sequence[Unsettled], scope: str) -> str:
     """Settle, delete, and list again until nothing of the run is left (see the module doc)."""
     from simpletfjob.runs.delete import JobsRemain, delete_run, wait_until_gone
-    from simpletfjob.runs.objects import list_run, object_name
+    from simpletfjob.runs.objects import list_run, object_name, some
 
     budget = Deadline.after(BUDGET)
     unknown = [w.what for w in unsettled if not w.settle(min(SETTLE, budget.remaining()))]
@@ -327,10 +292,9 @@ def _delete_run(conn: Connection, name: str, unsettled: Sequence[Unsettled], sco
     counts = [_count(n, kind) for n, kind in ((jobs, "Job"), (services, "Service")) if n]
     what = f"{' and '.join(counts) or 'nothing'} in namespace {conn.namespace}"
     if left:
-        shown = ", ".join(left[:3]) + (f" and {len(left) - 3} more" if len(left) > 3 else "")
         return (
             f"run {name!r} was not deleted whole within {format_duration(BUDGET)} "
-            f"(--on-interrupt delete): it deleted {what}, and {shown} "
+            f"(--on-interrupt delete): it deleted {what}, and {some(left)} "
             f"{'is' if len(left) == 1 else 'are'} still there; remove the rest with "
             f"simpletfjob delete {name} {scope}"
         )

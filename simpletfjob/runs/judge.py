@@ -1,63 +1,31 @@
 """Before apply writes: the server's dry runs, how each object differs, the writes' order.
 
-Which objects apply asks the server to dry-run: one of each shape it would create, and the
-others of that shape judged by that one's verdict (apply.py).
+The dry runs change nothing, so they go `in_flight` at a time, judged in the render's order.
+A role's tasks are rendered from one skeleton, so their objects differ only in the task's
+values (a name, an index label, a node, the framework's variables), and for those fields the
+server's rule is a rule of the value alone. So apply dry-runs one object of each shape it
+would create and carries that verdict to the others (`sampled_dry_runs`):
 
-A run's tasks of one role are rendered from one skeleton, so their objects differ only in
-the task's values: a name, an index label, a node, its framework's variables. The server judges an object
-by its fields, and for the fields where those values stand its rule is a rule of that value
-alone, which is checked here. So:
+- **Shape**: two manifests of a resource are alike but at the `VARYING` places, where each
+  holds a string; all else is equal field for field, in the same order.
+- **Sampled**: the first object of each shape, every object the run's list has (an update
+  depends on the live object), and any whose values fail a check below (the server then says
+  what is wrong in its own words).
+- **Checked here** where an object differs from its sample, as the API server checks it: names
+  (a Job's a DNS-1123 subdomain of at most 63, as its pods' `job-name` label; a Service's a
+  DNS-1035 label), label values, `nodeName`, annotations within 256 KiB together, and the
+  object's JSON no larger than its sample's or within 512 KiB.
+- **Names held by others** come from one list of names (`names_held`).
 
-- **Shape.** Two manifests of one resource have the same shape when they are equal but at
-  the *varying* places below, where each holds a string (`VARYING`; a number, a list or a
-  mapping there is part of the shape). Everything else (image, ports, resources, tolerations,
-  restart policy, ...) is equal, field for field, and in the same order.
-- **Sampled.** The first object of each shape, in the render's order, gets the server's dry
-  run, as every object did before; so do the objects the run's list has (an update depends
-  on the live object, so it is never carried), and any object whose own values fail a check
-  below (the server then says what is wrong, in its own words).
-- **Checked here**, for each object that takes its sample's verdict, at each varying place
-  where it differs from its sample, as the API server checks it: `metadata.name` a DNS-1123
-  subdomain of at most 63 characters for a Job (its pods carry it as the `job-name` label),
-  a DNS-1035 label for a Service; a label's value, and a Service's selector's, a label value;
-  `nodeName` a DNS-1123 subdomain; the annotations of one object at most 256 KiB together; an
-  env variable's value, a command's and an argument's words, any string; and the whole object,
-  as JSON, no larger than its sample or within 512 KiB (the API server and etcd cap an
-  object's size).
-- **Names held by others** are found from one list, of names only (metadata), of the
-  namespace's Jobs and of its Services (apply.py), not from each object's dry run.
+Not caught, where each object's dry run would have: a webhook or policy judging one task's
+values. Such a refusal stops the apply half-way and says what was applied; `--dry-run=server`
+dry-runs every object.
 
-What this does not catch, where the object's dry run would have: an admission webhook, or
-a policy engine, that judges one task's values (such as one node name it refuses); a quota
-of objects (`count/jobs.batch`) is not caught either way, as each dry run is judged alone.
-Objects are still applied one by one, so such a refusal stops the apply half-way, and it says
-what was applied (apply.py). `--dry-run=server` dry-runs every object.
-
-The server's dry run of each manifest before apply changes anything, and how it differs
-from the live object: what `apply` judges a run by (apply.py).
-
-The dry runs change nothing, so they go `conn.settings.in_flight` at a time; their answers
-are judged in the render's order. An apply dry-runs one object of each shape it would create
-and carries that verdict to the others of the shape (`sampled_dry_runs`; `sample` says when
-that holds), having found the names that others' objects hold from one list of names
-(`names_held`).
-
-The order apply sends a run's objects in (apply.py): groups that go one after the other.
-
-Each group's writes are all answered before the next group's go, and the lines are said
-in the render's order whatever the group:
-
-1. the owner of `--cleanup-after` (annotations.py), alone: the others name its uid;
-2. the Services: their pods' DNS names exist before any task starts;
-3. the Jobs whose success is the run's (the framework's `deciding`: TensorFlow's chief,
-   else worker 0, or every worker under `all-workers`);
-4. the other Jobs.
-
-With the deciding Jobs first, no apply, cut short or running beside another, leaves Jobs of
-the run without the Jobs that decide it: a run whose deciding Job is missing while another
-task's Job is there had that Job deleted (state.py: Failed, `deleted`), and one where only
-deciding Jobs are there, none of them ended, is one still being applied (apply.py applies
-the rest, as the interrupt's line says to).
+The writes go in groups, each all answered before the next (`groups`): the `--cleanup-after`
+owner alone (the others name its uid); the Services (their DNS names exist before any task
+starts); the deciding Jobs; the other Jobs. With the deciding Jobs first, an apply cut short
+never leaves Jobs without those that decide the run, so a run missing a deciding Job had it
+deleted (Failed), and one with only deciding Jobs, none ended, is still being applied.
 """
 
 from __future__ import annotations
@@ -111,10 +79,6 @@ def _service_name(value: str) -> bool:
     return len(value) <= 63 and _DNS1035_LABEL.fullmatch(value) is not None
 
 
-def _label(value: str) -> bool:
-    return is_label_value(value)
-
-
 ANY = "*"  # any key of a mapping, any index of a list
 _POD = ("spec", "template", "spec")
 _CONTAINERS = [
@@ -123,7 +87,7 @@ _CONTAINERS = [
     for words in ("command", "args")
 ] + [(*_POD, kind, ANY, "env", ANY, "value") for kind in ("containers", "initContainers")]
 _METADATA: list[tuple[tuple[str, ...], Callable[[str], bool]]] = [
-    (("metadata", "labels", ANY), _label),
+    (("metadata", "labels", ANY), is_label_value),
     (("metadata", "annotations", ANY), _any),
 ]
 
@@ -132,7 +96,7 @@ VARYING: dict[Resource, list[tuple[tuple[str, ...], Callable[[str], bool]]]] = {
     JOBS: [
         (("metadata", "name"), _job_name),
         *_METADATA,
-        (("spec", "template", "metadata", "labels", ANY), _label),
+        (("spec", "template", "metadata", "labels", ANY), is_label_value),
         (("spec", "template", "metadata", "annotations", ANY), _any),
         ((*_POD, "nodeName"), _subdomain),
         *((path, _any) for path in _CONTAINERS),
@@ -140,7 +104,7 @@ VARYING: dict[Resource, list[tuple[tuple[str, ...], Callable[[str], bool]]]] = {
     SERVICES: [
         (("metadata", "name"), _service_name),
         *_METADATA,
-        (("spec", "selector", ANY), _label),
+        (("spec", "selector", ANY), is_label_value),
     ],
 }
 
@@ -162,8 +126,7 @@ def shape(resource: Resource, body: Mapping[str, Any]) -> Shaped:
 
 
 class _Places:
-    """What is left of the varying places' paths below one place, as a tree: whether a varying
-    place ends here, and each next step (a key, or ANY) that leads to one."""
+    """What is left of the varying places' paths below one place, as a tree."""
 
     __slots__ = ("_below", "ends", "steps")
 
@@ -195,8 +158,7 @@ def _places(resource: Resource) -> _Places:
 
 
 def _walk(node: Any, path: Path, places: _Places | None, out: dict[Path, str]) -> Any:
-    """`node` with its varying strings blanked (and put in `out`); `places` are what is left
-    of the varying places' paths below `path` (None: none lead here)."""
+    """`node` with its varying strings blanked (and put in `out`); `places`: those below `path`."""
     if places is None or (not places.steps and not places.ends):
         return node  # nothing varies below: as it is
     if isinstance(node, str):
@@ -227,9 +189,8 @@ def _rule(resource: Resource, path: Path) -> Callable[[str], bool]:
 
 
 def carries(resource: Resource, sample: Shaped, other: Shaped) -> bool:
-    """Whether the server's verdict on `sample` holds for `other`, of the same shape: each of
-    its values that differs passes the server's rule for its place, its annotations fit, and
-    its size does too."""
+    """Whether the server's verdict on `sample` holds for `other`, of the same shape: its differing
+    values pass their places' rules, and its annotations and size fit."""
     if other.size > max(sample.size, SIZE_ANYWAY):
         return False
     for path, value in other.values.items():
@@ -251,8 +212,7 @@ def _annotations(values: Mapping[Path, str], where: Path) -> bool:
 
 
 class Sampling(NamedTuple):
-    """What the dry runs cover: the objects sent (their indexes in the render's order), and
-    for each other object, the index of its sample."""
+    """The objects dry-run (their indexes), and each other object's sample."""
 
     sent: list[int]
     sample_of: dict[int, int]
@@ -262,9 +222,8 @@ class Sampling(NamedTuple):
 def sample(
     objects: Sequence[tuple[Resource, Mapping[str, Any]]], judged: Callable[[int], bool]
 ) -> Sampling:
-    """Choose the objects to dry-run: every one for which `judged(i)` is true (an update),
-    the first of each shape among the others, and any whose verdict its sample's does not
-    carry (`carries`)."""
+    """Choose the objects to dry-run: those `judged(i)` (updates), the first of each shape, and any
+    whose sample's verdict does not `carries` to it."""
     sent: list[int] = []
     sample_of: dict[int, int] = {}
     shaped: dict[int, Shaped] = {}
@@ -284,8 +243,7 @@ def sample(
 
 
 def derived(answer: Mapping[str, Any], sample: Shaped, other: Shaped) -> dict[str, Any] | None:
-    """The server's dry run of `other` as its sample's tells it: the sample's answer with
-    other's values written in; None when a place is not where the answer has it."""
+    """`other`'s dry run as its sample's tells it; None when a place is not where the answer has."""
     obj: dict[str, Any] = json.loads(json.dumps(answer))
     for path, value in other.values.items():
         if sample.values.get(path) == value:
@@ -310,9 +268,8 @@ def _step(holder: Any, step: str | int) -> Any:
 
 
 class Expected(Mapping[tuple[str, str], dict[str, Any]]):
-    """Each object's dry run, by key: those the server judged, and those their samples judged
-    for them, derived when asked (most never are: only an object another writer created
-    meanwhile, and --cleanup-after's owner, are looked at)."""
+    """Each object's dry run, by key: judged by the server, or derived from its sample's when asked
+    (seldom: an object made meanwhile by another apply, and --cleanup-after's owner)."""
 
     def __init__(
         self,
@@ -346,8 +303,7 @@ def dry_runs(
     *,
     force: bool,
 ) -> list[tuple[Manifest, tuple[Applied | None, str] | Exception]]:
-    """The server's dry run of every manifest, `in_flight` at a time (they change nothing):
-    each answer, or the error it met, in the render's order."""
+    """The server's dry run of each manifest, `in_flight` at a time: each answer or error, in order."""
     runs = [partial(_dry_run, conn, m, live, force=force) for m in wanted]
     with closing(in_order(runs, conn.settings.in_flight)) as answers:
         return list(zip(wanted, answers, strict=True))
@@ -364,12 +320,8 @@ def sampled_dry_runs(
     *,
     force: bool,
 ) -> tuple[list[tuple[Manifest, Answer]], Carried]:
-    """The server's dry run of each object the run has (`live`), and of one object of each
-    shape among those it would create (`sample`), in the render's order; and for each other
-    object, by key: its sample's key, and the shapes that derive its would-be object.
-
-    The first refusal in the render's order is still the one said: an object that takes its
-    sample's verdict comes after its sample."""
+    """The dry runs of each object the run has and of one of each shape it would create, in the
+    render's order (a refusal said first stays first); and what derives each other object."""
     chosen = sample([(m.resource, m.body) for m in wanted], lambda i: wanted[i].key in live)
     sent = [wanted[i] for i in chosen.sent]
     carried: Carried = {
@@ -388,8 +340,7 @@ def expected_objects(
 
 
 def maybe_there(answer: Answer) -> bool:
-    """Whether a dry run says an object may be there: it found one (the answer has a
-    resourceVersion, which a dry run of a create has not), or it could not judge."""
+    """Whether a dry run says an object may be there: it has a resourceVersion, or no answer."""
     if isinstance(answer, Exception):
         return True
     applied, _ = answer
@@ -399,8 +350,7 @@ def maybe_there(answer: Answer) -> bool:
 
 
 def names_held(conn: Connection, unlisted: Sequence[Manifest]) -> list[Manifest]:
-    """Those of `unlisted` (objects the run's list did not have) whose name an object holds
-    in the namespace: one list of names (metadata only) of each resource among them."""
+    """Those of `unlisted` whose name an object holds: one list of names of each resource."""
     held = set()
     for resource in dict.fromkeys(m.resource for m in unlisted):
         listed = list_metadata(conn, resource)
@@ -411,8 +361,7 @@ def names_held(conn: Connection, unlisted: Sequence[Manifest]) -> list[Manifest]
 def judge_all(
     answers: Sequence[tuple[Manifest, tuple[Applied | None, str] | Exception]],
 ) -> list[tuple[Manifest, tuple[Applied | None, str]]]:
-    """The dry runs judged in the render's order: the first refusal in that order is the one
-    said; conflicts with other field managers, all in one line."""
+    """The dry runs judged in order: the first refusal is said; conflicts, all in one line."""
     judged = []
     conflicts: list[tuple[Manifest, ApplyConflict]] = []
     for m, answer in answers:
@@ -430,8 +379,7 @@ def judge_all(
 def conflicts_line(
     conflicts: Sequence[tuple[Manifest, ApplyConflict]], *, halfway: bool = False
 ) -> str:
-    """The first conflict as the server said it, how many objects met one, and the ways out
-    that `kubectl apply --server-side` gives."""
+    """The first conflict, how many objects met one, and kubectl's ways out."""
     first = str(conflicts[0][1])
     if len(conflicts) > 1:
         first += f"; and {len(conflicts) - 1} more: {some([m.ref for m, _ in conflicts[1:]])}"
@@ -501,8 +449,7 @@ def groups(wanted: Sequence[Manifest], owner_first: bool) -> list[list[int]]:
 
 
 def deciding_jobs(jobs: Sequence[Mapping[str, Any]], named: Iterable[str] = ()) -> set[int]:
-    """The indices, among a run's Job bodies, of those whose success is the run's; `named`:
-    the run's other tasks (those its Jobs' variables name: one deciding may be missing)."""
+    """The indices of the Jobs whose success is the run's; `named`: the run's other tasks."""
     from simpletfjob.runs.annotations import read_min_workers, read_policy, task_name
     from simpletfjob.runs.objects import run_framework
 
@@ -520,11 +467,9 @@ def only_deciding(jobs: Sequence[Mapping[str, Any]], named: Iterable[str]) -> bo
 
 
 def being_applied(ended: Run, jobs: Sequence[Mapping[str, Any]], named: Iterable[str]) -> bool:
-    """Whether a run judged ended (state.py) is one an apply was still making, or had made when
-    it was cut short: a deciding Job missing (reason `deleted`), only deciding Jobs there, and
-    none of them ended. Whatever else left a run so looks the same: a worker deleted while
-    the run went on where every Job decides (`all-workers`, PyTorch's and JAX's default, with
-    workers only), or a cleanup or a delete cut short after the other Jobs were gone."""
+    """Whether a run judged ended is one an apply was making or left cut short: a deciding Job
+    missing, only deciding Jobs there, none ended. (A worker deleted where every Job decides, or
+    a cleanup cut short, look the same.)"""
     from simpletfjob.runs.state import DELETED
 
     finished = any(task.finished for task in ended.tasks)

@@ -1,27 +1,17 @@
 """A run's container logs: every task's, read at once and merged line by line, as stern prints them.
 
-    the run's Jobs and pods (one list each) -> the tasks asked for -> one log stream per
-    task's pod and container -> lines, whole, in order of arrival -> `worker-0 | line`
+Each running container's stream is read in a thread of its own, ended containers' a few at a
+time (logsources.py); each hands over whole lines only, so two tasks' output never mixes
+within a line. There is no limit on streams (kubectl stops at `--max-log-requests 5`).
 
-Each stream of a running container is read in a thread of its own, and the logs of ended
-containers a few at a time over kept connections (logsources.py); each hands over whole
-lines only, so two tasks' output never mixes within a line. There is no limit on streams
-(kubectl stops at `--max-log-requests 5`).
+With `follow`, every change of the run's pods is watched: a pod made later and a container
+started again in place (`OnFailure`) each get a stream once they run; a stream is read on
+across a break from its last line, and an API server outage is ridden out as `wait` does.
+Following ends when the run has ended and every finished task's stream is drained; GRACE
+seconds after the end, a stream whose container still runs (a parameter server) is cut.
 
-With `follow`, the run's pods are watched as well, every change of them: a pod the Job
-controller makes later (a new attempt after a failure) and a container started again in
-place (`OnFailure`) each get a stream of their own once they run. Each stream is read on
-across a break from its last line (kube/podlog.py), and the whole follow rides out an
-outage of the API server as `wait` does. Following ends when the run has ended by its
-success policy and every stream of a task that has finished is drained, however long that
-takes; GRACE seconds after the end, the pods are read once more, and a stream whose
-container still runs (a parameter server never ends on its own) is read no further.
-
-A task with nothing to show yet (no pod, or a container waiting: `ContainerCreating`,
-`ErrImagePull`) gets one note with the reason; with `follow`, its output comes once it
-starts. That is not an error, and neither is a pod gone before its log was read (deleted
-by a cleanup, or by the Job controller at a failed task's backoff limit): its note says
-so. `run`, whose own lines tell each task's state and a failure's kept lines, has no note
+A task with nothing to show yet (no pod, a waiting container) or whose pod is gone gets one
+note with the reason, not an error; `run`, whose own lines say each task's state, has no note
 for a task without a pod (`podless=False`).
 """
 
@@ -67,20 +57,15 @@ COLORS = (36, 33, 32, 35, 34, 31, 96, 93, 92, 95, 94, 91)  # ANSI foregrounds, o
 class Printer:
     """Writes lines with their source's prefix (`worker-0 | `), coloured if asked, a batch a write.
 
-    With `visible` (stdout is a terminal, or the output is coloured for one), each line is
-    shown as `cat -v` shows it, tabs kept (streams.visible_lines): a task's output cannot
-    erase its prefix, move the cursor over earlier lines or colour itself, so it cannot pass
-    itself off as another task's or as the verdict. Otherwise (a pipe, a file, no colour)
-    the lines are written byte for byte.
+    With `visible` (a terminal, or colour for one), each line is shown as `cat -v` shows it,
+    tabs kept, so that a task's output cannot pass itself off as another task's or as the
+    verdict; otherwise the lines are written byte for byte.
     """
 
     def __init__(
         self, write: Callable[[bytes], None], prefix: bool, color: bool, visible: bool = False
     ) -> None:
-        self.write = write
-        self.prefix = prefix
-        self.color = color
-        self.visible = visible
+        self.write, self.prefix, self.color, self.visible = write, prefix, color, visible
         self.width = 0
         self.colors: dict[str, int] = {}
         self.heads: dict[str, bytes] = {}
@@ -93,10 +78,8 @@ class Printer:
             self.colors.setdefault(label, COLORS[len(self.colors) % len(COLORS)])
 
     def render(self, source: Source, lines: Sequence[bytes]) -> bytes:
-        """The lines as they are printed: each line of the batch, up to a newline, gets the
-        prefix once, so that a piece that ends with a lone carriage return (which
-        `bytes.splitlines` also splits at) stays in its line, as `kubectl logs` shows it.
-        The batch is joined and prefixed as one string (a replace in C, not a loop a line)."""
+        """The lines as printed: the prefix after each newline only, so that a lone carriage
+        return stays in its line, as `kubectl logs` shows it."""
         blob = b"".join(lines)
         if self.visible:
             from simpletfjob.streams import visible_lines
@@ -199,13 +182,10 @@ def _failed(
 ) -> None:
     from simpletfjob.errors import ClusterError
 
-    if isinstance(error, ClusterError):
-        if "(403" in str(error):
-            raise error  # a refusal is the same for every task: one error line
-        note(f"{source.label}: {error}")
-        merger.failed.append(f"{source.label}: {error}")
-        return
-    raise error
+    if not isinstance(error, ClusterError) or "(403" in str(error):
+        raise error  # a refusal is the same for every task: one error line
+    note(f"{source.label}: {error}")
+    merger.failed.append(f"{source.label}: {error}")
 
 
 def check_streams(merger: Merger) -> None:
@@ -238,14 +218,8 @@ def follow_logs(
     podless: bool = True,
 ) -> Ending:
     """Print the chosen tasks' logs as they come, pods made later included, until the run ends;
-    how it ended (ending.py).
-
-    Without `podless`, a task with no pod (none yet, or gone) is not noted: the caller tells
-    each task's state and a failed task's last lines itself (`run`), once.
-
-    It rides out an outage of the API server as `wait` does (kube/outage.py), with no
-    deadline: the watches go on from where they were and each log from its last line.
-    Once `cancel` is set (a caller in another thread that reads no more), it raises Cancelled.
+    how it ended. Without `podless`, a task with no pod is not noted (`run` says it). An outage
+    is ridden out with no deadline; once `cancel` is set, it raises Cancelled.
     """
     from simpletfjob.kube.outage import riding_out
 
@@ -336,14 +310,9 @@ def _follow(
                     if not readable or key in opened:
                         continue
                     before = (source.pod, source.container, source.instance - 1)
-                    if (
-                        not first
-                        and source.instance
-                        and not source.earlier
-                        and before not in opened
-                    ):
-                        # A run that crashed and was started again between two looks: read it
-                        # whole first, as the run before the current one.
+                    again = not first and source.instance and not source.earlier
+                    if again and before not in opened:
+                        # crashed and started again between two looks: read that run whole first
                         opened.add(before)
                         gone = replace(source, instance=source.instance - 1, earlier=True)
                         merger.start(gone, whole=True)
@@ -359,9 +328,8 @@ def _follow(
                     s for s, t in merger.open.items() if t.is_alive() and s not in merger.stopped
                 ]
                 if live and not checked and time.monotonic() - ended_at >= GRACE:
-                    # A container that has ended has its stream end once read to the end,
-                    # however long that takes; one that its pod, read now, says still runs
-                    # (a ps never ends on its own) is read no further.
+                    # An ended container's stream is read to its end; one still running (a
+                    # ps never ends on its own) is read no further.
                     checked = True
                     merger.stopped.update(still_running(conn, name, live))
                 if not any(t.is_alive() for s, t in merger.open.items() if s not in merger.stopped):

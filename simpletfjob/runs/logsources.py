@@ -1,26 +1,16 @@
 """A run's logs at their source: which containers they come from, and each one's stream read in a thread.
 
-Which containers a run's logs come from: its tasks, their current pods, and the container to read.
+A task's pod is the newest that has not finished, else the newest; its container the one named,
+every one, or by default the one whose env carries the framework's variables, else the first.
+A container waiting to start has no output yet; one in CrashLoopBackOff still shows the run
+that crashed.
 
-A task's pod is the newest that has not finished, else the newest (a new attempt after a
-failure replaces the one before). Its container is the one named, every one, or by
-default the one that carries the framework's variables in its env, else the first.
-Whether a container has output yet is read from its status: a container waiting to start
-(`ContainerCreating`, `ErrImagePull`) has none, one waiting to be started again after a
-crash (`CrashLoopBackOff`) still shows the run that crashed. `run --logs` names tasks
-(`log_tasks`), checked against its plan before anything is applied (`check_log_tasks`).
-
-The streams of a run's logs: what to read of each container, each read in a thread of its own.
-
-`Merger` reads each stream in a thread and hands its batches of whole lines to the caller's
-thread, in order of arrival. A container that runs has a thread (and a connection) of its
-own, as its log goes on as long as it runs. The log of one that has ended ends by itself:
-those are read ENDED_AT_ONCE at a time, each to its end and then the next, by threads that
-keep their connection (the client's pool keeps it alive between two), so that a finished
-run of a hundred tasks costs a few TLS handshakes, not a hundred. While following, each is read with kube/podlog.py's
-`follow_log`, which reads on across a break from where it stopped; `Merger._again` tells it
-where the run of the container it reads stands then (logsources.run_now), from the pod as
-the follow last told of it or, when that says it still runs, as it is now.
+`Merger` hands each stream's batches of whole lines to the caller's thread as they come. A
+running container's log goes on as long as it runs, so it has a thread and a connection of its
+own; ended containers' logs end by themselves, so ENDED_AT_ONCE threads read them one after
+another over kept connections (a few TLS handshakes for a hundred tasks, not a hundred). When
+following, `follow_log` reads on across a break, and `Merger._again` tells it where the
+container's run stands, from the pod as last told or, if that says it runs, as it is now.
 """
 
 from __future__ import annotations
@@ -89,11 +79,8 @@ def tasks_asked(
     gone: Mapping[str, str] | None = None,
     note: Callable[[str], None] | None = None,
 ) -> list[str]:
-    """The tasks asked for, in the run's order; every task when none is named.
-
-    `gone` says of each task whose Job is gone what became of it (`gone_tasks`): one named
-    is said to `note`, and is an error when no other task named is there.
-    """
+    """The tasks asked for, in the run's order (every task when none is named); a named one whose
+    Job is gone (`gone`) is said to `note`, and an error when no other named is there."""
     unknown = [t for t in tasks if t not in known and t not in (gone or {})]
     if unknown:
         raise UsageError(
@@ -114,10 +101,8 @@ def tasks_asked(
 def gone_tasks(
     run: str, jobs: Sequence[Object], pods: Iterable[Object], known: Collection[str]
 ) -> dict[str, str]:
-    """The tasks the run's Jobs name (the framework's variables they carry: objects.named_tasks)
-    that have no Job left, each with what became of it: deleted by the cleanup, when the run,
-    as its other Jobs say, has ended by another task's end (a cleanup deletes the tasks that
-    had not finished then); else gone, deleted or removed by ttlSecondsAfterFinished."""
+    """The tasks the run's Jobs name that have no Job left, each with what became of it: deleted
+    by the cleanup when the run has ended by another task, else gone."""
     from simpletfjob.runs.objects import named_tasks
     from simpletfjob.runs.state import DELETED, run_state
 
@@ -152,10 +137,7 @@ def _deleting(pod: Object) -> bool:
 
 
 def framework_container(pod: Object) -> str:
-    """The container whose env carries a framework's variables (its `env_names`), else the first.
-
-    A pod carries one framework's, so the names of every framework are looked for.
-    """
+    """The container whose env carries any framework's variables (`env_names`), else the first."""
     from simpletfjob.frameworks import FRAMEWORKS, framework
 
     placed = {name for fw in FRAMEWORKS for name in framework(fw).env_names}
@@ -187,24 +169,16 @@ def container_state(pod: Object, container: str) -> tuple[str, int, str]:
                 return "running", restarts, ""
             if "terminated" in state:
                 return "terminated", restarts, str(state["terminated"].get("reason") or "")
-            waiting = state.get("waiting") or {}
-            reason = str(waiting.get("reason") or "waiting")
-            # CrashLoopBackOff: the container that just ended still has its output to show
-            return ("waiting", restarts, reason)
-    phase = _phase(pod)
-    if phase == "Failed":
+            # (CrashLoopBackOff: the container that just ended still has its output to show)
+            return "waiting", restarts, str((state.get("waiting") or {}).get("reason") or "waiting")
+    if _phase(pod) == "Failed":
         return "failed", 0, str((pod.get("status") or {}).get("reason") or "Failed")
     return "", 0, "ContainerCreating" if (pod.get("spec") or {}).get("nodeName") else "Pending"
 
 
 def run_now(pod: Object, source: Source) -> str:
-    """Where the run of the container that `source` reads stands in `pod`: read on, or cut?
-
-    'running' (its log goes on), 'ended' (the current run, terminated), 'previous' (what
-    pods/log's `previous` reads: the container was started again once since, or waits to
-    be after this run crashed), or 'lost' (started again more than once: pods/log keeps only
-    the last two runs).
-    """
+    """Where the run of the container that `source` reads stands in `pod`: 'running', 'ended',
+    'previous' (pods/log's `previous` reads it), or 'lost' (pods/log keeps only the last two runs)."""
     state, restarts, _ = container_state(pod, source.container)
     if state in ("running", "terminated") and restarts == source.instance:
         return "running" if state == "running" else "ended"
@@ -219,14 +193,9 @@ def has_output(pod: Object, container: str, previous: bool) -> tuple[bool, str]:
     """Whether the container's log can be read now, and if not, why."""
     state, restarts, reason = container_state(pod, container)
     if previous:
-        return (
-            restarts > 0,
-            "" if restarts > 0 else "no previous container (it has not restarted)",
-        )
-    if state in ("running", "terminated"):
-        return True, ""
-    if state == "waiting" and restarts > 0:
-        return True, ""  # between restarts: the last instance's output
+        return restarts > 0, "" if restarts else "no previous container (it has not restarted)"
+    if state in ("running", "terminated") or (state == "waiting" and restarts > 0):
+        return True, ""  # (waiting between restarts: the last instance's output)
     if state == "failed":
         return False, f"its pod failed ({reason}) before the container started"
     said, message = waiting_why(pod, container)
@@ -247,8 +216,7 @@ GONE = "its pod is gone; its logs went with it"  # as status and wait say it
 
 
 def pods_gone(jobs: Iterable[Object], tasks: Mapping[str, Sequence[Object]]) -> set[str]:
-    """The tasks with no pod left whose Job has had one: it counts a pod that ended, or it has
-    ended (its pods deleted by a cleanup, a TTL, or the Job controller at the backoff limit)."""
+    """The tasks with no pod left whose Job has had one (it counts one ended, or has ended)."""
     gone = set()
     for job in jobs:
         if (job.get("metadata") or {}).get("deletionTimestamp"):
@@ -291,9 +259,7 @@ def sources_now(
             if not readable:
                 note(f"{task}: {why}" if not selection.all_containers else f"{label}: {why}")
             if (state == "waiting" and restarts) or previous:
-                # Waiting to start again after a crash: what there is to read is the run that
-                # crashed, the one before the current (restartCount counts the ended runs);
-                # --previous reads that run too.
+                # waiting after a crash, or --previous: the run before the current one
                 source = Source(task, name, container, label, max(0, restarts - 1), earlier=True)
             else:
                 source = Source(task, name, container, label, restarts)
@@ -302,8 +268,7 @@ def sources_now(
 
 
 def log_tasks(chosen: str, planned: Any) -> list[str]:
-    """The tasks whose logs --logs names: [] for all; by default the one that decides success
-    (under the framework's default policy: the first of all the workers, with `all-workers`)."""
+    """The tasks whose logs --logs names: [] for all; by default the one that decides success."""
     names = [f"{t.role}-{t.index}" for t in planned.tasks]
     if chosen in ("all", "none"):
         return []
@@ -341,8 +306,7 @@ class LogRequest:
     def query(
         self, container: str, *, whole: bool = False, earlier: bool = False
     ) -> list[tuple[str, str | int]]:
-        """The pods/log query; `whole` reads a container's output from its start (a new instance),
-        `earlier` the run of the container before the current one."""
+        """The pods/log query; `whole` reads from the start, `earlier` the run before."""
         query: list[tuple[str, str | int]] = [("container", container)]
         if self.follow and not earlier:  # a run that has ended has no more to follow
             query.append(("follow", "true"))
@@ -364,12 +328,7 @@ PAUSES = (0.5, 1.0, 2.0)  # seconds: the pod of a log that ended while it runs i
 
 
 class Merger:
-    """Streams read in threads, their whole lines handed to the caller's thread as they come.
-
-    While following, each stream is read with kube/podlog.py's `follow_log`, which reads on
-    across a break from where it stopped; `_again` tells it which run of the container that
-    now is, from the pod as it is then.
-    """
+    """Streams read in threads, their whole lines handed to the caller's thread as they come."""
 
     def __init__(self, conn: Connection, request_: LogRequest, note: Callable[[str], None]) -> None:
         self.conn = conn
@@ -401,9 +360,7 @@ class Merger:
         threading.Thread(target=self._read_ended, daemon=True).start()
 
     def _has_ended(self, source: Source) -> bool:
-        """Whether the log read for `source` ends by itself: that run of its container has
-        ended, by its pod as last told (a log read without `follow` ends too, but one whose
-        container runs is read at once, as it is followed)."""
+        """Whether that run of `source`'s container has ended (its log ends by itself)."""
         if source.earlier or self.request.previous:
             return True
         pod = self.known.get(source.pod)
@@ -461,13 +418,11 @@ class Merger:
     def _again(self, source: Source, broke: bool) -> Again | None:
         """How to read on in the run of the container that `source` reads (see follow_log).
 
-        After a break, as the pod is now. A log that ended once the follow had told of its
-        run's end was read to its end. One that ended first may have been cut short (a
-        kubelet that restarts ends its logs as if they had ended), so the rest is read once
-        more from where it stopped: as the follow tells of the run after each of PAUSES (a
-        kubelet reports a container's end a moment after its log ends), or as the pod is
-        then. Followed again too soon, a container started again in place meanwhile would
-        have its new run read as the rest of the old one.
+        After a break, as the pod is now. A log that ended before the follow told of its run's
+        end may have been cut short (a restarting kubelet ends logs so), so the rest is read
+        from where it stopped, as the run stands after each of PAUSES (the kubelet reports the
+        end a moment after the log's) or as the pod is then: too soon, a container started
+        again in place would have its new run read as the rest of the old one.
         """
         known = self.known.get(source.pod)
         if not broke and known is not None and run_now(known, source) != "running":
@@ -517,12 +472,9 @@ def at_its_turn(
     pod: Object | None,
     query: Sequence[tuple[str, str | int]],
 ) -> Sequence[tuple[str, str | int]] | None:
-    """The query of an ended container's log that waited for a reader, as the run of that
-    container stands in `pod` (as the follow last told of it) when its turn comes.
-
-    One started again in place meanwhile (restartPolicy OnFailure) has the run that ended
-    read as pods/log's `previous`, and not followed into its new run, which a stream of its
-    own reads. None when it was started again twice: pods/log no longer has that run.
+    """The query of an ended container's log that waited for a reader, as its run stands in
+    `pod` when its turn comes: `previous` if it was started again in place meanwhile (its new
+    run has a stream of its own); None if twice, as pods/log no longer has that run.
     """
     if source.earlier or request.previous or pod is None:
         return query

@@ -41,10 +41,12 @@ CONTAINERS = ("initContainers", "containers", "ephemeralContainers")
 NEWLINE = b"\n"
 
 
-def bundle_name(run: str, now: datetime, attempt: int | None = None) -> str:
+def bundle_name(run: str, now: datetime, attempt: int | None = None, task: str = "") -> str:
     """'mnist-diagnose-20261129T071500Z.tar.gz': a UTC time with no colons (tar reads a colon
-    as a host); 'mnist-attempt-1-diagnose-...' for `run`'s attempt that failed and was restarted."""
-    which = "" if attempt is None else f"-attempt-{attempt}"
+    as a host); 'mnist-attempt-1-diagnose-...' for `run`'s attempt that failed and was restarted
+    (attempts count from 1, as `attempt N resumed` counts them), 'mnist-attempt-1-evaluator-0-...'
+    for a task of it restarted alone."""
+    which = "" if attempt is None else f"-attempt-{attempt}" + (f"-{task}" if task else "")
     return f"{run}{which}-diagnose-{now:%Y%m%dT%H%M%SZ}.tar.gz"
 
 

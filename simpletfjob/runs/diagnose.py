@@ -432,13 +432,20 @@ class OnFailure:
         if self.recorder is not None:
             self.recorder.close()
 
-    def write(self, run: Run, cause: Cause | None, verdict: str, attempt: int | None = None) -> str:
+    def write(
+        self,
+        run: Run,
+        cause: Cause | None,
+        verdict: str,
+        attempt: int | None = None,
+        task: str = "",
+    ) -> str:
         """Write the failed run's (or attempt's) bundle into DIR; '; bundle: PATH' for the failure's
         line, '' without DIR or when it could not be written."""
         self.path = None  # a bundle of an earlier attempt is not this failure's
         if self.directory is None:
             return ""
-        self.pending = partial(self._write, run, cause, verdict, attempt)
+        self.pending = partial(self._write, run, cause, verdict, attempt, task)
         said = self.pending()
         self.pending = None
         return said
@@ -449,10 +456,12 @@ class OnFailure:
         if pending is not None:
             pending()
 
-    def _write(self, run: Run, cause: Cause | None, verdict: str, attempt: int | None) -> str:
+    def _write(
+        self, run: Run, cause: Cause | None, verdict: str, attempt: int | None, task: str
+    ) -> str:
         assert self.directory is not None
         now = datetime.now(timezone.utc)
-        path = os.path.join(self.directory, bundle.bundle_name(run.name, now, attempt))
+        path = os.path.join(self.directory, bundle.bundle_name(run.name, now, attempt, task))
         try:
             diagnose(self.conn, run.name, path, now, kept=self.recorder, last=run, cause=cause,
                      verdict=verdict)  # fmt: skip

@@ -157,6 +157,7 @@ class Feed:
         self.now: tuple[tuple[str, str, int], bool] | None = None  # the current container, running
         self.since: float | None = None  # when every task was first seen Running
         self.run: Run | None = None
+        self.unread = ""  # why the reporting task's log cannot be read (a 403): no stall check
 
     @property
     def tick(self) -> float:
@@ -204,8 +205,13 @@ class Feed:
                         return
             except LogBroken:
                 pass
-            except ClusterError:
-                return  # refused, or gone: no progress from this container
+            except ClusterError as e:  # gone: no progress from this container; refused: none
+                if getattr(e, "status", None) == 403 and not self.unread:
+                    # no stall can be judged without the log: the check is off, not a stall
+                    self.unread = f"cannot read the log of {self.setting.task}: {e}"
+                    if self.say is not None:
+                        self.say(f"simpletfjob: warning: no stall check: {self.unread}")
+                return
             # read on after a break, or a log that ended while the container still runs
             if self.closed.wait(1.0) or self.now != (key, True):
                 break
@@ -254,7 +260,7 @@ class Feed:
             last, stepped = (
                 (None, None) if self.tracker is None else (self.tracker.last, self.tracker.updated)
             )
-        if self.stall is None or self.setting is None:
+        if self.stall is None or self.setting is None or self.unread:
             return None
         now = time.time()
         every = all(t.state in (RUNNING, LOST) for t in run.tasks) and run.count(RUNNING) > 0

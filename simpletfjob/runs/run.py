@@ -160,9 +160,9 @@ def run_to_end(
                         continue
                     aside.made += 1
                     spent = restarts + aside.made
-                    said = bundles.write(
-                        last, cause, f"{cause}; {cause.task} of run {name} restarted alone", spent
-                    )
+                    alone = f"{cause}; {cause.task} of run {name} restarted alone"
+                    seen = replace(last, progress=feed.latest())
+                    said = bundles.write(seen, cause, alone, restarts + 1, cause.task)
                     say(
                         f"restarting {cause.task} of run {name} alone ({spent}/"
                         f"{options.max_restarts}) after {cause.kind_words}: {cause}{said}"
@@ -193,8 +193,9 @@ def run_to_end(
                     )
                 # the bundle first: an interrupt may delete the run (--on-interrupt delete)
                 verdict = failed_line(last, decision.verdict or f"{cause}; restarted")
-                attempt = restarts + aside.made + 1 if decision.restart else None
-                said = bundles.write(last, cause, verdict, attempt)
+                attempt = restarts + 1 if decision.restart else None  # counted from 1
+                seen = replace(last, progress=feed.latest(), in_a_row=budget.in_a_row)
+                said = bundles.write(seen, cause, verdict, attempt)
                 _explain(conn, last, cause, options, keeper, say)
                 if not decision.restart:
                     where.phase, where.run, where.verdict = ENDED, last, verdict + said

@@ -15,7 +15,7 @@ not watched`, `logs not streamed`); a server that cannot answer the reviews chan
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from simpletfjob.errors import ClusterError, Interrupted
@@ -83,7 +83,7 @@ def wait_for_run(
         shown: list[Run] = []
         bundles = OnFailure(conn, diagnose_on_failure, say)
         keeper = bundles.keeper(tail)  # with a directory, it keeps each task's log
-        feed = Feed(conn, stall=stall, shown=progress)
+        feed = Feed(conn, stall=stall, shown=progress, say=say)
 
         def show(run: Run) -> None:
             if not shown and run.state not in ENDS:
@@ -118,7 +118,8 @@ def wait_for_run(
             ) from ending.problem
         ended = "succeeded" if ending.succeeded else "failed"
         failed = "" if ending.succeeded else failed_line(last, verdict_of(ending.cause))
-        said = "" if ending.succeeded else bundles.write(last, ending.cause, failed)
+        judged = replace(last, progress=feed.latest())  # status.json as `status -o json` has it
+        said = "" if ending.succeeded else bundles.write(judged, ending.cause, failed)
         # read before the cleanup, which takes pods with it
         for line in explain_failure(conn, last, ending.cause, tail, keeper) + stalled_lines(conn, last, ending.cause, tail, keeper):  # fmt: skip
             say(line)
@@ -216,6 +217,8 @@ def run_needs(options: RunOptions, services: bool) -> list[Need]:
         Need("list", SERVICES, APPLY),  # a run is its Jobs and its Services, listed as one
         *(Need(verb, r, APPLY) for r in applied for verb in ("get", "create", "patch")),
     ]
+    if options.stall_timeout:  # a stall is judged from the reporting task's log
+        needs.append(Need("get", PODS, "for --stall-timeout", subresource="log"))
     deleting = []
     if options.replace_run:
         deleting.append("for --replace")

@@ -78,15 +78,29 @@ def read_log(
 def read_chunks(conn: Connection, pod: str, query: Query) -> Iterator[bytes]:
     """One answer of pods/log as its bytes arrive, not held for a newline: a progress bar's
     updates, which carriage returns join, come before the bar's line ends (`LogBroken` as
-    read_log)."""
-    return _read(conn, pod, query, DAY, whole=False)
+    read_log). A 5xx is the kubelet's, which the API server relays (its node unreachable): a
+    LogBroken to read on after, never an outage of the API server, nor a retry here."""
+    return _read(conn, pod, query, DAY, whole=False, relayed=True)
 
 
 def _read(
-    conn: Connection, pod: str, query: Query, read_timeout: float | None, whole: bool = True
+    conn: Connection,
+    pod: str,
+    query: Query,
+    read_timeout: float | None,
+    whole: bool = True,
+    relayed: bool = False,
 ) -> Iterator[bytes]:
     action = Action("get", PODS, conn.namespace, pod, subresource="log")
-    answer = request(conn, action, query=query, stream=True, read_timeout=read_timeout)
+    passthrough = range(500, 600) if relayed else ()
+    answer = request(
+        conn, action, query=query, stream=True, read_timeout=read_timeout, passthrough=passthrough
+    )
+    if answer.status >= 500:
+        if answer.stream is not None:
+            answer.stream.close()
+        cause = f"{answer.status} {answer.reason}"
+        raise LogBroken(f"{conn.target}: {action.what} was not answered ({cause})", cause)
     response = answer.stream
     from urllib3.exceptions import HTTPError
 

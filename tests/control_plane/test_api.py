@@ -248,7 +248,11 @@ def _interrupted_after(seconds: float) -> Iterator[None]:
     wait blocked with no timeout would hold it off. The block must raise it soon after.
     """
     import _thread
+    import signal
 
+    # A notebook's SIGINT is Python's own handler; interrupt_main does nothing where SIGINT is
+    # ignored, as an earlier test in this worker (a console script's end, in-process) may leave it.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(seconds, _thread.interrupt_main)
     started = time.monotonic()
     timer.start()
@@ -257,6 +261,7 @@ def _interrupted_after(seconds: float) -> Iterator[None]:
             yield
     finally:
         timer.cancel()  # a block that ended first leaves no Ctrl-C for another test
+        signal.signal(signal.SIGINT, previous)
     assert time.monotonic() - started < seconds + 10
 
 
@@ -283,11 +288,13 @@ def test_ctrl_c_propagates_from_wait_and_logs_and_leaves_no_thread(session: Sess
     run = session.apply(seconds=120)
     before = set(threading.enumerate())
     with _interrupted_after(3):
-        run.wait()
+        ended = run.wait()
+        pytest.fail(f"wait ended before the interrupt: {ended!r}")  # (says how, if it does)
     assert _threads_settle(before) == []
     with _interrupted_after(3):
         for _ in run.logs(follow=True):
             pass
+        pytest.fail("logs -f ended before the interrupt")
     assert _threads_settle(before) == []
     assert run.status().state == "Running"  # left as it is, as wait leaves it
     run.delete(wait=True)

@@ -159,7 +159,7 @@ def test_an_evaluator_that_fails_is_restarted_alone_and_the_run_goes_on(
     [alone] = [line for line in lines if line.startswith("restarting evaluator-0")]
     # a task restarted alone is an attempt of its own: its bundle, before it is deleted
     (bundle,) = bundles.iterdir()
-    assert bundle.name.startswith("rr-attempt-1-diagnose-"), bundle
+    assert bundle.name.startswith("rr-attempt-1-evaluator-0-diagnose-"), bundle
     assert alone == (
         "restarting evaluator-0 of run rr alone (1/1) after a program error: "
         f"evaluator-0 Failed: Error (exit 1); bundle: {bundle}"

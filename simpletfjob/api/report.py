@@ -12,14 +12,9 @@ LOGGER.addHandler(logging.NullHandler())
 
 def say(line: str) -> None:
     """A line the CLI would write to stderr ("worker-0 Running on n1"), as an INFO record."""
-    LOGGER.info("%s", _plain(line))
+    LOGGER.info("%s", line.removeprefix("simpletfjob: "))
 
 
 def warn(message: str) -> None:
     """A warning the CLI would write as `simpletfjob: warning: ...`, as a WARNING record."""
     LOGGER.warning("%s", message)
-
-
-def _plain(line: str) -> str:
-    prefix = "simpletfjob: "
-    return line[len(prefix) :] if line.startswith(prefix) else line

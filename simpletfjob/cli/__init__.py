@@ -50,21 +50,21 @@ from simpletfjob.errors import (
 if TYPE_CHECKING:
     from click.shell_completion import CompletionItem
 
-# Command word -> its module in this package, in the order --help lists them.
-COMMANDS = {
-    "render": "simpletfjob.cli.render",
-    "templates": "simpletfjob.cli.templates",
-    "init": "simpletfjob.cli.init",
-    "nodes": "simpletfjob.cli.nodes",
-    "apply": "simpletfjob.cli.apply",
-    "run": "simpletfjob.cli.run",
-    "status": "simpletfjob.cli.status",
-    "wait": "simpletfjob.cli.wait",
-    "logs": "simpletfjob.cli.logs",
-    "delete": "simpletfjob.cli.delete",
-    "diagnose": "simpletfjob.cli.diagnose",
-    "queue": "simpletfjob.cli.queue",
-}
+# The command words, in the order --help lists them; each is a module of this package.
+COMMANDS = (
+    "render",
+    "templates",
+    "init",
+    "nodes",
+    "apply",
+    "run",
+    "status",
+    "wait",
+    "logs",
+    "delete",
+    "diagnose",
+    "queue",
+)
 DEFAULT = "render"  # what runs when the first word is not a command
 # kubectl's words for reading objects: a pointer to status, never a template's name.
 KUBECTL_VERBS = ("get", "list", "ls", "describe")
@@ -98,18 +98,16 @@ class CommandGroup(ParseErrorsInContext, click.Group):
         if args[0] in KUBECTL_VERBS and not context.resilient_parsing:
             refuse_kubectl_verb(context.command_path, args)
         if args[0] not in COMMANDS and args[0] not in own:
-            if args:
-                refuse_mistyped_command(args[0])
+            refuse_mistyped_command(args[0])
             # An empty command word stands for the default command; it shows no word in its
             # usage and messages (CommandContext), as before there were commands.
             args = ["", *args]
         return super().parse_args(context, args)
 
     def get_command(self, context: click.Context, name: str) -> click.Command | None:
-        module = COMMANDS.get(name or DEFAULT)
-        if module is None:
+        if (name or DEFAULT) not in COMMANDS:
             return None
-        found: click.Command = import_module(module).command
+        found: click.Command = import_module(f"simpletfjob.cli.{name or DEFAULT}").command
         return found
 
     def list_commands(self, context: click.Context) -> list[str]:

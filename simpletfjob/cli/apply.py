@@ -11,8 +11,11 @@ from simpletfjob.options.runs import ApplyOptions
 from simpletfjob.streams import say
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from simpletfjob.kube.connection import Settings
     from simpletfjob.plan import Plan
-    from simpletfjob.runs.apply import AppliedRun, Preview
+    from simpletfjob.runs.apply import AppliedRun, Choices, Preview
 
 
 @make_command(
@@ -48,47 +51,42 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
 
 def run(options: ApplyOptions) -> AppliedRun[Plan]:
     """The run applied (runs/apply.py), planned for the namespace it goes to."""
+    from simpletfjob.runs.apply import apply_run
+
+    cluster, planned, choices = _prepared(options)
+    if options.queue is not None:  # applied at its turn (runs/queue.py)
+        from simpletfjob.cli.report import StatusLine, plan_explained
+        from simpletfjob.runs.queue import apply_queued
+
+        with StatusLine(options.name or "") as status:
+            return apply_queued(cluster, options, plan_explained, say, status.queued)
+    return apply_run(cluster, planned, choices, report=say)
+
+
+def preview(options: ApplyOptions) -> Preview[Plan]:
+    """--dry-run=client: what apply would send (runs/apply.py), sending nothing."""
+    from simpletfjob.runs.apply import preview_run
+
+    return preview_run(*_prepared(options), report=say)
+
+
+def _prepared(options: ApplyOptions) -> tuple[Settings, Callable[[str], Plan], Choices]:
+    """The cluster, the plan for a namespace, and apply's choices; the inputs spared first."""
     from simpletfjob.cli.report import plan_explained
     from simpletfjob.kube.connection import Settings
     from simpletfjob.output import spare_inputs_from_stderr
     from simpletfjob.plan import inputs
-    from simpletfjob.runs.apply import Choices, apply_run
+    from simpletfjob.runs.apply import Choices
 
     spare_inputs_from_stderr(inputs(options))
     cluster = Settings(
         kubeconfig=options.kubeconfig, context=options.context, namespace=options.namespace
     )
-    if options.queue is not None:  # applied at its turn (runs/queue.py)
-        from simpletfjob.cli.report import StatusLine
-        from simpletfjob.runs.queue import apply_queued
-
-        with StatusLine(options.name or "") as status:
-            return apply_queued(cluster, options, plan_explained, say, status.queued)
     # The namespace is written into every document, as the run's DNS names need it.
-    return apply_run(
+    return (
         cluster,
         lambda namespace: plan_explained(options.replace(namespace=namespace)),
         Choices.of(options),
-        report=say,
-    )
-
-
-def preview(options: ApplyOptions) -> Preview[Plan]:
-    """--dry-run=client: what apply would send (runs/apply.py), sending nothing."""
-    from simpletfjob.cli.report import plan_explained
-    from simpletfjob.kube.connection import Settings
-    from simpletfjob.output import spare_inputs_from_stderr
-    from simpletfjob.plan import inputs
-    from simpletfjob.runs.apply import Choices, preview_run
-
-    spare_inputs_from_stderr(inputs(options))
-    return preview_run(
-        Settings(
-            kubeconfig=options.kubeconfig, context=options.context, namespace=options.namespace
-        ),
-        lambda namespace: plan_explained(options.replace(namespace=namespace)),
-        Choices.of(options),
-        report=say,
     )
 
 

@@ -122,15 +122,9 @@ def parameter(field: Field) -> click.Parameter:
     """The click parameter for one field of the table."""
     declared = field.declaration
     if isinstance(declared, Argument):
-        if declared.multiple:
-            return click.Argument(
-                [field.name],
-                nargs=-1,
-                required=declared.required,
-                shell_complete=for_argument(field.name),
-            )
         return click.Argument(
             [field.name],
+            nargs=-1 if declared.multiple else 1,
             required=declared.required,
             shell_complete=for_argument(field.name),
         )
@@ -242,39 +236,26 @@ def make_command(
 # output.write_stdout, which reports every failure as one line.
 
 
-def _show_help(context: click.Context, _: click.Parameter, value: bool) -> None:
-    if value and not context.resilient_parsing:
-        from simpletfjob.output import write_stdout
+def _eager(flags: list[str], text: Callable[[click.Context], str], help: str) -> click.Option:
+    def show(context: click.Context, _: click.Parameter, value: bool) -> None:
+        if value and not context.resilient_parsing:
+            from simpletfjob.output import write_stdout
 
-        write_stdout([context.get_help() + "\n"])
-        context.exit()
+            write_stdout([text(context)])
+            context.exit()
 
-
-def _show_version(context: click.Context, _: click.Parameter, value: bool) -> None:
-    if value and not context.resilient_parsing:
-        from simpletfjob.output import write_stdout
-
-        write_stdout([f"simpletfjob, version {__version__}\n"])
-        context.exit()
-
-
-def help_option() -> click.Option:
     return click.Option(
-        ["-h", "--help"],
-        is_flag=True,
-        expose_value=False,
-        is_eager=True,
-        callback=_show_help,
-        help="Show this message and exit.",
+        flags, is_flag=True, expose_value=False, is_eager=True, callback=show, help=help
     )
 
 
+def help_option() -> click.Option:
+    return _eager(["-h", "--help"], lambda c: c.get_help() + "\n", "Show this message and exit.")
+
+
 def version_option() -> click.Option:
-    return click.Option(
+    return _eager(
         ["--version"],
-        is_flag=True,
-        expose_value=False,
-        is_eager=True,
-        callback=_show_version,
-        help="Show the version and exit.",
+        lambda _: f"simpletfjob, version {__version__}\n",
+        "Show the version and exit.",
     )

@@ -103,19 +103,15 @@ def write_run(options: Options, only: Sequence[str] = ()) -> None:
     say(summary(planned.tasks, dest.shown) + part + checked)
 
 
-def task_name(role: str, index: int) -> str:
-    return f"{role}-{index}"
-
-
 def only_tasks(planned: Plan, only: Sequence[str]) -> Plan:
     """The plan with only the named tasks and their documents; a name of no task is refused."""
-    names = [task_name(t.role, t.index) for t in planned.tasks]
+    names = [f"{t.role}-{t.index}" for t in planned.tasks]
     unknown = [name for name in only if name not in names]
     if unknown:
         shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
         raise UsageError(f"--task {unknown[0]!r}: the run has no such task; its tasks are {shown}")
     chosen = set(only)
     return planned._replace(
-        tasks=[t for t in planned.tasks if task_name(t.role, t.index) in chosen],
-        documents=[d for d in planned.documents if task_name(d.task.role, d.task.index) in chosen],
+        tasks=[t for t in planned.tasks if f"{t.role}-{t.index}" in chosen],
+        documents=[d for d in planned.documents if f"{d.task.role}-{d.task.index}" in chosen],
     )

@@ -22,18 +22,7 @@ from simpletfjob.streams import STREAM_NAMES, stream_fd, stream_name
 
 
 def encoded(chunks: Iterable[str]) -> Iterator[bytes]:
-    """UTF-8 bytes of each chunk; a large chunk seen before (the shared cluster JSON) is encoded once."""
-    cache: dict[str, bytes] = {}
-    for chunk in chunks:
-        if len(chunk) < 4096:
-            yield chunk.encode()
-            continue
-        data = cache.get(chunk)  # the str's hash is cached and a hit is found by identity
-        if data is None:
-            if len(cache) > 16:
-                cache.clear()
-            data = cache[chunk] = chunk.encode()
-        yield data
+    return (chunk.encode() for chunk in chunks)
 
 
 class Destination(NamedTuple):
@@ -277,24 +266,23 @@ def _write_whole(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def write_atomic(path: str, chunks: Iterable[str]) -> None:
+def write_atomic(
+    path: str, chunks: Iterable[Any], encode: Callable[[Iterable[Any]], Iterator[bytes]] = encoded
+) -> None:
     """Write to a temporary file beside `path` and rename it into place: all or nothing."""
     try:
-        _write_atomic(path, chunks)
+        _write_atomic(path, chunks, encode)
     except OSError as e:
         raise OutputError(f"cannot write {path!r}: {e.strerror or e}") from e
 
 
 def write_atomic_bytes(path: str, chunks: Iterable[bytes]) -> None:
     """`write_atomic` of bytes as they are (an archive)."""
-    try:
-        _write_atomic(path, chunks, iter)
-    except OSError as e:
-        raise OutputError(f"cannot write {path!r}: {e.strerror or e}") from e
+    write_atomic(path, chunks, iter)
 
 
 def _write_atomic(
-    shown: str, chunks: Iterable[Any], encode: Callable[[Iterable[Any]], Iterator[bytes]] = encoded
+    shown: str, chunks: Iterable[Any], encode: Callable[[Iterable[Any]], Iterator[bytes]]
 ) -> None:
     _check_file_target(shown)
     path = _target(shown)

@@ -59,8 +59,6 @@ class Environment:
     # What stop_main asked, raised in the main thread by the tick.
     stops: list[Interrupted] = field(default_factory=list)
     status: str = ""  # the terminal's status line drawn now (status_line), '' when none
-    # The last stream asked whether it is a terminal, and its answer (_is_terminal).
-    terminal: tuple[object, bool] | None = None
 
 
 env = Environment()  # the current run's (see Environment)
@@ -199,17 +197,10 @@ def status_cleared() -> Iterator[None]:
 
 
 def _is_terminal(stream: object) -> bool:
-    """Whether the stream is a terminal; asked once per stream object (apply says a line per
-    object it writes, and each ask is a system call)."""
-    known = env.terminal
-    if known is not None and known[0] is stream:
-        return known[1]
     try:
-        answer = bool(stream.isatty())  # type: ignore[attr-defined]
+        return bool(stream.isatty())  # type: ignore[attr-defined]
     except (AttributeError, ValueError, OSError):  # closed, or not a file
         return False
-    env.terminal = (stream, answer)
-    return answer
 
 
 def shown(text: str, terminal: bool) -> str:

@@ -85,13 +85,12 @@ def tasks_at(
     """The tasks, in role order; `host` is asked once for each host used, so only those need an address."""
     hosts: dict[int, Host] = {}
     tasks: list[Task] = []
-    append = tasks.append  # a thousand hosts or more pass through here
     for role in roles:
         for index, (i, slot) in enumerate(seats.get(role, ())):
             h = hosts.get(i)
             if h is None:
                 h = hosts[i] = host(i)
-            append(Task(role, index, h.node, h.address, port + slot))
+            tasks.append(Task(role, index, h.node, h.address, port + slot))
     return tasks
 
 
@@ -210,41 +209,22 @@ class Slots:
                 raise self.shortage(role)
             self.take(role, host)
 
-    def seat_rest(self, role: str) -> None:
-        """Every free slot the role may take, in order (this is most of the walk: kept tight)."""
-        if self.capacity is not None:
-            self._seat_rest_fitting(role)
-            return
-        lo, hi, placed = self.lo, self.hi, self.placed[role]
-        may_take = None if self.may_take is _any_role else self.may_take
-        limited = self.num != -1
-        for host in range(self.next_host[role], len(self.hosts)):
-            if lo[host] == hi[host] or (may_take is not None and not may_take(role, host)):
-                continue
-            if not (lo[host] > 0 or hi[host] < self.per_host):
-                if limited and self.used >= self.limit:
-                    continue
-                self.used += 1
-            for slot in range(lo[host], hi[host]):
-                placed.append((host, slot))
-            lo[host] = hi[host]
-
-    def _seat_rest_fitting(self, role: str) -> None:
-        """seat_rest, each task only where it fits beside those already on its host."""
+    def _walk(self, role: str) -> Iterable[int]:
+        """The hosts in the role's order, each once."""
         order = self._order(role)
-        hosts = chain(*order) if order is not None else range(self.next_host[role], len(self.hosts))
-        for host in hosts:
+        return chain(*order) if order is not None else range(self.next_host[role], len(self.hosts))
+
+    def seat_rest(self, role: str) -> None:
+        """Every free slot the role may take, in order."""
+        for host in self._walk(role):
             while self.open_to(role, host):
                 self.take(role, host)
 
     def seat_rest_leaving_one(self, role: str, later: str) -> None:
         """seat_rest, passing over any slot whose taking would leave the `later` role none."""
         room = _Room(self, later)
-        # One pass over the hosts in the role's order, each host once: a host passed over
-        # stays passed over, and a host taken to the full is closed, so the walk ends.
-        order = self._order(role)
-        hosts = chain(*order) if order is not None else range(self.next_host[role], len(self.hosts))
-        for host in hosts:
+        # A host passed over stays passed over, and a host taken to the full is closed.
+        for host in self._walk(role):
             while self.open_to(role, host):
                 if not room.allows(host):
                     self.kept_for = (role, later)

@@ -75,15 +75,11 @@ class Jax(WorkersOnly):
         "process_id",
         JAX_ENV,
     )
-    placed: tuple[str, ...] = ()
     blocks: tuple[str, ...] = (JAX_ENV,)
     env_names: tuple[str, ...] = ("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES")
-    legacy: tuple[str, ...] = ()
     addresses: frozenset[str] = frozenset({JAX_ENV, "coordinator_address"})
     port_name: str = "jaxjob-port"  # as the JAXJob operator names it
     default_port: int = DEFAULT_PORT
-    default_policy: str = "all-workers"
-    independent: tuple[str, ...] = ()  # every worker is in the collective
 
     def values(
         self,

@@ -159,17 +159,13 @@ class PyTorch(WorkersOnly):
         "master_port",
         TORCH_ENV,
     )
-    placed: tuple[str, ...] = ()
     blocks: tuple[str, ...] = (TORCH_ENV,)  # placed as lines of env entries
     env_names: tuple[str, ...] = (
         "PET_NNODES", "PET_NODE_RANK", "MASTER_ADDR", "RANK", "PET_RDZV_ENDPOINT",
     )  # fmt: skip
-    legacy: tuple[str, ...] = ()
     addresses: frozenset[str] = frozenset({TORCH_ENV, "master_addr"})
     port_name: str = "pytorchjob-port"  # as the PyTorchJob operator names it
     default_port: int = DEFAULT_PORT
-    default_policy: str = "all-workers"
-    independent: tuple[str, ...] = ()  # every worker is in the collective
     # Under --min-workers the run may lose workers, never worker 0: its agent hosts the c10d
     # store, which no agent outlives (pytorch/pytorch#67742; docs/frameworks.md).
     elastic: str = WORKER

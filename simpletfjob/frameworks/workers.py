@@ -233,6 +233,10 @@ class WorkersOnly(Rules):
     no pinned hosts and no files of its own, every task seated as a worker."""
 
     role_order: tuple[str, ...] = ROLES
+    placed: tuple[str, ...] = ()  # their values are env entries (`blocks`)
+    legacy: tuple[str, ...] = ()
+    default_policy: str = "all-workers"
+    independent: tuple[str, ...] = ()  # every worker is in the collective
 
     def roles(self, options: Any) -> tuple[str, ...]:
         return ROLES

@@ -106,34 +106,31 @@ def node_events(text: str) -> list[NodeEvent]:
 
 
 _STR = "tag:yaml.org,2002:str"
-_CHECK_LOADER: Any = None
 
 
+@functools.cache
 def _check_loader() -> Any:
     """libyaml's parser with tag resolution left to `scalar_string`: the check needs the tags
     of only a few scalars (kind, name, namespace)."""
-    global _CHECK_LOADER
-    if _CHECK_LOADER is None:
-        import yaml
+    import yaml
 
-        try:
-            from yaml._yaml import CParser as parser
-        except ImportError:  # PyYAML built without libyaml: slower, same result
-            from yaml.loader import Loader as parser  # type: ignore[assignment]
+    try:
+        from yaml._yaml import CParser as parser
+    except ImportError:  # PyYAML built without libyaml: slower, same result
+        from yaml.loader import Loader as parser  # type: ignore[assignment]
 
-        class CheckLoader(parser, yaml.resolver.BaseResolver):
-            # The composer calls these for every node; no check reads a node's tag, so they
-            # are C callables taking the same arguments, their tags never read.
-            resolve = slice
-            descend_resolver = slice  # type: ignore[assignment]
-            ascend_resolver = tuple  # type: ignore[assignment]
+    class CheckLoader(parser, yaml.resolver.BaseResolver):
+        # The composer calls these for every node; no check reads a node's tag, so they
+        # are C callables taking the same arguments, their tags never read.
+        resolve = slice
+        descend_resolver = slice  # type: ignore[assignment]
+        ascend_resolver = tuple  # type: ignore[assignment]
 
-        _CHECK_LOADER = CheckLoader
-    return _CHECK_LOADER
+    return CheckLoader
 
 
-@functools.lru_cache(maxsize=1)
-def _resolver() -> Any:
+@functools.cache
+def resolver() -> Any:
     import yaml
 
     return yaml.resolver.Resolver()
@@ -141,21 +138,9 @@ def _resolver() -> Any:
 
 def _plain_tag(value: str) -> str:
     """The tag YAML gives an unquoted scalar: str, int, bool, null..."""
-    first = _resolved_first_characters()
-    if value and first is not None and value[0] not in first:
-        return _STR  # no implicit resolver starts with this character: a kind, most names
     import yaml
 
-    return str(_resolver().resolve(yaml.ScalarNode, value, (True, False)))
-
-
-@functools.cache
-def _resolved_first_characters() -> frozenset[str] | None:
-    """The first characters of plain scalars YAML may read as other than a string; None: any."""
-    resolvers = _resolver().yaml_implicit_resolvers
-    if resolvers.get(None):
-        return None
-    return frozenset(key for key in resolvers if key)
+    return str(resolver().resolve(yaml.ScalarNode, value, (True, False)))
 
 
 _NULL = "tag:yaml.org,2002:null"

@@ -50,12 +50,6 @@ _PREFIXES = frozenset(
     p[:i] for paths in _JOB_PLACES.values() for p in paths for i in range(len(p) + 1)
 )
 _LEVEL_ABOVE = {"metadata": "owner", "labels": "metadata", "annotations": "metadata"}
-_NOUNS = {
-    "owner": "object",
-    "metadata": "metadata",
-    "labels": "labels",
-    "annotations": "annotations",
-}
 _MAPS = ("labels", "annotations")  # what is merged into metadata, in this order
 _PLANNED = object()  # a key that an earlier edit of this task writes
 
@@ -388,7 +382,7 @@ class Labeller:
         )
         line = node.start_mark.line
         raise LabelError(
-            f"{self.editor.where}: cannot add {what} to the {_NOUNS[level]} at line {line + 1}: "
+            f"{self.editor.where}: cannot add {what} to the {'object' if level == 'owner' else level} at line {line + 1}: "
             "an anchor shares it with a place that must not change, and simpletfjob cannot "
             f"write it out there (it has a tag, refers to itself, or is too large); {hint}",
             line,

@@ -30,7 +30,6 @@ text. tests/unit/test_parsed.py holds this to the parse of the text, object for 
 
 from __future__ import annotations
 
-import functools
 import itertools
 import json
 import os
@@ -40,6 +39,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from simpletfjob.frameworks import RunValues
+from simpletfjob.manifest.documents import resolver
 from simpletfjob.manifest.skeleton import Skeleton
 from simpletfjob.tasks import Task
 from simpletfjob.template.compiled import CompiledTemplate
@@ -208,20 +208,13 @@ def _resolved(value: str, loader: type[Any]) -> Any:
     """A plain scalar's text as the loader reads it: a string, or what its resolved tag makes."""
     import yaml
 
-    tag = _resolver().resolve(yaml.ScalarNode, value, (True, False))
+    tag = resolver().resolve(yaml.ScalarNode, value, (True, False))
     if tag == _STRING:
         return value
     try:
         return loader("").construct_object(yaml.ScalarNode(tag, value))
     except Exception:  # a constructor's own check: leave it to the parse, which says it
         return _UNSURE
-
-
-@functools.cache
-def _resolver() -> Any:
-    import yaml
-
-    return yaml.resolver.Resolver()
 
 
 def _copy(value: Any) -> Any:

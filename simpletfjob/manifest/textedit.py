@@ -10,7 +10,6 @@ from __future__ import annotations
 import bisect
 import functools
 import json
-import operator
 import re
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -22,35 +21,12 @@ _PLAIN_SAFE = re.compile(r"[A-Za-z][-A-Za-z0-9_./]*")
 # Where a flow mapping's entries start: after its anchor and tag, if any, and its '{'.
 # Compiled on first use (re caches it): most templates' metadata is block style.
 _FLOW_START = r"(?:[&!][^ \t\n{]*\s+)*\{"
-_YAML_WORDS = frozenset(
-    [
-        "y",
-        "Y",
-        "yes",
-        "Yes",
-        "YES",
-        "n",
-        "N",
-        "no",
-        "No",
-        "NO",
-        "true",
-        "True",
-        "TRUE",
-        "false",
-        "False",
-        "FALSE",
-        "on",
-        "On",
-        "ON",
-        "off",
-        "Off",
-        "OFF",
-        "null",
-        "Null",
-        "NULL",
-    ]
-)
+# The words YAML 1.1 reads as a boolean or null, in the spellings its resolver takes.
+_YAML_WORDS = {"y", "Y", "n", "N"} | {
+    spelling
+    for word in ("yes", "no", "true", "false", "on", "off", "null")
+    for spelling in (word, word.capitalize(), word.upper())
+}
 
 # An entry to add: ("key", "value") or ("key", [nested entries]).
 Entry = tuple[str, Any]
@@ -60,9 +36,6 @@ class Edit(NamedTuple):
     offset: int  # where in the text to insert
     text: str
     end: int | None = None  # replace the text up to here (an alias written out)
-
-
-_OFFSET = operator.attrgetter("offset")
 
 
 class Raw(str):
@@ -150,7 +123,7 @@ class TextEditor:
             starts.append(position)
             position += len(piece) if i % 2 == 0 else stand_in_lengths[i // 2]
         result = list(pieces)
-        for edit in sorted(self.edits, key=_OFFSET, reverse=True):
+        for edit in sorted(self.edits, key=lambda e: e.offset, reverse=True):
             i = bisect.bisect_right(starts, edit.offset) - 1
             if i % 2 == 1 and edit.offset == starts[i] and edit.end is None:
                 i -= 1  # at a marker's start: the end of the text before it
@@ -168,23 +141,12 @@ def _block_text(entries: Sequence[Entry], column: int) -> str:
     """Entries as block-style lines at `column`."""
     lines = []
     for key, value in entries:
-        kind = type(value)  # every document of a run comes here: exact types are quickest
-        if kind is str:
-            lines.append(_block_line(key, value, column))
-        elif kind is Raw:
-            lines.append(f"{' ' * column}{scalar(key)}: {value}\n")
-        elif kind is list or kind is tuple:
-            lines.append(f"{' ' * column}{scalar(key)}:\n")
-            lines.append(_block_text(value, column + 2))
+        if isinstance(value, (list, tuple)):
+            lines += [f"{' ' * column}{scalar(key)}:\n", _block_text(value, column + 2)]
         else:
-            lines.append(_block_line(key, value, column))
+            shown = value if isinstance(value, Raw) else scalar(value)
+            lines.append(f"{' ' * column}{scalar(key)}: {shown}\n")
     return "".join(lines)
-
-
-@functools.lru_cache(maxsize=4096)
-def _block_line(key: str, value: str, column: int) -> str:
-    # The same few label lines recur in every document of a run.
-    return f"{' ' * column}{scalar(key)}: {scalar(value)}\n"
 
 
 def flow_entry(entry: Entry) -> str:

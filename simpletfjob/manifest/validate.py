@@ -242,10 +242,18 @@ def _describe(error: Any) -> Iterator[Problem]:
             if key not in known and not any(re.search(p, key) for p in patterns):
                 yield Problem(_join(path, key), "unknown field (additional property not allowed)")
         return
+    types: list[str] | None = None
     if error.validator == "type":
         wanted = error.validator_value
-        names = [wanted] if isinstance(wanted, str) else [t for t in wanted if t != "null"]
-        expected = " or ".join(_TYPE_NAMES.get(t, t) for t in names)
+        types = [wanted] if isinstance(wanted, str) else [t for t in wanted if t != "null"]
+    elif error.validator == "oneOf" and all("type" in s for s in error.validator_value):
+        # int-or-string and quantity fields: say which types, not "not valid under any of".
+        types = []
+        for sub in error.validator_value:
+            kinds = sub["type"] if isinstance(sub["type"], list) else [sub["type"]]
+            types += [t for t in kinds if t != "null"]
+    if types is not None:
+        expected = " or ".join(_TYPE_NAMES.get(t, t) for t in types)
         yield Problem(
             path,
             f"must be {expected}, not {_json_type(error.instance)} {_shown(error.instance)}",
@@ -256,29 +264,10 @@ def _describe(error: Any) -> Iterator[Problem]:
         for key in missing or error.validator_value[:1]:
             yield Problem(_join(path, key), "required field is missing")
         return
-    if error.validator == "oneOf" and all("type" in s for s in error.validator_value):
-        # int-or-string and quantity fields: say which types, not "not valid under any of".
-        names = []
-        for sub in error.validator_value:
-            kinds = sub["type"] if isinstance(sub["type"], list) else [sub["type"]]
-            names += [_TYPE_NAMES.get(t, t) for t in kinds if t != "null"]
-        yield Problem(
-            path,
-            f"must be {' or '.join(names)}, not {_json_type(error.instance)} "
-            f"{_shown(error.instance)}",
-        )
-        return
     message = str(error.message)
     if len(message) > 120:
         message = message[:117] + "..."
     yield Problem(path, message)
-
-
-def _validation_loader() -> Any:
-    """libyaml's safe loader, reading timestamps as the strings Kubernetes sees."""
-    from simpletfjob.yamlload import manifest_loader
-
-    return manifest_loader()
 
 
 def validate_documents(
@@ -299,10 +288,10 @@ def validate_tasks(
     they are reported as warnings and not checked."""
     import yaml
 
-    from simpletfjob.yamlload import load_all
+    from simpletfjob.yamlload import load_all, manifest_loader
 
     validator = Validator(kube_version)
-    loader = _validation_loader()
+    loader = manifest_loader()  # timestamps read as the strings Kubernetes sees
     first: tuple[str, Problem] | None = None
     seen: set[tuple[str, str]] = set()
     more = 0

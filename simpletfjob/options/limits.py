@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from simpletfjob.options.rules import format_duration, parse_duration
-from simpletfjob.options.table import OptionGroup, option
+from simpletfjob.options.rules import duration
+from simpletfjob.options.table import OptionGroup
 
 
 class LimitOptions(OptionGroup):
@@ -15,24 +15,16 @@ class LimitOptions(OptionGroup):
 
     section = "Run options"
 
-    deadline: float | None = option(
+    deadline: float | None = duration(
         "--deadline",
         default=None,
-        type=float,
-        parse=parse_duration,
-        format=format_duration,
-        metavar="DURATION",
         header=True,
         help="A wall-clock limit for the run. It is activeDeadlineSeconds on every Job, so the "
         "parameter servers stop too; status and wait then say DeadlineExceeded.",
     )
-    cleanup_after: float | None = option(
+    cleanup_after: float | None = duration(
         "--cleanup-after",
         default=None,
-        type=float,
-        parse=parse_duration,
-        format=format_duration,
-        metavar="DURATION",
         header=True,
         help="Have the cluster delete the run after this. Once the task that decides success (the "
         "chief, or worker 0) has finished and this long has passed, the cluster deletes the run: "

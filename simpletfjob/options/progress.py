@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from simpletfjob.options.rules import format_duration, parse_duration
+from simpletfjob.options.rules import duration
 from simpletfjob.options.table import Must, OptionGroup, Rule, option
 
 
@@ -59,13 +59,9 @@ class ProgressOptions(OptionGroup):
 
 def stall_timeout(help: str, header: bool = False) -> Any:
     """--stall-timeout D, for run (and its header) and wait."""
-    return option(
+    return duration(
         "--stall-timeout",
         default=None,
-        type=float,
-        parse=parse_duration,
-        format=format_duration,
-        metavar="DURATION",
         header=header,
         rule=Must("more than 0", lambda value: value > 0),
         help=help,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from simpletfjob.options.rules import DnsName, format_duration, parse_duration
+from simpletfjob.options.rules import DnsName, duration
 from simpletfjob.options.table import Must, OptionGroup, option
 
 # A DNS label: the queue's name is a label value, and part of its Leases' names.
@@ -43,13 +43,9 @@ class QueueOptions(OptionGroup):
         "install).",
     )
     queue_namespace: str | None = queue_namespace()
-    queue_lease: float = option(
+    queue_lease: float = duration(
         "--queue-lease",
         default=30.0,
-        type=float,
-        parse=parse_duration,
-        format=format_duration,
-        metavar="DURATION",
         show_default=True,
         rule=Must("at least 2s", lambda value: value >= 2),
         help="How long the run's entry lives unrenewed. It is renewed every third of that; an "

@@ -26,8 +26,7 @@ from simpletfjob.options.rules import (
     DnsName,
     LabelValue,
     Selector,
-    format_duration,
-    parse_duration,
+    duration,
     parse_port,
 )
 from simpletfjob.options.table import (
@@ -59,13 +58,9 @@ def output_format(*choices: str, default: str, help: str) -> str:
 
 def timeout(default: float | None, help: str) -> Any:
     """A `--timeout` written as kubectl writes durations (30s, 5m, 1h); the value is in seconds."""
-    return option(
+    return duration(
         "--timeout",
         default=default,
-        type=float,
-        parse=parse_duration,
-        format=format_duration,
-        metavar="DURATION",
         show_default=default is not None,
         help=help,
     )

@@ -11,7 +11,7 @@ from typing import Any
 from simpletfjob.hosts.nodes import is_node_name
 from simpletfjob.hosts.selection import parse_selector
 from simpletfjob.identity import LABEL_VALUE_RULE, is_label_value
-from simpletfjob.options.table import Must, Rule, ascii_int
+from simpletfjob.options.table import Must, Rule, ascii_int, option
 
 
 class DnsName(Rule):
@@ -32,7 +32,6 @@ class LabelValue(Rule):
     """A Kubernetes label value (--name becomes the simpletfjob/job label)."""
 
     def __call__(self, value: Any) -> str | None:
-
         if value == "":
             return "must not be empty"
         if not is_label_value(value):
@@ -44,7 +43,6 @@ class Selector(Rule):
     """A label selector in kubectl's syntax; its parser names --selector and the place it stops."""
 
     def __call__(self, value: Any) -> str | None:
-
         parse_selector(value)  # raises the usage error itself
         return None
 
@@ -115,3 +113,17 @@ def format_duration(seconds: float) -> str:
     if seconds == int(seconds):
         return f"{int(seconds)}s"
     return f"{seconds:.9f}".rstrip("0") + "s"  # no exponent: Go's syntax has none
+
+
+def duration(*flags: str, default: float | None, help: str, **more: Any) -> Any:
+    """An option that takes a duration as kubectl writes one (30s, 5m, 1h); its value is in seconds."""
+    return option(
+        *flags,
+        default=default,
+        type=float,
+        parse=parse_duration,
+        format=format_duration,
+        metavar="DURATION",
+        help=help,
+        **more,
+    )

@@ -26,7 +26,7 @@ from simpletfjob.options.render import (
     timeout,
 )
 from simpletfjob.options.restarts import RestartOptions
-from simpletfjob.options.rules import DnsName, format_duration, parse_duration
+from simpletfjob.options.rules import DnsName, duration
 from simpletfjob.options.table import Must, OneOf, argument, between, option
 
 
@@ -134,13 +134,9 @@ def failure_tail() -> Any:
 
 def cleanup_grace() -> Any:
     """--cleanup-grace D, for wait and run."""
-    return option(
+    return duration(
         "--cleanup-grace",
         default=10.0,
-        type=float,
-        parse=parse_duration,
-        format=format_duration,
-        metavar="DURATION",
         show_default=True,
         help="How long finishing tasks get to end before the cleanup. After a success, the "
         "tasks that end by themselves (the workers of MultiWorkerMirroredStrategy, torchrun and "
@@ -258,13 +254,9 @@ class LogsOptions(ConnectionOptions):
         rule=Must("-1 or more", lambda value: value >= -1),
         help="Lines from the end of each log. All for one task, 10 per task for several; -1 for all.",
     )
-    since: float | None = option(
+    since: float | None = duration(
         "--since",
         default=None,
-        type=float,
-        parse=parse_duration,
-        format=format_duration,
-        metavar="DURATION",
         help="Only lines newer than this (30s, 5m, 1h).",
     )
     timestamps: bool = option(
@@ -342,13 +334,9 @@ class RunOptions(
         "--restart-on says; a task the training does not depend on (a TensorFlow evaluator) is "
         "restarted alone.",
     )
-    node_grace: float = option(
+    node_grace: float = duration(
         "--node-grace",
         default=60.0,
-        type=float,
-        parse=parse_duration,
-        format=format_duration,
-        metavar="DURATION",
         show_default=True,
         help="How long a task's node may be away. NotReady or gone for longer, it fails the run.",
     )

@@ -106,12 +106,11 @@ def _builtin_dir() -> Any:
 
 
 def builtin_names() -> list[str]:
-    names = [
+    return sorted(
         entry.name[: -len(SUFFIX)]
         for entry in _builtin_dir().iterdir()
         if entry.name.endswith(SUFFIX) and entry.is_file()
-    ]
-    return sorted(names)
+    )
 
 
 def read_builtin(name: str) -> str:
@@ -132,28 +131,25 @@ def locate(name: str) -> TemplateSource:
     (no `/`, no `.`) that is neither is an error listing the built-ins."""
     if not os.path.isfile(name) and _BUILTIN_NAME.fullmatch(name):
         available = builtin_names()
-        if name not in available:
-            if os.path.lexists(name):  # a directory, a named pipe, a symlink loop: say which
-                text = unix_newlines(read_text(name, "template"))
-                return TemplateSource(name, text, parse_header(text, name))
+        if name in available:
+            display = f"built-in {name}{SUFFIX}"
+            text = read_builtin(name)
+            return TemplateSource(display, text, parse_header(text, display), builtin=name)
+        if not os.path.lexists(name):  # (a directory, a named pipe: read_text says which)
             raise InputError(
                 f"template {name!r} is neither a file nor a built-in template; "
                 f"built-ins: {', '.join(available)}"
             )
-        display = f"built-in {name}{SUFFIX}"
-        text = read_builtin(name)
-        return TemplateSource(display, text, parse_header(text, display), builtin=name)
     text = unix_newlines(read_text(name, "template"))
     return TemplateSource(name, text, parse_header(text, name))
 
 
 def describe_builtins() -> list[tuple[str, str]]:
     """(name, one-line description) for every built-in template."""
-    result = []
-    for name in builtin_names():
-        display = f"built-in {name}{SUFFIX}"
-        result.append((name, parse_header(read_builtin(name), display).description))
-    return result
+    return [
+        (name, parse_header(read_builtin(name), f"built-in {name}{SUFFIX}").description)
+        for name in builtin_names()
+    ]
 
 
 def parse_header(text: str, filename: str) -> Header:
@@ -431,7 +427,7 @@ def _with_header(
     chosen = settings.get("framework", options.framework)
     settings.update(framework_defaults(chosen, given, header, options))
     if source.builtin is not None and options.output is None:
-        suffix = framework(settings.get("framework", options.framework)).output_suffix
+        suffix = framework(chosen).output_suffix
         settings["output"] = f"{source.builtin}{suffix}.yaml"  # in the current directory
     values, given_values = collect_values(source.header.values, options.value_files, sets)
     return options.replace(

@@ -213,22 +213,3 @@ def test_labels_merge_into_any_layout(
         if not pod and "metadata" not in p["spec"]["template"]:
             lab["spec"]["template"].pop("metadata")
         assert lab == p
-
-
-YAML_WORDS = ["Job", "null", "Null", "~", "", "yes", "No", "on", "OFF", "y", "n", "<<", "="]
-
-
-@given(
-    st.one_of(
-        st.text(max_size=12),
-        st.sampled_from(YAML_WORDS),
-        st.from_regex(r"[-+.0-9][-+.0-9eE_:x]{0,10}", fullmatch=True),
-    )
-)
-def test_a_plain_scalars_tag_is_the_one_yaml_gives_it(value: str) -> None:
-    """The check's quick path for plain scalars (kinds, names) agrees with YAML's resolver."""
-    import yaml
-
-    from simpletfjob.manifest.documents import _plain_tag, _resolver
-
-    assert _plain_tag(value) == str(_resolver().resolve(yaml.ScalarNode, value, (True, False)))

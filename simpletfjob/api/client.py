@@ -86,8 +86,6 @@ class Client:
         where = (self.kubeconfig, self.context, self.namespace)
         return connect_for(*where, purpose=purpose, warn=report.warn)
 
-    # ---- runs ----------------------------------------------------------------------------------
-
     @checked
     def apply(
         self,

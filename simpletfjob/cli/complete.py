@@ -47,14 +47,11 @@ def choices(words: Sequence[str]) -> Completer:
     return complete
 
 
-def templates(_: click.Context, __: click.Parameter, incomplete: str) -> list[CompletionItem]:
+def templates(
+    context: click.Context, param: click.Parameter, incomplete: str
+) -> list[CompletionItem]:
     """The built-in templates that start as typed, and the files the shell finds."""
-    from click.shell_completion import CompletionItem
-
-    from simpletfjob.template.catalog import builtin_names
-
-    found = [CompletionItem(name) for name in builtin_names() if name.startswith(incomplete)]
-    return [*found, CompletionItem(incomplete, type="file")]
+    return [*builtins(context, param, incomplete), *files(context, param, incomplete)]
 
 
 def _from_cluster(

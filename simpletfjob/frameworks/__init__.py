@@ -94,9 +94,9 @@ class Framework(Protocol):
     def lost(
         self, failed: Collection[str], names: Collection[str], floor: int | None
     ) -> frozenset[str]:
-        """Of the run's failed tasks, those an elastic run trains on without (none when the
-        run is not elastic, when fewer than `floor` would remain, or the rendezvous host is
-        one of them): frameworks/workers.py's Rules."""
+        """Of the run's failed tasks, those an elastic run trains on without: every failed task
+        of the elastic role, when at least `floor` of that role's tasks (of `names`) remain and
+        the rendezvous host is not among them; none otherwise (the failures are the run's)."""
 
     def roles(self, options: Options) -> tuple[str, ...]:
         """The roles this run has, in the order they are seated and documented."""

@@ -47,7 +47,6 @@ class Rules:
     serving: str = ""
 
     def deciding(self, policy: str, names: Iterable[str]) -> list[str]:
-        """The tasks, of those named, whose success is the run's."""
         known = set(names)
         if self.lead and self.lead in known:
             return [self.lead]
@@ -59,7 +58,6 @@ class Rules:
         return [f"{WORKER}-0"]
 
     def settle(self, options: Any, gpus: Callable[[], int]) -> Any:
-        """The options with the defaults that wait for the template settled; `gpus`: what a task asks."""
         return options
 
     def ends_by_itself(self, roles: Collection[str]) -> frozenset[str]:
@@ -71,8 +69,6 @@ class Rules:
         return frozenset(roles) & set(self.collective)
 
     def check_floor(self, floor: int | None, roles: Iterable[str]) -> None:
-        """--min-workers M against the run's tasks' `roles`: at most its tasks of the elastic
-        role (a usage error, exit 2)."""
         if floor is None or not self.elastic:
             return
         count = sum(role == self.elastic for role in roles)
@@ -85,10 +81,6 @@ class Rules:
     def lost(
         self, failed: Collection[str], names: Collection[str], floor: int | None
     ) -> frozenset[str]:
-        """Of the run's tasks that failed, those an elastic run with min-workers `floor` trains
-        on without: every failed task of the elastic role, when at least `floor` of that role's
-        tasks (of those `names`) remain and the rendezvous host is not among them; none
-        otherwise (then the failures are the run's), and none when the run is not elastic."""
         if floor is None or not self.elastic:
             return frozenset()
         members = {n for n in names if n.rpartition("-")[0] == self.elastic}

@@ -12,7 +12,6 @@ documents with one kind, namespace and name.
 from __future__ import annotations
 
 import functools
-import operator
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
@@ -287,46 +286,29 @@ def check_keys(documents: Sequence[Any], first_number: int, where: str, aliases:
     """Refuse a mapping that has a key twice, anywhere, as kubectl does; True if aliases share one.
     Keys compare by their text, as in Kubernetes' decoder, so `a` and `"a"` clash. With
     `aliases` each node is visited once, keeping the walk linear however aliases nest."""
-    shared = False
     import yaml
 
-    mapping_node, sequence_node = yaml.MappingNode, yaml.SequenceNode
+    shared = False
     for offset, document in enumerate(documents):
         seen: set[int] = set()
         stack = [document]
-        pop, push = stack.pop, stack.extend
         while stack:
-            node = pop()
-            kind = type(node)
-            if kind is not mapping_node and kind is not sequence_node:
+            node = stack.pop()
+            if not isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
                 continue
             if aliases:
                 if id(node) in seen:
                     shared = True
                     continue
                 seen.add(id(node))
-            value = node.value
-            if kind is sequence_node:
-                push(value)
+            if isinstance(node, yaml.SequenceNode):
+                stack += node.value
                 continue
-            if len(value) > 1:
-                try:
-                    unique = len(set(map(_VALUE, map(_KEY, value)))) == len(value)
-                except TypeError:  # a key that is a mapping or a list (JSON has no such key)
-                    texts = [k.value for k, _ in value if type(k.value) is str]
-                    unique = len(set(texts)) == len(texts)
-                if not unique:
-                    _duplicate(value, first_number + offset, where)
-            push(map(_ENTRY_VALUE, value))
+            texts = [k.value for k, _ in node.value if type(k.value) is str]  # (JSON has no other)
+            if len(set(texts)) != len(texts):
+                _duplicate(node.value, first_number + offset, where)
+            stack += [v for _, v in node.value]
     return shared
-
-
-# C-level accessors: the walk above runs over every mapping of every task.
-_KEY, _ENTRY_VALUE, _VALUE = (
-    operator.itemgetter(0),
-    operator.itemgetter(1),
-    operator.attrgetter("value"),
-)
 
 
 def _duplicate(entries: Sequence[tuple[Any, Any]], number: int, where: str) -> None:

@@ -66,9 +66,6 @@ def timeout(default: float | None, help: str) -> Any:
     )
 
 
-# ---- the groups -------------------------------------------------------------------------------
-
-
 class ClusterOptions(OptionGroup):
     """Which cluster to ask, as kubectl chooses it."""
 
@@ -140,9 +137,6 @@ class NodeOptions(OptionGroup):
         default=False,
         help="Print each node's verdict to stderr. Eligible or why not, its task, its free GPUs when the pods were read, and what the tasks reach each other at.",
     )
-
-
-# ---- which nodes have room (free GPUs, host ports), shared by render and nodes ------------
 
 
 class NodeChoiceOptions(OptionGroup):
@@ -314,9 +308,6 @@ class RenderOptions(OptionGroup):
     given_values: frozenset[str] = frozenset()
     # The built-in's name when the template is one (the run's default name).
     builtin: str | None = None
-
-
-# ---- a run's success policy -------------------------------------------------------------------
 
 
 class PolicyOptions(OptionGroup):

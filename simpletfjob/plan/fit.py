@@ -17,7 +17,7 @@ asked only for a run the walk could not seat.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from simpletfjob.errors import InputError, SelectionError
 from simpletfjob.frameworks import Framework, Pin
@@ -99,33 +99,34 @@ def seat_run(
     warnings: list[str],
 ) -> tuple[list[Verdict], Seating]:
     """The eligible hosts and the seating on them, each task where it fits; see the docstring."""
+    run = _Run(options, fw, verdicts, rules, pins)
     asks = {role: ask for role, ask in rules.asks if ask}
     ruled_out = any(r.category == "fit" for v in verdicts for r in v.reasons)
     try:
         eligible = eligible_hosts(verdicts, options.num, pins, options.tasks_per_host)
     except SelectionError as e:
         if asks and ruled_out:
-            raise _refused(options, fw, verdicts, rules, pins, error=e) from None
+            raise _refused(run, e) from None
         if asks and e.fewer:
-            raise _fewer_that_fit(e, options, fw, verdicts, rules, pins) from None
+            raise _fewer_that_fit(run, e) from None
         raise
     if not asks:
-        return eligible, _seat(options, fw, verdicts, eligible, rules, pins, None)
+        return eligible, _seat(run, eligible, None)
     fit = Fit([(v.node, v.usage) for v in eligible], asks)
     seats: Seating | None
     try:
-        seats = _seat(options, fw, verdicts, eligible, rules, pins, fit)
+        seats = _seat(run, eligible, fit)
     except SelectionError:
         if not (ruled_out or fit.refused):
             raise
         seats = None
     if seats is not None and (fit.refused or ruled_out) and options.num != -1:
         # -N n: the run it would be without the fit, or the search.
-        _, without = _seat_without_fit(options, fw, verdicts, rules, pins)
+        _, without = _seat_without_fit(run)
         if any(len(places) > len(seats.get(role, ())) for role, places in without.items()):
             seats = None
     if seats is None:
-        seats, fit = _searched(options, fw, verdicts, eligible, rules, pins)
+        seats, fit = _searched(run, eligible)
     if options.num == -1 and fit.refused:
         left = _slots_left(seats, options.tasks_per_host, fit, asks)
         if left is not None:
@@ -133,14 +134,18 @@ def seat_run(
     return eligible, seats
 
 
-def _fewer_that_fit(
-    error: SelectionError,
-    options: Options,
-    fw: Framework,
-    verdicts: Sequence[Verdict],
-    rules: Rules,
-    pins: Sequence[Pin],
-) -> SelectionError:
+class _Run(NamedTuple):
+    """What each way of seating a run reads: its options, framework, the nodes' verdicts, the
+    rules they were judged by, and the hosts its roles must take."""
+
+    options: Options
+    fw: Framework
+    verdicts: Sequence[Verdict]
+    rules: Rules
+    pins: Sequence[Pin]
+
+
+def _fewer_that_fit(run: _Run, error: SelectionError) -> SelectionError:
     """-N's refusal for too few hosts, offering a layout of the tasks asked whose tasks fit
     what the hosts have free (each layout seated as the run would be), or saying none does."""
     assert error.fewer is not None
@@ -148,7 +153,7 @@ def _fewer_that_fit(
 
     def fits(num: int, per: int) -> bool:
         try:
-            seat_run(options.replace(num=num, tasks_per_host=per), fw, verdicts, rules, pins, [])
+            seat_run(run.options.replace(num=num, tasks_per_host=per), *run[1:], [])
         except SelectionError:
             return False
         return True
@@ -161,14 +166,7 @@ def _fewer_that_fit(
     return better
 
 
-def _searched(
-    options: Options,
-    fw: Framework,
-    verdicts: Sequence[Verdict],
-    eligible: Sequence[Verdict],
-    rules: Rules,
-    pins: Sequence[Pin],
-) -> tuple[Seating, Fit]:
+def _searched(run: _Run, eligible: Sequence[Verdict]) -> tuple[Seating, Fit]:
     """The seating that the search finds (hosts/packing.py) where the walk found none, with
     the room it leaves; the refusal (plan/refusal.py) when it finds none.
 
@@ -177,8 +175,9 @@ def _searched(
     """
     from simpletfjob.hosts.packing import pack
 
+    options, fw, verdicts, rules, pins = run
     try:
-        plain, without = _seat_without_fit(options, fw, verdicts, rules, pins)
+        plain, without = _seat_without_fit(run)
     except SelectionError as e:
         e.verdicts = verdicts
         raise
@@ -248,32 +247,21 @@ def _packing(
     )
 
 
-def _refused(
-    options: Options,
-    fw: Framework,
-    verdicts: Sequence[Verdict],
-    rules: Rules,
-    pins: Sequence[Pin],
-    error: SelectionError,
-) -> SelectionError:
+def _refused(run: _Run, error: SelectionError) -> SelectionError:
     """The refusal when -N asks for more nodes than any task of the run fits on; or the run's
     own refusal, when it would not seat even without the fit."""
+    options = run.options
     try:
-        plain, without = _seat_without_fit(options, fw, verdicts, rules, pins)
+        plain, without = _seat_without_fit(run)
     except SelectionError as e:
-        e.verdicts = verdicts
+        e.verdicts = run.verdicts
         return e
     want = {role: len(places) for role, places in without.items() if places}
+    roles = run.fw.roles(options)
     found = refusal(
-        fw.roles(options),
-        want,
-        dict(rules.asks),
-        plain,
-        options.tasks_per_host,
-        options.num,
-        error=error,
+        roles, want, dict(run.rules.asks), plain, options.tasks_per_host, options.num, error=error
     )
-    found.verdicts = verdicts
+    found.verdicts = run.verdicts
     return found
 
 
@@ -293,31 +281,18 @@ def _slots_left(seats: Seating, per_host: int, fit: Fit, asks: Mapping[str, Ask]
     )
 
 
-def _seat(
-    options: Options,
-    fw: Framework,
-    verdicts: Sequence[Verdict],
-    eligible: Sequence[Verdict],
-    rules: Rules,
-    pins: Sequence[Pin],
-    fit: Fit | None,
-) -> Seating:
+def _seat(run: _Run, eligible: Sequence[Verdict], fit: Fit | None) -> Seating:
     names = [v.node.name for v in eligible]
     may_take: Callable[[str, int], bool] | None = None
-    if rules.roles:
+    if run.rules.roles:
         may_take = lambda role, i: eligible[i].may_take(role)  # noqa: E731
-    return fw.seat(names, options, pins, may_take, lambda: breakdown(verdicts), fit)
+    note = lambda: breakdown(run.verdicts)  # noqa: E731
+    return run.fw.seat(names, run.options, run.pins, may_take, note, fit)
 
 
-def _seat_without_fit(
-    options: Options,
-    fw: Framework,
-    verdicts: Sequence[Verdict],
-    rules: Rules,
-    pins: Sequence[Pin],
-) -> tuple[list[Verdict], Seating]:
+def _seat_without_fit(run: _Run) -> tuple[list[Verdict], Seating]:
     """The run as it would be if the fit were not checked: how many tasks of each role it wants."""
-    plain_rules = rules._replace(asks=(), fits=())
-    plain = without_fit(verdicts, rules)
-    eligible = eligible_hosts(plain, options.num, pins, options.tasks_per_host)
-    return plain, _seat(options, fw, plain, eligible, plain_rules, pins, None)
+    plain = without_fit(run.verdicts, run.rules)
+    eligible = eligible_hosts(plain, run.options.num, run.pins, run.options.tasks_per_host)
+    plain_run = run._replace(verdicts=plain, rules=run.rules._replace(asks=(), fits=()))
+    return plain, _seat(plain_run, eligible, None)

@@ -93,7 +93,8 @@ def _check_file_target(shown: str, directory_hint: str | None = None) -> None:
     if not stat.S_ISDIR(status.st_mode):
         raise OutputError(f"cannot write {shown!r}: {directory!r} is not a directory")
     for fd in (1, 2):
-        if fd not in streams.env.closed_at_start and _is_regular_file(path, _identity_of_fd(fd)):
+        mine = None if fd in streams.env.closed_at_start else _identity(fd)
+        if mine is not None and _identity(path) == mine:
             name = stream_name(fd)
             raise OutputError(
                 f"output {shown!r} is the file {name} is redirected to; "
@@ -131,32 +132,20 @@ def _missing_directory(directory: str, error: OSError) -> str:
     return f"directory {directory!r} does not exist"
 
 
-def _identity_of_fd(fd: int) -> tuple[int, int] | None:
-    """(device, inode) of the regular file open on `fd`, or None (a pipe, a terminal, closed)."""
+def _identity(file: str | int) -> tuple[int, int] | None:
+    """(device, inode) of the regular file at a path (through symlinks) or open on a
+    descriptor; None for anything else (a pipe, a terminal, closed, missing)."""
     try:
-        status = os.fstat(fd)
-    except OSError:
-        return None
-    return (status.st_dev, status.st_ino) if stat.S_ISREG(status.st_mode) else None
-
-
-def _identity(path: str) -> tuple[int, int] | None:
-    """(device, inode) of the regular file at `path`, through symlinks, or None."""
-    try:
-        status = os.stat(path)
+        status = os.stat(file)
     except (OSError, ValueError):
         return None
     return (status.st_dev, status.st_ino) if stat.S_ISREG(status.st_mode) else None
 
 
-def _is_regular_file(path: str, identity: tuple[int, int] | None) -> bool:
-    return identity is not None and _identity(path) == identity
-
-
 def spare_inputs_from_stderr(inputs: Iterable[tuple[str, str | None]]) -> None:
     """Drop the messages when stderr is redirected into a file the run reads (`2>>mnist.yaml`):
     stderr gets /dev/null, as a closed one does, and the run goes on."""
-    mine = _identity_of_fd(2)
+    mine = _identity(2)
     if mine is None or 2 in streams.env.closed_at_start:
         return
     if any(path is not None and _identity(path) == mine for _, path in inputs):
@@ -171,11 +160,7 @@ def refuse_inputs(dest: Destination, inputs: Iterable[tuple[str, str | None]]) -
     """The output must not be any file the run reads, compared by file identity.
     Device and inode, after symlinks, of regular files; `inputs` are (what, path) pairs,
     such as ('template', 'mnist.yaml')."""
-    if dest.fd is not None:
-        mine = _identity_of_fd(dest.fd)
-    else:
-        assert dest.path is not None
-        mine = _identity(dest.path)
+    mine = _identity(dest.fd if dest.fd is not None else dest.path or "")
     if mine is None:
         return
     for what, path in inputs:

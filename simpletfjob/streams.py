@@ -129,9 +129,6 @@ class _DroppingStderr(io.TextIOWrapper):
 
 def warn(message: str) -> None:
     """`simpletfjob: warning: MESSAGE` on stderr; dropped, never failing the run, if stderr cannot take it."""
-    # None: closed at start, in a main() run in-process, without guard_standard_streams.
-    if sys.stderr is None:
-        return
     with contextlib.suppress(OSError, ValueError):
         say(f"simpletfjob: warning: {message}")
 

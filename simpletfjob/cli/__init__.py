@@ -4,10 +4,8 @@
 neither a command nor a group option (--help, --version), the whole line goes to render. A
 template named like a command is written `./NAME`.
 
-A first bare word (letters, digits, `-`) that is no command, file or built-in template but
-close to a command (difflib's ratio >= 0.7, stricter than click's so that `mnist` is not
-taken for `init`) is a mistyped command: `no such command or template 'statsu'; did you
-mean 'status'?`, exit 2.
+A first bare word that is no command, file or built-in template but close to a command
+is a mistyped command (`refuse_mistyped_command`), exit 2.
 
 Each command is a module of this package with a `command` (made by params.py), imported
 only when it runs or for --help, so one command's imports never slow another's start.
@@ -69,7 +67,9 @@ DEFAULT = "render"  # what runs when the first word is not a command
 # kubectl's words for reading objects: a pointer to status, never a template's name.
 KUBECTL_VERBS = ("get", "list", "ls", "describe")
 KUBECTL_NOUNS = ("runs", "run", "jobs", "job")  # `get runs`: the noun kubectl would want
-CLOSE = 0.7  # how alike a word and a command must be for the word to be a mistyped command
+# How alike (difflib's ratio) a word and a command must be for the word to be a mistyped
+# command: stricter than click's, so that `mnist` is not taken for `init`.
+CLOSE = 0.7
 ABOUT = (
     "Turn one Kubernetes Job template into the Jobs of a distributed TensorFlow, PyTorch "
     "or JAX run, and run it: apply, follow, clean up."

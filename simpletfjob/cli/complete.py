@@ -1,22 +1,12 @@
 """Shell completion: what click's completion protocol offers beside option names.
 
-- the command words, with the default command's templates, at the first word;
-- the choices of an option that takes one of a few words (`-o`, `--network`, `--cleanup`);
-- the built-in template names where a template goes (and the shell's own file names);
-- the shell's own file names after an option that names a file (`-f`, `--values`,
-  `--nodes-file`, `--kubeconfig`, `--psf`, `-E`, render's and init's `-o`), as kubectl's
-  `-f` offers them;
-- the runs of the namespace where a run goes (status, wait, logs, delete), and a run's
-  tasks after `logs RUN`, when a cluster answers within `RUN_TIMEOUT` seconds;
-- the namespaces after -n (from the cluster, as quickly), the contexts after --context
-  (from the kubeconfig, no server asked);
-- the template's value names after --set (`--set wor` offers `workers=`), read from
-  the template the command line names so far (its header's values, and the names its
-  text reads that no task and no framework sets).
-
-What cannot be read in time (no cluster, no rights, a template that does not compile)
-offers nothing, silently. `kubectl_complete` answers kubectl's plugin completion from the
-same completers. Completion only offers: values are checked when the command runs.
+The command words at the first word; an option's choices; built-in templates and the
+shell's file names where a template or a file goes; the runs, a run's tasks and the
+namespaces from the cluster (within `RUN_TIMEOUT` seconds); the kubeconfig's contexts; and
+after --set, the value names that the template named so far reads (`--set wor` offers
+`workers=`). What cannot be read in time (no cluster, no rights, a template that does not
+compile) offers nothing, silently. `kubectl_complete` answers kubectl's plugin completion
+from the same completers. Completion only offers: values are checked when the command runs.
 """
 
 from __future__ import annotations

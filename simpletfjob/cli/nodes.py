@@ -33,8 +33,9 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     Example:
       simpletfjob nodes --gpus 8 -o wide
     """
+    from simpletfjob.cli.status import columns
     from simpletfjob.output import write_stdout
-    from simpletfjob.plan.survey import as_json, survey, survey_summary, table
+    from simpletfjob.plan.survey import as_json, survey, survey_summary, table_rows
     from simpletfjob.streams import say, warn
 
     options = NodesOptions(**values)
@@ -42,5 +43,6 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     if options.output == "json":
         write_stdout([as_json(result.verdicts)])
     else:
-        write_stdout([table(result.verdicts, wide=options.output == "wide")])
+        header, *rows = table_rows(result.verdicts, wide=options.output == "wide")
+        write_stdout(columns(header, rows))
     say(survey_summary(result))

@@ -15,8 +15,6 @@ from typing import TYPE_CHECKING
 from simpletfjob.streams import say
 
 if TYPE_CHECKING:
-    from types import TracebackType
-
     from simpletfjob.hosts.selection import Verdict
     from simpletfjob.options.render import Options
     from simpletfjob.plan import Plan
@@ -177,12 +175,7 @@ class StatusLine:
             self.draw()
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *_: object) -> None:
         from simpletfjob.streams import status_line
 
         with self.lock:

@@ -83,7 +83,8 @@ class Framework(Protocol):
         """The options with the defaults that wait for the template settled (PyTorch's
         `--nproc-per-node gpu`); `gpus` counts the GPUs a task asks."""
 
-    # An elastic run's (--min-workers): the role it may lose tasks of, the rendezvous host.
+    # An elastic run's (--min-workers): the role it may lose tasks of, and the task that hosts
+    # its rendezvous, whose loss no task survives.
     elastic: str
     rendezvous: str
 

@@ -32,14 +32,9 @@ class Rules:
     what the template's tasks ask (PyTorch's `--nproc-per-node gpu`).
     """
 
-    lead: str = ""  # the task that decides the run whatever its policy, when the run has it
-    # The role that takes every slot left where it fits (-N -1), as many tasks as there is
-    # room for; every other role has as many tasks as its options say.
+    lead: str = ""
     fills: str = WORKER
-    # An elastic run (--min-workers M, PyTorch's): the role whose tasks it may lose and train
-    # on without, and the task that hosts its rendezvous, whose loss no task survives. '' for
-    # a framework whose runs are never elastic.
-    elastic: str = ""
+    elastic: str = ""  # '' for a framework whose runs are never elastic
     rendezvous: str = ""
     # The roles whose tasks end by themselves once the run has succeeded (`ends_by_itself`),
     # and a role whose tasks never do, nor the others beside them ('' for none).

@@ -153,7 +153,7 @@ def _pods(v: Verdict) -> str:
     return "-" if v.usage is None else str(v.usage.pods)
 
 
-def table(verdicts: Sequence[Verdict], wide: bool = False) -> str:
+def table_rows(verdicts: Sequence[Verdict], wide: bool = False) -> list[list[str]]:
     """NAME ELIGIBLE REASON GPU(FREE/ALLOC) PODS; wide adds ADDRESSES, HOST PORTS and LABELS."""
     header = ["NAME", "ELIGIBLE", "REASON", "GPU(FREE/ALLOC)", "PODS"]
     if wide:
@@ -169,12 +169,7 @@ def table(verdicts: Sequence[Verdict], wide: bool = False) -> str:
             labels = ",".join(f"{k}={value}" for k, value in sorted(v.node.labels.items()))
             row += [addresses or "<none>", ports or "<none>", labels or "<none>"]
         rows.append(row)
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
-    lines = [
-        "   ".join([*(c.ljust(w) for c, w in zip(row, widths, strict=False)), row[-1]])
-        for row in rows
-    ]
-    return "".join(line.rstrip() + "\n" for line in lines)
+    return rows
 
 
 def as_json(verdicts: Sequence[Verdict]) -> str:

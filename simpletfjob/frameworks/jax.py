@@ -21,8 +21,6 @@ from simpletfjob.frameworks.workers import (
     EnvValues,
     WorkersOnly,
     address_of,
-    first_host,
-    workers_from,
 )
 from simpletfjob.tasks import Task
 
@@ -80,6 +78,8 @@ class Jax(WorkersOnly):
     addresses: frozenset[str] = frozenset({JAX_ENV, "coordinator_address"})
     port_name: str = "jaxjob-port"  # as the JAXJob operator names it
     default_port: int = DEFAULT_PORT
+    count_variable: str = "JAX_NUM_PROCESSES"  # in a Job's env: the run's workers
+    meeting_variables: tuple[str, ...] = ("JAX_COORDINATOR_ADDRESS",)  # the coordinator's
 
     def values(
         self,
@@ -89,14 +89,6 @@ class Jax(WorkersOnly):
         referenced: Collection[str],
     ) -> JaxValues:
         return JaxValues(tasks, endpoints, JAX_ENV in referenced)
-
-    def run_tasks(self, job: Mapping[str, Any]) -> list[str]:
-        """Every worker ('worker-1'), from JAX_NUM_PROCESSES in a Job's env; [] when it has none."""
-        return workers_from(job, "JAX_NUM_PROCESSES")
-
-    def peer_hosts(self, job: Mapping[str, Any]) -> list[str]:
-        """The coordinator's host, in a Job's env; [] when it names none."""
-        return first_host(job, "JAX_COORDINATOR_ADDRESS")
 
 
 JAX = Jax()

@@ -30,8 +30,6 @@ from simpletfjob.frameworks.workers import (
     EnvValues,
     WorkersOnly,
     address_of,
-    first_host,
-    workers_from,
 )
 from simpletfjob.options.table import Must, OptionGroup, ascii_int, option
 from simpletfjob.tasks import Task
@@ -166,6 +164,8 @@ class PyTorch(WorkersOnly):
     addresses: frozenset[str] = frozenset({TORCH_ENV, "master_addr"})
     port_name: str = "pytorchjob-port"  # as the PyTorchJob operator names it
     default_port: int = DEFAULT_PORT
+    count_variable: str = "PET_NNODES"  # N, or M:N elastic
+    meeting_variables: tuple[str, ...] = ("PET_RDZV_ENDPOINT", "MASTER_ADDR")  # elastic, or static
     # Under --min-workers the run may lose workers, never worker 0: its agent hosts the c10d
     # store, which no agent outlives (pytorch/pytorch#67742; docs/frameworks.md).
     elastic: str = WORKER
@@ -192,15 +192,6 @@ class PyTorch(WorkersOnly):
         if options.nproc_per_node is GPU_COUNT:
             return options.replace(nproc_per_node=gpus())
         return options
-
-    def run_tasks(self, job: Mapping[str, Any]) -> list[str]:
-        """Every worker ('worker-1'), from PET_NNODES in a Job's env (N, or M:N elastic); [] when it has none."""
-        return workers_from(job, "PET_NNODES", elastic=True)
-
-    def peer_hosts(self, job: Mapping[str, Any]) -> list[str]:
-        """Where torchrun's agents meet, in a Job's env: an elastic run's rendezvous, else the
-        master; [] when it names neither."""
-        return first_host(job, "PET_RDZV_ENDPOINT", "MASTER_ADDR")
 
 
 PYTORCH = PyTorch()

@@ -220,6 +220,10 @@ class WorkersOnly(Rules):
     no pinned hosts and no files of its own, every task seated as a worker."""
 
     role_order: tuple[str, ...] = ROLES
+    # The env entries a Job of the run carries: the count of its workers, and where they
+    # meet (the first of these it has).
+    count_variable: str
+    meeting_variables: tuple[str, ...]
     placed: tuple[str, ...] = ()  # their values are env entries (`blocks`)
     legacy: tuple[str, ...] = ()
     default_policy: str = "all-workers"
@@ -244,3 +248,9 @@ class WorkersOnly(Rules):
         capacity: Capacity | None = None,
     ) -> Seating:
         return seat_workers(hosts, options.num, options.tasks_per_host, may_take, note, capacity)
+
+    def run_tasks(self, job: Mapping[str, Any]) -> list[str]:
+        return workers_from(job, self.count_variable, elastic=bool(self.elastic))
+
+    def peer_hosts(self, job: Mapping[str, Any]) -> list[str]:
+        return first_host(job, *self.meeting_variables)

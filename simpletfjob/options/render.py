@@ -384,15 +384,7 @@ def auto_port_reads_pods(options: Options) -> None:
         )
 
 
-RENDER_RULES: tuple[Callable[[Options], None], ...] = (
-    nodes_or_nodes_file,
-    ports_fit,
-    cluster_or_host_list,
-    auto_port_reads_pods,
-)
-
-
-Options._rules = RENDER_RULES
+Options._rules = (nodes_or_nodes_file, ports_fit, cluster_or_host_list, auto_port_reads_pods)
 
 
 def check_options(options: Options) -> None:

@@ -95,8 +95,6 @@ def cleanup_has_an_owner(options: Options) -> None:
 # An apply reads nodes from the cluster it applies to, or takes them from a host list:
 # --kubeconfig and --context choose the cluster either way.
 ApplyOptions._rules = (nodes_or_nodes_file, ports_fit, labels_on, replace_is_real)
-# Checked once the framework's default policy is known (after the template's header).
-LIMIT_RULES = (cleanup_has_an_owner,)
 
 
 class DeleteOptions(ConnectionOptions):

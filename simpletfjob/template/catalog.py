@@ -407,11 +407,10 @@ def prepare_options(
         for name in sorted({"queue_namespace", "queue_lease"} & given):
             flag = "--" + name.replace("_", "-")
             raise UsageError(f"{flag} is for a run in a queue: give --queue NAME too")
-    if limited:
-        from simpletfjob.options.runs import LIMIT_RULES
+    if limited:  # once the framework's default policy is known
+        from simpletfjob.options.runs import cleanup_has_an_owner
 
-        for rule in LIMIT_RULES:
-            rule(prepared)
+        cleanup_has_an_owner(prepared)
     return prepared
 
 

@@ -193,6 +193,7 @@ class Client:
         (read them with `Run.logs`).
         """
         from simpletfjob.api.render import log_warnings, prepared_options
+        from simpletfjob.api.results import outcome
         from simpletfjob.errors import RunFailed
         from simpletfjob.options.runs import RunOptions
         from simpletfjob.plan import plan
@@ -252,11 +253,7 @@ class Client:
             except RunFailed as e:
                 if e.run is None:
                     raise
-                from simpletfjob.api.results import outcome
-
                 return outcome(e.run, str(e), cause=e.cause, restarts=restarts, bundle=e.bundle)
-        from simpletfjob.api.results import outcome
-
         return outcome(ended, succeeded_line(ended), restarts=restarts)
 
     def _fields(self) -> dict[str, Any]:

@@ -45,6 +45,7 @@ def run_command(options: RunOptions) -> None:
     from simpletfjob.output import spare_inputs_from_stderr
     from simpletfjob.plan import inputs
     from simpletfjob.runs.apply import applied_counts
+    from simpletfjob.runs.ending import succeeded_line
     from simpletfjob.runs.logs import Printer
     from simpletfjob.runs.objects import connect_for
     from simpletfjob.runs.queue import empty_nodes
@@ -77,8 +78,6 @@ def run_command(options: RunOptions) -> None:
             replan=lambda restart: plan_explained(planning.replace(restart=restart)),
             waiting=status.queued,
         )
-    from simpletfjob.runs.ending import succeeded_line
-
     say(succeeded_line(run))
 
 

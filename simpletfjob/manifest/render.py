@@ -14,9 +14,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from simpletfjob.errors import RenderCheckError, TemplateError
 from simpletfjob.frameworks import TASK_VARIABLES, Framework, RunValues
-from simpletfjob.identity import (
-    NAME_VALUE,
-)
+from simpletfjob.identity import NAME_VALUE
 from simpletfjob.inputs import read_text
 from simpletfjob.manifest.decoration import Decoration
 from simpletfjob.manifest.documents import (

@@ -144,15 +144,6 @@ def _eligible(v: Verdict) -> str:
     return f"only {', '.join(v.only_for)}" if v.only_for else "yes"
 
 
-def _gpus(v: Verdict) -> str:
-    free = v.free_gpus
-    return f"{v.node.gpus if free is None else free}/{v.node.gpus}"
-
-
-def _pods(v: Verdict) -> str:
-    return "-" if v.usage is None else str(v.usage.pods)
-
-
 def table_rows(verdicts: Sequence[Verdict], wide: bool = False) -> list[list[str]]:
     """NAME ELIGIBLE REASON GPU(FREE/ALLOC) PODS; wide adds ADDRESSES, HOST PORTS and LABELS."""
     header = ["NAME", "ELIGIBLE", "REASON", "GPU(FREE/ALLOC)", "PODS"]
@@ -160,7 +151,10 @@ def table_rows(verdicts: Sequence[Verdict], wide: bool = False) -> list[list[str
         header += ["ADDRESSES", "HOST PORTS", "LABELS"]
     rows = [header]
     for v in verdicts:
-        row = [v.node.name, _eligible(v), "; ".join(map(str, v.reasons)) or "-", _gpus(v), _pods(v)]
+        free = v.node.gpus if v.free_gpus is None else v.free_gpus
+        pods = "-" if v.usage is None else str(v.usage.pods)
+        reasons = "; ".join(map(str, v.reasons)) or "-"
+        row = [v.node.name, _eligible(v), reasons, f"{free}/{v.node.gpus}", pods]
         if wide:
             addresses = ",".join(
                 f"{kind}={a}" for kind, every in sorted(v.node.addresses.items()) for a in every

@@ -94,10 +94,6 @@ def tasks_at(
     return tasks
 
 
-def _any_role(role: str, host: int) -> bool:
-    return True
-
-
 if TYPE_CHECKING:  # (a Protocol class costs a cold start more than its use is worth)
     from typing import Protocol
 
@@ -139,7 +135,7 @@ class Slots:
         self.num = num
         self.limit = len(hosts) if num == -1 else num  # how many hosts may be in use
         self.per_host = tasks_per_host
-        self.may_take = may_take or _any_role
+        self.may_take = may_take or (lambda role, host: True)
         self.note = note
         # Host i's free slots are lo[i] .. hi[i]-1: tasks take the first one, except
         # a role seated `last`, which takes the last.

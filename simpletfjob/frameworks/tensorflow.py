@@ -38,12 +38,6 @@ ROLES = ("chief", "ps", "worker", "evaluator")
 TF_CONFIG = "TF_CONFIG"
 
 
-def run_roles(*, chief: bool, ps: bool, evaluator: bool) -> tuple[str, ...]:
-    """The roles a run has, in the order they are handed out."""
-    wanted = {"chief": chief, "ps": ps, "worker": True, "evaluator": evaluator}
-    return tuple(role for role in ROLES if wanted[role])
-
-
 def place_tasks(
     hosts: Sequence[str],
     *,
@@ -294,7 +288,8 @@ class TensorFlow(Rules):
 
     def roles(self, options: TensorFlowOptions) -> tuple[str, ...]:
         has_ps = bool(options.psf) or options.psn > 0
-        return run_roles(chief=options.chief, ps=has_ps, evaluator=options.evaluator)
+        wanted = (options.chief, has_ps, True, options.evaluator)  # in ROLES' order
+        return tuple(role for role, has in zip(ROLES, wanted, strict=True) if has)
 
     def pins(self, options: TensorFlowOptions) -> tuple[Pin, ...]:
         path = options.psf

@@ -270,13 +270,6 @@ def _describe(error: Any) -> Iterator[Problem]:
     yield Problem(path, message)
 
 
-def validate_documents(
-    documents: Iterable[Any], kube_version: str | None, warn: Callable[[str], None]
-) -> str:
-    """Validate every document (each with `text`, `id` and `where`); returns the version used."""
-    return validate_tasks(((d.text, [d.id], d.where) for d in documents), kube_version, warn)
-
-
 def validate_tasks(
     tasks: Iterable[tuple[str, Sequence[DocumentId], str]],
     kube_version: str | None,

@@ -229,9 +229,10 @@ def plan(options: Options) -> Plan:
     documents = split_documents(compiled, values, rendered, services)
     validated = None
     if options.validate or options.kube_version is not None:
-        from simpletfjob.manifest.validate import validate_documents
+        from simpletfjob.manifest.validate import validate_tasks
 
-        validated = validate_documents(documents, options.kube_version, warnings.append)
+        tasks_text = ((d.text, [d.id], d.where) for d in documents)
+        validated = validate_tasks(tasks_text, options.kube_version, warnings.append)
     return Plan(
         tasks, documents, verdicts, warnings, before_selection, job, validated, tuple(notes), rename,
         fw.name, judged.rules.asks,

@@ -23,6 +23,8 @@ _QUANTITY = (
 # An amount no node has, what any larger quantity is taken as: `1e999999999` would
 # otherwise be built digit by digit. Kubernetes itself caps a quantity near 2**63.
 MOST = 1 << 62
+_DECIMAL = "kMGTPE"  # 1000**1 .. 1000**6
+_BINARY = ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei")  # 1024**1 .. 1024**6
 _EXPONENT_LIMIT = 30  # 10**30 is past MOST, 10**-30 below any request
 
 
@@ -37,16 +39,8 @@ def _suffixes() -> dict[str, Fraction]:
         "n": Fraction(1, 10**9),
         "u": Fraction(1, 10**6),
         "m": Fraction(1, 1000),
-        "k": Fraction(10**3),
-        "M": Fraction(10**6),
-        "G": Fraction(10**9),
-        "T": Fraction(10**12),
-        "P": Fraction(10**15),
-        "E": Fraction(10**18),
-        **{
-            s: Fraction(1024**i)
-            for i, s in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"), start=1)
-        },
+        **{s: Fraction(1000**i) for i, s in enumerate(_DECIMAL, start=1)},
+        **{s: Fraction(1024**i) for i, s in enumerate(_BINARY, start=1)},
     }
 
 
@@ -111,17 +105,6 @@ def _exact_units(value: object, milli: bool) -> int:
     return -((-amount.numerator) // amount.denominator)
 
 
-_BINARY = (
-    ("Ei", 1 << 60),
-    ("Pi", 1 << 50),
-    ("Ti", 1 << 40),
-    ("Gi", 1 << 30),
-    ("Mi", 1 << 20),
-    ("Ki", 1 << 10),
-)
-_DECIMAL = (("E", 10**18), ("P", 10**15), ("T", 10**12), ("G", 10**9), ("M", 10**6), ("k", 10**3))
-
-
 def units_text(units: int, resource: str) -> str:
     """An amount in the scheduler's units as a quantity a manifest would write: 1500 cpu is
     '1500m', 2000 is '2'; 2147483648 memory is '2Gi'; a device count is itself."""
@@ -129,8 +112,8 @@ def units_text(units: int, resource: str) -> str:
         return str(units // 1000) if units % 1000 == 0 else f"{units}m"
     if units <= 0 or "/" in resource:  # a vendor's devices are counted, not sized
         return str(units)
-    for suffixes in (_BINARY, _DECIMAL):
-        for suffix, size in suffixes:
-            if units >= size and units % size == 0:
-                return f"{units // size}{suffix}"
+    for suffixes, base in ((_BINARY, 1024), (_DECIMAL, 1000)):
+        for i in range(len(suffixes), 0, -1):
+            if units >= base**i and units % base**i == 0:
+                return f"{units // base**i}{suffixes[i - 1]}"
     return str(units)

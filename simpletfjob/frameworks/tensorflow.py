@@ -51,20 +51,14 @@ def place_tasks(
     note: Callable[[], str] | None = None,
     capacity: Capacity | None = None,
 ) -> Seating:
-    """Seat every task of the run on the hosts (node names, in order).
+    """Seat every task of the run on the hosts (node names, in order), in tasks.Slots' walk.
 
-    Each host gives `tasks_per_host` slots; the slots are walked in order, host
-    by host and each host's ports in turn. `may_take(role, i)` says whether a
-    task of that role may run on host i (None: every role may use every host).
-    The --psf hosts' first slots are the parameter servers, in the file's
-    order. Then the chief, the other parameter servers, the workers and the
-    evaluator each take the first free slot on a host their role may use. With
-    `num` (-N) the run uses exactly `num` hosts: no task opens a host past
-    that, and a worker passes over a slot whose taking would leave the
-    evaluator none. With -1 the evaluator takes the last free slot it may use
-    before the workers take every free slot they may use. `note` gives the
-    nodes' breakdown, which ends the message when the hosts fall short.
-    `capacity`: each task only where it fits, in its role's order (tasks.Slots).
+    The --psf hosts' first slots are the parameter servers, in the file's order. Then the
+    chief, the other parameter servers, the workers and the evaluator each take the first
+    free slot on a host their role may use. With `num` (-N) the run uses exactly `num`
+    hosts, and a worker passes over a slot whose taking would leave the evaluator none.
+    With -1 the evaluator takes the last free slot it may use before the workers take
+    every free slot they may use. `may_take`, `note` and `capacity` are Slots'.
     """
     if tasks_per_host < 1:
         raise UsageError("--tasks-per-host must be at least 1")

@@ -38,7 +38,6 @@ from simpletfjob.inputs import read_text
 from simpletfjob.options.limits import LimitOptions
 from simpletfjob.options.render import check_options, header_fields
 from simpletfjob.options.table import (
-    Field,
     OptionGroup,
     check_value,
     fields,
@@ -317,18 +316,6 @@ FRAMEWORK_GROUPS: dict[str, type[OptionGroup]] = {
 }
 
 
-def foreign_options(framework: str) -> dict[str, Field]:
-    """The options that belong to another framework than this one, by field name."""
-    own = FRAMEWORK_GROUPS.get(framework)
-    return {
-        f.name: f
-        for name, group in FRAMEWORK_GROUPS.items()
-        if group is not own
-        for f in fields(group)
-        if f.option is not None
-    }
-
-
 def framework_defaults(
     name: str, given: Iterable[str], header: Mapping[str, Any], options: Any
 ) -> dict[str, Any]:
@@ -336,7 +323,10 @@ def framework_defaults(
     Another framework's option (--psn for pytorch), on the command line or in the header, is
     a usage error that names the framework."""
     explicit = set(given)
-    for field_name, field in foreign_options(name).items():
+    own = FRAMEWORK_GROUPS.get(name)
+    foreign = [g for g in FRAMEWORK_GROUPS.values() if g is not own]
+    for field in (f for group in foreign for f in fields(group) if f.option is not None):
+        field_name = field.name
         assert field.option is not None
         if field_name in explicit:
             check_value(field.option, getattr(options, field_name))

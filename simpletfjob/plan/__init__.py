@@ -216,12 +216,9 @@ def plan(options: Options) -> Plan:
     services: list[Document] = []
     if options.network == "pod":
         values, rendered, services = use_pod_network(compiled, fw, options, rendered, decoration)
+    annotations = (POLICY_ANNOTATION, NAME_ANNOTATION, MIN_WORKERS_ANNOTATION)
     for key, (theirs, ours) in sorted(decoration.conflicts.items()):
-        what = (
-            "annotation"
-            if key in (POLICY_ANNOTATION, NAME_ANNOTATION, MIN_WORKERS_ANNOTATION)
-            else "label"
-        )
+        what = "annotation" if key in annotations else "label"
         message = (
             f"the template sets {what} {key}={theirs}; keeping it (simpletfjob would set {ours!r})"
         )

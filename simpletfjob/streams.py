@@ -214,10 +214,6 @@ def visible_lines(lines: bytes) -> bytes:
     """Lines of a task's output (each ending with a newline) as `cat -v` shows them, tabs kept.
     So a task's line cannot move a terminal's cursor, erase its prefix or set modes; see
     `shown` for what is escaped."""
-    if lines.isascii():
-        if _ascii_control().search(lines) is None:
-            return lines  # the common case, at the cost of two scans in C
-        return lines.decode("ascii").translate(_carets()).encode()  # colours, say
     text = lines.decode("utf-8", "surrogateescape")
     return "\n".join(shown(line, True) for line in text.split("\n")).encode()
 
@@ -263,20 +259,6 @@ def _escapable() -> re.Pattern[str]:
     import re
 
     return re.compile("[^\t -~]")
-
-
-@functools.cache
-def _carets() -> dict[int, str]:
-    """The ASCII control characters but the tab and the newline, as cat -v shows them."""
-    return {byte: cat_v(byte) for byte in (*range(0x20), 0x7F) if byte not in (0x09, 0x0A)}
-
-
-@functools.cache
-def _ascii_control() -> re.Pattern[bytes]:
-    """The ASCII control bytes but the tab and the newline (compiled once)."""
-    import re
-
-    return re.compile(b"[\\x00-\\x08\\x0b-\\x1f\\x7f]")
 
 
 def guard_standard_streams() -> frozenset[int]:

@@ -226,29 +226,14 @@ def write_stream(fd: int, chunks: Iterable[str]) -> None:
         raise OutputError(f"cannot write to {stream_name(fd)}: {e.strerror or e}") from e
 
 
-WRITE_SIZE = 1 << 20  # chunks are gathered into writes of about this many bytes
-
-
 def write_all(fd: int, chunks: Iterable[bytes]) -> None:
-    """Every byte of the chunks to the descriptor, in writes of about WRITE_SIZE bytes.
-    os.write in a loop, not a buffered file: a signal (the tick) makes a write to a slow pipe
-    partial, and Python's buffered writer (3.11) can then drop the rest."""
-    pending: list[bytes] = []
-    size = 0
+    """Every byte of the chunks to the descriptor. os.write in a loop, not a buffered file: a
+    signal (the tick) makes a write to a slow pipe partial, and Python's buffered writer (3.11)
+    can then drop the rest."""
     for data in chunks:
-        pending.append(data)
-        size += len(data)
-        if size >= WRITE_SIZE:
-            _write_whole(fd, b"".join(pending))
-            pending, size = [], 0
-    if pending:
-        _write_whole(fd, b"".join(pending))
-
-
-def _write_whole(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
 
 
 def write_atomic(

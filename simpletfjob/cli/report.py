@@ -61,8 +61,7 @@ def explain_plan(planned: Plan, options: Options) -> None:
 def explain(
     verdicts: Sequence[Verdict], tasks: Sequence[Task], limited: bool, address: str = ""
 ) -> None:
-    """--explain: the verdicts table, on stderr; `limited`: -N limited the hosts; `address`:
-    what the tasks reach each other at (explain.address_line)."""
+    """--explain: explain.explain_table's table, on stderr."""
     from simpletfjob.cli.explain import explain_table
 
     for line in explain_table(verdicts, tasks, limited=limited, address=address).splitlines():

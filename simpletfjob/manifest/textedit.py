@@ -8,7 +8,6 @@ template's own, so its formatting and comments stay as they were. Marks'
 from __future__ import annotations
 
 import bisect
-import functools
 import json
 import re
 from collections.abc import Sequence
@@ -49,7 +48,6 @@ def reads_plain(text: str) -> bool:
     return _PLAIN_SAFE.fullmatch(text) is not None and text not in _YAML_WORDS
 
 
-@functools.lru_cache(maxsize=4096)
 def scalar(value: str) -> str:
     """A label key or value as YAML: plain where that reads back as the same string."""
     return value if reads_plain(value) else json.dumps(value)

@@ -55,14 +55,9 @@ def explain_table(
         else:
             unused = ("not needed (-N)" if limited else "not needed") if tasks else ""
             rows.append((name, eligible, "-", *free, "; ".join(filter(None, (unused, why)))))
-    columns = len(rows[0]) - 1  # the last is not padded
-    widths = [max(len(row[i]) for row in rows) for i in range(columns)]
-    lines = [
-        "  ".join(cell.ljust(width) for cell, width in zip(row[:columns], widths, strict=True))
-        + "  "
-        + row[columns]
-        for row in rows
-    ]
+    from simpletfjob.cli.status import columns
+
+    lines = [line.rstrip("\n") for line in columns(rows[0], rows[1:], gap="  ")]
     lines.append(breakdown(verdicts))
     if tasks and address:
         lines.append(address)

@@ -206,10 +206,9 @@ def _widths(rows: Sequence[Sequence[str]]) -> list[int]:
     return [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
 
 
-def _line(row: Sequence[str], widths: Sequence[int]) -> str:
+def _line(row: Sequence[str], widths: Sequence[int], gap: str = "   ") -> str:
     return (
-        "   ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        + "\n"
+        gap.join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() + "\n"
     )
 
 
@@ -252,10 +251,10 @@ def _every_run(runs: Sequence[Run], every_namespace: bool = False) -> list[str]:
     return columns((*(("NAMESPACE",) if every_namespace else ()), *header), rows)
 
 
-def columns(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    """Rows in columns three spaces apart, as kubectl prints them; no trailing blanks."""
+def columns(header: Sequence[str], rows: Sequence[Sequence[str]], gap: str = "   ") -> list[str]:
+    """Rows in columns `gap` apart (three spaces, as kubectl prints them); no trailing blanks."""
     widths = _widths([header, *rows])
-    return [_line(row, widths) for row in [header, *rows]]
+    return [_line(row, widths, gap) for row in [header, *rows]]
 
 
 def age(created: datetime | None, now: datetime | None = None) -> str:

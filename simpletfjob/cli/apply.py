@@ -44,9 +44,11 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
         raise click.UsageError("missing the TEMPLATE argument", click.get_current_context())
     options = prepare_options(ApplyOptions(**values), given)
     if options.dry_run == "client":
-        say_previewed(options, preview(options))
-        return
-    say_applied(options, run(options))
+        say_applied(options, preview(options), "would apply", "; client dry run, nothing sent")
+    elif options.dry_run == "server":
+        say_applied(options, run(options), "would apply", "; server dry run, nothing changed")
+    else:
+        say_applied(options, run(options))
 
 
 def run(options: ApplyOptions) -> AppliedRun[Plan]:
@@ -64,10 +66,17 @@ def run(options: ApplyOptions) -> AppliedRun[Plan]:
 
 
 def preview(options: ApplyOptions) -> Preview[Plan]:
-    """--dry-run=client: what apply would send (runs/apply.py), sending nothing."""
+    """--dry-run=client: what apply would send (runs/apply.py), on stdout as kubectl -o yaml
+    prints it; nothing is sent."""
+    import yaml
+
+    from simpletfjob.output import write_stdout
     from simpletfjob.runs.apply import preview_run
 
-    return preview_run(*_prepared(options), report=say)
+    previewed = preview_run(*_prepared(options), report=say)
+    objects = previewed.objects
+    write_stdout([yaml.safe_dump_all(objects, sort_keys=False, width=1 << 30, allow_unicode=True)])
+    return previewed
 
 
 def _prepared(options: ApplyOptions) -> tuple[Settings, Callable[[str], Plan], Choices]:
@@ -90,33 +99,16 @@ def _prepared(options: ApplyOptions) -> tuple[Settings, Callable[[str], Plan], C
     )
 
 
-def say_previewed(options: ApplyOptions, previewed: Preview[Plan]) -> None:
-    """The objects on stdout, as kubectl -o yaml prints them; the summary line on stderr."""
-    import yaml
-
-    from simpletfjob.cli.report import summary, tell
-    from simpletfjob.output import write_stdout
-
-    write_stdout(
-        [yaml.safe_dump_all(previewed.objects, sort_keys=False, width=1 << 30, allow_unicode=True)]
-    )
-    planned = previewed.planned
-    tell(planned, options.replace(namespace=previewed.namespace))
-    where = f"run {planned.job} in namespace {previewed.namespace}"
-    line = summary(planned.tasks, where, verb="would apply")
-    say(f"{line} ({previewed.counts()}; client dry run, nothing sent)")
-
-
-def say_applied(options: ApplyOptions, applied: AppliedRun[Plan]) -> None:
+def say_applied(
+    options: ApplyOptions,
+    applied: AppliedRun[Plan] | Preview[Plan],
+    verb: str = "applied",
+    note: str = "",
+) -> None:
     """As a render's: warnings once the run has been applied, then the summary line."""
     from simpletfjob.cli.report import summary, tell
 
     planned = applied.planned
     tell(planned, options.replace(namespace=applied.namespace))
     where = f"run {planned.job} in namespace {applied.namespace}"
-    if options.dry_run == "server":
-        line = summary(planned.tasks, where, verb="would apply")
-        say(f"{line} ({applied.counts()}; server dry run, nothing changed)")
-    else:
-        line = summary(planned.tasks, where, verb="applied")
-        say(f"{line} ({applied.counts()})")
+    say(f"{summary(planned.tasks, where, verb=verb)} ({applied.counts()}{note})")

@@ -176,7 +176,6 @@ class ClusterSpec:
             cluster.setdefault(t.role, []).append(endpoint)
         self.cluster = {role: cluster[role] for role in sorted(cluster)}
         self._lists = {role: ",".join(map(json.dumps, eps)) for role, eps in self.cluster.items()}
-        self._hosts: dict[str, str] = {}
         self._compact_prefix = (
             '{"cluster":{'
             + ",".join(f"{json.dumps(r)}:[{lst}]" for r, lst in self._lists.items())
@@ -186,10 +185,7 @@ class ClusterSpec:
 
     def hosts(self, role: str) -> str:
         """Comma-separated host:port list of one role, for --ps_hosts/--worker_hosts style flags."""
-        joined = self._hosts.get(role)
-        if joined is None:
-            joined = self._hosts[role] = ",".join(self.cluster.get(role, ()))
-        return joined
+        return ",".join(self.cluster.get(role, ()))
 
     def config(self, task: Task) -> dict[str, object]:
         return {

@@ -146,9 +146,8 @@ def run_to_end(
                 while True:  # until the run ends; a task it does not depend on, alone
                     before = ending.run if ending is not None else None
                     ending = _follow(
-                        conn, name, nodes, deadline, say, policy, keeper, aside, before, progress,
-                        feed,
-                    )  # fmt: skip
+                        conn, name, nodes, deadline, say, policy, keeper, aside, before, feed
+                    )
                     last, cause = ending.run, ending.cause
                     if last is None or cause is None or not cause.alone:
                         break
@@ -263,7 +262,7 @@ def _apply(
     *,
     first: bool,
     applied: Callable[[P, Sequence[tuple[Manifest, str]]], None],
-    budget: Budget | None = None,
+    budget: Budget,
 ) -> None:
     from simpletfjob.runs.apply import Choices, apply_planned
     from simpletfjob.runs.reporting import best_marks
@@ -276,7 +275,7 @@ def _apply(
         planned,
         choices,
         lambda line: None,
-        restarts=(restarts, options.max_restarts, restarts if budget is None else budget.in_a_row),
+        restarts=(restarts, options.max_restarts, budget.in_a_row),
     )
     if first:
         applied(planned, done)
@@ -289,11 +288,10 @@ def _follow(
     deadline: Deadline | None,
     say: Say,
     policy: Policy,
-    keeper: Keeper | None = None,
-    aside: Aside | None = None,
-    before: Run | None = None,
-    progress: Callable[[Run], None] | None = None,
-    feed: Feed | None = None,
+    keeper: Keeper,
+    aside: Aside,
+    before: Run | None,
+    feed: Feed,
 ) -> Ending:
     """Follow the run to its end (ending.py), with `run`'s own ends: a refused pod, a side
     task's failure, a lost node (each a Failed Ending, its cause naming it).
@@ -310,25 +308,20 @@ def _follow(
 
     def seen(jobs: Sequence[Object], now: Sequence[Object]) -> None:
         pods[:] = now
-        if keeper is not None:
-            keeper.seen(jobs, now)
-        if feed is not None:  # the reporting task's log (reporting.py)
-            feed.seen(jobs, now)
+        keeper.seen(jobs, now)
+        feed.seen(jobs, now)  # the reporting task's log (reporting.py)
 
     def show(run: Run) -> None:
         was = last[0].tasks if last[0] is not None else None
         for line in lost_lines(changes(last[0], run), was, run.tasks, run.min_workers):
             say(line)
         last[0] = run
-        if feed is not None:
-            feed.show(run)
-        elif progress is not None:
-            progress(run)
+        feed.show(run)
 
     def check(run: Run) -> Cause | None:
         nonlocal next_check
         cause = refusal(run, pods)
-        if cause is None and aside is not None:
+        if cause is None:
             cause = side_failure(
                 run, policy.exit_codes, aside.left, told_by_job=told_by_job, now=time.monotonic()
             )
@@ -340,7 +333,7 @@ def _follow(
                 let_go(conn, run, cause, pods)
                 letting_go.update(cause.tasks)
             return None
-        if cause is None and feed is not None:
+        if cause is None:
             cause = feed.check(run)  # a stall
         return cause
 

@@ -229,8 +229,6 @@ def stall_cause(line: str, tasks: Sequence[str]) -> Cause:
     return Cause(STALLED, tuple(tasks), line, DISRUPTION)
 
 
-# ---- the error in a failed task's log -------------------------------------------------------------
-
 TRACEBACK = "Traceback (most recent call last):"
 CHILD_FAILED = "ChildFailedError"
 RANK = re.compile(r"\[rank(\d+)\]: ?")  # torch's prefix of a child's lines

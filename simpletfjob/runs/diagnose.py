@@ -288,8 +288,6 @@ def read_nodes(
     return {f"nodes/{node}.json": bundle.node_json(found[node], on[node]) for node in found}
 
 
-# ---- --diagnose-on-failure: what `run` and `wait` keep as they follow, and the bundle then -----
-
 SETTLE = 2.0  # seconds the streams of containers that have ended are given to be read out
 
 

@@ -147,9 +147,6 @@ def follow_to_end(
         return Ending(End.TIMED_OUT, last[0] if last else None, problem=e)
 
 
-# ---- after a success: the tasks that end by themselves ---------------------------------------
-
-
 def finishing(run: Run) -> list[TaskStatus]:
     """Of a run that has succeeded, the unended tasks its framework says end by themselves
     (`ends_by_itself`), not copies nor being deleted; [] for any other run."""
@@ -223,9 +220,6 @@ def let_finish(
 
 def _name(obj: Object) -> str:
     return str(metadata_of(obj).get("name"))
-
-
-# ---- what is said of the end ----------------------------------------------------------------
 
 
 # A line of a task's log that says a host name did not resolve: getaddrinfo's words (glibc,

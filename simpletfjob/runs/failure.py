@@ -70,9 +70,6 @@ class Kept:
     lines: tuple[bytes, ...]
 
 
-# ---- reading ------------------------------------------------------------------------------------
-
-
 def _read(
     conn: Connection, action: Action, query: list[tuple[str, str | int]]
 ) -> tuple[bytes | None, str]:
@@ -201,9 +198,6 @@ def _event_parts(event: Object) -> tuple[str, str, str]:
     return str(event.get("reason")), ref, message
 
 
-# ---- kept lines ---------------------------------------------------------------------------------
-
-
 class Keeper:
     """The last lines of each container seen crashing while `wait` follows the run, by Job,
     and the run's Jobs as last seen.
@@ -270,9 +264,6 @@ def _crash(status: Mapping[str, Any]) -> str | None:
     if int(status.get("restartCount") or 0) > 0 or "waiting" in state:
         return str(last.get("finishedAt") or last.get("containerID") or status.get("restartCount"))
     return None
-
-
-# ---- the explanation ----------------------------------------------------------------------------
 
 
 def explain(conn: Connection, run: Run, tail: int, keeper: Keeper | None = None) -> list[str]:
@@ -399,9 +390,6 @@ def _failing_pod(pods: Sequence[Object]) -> Object | None:
 
 def _prefixed(task: str, lines: Iterable[bytes]) -> list[str]:
     return [f"{task} | {line.decode('utf-8', 'surrogateescape').rstrip()}" for line in lines]
-
-
-# ---- a task that is stuck -----------------------------------------------------------------------
 
 
 def stuck_reasons(conn: Connection, run: Run) -> tuple[Run, str]:

@@ -51,9 +51,6 @@ GRACE = 2.0  # seconds after the run's end when the streams whose container stil
 COLORS = (36, 33, 32, 35, 34, 31, 96, 93, 92, 95, 94, 91)  # ANSI foregrounds, one per stream
 
 
-# ---- printing ---------------------------------------------------------------------------------
-
-
 class Printer:
     """Writes lines with their source's prefix (`worker-0 | `), coloured if asked, a batch a write.
 
@@ -96,9 +93,6 @@ class Printer:
             head = self.heads[source.label] = text.encode() + b" "
         shown = head + blob.replace(b"\n", b"\n" + head)
         return shown[: -len(head)] if blob.endswith(b"\n") else shown
-
-
-# ---- the command's work ---------------------------------------------------------------------------
 
 
 def read_jobs_and_pods(conn: Connection, name: str) -> tuple[Sequence[Object], Sequence[Object]]:

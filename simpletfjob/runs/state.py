@@ -191,9 +191,6 @@ class Run:
         return data
 
 
-# ---- the run -------------------------------------------------------------------------------------
-
-
 def _framework_of(jobs: Sequence[Object], elastic: bool = False) -> Framework:
     from simpletfjob.runs.objects import run_framework
 

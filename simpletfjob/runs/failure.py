@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from simpletfjob.errors import ClusterError
 from simpletfjob.kube.request import Action, Deadline, request
-from simpletfjob.kube.resources import EVENTS, PODS
+from simpletfjob.kube.resources import EVENTS, NODES, PODS
 from simpletfjob.runs.classify import Cause, node_lost, refused, task_error
 from simpletfjob.runs.state import DELETED, PENDING, Run
 from simpletfjob.runs.taskstate import (
@@ -482,8 +482,6 @@ class NodeWatch:
     def _how(self, node: str) -> str | None:
         """'NotReady' or 'gone', or None when the node is Ready (or cannot be read: 403, said once)."""
         from simpletfjob.kube.refusals import refusal, status_of
-        from simpletfjob.kube.request import Action, request
-        from simpletfjob.kube.resources import NODES
 
         action = Action("get", NODES, None, node)
         answer = request(self.conn, action, passthrough=(403, 404))

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from simpletfjob.errors import SimpleTFJobError
+from simpletfjob.errors import ClusterError, SimpleTFJobError
 from simpletfjob.kube.resources import PODS
 from simpletfjob.runs.logsources import (
     GONE,
@@ -174,8 +174,6 @@ def _print(
 def _failed(
     merger: Merger, source: Source, error: BaseException, note: Callable[[str], None]
 ) -> None:
-    from simpletfjob.errors import ClusterError
-
     if not isinstance(error, ClusterError) or "(403" in str(error):
         raise error  # a refusal is the same for every task: one error line
     note(f"{source.label}: {error}")
@@ -184,8 +182,6 @@ def _failed(
 
 def check_streams(merger: Merger) -> None:
     """Exit 1 once every stream is read, when some could not be (each was said as it broke)."""
-    from simpletfjob.errors import ClusterError
-
     if merger.failed:
         count = len(merger.failed)
         raise ClusterError(

@@ -31,8 +31,9 @@ from simpletfjob.kube.podlog import LogBroken
 from simpletfjob.kube.resources import JOBS, PODS, Action
 from simpletfjob.options.progress import check_pattern
 from simpletfjob.runs.annotations import task_name
-from simpletfjob.runs.classify import stall_cause
+from simpletfjob.runs.classify import STALLED, stall_cause
 from simpletfjob.runs.logsources import container_state, current_pod, framework_container
+from simpletfjob.runs.objects import run_framework
 from simpletfjob.runs.progress import (
     Budget,
     Progress,
@@ -47,7 +48,7 @@ from simpletfjob.runs.progress import (
 )
 from simpletfjob.runs.progresslog import LogReader, Report, ahead
 from simpletfjob.runs.state import RUNNING, Run
-from simpletfjob.runs.taskstate import LOST, Object, metadata_of, pods_by_job
+from simpletfjob.runs.taskstate import LOST, Object, condition, metadata_of, pods_by_job
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
@@ -74,9 +75,6 @@ class Setting:
 
 def setting_of(jobs: Sequence[Object], chosen: str = "", pattern: str = "") -> Setting | None:
     """The run's Setting (`chosen`, `pattern`: run's options over the annotations); None: no Job."""
-    from simpletfjob.runs.objects import run_framework
-    from simpletfjob.runs.taskstate import condition
-
     by_task = {task_name(j): j for j in jobs if not metadata_of(j).get("deletionTimestamp")}
     default = reporting_task(run_framework(jobs), [t for t in by_task if t])
     notes = metadata_of(by_task.get(default) or {}).get("annotations") or {}
@@ -357,7 +355,6 @@ def stalled_lines(
 ) -> list[str]:
     """What `run` and `wait` show of a stall: the reporting task's last lines, then every task's
     state and node, so the one that hangs may be found. [] for any other cause."""
-    from simpletfjob.runs.classify import STALLED
     from simpletfjob.runs.failure import explain_task
 
     if cause is None or cause.kind != STALLED:
@@ -368,8 +365,6 @@ def stalled_lines(
 
 def verdict_of(cause: Cause | None) -> str | None:
     """A stall's line, the run's outcome in its failed line; None for any other cause."""
-    from simpletfjob.runs.classify import STALLED
-
     return cause.text if cause is not None and cause.kind == STALLED else None
 
 

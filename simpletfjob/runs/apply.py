@@ -162,12 +162,7 @@ def apply_planned(
     wanted, owner = _wanted(conn, planned, choices, restarts)
     if owner is not None:
         owner.known(conn)
-    return apply_manifests(
-        conn, planned.job, wanted, replace=choices.replace, dry_run=choices.dry_run,
-        timeout=choices.timeout, report=report, force=choices.force, rename=planned.rename,
-        applied=owner.applied if owner is not None else _ignore,
-        check=owner.check if owner is not None else _ignore, owner_first=owner is not None,
-    )  # fmt: skip
+    return apply_manifests(conn, planned.job, wanted, choices, report, planned.rename, owner)
 
 
 def _wanted(
@@ -192,28 +187,24 @@ def apply_manifests(
     conn: Connection,
     run: str,
     wanted: Sequence[Manifest],
-    *,
-    replace: bool,
-    dry_run: bool,
-    timeout: float,
+    choices: Choices,
     report: Report,
-    force: bool = False,
-    applied: Callable[[Manifest, Mapping[str, Any]], None] = lambda m, obj: None,
-    check: Callable[[Mapping[tuple[str, str], Mapping[str, Any]]], None] = lambda found: None,
-    rename: str | None = None,
-    owner_first: bool = False,
+    rename: str | None,
+    owner: Owner | None,
 ) -> list[tuple[Manifest, str]]:
     """Apply the run's manifests in order; each object's outcome ('created', ...), as reported.
 
-    `check` gets the server's dry run of each object, by key, before anything is changed, and
-    may refuse it; `applied` gets each object as the server returned it (both: Owner's). With
-    `replace`, an existing run is checked, deleted (Foreground) and waited for until its Jobs
-    and Services are gone, up to `timeout`. With `dry_run`, nothing is changed. With
-    `owner_first`, the first manifest is applied alone, before the others. `force` is
-    `--force-conflicts`. An object of the run the list missed but found when its name is
-    checked was made by another apply of the run, and counts as the run's. A name taken
-    offers `rename`.
+    The `owner` (--cleanup-after's, the first manifest, applied alone) checks the server's dry
+    run of each object, by key, before anything is changed, and gets each object as the server
+    returned it. With --replace, an existing run is checked, deleted (Foreground) and waited
+    for until its Jobs and Services are gone, up to the timeout. An object of the run the list
+    missed but found when its name is checked was made by another apply of the run, and counts
+    as the run's. A name taken offers `rename`.
     """
+    replace, dry_run, force = choices.replace, choices.dry_run, choices.force
+    check = owner.check if owner is not None else _ignore
+    applied = owner.applied if owner is not None else _ignore
+    owner_first = owner is not None
     beside = f", or {rename} to start another run beside it" if rename else ""
     namespace = conn.namespace
     scope = scope_flags(conn)
@@ -243,7 +234,7 @@ def apply_manifests(
         _check_names(conn, run, unlisted, live, replace=True, rename=rename)
         made = check_replace(conn, old, wanted, force=force)
         check(made)
-        _replace(conn, old, timeout, report, scope)
+        _replace(conn, old, choices.timeout, report, scope)
         return _apply_all(
             conn, run, wanted, {}, made, report, scope, applied, force, rename, replaced=True,
             owner_first=owner_first,
@@ -403,9 +394,14 @@ def _apply_all(
             said = conflicts_line([(failed, e)], halfway=bool(done))
         if not done and replaced:
             said = f"{said}; the old run {run!r} was deleted (--replace), and nothing of this render was applied"
-        applied_keys = {m.key for m, _ in done}
-        left = [m for m in wanted if m.key not in applied_keys]
-        raise ClusterError(_halfway(said, run, len(wanted), len(done), left, scope)) from e
+        if done:
+            keys = {m.key for m, _ in done}
+            left = some([m.ref for m in wanted if m.key not in keys])
+            said = (
+                f"{said}; applied {len(done)} of {len(wanted)} objects of run {run!r} (listed "
+                f"above), not {left}; remove the run with simpletfjob delete {run} {scope}"
+            )
+        raise ClusterError(said) from e
     except Interrupted as e:
         of = f" of run {run!r} in namespace {conn.namespace}"
         # The answers taken but not said (one before them had none yet) are counted as done.
@@ -433,17 +429,6 @@ def _apply_one(
         conn, m.resource, m.body, namespace=conn.namespace, live=live.get(m.key), force=force,
         expected=partial(expected.get, m.key),  # derived only if it is needed
     )  # fmt: skip
-
-
-def _halfway(
-    error: str, run: str, total: int, done: int, left: Sequence[Manifest], scope: str
-) -> str:
-    if not done:
-        return error
-    return (
-        f"{error}; applied {done} of {total} objects of run {run!r} (listed above), "
-        f"not {some([m.ref for m in left])}; remove the run with simpletfjob delete {run} {scope}"
-    )
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from simpletfjob.identity import JOB_LABEL, POLICY_ANNOTATION
 from simpletfjob.kube.request import Deadline
 from simpletfjob.kube.resources import JOBS
 from simpletfjob.kube.watch import watch
-from simpletfjob.runs.classify import REFUSED, TASK_FAILED, Cause, run_failure
+from simpletfjob.runs.classify import REFUSED, STALLED, TASK_FAILED, Cause, run_failure
 from simpletfjob.runs.failure import explain, explain_task, stuck_reasons
 from simpletfjob.runs.objects import run_selector, some
 from simpletfjob.runs.state import (
@@ -293,10 +293,14 @@ def explain_failure(
     conn: Connection, run: Run, cause: Cause | None, tail: int, keeper: Keeper | None = None
 ) -> list[str]:
     """The failing task's last log lines and Warning events, and `unresolved_note`, for a task
-    that failed or a pod its node refused (a lost node's kubelet does not answer); else []."""
-    if cause is None or cause.kind not in (TASK_FAILED, REFUSED):
+    that failed or a pod its node refused (a lost node's kubelet does not answer); for a stall,
+    the reporting task's last lines, then every task's state and node, so the one that hangs
+    may be found; else []."""
+    if cause is None or cause.kind not in (TASK_FAILED, REFUSED, STALLED):
         return []
     lines = explain_task(conn, run, cause.task, tail, keeper)
+    if cause.kind == STALLED:
+        return lines + [f"{t.task}: {t.state} on {t.node or '<none>'}" for t in run.tasks]
     return lines + unresolved_note(cause.task, lines, run, keeper.jobs if keeper else ())
 
 

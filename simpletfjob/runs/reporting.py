@@ -53,7 +53,6 @@ from simpletfjob.runs.taskstate import LOST, Object, condition, metadata_of, pod
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
     from simpletfjob.runs.classify import Cause
-    from simpletfjob.runs.failure import Keeper
 
 TAIL = 200  # lines of a container's log that status reads, and wait reads of one running already
 TAIL_BYTES = 256 * 1024  # ... at most
@@ -348,19 +347,6 @@ def read_progress(conn: Connection, setting: Setting, pods: Sequence[Object]) ->
         for report in reader.feed(text.decode("utf-8", "replace") + "\n"):
             tracker.add(report, now if when is None else when)
     return tracker.progress() or setting.note
-
-
-def stalled_lines(
-    conn: Connection, run: Run, cause: Cause | None, tail: int, keeper: Keeper | None = None
-) -> list[str]:
-    """What `run` and `wait` show of a stall: the reporting task's last lines, then every task's
-    state and node, so the one that hangs may be found. [] for any other cause."""
-    from simpletfjob.runs.failure import explain_task
-
-    if cause is None or cause.kind != STALLED:
-        return []
-    lines = explain_task(conn, run, cause.task, tail, keeper)
-    return lines + [f"{t.task}: {t.state} on {t.node or '<none>'}" for t in run.tasks]
 
 
 def verdict_of(cause: Cause | None) -> str | None:

@@ -152,7 +152,8 @@ def run_to_end(
                     if last is None or cause is None or not cause.alone:
                         break
                     decision = decide(cause, feed.spent().in_a_row + aside.made, policy)
-                    _explain(conn, last, cause, options, keeper, say)
+                    for line in explain_failure(conn, last, cause, options.tail_on_failure, keeper):
+                        say(line)
                     if not decision.restart:
                         say(f"{decision.verdict}; run {name} goes on without {cause.task}")
                         aside.left.update(t.uid for t in last.tasks if t.task == cause.task)
@@ -195,7 +196,8 @@ def run_to_end(
                 attempt = restarts + 1 if decision.restart else None  # counted from 1
                 seen = replace(last, progress=feed.latest(), in_a_row=budget.in_a_row)
                 said = bundles.write(seen, cause, verdict, attempt)
-                _explain(conn, last, cause, options, keeper, say)
+                for line in explain_failure(conn, last, cause, options.tail_on_failure, keeper):
+                    say(line)
                 if not decision.restart:
                     where.phase, where.run, where.verdict = ENDED, last, verdict + said
                     _finish(conn, last, options, say, logs, where, deadline)
@@ -381,18 +383,6 @@ def _delete(
         if deadline is not None and deadline.remaining() <= 0:
             raise TimedOut(f"restarting run {name!r}: {e}") from e
         raise
-
-
-def _explain(
-    conn: Connection, run: Run, cause: Cause, options: RunOptions, keeper: Keeper, say: Say
-) -> None:
-    """What `wait` shows of a failure (ending.explain_failure) or a stall, before a restart or
-    the verdict."""
-    from simpletfjob.runs.reporting import stalled_lines
-
-    tail = options.tail_on_failure
-    for line in explain_failure(conn, run, cause, tail, keeper) + stalled_lines(conn, run, cause, tail, keeper):  # fmt: skip
-        say(line)
 
 
 def _finish(

@@ -70,7 +70,7 @@ def wait_for_run(
     from simpletfjob.options.rules import format_duration
     from simpletfjob.runs.diagnose import OnFailure
     from simpletfjob.runs.objects import scope_flags
-    from simpletfjob.runs.reporting import Feed, stalled_lines, verdict_of
+    from simpletfjob.runs.reporting import Feed, verdict_of
     from simpletfjob.runs.watch import clean_up
 
     deadline = None if timeout is None else Deadline.after(timeout)
@@ -121,7 +121,7 @@ def wait_for_run(
         judged = replace(last, progress=feed.latest())  # status.json as `status -o json` has it
         said = "" if ending.succeeded else bundles.write(judged, ending.cause, failed)
         # read before the cleanup, which takes pods with it
-        for line in explain_failure(conn, last, ending.cause, tail, keeper) + stalled_lines(conn, last, ending.cause, tail, keeper):  # fmt: skip
+        for line in explain_failure(conn, last, ending.cause, tail, keeper):
             say(line)
         bundles.close()
         try:

@@ -451,8 +451,8 @@ def preview_run(
     outcomes: Counter[str] = Counter()
     live = {(resource.plural, object_name(obj)): obj for resource, obj in old.objects()}
     if choices.replace:
-        for ref in old.refs():
-            report(f"{ref} deleted (dry run)")
+        for resource, obj in old.objects():
+            report(f"{resource.ref(object_name(obj))} deleted (dry run)")
             outcomes["deleted"] += 1
         live = {}
     for m in wanted:

@@ -109,10 +109,6 @@ class RunObjects(NamedTuple):
         for obj in self.services:
             yield SERVICES, obj
 
-    def refs(self) -> list[str]:
-        """'job.batch/mnist-ps-0', ... for every object, as kubectl names them."""
-        return [resource.ref(object_name(obj)) for resource, obj in self.objects()]
-
 
 def named_tasks(jobs: Iterable[Mapping[str, Any]]) -> list[str]:
     """The run's tasks as its Jobs' pod templates name them, a deciding Job gone or not.

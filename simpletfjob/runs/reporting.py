@@ -268,16 +268,13 @@ class Feed:
         task = self.setting.task
         return stall_cause(stall_line(self.stall, task, last, stepped), [task])
 
-    def settle(self, within: float = 2.0) -> None:
-        """Give the stream of a container that has ended `within` seconds to read its last lines."""
+    def finish(self, noted: bool) -> None:
+        """Stop the streams, the stream of a container that has ended given 2 s to read its last
+        lines; note the last progress if `noted` (the run has ended)."""
         if self.now is not None and not self.now[1]:
             thread = self.streams.get(self.now[0])
             if thread is not None:
-                thread.join(within)
-
-    def finish(self, noted: bool = True) -> None:
-        """Stop the streams; note the last progress if `noted` (the run has ended)."""
-        self.settle()
+                thread.join(2.0)
         self.close()
         if noted:
             note(self.conn, self.setting, self.latest())

@@ -149,10 +149,6 @@ def own_pods(pods: Iterable[Object], task: TaskStatus) -> list[Object]:
     return [*by_job.get(task.uid, ()), *by_job.get(f"name:{task.job}", ())]
 
 
-def _pod_name(job: str) -> re.Pattern[str]:
-    return re.compile(re.escape(job) + r"-[a-z0-9]{5}")
-
-
 def task_events(
     events: Iterable[Object],
     task: TaskStatus,
@@ -162,7 +158,7 @@ def task_events(
     """The events of the task's Job and its pods, those gone too (by the name JOB-xxxxx); with
     `since` (the Job's creation), only from then on, as an earlier Job's pods were named alike."""
     uids = {str(metadata_of(p).get("uid")) for p in pods}
-    named = _pod_name(task.job)
+    named = re.compile(re.escape(task.job) + r"-[a-z0-9]{5}")
     found = []
     for event in events:
         about = event.get("involvedObject") or {}
@@ -345,11 +341,9 @@ def _log_lines(
 def shown(task: str, head: str, lines: Sequence[bytes], tail: int) -> list[str]:
     """A failed task's log lines as shown: its error (classify.task_error), unless `head` and the
     last `tail` lines hold it all, then those lines."""
-    last = _prefixed(task, lines[max(0, len(lines) - tail) :])
-    error = [
-        f"{task} | {line.rstrip()}"
-        for line in task_error([x.decode("utf-8", "surrogateescape") for x in lines])
-    ]
+    text = [line.decode("utf-8", "surrogateescape") for line in lines]
+    last = [f"{task} | {line.rstrip()}" for line in text[max(0, len(text) - tail) :]]
+    error = [f"{task} | {line.rstrip()}" for line in task_error(text)]
     said = [f"{task}: its error:", *error] if not set(error) <= set(last) else []
     return [*said, head, *last]
 
@@ -386,10 +380,6 @@ def _failing_pod(pods: Sequence[Object]) -> Object | None:
     failing = [p for p in live if failed(p)]
     chosen = failing or live
     return chosen[-1] if chosen else None
-
-
-def _prefixed(task: str, lines: Iterable[bytes]) -> list[str]:
-    return [f"{task} | {line.decode('utf-8', 'surrogateescape').rstrip()}" for line in lines]
 
 
 def stuck_reasons(conn: Connection, run: Run) -> tuple[Run, str]:

@@ -54,18 +54,9 @@ SIGNALLED = 128  # exit codes from here up: killed by a signal (128 + its number
 CANNOT_RUN = "ContainerCannotRun"
 DEADLINE_EXCEEDED = "DeadlineExceeded"
 # Pod reasons (status.reason of a Failed pod) that tell of what happened to the pod: a
-# refusal at admission, an eviction, a node that shut down.
-POD_DISRUPTIONS = (
-    "Evicted",
-    "NodeAffinity",
-    "NodePorts",
-    "NodeName",
-    "UnexpectedAdmissionError",
-    "Shutdown",
-    "Terminated",
-    "NodeLost",
-    "Preempting",
-)
+# refusal at admission (these, or OutOf...), an eviction, a node that shut down.
+REFUSALS = ("NodeAffinity", "NodePorts", "NodeName", "UnexpectedAdmissionError")
+POD_DISRUPTIONS = (*REFUSALS, "Evicted", "Shutdown", "Terminated", "NodeLost", "Preempting")
 
 
 @dataclass(frozen=True)

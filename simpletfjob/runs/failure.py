@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from simpletfjob.errors import ClusterError
 from simpletfjob.kube.request import Action, Deadline, request
 from simpletfjob.kube.resources import EVENTS, NODES, PODS
-from simpletfjob.runs.classify import Cause, node_lost, refused, task_error
+from simpletfjob.runs.classify import REFUSALS, Cause, node_lost, refused, task_error
 from simpletfjob.runs.state import DELETED, PENDING, Run
 from simpletfjob.runs.taskstate import (
     Object,
@@ -406,9 +406,6 @@ def stuck_reasons(conn: Connection, run: Run) -> tuple[Run, str]:
         return run, ""
     tasks = tuple(better.get(t.task, t) for t in run.tasks)
     return replace(run, tasks=tasks), ""
-
-
-REFUSALS = ("NodeAffinity", "NodePorts", "NodeName", "UnexpectedAdmissionError")
 
 
 def refusal(run: Run, pods: Iterable[Mapping[str, Any]]) -> Cause | None:

@@ -201,9 +201,8 @@ def add_limits(
             m.body.setdefault("spec", {})["activeDeadlineSeconds"] = max(1, int(-(-deadline // 1)))
         if restarts is not None:
             annotations = m.body.setdefault("metadata", {}).setdefault("annotations", {})
-            annotations[RESTARTS_ANNOTATION] = str(restarts[0])
-            annotations[MAX_RESTARTS_ANNOTATION] = str(restarts[1])
-            annotations[RESTARTS_WITHOUT_ANNOTATION] = str(restarts[2])
+            keys = (RESTARTS_ANNOTATION, MAX_RESTARTS_ANNOTATION, RESTARTS_WITHOUT_ANNOTATION)
+            annotations.update(zip(keys, map(str, restarts), strict=True))
     if marks:
         _mark(wanted, dict(marks))
     if cleanup_after is None:

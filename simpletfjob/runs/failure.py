@@ -181,17 +181,12 @@ def event_lines(events: Iterable[Object]) -> list[str]:
     events that say the same of the same object, their counts summed, in order of arrival."""
     counts: dict[tuple[str, str, str], int] = {}
     for event in events:
-        key = _event_parts(event)
+        about = event.get("involvedObject") or {}
+        ref = f"{str(about.get('kind') or '').lower()}/{about.get('name')}"
+        key = (str(event.get("reason")), ref, one_line(event.get("message")))
         count = event.get("count") or (event.get("series") or {}).get("count") or 1
         counts[key] = counts.get(key, 0) + (count if type(count) is int else 1)
     return [f"  {reason} (x{n}) {ref}: {message}" for (reason, ref, message), n in counts.items()]
-
-
-def _event_parts(event: Object) -> tuple[str, str, str]:
-    about = event.get("involvedObject") or {}
-    ref = f"{str(about.get('kind') or '').lower()}/{about.get('name')}"
-    message = " ".join(str(event.get("message") or "").split())
-    return str(event.get("reason")), ref, message
 
 
 class Keeper:

@@ -263,9 +263,6 @@ def some(items: Sequence[str]) -> str:
     return shown + (f" and {len(items) - SHOWN} more" if len(items) > SHOWN else "")
 
 
-__all__ = ["P", "Plan", "PlannedDocument", "PlannedTask"]
-
-
 class PlannedTask(Protocol):
     """A task of the plan: its role, its index in the role, and its host."""
 

@@ -179,10 +179,6 @@ def _wanted(
     return wanted, owner
 
 
-def _ignore(*_: object) -> None:
-    """No hook: a run without --cleanup-after has no owner."""
-
-
 def apply_manifests(
     conn: Connection,
     run: str,
@@ -202,9 +198,6 @@ def apply_manifests(
     as the run's. A name taken offers `rename`.
     """
     replace, dry_run, force = choices.replace, choices.dry_run, choices.force
-    check = owner.check if owner is not None else _ignore
-    applied = owner.applied if owner is not None else _ignore
-    owner_first = owner is not None
     beside = f", or {rename} to start another run beside it" if rename else ""
     namespace = conn.namespace
     scope = scope_flags(conn)
@@ -233,12 +226,10 @@ def apply_manifests(
         unlisted = [m for m in wanted if m.key not in live]
         _check_names(conn, run, unlisted, live, replace=True, rename=rename)
         made = check_replace(conn, old, wanted, force=force)
-        check(made)
+        if owner is not None:
+            owner.check(made)
         _replace(conn, old, choices.timeout, report, scope)
-        return _apply_all(
-            conn, run, wanted, {}, made, report, scope, applied, force, rename, replaced=True,
-            owner_first=owner_first,
-        )  # fmt: skip
+        return _apply_all(conn, run, wanted, {}, made, report, scope, owner, force, replaced=True)
     carried: Carried = {}
     if dry_run:  # every object judged by the server, as --dry-run=server says
         answers = dry_runs(conn, wanted, live, force=force)
@@ -269,16 +260,14 @@ def apply_manifests(
             f"give --replace to delete it and apply this render{beside}"
         )
     expected = expected_objects(judged, carried)
-    check(expected)
+    if owner is not None:
+        owner.check(expected)
     if dry_run:
         outcomes = [(m, applied.outcome) for m, (applied, _) in judged if applied is not None]
         for m, outcome in outcomes:
             report(f"{m.ref} {outcome} (server dry run)")
         return outcomes
-    return _apply_all(
-        conn, run, wanted, live, expected, report, scope, applied, force, rename,
-        owner_first=owner_first,
-    )  # fmt: skip
+    return _apply_all(conn, run, wanted, live, expected, report, scope, owner, force)
 
 
 def _check_names(
@@ -347,12 +336,10 @@ def _apply_all(
     expected: Mapping[tuple[str, str], dict[str, Any]],
     report: Report,
     scope: str,
-    hook: Callable[[Manifest, Mapping[str, Any]], None],
+    owner: Owner | None,
     force: bool,
-    rename: str | None,
     *,
     replaced: bool = False,
-    owner_first: bool = False,
 ) -> list[tuple[Manifest, str]]:
     """Apply each manifest for real, in groups (`groups`), `in_flight` at a time; the lines are
     said in the render's order. A failure stops the sending, waits for the writes out and counts
@@ -367,7 +354,8 @@ def _apply_all(
 
     def say(i: int) -> None:  # out of `ready` only once in `done`: an interrupt finds it
         m, applied = wanted[i], ready[i]
-        hook(m, applied.object)
+        if owner is not None:
+            owner.applied(m, applied.object)
         done.append((m, applied.outcome))
         del ready[i]
         report(f"{m.ref} {applied.outcome}")
@@ -375,7 +363,7 @@ def _apply_all(
     sending: Sending[Applied] | None = None  # the writes whose requests are out, if any
     at: list[int] = []  # the group being sent: the writes' indices
     try:
-        for at in groups(wanted, owner_first):
+        for at in groups(wanted, owner is not None):
             sending = Sending([writes[i] for i in at], conn.settings.in_flight)
             for n, (_, applied) in enumerate(sending):
                 ready[at[n]] = applied

@@ -141,7 +141,7 @@ class Feed:
         pattern: str = "",
         shown: Callable[[Run], None] | None = None,
         budget: Budget | None = None,
-        say: Callable[[str], None] | None = None,
+        say: Callable[[str], None],
     ) -> None:
         self.conn, self.stall, self.chosen, self.pattern = conn, stall, chosen, pattern
         self.shown, self.budget, self.say = shown, budget, say
@@ -206,8 +206,7 @@ class Feed:
                 if getattr(e, "status", None) == 403 and not self.unread:
                     # no stall can be judged without the log: the check is off, not a stall
                     self.unread = f"cannot read the log of {self.setting.task}: {e}"
-                    if self.say is not None:
-                        self.say(f"simpletfjob: warning: no stall check: {self.unread}")
+                    self.say(f"simpletfjob: warning: no stall check: {self.unread}")
                 return
             # read on after a break, or a log that ended while the container still runs
             if self.closed.wait(1.0) or self.now != (key, True):
@@ -225,7 +224,7 @@ class Feed:
                 if self.tracker.add(report, time.time()):
                     resumed = report if self.first is None else resumed
                     self.first, new = self.first or report, True
-        if resumed and self.budget is not None and self.budget.restarts and self.say is not None:
+        if resumed and self.budget is not None and self.budget.restarts:
             self.say(resumed_line(self.budget, resumed))  # a new attempt's first report
         if new and self.run is not None:
             self.show(self.run)

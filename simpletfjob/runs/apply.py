@@ -90,8 +90,14 @@ class Choices:
     @classmethod
     def of(cls, options: ApplyOptions | RunOptions, *, first: bool = True) -> Choices:
         """The choices apply's or run's options make (`first`: run's first attempt, the only one
-        --replace applies to; run's --replace waits 300 s at most without --timeout)."""
-        timeout = getattr(options, "timeout", None)
+        --replace applies to; run's --replace waits 300 s at most without --timeout). The deciding
+        Job's marks carry the progress options (--stall-timeout: seconds)."""
+        timeout, stall = getattr(options, "timeout", None), getattr(options, "stall_timeout", None)
+        marks = (
+            (PROGRESS_TASK_ANNOTATION, options.progress_task),
+            (PROGRESS_PATTERN_ANNOTATION, options.progress_pattern),
+            (STALL_TIMEOUT_ANNOTATION, "" if stall is None else f"{stall:g}"),
+        )
         return cls(
             replace=options.replace_run and first,
             dry_run=getattr(options, "dry_run", None) == "server",
@@ -99,19 +105,8 @@ class Choices:
             force=options.force_conflicts,
             deadline=options.deadline,
             cleanup_after=options.cleanup_after,
-            marks=progress_marks(options),
+            marks=tuple((key, value) for key, value in marks if value),
         )
-
-
-def progress_marks(options: ApplyOptions | RunOptions) -> tuple[tuple[str, str], ...]:
-    """The annotations that carry the run's progress options (--stall-timeout: seconds)."""
-    stall = getattr(options, "stall_timeout", None)
-    marks = (
-        (PROGRESS_TASK_ANNOTATION, options.progress_task),
-        (PROGRESS_PATTERN_ANNOTATION, options.progress_pattern),
-        (STALL_TIMEOUT_ANNOTATION, "" if stall is None else f"{stall:g}"),
-    )
-    return tuple((key, value) for key, value in marks if value)
 
 
 def outcome_counts(outcomes: Counter[str]) -> str:

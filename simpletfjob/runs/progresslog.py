@@ -235,14 +235,12 @@ def _json(text: str) -> Report | None:
         if isinstance(value, (int, float)) and not isinstance(value, bool)
     ]
     epochs = whole(data.get("epochs"), 1)
-    total, epoch = whole(data.get("total"), 1), whole(data.get("epoch"))
-    metrics = _metrics(numbers)
     return Report(
         step=step,
-        total=total,
-        epoch=epoch,
+        total=whole(data.get("total"), 1),
+        epoch=whole(data.get("epoch")),
         epochs=epochs,
-        metrics=metrics,
+        metrics=_metrics(numbers),
         within=epochs is not None,
         form="json",
     )
@@ -269,18 +267,15 @@ def _matched(pattern: re.Pattern[str], text: str) -> Report | None:
 
 
 def _keras(match: re.Match[str], epoch: tuple[int, int] | None) -> Report:
-    rest = match[3]
-    metrics = _metrics(_KERAS_METRIC.findall(rest))
-    speed = _KERAS_RATE.search(rest)
+    speed = _KERAS_RATE.search(match[3])
     rate = 1 / (float(speed[1]) * _UNITS[speed[2]]) if speed and float(speed[1]) else None
-    total = None if match[2] == "Unknown" else _digits(match[2], 1)
     at, of = epoch if epoch is not None else (None, None)
     return Report(
         step=int(match[1]),
-        total=total,
+        total=None if match[2] == "Unknown" else _digits(match[2], 1),
         epoch=at,
         epochs=of,
-        metrics=metrics,
+        metrics=_metrics(_KERAS_METRIC.findall(match[3])),
         rate=rate,
         within=True,
         form="keras",

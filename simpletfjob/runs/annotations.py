@@ -190,7 +190,7 @@ def add_limits(
     marks: Sequence[tuple[str, str]] = (),
 ) -> Owner | None:
     """Write the limits into the manifests (in place); with cleanup_after, the `Owner`, whose Job
-    is moved first and whose `applied` apply_manifests calls for each object applied.
+    is moved first and whose `applied` apply_planned calls for each object applied.
 
     `restarts` are (done, limit, in a row without progress); `marks`, the deciding Job's.
     """

@@ -151,47 +151,22 @@ def apply_planned(
     report: Report,
     restarts: tuple[int, int, int] | None = None,
 ) -> list[tuple[Manifest, str]]:
-    """A plan's documents checked (`manifests`), given the run's limits, and applied;
-    `restarts` (done, most, in a row without progress) are recorded for `run --max-restarts`."""
+    """A plan's documents checked (`manifests`), given the run's limits, and applied in order;
+    each object's outcome ('created', ...), as reported. `restarts` (done, most, in a row without
+    progress) are recorded for `run --max-restarts`.
+
+    The owner (--cleanup-after's Job, applied alone first) checks the server's dry run of each
+    object, by key, before anything is changed, and gets each object as the server returned it.
+    With --replace, an existing run is checked, deleted (Foreground) and waited for until its
+    Jobs and Services are gone, up to the timeout. An object of the run the list missed but
+    found when its name is checked was made by another apply of the run, and counts as the
+    run's. A name taken offers the plan's `rename`.
+    """
     assert planned.job is not None  # a plan to apply has its labels (the options say so)
     wanted, owner = _wanted(conn, planned, choices, restarts)
     if owner is not None:
         owner.known(conn)
-    return apply_manifests(conn, planned.job, wanted, choices, report, planned.rename, owner)
-
-
-def _wanted(
-    conn: Connection, planned: Plan, choices: Choices, restarts: tuple[int, int, int] | None = None
-) -> tuple[list[Manifest], Owner | None]:
-    """The plan's documents as checked manifests (refused in one line, if at all), with limits."""
-    assert planned.job is not None
-    documents = ((d, f"document {i} ({d.id})") for i, d in enumerate(planned.documents, start=1))
-    wanted = manifests(documents, planned.job, conn.namespace)
-    owner = add_limits(
-        wanted, deadline=choices.deadline, cleanup_after=choices.cleanup_after, restarts=restarts,
-        marks=choices.marks,
-    )  # fmt: skip
-    return wanted, owner
-
-
-def apply_manifests(
-    conn: Connection,
-    run: str,
-    wanted: Sequence[Manifest],
-    choices: Choices,
-    report: Report,
-    rename: str | None,
-    owner: Owner | None,
-) -> list[tuple[Manifest, str]]:
-    """Apply the run's manifests in order; each object's outcome ('created', ...), as reported.
-
-    The `owner` (--cleanup-after's, the first manifest, applied alone) checks the server's dry
-    run of each object, by key, before anything is changed, and gets each object as the server
-    returned it. With --replace, an existing run is checked, deleted (Foreground) and waited
-    for until its Jobs and Services are gone, up to the timeout. An object of the run the list
-    missed but found when its name is checked was made by another apply of the run, and counts
-    as the run's. A name taken offers `rename`.
-    """
+    run, rename = planned.job, planned.rename
     replace, dry_run, force = choices.replace, choices.dry_run, choices.force
     beside = f", or {rename} to start another run beside it" if rename else ""
     namespace = conn.namespace
@@ -263,6 +238,20 @@ def apply_manifests(
             report(f"{m.ref} {outcome} (server dry run)")
         return outcomes
     return _apply_all(conn, run, wanted, live, expected, report, scope, owner, force)
+
+
+def _wanted(
+    conn: Connection, planned: Plan, choices: Choices, restarts: tuple[int, int, int] | None = None
+) -> tuple[list[Manifest], Owner | None]:
+    """The plan's documents as checked manifests (refused in one line, if at all), with limits."""
+    assert planned.job is not None
+    documents = ((d, f"document {i} ({d.id})") for i, d in enumerate(planned.documents, start=1))
+    wanted = manifests(documents, planned.job, conn.namespace)
+    owner = add_limits(
+        wanted, deadline=choices.deadline, cleanup_after=choices.cleanup_after, restarts=restarts,
+        marks=choices.marks,
+    )  # fmt: skip
+    return wanted, owner
 
 
 def _check_names(

@@ -184,9 +184,7 @@ class Policy:
 
     def restarts(self, klass: str) -> bool:
         """Whether a failure of this class is one --restart-on restarts."""
-        if klass == DISRUPTION:
-            return True
-        return klass == PROGRAM and self.restart_on == "failure"
+        return klass == DISRUPTION or (klass == PROGRAM and self.restart_on == "failure")
 
 
 @dataclass(frozen=True)

@@ -92,16 +92,19 @@ def losable(run: Run, cause: Cause) -> bool:
     return set(cause.tasks) <= lost
 
 
+def reason(cause: Cause) -> str:
+    """'refused by node h3: OutOfcpu', 'node h3 NotReady for more than 1m'."""
+    if cause.kind == REFUSED:
+        return f"refused by node {cause.node}: {cause.reason}"
+    return f"node {cause.node} {cause.reason}"
+
+
 def let_go(conn: Connection, run: Run, cause: Cause, pods: Iterable[Mapping[str, Any]]) -> None:
     """End the tasks of `cause` as lost (the module's docstring says how)."""
     from simpletfjob.kube.objects import apply, delete
 
     jobs = {t.task: t.job for t in run.tasks}
-    why = (  # 'refused by node h3: OutOfcpu', 'node h3 NotReady for more than 1m'
-        f"refused by node {cause.node}: {cause.reason}"
-        if cause.kind == REFUSED
-        else f"node {cause.node} {cause.reason}"
-    )
+    why = reason(cause)
     for task in cause.tasks:
         manifest = {
             "apiVersion": "batch/v1",

@@ -181,10 +181,8 @@ def run_now(pod: Object, source: Source) -> str:
     state, restarts, _ = container_state(pod, source.container)
     if state in ("running", "terminated") and restarts == source.instance:
         return "running" if state == "running" else "ended"
-    if state == "waiting" and restarts and restarts - 1 == source.instance:
-        return "previous"  # it crashed and waits to start again: restartCount counts it
-    if state in ("running", "terminated") and restarts == source.instance + 1:
-        return "previous"
+    if state in ("running", "terminated", "waiting") and restarts == source.instance + 1:
+        return "previous"  # started again, or crashed and waiting to: restartCount counts it
     return "lost"
 
 

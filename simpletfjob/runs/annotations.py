@@ -190,7 +190,7 @@ def add_limits(
     marks: Sequence[tuple[str, str]] = (),
 ) -> Owner | None:
     """Write the limits into the manifests (in place); with cleanup_after, the `Owner`, whose Job
-    is moved first and whose `applied` apply_manifests calls for each object applied.
+    is moved first and whose `applied` apply_planned calls for each object applied.
 
     `restarts` are (done, limit, in a row without progress); `marks`, the deciding Job's.
     """
@@ -201,9 +201,8 @@ def add_limits(
             m.body.setdefault("spec", {})["activeDeadlineSeconds"] = max(1, int(-(-deadline // 1)))
         if restarts is not None:
             annotations = m.body.setdefault("metadata", {}).setdefault("annotations", {})
-            annotations[RESTARTS_ANNOTATION] = str(restarts[0])
-            annotations[MAX_RESTARTS_ANNOTATION] = str(restarts[1])
-            annotations[RESTARTS_WITHOUT_ANNOTATION] = str(restarts[2])
+            keys = (RESTARTS_ANNOTATION, MAX_RESTARTS_ANNOTATION, RESTARTS_WITHOUT_ANNOTATION)
+            annotations.update(zip(keys, map(str, restarts), strict=True))
     if marks:
         _mark(wanted, dict(marks))
     if cleanup_after is None:

@@ -90,8 +90,14 @@ class Choices:
     @classmethod
     def of(cls, options: ApplyOptions | RunOptions, *, first: bool = True) -> Choices:
         """The choices apply's or run's options make (`first`: run's first attempt, the only one
-        --replace applies to; run's --replace waits 300 s at most without --timeout)."""
-        timeout = getattr(options, "timeout", None)
+        --replace applies to; run's --replace waits 300 s at most without --timeout). The deciding
+        Job's marks carry the progress options (--stall-timeout: seconds)."""
+        timeout, stall = getattr(options, "timeout", None), getattr(options, "stall_timeout", None)
+        marks = (
+            (PROGRESS_TASK_ANNOTATION, options.progress_task),
+            (PROGRESS_PATTERN_ANNOTATION, options.progress_pattern),
+            (STALL_TIMEOUT_ANNOTATION, "" if stall is None else f"{stall:g}"),
+        )
         return cls(
             replace=options.replace_run and first,
             dry_run=getattr(options, "dry_run", None) == "server",
@@ -99,19 +105,8 @@ class Choices:
             force=options.force_conflicts,
             deadline=options.deadline,
             cleanup_after=options.cleanup_after,
-            marks=progress_marks(options),
+            marks=tuple((key, value) for key, value in marks if value),
         )
-
-
-def progress_marks(options: ApplyOptions | RunOptions) -> tuple[tuple[str, str], ...]:
-    """The annotations that carry the run's progress options (--stall-timeout: seconds)."""
-    stall = getattr(options, "stall_timeout", None)
-    marks = (
-        (PROGRESS_TASK_ANNOTATION, options.progress_task),
-        (PROGRESS_PATTERN_ANNOTATION, options.progress_pattern),
-        (STALL_TIMEOUT_ANNOTATION, "" if stall is None else f"{stall:g}"),
-    )
-    return tuple((key, value) for key, value in marks if value)
 
 
 def outcome_counts(outcomes: Counter[str]) -> str:
@@ -156,64 +151,23 @@ def apply_planned(
     report: Report,
     restarts: tuple[int, int, int] | None = None,
 ) -> list[tuple[Manifest, str]]:
-    """A plan's documents checked (`manifests`), given the run's limits, and applied;
-    `restarts` (done, most, in a row without progress) are recorded for `run --max-restarts`."""
+    """A plan's documents checked (`manifests`), given the run's limits, and applied in order;
+    each object's outcome ('created', ...), as reported. `restarts` (done, most, in a row without
+    progress) are recorded for `run --max-restarts`.
+
+    The owner (--cleanup-after's Job, applied alone first) checks the server's dry run of each
+    object, by key, before anything is changed, and gets each object as the server returned it.
+    With --replace, an existing run is checked, deleted (Foreground) and waited for until its
+    Jobs and Services are gone, up to the timeout. An object of the run the list missed but
+    found when its name is checked was made by another apply of the run, and counts as the
+    run's. A name taken offers the plan's `rename`.
+    """
     assert planned.job is not None  # a plan to apply has its labels (the options say so)
     wanted, owner = _wanted(conn, planned, choices, restarts)
     if owner is not None:
         owner.known(conn)
-    return apply_manifests(
-        conn, planned.job, wanted, replace=choices.replace, dry_run=choices.dry_run,
-        timeout=choices.timeout, report=report, force=choices.force, rename=planned.rename,
-        applied=owner.applied if owner is not None else _ignore,
-        check=owner.check if owner is not None else _ignore, owner_first=owner is not None,
-    )  # fmt: skip
-
-
-def _wanted(
-    conn: Connection, planned: Plan, choices: Choices, restarts: tuple[int, int, int] | None = None
-) -> tuple[list[Manifest], Owner | None]:
-    """The plan's documents as checked manifests (refused in one line, if at all), with limits."""
-    assert planned.job is not None
-    documents = ((d, f"document {i} ({d.id})") for i, d in enumerate(planned.documents, start=1))
-    wanted = manifests(documents, planned.job, conn.namespace)
-    owner = add_limits(
-        wanted, deadline=choices.deadline, cleanup_after=choices.cleanup_after, restarts=restarts,
-        marks=choices.marks,
-    )  # fmt: skip
-    return wanted, owner
-
-
-def _ignore(*_: object) -> None:
-    """No hook: a run without --cleanup-after has no owner."""
-
-
-def apply_manifests(
-    conn: Connection,
-    run: str,
-    wanted: Sequence[Manifest],
-    *,
-    replace: bool,
-    dry_run: bool,
-    timeout: float,
-    report: Report,
-    force: bool = False,
-    applied: Callable[[Manifest, Mapping[str, Any]], None] = lambda m, obj: None,
-    check: Callable[[Mapping[tuple[str, str], Mapping[str, Any]]], None] = lambda found: None,
-    rename: str | None = None,
-    owner_first: bool = False,
-) -> list[tuple[Manifest, str]]:
-    """Apply the run's manifests in order; each object's outcome ('created', ...), as reported.
-
-    `check` gets the server's dry run of each object, by key, before anything is changed, and
-    may refuse it; `applied` gets each object as the server returned it (both: Owner's). With
-    `replace`, an existing run is checked, deleted (Foreground) and waited for until its Jobs
-    and Services are gone, up to `timeout`. With `dry_run`, nothing is changed. With
-    `owner_first`, the first manifest is applied alone, before the others. `force` is
-    `--force-conflicts`. An object of the run the list missed but found when its name is
-    checked was made by another apply of the run, and counts as the run's. A name taken
-    offers `rename`.
-    """
+    run, rename = planned.job, planned.rename
+    replace, dry_run, force = choices.replace, choices.dry_run, choices.force
     beside = f", or {rename} to start another run beside it" if rename else ""
     namespace = conn.namespace
     scope = scope_flags(conn)
@@ -242,12 +196,10 @@ def apply_manifests(
         unlisted = [m for m in wanted if m.key not in live]
         _check_names(conn, run, unlisted, live, replace=True, rename=rename)
         made = check_replace(conn, old, wanted, force=force)
-        check(made)
-        _replace(conn, old, timeout, report, scope)
-        return _apply_all(
-            conn, run, wanted, {}, made, report, scope, applied, force, rename, replaced=True,
-            owner_first=owner_first,
-        )  # fmt: skip
+        if owner is not None:
+            owner.check(made)
+        _replace(conn, old, choices.timeout, report, scope)
+        return _apply_all(conn, run, wanted, {}, made, report, scope, owner, force, replaced=True)
     carried: Carried = {}
     if dry_run:  # every object judged by the server, as --dry-run=server says
         answers = dry_runs(conn, wanted, live, force=force)
@@ -278,16 +230,28 @@ def apply_manifests(
             f"give --replace to delete it and apply this render{beside}"
         )
     expected = expected_objects(judged, carried)
-    check(expected)
+    if owner is not None:
+        owner.check(expected)
     if dry_run:
         outcomes = [(m, applied.outcome) for m, (applied, _) in judged if applied is not None]
         for m, outcome in outcomes:
             report(f"{m.ref} {outcome} (server dry run)")
         return outcomes
-    return _apply_all(
-        conn, run, wanted, live, expected, report, scope, applied, force, rename,
-        owner_first=owner_first,
+    return _apply_all(conn, run, wanted, live, expected, report, scope, owner, force)
+
+
+def _wanted(
+    conn: Connection, planned: Plan, choices: Choices, restarts: tuple[int, int, int] | None = None
+) -> tuple[list[Manifest], Owner | None]:
+    """The plan's documents as checked manifests (refused in one line, if at all), with limits."""
+    assert planned.job is not None
+    documents = ((d, f"document {i} ({d.id})") for i, d in enumerate(planned.documents, start=1))
+    wanted = manifests(documents, planned.job, conn.namespace)
+    owner = add_limits(
+        wanted, deadline=choices.deadline, cleanup_after=choices.cleanup_after, restarts=restarts,
+        marks=choices.marks,
     )  # fmt: skip
+    return wanted, owner
 
 
 def _check_names(
@@ -356,12 +320,10 @@ def _apply_all(
     expected: Mapping[tuple[str, str], dict[str, Any]],
     report: Report,
     scope: str,
-    hook: Callable[[Manifest, Mapping[str, Any]], None],
+    owner: Owner | None,
     force: bool,
-    rename: str | None,
     *,
     replaced: bool = False,
-    owner_first: bool = False,
 ) -> list[tuple[Manifest, str]]:
     """Apply each manifest for real, in groups (`groups`), `in_flight` at a time; the lines are
     said in the render's order. A failure stops the sending, waits for the writes out and counts
@@ -376,7 +338,8 @@ def _apply_all(
 
     def say(i: int) -> None:  # out of `ready` only once in `done`: an interrupt finds it
         m, applied = wanted[i], ready[i]
-        hook(m, applied.object)
+        if owner is not None:
+            owner.applied(m, applied.object)
         done.append((m, applied.outcome))
         del ready[i]
         report(f"{m.ref} {applied.outcome}")
@@ -384,7 +347,7 @@ def _apply_all(
     sending: Sending[Applied] | None = None  # the writes whose requests are out, if any
     at: list[int] = []  # the group being sent: the writes' indices
     try:
-        for at in groups(wanted, owner_first):
+        for at in groups(wanted, owner is not None):
             sending = Sending([writes[i] for i in at], conn.settings.in_flight)
             for n, (_, applied) in enumerate(sending):
                 ready[at[n]] = applied
@@ -403,9 +366,14 @@ def _apply_all(
             said = conflicts_line([(failed, e)], halfway=bool(done))
         if not done and replaced:
             said = f"{said}; the old run {run!r} was deleted (--replace), and nothing of this render was applied"
-        applied_keys = {m.key for m, _ in done}
-        left = [m for m in wanted if m.key not in applied_keys]
-        raise ClusterError(_halfway(said, run, len(wanted), len(done), left, scope)) from e
+        if done:
+            keys = {m.key for m, _ in done}
+            left = some([m.ref for m in wanted if m.key not in keys])
+            said = (
+                f"{said}; applied {len(done)} of {len(wanted)} objects of run {run!r} (listed "
+                f"above), not {left}; remove the run with simpletfjob delete {run} {scope}"
+            )
+        raise ClusterError(said) from e
     except Interrupted as e:
         of = f" of run {run!r} in namespace {conn.namespace}"
         # The answers taken but not said (one before them had none yet) are counted as done.
@@ -435,17 +403,6 @@ def _apply_one(
     )  # fmt: skip
 
 
-def _halfway(
-    error: str, run: str, total: int, done: int, left: Sequence[Manifest], scope: str
-) -> str:
-    if not done:
-        return error
-    return (
-        f"{error}; applied {done} of {total} objects of run {run!r} (listed above), "
-        f"not {some([m.ref for m in left])}; remove the run with simpletfjob delete {run} {scope}"
-    )
-
-
 @dataclass(frozen=True)
 class Preview(AppliedRun[P]):
     """A run as apply would send it, none sent: as AppliedRun, with the objects in their order."""
@@ -466,8 +423,8 @@ def preview_run(
     outcomes: Counter[str] = Counter()
     live = {(resource.plural, object_name(obj)): obj for resource, obj in old.objects()}
     if choices.replace:
-        for ref in old.refs():
-            report(f"{ref} deleted (dry run)")
+        for resource, obj in old.objects():
+            report(f"{resource.ref(object_name(obj))} deleted (dry run)")
             outcomes["deleted"] += 1
         live = {}
     for m in wanted:

@@ -50,9 +50,6 @@ def bundle_name(run: str, now: datetime, attempt: int | None = None, task: str =
     return f"{run}{which}-diagnose-{now:%Y%m%dT%H%M%SZ}.tar.gz"
 
 
-# ---- secrets --------------------------------------------------------------------------------------
-
-
 def redact_env(jobs: Iterable[Any]) -> set[str]:
     """Make each secret-named literal env value in the Jobs `<redacted>`, in place; the values."""
     values: set[str] = set()
@@ -73,9 +70,6 @@ def redact(data: bytes, values: Collection[str]) -> bytes:
         if len(value) >= SHORTEST:
             data = data.replace(value.encode(), REDACTED.encode())
     return data
-
-
-# ---- the files ------------------------------------------------------------------------------------
 
 
 def manifests_yaml(jobs: Sequence[Object], services: Sequence[Object]) -> bytes:
@@ -158,9 +152,6 @@ def node_json(node: Object, pods: Iterable[Object]) -> bytes:
     return (json.dumps(data, indent=2) + "\n").encode()
 
 
-# ---- summary.txt ------------------------------------------------------------------------------------
-
-
 def first_failure(run: Run) -> Cause | None:
     """The cause of the run's failure, else of its first task that failed (by when), else None.
     (A stall is known only to the `run` or `wait` that judged it: they pass its Cause.)"""
@@ -239,9 +230,6 @@ def _table(run: Run) -> list[str]:
         "  " + "   ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
         for row in rows
     ]
-
-
-# ---- bound and archive ------------------------------------------------------------------------------
 
 
 def bounded(

@@ -54,18 +54,9 @@ SIGNALLED = 128  # exit codes from here up: killed by a signal (128 + its number
 CANNOT_RUN = "ContainerCannotRun"
 DEADLINE_EXCEEDED = "DeadlineExceeded"
 # Pod reasons (status.reason of a Failed pod) that tell of what happened to the pod: a
-# refusal at admission, an eviction, a node that shut down.
-POD_DISRUPTIONS = (
-    "Evicted",
-    "NodeAffinity",
-    "NodePorts",
-    "NodeName",
-    "UnexpectedAdmissionError",
-    "Shutdown",
-    "Terminated",
-    "NodeLost",
-    "Preempting",
-)
+# refusal at admission (these, or OutOf...), an eviction, a node that shut down.
+REFUSALS = ("NodeAffinity", "NodePorts", "NodeName", "UnexpectedAdmissionError")
+POD_DISRUPTIONS = (*REFUSALS, "Evicted", "Shutdown", "Terminated", "NodeLost", "Preempting")
 
 
 @dataclass(frozen=True)
@@ -193,9 +184,7 @@ class Policy:
 
     def restarts(self, klass: str) -> bool:
         """Whether a failure of this class is one --restart-on restarts."""
-        if klass == DISRUPTION:
-            return True
-        return klass == PROGRAM and self.restart_on == "failure"
+        return klass == DISRUPTION or (klass == PROGRAM and self.restart_on == "failure")
 
 
 @dataclass(frozen=True)
@@ -228,8 +217,6 @@ def stall_cause(line: str, tasks: Sequence[str]) -> Cause:
     """A stall as `run` and `wait` end on it: a disruption (run restarts it), its line the text."""
     return Cause(STALLED, tuple(tasks), line, DISRUPTION)
 
-
-# ---- the error in a failed task's log -------------------------------------------------------------
 
 TRACEBACK = "Traceback (most recent call last):"
 CHILD_FAILED = "ChildFailedError"

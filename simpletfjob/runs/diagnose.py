@@ -46,7 +46,7 @@ from simpletfjob.runs.logsources import (
     sources_now,
     tasks_of,
 )
-from simpletfjob.runs.objects import run_selector
+from simpletfjob.runs.objects import run_selector, some
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
@@ -162,13 +162,12 @@ def _with_tasks_of(run: Run, jobs: Sequence[Object], pods: Sequence[Object]) -> 
     return replace(run, tasks=(*run.tasks, *(t for t in gone if t.task not in had)))
 
 
-def _named(kind: str, objects: Sequence[Object], most: int = 3) -> str:
-    """'Jobs mnist-worker-1, mnist-ps-0; ' (the first `most`, then how many more); '' for none."""
+def _named(kind: str, objects: Sequence[Object]) -> str:
+    """'Jobs mnist-worker-1, mnist-ps-0; ' (objects.some's first three, then how many more)."""
     if not objects:
         return ""
     names = [str((o.get("metadata") or {}).get("name")) for o in objects]
-    more = f" and {len(names) - most} more" if len(names) > most else ""
-    return f"{kind}{'s' if len(names) > 1 else ''} {', '.join(names[:most])}{more}; "
+    return f"{kind}{'s' if len(names) > 1 else ''} {some(names)}; "
 
 
 def _listed(conn: Connection, resource: Any, name: str) -> list[dict[str, Any]]:
@@ -287,8 +286,6 @@ def read_nodes(
             on.get(str((pod.get("spec") or {}).get("nodeName")), []).append(pod)
     return {f"nodes/{node}.json": bundle.node_json(found[node], on[node]) for node in found}
 
-
-# ---- --diagnose-on-failure: what `run` and `wait` keep as they follow, and the bundle then -----
 
 SETTLE = 2.0  # seconds the streams of containers that have ended are given to be read out
 

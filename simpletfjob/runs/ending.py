@@ -23,8 +23,12 @@ from typing import TYPE_CHECKING
 from simpletfjob.errors import ClusterError, RunFailed
 from simpletfjob.frameworks import framework as framework_named
 from simpletfjob.identity import JOB_LABEL, POLICY_ANNOTATION
-from simpletfjob.runs.classify import REFUSED, TASK_FAILED, Cause, run_failure
-from simpletfjob.runs.failure import explain, stuck_reasons
+from simpletfjob.kube.request import Deadline
+from simpletfjob.kube.resources import JOBS
+from simpletfjob.kube.watch import watch
+from simpletfjob.runs.classify import REFUSED, STALLED, TASK_FAILED, Cause, run_failure
+from simpletfjob.runs.failure import explain, explain_task, stuck_reasons
+from simpletfjob.runs.objects import run_selector, some
 from simpletfjob.runs.state import (
     AMBIGUOUS,
     DELETED,
@@ -33,13 +37,21 @@ from simpletfjob.runs.state import (
     RUNNING,
     SUCCEEDED,
     Run,
+    describe,
     is_gone,
 )
-from simpletfjob.runs.taskstate import Object, TaskStatus, condition, metadata_of, task_of
+from simpletfjob.runs.taskstate import (
+    Object,
+    TaskStatus,
+    condition,
+    metadata_of,
+    stuck_lines,
+    task_of,
+)
+from simpletfjob.runs.watch import follow, read_run
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
-    from simpletfjob.kube.request import Deadline
     from simpletfjob.runs.failure import Keeper
 
 
@@ -129,8 +141,6 @@ def follow_to_end(
     `seen`, `tick` and `every` are watch.follow's. A request the deadline cut short is TimedOut,
     with it as the `problem`; before the deadline, the cluster's error goes up.
     """
-    from simpletfjob.runs.watch import follow
-
     last: list[Run] = []
 
     def changed(run: Run) -> None:
@@ -145,9 +155,6 @@ def follow_to_end(
         if deadline is None or deadline.remaining() > 0:
             raise
         return Ending(End.TIMED_OUT, last[0] if last else None, problem=e)
-
-
-# ---- after a success: the tasks that end by themselves ---------------------------------------
 
 
 def finishing(run: Run) -> list[TaskStatus]:
@@ -187,12 +194,6 @@ def let_finish(
     waiting = {task.job: task for task in finishing(run)}
     if grace <= 0 or not waiting:
         return run
-    from simpletfjob.kube.request import Deadline
-    from simpletfjob.kube.resources import JOBS
-    from simpletfjob.kube.watch import watch
-    from simpletfjob.runs.objects import run_selector
-    from simpletfjob.runs.state import describe
-
     until = Deadline.after(grace) if deadline is None else deadline.sooner(grace)
     ended: dict[str, TaskStatus] = {}
     for event in watch(conn, JOBS, label_selector=run_selector(run.name), deadline=until):
@@ -225,9 +226,6 @@ def _name(obj: Object) -> str:
     return str(metadata_of(obj).get("name"))
 
 
-# ---- what is said of the end ----------------------------------------------------------------
-
-
 # A line of a task's log that says a host name did not resolve: getaddrinfo's words (glibc,
 # musl, macOS), torch's `gai error`, gRPC's (TensorFlow's) `DNS resolution failed`.
 UNRESOLVED = (
@@ -256,8 +254,6 @@ def names_to_resolve(run: Run, jobs: Iterable[Object]) -> list[str]:
 
 
 def _names(hosts: Sequence[str]) -> str:
-    from simpletfjob.runs.objects import some
-
     return f"their nodes' names ({some(hosts)})"
 
 
@@ -297,12 +293,14 @@ def explain_failure(
     conn: Connection, run: Run, cause: Cause | None, tail: int, keeper: Keeper | None = None
 ) -> list[str]:
     """The failing task's last log lines and Warning events, and `unresolved_note`, for a task
-    that failed or a pod its node refused (a lost node's kubelet does not answer); else []."""
-    if cause is None or cause.kind not in (TASK_FAILED, REFUSED):
+    that failed or a pod its node refused (a lost node's kubelet does not answer); for a stall,
+    the reporting task's last lines, then every task's state and node, so the one that hangs
+    may be found; else []."""
+    if cause is None or cause.kind not in (TASK_FAILED, REFUSED, STALLED):
         return []
-    from simpletfjob.runs.failure import explain_task
-
     lines = explain_task(conn, run, cause.task, tail, keeper)
+    if cause.kind == STALLED:
+        return lines + [f"{t.task}: {t.state} on {t.node or '<none>'}" for t in run.tasks]
     return lines + unresolved_note(cause.task, lines, run, keeper.jobs if keeper else ())
 
 
@@ -374,8 +372,6 @@ def read_status(
     """`status RUN`: the run as it is now, with its stuck tasks' reasons, and the notes after it
     (with `stuck`, each reason in full; with `tail`, a failed run explained)."""
     from simpletfjob.runs.reporting import Tail
-    from simpletfjob.runs.taskstate import stuck_lines
-    from simpletfjob.runs.watch import read_run
 
     progress = Tail(conn)  # the reporting task's last lines, read beside the events
     run, note = stuck_reasons(conn, read_run(conn, name, progress.start))

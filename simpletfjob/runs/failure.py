@@ -39,8 +39,8 @@ from typing import TYPE_CHECKING, Any
 
 from simpletfjob.errors import ClusterError
 from simpletfjob.kube.request import Action, Deadline, request
-from simpletfjob.kube.resources import EVENTS, PODS
-from simpletfjob.runs.classify import Cause, node_lost, refused, task_error
+from simpletfjob.kube.resources import EVENTS, NODES, PODS
+from simpletfjob.runs.classify import REFUSALS, Cause, node_lost, refused, task_error
 from simpletfjob.runs.state import DELETED, PENDING, Run
 from simpletfjob.runs.taskstate import (
     Object,
@@ -68,9 +68,6 @@ class Kept:
     pod: str
     container: str
     lines: tuple[bytes, ...]
-
-
-# ---- reading ------------------------------------------------------------------------------------
 
 
 def _read(
@@ -152,10 +149,6 @@ def own_pods(pods: Iterable[Object], task: TaskStatus) -> list[Object]:
     return [*by_job.get(task.uid, ()), *by_job.get(f"name:{task.job}", ())]
 
 
-def _pod_name(job: str) -> re.Pattern[str]:
-    return re.compile(re.escape(job) + r"-[a-z0-9]{5}")
-
-
 def task_events(
     events: Iterable[Object],
     task: TaskStatus,
@@ -165,7 +158,7 @@ def task_events(
     """The events of the task's Job and its pods, those gone too (by the name JOB-xxxxx); with
     `since` (the Job's creation), only from then on, as an earlier Job's pods were named alike."""
     uids = {str(metadata_of(p).get("uid")) for p in pods}
-    named = _pod_name(task.job)
+    named = re.compile(re.escape(task.job) + r"-[a-z0-9]{5}")
     found = []
     for event in events:
         about = event.get("involvedObject") or {}
@@ -188,20 +181,12 @@ def event_lines(events: Iterable[Object]) -> list[str]:
     events that say the same of the same object, their counts summed, in order of arrival."""
     counts: dict[tuple[str, str, str], int] = {}
     for event in events:
-        key = _event_parts(event)
+        about = event.get("involvedObject") or {}
+        ref = f"{str(about.get('kind') or '').lower()}/{about.get('name')}"
+        key = (str(event.get("reason")), ref, one_line(event.get("message")))
         count = event.get("count") or (event.get("series") or {}).get("count") or 1
         counts[key] = counts.get(key, 0) + (count if type(count) is int else 1)
     return [f"  {reason} (x{n}) {ref}: {message}" for (reason, ref, message), n in counts.items()]
-
-
-def _event_parts(event: Object) -> tuple[str, str, str]:
-    about = event.get("involvedObject") or {}
-    ref = f"{str(about.get('kind') or '').lower()}/{about.get('name')}"
-    message = " ".join(str(event.get("message") or "").split())
-    return str(event.get("reason")), ref, message
-
-
-# ---- kept lines ---------------------------------------------------------------------------------
 
 
 class Keeper:
@@ -270,9 +255,6 @@ def _crash(status: Mapping[str, Any]) -> str | None:
     if int(status.get("restartCount") or 0) > 0 or "waiting" in state:
         return str(last.get("finishedAt") or last.get("containerID") or status.get("restartCount"))
     return None
-
-
-# ---- the explanation ----------------------------------------------------------------------------
 
 
 def explain(conn: Connection, run: Run, tail: int, keeper: Keeper | None = None) -> list[str]:
@@ -354,11 +336,9 @@ def _log_lines(
 def shown(task: str, head: str, lines: Sequence[bytes], tail: int) -> list[str]:
     """A failed task's log lines as shown: its error (classify.task_error), unless `head` and the
     last `tail` lines hold it all, then those lines."""
-    last = _prefixed(task, lines[max(0, len(lines) - tail) :])
-    error = [
-        f"{task} | {line.rstrip()}"
-        for line in task_error([x.decode("utf-8", "surrogateescape") for x in lines])
-    ]
+    text = [line.decode("utf-8", "surrogateescape") for line in lines]
+    last = [f"{task} | {line.rstrip()}" for line in text[max(0, len(text) - tail) :]]
+    error = [f"{task} | {line.rstrip()}" for line in task_error(text)]
     said = [f"{task}: its error:", *error] if not set(error) <= set(last) else []
     return [*said, head, *last]
 
@@ -397,13 +377,6 @@ def _failing_pod(pods: Sequence[Object]) -> Object | None:
     return chosen[-1] if chosen else None
 
 
-def _prefixed(task: str, lines: Iterable[bytes]) -> list[str]:
-    return [f"{task} | {line.decode('utf-8', 'surrogateescape').rstrip()}" for line in lines]
-
-
-# ---- a task that is stuck -----------------------------------------------------------------------
-
-
 def stuck_reasons(conn: Connection, run: Run) -> tuple[Run, str]:
     """The run with each Pending task whose pod says nothing better given its latest Warning
     event's reason (`FailedMount` behind `ContainerCreating`), and a note if events could not be
@@ -428,9 +401,6 @@ def stuck_reasons(conn: Connection, run: Run) -> tuple[Run, str]:
         return run, ""
     tasks = tuple(better.get(t.task, t) for t in run.tasks)
     return replace(run, tasks=tasks), ""
-
-
-REFUSALS = ("NodeAffinity", "NodePorts", "NodeName", "UnexpectedAdmissionError")
 
 
 def refusal(run: Run, pods: Iterable[Mapping[str, Any]]) -> Cause | None:
@@ -494,8 +464,6 @@ class NodeWatch:
     def _how(self, node: str) -> str | None:
         """'NotReady' or 'gone', or None when the node is Ready (or cannot be read: 403, said once)."""
         from simpletfjob.kube.refusals import refusal, status_of
-        from simpletfjob.kube.request import Action, request
-        from simpletfjob.kube.resources import NODES
 
         action = Action("get", NODES, None, node)
         answer = request(self.conn, action, passthrough=(403, 404))

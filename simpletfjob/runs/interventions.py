@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from simpletfjob.errors import ClusterError, Interrupted, Unsettled
 from simpletfjob.identity import LOST_ANNOTATION
 from simpletfjob.kube.request import Deadline
-from simpletfjob.kube.resources import JOBS, SERVICES
+from simpletfjob.kube.resources import JOBS, PODS, SERVICES
 from simpletfjob.options.rules import format_duration
 from simpletfjob.runs.classify import NODE_LOST, REFUSED, Cause
 from simpletfjob.runs.taskstate import FAILED, LOST
@@ -58,7 +58,6 @@ class Aside:
 def delete_task(conn: Connection, run: Run, task: str, deadline: Deadline | None) -> None:
     """Delete one task's Job (Foreground: its pods first) and return once it is gone."""
     from simpletfjob.kube.objects import delete, get
-    from simpletfjob.kube.request import Deadline
 
     found = next((t for t in run.tasks if t.task == task), None)
     if found is None:
@@ -103,7 +102,6 @@ def reason(cause: Cause) -> str:
 def let_go(conn: Connection, run: Run, cause: Cause, pods: Iterable[Mapping[str, Any]]) -> None:
     """End the tasks of `cause` as lost (the module's docstring says how)."""
     from simpletfjob.kube.objects import apply, delete
-    from simpletfjob.kube.resources import JOBS, PODS
 
     jobs = {t.task: t.job for t in run.tasks}
     why = reason(cause)

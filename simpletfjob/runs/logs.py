@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from simpletfjob.errors import SimpleTFJobError
+from simpletfjob.errors import ClusterError, SimpleTFJobError
 from simpletfjob.kube.resources import PODS
 from simpletfjob.runs.logsources import (
     GONE,
@@ -49,9 +49,6 @@ if TYPE_CHECKING:
 
 GRACE = 2.0  # seconds after the run's end when the streams whose container still runs are cut
 COLORS = (36, 33, 32, 35, 34, 31, 96, 93, 92, 95, 94, 91)  # ANSI foregrounds, one per stream
-
-
-# ---- printing ---------------------------------------------------------------------------------
 
 
 class Printer:
@@ -98,18 +95,6 @@ class Printer:
         return shown[: -len(head)] if blob.endswith(b"\n") else shown
 
 
-# ---- the command's work ---------------------------------------------------------------------------
-
-
-def read_jobs_and_pods(conn: Connection, name: str) -> tuple[Sequence[Object], Sequence[Object]]:
-    from simpletfjob.runs.watch import list_jobs_and_pods
-
-    jobs, pods = list_jobs_and_pods(conn, name)
-    if not any(not (j.get("metadata") or {}).get("deletionTimestamp") for j in jobs):
-        raise NoRunError(name, conn.namespace)
-    return jobs, pods
-
-
 def show_logs(
     conn: Connection,
     name: str,
@@ -119,7 +104,11 @@ def show_logs(
     note: Callable[[str], None],
 ) -> None:
     """Print the logs of the run's chosen tasks once (no follow)."""
-    jobs, pods = read_jobs_and_pods(conn, name)
+    from simpletfjob.runs.watch import list_jobs_and_pods
+
+    jobs, pods = list_jobs_and_pods(conn, name)
+    if not any(not (j.get("metadata") or {}).get("deletionTimestamp") for j in jobs):
+        raise NoRunError(name, conn.namespace)
     tasks = tasks_of(jobs, pods)
     deleted = gone_tasks(name, jobs, pods, tasks) if selection.tasks else {}
     chosen = tasks_asked(list(tasks), selection.tasks, selection.roles, name, deleted, note)
@@ -135,22 +124,11 @@ def show_logs(
     for source, readable in found:
         if readable:
             merger.start(source)
-    _drain(merger, printer, note, until=None)
+    while merger.busy():  # until every stream has ended
+        item = merger.next(0.2)
+        if item is not None:
+            _print(merger, printer, note, item)
     check_streams(merger)
-
-
-def _drain(
-    merger: Merger, printer: Printer, note: Callable[[str], None], until: float | None
-) -> None:
-    """Print what the streams bring until every one has ended (or `until`, on the monotonic clock)."""
-    while merger.busy():
-        wait = None if until is None else max(0.0, until - time.monotonic())
-        item = merger.next(0.2 if wait is None else min(wait, 0.2))
-        if item is None:
-            if until is not None and time.monotonic() >= until:
-                return
-            continue
-        _print(merger, printer, note, item)
 
 
 def _print(
@@ -180,8 +158,6 @@ def _print(
 def _failed(
     merger: Merger, source: Source, error: BaseException, note: Callable[[str], None]
 ) -> None:
-    from simpletfjob.errors import ClusterError
-
     if not isinstance(error, ClusterError) or "(403" in str(error):
         raise error  # a refusal is the same for every task: one error line
     note(f"{source.label}: {error}")
@@ -190,8 +166,6 @@ def _failed(
 
 def check_streams(merger: Merger) -> None:
     """Exit 1 once every stream is read, when some could not be (each was said as it broke)."""
-    from simpletfjob.errors import ClusterError
-
     if merger.failed:
         count = len(merger.failed)
         raise ClusterError(

@@ -27,7 +27,7 @@ from simpletfjob.errors import ClusterError, SimpleTFJobError, UsageError
 from simpletfjob.kube.podlog import Again, follow_log, read_log
 from simpletfjob.kube.request import ApiError
 from simpletfjob.kube.resources import PODS
-from simpletfjob.runs.objects import run_framework
+from simpletfjob.runs.objects import named_tasks, run_framework
 from simpletfjob.runs.taskstate import in_role_order, pods_by_job, task_of, waiting_why, why
 
 if TYPE_CHECKING:
@@ -103,7 +103,6 @@ def gone_tasks(
 ) -> dict[str, str]:
     """The tasks the run's Jobs name that have no Job left, each with what became of it: deleted
     by the cleanup when the run has ended by another task, else gone."""
-    from simpletfjob.runs.objects import named_tasks
     from simpletfjob.runs.state import DELETED, run_state
 
     named = named_tasks(jobs)
@@ -182,10 +181,8 @@ def run_now(pod: Object, source: Source) -> str:
     state, restarts, _ = container_state(pod, source.container)
     if state in ("running", "terminated") and restarts == source.instance:
         return "running" if state == "running" else "ended"
-    if state == "waiting" and restarts and restarts - 1 == source.instance:
-        return "previous"  # it crashed and waits to start again: restartCount counts it
-    if state in ("running", "terminated") and restarts == source.instance + 1:
-        return "previous"
+    if state in ("running", "terminated", "waiting") and restarts == source.instance + 1:
+        return "previous"  # started again, or crashed and waiting to: restartCount counts it
     return "lost"
 
 
@@ -282,8 +279,6 @@ def log_tasks(chosen: str, planned: Any) -> list[str]:
 
 def check_log_tasks(chosen: str, planned: Any) -> None:
     """A task --logs names that the plan lacks is a usage error, before anything is applied."""
-    from simpletfjob.errors import UsageError
-
     names = [f"{t.role}-{t.index}" for t in planned.tasks]
     unknown = [task for task in log_tasks(chosen, planned) if task not in names]
     if chosen and unknown:  # (the default, worker-0, is there: the plan's checks saw to it)

@@ -109,10 +109,6 @@ class RunObjects(NamedTuple):
         for obj in self.services:
             yield SERVICES, obj
 
-    def refs(self) -> list[str]:
-        """'job.batch/mnist-ps-0', ... for every object, as kubectl names them."""
-        return [resource.ref(object_name(obj)) for resource, obj in self.objects()]
-
 
 def named_tasks(jobs: Iterable[Mapping[str, Any]]) -> list[str]:
     """The run's tasks as its Jobs' pod templates name them, a deciding Job gone or not.
@@ -155,9 +151,9 @@ def list_run(conn: Connection, name: str, *, deadline: Deadline | None = None) -
     return RunObjects(name, conn.namespace, found[JOBS], found[SERVICES])
 
 
-def find_run(conn: Connection, name: str, *, deadline: Deadline | None = None) -> RunObjects:
+def find_run(conn: Connection, name: str) -> RunObjects:
     """Run NAME in the connection's namespace; `NoRunError` when it has no object there."""
-    run = list_run(conn, name, deadline=deadline)
+    run = list_run(conn, name)
     if run.empty:
         raise NoRunError(name, run.namespace)
     return run
@@ -227,9 +223,9 @@ def connect_for(
     return conn
 
 
-def run_names(conn: Connection, *, deadline: Deadline | None = None) -> list[str]:
+def run_names(conn: Connection) -> list[str]:
     """The names of the runs in the connection's namespace, from their Jobs' labels (one list)."""
-    listed = list_objects(conn, JOBS, label_selector=run_selector(), deadline=deadline)
+    listed = list_objects(conn, JOBS, label_selector=run_selector())
     names = set()
     for job in listed.items:
         labels = (job.get("metadata") or {}).get("labels") or {}
@@ -238,9 +234,9 @@ def run_names(conn: Connection, *, deadline: Deadline | None = None) -> list[str
     return sorted(names)
 
 
-def task_names(conn: Connection, name: str, *, deadline: Deadline | None = None) -> list[str]:
+def task_names(conn: Connection, name: str) -> list[str]:
     """The tasks of run NAME ('worker-0'), from its Jobs' labels (one list), by role and index."""
-    listed = list_objects(conn, JOBS, label_selector=run_selector(name), deadline=deadline)
+    listed = list_objects(conn, JOBS, label_selector=run_selector(name))
     found = set()
     for job in listed.items:
         labels = (job.get("metadata") or {}).get("labels") or {}
@@ -250,11 +246,11 @@ def task_names(conn: Connection, name: str, *, deadline: Deadline | None = None)
     return [f"{role}-{index}" for role, index in sorted(found)]
 
 
-def namespace_names(conn: Connection, *, deadline: Deadline | None = None) -> list[str]:
+def namespace_names(conn: Connection) -> list[str]:
     """The cluster's namespaces, by name (one list)."""
     from simpletfjob.kube.resources import NAMESPACES
 
-    listed = list_objects(conn, NAMESPACES, deadline=deadline)
+    listed = list_objects(conn, NAMESPACES)
     return sorted(object_name(ns) for ns in listed.items if object_name(ns))
 
 
@@ -265,9 +261,6 @@ def some(items: Sequence[str]) -> str:
     """'a, b, c' or 'a, b, c and 4 more'."""
     shown = ", ".join(items[:SHOWN])
     return shown + (f" and {len(items) - SHOWN} more" if len(items) > SHOWN else "")
-
-
-__all__ = ["P", "Plan", "PlannedDocument", "PlannedTask"]
 
 
 class PlannedTask(Protocol):

@@ -94,10 +94,13 @@ class Tracker:
         a data set's). Else it moves nothing; the same step said again is the latest word."""
         last = self.last
         afresh = (
-            last is not None and last.form == report.form and last.finished() and last.after(report)
+            last is not None
+            and last.form == report.form
+            and last.finished()
+            and ahead(last, report)
         )
-        if last is not None and not report.after(last) and not afresh:
-            if not last.after(report):  # Keras's `8/8` after `8/Unknown`, a summary line
+        if last is not None and not ahead(report, last) and not afresh:
+            if not ahead(last, report):  # Keras's `8/8` after `8/Unknown`, a summary line
                 self.last = report
             return False
         position = report.position()
@@ -110,7 +113,7 @@ class Tracker:
                 self.trend.clear()
                 self._trend_of = name
             self.trend.append(value)
-        if self.best is None or report.after(self.best):
+        if self.best is None or ahead(report, self.best):
             self.best = report
         self.last, self.updated = report, now
         return True

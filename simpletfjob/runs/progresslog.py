@@ -31,9 +31,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from simpletfjob.errors import UsageError
-from simpletfjob.options.progress import check_pattern as check_pattern
-
 RESERVED = ("step", "total", "epoch", "epochs")  # a report's own fields: never metrics
 MOST_METRICS = 16  # metrics kept of one report (a hostile log aside, a program has a few)
 MOST_NAME = 64  # a metric's name, in characters
@@ -95,10 +92,6 @@ class Report:
     within: bool = False  # the step and total count within the epoch (see the module)
     form: str = ""  # which form it was read in: 'json', 'tqdm', 'keras' or 'pattern'
 
-    def after(self, other: Stepped) -> bool:
-        """Whether this report is ahead of `other` (`ahead`)."""
-        return ahead(self, other)
-
     def finished(self) -> bool:
         """Whether its count has reached its total: a bar that has ended (an epoch's, a data
         set's); the next report may start afresh below it (progress.py)."""
@@ -128,15 +121,6 @@ class Report:
         if self.within and self.epoch and self.total:
             return (self.epoch - 1) * self.total + self.step
         return self.step
-
-
-def compile_pattern(text: str, shown: str = "--progress-pattern") -> re.Pattern[str]:
-    """A progress pattern, or a usage error naming the option (`shown`: as the options name it,
-    `option 'progress-pattern' in the template header` for a header's)."""
-    wrong = check_pattern(text)
-    if wrong:
-        raise UsageError(f"{shown} {wrong}")
-    return re.compile(text)
 
 
 class LogReader:
@@ -251,14 +235,12 @@ def _json(text: str) -> Report | None:
         if isinstance(value, (int, float)) and not isinstance(value, bool)
     ]
     epochs = whole(data.get("epochs"), 1)
-    total, epoch = whole(data.get("total"), 1), whole(data.get("epoch"))
-    metrics = _metrics(numbers)
     return Report(
         step=step,
-        total=total,
-        epoch=epoch,
+        total=whole(data.get("total"), 1),
+        epoch=whole(data.get("epoch")),
         epochs=epochs,
-        metrics=metrics,
+        metrics=_metrics(numbers),
         within=epochs is not None,
         form="json",
     )
@@ -285,18 +267,15 @@ def _matched(pattern: re.Pattern[str], text: str) -> Report | None:
 
 
 def _keras(match: re.Match[str], epoch: tuple[int, int] | None) -> Report:
-    rest = match[3]
-    metrics = _metrics(_KERAS_METRIC.findall(rest))
-    speed = _KERAS_RATE.search(rest)
+    speed = _KERAS_RATE.search(match[3])
     rate = 1 / (float(speed[1]) * _UNITS[speed[2]]) if speed and float(speed[1]) else None
-    total = None if match[2] == "Unknown" else _digits(match[2], 1)
     at, of = epoch if epoch is not None else (None, None)
     return Report(
         step=int(match[1]),
-        total=total,
+        total=None if match[2] == "Unknown" else _digits(match[2], 1),
         epoch=at,
         epochs=of,
-        metrics=metrics,
+        metrics=_metrics(_KERAS_METRIC.findall(match[3])),
         rate=rate,
         within=True,
         form="keras",

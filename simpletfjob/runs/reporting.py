@@ -31,8 +31,9 @@ from simpletfjob.kube.podlog import LogBroken
 from simpletfjob.kube.resources import JOBS, PODS, Action
 from simpletfjob.options.progress import check_pattern
 from simpletfjob.runs.annotations import task_name
-from simpletfjob.runs.classify import stall_cause
+from simpletfjob.runs.classify import STALLED, stall_cause
 from simpletfjob.runs.logsources import container_state, current_pod, framework_container
+from simpletfjob.runs.objects import run_framework
 from simpletfjob.runs.progress import (
     Budget,
     Progress,
@@ -47,12 +48,11 @@ from simpletfjob.runs.progress import (
 )
 from simpletfjob.runs.progresslog import LogReader, Report, ahead
 from simpletfjob.runs.state import RUNNING, Run
-from simpletfjob.runs.taskstate import LOST, Object, metadata_of, pods_by_job
+from simpletfjob.runs.taskstate import LOST, Object, condition, metadata_of, pods_by_job
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
     from simpletfjob.runs.classify import Cause
-    from simpletfjob.runs.failure import Keeper
 
 TAIL = 200  # lines of a container's log that status reads, and wait reads of one running already
 TAIL_BYTES = 256 * 1024  # ... at most
@@ -74,9 +74,6 @@ class Setting:
 
 def setting_of(jobs: Sequence[Object], chosen: str = "", pattern: str = "") -> Setting | None:
     """The run's Setting (`chosen`, `pattern`: run's options over the annotations); None: no Job."""
-    from simpletfjob.runs.objects import run_framework
-    from simpletfjob.runs.taskstate import condition
-
     by_task = {task_name(j): j for j in jobs if not metadata_of(j).get("deletionTimestamp")}
     default = reporting_task(run_framework(jobs), [t for t in by_task if t])
     notes = metadata_of(by_task.get(default) or {}).get("annotations") or {}
@@ -144,7 +141,7 @@ class Feed:
         pattern: str = "",
         shown: Callable[[Run], None] | None = None,
         budget: Budget | None = None,
-        say: Callable[[str], None] | None = None,
+        say: Callable[[str], None],
     ) -> None:
         self.conn, self.stall, self.chosen, self.pattern = conn, stall, chosen, pattern
         self.shown, self.budget, self.say = shown, budget, say
@@ -209,8 +206,7 @@ class Feed:
                 if getattr(e, "status", None) == 403 and not self.unread:
                     # no stall can be judged without the log: the check is off, not a stall
                     self.unread = f"cannot read the log of {self.setting.task}: {e}"
-                    if self.say is not None:
-                        self.say(f"simpletfjob: warning: no stall check: {self.unread}")
+                    self.say(f"simpletfjob: warning: no stall check: {self.unread}")
                 return
             # read on after a break, or a log that ended while the container still runs
             if self.closed.wait(1.0) or self.now != (key, True):
@@ -228,7 +224,7 @@ class Feed:
                 if self.tracker.add(report, time.time()):
                     resumed = report if self.first is None else resumed
                     self.first, new = self.first or report, True
-        if resumed and self.budget is not None and self.budget.restarts and self.say is not None:
+        if resumed and self.budget is not None and self.budget.restarts:
             self.say(resumed_line(self.budget, resumed))  # a new attempt's first report
         if new and self.run is not None:
             self.show(self.run)
@@ -271,16 +267,13 @@ class Feed:
         task = self.setting.task
         return stall_cause(stall_line(self.stall, task, last, stepped), [task])
 
-    def settle(self, within: float = 2.0) -> None:
-        """Give the stream of a container that has ended `within` seconds to read its last lines."""
+    def finish(self, noted: bool) -> None:
+        """Stop the streams, the stream of a container that has ended given 2 s to read its last
+        lines; note the last progress if `noted` (the run has ended)."""
         if self.now is not None and not self.now[1]:
             thread = self.streams.get(self.now[0])
             if thread is not None:
-                thread.join(within)
-
-    def finish(self, noted: bool = True) -> None:
-        """Stop the streams; note the last progress if `noted` (the run has ended)."""
-        self.settle()
+                thread.join(2.0)
         self.close()
         if noted:
             note(self.conn, self.setting, self.latest())
@@ -352,24 +345,8 @@ def read_progress(conn: Connection, setting: Setting, pods: Sequence[Object]) ->
     return tracker.progress() or setting.note
 
 
-def stalled_lines(
-    conn: Connection, run: Run, cause: Cause | None, tail: int, keeper: Keeper | None = None
-) -> list[str]:
-    """What `run` and `wait` show of a stall: the reporting task's last lines, then every task's
-    state and node, so the one that hangs may be found. [] for any other cause."""
-    from simpletfjob.runs.classify import STALLED
-    from simpletfjob.runs.failure import explain_task
-
-    if cause is None or cause.kind != STALLED:
-        return []
-    lines = explain_task(conn, run, cause.task, tail, keeper)
-    return lines + [f"{t.task}: {t.state} on {t.node or '<none>'}" for t in run.tasks]
-
-
 def verdict_of(cause: Cause | None) -> str | None:
     """A stall's line, the run's outcome in its failed line; None for any other cause."""
-    from simpletfjob.runs.classify import STALLED
-
     return cause.text if cause is not None and cause.kind == STALLED else None
 
 

@@ -146,14 +146,14 @@ def run_to_end(
                 while True:  # until the run ends; a task it does not depend on, alone
                     before = ending.run if ending is not None else None
                     ending = _follow(
-                        conn, name, nodes, deadline, say, policy, keeper, aside, before, progress,
-                        feed,
-                    )  # fmt: skip
+                        conn, name, nodes, deadline, say, policy, keeper, aside, before, feed
+                    )
                     last, cause = ending.run, ending.cause
                     if last is None or cause is None or not cause.alone:
                         break
                     decision = decide(cause, feed.spent().in_a_row + aside.made, policy)
-                    _explain(conn, last, cause, options, keeper, say)
+                    for line in explain_failure(conn, last, cause, options.tail_on_failure, keeper):
+                        say(line)
                     if not decision.restart:
                         say(f"{decision.verdict}; run {name} goes on without {cause.task}")
                         aside.left.update(t.uid for t in last.tasks if t.task == cause.task)
@@ -196,7 +196,8 @@ def run_to_end(
                 attempt = restarts + 1 if decision.restart else None  # counted from 1
                 seen = replace(last, progress=feed.latest(), in_a_row=budget.in_a_row)
                 said = bundles.write(seen, cause, verdict, attempt)
-                _explain(conn, last, cause, options, keeper, say)
+                for line in explain_failure(conn, last, cause, options.tail_on_failure, keeper):
+                    say(line)
                 if not decision.restart:
                     where.phase, where.run, where.verdict = ENDED, last, verdict + said
                     _finish(conn, last, options, say, logs, where, deadline)
@@ -263,7 +264,7 @@ def _apply(
     *,
     first: bool,
     applied: Callable[[P, Sequence[tuple[Manifest, str]]], None],
-    budget: Budget | None = None,
+    budget: Budget,
 ) -> None:
     from simpletfjob.runs.apply import Choices, apply_planned
     from simpletfjob.runs.reporting import best_marks
@@ -276,7 +277,7 @@ def _apply(
         planned,
         choices,
         lambda line: None,
-        restarts=(restarts, options.max_restarts, restarts if budget is None else budget.in_a_row),
+        restarts=(restarts, options.max_restarts, budget.in_a_row),
     )
     if first:
         applied(planned, done)
@@ -289,11 +290,10 @@ def _follow(
     deadline: Deadline | None,
     say: Say,
     policy: Policy,
-    keeper: Keeper | None = None,
-    aside: Aside | None = None,
-    before: Run | None = None,
-    progress: Callable[[Run], None] | None = None,
-    feed: Feed | None = None,
+    keeper: Keeper,
+    aside: Aside,
+    before: Run | None,
+    feed: Feed,
 ) -> Ending:
     """Follow the run to its end (ending.py), with `run`'s own ends: a refused pod, a side
     task's failure, a lost node (each a Failed Ending, its cause naming it).
@@ -310,25 +310,20 @@ def _follow(
 
     def seen(jobs: Sequence[Object], now: Sequence[Object]) -> None:
         pods[:] = now
-        if keeper is not None:
-            keeper.seen(jobs, now)
-        if feed is not None:  # the reporting task's log (reporting.py)
-            feed.seen(jobs, now)
+        keeper.seen(jobs, now)
+        feed.seen(jobs, now)  # the reporting task's log (reporting.py)
 
     def show(run: Run) -> None:
         was = last[0].tasks if last[0] is not None else None
         for line in lost_lines(changes(last[0], run), was, run.tasks, run.min_workers):
             say(line)
         last[0] = run
-        if feed is not None:
-            feed.show(run)
-        elif progress is not None:
-            progress(run)
+        feed.show(run)
 
     def check(run: Run) -> Cause | None:
         nonlocal next_check
         cause = refusal(run, pods)
-        if cause is None and aside is not None:
+        if cause is None:
             cause = side_failure(
                 run, policy.exit_codes, aside.left, told_by_job=told_by_job, now=time.monotonic()
             )
@@ -340,7 +335,7 @@ def _follow(
                 let_go(conn, run, cause, pods)
                 letting_go.update(cause.tasks)
             return None
-        if cause is None and feed is not None:
+        if cause is None:
             cause = feed.check(run)  # a stall
         return cause
 
@@ -388,18 +383,6 @@ def _delete(
         if deadline is not None and deadline.remaining() <= 0:
             raise TimedOut(f"restarting run {name!r}: {e}") from e
         raise
-
-
-def _explain(
-    conn: Connection, run: Run, cause: Cause, options: RunOptions, keeper: Keeper, say: Say
-) -> None:
-    """What `wait` shows of a failure (ending.explain_failure) or a stall, before a restart or
-    the verdict."""
-    from simpletfjob.runs.reporting import stalled_lines
-
-    tail = options.tail_on_failure
-    for line in explain_failure(conn, run, cause, tail, keeper) + stalled_lines(conn, run, cause, tail, keeper):  # fmt: skip
-        say(line)
 
 
 def _finish(

@@ -58,7 +58,7 @@ from simpletfjob.runs.taskstate import (
 AMBIGUOUS = "Ambiguous"
 __all__ = [  # what the commands read from here; the task's part lives in taskstate.py
     "AMBIGUOUS", "DELETING", "FAILED", "PENDING", "RUNNING", "SUCCEEDED", "UNKNOWN",
-    "Claim", "Run", "TaskStatus", "changes", "deciding", "describe",
+    "Claim", "Run", "TaskStatus", "changes", "describe",
     "run_state", "task_of",
 ]  # fmt: skip
 DELETED = "deleted"
@@ -191,9 +191,6 @@ class Run:
         return data
 
 
-# ---- the run -------------------------------------------------------------------------------------
-
-
 def _framework_of(jobs: Sequence[Object], elastic: bool = False) -> Framework:
     from simpletfjob.runs.objects import run_framework
 
@@ -203,12 +200,6 @@ def _framework_of(jobs: Sequence[Object], elastic: bool = False) -> Framework:
 def is_gone(obj: Object) -> bool:
     """Being deleted counts as gone: a Foreground delete keeps the Job until its pods are gone."""
     return bool(metadata_of(obj).get("deletionTimestamp"))
-
-
-def deciding(policy: str, names: Iterable[str], framework: str = "tensorflow") -> list[str]:
-    """The tasks, of those named, whose success is the run's, as its framework says (its lead
-    task, else worker 0 or every worker: frameworks/workers.py's Rules)."""
-    return framework_named(framework).deciding(policy, names)
 
 
 def run_state(

@@ -70,7 +70,7 @@ def wait_for_run(
     from simpletfjob.options.rules import format_duration
     from simpletfjob.runs.diagnose import OnFailure
     from simpletfjob.runs.objects import scope_flags
-    from simpletfjob.runs.reporting import Feed, stalled_lines, verdict_of
+    from simpletfjob.runs.reporting import Feed, verdict_of
     from simpletfjob.runs.watch import clean_up
 
     deadline = None if timeout is None else Deadline.after(timeout)
@@ -121,7 +121,7 @@ def wait_for_run(
         judged = replace(last, progress=feed.latest())  # status.json as `status -o json` has it
         said = "" if ending.succeeded else bundles.write(judged, ending.cause, failed)
         # read before the cleanup, which takes pods with it
-        for line in explain_failure(conn, last, ending.cause, tail, keeper) + stalled_lines(conn, last, ending.cause, tail, keeper):  # fmt: skip
+        for line in explain_failure(conn, last, ending.cause, tail, keeper):
             say(line)
         bundles.close()
         try:
@@ -184,19 +184,14 @@ class Need:
     why: str
     subresource: str = ""
 
-    @property
-    def rbac_resource(self) -> str:
-        plural = self.resource.plural
-        return f"{plural}/{self.subresource}" if self.subresource else plural
+    def action(self, namespace: str = "") -> Action:
+        where = namespace if self.resource.namespaced else None
+        return Action(self.verb, self.resource, where, subresource=self.subresource)
 
     @property
     def words(self) -> str:
         """'delete jobs', 'get pods/log'."""
-        return f"{self.verb} {self.rbac_resource}"
-
-    def action(self, namespace: str) -> Action:
-        where = namespace if self.resource.namespaced else None
-        return Action(self.verb, self.resource, where, subresource=self.subresource)
+        return f"{self.verb} {self.action().rbac_resource}"
 
 
 @dataclass(frozen=True)
@@ -298,13 +293,12 @@ def check_wait(conn: Connection, cleanup: str) -> None:
 def _ask(conn: Connection, needs: Sequence[Need]) -> dict[Need, bool] | None:
     from simpletfjob.kube.access import allowed
 
-    unique = list(dict.fromkeys((n.verb, n.resource, n.subresource) for n in needs))
-    actions = [Need(verb, r, "", sub).action(conn.namespace) for verb, r, sub in unique]
+    actions = list(dict.fromkeys(n.action(conn.namespace) for n in needs))
     answers = allowed(conn, actions)
     if answers is None:
         return None
-    found = dict(zip(unique, answers, strict=True))
-    return {n: found[(n.verb, n.resource, n.subresource)] for n in needs}
+    found = dict(zip(actions, answers, strict=True))
+    return {n: found[n.action(conn.namespace)] for n in needs}
 
 
 def _refuse(conn: Connection, missing: Sequence[Need], command: str, done: str) -> None:
@@ -338,7 +332,8 @@ def _refuse(conn: Connection, missing: Sequence[Need], command: str, done: str) 
         by_resource: dict[tuple[str, str], list[str]] = {}
         for n in whys:
             if n.resource.namespaced == namespaced:
-                by_resource.setdefault((n.rbac_resource, n.resource.group), []).append(n.verb)
+                rbac = n.action().rbac_resource
+                by_resource.setdefault((rbac, n.resource.group), []).append(n.verb)
         if by_resource:
             rules.append(f"a {kind} with " + _and([_rule(*k, v) for k, v in by_resource.items()]))
     raise ClusterError(

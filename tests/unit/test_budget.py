@@ -18,7 +18,7 @@ from simpletfjob.runs.progress import (
     stall_due,
     stall_line,
 )
-from simpletfjob.runs.progresslog import Report
+from simpletfjob.runs.progresslog import Report, ahead
 
 # A local time of day, as the stall line says it.
 AT_10_41_07 = time.mktime((2026, 11, 29, 10, 41, 7, 0, 0, -1))
@@ -64,7 +64,7 @@ def attempt(budget: Budget, steps: list[int], limit: int) -> tuple[Budget, bool]
     for step in steps:
         report = Report(step=step)
         budget = budget.reached(report)
-        if tracker_best is None or report.after(tracker_best):
+        if tracker_best is None or ahead(report, tracker_best):
             tracker_best = report
     crash = stall_cause("worker-0 exited 3", ["worker-0"])  # any restartable cause
     if not decide(crash, budget.in_a_row, Policy("failure", limit)).restart:

@@ -13,11 +13,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from simpletfjob.cli.status import age
+from simpletfjob.frameworks import framework
 from simpletfjob.runs.state import (
     DELETED,
     Run,
     changes,
-    deciding,
     describe,
     run_state,
     task_of,
@@ -549,10 +549,10 @@ def test_all_workers_counts_a_missing_worker_below_the_last_as_deleted() -> None
     ]
     run = state(jobs)
     assert (run.state, run.decided_by, run.reason) == ("Failed", "worker-1", DELETED)
-    assert deciding("all-workers", ["ps-0", "worker-0", "worker-2"]) == [
+    assert framework("tensorflow").deciding("all-workers", ["ps-0", "worker-0", "worker-2"]) == [
         "worker-0", "worker-1", "worker-2",
     ]  # fmt: skip
-    assert deciding("worker0", ["chief-0", "worker-0"]) == ["chief-0"]
+    assert framework("tensorflow").deciding("worker0", ["chief-0", "worker-0"]) == ["chief-0"]
 
 
 def test_pods_go_to_their_job_by_controller_uid() -> None:

@@ -53,10 +53,10 @@ reaction): not kept.
 
     python -m bench.scale --tasks 1000 --only wait --repeats 7
 
-at load 8 to 10: 87 ms vs 23 ms, 3.78x (each pair 58/23 to 142/19 ms); the same with the
-judgement of every task at each batch, in the next minutes (load 10 to 17): 146 ms vs 29 ms,
-5.05x. Interleaved, one against the other (load 5 to 7): 76 ms and 161 ms, kubectl 22 and
-31 ms.
+twice, at load 5 to 10: 87 ms vs 23 ms (3.78x) and 82 ms vs 25 ms (3.32x); each pair from
+49/14 to 213/98 ms. The same with the judgement of every task at each batch, run right after
+each (load 7 to 17): 146 ms vs 29 ms (5.05x) and 145 ms vs 39 ms (3.68x). Interleaved, one
+against the other (load 5 to 7): 76 ms and 161 ms, kubectl 22 and 31 ms.
 
 At 10 and 100 tasks most of apply's time is what kubectl does not do: the plan, which reads
 the 1000 nodes and their pods to choose the hosts, and the client's import.

@@ -496,13 +496,12 @@ class Follower:
 
 def unknown_nodes(pods: Iterable[Mapping[str, Any]]) -> set[str]:
     """The nodes of pods in phase Unknown, whose condition says why."""
-    return {node for node in map(unknown_node, pods) if node}
-
-
-def unknown_node(pod: Mapping[str, Any]) -> str:
-    """The node of a pod in phase Unknown; '' for any other pod."""
-    node = (pod.get("spec") or {}).get("nodeName")
-    return str(node) if node and (pod.get("status") or {}).get("phase") == "Unknown" else ""
+    return {
+        str(node)
+        for pod in pods
+        if (node := (pod.get("spec") or {}).get("nodeName"))
+        and (pod.get("status") or {}).get("phase") == "Unknown"
+    }
 
 
 def verdict(run: Run, settled: bool) -> Run | None:

@@ -209,8 +209,10 @@ def run_state(
     pods: Iterable[Object],
     expected: Iterable[str] = (),
     nodes: Mapping[str, str] | None = None,
+    task: Callable[[Object, Sequence[Object], Mapping[str, str] | None], TaskStatus] = task_of,
 ) -> Run:
-    """The run's tasks and state; `expected` names tasks known to have existed (task_of: `nodes`)."""
+    """The run's tasks and state; `expected` names tasks known to have existed (task_of: `nodes`;
+    `task` stands for task_of where the caller keeps what it gave before: watch.Follower)."""
     listed = list(jobs)
     present = [job for job in listed if not is_gone(job)]
     by_job = pods_by_job(pods)
@@ -220,7 +222,7 @@ def run_state(
     floor, wrong_floor = read_min_workers(found)  # an elastic run's (elastic.py)
     fw = _framework_of(present, elastic=floor is not None)
     order = in_role_order(fw.role_order)
-    tasks = tuple(sorted((task_of(j, job_pods(j, by_job), nodes) for j in present), key=order))
+    tasks = tuple(sorted((task(j, job_pods(j, by_job), nodes) for j in present), key=order))
     tasks = mark_lost(tasks, floor, fw)
     policy, wrong_policy = read_policy(found)
     wrong_policy = wrong_policy or wrong_floor

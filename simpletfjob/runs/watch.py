@@ -2,7 +2,8 @@
 
 `follow` lists once, then watches both from the lists' resourceVersions (kube/watch.py resumes
 or re-lists); it never polls. `Follower` keeps the objects as the events tell of them and judges
-them with state.run_state, as `status` does, so both say the same of the same objects.
+them with state.run_state, as `status` does, so both say the same of the same objects; only the
+tasks whose Job or pods have changed are worked out again.
 
 `verdict` says when `wait` may end. Succeeded, Ambiguous and Deleting end it at once, as does
 Failed when a deciding task is gone. Otherwise Failed ends it once the failure's second has
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections import Counter
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
@@ -43,6 +43,7 @@ from simpletfjob.runs.state import (
     DELETING,
     FAILED,
     SUCCEEDED,
+    UNKNOWN,
     Run,
     changes,
     is_gone,
@@ -50,6 +51,7 @@ from simpletfjob.runs.state import (
 )
 from simpletfjob.runs.taskstate import (
     Object,
+    TaskStatus,
     condition,
     labels_of,
     last_failure,
@@ -57,6 +59,7 @@ from simpletfjob.runs.taskstate import (
     name_or_invalid,
     node_condition,
     pods_by_job,
+    task_of,
 )
 
 if TYPE_CHECKING:
@@ -393,16 +396,13 @@ class Follower:
         self._expected = set(self.expected)
         self.restarts: dict[str, int] = {}  # the last count seen of each Job's task, by uid
         self.ended: dict[str, Mapping[str, Any]] = {}  # Job name -> the Job as seen ended
+        # Job name -> its object, its pods and its task, as _task last judged them
+        self.tasks: dict[str, tuple[Object, Sequence[Object], TaskStatus]] = {}
         self._keep_ends(self.stores["jobs"].objects.values())
-        self.unknown = Counter(unknown_node(pod) for pod in self.stores["pods"].objects.values())
-        self.unknown.pop("", None)
 
     def take(self, plural: str, event: Event) -> None:
         """One event of the Jobs' watch ('jobs') or the pods' ('pods')."""
-        store = self.stores[plural]
-        if plural == "pods":
-            self._count_unknown(store.objects, event)
-        store.apply(event)
+        self.stores[plural].apply(event)
         if plural == "jobs":
             self._keep_ends(event.objects if event.type == "RELIST" else [event.object])
 
@@ -452,8 +452,9 @@ class Follower:
                 kept.update(self._pods_of(job))
         every = {**kept, **pods} if kept else pods
         run = run_state(
-            self.name, self.namespace, jobs.values(), every.values(), self.expected, nodes
-        )
+            self.name, self.namespace, jobs.values(), every.values(), self.expected, nodes,
+            self._task,
+        )  # fmt: skip
         tasks = []
         for task in run.tasks:
             key = task.uid or task.job
@@ -463,6 +464,18 @@ class Follower:
                 task = replace(task, restarts=self.restarts[key])
             tasks.append(task)
         return replace(run, tasks=tuple(tasks))
+
+    def _task(
+        self, job: Object, pods: Sequence[Object], nodes: Mapping[str, str] | None
+    ) -> TaskStatus:
+        """task_of, worked out again only for a Job whose object or pods have changed since it
+        last was (a batch of events changes a few of 1000), or whose pod's node is Unknown (how
+        that node is, `nodes`, may have changed)."""
+        was = self.tasks.get(_name(job))
+        if was is not None and was[:2] == (job, pods) and was[2].state != UNKNOWN:
+            return was[2]
+        self.tasks[_name(job)] = (job, pods, task_of(job, pods, nodes))
+        return self.tasks[_name(job)][2]
 
     def _pods_of(self, job: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
         """The pods last seen of a Job that is gone, gone with it or not."""
@@ -477,33 +490,18 @@ class Follower:
                 self._expected.add(task.task)
 
     def unknown_nodes(self) -> set[str]:
-        """The nodes of the pods in phase Unknown (counted as the pods' events come)."""
-        return {node for node, count in self.unknown.items() if node and count}
-
-    def _count_unknown(self, pods: Mapping[str, Mapping[str, Any]], event: Event) -> None:
-        """The pods in phase Unknown per node, as the event changes them (before the store)."""
-        if event.type == "RELIST":
-            self.unknown = Counter(unknown_node(pod) for pod in event.objects)
-            return
-        if event.object is None:
-            return
-        was = pods.get(_name(event.object))
-        if was is not None:
-            self.unknown[unknown_node(was)] -= 1
-        if event.type in ("ADDED", "MODIFIED"):
-            self.unknown[unknown_node(event.object)] += 1
-        self.unknown.pop("", None)
+        """The nodes of the pods in phase Unknown."""
+        return unknown_nodes(self.stores["pods"].objects.values())
 
 
 def unknown_nodes(pods: Iterable[Mapping[str, Any]]) -> set[str]:
     """The nodes of pods in phase Unknown, whose condition says why."""
-    return {node for node in map(unknown_node, pods) if node}
-
-
-def unknown_node(pod: Mapping[str, Any]) -> str:
-    """The node of a pod in phase Unknown; '' for any other pod."""
-    node = (pod.get("spec") or {}).get("nodeName")
-    return str(node) if node and (pod.get("status") or {}).get("phase") == "Unknown" else ""
+    return {
+        str(node)
+        for pod in pods
+        if (node := (pod.get("spec") or {}).get("nodeName"))
+        and (pod.get("status") or {}).get("phase") == "Unknown"
+    }
 
 
 def verdict(run: Run, settled: bool) -> Run | None:

@@ -266,3 +266,23 @@ def test_a_job_made_again_under_the_name_of_one_seen_ended_is_judged_as_it_is_no
     again["metadata"]["uid"] = "another-uid"
     follower.take("jobs", Event("ADDED", again))
     assert follower.judge().state != "Failed"
+
+
+def test_a_task_whose_node_is_unknown_is_told_as_its_node_is_read_at_each_judgement() -> None:
+    jobs, pods = start("worker0", {"worker-0": None, "worker-1": None})
+    pods[1]["status"]["phase"] = "Unknown"
+    follower = Follower("mnist", "default", jobs, pods)
+    assert follower.unknown_nodes() == {"h1"}
+    assert follower.judge({}).tasks[1].reason == "node h1 unreachable"
+    # the same objects, judged again once the node has been read
+    again = follower.judge({"h1": "NotReady since 10:02"})
+    assert (again.tasks[1].state, again.tasks[1].reason) == (
+        "Unknown",
+        "node h1 NotReady since 10:02",
+    )
+    assert again.tasks[0].state == "Running"
+    back = copy.deepcopy(pods[1])
+    back["status"]["phase"] = "Running"
+    follower.take("pods", Event("MODIFIED", back))
+    assert follower.unknown_nodes() == set()
+    assert follower.judge({"h1": "NotReady since 10:02"}).tasks[1].state == "Running"

@@ -172,7 +172,7 @@ def list_metadata(
         # An empty PartialObjectMetadataList has `"items":null` (Go's nil slice); a quote in
         # a string is escaped, so this is the list's own.
         data = data.replace(b'"items":null', b'"items":[]', 1)
-        page = decode_page(data, conn.target, resource, path, slim=without_managed_fields)
+        page = decode_page(data, conn.target, resource, path)
         items = [{"metadata": o.get("metadata") or {}} for o in page.value if isinstance(o, dict)]
         return Page(items, page.token, page.resource_version)
 
@@ -187,16 +187,15 @@ def decode_page(
     target: Target,
     resource: Resource,
     path: str,
-    slim: Callable[[bytes], bytes] | None = None,
+    skim: Callable[[bytes], Any] | None = None,
 ) -> Page[list[Any]]:
-    """A list page's items and metadata, checked; `slim` may cut what the caller needs none of first.
-    When what `slim` gives does not parse, the whole page is parsed instead."""
-    try:
-        page = json.loads(slim(data) if slim is not None else data)
-    except (ValueError, RecursionError):
-        try:  # not the layout `slim` expects: parse all of it
+    """A list page's items and metadata, checked. `skim` may decode it first, keeping only what
+    the caller reads; where it gives None, the whole page is parsed."""
+    page = skim(data) if skim is not None else None
+    if page is None:
+        try:
             page = json.loads(data)
-        except (ValueError, RecursionError) as e:  # nested too deeply for the parser, too
+        except (ValueError, RecursionError) as e:  # RecursionError: nested too deeply to parse
             raise ClusterError(f"{target}: the answer to GET {path} is not JSON") from e
     not_a_list = f"{target}: the answer to GET {path} is not a {resource.kind}List"
     if not isinstance(page, dict):
@@ -334,39 +333,3 @@ def list_each(
             # Stopped or done: wait for what is in flight, so that no request outlives the
             # call. Failed: go at once; the caller reports the failure and closes the connection.
             pool.shutdown(wait=stopped, cancel_futures=True)
-
-
-_MANAGED_KEY = b'"managedFields":['
-_SPEC_KEY = b'"spec":'
-_METADATA_KEY = b'"metadata":'
-
-
-def without_managed_fields(data: bytes) -> bytes:
-    """A list page's JSON with every item's `metadata.managedFields` emptied, before it is parsed.
-
-    managedFields is half of a pod's JSON. The API server writes it last in an item's
-    metadata, and its entries name no key "spec" or "metadata", so it ends at the `}]}`
-    before the next `"spec":`; a `]` before that means another key followed it, and the
-    item is left as it is. The caller parses the whole page when the result is not JSON.
-    """
-    pieces: list[memoryview] = []  # views, not copies
-    view = memoryview(data)
-    kept = 0  # data[:kept] is in pieces
-    at = data.find(_MANAGED_KEY)
-    while at >= 0:
-        start = at + len(_MANAGED_KEY)
-        end = data.find(_SPEC_KEY, start)
-        if end < 0:
-            break
-        if (
-            data[end - 4 : end] == b"}]},"
-            and data.find(_METADATA_KEY, start, end) < 0
-            and data.find(b"]", start, end - 3) < 0  # no key after it: ownerReferences' ']'
-        ):
-            pieces.append(view[kept:start])
-            kept = end - 3  # from the list's closing ']'
-        at = data.find(_MANAGED_KEY, end)
-    if not pieces:
-        return data
-    pieces.append(view[kept:])
-    return b"".join(pieces)

@@ -228,53 +228,20 @@ def node_from_object(obj: object, origin: str, gpu_resource: str = GPU_RESOURCE)
             raise _malformed(origin, name, "status", status, "a mapping")
         status = {}
 
-    ready = False
-    conditions = status.get("conditions")
-    if type(conditions) is not list and conditions is not None:
-        raise _malformed(origin, name, "status.conditions", conditions, "a list")
-    for i, condition in enumerate(conditions or ()):
-        if type(condition) is not dict:
-            raise _malformed(origin, name, f"status.conditions[{i}]", condition, "a mapping")
-        kind, state = condition.get("type"), condition.get("status")
-        if type(kind) is not str or type(state) is not str:
-            field, value = ("type", kind) if type(kind) is not str else ("status", state)
-            raise _malformed(origin, name, f"status.conditions[{i}].{field}", value, "a string")
-        if kind == "Ready" and state == "True":
-            ready = True
-
-    taints = []
-    listed = spec.get("taints")
-    if type(listed) is not list and listed is not None:
-        raise _malformed(origin, name, "spec.taints", listed, "a list")
-    for i, taint in enumerate(listed or ()):
-        if type(taint) is not dict:
-            raise _malformed(origin, name, f"spec.taints[{i}]", taint, "a mapping")
-        key, value, effect = taint.get("key"), taint.get("value") or "", taint.get("effect") or ""
-        if type(key) is not str or type(value) is not str or type(effect) is not str:
-            field, found = next(
-                (f, v)
-                for f, v in (("key", key), ("value", value), ("effect", effect))
-                if type(v) is not str
-            )
-            raise _malformed(origin, name, f"spec.taints[{i}].{field}", found, "a string")
-        taints.append(Taint(key, value, effect))
-
+    conditions = _entries(
+        status.get("conditions"), "status.conditions", ("type", "status"), origin, name
+    )
+    taints = [
+        Taint(key, value, effect)
+        for key, value, effect in _entries(
+            spec.get("taints"), "spec.taints", ("key", "value", "effect"), origin, name, optional=2
+        )
+    ]
     addresses: dict[str, list[str]] = {}
-    listed = status.get("addresses")
-    if type(listed) is not list and listed is not None:
-        raise _malformed(origin, name, "status.addresses", listed, "a list")
-    for i, entry in enumerate(listed or ()):
-        if type(entry) is not dict:
-            raise _malformed(origin, name, f"status.addresses[{i}]", entry, "a mapping")
-        kind, address = entry.get("type"), entry.get("address")
-        if type(kind) is not str or type(address) is not str:
-            field, value = ("type", kind) if type(kind) is not str else ("address", address)
-            raise _malformed(origin, name, f"status.addresses[{i}].{field}", value, "a string")
-        held = addresses.get(kind)
-        if held is None:
-            addresses[kind] = [address]
-        else:
-            held.append(address)
+    for kind, address in _entries(
+        status.get("addresses"), "status.addresses", ("type", "address"), origin, name
+    ):
+        addresses.setdefault(kind, []).append(address)
 
     labels = metadata.get("labels")
     if type(labels) is not dict:
@@ -299,7 +266,7 @@ def node_from_object(obj: object, origin: str, gpu_resource: str = GPU_RESOURCE)
         raise _malformed(origin, name, field, gpus, 'a quantity such as "4"')
     return Node(
         name=name,
-        ready=ready,
+        ready=("Ready", "True") in conditions,
         unschedulable=bool(unschedulable),
         taints=tuple(taints),
         labels=labels,
@@ -309,6 +276,27 @@ def node_from_object(obj: object, origin: str, gpu_resource: str = GPU_RESOURCE)
         plain=False,
         allocatable=allocatable or _EMPTY,
     )
+
+
+def _entries(
+    listed: object, field: str, keys: tuple[str, ...], origin: str, name: str, optional: int = 0
+) -> list[tuple[str, ...]]:
+    """The string `keys` of each mapping in the list at `field` (null: none); the last
+    `optional` keys may be missing or null, read as ''. Anything else is one line naming it."""
+    if type(listed) is not list and listed is not None:
+        raise _malformed(origin, name, field, listed, "a list")
+    found = []
+    for i, entry in enumerate(listed or ()):
+        if type(entry) is not dict:
+            raise _malformed(origin, name, f"{field}[{i}]", entry, "a mapping")
+        values = []
+        for k, key in enumerate(keys):
+            value = entry.get(key) or "" if k >= len(keys) - optional else entry.get(key)
+            if type(value) is not str:
+                raise _malformed(origin, name, f"{field}[{i}].{key}", value, "a string")
+            values.append(value)
+        found.append(tuple(values))
+    return found
 
 
 _STRING_TYPE = frozenset([str])

@@ -35,8 +35,7 @@ class Taint:
         return f"{self.key}{value}:{self.effect}"
 
 
-EMPTY: Mapping[str, str] = MappingProxyType({})  # no labels, no allocatable
-_EMPTY = EMPTY
+_EMPTY: Mapping[str, str] = MappingProxyType({})  # no labels, no allocatable
 _NO_ADDRESSES: Mapping[str, Sequence[str]] = MappingProxyType({})
 
 
@@ -248,7 +247,7 @@ def node_from_object(obj: object, origin: str, gpu_resource: str = GPU_RESOURCE)
         if labels is not None:
             raise _malformed(origin, name, "metadata.labels", labels, "a mapping")
         labels = _EMPTY
-    elif not _all_strings(labels):
+    else:
         labels = _string_labels(labels, origin, name)
 
     unschedulable = spec.get("unschedulable")
@@ -297,15 +296,6 @@ def _entries(
             values.append(value)
         found.append(tuple(values))
     return found
-
-
-_STRING_TYPE = frozenset([str])
-
-
-def _all_strings(labels: dict[Any, Any]) -> bool:
-    return (
-        set(map(type, labels)) <= _STRING_TYPE and set(map(type, labels.values())) <= _STRING_TYPE
-    )
 
 
 def _string_labels(labels: dict[Any, Any], origin: str, name: str) -> dict[str, str]:

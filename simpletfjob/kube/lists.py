@@ -67,7 +67,6 @@ def list_pages(
     label_selector: str | None = None,
     field_selector: str | None = None,
     resource_version: str | None = None,
-    limit: int | None = None,
     deadline: Deadline | None = None,
     alternative: str = "",
     accept: str = "application/json",
@@ -79,7 +78,7 @@ def list_pages(
     settings = conn.settings
     action = Action("list", resource, namespace_for(conn, resource, namespace), None, alternative)
     deadline = deadline or Deadline.after(settings.deadline)
-    base: list[tuple[str, str | int]] = [("limit", limit or settings.page_size)]
+    base: list[tuple[str, str | int]] = [("limit", settings.page_size)]
     if label_selector:
         base.append(("labelSelector", label_selector))
     if field_selector:
@@ -131,9 +130,7 @@ def list_objects(
     namespace: str | None = None,
     label_selector: str | None = None,
     field_selector: str | None = None,
-    resource_version: str | None = None,
     deadline: Deadline | None = None,
-    alternative: str = "",
 ) -> ObjectList:
     """Every object of a list (matching the selectors), and the resourceVersion to watch from."""
     path = resource.path(namespace_for(conn, resource, namespace))
@@ -144,9 +141,7 @@ def list_objects(
         namespace=namespace,
         label_selector=label_selector,
         field_selector=field_selector,
-        resource_version=resource_version,
         deadline=deadline,
-        alternative=alternative,
     )
     return ObjectList([item for page in listed.pages for item in page], listed.resource_version)
 
@@ -156,17 +151,11 @@ def list_objects(
 METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 
 
-def list_metadata(
-    conn: Connection,
-    resource: Resource,
-    *,
-    namespace: str | None = None,
-    deadline: Deadline | None = None,
-) -> ObjectList:
+def list_metadata(conn: Connection, resource: Resource) -> ObjectList:
     """Every object's metadata (name, labels, ...) of a list: a few bytes an object, whatever its
     size. A server that answers with whole objects is read the same way, each cut to its
-    metadata."""
-    path = resource.path(namespace_for(conn, resource, namespace))
+    metadata. In the connection's namespace, for a namespaced resource."""
+    path = resource.path(namespace_for(conn, resource, None))
 
     def parse(data: bytes) -> Page[list[Any]]:
         # An empty PartialObjectMetadataList has `"items":null` (Go's nil slice); a quote in
@@ -176,9 +165,7 @@ def list_metadata(
         items = [{"metadata": o.get("metadata") or {}} for o in page.value if isinstance(o, dict)]
         return Page(items, page.token, page.resource_version)
 
-    listed = list_pages(
-        conn, resource, parse, namespace=namespace, deadline=deadline, accept=METADATA_ONLY
-    )
+    listed = list_pages(conn, resource, parse, accept=METADATA_ONLY)
     return ObjectList([item for page in listed.pages for item in page], listed.resource_version)
 
 
@@ -282,13 +269,11 @@ def list_each(
     field_selectors: Iterable[str],
     *,
     namespace: str | None = None,
-    resource_version: str | None = "0",
     in_flight: int = 8,
-    deadline: Deadline | None = None,
     alternative: str = "",
 ) -> Generator[list[T], None, None]:
     """One list for each field selector, at most `in_flight` at a time; each list's pages, in the order given.
-    `resource_version='0'` (the default) lets the API server answer from its cache. Closing
+    Each is read at resourceVersion 0: the API server answers from its cache. Closing
     the iterator stops early: the lists in flight are waited for, no more are asked for."""
     from collections import deque
     from concurrent.futures import Future
@@ -296,7 +281,7 @@ def list_each(
 
     from simpletfjob.kube.inflight import Pool
 
-    deadline = deadline or Deadline.after(conn.settings.deadline)
+    deadline = Deadline.after(conn.settings.deadline)
     selectors = iter(field_selectors)
     pending: deque[Future[Listed[T]]] = deque()
     with collector_paused():
@@ -312,7 +297,7 @@ def list_each(
                         parse,
                         namespace=namespace,
                         field_selector=selector,
-                        resource_version=resource_version,
+                        resource_version="0",
                         deadline=deadline,
                         alternative=alternative,
                     )

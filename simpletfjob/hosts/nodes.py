@@ -216,16 +216,8 @@ def node_from_object(obj: object, origin: str, gpu_resource: str = GPU_RESOURCE)
     name = metadata.get("name")
     if type(name) is not str or not name:
         raise _malformed(origin, None, "metadata.name", name, "a non-empty string")
-    spec = obj.get("spec")
-    if type(spec) is not dict:
-        if spec is not None:
-            raise _malformed(origin, name, "spec", spec, "a mapping")
-        spec = {}
-    status = obj.get("status")
-    if type(status) is not dict:
-        if status is not None:
-            raise _malformed(origin, name, "status", status, "a mapping")
-        status = {}
+    spec = _mapping(obj.get("spec"), origin, name, "spec")
+    status = _mapping(obj.get("status"), origin, name, "status")
 
     conditions = _entries(
         status.get("conditions"), "status.conditions", ("type", "status"), origin, name
@@ -242,22 +234,13 @@ def node_from_object(obj: object, origin: str, gpu_resource: str = GPU_RESOURCE)
     ):
         addresses.setdefault(kind, []).append(address)
 
-    labels = metadata.get("labels")
-    if type(labels) is not dict:
-        if labels is not None:
-            raise _malformed(origin, name, "metadata.labels", labels, "a mapping")
-        labels = _EMPTY
-    else:
-        labels = _string_labels(labels, origin, name)
+    labels = _mapping(metadata.get("labels"), origin, name, "metadata.labels")
+    labels = _string_labels(labels, origin, name)
 
     unschedulable = spec.get("unschedulable")
     if unschedulable is not None and type(unschedulable) is not bool:
         raise _malformed(origin, name, "spec.unschedulable", unschedulable, "true or false")
-    allocatable = status.get("allocatable")
-    if type(allocatable) is not dict:
-        if allocatable is not None:
-            raise _malformed(origin, name, "status.allocatable", allocatable, "a mapping")
-        allocatable = {}
+    allocatable = _mapping(status.get("allocatable"), origin, name, "status.allocatable")
     gpus = allocatable.get(gpu_resource, 0)
     count = parse_quantity_count(gpus) if type(gpus) in (str, int) else None
     if count is None:
@@ -268,7 +251,7 @@ def node_from_object(obj: object, origin: str, gpu_resource: str = GPU_RESOURCE)
         ready=("Ready", "True") in conditions,
         unschedulable=bool(unschedulable),
         taints=tuple(taints),
-        labels=labels,
+        labels=labels or _EMPTY,
         addresses=addresses,
         gpus=count,
         origin=origin,
@@ -298,6 +281,15 @@ def _entries(
     return found
 
 
+def _mapping(value: object, origin: str, name: str, field: str) -> dict[Any, Any]:
+    """A mapping a node may leave out (null: empty)."""
+    if value is None:
+        return {}
+    if type(value) is not dict:
+        raise _malformed(origin, name, field, value, "a mapping")
+    return value
+
+
 def _string_labels(labels: dict[Any, Any], origin: str, name: str) -> dict[str, str]:
     """Labels whose keys and values are strings; a null value (`key:` in YAML) is ''."""
     checked = {}
@@ -314,8 +306,6 @@ def _malformed(origin: str, name: str | None, field: str, value: object, wanted:
     where = f"{origin}, node {name!r}" if name is not None else origin
     if value is None:
         return InputError(f"{where}: {field} is missing")
-    if wanted == "keyed by strings":
-        return InputError(f"{where}: {field} must be keyed by strings, not {describe_value(value)}")
     return InputError(f"{where}: {field} must be {wanted}, not {describe_value(value)}")
 
 

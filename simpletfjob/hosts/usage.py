@@ -231,9 +231,6 @@ class NodeUsage(NamedTuple):
         """What the pods request of one of the fit's resources, in the scheduler's units."""
         return self.amounts.get(resource, 0)
 
-    def holder(self, port: Port) -> str | None:
-        return self.ports.get(port)
-
     @property
     def port_numbers(self) -> list[int]:
         """The held host ports' numbers, sorted, each once."""

@@ -130,6 +130,7 @@ def list_objects(
     namespace: str | None = None,
     label_selector: str | None = None,
     field_selector: str | None = None,
+    resource_version: str | None = None,
     deadline: Deadline | None = None,
 ) -> ObjectList:
     """Every object of a list (matching the selectors), and the resourceVersion to watch from."""
@@ -141,6 +142,7 @@ def list_objects(
         namespace=namespace,
         label_selector=label_selector,
         field_selector=field_selector,
+        resource_version=resource_version,
         deadline=deadline,
     )
     return ObjectList([item for page in listed.pages for item in page], listed.resource_version)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ import pytest
 
 from simpletfjob.errors import ClusterError, InputError, UsageError
 from simpletfjob.kube.connection import Connection, Settings, connect
-from simpletfjob.kube.lists import decode_page, list_each, list_objects
+from simpletfjob.kube.lists import list_objects
 from simpletfjob.kube.objects import apply, delete, get
 from simpletfjob.kube.paths import kubeconfig_paths
 from simpletfjob.kube.request import ApiError, Deadline
@@ -214,10 +213,8 @@ def test_an_expired_continue_restarts_the_list_once(api: KubeAPI, tmp_path: Path
 
 def test_the_cache_is_asked_with_resource_version_0(api: KubeAPI, tmp_path: Path) -> None:
     with connected(api, tmp_path, page_size=2) as conn:
-        path = PODS.path(conn.namespace)
-        parse = partial(decode_page, target=conn.target, resource=PODS, path=path)
-        (pages,) = list_each(conn, PODS, parse, ["metadata.name=p4"])
-    assert [p["metadata"]["name"] for page in pages for p in page] == ["p4"]
+        listed = list_objects(conn, PODS, field_selector="metadata.name=p4", resource_version="0")
+    assert [p["metadata"]["name"] for p in listed.items] == ["p4"]
     (request,) = api.requests_for("pods", "list")
     assert request.query == {
         "limit": "2",

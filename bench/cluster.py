@@ -28,7 +28,7 @@ Then (2026-11-27): the bytecode of simpletfjob is written before anything is mea
 pip writes it at install (bench.common.compile_bytecode: this machine sets
 PYTHONDONTWRITEBYTECODE, and an editable install then compiled every module again on each
 run); the client's package __init__ was no longer run (kube/deferred.py, since removed, issue 36); and each page is
-decoded by msgspec straight into the fields simpletfjob reads (hosts/nodepage.py), the
+decoded by msgspec straight into the fields simpletfjob reads (hosts/nodepage.py, since folded), the
 careful decoder kept for any page with something unusual in them. Where the run's time
 went before that last step (cProfile, 1.2 s wall): json 0.22 s, the Node values 0.29 s,
 cutting the images 0.07 s, importing most of the rest. Side by side, load 1.5 to 3:
@@ -36,6 +36,16 @@ cutting the images 0.07 s, importing most of the rest. Side by side, load 1.5 to
     before msgspec:  1.124 s vs 6.480 s   0.173x
     after:           0.906 s vs 7.166 s   0.126x   (goal <= 0.15x); 10.2x faster than kubectl
     again:           0.926 s vs 7.772 s   0.119x
+
+Then (2026-11-29, issue 36: one decoding per kind of object): nodepage.py's second node
+decoder is gone; msgspec skims each page to the fields read (hosts/pages.py) and the one
+decoder, `node_from_object`, reads them. The two side by side, the same interpreter and
+server, 13 runs each at load 6 to 7: CPU 0.713 s before vs 0.732 s after (medians; minima
+0.681 s vs 0.620 s), wall too noisy to tell; bench.cluster right after, 0.653 s before vs
+0.623 s after (0.135x and 0.098x of list_node(), whose own time ran 4.3 to 6.4 s). In
+process, the ten pages alone take about 60 ms the old way and 140 ms the new. Again at the
+end of that round's cuts, 15 runs each at load 5: wall 1.329 s before vs 1.292 s after,
+CPU 0.683 s vs 0.687 s (medians).
 """
 
 from __future__ import annotations

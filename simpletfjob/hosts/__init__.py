@@ -2,6 +2,7 @@
 
 nodes.py      the `Node` value; nodes read from a host list or a saved NodeList
 cluster.py    nodes and their pods read from a live cluster (through kube/)
+pages.py      a list page of them read for only the fields read, with msgspec
 requested.py  what a pod spec asks of its node: each resource's request, its host ports
 usage.py      what a node's pods request and which host ports they hold
 fit.py        what a task asks against what a node has free; the room left as tasks are seated

@@ -24,7 +24,7 @@ from contextlib import closing
 from typing import Any, TypeVar
 
 from simpletfjob.errors import ClusterError, InputError
-from simpletfjob.hosts.nodes import GPU_RESOURCE, Node, node_from_object, without_images
+from simpletfjob.hosts.nodes import GPU_RESOURCE, Node, node_from_object
 from simpletfjob.hosts.usage import (
     NOT_TERMINATED,
     JobUse,
@@ -38,20 +38,14 @@ from simpletfjob.hosts.usage import (
 )
 from simpletfjob.identity import JOB_LABEL
 from simpletfjob.kube.connection import Connection, Settings, Target, connect
-from simpletfjob.kube.lists import (
-    Page,
-    decode_page,
-    list_each,
-    list_pages,
-    without_managed_fields,
-)
+from simpletfjob.kube.lists import Page, decode_page, list_each, list_pages
 from simpletfjob.kube.resources import JOBS, NODES, PODS, Resource
 
 # What a user can do instead of reading the cluster, in the messages that refuse it.
 INSTEAD = "give the hosts with --nodes H1,H2,... or --nodes-file FILE"
 INSTEAD_OF_RBAC = "give the hosts with --nodes or --nodes-file"
 
-U = TypeVar("U")  # what a Job or a pod holds (usage.py)
+U = TypeVar("U")  # what a node, a Job or a pod is read as
 
 
 class Cluster:
@@ -91,19 +85,12 @@ class Cluster:
 
     def nodes(self, selector: str | None = None, gpu_resource: str = GPU_RESOURCE) -> list[Node]:
         """Every node the cluster lists (matching the label selector), sorted by name."""
-        from simpletfjob.hosts.nodepage import decode_nodes
-
         target = self.target
-        path = NODES.path()
-        items = f"{target}: the node list's items"  # once: it redacts the server's URL
 
-        def parse(data: bytes) -> Page[list[Node]]:
-            fast = decode_nodes(data, items, gpu_resource)
-            if fast is not None:
-                return fast
-            page = decode_page(data, target, NODES, path, slim=without_images)
-            return Page(_nodes(page.value, target, gpu_resource), page.token, page.resource_version)
+        def read_node(item: Any, origin: str, index: int) -> Node:
+            return node_from_object(item, f"{origin}[{index}]", gpu_resource)
 
+        parse = _parser(target, NODES, NODES.path(), "node", read_node)
         # The refusal's advice: INSTEAD words it for a message that already named the cluster.
         instead = INSTEAD_OF_RBAC if self.alternative == INSTEAD else self.alternative
         listed = list_pages(self.conn, NODES, parse, label_selector=selector, alternative=instead)
@@ -120,22 +107,21 @@ class Cluster:
         return sorted(nodes, key=lambda n: n.name)
 
     def _pod_parser(
-        self, resource: str, path: str, others: Sequence[str] = ()
+        self, resource: str, others: Sequence[str]
     ) -> Callable[[bytes], Page[list[PodUse]]]:
-        from simpletfjob.hosts.usepage import decode_pods
+        def read_pod(item: Any, origin: str, _: int) -> PodUse:
+            return pod_use(item, resource, JOB_LABEL, origin, others)
 
-        return _use_parser(
-            self.target, PODS, path, "pod", decode_pods, pod_use, resource, others
-        )  # fmt: skip
+        return _parser(self.target, PODS, PODS.path(""), "pod", read_pod)
 
     def jobs(self, resource: str, alternative: str, others: Sequence[str] = ()) -> list[JobUse]:
         """Every namespace's Jobs, reduced to what the counting rules need.
         `others` are the resources besides `resource` that a run's fit asks about."""
-        from simpletfjob.hosts.usepage import decode_jobs
 
-        parse = _use_parser(
-            self.target, JOBS, JOBS.path(""), "job", decode_jobs, job_use, resource, others
-        )  # fmt: skip
+        def read_job(item: Any, origin: str, _: int) -> JobUse:
+            return job_use(item, resource, JOB_LABEL, origin, others)
+
+        parse = _parser(self.target, JOBS, JOBS.path(""), "job", read_job)
         listed = list_pages(self.conn, JOBS, parse, namespace="", alternative=alternative)
         return [job for page in listed.pages for job in page]
 
@@ -169,7 +155,7 @@ class Cluster:
         """One paginated list of every namespace's non-terminated pods, summed per node, with
         the pods that `jobs` have yet to make; `others` as for `jobs`."""
         tally = Tally(own, pinned_jobs(jobs, own), others)
-        parse = self._pod_parser(resource, PODS.path(""), others)
+        parse = self._pod_parser(resource, others)
         listed = list_pages(
             self.conn,
             PODS,
@@ -196,7 +182,7 @@ class Cluster:
     ) -> dict[str, NodeUsage] | None:
         """Each node's pods, in order, until `wanted` nodes have room; what was read, by node.
         None when `budget` nodes were read without finding enough: one list is then cheaper."""
-        parse = self._pod_parser(resource, PODS.path(""), others)
+        parse = self._pod_parser(resource, others)
         pinned = pinned_jobs(jobs, own)
         selectors = (f"spec.nodeName={name},{NOT_TERMINATED}" for name in names)
         read: dict[str, NodeUsage] = {}
@@ -224,40 +210,21 @@ class Cluster:
         return read
 
 
-def _nodes(items: list[Any], target: Target, gpu_resource: str) -> list[Node]:
-    where = str(target)  # once, not once per node: it redacts the server's URL
-    try:
-        return [
-            node_from_object(item, f"{where}: the node list's items[{i}]", gpu_resource)
-            for i, item in enumerate(items)
-        ]
-    except InputError as e:  # the same checks as for a saved NodeList, but the server's fault
-        raise ClusterError(str(e)) from e
-
-
-def _use_parser(
-    target: Target,
-    kind: Resource,
-    path: str,
-    noun: str,
-    fast: Callable[[bytes, str, str, str, Sequence[str]], Page[list[U]] | None],
-    careful: Callable[[Any, str, str, str, Sequence[str]], U],
-    resource: str,
-    others: Sequence[str],
+def _parser(
+    target: Target, kind: Resource, path: str, noun: str, read: Callable[[Any, str, int], U]
 ) -> Callable[[bytes], Page[list[U]]]:
-    """A list page of Jobs or pods, reduced to what the counting rules read: decoded the
-    fast way (usepage.py), or the careful way where that leaves the page."""
+    """A list page of nodes, Jobs or pods, skimmed (pages.py) or parsed whole, each item `read`
+    by its kind's decoder with the origin its messages name."""
+    from simpletfjob.hosts.pages import skim
+
     origin = f"{target}: the {noun} list's items"  # once: it redacts the server's URL
 
     def parse(data: bytes) -> Page[list[U]]:
+        page = decode_page(data, target, kind, path, skim)
         try:
-            decoded = fast(data, origin, resource, JOB_LABEL, others)
-            if decoded is not None:
-                return decoded
-            page = decode_page(data, target, kind, path, slim=without_managed_fields)
-            uses = [careful(item, resource, JOB_LABEL, origin, others) for item in page.value]
-        except InputError as e:  # the server's answer, not the user's input
+            values = [read(item, origin, i) for i, item in enumerate(page.value)]
+        except InputError as e:  # the same checks as for a saved NodeList, but the server's fault
             raise ClusterError(str(e)) from e
-        return Page(uses, page.token, page.resource_version)
+        return Page(values, page.token, page.resource_version)
 
     return parse

@@ -90,23 +90,9 @@ class Short(NamedTuple):
 
 def shortfall(node: Node, usage: NodeUsage | None, ask: Ask, count: int = 1) -> Short | None:
     """The first resource of which `count` tasks asking `ask` each find too little free."""
-    listed = node.allocatable
-    if not listed:
-        return None
     for resource, each in ask:
-        value = listed.get(resource)
-        if value is None:
-            if resource in STANDARD:
-                continue
-            left = 0
-        else:
-            try:
-                left = scheduler_units(value, resource)
-            except ValueError:
-                left = allocatable(node, resource) or 0  # says which node and field
-        if usage is not None:
-            left -= usage.used(resource)
-        if each * count > left:
+        left = free(node, usage, resource)
+        if left is not None and each * count > left:
             return Short(resource, each * count, max(left, 0))
     return None
 

@@ -35,8 +35,7 @@ class Taint:
         return f"{self.key}{value}:{self.effect}"
 
 
-EMPTY: Mapping[str, str] = MappingProxyType({})  # no labels, no allocatable
-_EMPTY = EMPTY
+_EMPTY: Mapping[str, str] = MappingProxyType({})  # no labels, no allocatable
 _NO_ADDRESSES: Mapping[str, Sequence[str]] = MappingProxyType({})
 
 
@@ -217,81 +216,31 @@ def node_from_object(obj: object, origin: str, gpu_resource: str = GPU_RESOURCE)
     name = metadata.get("name")
     if type(name) is not str or not name:
         raise _malformed(origin, None, "metadata.name", name, "a non-empty string")
-    spec = obj.get("spec")
-    if type(spec) is not dict:
-        if spec is not None:
-            raise _malformed(origin, name, "spec", spec, "a mapping")
-        spec = {}
-    status = obj.get("status")
-    if type(status) is not dict:
-        if status is not None:
-            raise _malformed(origin, name, "status", status, "a mapping")
-        status = {}
+    spec = _mapping(obj.get("spec"), origin, name, "spec")
+    status = _mapping(obj.get("status"), origin, name, "status")
 
-    ready = False
-    conditions = status.get("conditions")
-    if type(conditions) is not list and conditions is not None:
-        raise _malformed(origin, name, "status.conditions", conditions, "a list")
-    for i, condition in enumerate(conditions or ()):
-        if type(condition) is not dict:
-            raise _malformed(origin, name, f"status.conditions[{i}]", condition, "a mapping")
-        kind, state = condition.get("type"), condition.get("status")
-        if type(kind) is not str or type(state) is not str:
-            field, value = ("type", kind) if type(kind) is not str else ("status", state)
-            raise _malformed(origin, name, f"status.conditions[{i}].{field}", value, "a string")
-        if kind == "Ready" and state == "True":
-            ready = True
-
-    taints = []
-    listed = spec.get("taints")
-    if type(listed) is not list and listed is not None:
-        raise _malformed(origin, name, "spec.taints", listed, "a list")
-    for i, taint in enumerate(listed or ()):
-        if type(taint) is not dict:
-            raise _malformed(origin, name, f"spec.taints[{i}]", taint, "a mapping")
-        key, value, effect = taint.get("key"), taint.get("value") or "", taint.get("effect") or ""
-        if type(key) is not str or type(value) is not str or type(effect) is not str:
-            field, found = next(
-                (f, v)
-                for f, v in (("key", key), ("value", value), ("effect", effect))
-                if type(v) is not str
-            )
-            raise _malformed(origin, name, f"spec.taints[{i}].{field}", found, "a string")
-        taints.append(Taint(key, value, effect))
-
+    conditions = _entries(
+        status.get("conditions"), "status.conditions", ("type", "status"), origin, name
+    )
+    taints = [
+        Taint(key, value, effect)
+        for key, value, effect in _entries(
+            spec.get("taints"), "spec.taints", ("key", "value", "effect"), origin, name, optional=2
+        )
+    ]
     addresses: dict[str, list[str]] = {}
-    listed = status.get("addresses")
-    if type(listed) is not list and listed is not None:
-        raise _malformed(origin, name, "status.addresses", listed, "a list")
-    for i, entry in enumerate(listed or ()):
-        if type(entry) is not dict:
-            raise _malformed(origin, name, f"status.addresses[{i}]", entry, "a mapping")
-        kind, address = entry.get("type"), entry.get("address")
-        if type(kind) is not str or type(address) is not str:
-            field, value = ("type", kind) if type(kind) is not str else ("address", address)
-            raise _malformed(origin, name, f"status.addresses[{i}].{field}", value, "a string")
-        held = addresses.get(kind)
-        if held is None:
-            addresses[kind] = [address]
-        else:
-            held.append(address)
+    for kind, address in _entries(
+        status.get("addresses"), "status.addresses", ("type", "address"), origin, name
+    ):
+        addresses.setdefault(kind, []).append(address)
 
-    labels = metadata.get("labels")
-    if type(labels) is not dict:
-        if labels is not None:
-            raise _malformed(origin, name, "metadata.labels", labels, "a mapping")
-        labels = _EMPTY
-    elif not _all_strings(labels):
-        labels = _string_labels(labels, origin, name)
+    labels = _mapping(metadata.get("labels"), origin, name, "metadata.labels")
+    labels = _string_labels(labels, origin, name)
 
     unschedulable = spec.get("unschedulable")
     if unschedulable is not None and type(unschedulable) is not bool:
         raise _malformed(origin, name, "spec.unschedulable", unschedulable, "true or false")
-    allocatable = status.get("allocatable")
-    if type(allocatable) is not dict:
-        if allocatable is not None:
-            raise _malformed(origin, name, "status.allocatable", allocatable, "a mapping")
-        allocatable = {}
+    allocatable = _mapping(status.get("allocatable"), origin, name, "status.allocatable")
     gpus = allocatable.get(gpu_resource, 0)
     count = parse_quantity_count(gpus) if type(gpus) in (str, int) else None
     if count is None:
@@ -299,10 +248,10 @@ def node_from_object(obj: object, origin: str, gpu_resource: str = GPU_RESOURCE)
         raise _malformed(origin, name, field, gpus, 'a quantity such as "4"')
     return Node(
         name=name,
-        ready=ready,
+        ready=("Ready", "True") in conditions,
         unschedulable=bool(unschedulable),
         taints=tuple(taints),
-        labels=labels,
+        labels=labels or _EMPTY,
         addresses=addresses,
         gpus=count,
         origin=origin,
@@ -311,13 +260,34 @@ def node_from_object(obj: object, origin: str, gpu_resource: str = GPU_RESOURCE)
     )
 
 
-_STRING_TYPE = frozenset([str])
+def _entries(
+    listed: object, field: str, keys: tuple[str, ...], origin: str, name: str, optional: int = 0
+) -> list[tuple[str, ...]]:
+    """The string `keys` of each mapping in the list at `field` (null: none); the last
+    `optional` keys may be missing or null, read as ''. Anything else is one line naming it."""
+    if type(listed) is not list and listed is not None:
+        raise _malformed(origin, name, field, listed, "a list")
+    found = []
+    for i, entry in enumerate(listed or ()):
+        if type(entry) is not dict:
+            raise _malformed(origin, name, f"{field}[{i}]", entry, "a mapping")
+        values = []
+        for k, key in enumerate(keys):
+            value = entry.get(key) or "" if k >= len(keys) - optional else entry.get(key)
+            if type(value) is not str:
+                raise _malformed(origin, name, f"{field}[{i}].{key}", value, "a string")
+            values.append(value)
+        found.append(tuple(values))
+    return found
 
 
-def _all_strings(labels: dict[Any, Any]) -> bool:
-    return (
-        set(map(type, labels)) <= _STRING_TYPE and set(map(type, labels.values())) <= _STRING_TYPE
-    )
+def _mapping(value: object, origin: str, name: str, field: str) -> dict[Any, Any]:
+    """A mapping a node may leave out (null: empty)."""
+    if value is None:
+        return {}
+    if type(value) is not dict:
+        raise _malformed(origin, name, field, value, "a mapping")
+    return value
 
 
 def _string_labels(labels: dict[Any, Any], origin: str, name: str) -> dict[str, str]:
@@ -336,8 +306,6 @@ def _malformed(origin: str, name: str | None, field: str, value: object, wanted:
     where = f"{origin}, node {name!r}" if name is not None else origin
     if value is None:
         return InputError(f"{where}: {field} is missing")
-    if wanted == "keyed by strings":
-        return InputError(f"{where}: {field} must be keyed by strings, not {describe_value(value)}")
     return InputError(f"{where}: {field} must be {wanted}, not {describe_value(value)}")
 
 

@@ -8,7 +8,7 @@ its pod would be counted as holding.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -40,35 +40,23 @@ def list_at(value: Any, where: str, field: str) -> list[Any]:
 ZERO = Fraction(0)
 
 
-def _amount(resources: dict[str, Any], key: str, resource: str, where: str, field: str) -> Fraction:
+def _quantity(
+    resources: dict[str, Any], key: str, resource: str, where: str, field: str, units: bool
+) -> Any:
+    """One amount a container or an overhead states: exactly (a Fraction, the free GPUs' count),
+    or in the scheduler's units (quantity.scheduler_units, for the fit's resources)."""
     listed = mapping_at(resources.get(key), where, f"{field}.{key}")
     value = listed.get(resource)
     if value is None:
-        return ZERO
+        return 0 if units else ZERO
     try:
-        return parse_quantity(value)
+        return scheduler_units(value, resource) if units else parse_quantity(value)
     except ValueError as e:
         raise InputError(f"{where}: {field}.{key}[{resource!r}]: {e}") from e
-
-
-def _units(resources: dict[str, Any], key: str, resource: str, where: str, field: str) -> int:
-    """`_amount` in the scheduler's units (quantity.scheduler_units), for the fit's resources."""
-    listed = mapping_at(resources.get(key), where, f"{field}.{key}")
-    value = listed.get(resource)
-    if value is None:
-        return 0
-    try:
-        return scheduler_units(value, resource)
-    except ValueError as e:
-        raise InputError(f"{where}: {field}.{key}[{resource!r}]: {e}") from e
-
-
-# How one amount is read: exactly (a Fraction, the free GPUs' count) or in the scheduler's units.
-Read = Callable[[dict[str, Any], str, str, str, str], Any]
 
 
 def _container_requests(
-    container: Any, resources: Sequence[str], where: str, field: str, read: Read
+    container: Any, resources: Sequence[str], where: str, field: str, units: bool
 ) -> Sequence[Any]:
     """A container's request of each resource (its limit where it states no request); () for none."""
     if type(container) is not dict:
@@ -79,31 +67,34 @@ def _container_requests(
     listed = mapping_at(listed, where, f"{field}.resources")
     requests = mapping_at(listed.get("requests"), where, f"{field}.resources.requests")
     return [
-        read(listed, "requests" if r in requests else "limits", r, where, f"{field}.resources")
+        _quantity(
+            listed, "requests" if r in requests else "limits", r, where, f"{field}.resources", units
+        )
         for r in resources
     ]
 
 
 def pod_request(spec: Mapping[str, Any], resource: str, where: str = "pod") -> Fraction:
     """How much of one resource a pod spec asks of its node (kubectl's PodRequestsAndLimits)."""
-    amount: Fraction = _pod_requests(spec, (resource,), where, _amount, ZERO)[0]
+    amount: Fraction = _pod_requests(spec, (resource,), where, units=False)[0]
     return amount
 
 
 def pod_units(spec: Mapping[str, Any], resources: Sequence[str], where: str = "pod") -> list[int]:
     """What a pod spec asks of each resource, by the same rules, in the scheduler's units."""
-    amounts: list[int] = _pod_requests(spec, resources, where, _units, 0)
+    amounts: list[int] = _pod_requests(spec, resources, where, units=True)
     return amounts
 
 
 def _pod_requests(
-    spec: Mapping[str, Any], resources: Sequence[str], where: str, read: Read, zero: Any
+    spec: Mapping[str, Any], resources: Sequence[str], where: str, units: bool
 ) -> list[Any]:
-    """The rules of the module docstring, for each resource at once, amounts read by `read`."""
+    """The rules of the module docstring, for each resource at once, read as `_quantity` reads."""
+    zero = 0 if units else ZERO
     count = len(resources)
     total = [zero] * count
     for i, c in enumerate(list_at(spec.get("containers"), where, "spec.containers")):
-        amounts = _container_requests(c, resources, where, f"spec.containers[{i}]", read)
+        amounts = _container_requests(c, resources, where, f"spec.containers[{i}]", units)
         for k, amount in enumerate(amounts):
             if amount:  # (a zero adds nothing, and adding it costs)
                 total[k] += amount
@@ -112,7 +103,7 @@ def _pod_requests(
         sidecars = [zero] * count  # of the sidecars started so far
         init = [zero] * count  # the most any step of the start-up needs
         for i, c in enumerate(inits):
-            amounts = _container_requests(c, resources, where, f"spec.initContainers[{i}]", read)
+            amounts = _container_requests(c, resources, where, f"spec.initContainers[{i}]", units)
             if c.get("restartPolicy") == "Always":
                 for k, amount in enumerate(amounts):
                     total[k] += amount  # a sidecar runs beside the containers
@@ -128,7 +119,9 @@ def _pod_requests(
     overhead = spec.get("overhead")
     if overhead:
         for k, resource in enumerate(resources):
-            total[k] += read({"overhead": overhead}, "overhead", resource, where, "spec")
+            total[k] += _quantity(
+                {"overhead": overhead}, "overhead", resource, where, "spec", units
+            )
     return total
 
 

@@ -310,9 +310,7 @@ def judge_nodes(
     usage: Callable[[str], NodeUsage | None] | None = None,
 ) -> list[Verdict]:
     """Each node's verdict; `usage(name)` is what its pods take (None: not read)."""
-    if usage is None:
-        return [judge_node(n, excluded, rules) for n in nodes]
-    return [judge_node(n, excluded, rules, usage(n.name)) for n in nodes]
+    return [judge_node(n, excluded, rules, usage(n.name) if usage else None) for n in nodes]
 
 
 def breakdown(verdicts: Sequence[Verdict]) -> str:

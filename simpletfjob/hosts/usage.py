@@ -231,9 +231,6 @@ class NodeUsage(NamedTuple):
         """What the pods request of one of the fit's resources, in the scheduler's units."""
         return self.amounts.get(resource, 0)
 
-    def holder(self, port: Port) -> str | None:
-        return self.ports.get(port)
-
     @property
     def port_numbers(self) -> list[int]:
         """The held host ports' numbers, sorted, each once."""
@@ -311,19 +308,11 @@ class Tally:
         if pod.requested:
             self._requested[node] = self._requested.get(node, Fraction(0)) + pod.requested
         if pod.others and any(pod.others):
-            self._add_others(node, pod.others, 1)
+            summed = self._others.setdefault(node, [0] * len(pod.others))
+            for k, amount in enumerate(pod.others):
+                summed[k] += amount
         if pod.ports:
-            self._hold(node, pod.ports, pod.ref)
-
-    def _add_others(self, node: str, amounts: Sequence[int], times: int) -> None:
-        summed = self._others.get(node)
-        if summed is None:
-            summed = self._others[node] = [0] * len(amounts)
-        for k, amount in enumerate(amounts):
-            summed[k] += amount * times
-
-    def _hold(self, node: str, ports: Iterable[Port], ref: str) -> None:
-        self._hold_in(self._ports.setdefault(node, {}), ports, ref)
+            self._hold_in(self._ports.setdefault(node, {}), pod.ports, pod.ref)
 
     def add_all(self, pods: Iterable[PodUse]) -> Tally:
         for pod in pods:

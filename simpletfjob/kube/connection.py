@@ -24,7 +24,6 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any, NamedTuple, Protocol
 
 from simpletfjob import _version
@@ -153,12 +152,7 @@ class Connection:
     def __enter__(self) -> Connection:
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 

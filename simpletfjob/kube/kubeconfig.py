@@ -124,12 +124,7 @@ def _entries(config: Mapping[str, Any], section: str, body_key: str, path: str) 
                 f"{where} must be a mapping with 'name' and '{body_key}', "
                 f"not {describe_value(item)}"
             )
-        name = item.get("name")
-        if not isinstance(name, str) or not name:
-            problem = (
-                "is missing" if name is None else f"must be a string, not {describe_value(name)}"
-            )
-            raise InputError(f"{where}.name {problem}")
+        name = _string(item.get("name"), f"{where}.name")
         if name in first:
             raise InputError(
                 f"{where}: {name!r} is defined twice in this file (first at {first[name]})"
@@ -232,13 +227,7 @@ def _check_exec(user: Entry) -> None:
     plugin = user.body["exec"]
     where = f"{user.where}.user.exec"
     for key in ("command", "apiVersion"):
-        if not isinstance(plugin.get(key), str) or not plugin[key]:
-            problem = (
-                "is missing"
-                if plugin.get(key) is None
-                else f"must be a string, not {describe_value(plugin[key])}"
-            )
-            raise InputError(f"{where}.{key} {problem}")
+        _string(plugin.get(key), f"{where}.{key}")
     args = plugin.get("args")
     if args is not None and (
         not isinstance(args, list) or not all(isinstance(a, str) for a in args)
@@ -264,10 +253,7 @@ def _check_exec(user: Entry) -> None:
 def _check_auth_provider(user: Entry) -> None:
     provider = user.body["auth-provider"]
     where = f"{user.where}.user.auth-provider"
-    name = provider.get("name")
-    if not isinstance(name, str) or not name:
-        problem = "is missing" if name is None else f"must be a string, not {describe_value(name)}"
-        raise InputError(f"{where}.name {problem}")
+    _string(provider.get("name"), f"{where}.name")
     config = provider.get("config")
     if config is None:
         return
@@ -276,3 +262,11 @@ def _check_auth_provider(user: Entry) -> None:
     for key, value in config.items():
         if not isinstance(value, str):
             raise InputError(f"{where}.config.{key} must be a string, not {describe_value(value)}")
+
+
+def _string(value: object, where: str) -> str:
+    """`value`, a string that is not empty; else one line saying it is missing or what it is."""
+    if isinstance(value, str) and value:
+        return value
+    problem = "is missing" if value is None else f"must be a string, not {describe_value(value)}"
+    raise InputError(f"{where} {problem}")

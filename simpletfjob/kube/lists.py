@@ -67,7 +67,6 @@ def list_pages(
     label_selector: str | None = None,
     field_selector: str | None = None,
     resource_version: str | None = None,
-    limit: int | None = None,
     deadline: Deadline | None = None,
     alternative: str = "",
     accept: str = "application/json",
@@ -79,7 +78,7 @@ def list_pages(
     settings = conn.settings
     action = Action("list", resource, namespace_for(conn, resource, namespace), None, alternative)
     deadline = deadline or Deadline.after(settings.deadline)
-    base: list[tuple[str, str | int]] = [("limit", limit or settings.page_size)]
+    base: list[tuple[str, str | int]] = [("limit", settings.page_size)]
     if label_selector:
         base.append(("labelSelector", label_selector))
     if field_selector:
@@ -133,7 +132,6 @@ def list_objects(
     field_selector: str | None = None,
     resource_version: str | None = None,
     deadline: Deadline | None = None,
-    alternative: str = "",
 ) -> ObjectList:
     """Every object of a list (matching the selectors), and the resourceVersion to watch from."""
     path = resource.path(namespace_for(conn, resource, namespace))
@@ -146,7 +144,6 @@ def list_objects(
         field_selector=field_selector,
         resource_version=resource_version,
         deadline=deadline,
-        alternative=alternative,
     )
     return ObjectList([item for page in listed.pages for item in page], listed.resource_version)
 
@@ -156,29 +153,21 @@ def list_objects(
 METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 
 
-def list_metadata(
-    conn: Connection,
-    resource: Resource,
-    *,
-    namespace: str | None = None,
-    deadline: Deadline | None = None,
-) -> ObjectList:
+def list_metadata(conn: Connection, resource: Resource) -> ObjectList:
     """Every object's metadata (name, labels, ...) of a list: a few bytes an object, whatever its
     size. A server that answers with whole objects is read the same way, each cut to its
-    metadata."""
-    path = resource.path(namespace_for(conn, resource, namespace))
+    metadata. In the connection's namespace, for a namespaced resource."""
+    path = resource.path(namespace_for(conn, resource, None))
 
     def parse(data: bytes) -> Page[list[Any]]:
         # An empty PartialObjectMetadataList has `"items":null` (Go's nil slice); a quote in
         # a string is escaped, so this is the list's own.
         data = data.replace(b'"items":null', b'"items":[]', 1)
-        page = decode_page(data, conn.target, resource, path, slim=without_managed_fields)
+        page = decode_page(data, conn.target, resource, path)
         items = [{"metadata": o.get("metadata") or {}} for o in page.value if isinstance(o, dict)]
         return Page(items, page.token, page.resource_version)
 
-    listed = list_pages(
-        conn, resource, parse, namespace=namespace, deadline=deadline, accept=METADATA_ONLY
-    )
+    listed = list_pages(conn, resource, parse, accept=METADATA_ONLY)
     return ObjectList([item for page in listed.pages for item in page], listed.resource_version)
 
 
@@ -187,16 +176,15 @@ def decode_page(
     target: Target,
     resource: Resource,
     path: str,
-    slim: Callable[[bytes], bytes] | None = None,
+    skim: Callable[[bytes], Any] | None = None,
 ) -> Page[list[Any]]:
-    """A list page's items and metadata, checked; `slim` may cut what the caller needs none of first.
-    When what `slim` gives does not parse, the whole page is parsed instead."""
-    try:
-        page = json.loads(slim(data) if slim is not None else data)
-    except (ValueError, RecursionError):
-        try:  # not the layout `slim` expects: parse all of it
+    """A list page's items and metadata, checked. `skim` may decode it first, keeping only what
+    the caller reads; where it gives None, the whole page is parsed."""
+    page = skim(data) if skim is not None else None
+    if page is None:
+        try:
             page = json.loads(data)
-        except (ValueError, RecursionError) as e:  # nested too deeply for the parser, too
+        except (ValueError, RecursionError) as e:  # RecursionError: nested too deeply to parse
             raise ClusterError(f"{target}: the answer to GET {path} is not JSON") from e
     not_a_list = f"{target}: the answer to GET {path} is not a {resource.kind}List"
     if not isinstance(page, dict):
@@ -283,13 +271,11 @@ def list_each(
     field_selectors: Iterable[str],
     *,
     namespace: str | None = None,
-    resource_version: str | None = "0",
     in_flight: int = 8,
-    deadline: Deadline | None = None,
     alternative: str = "",
 ) -> Generator[list[T], None, None]:
     """One list for each field selector, at most `in_flight` at a time; each list's pages, in the order given.
-    `resource_version='0'` (the default) lets the API server answer from its cache. Closing
+    Each is read at resourceVersion 0: the API server answers from its cache. Closing
     the iterator stops early: the lists in flight are waited for, no more are asked for."""
     from collections import deque
     from concurrent.futures import Future
@@ -297,7 +283,7 @@ def list_each(
 
     from simpletfjob.kube.inflight import Pool
 
-    deadline = deadline or Deadline.after(conn.settings.deadline)
+    deadline = Deadline.after(conn.settings.deadline)
     selectors = iter(field_selectors)
     pending: deque[Future[Listed[T]]] = deque()
     with collector_paused():
@@ -313,7 +299,7 @@ def list_each(
                         parse,
                         namespace=namespace,
                         field_selector=selector,
-                        resource_version=resource_version,
+                        resource_version="0",
                         deadline=deadline,
                         alternative=alternative,
                     )
@@ -334,39 +320,3 @@ def list_each(
             # Stopped or done: wait for what is in flight, so that no request outlives the
             # call. Failed: go at once; the caller reports the failure and closes the connection.
             pool.shutdown(wait=stopped, cancel_futures=True)
-
-
-_MANAGED_KEY = b'"managedFields":['
-_SPEC_KEY = b'"spec":'
-_METADATA_KEY = b'"metadata":'
-
-
-def without_managed_fields(data: bytes) -> bytes:
-    """A list page's JSON with every item's `metadata.managedFields` emptied, before it is parsed.
-
-    managedFields is half of a pod's JSON. The API server writes it last in an item's
-    metadata, and its entries name no key "spec" or "metadata", so it ends at the `}]}`
-    before the next `"spec":`; a `]` before that means another key followed it, and the
-    item is left as it is. The caller parses the whole page when the result is not JSON.
-    """
-    pieces: list[memoryview] = []  # views, not copies
-    view = memoryview(data)
-    kept = 0  # data[:kept] is in pieces
-    at = data.find(_MANAGED_KEY)
-    while at >= 0:
-        start = at + len(_MANAGED_KEY)
-        end = data.find(_SPEC_KEY, start)
-        if end < 0:
-            break
-        if (
-            data[end - 4 : end] == b"}]},"
-            and data.find(_METADATA_KEY, start, end) < 0
-            and data.find(b"]", start, end - 3) < 0  # no key after it: ownerReferences' ']'
-        ):
-            pieces.append(view[kept:start])
-            kept = end - 3  # from the list's closing ']'
-        at = data.find(_MANAGED_KEY, end)
-    if not pieces:
-        return data
-    pieces.append(view[kept:])
-    return b"".join(pieces)

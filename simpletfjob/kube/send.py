@@ -84,8 +84,8 @@ def send(
         if stream and status == 200:
             return Answer(status, b"", response.headers, response.response, reason)
         data = response.read()
-    except ApiException as e:  # the REST layer reports TLS failures this way
-        detail = tls_detail(str(e.reason or e))
+    except (ApiException, SSLError) as e:  # the REST layer reports TLS failures as ApiException
+        detail = tls_detail(str(getattr(e, "reason", None) or e))
         raise Unreachable(
             f"{target}: TLS error: {detail}{_TLS_HINT}", f"TLS error: {detail}", _verify(detail)
         ) from e
@@ -99,11 +99,6 @@ def send(
     except MaxRetryError as e:  # only when a proxy or redirect is involved
         raise Unreachable(
             f"{target}: cannot reach the server: {first_line(e.reason)}", first_line(e.reason)
-        ) from e
-    except SSLError as e:
-        detail = tls_detail(str(e))
-        raise Unreachable(
-            f"{target}: TLS error: {detail}{_TLS_HINT}", f"TLS error: {detail}", _verify(detail)
         ) from e
     except NameResolutionError as e:
         raise Unreachable(

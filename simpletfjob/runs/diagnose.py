@@ -29,7 +29,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from simpletfjob.errors import ClusterError, SimpleTFJobError, UsageError
-from simpletfjob.kube.lists import list_each, list_objects, without_managed_fields
+from simpletfjob.kube.lists import list_each, list_objects
 from simpletfjob.kube.request import Action, request
 from simpletfjob.kube.resources import EVENTS, JOBS, NODES, PODS, SERVICES
 from simpletfjob.runs import bundle
@@ -271,7 +271,7 @@ def read_nodes(
     path = PODS.path("")
 
     def parse(data: bytes) -> Page[list[Any]]:
-        return decode_page(data, conn.target, PODS, path, without_managed_fields)
+        return decode_page(data, conn.target, PODS, path)
 
     try:
         selectors = [f"spec.nodeName={node},{NOT_TERMINATED}" for node in found]

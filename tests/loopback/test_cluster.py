@@ -426,7 +426,7 @@ def test_insecure_skip_tls_verify_is_one_line_of_our_own(
 # -- reading pages ----------------------------------------------------------------------------
 
 
-def test_pages_are_parsed_without_their_images_lists() -> None:
+def test_a_saved_lists_images_are_cut_before_it_is_parsed() -> None:
     import json
 
     from simpletfjob.hosts.nodes import without_images as _without_images
@@ -440,13 +440,13 @@ def test_pages_are_parsed_without_their_images_lists() -> None:
     assert json.loads(slim) == expected
     assert len(slim) < len(compact) * 0.6
     assert _without_images(b'{"items":[]}') == b'{"items":[]}'
-    # A layout it does not expect gives JSON that does not parse, and the page is parsed whole.
+    # A layout it does not expect gives JSON that does not parse, and the file is parsed whole.
     odd = b'{"status":{"images":[{"names":["x}]y"]}],"allocatable":{}}}'
     with pytest.raises(ValueError):
         json.loads(_without_images(odd))
 
 
-def test_a_page_whose_images_cannot_be_cut_is_read_whole(kubeapi: KubeAPI, tmp_path: Path) -> None:
+def test_a_page_with_odd_image_names_is_read(kubeapi: KubeAPI, tmp_path: Path) -> None:
     odd = make_node("odd")
     odd["status"]["images"][0]["names"].append("weird}]name")
     kubeapi.set_nodes([odd, make_node("plain")])

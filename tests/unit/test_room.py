@@ -3,7 +3,6 @@ ports a template's pods hold; and list pages cut of their managedFields before p
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import yaml
@@ -18,9 +17,7 @@ from simpletfjob.hosts.selection import (
     left_out_text,
 )
 from simpletfjob.hosts.usage import EMPTY, NodeUsage
-from simpletfjob.kube.lists import without_managed_fields
 from simpletfjob.manifest.podspec import pod_host_ports
-from tests.support.kubeapi import make_pod
 
 HELD = NodeUsage(6, 3, {(2222, "TCP"): "ml/other-worker-3", (53, "UDP"): "kube-system/dns"})
 
@@ -143,36 +140,3 @@ spec:
     off_host = pod_host_ports(documents(job.format(host="false")))
     assert not off_host.host_network
     assert off_host.ports == ((80, "TCP"), (53, "UDP"))
-
-
-def test_managed_fields_are_cut_before_a_page_is_parsed() -> None:
-    pods = [make_pod(f"p{i}", "ml", node="n1", requests={"cpu": "1"}) for i in range(3)]
-    assert all(p["metadata"]["managedFields"] for p in pods)
-    page = {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": pods}
-    data = json.dumps(page, separators=(",", ":")).encode()
-    slim = json.loads(without_managed_fields(data))
-    expected = json.loads(data)
-    for item in expected["items"]:
-        item["metadata"]["managedFields"] = []
-    assert slim == expected
-    assert len(without_managed_fields(data)) < len(data) * 0.8
-
-
-def test_an_item_laid_out_otherwise_is_left_whole() -> None:
-    # managedFields after spec: no cut can be proven safe, so nothing is cut.
-    pod: dict[str, Any] = {"spec": {"nodeName": "n1"}, "metadata": {"name": "p"}}
-    pod["metadata"]["managedFields"] = [{"manager": "x", "fieldsV1": {"f:spec": {}}}]
-    data = json.dumps({"items": [pod]}, separators=(",", ":")).encode()
-    assert without_managed_fields(data) == data
-
-
-def test_an_item_whose_managed_fields_come_before_other_keys_keeps_them() -> None:
-    # metadata laid out with ownerReferences after managedFields (a proxy that reorders keys):
-    # a cut up to the `}]},"spec":` would take the owner away with it.
-    pod: dict[str, Any] = {"metadata": {"name": "p"}}
-    pod["metadata"]["managedFields"] = [{"manager": "x", "fieldsV1": {"f:spec": {}}}]
-    pod["metadata"]["ownerReferences"] = [{"kind": "Job", "name": "j", "uid": "u"}]
-    pod["spec"] = {"nodeName": "n1"}
-    data = json.dumps({"items": [pod]}, separators=(",", ":")).encode()
-    kept = json.loads(without_managed_fields(data))["items"][0]["metadata"]
-    assert kept["ownerReferences"] == [{"kind": "Job", "name": "j", "uid": "u"}]

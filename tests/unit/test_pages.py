@@ -1,23 +1,29 @@
-"""A page of the cluster's Jobs or pods decoded the fast way gives exactly what the careful way
-gives (json, then usage.job_use or usage.pod_use), refuses what it refuses in the same words, or
-leaves the page to it."""
+"""A list page of nodes, Jobs or pods skimmed (hosts/pages.py) reads as the whole page reads: its
+items, read by their kind's decoder, give the very same values or the same error, and its
+metadata the same token and resourceVersion, or the page is not taken as a list either way."""
 
 from __future__ import annotations
 
 import copy
 import json
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simpletfjob.errors import InputError
+from simpletfjob.errors import ClusterError, InputError
+from simpletfjob.hosts.nodes import node_from_object
+from simpletfjob.hosts.pages import skim
 from simpletfjob.hosts.usage import job_use, pod_use
-from simpletfjob.hosts.usepage import decode_jobs, decode_pods
+from simpletfjob.kube.lists import decode_page
+from simpletfjob.kube.resources import JOBS
+from tests.support.kubeapi import realistic_cluster
 from tests.support.scenes import task_job, task_pod
 
-ORIGIN = "https://k8s.example:6443: the job list's items"
+ORIGIN = "https://k8s.example:6443: the list's items"
 GPU = "nvidia.com/gpu"
 LABEL = "simpletfjob/job"
 OTHERS = ("cpu", "memory")
@@ -25,12 +31,102 @@ OTHERS = ("cpu", "memory")
 
 def page(items: list[Any], token: str | None = "abc", version: str = "42") -> bytes:
     meta = {"resourceVersion": version, **({"continue": token} if token else {})}
-    body = {"kind": "JobList", "apiVersion": "batch/v1", "metadata": meta, "items": items}
-    return json.dumps(body).encode()
+    return json.dumps(
+        {"kind": "List", "apiVersion": "v1", "metadata": meta, "items": items}
+    ).encode()
 
 
-def careful(items: list[Any], others: tuple[str, ...] = OTHERS) -> list[Any]:
+def nodes(items: list[Any]) -> list[Any]:
+    return [node_from_object(item, f"{ORIGIN}[{i}]", GPU) for i, item in enumerate(items)]
+
+
+def jobs(items: list[Any], others: tuple[str, ...] = OTHERS) -> list[Any]:
     return [job_use(item, GPU, LABEL, ORIGIN, others) for item in items]
+
+
+def pods(items: list[Any]) -> list[Any]:
+    return [pod_use(item, GPU, LABEL, ORIGIN, OTHERS) for item in items]
+
+
+def read(data: bytes, decode: Callable[[list[Any]], Any], skimmed: bool) -> Any:
+    """The page's values and metadata as the cluster's parsers give them, or the error."""
+    try:
+        got = decode_page(data, "https://k8s.example:6443", JOBS, "/x", skim if skimmed else None)
+        return decode(got.value), got.token, got.resource_version
+    except (InputError, ClusterError) as e:
+        return type(e), str(e)
+
+
+def same(data: bytes, decode: Callable[[list[Any]], Any]) -> Any:
+    whole = read(data, decode, skimmed=False)
+    assert read(data, decode, skimmed=True) == whole
+    return whole
+
+
+def test_a_realistic_node_page_reads_as_the_whole_page() -> None:
+    items = realistic_cluster(200)
+    values, token, version = same(page(items), nodes)
+    assert (token, version) == ("abc", "42")
+    assert any(n.gpus == 8 for n in values) and any(not n.ready for n in values)
+    assert any(n.taints for n in values) and any(n.unschedulable for n in values)
+    assert same(page(items, token=None), nodes)[1] is None
+    skimmed = skim(page(items))["items"][0]
+    assert "images" not in skimmed["status"] and "managedFields" not in skimmed["metadata"]
+
+
+def changed(
+    realistic: list[dict[str, Any]], changes: list[tuple[int, tuple[str, ...], Any]]
+) -> bytes:
+    items = copy.deepcopy(realistic)
+    for index, place, value in changes:
+        into: dict[str, Any] = items[index]
+        for key in place[:-1]:
+            if not isinstance(into.get(key), dict):
+                into[key] = {}
+            into = into[key]
+        into[place[-1]] = value
+    return page(items)
+
+
+# Where a node's JSON can go wrong in the fields simpletfjob reads, and what it can hold there.
+NODE_PLACES = [
+    ("metadata",), ("metadata", "name"), ("metadata", "labels"), ("spec",), ("spec", "taints"),
+    ("spec", "unschedulable"), ("status",), ("status", "conditions"), ("status", "addresses"),
+    ("status", "allocatable"), ("status", "allocatable", GPU), ("metadata", "labels", "zone"),
+]  # fmt: skip
+NODE_ODD = st.one_of(
+    st.none(), st.booleans(), st.integers(-3, 10**20), st.floats(allow_nan=False),
+    st.text(max_size=4), st.sampled_from(["", "4", "2k", "1.5", "-1", "8Gi"]),
+    st.lists(st.one_of(st.none(), st.text(max_size=3), st.fixed_dictionaries(
+        {"key": st.text(max_size=3), "type": st.sampled_from(["Ready", "InternalIP", 1])},
+        optional={"status": st.sampled_from(["True", "False", None]),
+                  "address": st.one_of(st.none(), st.text(max_size=3))})), max_size=2),
+    st.dictionaries(st.text(max_size=3), st.one_of(st.none(), st.text(max_size=3), st.integers()),
+                    max_size=2),
+)  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    changes=st.lists(
+        st.tuples(st.integers(0, 2), st.sampled_from(NODE_PLACES), NODE_ODD), max_size=3
+    )
+)
+def test_an_odd_node_field_reads_as_in_the_whole_page(
+    changes: list[tuple[int, tuple[str, ...], Any]],
+) -> None:
+    same(changed(realistic_cluster(3), changes), nodes)
+
+
+@pytest.mark.parametrize("decode", [nodes, jobs, pods])
+def test_what_is_not_a_list_is_refused_as_the_whole_page_refuses_it(
+    decode: Callable[[list[Any]], Any],
+) -> None:
+    for data in (b"[]", b"{", b'{"items": null}', b'{"items": [1]}', b'{"items": [{"spec": 3}]}',
+                 b'{"items": [], "metadata": {"continue": 3}}', b'{"items": [{"metadata": []}]}',
+                 b'{"items": [], "metadata": {"resourceVersion": 7}}'):  # fmt: skip
+        same(data, decode)
+    assert same(b'{"items": []}', decode) == ([], None, "")
 
 
 def realistic_jobs(count: int) -> list[dict[str, Any]]:
@@ -69,23 +165,19 @@ def realistic_jobs(count: int) -> list[dict[str, Any]]:
     return jobs
 
 
-def test_a_realistic_page_decodes_to_the_very_jobs_the_careful_way_gives() -> None:
+def test_a_realistic_job_page_reads_as_the_whole_page() -> None:
     items = realistic_jobs(60)
     for others in ((), OTHERS):
-        fast = decode_jobs(page(items), ORIGIN, GPU, LABEL, others)
-        assert fast is not None
-        assert fast.value == careful(items, others)
-        assert (fast.token, fast.resource_version) == ("abc", "42")
-    uses = careful(items)
+        assert same(page(items), partial(jobs, others=others))[1:] == ("abc", "42")
+    uses = jobs(items)
     assert any(u.ports for u in uses) and any(u.requested for u in uses)
     assert any(not u.live for u in uses) and any(not u.active and u.live for u in uses)
     assert any(u.others and any(u.others) for u in uses)
-    last = decode_jobs(page(items, token=None), ORIGIN, GPU, LABEL)
-    assert last is not None and last.token is None
+    assert same(page(items, token=None), jobs)[1] is None
 
 
 # Where a Job's JSON can go wrong in the fields the counting rules read, and what it can hold.
-PLACES = [
+JOB_PLACES = [
     ("metadata",), ("metadata", "name"), ("metadata", "namespace"), ("metadata", "uid"),
     ("metadata", "labels"), ("metadata", "labels", LABEL), ("metadata", "deletionTimestamp"),
     ("spec",), ("spec", "parallelism"), ("spec", "completions"), ("spec", "suspend"),
@@ -110,22 +202,11 @@ ODD = st.one_of(
 
 
 @settings(max_examples=400, deadline=None)
-@given(changes=st.lists(st.tuples(st.integers(0, 2), st.sampled_from(PLACES), ODD), max_size=3))
-def test_an_odd_field_is_decoded_as_the_careful_way_decodes_it_or_left_to_it(
+@given(changes=st.lists(st.tuples(st.integers(0, 2), st.sampled_from(JOB_PLACES), ODD), max_size=3))
+def test_an_odd_job_field_reads_as_in_the_whole_page(
     changes: list[tuple[int, tuple[str, ...], Any]],
 ) -> None:
-    same_or_left(realistic_jobs(3), changes, careful, decode_jobs)
-
-
-def test_what_is_not_a_job_list_is_left_to_the_careful_way() -> None:
-    for data in (b"[]", b"{", b'{"items": null}', b'{"items": [1]}', b'{"items": [{"spec": 3}]}',
-                 b'{"items": [], "metadata": {"continue": 3}}', b'{"items": [{"metadata": []}]}'):  # fmt: skip
-        assert decode_jobs(data, ORIGIN, GPU, LABEL) is None
-    assert decode_jobs(b'{"items": []}', ORIGIN, GPU, LABEL) is not None
-
-
-def careful_pods(items: list[Any]) -> list[Any]:
-    return [pod_use(item, GPU, LABEL, ORIGIN, OTHERS) for item in items]
+    same(changed(realistic_jobs(3), changes), jobs)
 
 
 def realistic_pods(count: int) -> list[dict[str, Any]]:
@@ -147,12 +228,10 @@ def realistic_pods(count: int) -> list[dict[str, Any]]:
     return pods
 
 
-def test_a_realistic_pod_page_decodes_to_the_very_pods_the_careful_way_gives() -> None:
+def test_a_realistic_pod_page_reads_as_the_whole_page() -> None:
     items = realistic_pods(60)
-    fast = decode_pods(page(items), ORIGIN, GPU, LABEL, OTHERS)
-    assert fast is not None
-    assert fast.value == careful_pods(items)
-    uses = careful_pods(items)
+    assert same(page(items), pods)[0] == pods(items)
+    uses = pods(items)
     assert any(u.owner for u in uses) and any(u.deleting for u in uses)
     assert any(u.ports for u in uses) and any(u.requested for u in uses)
     assert {u.phase for u in uses} == {"Pending", "Running", "Succeeded", "Failed"}
@@ -168,40 +247,7 @@ POD_PLACES = [
 
 @settings(max_examples=300, deadline=None)
 @given(changes=st.lists(st.tuples(st.integers(0, 2), st.sampled_from(POD_PLACES), ODD), max_size=3))
-def test_an_odd_pod_field_is_decoded_as_the_careful_way_decodes_it_or_left_to_it(
+def test_an_odd_pod_field_reads_as_in_the_whole_page(
     changes: list[tuple[int, tuple[str, ...], Any]],
 ) -> None:
-    same_or_left(realistic_pods(3), changes, careful_pods, decode_pods)
-
-
-def same_or_left(
-    realistic: list[dict[str, Any]],
-    changes: list[tuple[int, tuple[str, ...], Any]],
-    careful_way: Callable[[list[dict[str, Any]]], Any],
-    fast_way: Callable[..., Any],
-) -> None:
-    """The items with `changes` made: decoded the fast way as the careful way decodes them
-    (the same uses, or the same error), or left to the careful way (None)."""
-    items = copy.deepcopy(realistic)
-    for index, place, value in changes:
-        into: dict[str, Any] = items[index]
-        for key in place[:-1]:
-            if not isinstance(into.get(key), dict):
-                into[key] = {}
-            into = into[key]
-        into[place[-1]] = value
-    try:
-        expected: Any = careful_way(items)
-    except InputError as e:
-        expected = e
-    try:
-        fast: Any = fast_way(page(items), ORIGIN, GPU, LABEL, OTHERS)
-    except InputError as e:
-        fast = e
-    if fast is None:
-        return  # left to the careful way
-    if isinstance(expected, InputError):
-        assert isinstance(fast, InputError), f"fast took what is wrong: {expected}"
-        assert str(fast) == str(expected)
-    else:
-        assert fast.value == expected
+    same(changed(realistic_pods(3), changes), pods)

@@ -119,14 +119,16 @@ def warning_events(conn: Connection) -> tuple[list[Object], str]:
     except (ValueError, AttributeError):
         return [], f"{conn.target}: the event list is not JSON"
     events = [e for e in items if isinstance(e, Mapping) and e.get("type") == "Warning"]
-    return sorted(events, key=_when), ""
+    return sorted(events, key=event_time), ""
 
 
-def _when(event: Object) -> str:
+def event_time(event: Object) -> str:
+    """When the event last came, to the second ('2026-11-26T08:00:00Z'), as all three of its
+    times are comparable; its creationTimestamp when it has none."""
     for key in ("lastTimestamp", "eventTime", "firstTimestamp"):
         value = event.get(key)
         if isinstance(value, str) and value:
-            return value[:19]  # to the second, as all three are comparable
+            return value[:19] + "Z"
     return str(metadata_of(event).get("creationTimestamp") or "")
 
 
@@ -172,7 +174,7 @@ def task_events(
 
 def _before(event: Object, created: datetime | None) -> bool:
     """Whether the event last came before that time (to the second); False when either is not known."""
-    when = timestamp(_when(event) + "Z") if _when(event) else None
+    when = timestamp(event_time(event))
     return created is not None and when is not None and when < created.replace(microsecond=0)
 
 

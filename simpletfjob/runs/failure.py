@@ -101,9 +101,7 @@ def read_tail(
     if data is None:
         return [], why
     # Split at newlines only, as `kubectl logs` shows lines: a carriage return stays in its line.
-    lines = data.split(b"\n")
-    if lines[-1] == b"":
-        lines.pop()
+    lines = data.removesuffix(b"\n").split(b"\n") if data else []
     return [line + b"\n" for line in lines], ""
 
 
@@ -289,9 +287,7 @@ def explain_task(
     """`explain` for one task that failed, whether or not it decided the run (`run`'s restarts)."""
     if not task:
         return []
-    return explain(
-        conn, run if run.decided_by == task else replace(run, decided_by=task), tail, keeper
-    )
+    return explain(conn, replace(run, decided_by=task), tail, keeper)
 
 
 def _log_lines(

@@ -69,21 +69,17 @@ def write_run(options: Options, only: Sequence[str] = ()) -> None:
     from simpletfjob.streams import stream_fd
 
     spare_inputs_from_stderr(inputs(options))
+    name = default_output_name(options.template, options.framework)
     if options.output is None:
         if stream_fd(options.template) is not None:
             raise UsageError(
                 f"the template is read from {options.template}, so there is no directory to "
                 "write beside it; give -o FILE, or -o - for stdout"
             )
-        output = os.path.join(
-            os.path.dirname(options.template),
-            default_output_name(options.template, options.framework),
-        )
+        output = os.path.join(os.path.dirname(options.template), name)
     else:
         output = options.output
-    dest = destination(
-        output, directory_hint=default_output_name(options.template, options.framework)
-    )
+    dest = destination(output, directory_hint=name)
     refuse_inputs(dest, inputs(options))
     planned = plan_explained(options)
     whole = planned.tasks

@@ -25,7 +25,7 @@ from simpletfjob.hosts.requested import pod_units
 from simpletfjob.hosts.usage import TERMINATED_PHASES
 from simpletfjob.quantity import units_text
 from simpletfjob.runs.classify import STALLED, Cause, run_failure, task_error, task_failure
-from simpletfjob.runs.failure import event_lines
+from simpletfjob.runs.failure import event_lines, event_time
 from simpletfjob.runs.state import FAILED, Run
 
 Object = Mapping[str, Any]
@@ -90,14 +90,6 @@ def manifests_yaml(jobs: Sequence[Object], services: Sequence[Object]) -> bytes:
     return str(text).encode()
 
 
-def _when(event: Object) -> str:
-    for key in ("lastTimestamp", "eventTime", "firstTimestamp"):
-        value = event.get(key)
-        if isinstance(value, str) and value:
-            return value[:19] + "Z"
-    return str((event.get("metadata") or {}).get("creationTimestamp") or "")
-
-
 def events_text(events: Iterable[Object], jobs: Iterable[Object], pods: Iterable[Object]) -> bytes:
     """The events of the run's Jobs and pods (a gone pod by its Job's name), oldest first."""
     job_names = {str((j.get("metadata") or {}).get("name")) for j in jobs}
@@ -112,9 +104,9 @@ def events_text(events: Iterable[Object], jobs: Iterable[Object], pods: Iterable
             and (name in pod_names or ((m := made.fullmatch(name)) and m.group(1) in job_names))
         ):
             mine.append(event)
-    mine.sort(key=_when)
+    mine.sort(key=event_time)
     return "".join(
-        f"{_when(e)} {e.get('type')} {event_lines([e])[0].lstrip()}\n" for e in mine
+        f"{event_time(e)} {e.get('type')} {event_lines([e])[0].lstrip()}\n" for e in mine
     ).encode()
 
 

@@ -28,7 +28,7 @@ from simpletfjob.kube.resources import JOBS
 from simpletfjob.kube.watch import watch
 from simpletfjob.runs.classify import REFUSED, STALLED, TASK_FAILED, Cause, run_failure
 from simpletfjob.runs.failure import explain, explain_task, stuck_reasons
-from simpletfjob.runs.objects import run_selector, some
+from simpletfjob.runs.objects import object_name, run_selector, some
 from simpletfjob.runs.state import (
     AMBIGUOUS,
     DELETED,
@@ -198,11 +198,11 @@ def let_finish(
     ended: dict[str, TaskStatus] = {}
     for event in watch(conn, JOBS, label_selector=run_selector(run.name), deadline=until):
         if event.type == "RELIST":
-            listed = {_name(job): job for job in event.objects}
+            listed = {object_name(job): job for job in event.objects}
             news = [(name, listed.get(name)) for name in waiting]
         elif event.type in ("ADDED", "MODIFIED", "DELETED") and event.object is not None:
             gone = event.type == "DELETED"
-            news = [(_name(event.object), None if gone else event.object)]
+            news = [(object_name(event.object), None if gone else event.object)]
         else:
             continue
         for name, job in news:
@@ -220,10 +220,6 @@ def let_finish(
     if not ended:
         return run
     return replace(run, tasks=tuple(ended.get(task.job, task) for task in run.tasks))
-
-
-def _name(obj: Object) -> str:
-    return str(metadata_of(obj).get("name"))
 
 
 # A line of a task's log that says a host name did not resolve: getaddrinfo's words (glibc,

@@ -101,9 +101,7 @@ def read_tail(
     if data is None:
         return [], why
     # Split at newlines only, as `kubectl logs` shows lines: a carriage return stays in its line.
-    lines = data.split(b"\n")
-    if lines[-1] == b"":
-        lines.pop()
+    lines = data.removesuffix(b"\n").split(b"\n") if data else []
     return [line + b"\n" for line in lines], ""
 
 
@@ -119,14 +117,16 @@ def warning_events(conn: Connection) -> tuple[list[Object], str]:
     except (ValueError, AttributeError):
         return [], f"{conn.target}: the event list is not JSON"
     events = [e for e in items if isinstance(e, Mapping) and e.get("type") == "Warning"]
-    return sorted(events, key=_when), ""
+    return sorted(events, key=event_time), ""
 
 
-def _when(event: Object) -> str:
+def event_time(event: Object) -> str:
+    """When the event last came, to the second ('2026-11-26T08:00:00Z'), as all three of its
+    times are comparable; its creationTimestamp when it has none."""
     for key in ("lastTimestamp", "eventTime", "firstTimestamp"):
         value = event.get(key)
         if isinstance(value, str) and value:
-            return value[:19]  # to the second, as all three are comparable
+            return value[:19] + "Z"
     return str(metadata_of(event).get("creationTimestamp") or "")
 
 
@@ -172,7 +172,7 @@ def task_events(
 
 def _before(event: Object, created: datetime | None) -> bool:
     """Whether the event last came before that time (to the second); False when either is not known."""
-    when = timestamp(_when(event) + "Z") if _when(event) else None
+    when = timestamp(event_time(event))
     return created is not None and when is not None and when < created.replace(microsecond=0)
 
 
@@ -287,9 +287,7 @@ def explain_task(
     """`explain` for one task that failed, whether or not it decided the run (`run`'s restarts)."""
     if not task:
         return []
-    return explain(
-        conn, run if run.decided_by == task else replace(run, decided_by=task), tail, keeper
-    )
+    return explain(conn, replace(run, decided_by=task), tail, keeper)
 
 
 def _log_lines(

@@ -150,9 +150,6 @@ class Where:
     verdict: str = ""  # 'run mnist succeeded: worker-0 Succeeded'
     run: Run | None = None  # the run as it ended, for the cleanup
 
-    def restarting(self) -> str:
-        return f"restart {self.restart}/{self.most} ({self.cause})"
-
 
 def interrupted(
     conn: Connection, name: str, where: Where, cleanup: str, delete: bool, say: Say, e: Interrupted
@@ -182,7 +179,7 @@ def _left(
     conn: Connection, name: str, where: Where, cleanup: str, scope: str, e: Interrupted
 ) -> str:
     """The line when the run is left as it is (--on-interrupt leave)."""
-    restart = where.restarting()
+    restart = f"restart {where.restart}/{where.most} ({where.cause})"
     again = f"run it again to finish it, or remove it with simpletfjob delete {name} {scope}"
     if where.phase == APPLYING and where.restart == 0:
         if e.progress:

@@ -178,7 +178,7 @@ class Cancelled(Exception):
 
 
 class _Stopped(Exception):
-    """The reader of `_follow`'s changes has gone: following the run stops."""
+    """The reader of `follow_logs`'s changes has gone: following the run stops."""
 
 
 def follow_logs(
@@ -196,21 +196,6 @@ def follow_logs(
     is ridden out with no deadline; once `cancel` is set, it raises Cancelled.
     """
     from simpletfjob.kube.outage import riding_out
-
-    with riding_out(conn, None, note, "it is back (no --timeout)"):
-        return _follow(conn, name, selection, request_, printer, note, cancel, podless)
-
-
-def _follow(
-    conn: Connection,
-    name: str,
-    selection: Selection,
-    request_: LogRequest,
-    printer: Printer,
-    note: Callable[[str], None],
-    cancel: threading.Event | None,
-    podless: bool,
-) -> Ending:
     from simpletfjob.runs.ending import Ending, follow_to_end, judged
 
     merger = Merger(conn, request_, note)
@@ -244,74 +229,79 @@ def _follow(
         except BaseException as e:  # handed to the caller's thread
             changes.put(e)
 
-    threading.Thread(target=pump, daemon=True).start()
-    try:
-        while True:
-            if cancel is not None and cancel.is_set():
-                merger.stopped.update(merger.open)
-                raise Cancelled(name)
-            try:
-                update = changes.get(timeout=0.05)
-            except queue.Empty:
-                update = None
-            if isinstance(update, BaseException):
-                raise update
-            if isinstance(update, Ending):
-                if ended is None:  # deleted before its verdict: nothing more will come
-                    ended, ended_at = update, time.monotonic()
-            elif update is not None:
-                run, jobs, pods = update
-                # (before any stream starts: one that ends asks how its pod is)
-                merger.known = {str((p.get("metadata") or {}).get("name")): p for p in pods}
-                tasks = tasks_of(jobs, pods)
-                if chosen is None:
-                    deleted = gone_tasks(name, jobs, pods, tasks) if selection.tasks else {}
-                    asked = selection.tasks, selection.roles, name, deleted, note
-                    chosen = tasks_asked(list(tasks), *asked)
-                said: list[str] = []
-                left = pods_gone(jobs, tasks)  # a finished task's pod gone is not "no pod yet"
-                found = sources_now(
-                    tasks, chosen, selection, request_.previous, said.append, left, podless
-                )
-                for line in said:
-                    task = line.split(":", 1)[0]
-                    if told.get(task) != line:
-                        told[task] = line
-                        note(line)
-                printer.know(s.label for s, _ in found)
-                for source, readable in found:
-                    key = (source.pod, source.container, source.instance)
-                    if not readable or key in opened:
-                        continue
-                    before = (source.pod, source.container, source.instance - 1)
-                    again = not first and source.instance and not source.earlier
-                    if again and before not in opened:
-                        # crashed and started again between two looks: read that run whole first
-                        opened.add(before)
-                        gone = replace(source, instance=source.instance - 1, earlier=True)
-                        merger.start(gone, whole=True)
-                    opened.add(key)
-                    # a pod or instance that came later is read from its start
-                    merger.start(source, whole=not first and not request_.previous)
-                first = False
-                if run.finished and ended is None:
-                    ended, ended_at = judged(run), time.monotonic()
-            _print(merger, printer, note)
-            if ended is not None:
-                live = [
-                    s for s, t in merger.open.items() if t.is_alive() and s not in merger.stopped
-                ]
-                if live and not checked and time.monotonic() - ended_at >= GRACE:
-                    # An ended container's stream is read to its end; one still running (a
-                    # ps never ends on its own) is read no further.
-                    checked = True
-                    merger.stopped.update(still_running(conn, name, live))
-                if not any(t.is_alive() for s, t in merger.open.items() if s not in merger.stopped):
-                    _print(merger, printer, note)
-                    check_streams(merger)
-                    return ended
-    finally:
-        stop.set()
+    with riding_out(conn, None, note, "it is back (no --timeout)"):
+        threading.Thread(target=pump, daemon=True).start()
+        try:
+            while True:
+                if cancel is not None and cancel.is_set():
+                    merger.stopped.update(merger.open)
+                    raise Cancelled(name)
+                try:
+                    update = changes.get(timeout=0.05)
+                except queue.Empty:
+                    update = None
+                if isinstance(update, BaseException):
+                    raise update
+                if isinstance(update, Ending):
+                    if ended is None:  # deleted before its verdict: nothing more will come
+                        ended, ended_at = update, time.monotonic()
+                elif update is not None:
+                    run, jobs, pods = update
+                    # (before any stream starts: one that ends asks how its pod is)
+                    merger.known = {str((p.get("metadata") or {}).get("name")): p for p in pods}
+                    tasks = tasks_of(jobs, pods)
+                    if chosen is None:
+                        deleted = gone_tasks(name, jobs, pods, tasks) if selection.tasks else {}
+                        asked = selection.tasks, selection.roles, name, deleted, note
+                        chosen = tasks_asked(list(tasks), *asked)
+                    said: list[str] = []
+                    left = pods_gone(jobs, tasks)  # a finished task's pod gone is not "no pod yet"
+                    found = sources_now(
+                        tasks, chosen, selection, request_.previous, said.append, left, podless
+                    )
+                    for line in said:
+                        task = line.split(":", 1)[0]
+                        if told.get(task) != line:
+                            told[task] = line
+                            note(line)
+                    printer.know(s.label for s, _ in found)
+                    for source, readable in found:
+                        key = (source.pod, source.container, source.instance)
+                        if not readable or key in opened:
+                            continue
+                        before = (source.pod, source.container, source.instance - 1)
+                        again = not first and source.instance and not source.earlier
+                        if again and before not in opened:
+                            # crashed and started again between two looks: read that run whole first
+                            opened.add(before)
+                            gone = replace(source, instance=source.instance - 1, earlier=True)
+                            merger.start(gone, whole=True)
+                        opened.add(key)
+                        # a pod or instance that came later is read from its start
+                        merger.start(source, whole=not first and not request_.previous)
+                    first = False
+                    if run.finished and ended is None:
+                        ended, ended_at = judged(run), time.monotonic()
+                _print(merger, printer, note)
+                if ended is not None:
+                    live = [
+                        s
+                        for s, t in merger.open.items()
+                        if t.is_alive() and s not in merger.stopped
+                    ]
+                    if live and not checked and time.monotonic() - ended_at >= GRACE:
+                        # An ended container's stream is read to its end; one still running (a
+                        # ps never ends on its own) is read no further.
+                        checked = True
+                        merger.stopped.update(still_running(conn, name, live))
+                    if not any(
+                        t.is_alive() for s, t in merger.open.items() if s not in merger.stopped
+                    ):
+                        _print(merger, printer, note)
+                        check_streams(merger)
+                        return ended
+        finally:
+            stop.set()
 
 
 def still_running(conn: Connection, name: str, sources: Iterable[Source]) -> list[Source]:

@@ -434,12 +434,8 @@ class Merger:
         if where in ("", "running"):
             pod = read_pod(self.conn, source.pod)
             where = run_now(pod, source) if pod is not None else "gone"
-        if where == "running":
-            return Again(previous=False, follow=True)
-        if where == "ended":
-            return Again(previous=False, follow=False)
-        if where == "previous":
-            return Again(previous=True, follow=False)
+        if where in ("running", "ended", "previous"):
+            return Again(previous=where == "previous", follow=where == "running")
         if not broke:
             return None  # nothing more of that run can be read
         what = f"pod {source.pod} is gone" if where == "gone" else "it was started again twice"

@@ -104,10 +104,8 @@ class RunObjects(NamedTuple):
 
     def objects(self) -> Iterator[tuple[Resource, dict[str, Any]]]:
         """Every object with its resource: the Jobs first, then the Services."""
-        for obj in self.jobs:
-            yield JOBS, obj
-        for obj in self.services:
-            yield SERVICES, obj
+        yield from ((JOBS, obj) for obj in self.jobs)
+        yield from ((SERVICES, obj) for obj in self.services)
 
 
 def named_tasks(jobs: Iterable[Mapping[str, Any]]) -> list[str]:

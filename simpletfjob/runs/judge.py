@@ -30,7 +30,6 @@ deleted (Failed), and one with only deciding Jobs, none ended, is still being ap
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -120,70 +119,39 @@ class Shaped(NamedTuple):
 def shape(resource: Resource, body: Mapping[str, Any]) -> Shaped:
     """The object's shape and what varies in it (VARYING)."""
     values: dict[Path, str] = {}
-    blank = _walk(body, (), _places(resource), values)
+    blank = _walk(body, (), [p for p, _ in VARYING.get(resource, ())], values)
     key = json.dumps([resource.plural, blank], separators=(",", ":"))
     return Shaped(key, values, len(json.dumps(body, separators=(",", ":"))))
 
 
-class _Places:
-    """What is left of the varying places' paths below one place, as a tree."""
-
-    __slots__ = ("_below", "ends", "steps")
-
-    def __init__(self, patterns: Sequence[tuple[str, ...]]) -> None:
-        self.ends = any(not p for p in patterns)
-        self.steps: dict[str | int, list[tuple[str, ...]]] = {}  # a list's index is only ANY
-        for p in patterns:
-            if p:
-                self.steps.setdefault(p[0], []).append(p[1:])
-        self._below: dict[str | int, _Places | None] = {}
-
-    def below(self, step: str | int) -> _Places | None:
-        """The places below `step` (those of its key and of ANY); None when none lead there."""
-        found = self._below.get(step, self)
-        if found is self:
-            patterns = [*self.steps.get(step, ()), *self.steps.get(ANY, ())]
-            found = self._below[step] = _Places(patterns) if patterns else None
-        return found
-
-
-_PLACES: dict[Resource, _Places] = {}
-
-
-def _places(resource: Resource) -> _Places:
-    found = _PLACES.get(resource)
-    if found is None:
-        found = _PLACES[resource] = _Places([p for p, _ in VARYING.get(resource, ())])
-    return found
-
-
-def _walk(node: Any, path: Path, places: _Places | None, out: dict[Path, str]) -> Any:
-    """`node` with its varying strings blanked (and put in `out`); `places`: those below `path`."""
-    if places is None or (not places.steps and not places.ends):
+def _walk(node: Any, path: Path, places: list[tuple[str, ...]], out: dict[Path, str]) -> Any:
+    """`node` with its varying strings blanked (and put in `out`); `places`: the varying places'
+    paths below `path`, each what is left of it."""
+    if not places:
         return node  # nothing varies below: as it is
     if isinstance(node, str):
-        if places.ends:
+        if () in places:
             out[path] = node
             return None  # blanked: the shape holds no varying string
         return node
     if isinstance(node, Mapping):
         # Keys in order: equal JSON is a stricter test than equal content.
-        return {k: _walk(v, (*path, k), places.below(k), out) for k, v in node.items()}
+        return {k: _walk(v, (*path, k), _below(places, k), out) for k, v in node.items()}
     if isinstance(node, list):
-        return [_walk(v, (*path, i), places.below(i), out) for i, v in enumerate(node)]
+        return [_walk(v, (*path, i), _below(places, ANY), out) for i, v in enumerate(node)]
     return node
 
 
-def _matches(pattern: tuple[str, ...], path: Path) -> bool:
-    return len(pattern) == len(path) and all(
-        p in (ANY, q) for p, q in zip(pattern, path, strict=True)
-    )
+def _below(places: list[tuple[str, ...]], step: str) -> list[tuple[str, ...]]:
+    """The places below `step` (a key, or ANY for a list's items): those of that key and of ANY."""
+    return [p[1:] for p in places if p and p[0] in (step, ANY)]
 
 
-@functools.lru_cache(maxsize=4096)  # the same few places in every object of a run
 def _rule(resource: Resource, path: Path) -> Callable[[str], bool]:
     for pattern, rule in VARYING[resource]:
-        if _matches(pattern, path):
+        if len(pattern) == len(path) and all(
+            p in (ANY, q) for p, q in zip(pattern, path, strict=True)
+        ):
             return rule
     raise AssertionError(f"not a varying place: {path}")
 

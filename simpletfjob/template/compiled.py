@@ -2,7 +2,8 @@
 
 Templates use jinja2 with `<< >>` for variables (so Helm and Argo `{{ }}` pass through),
 `{% %}` for statements and `<# #>` for comments (so shell's `${#ARRAY[@]}` is no comment),
-in the `sandbox` environment.
+in the `sandbox` environment. A template of text and bare `<<NAME>>` alone is written out
+without jinja, byte for byte as jinja would (bare.py).
 
 A bare `<<NAME>>` of a value a framework places itself becomes a marker in the rendered
 text. Each task's text is checked with the markers standing as themselves, and the YAML

@@ -36,7 +36,7 @@ Later in issue 36 (the same installs side by side, the median of 20 paired runs,
 about 2): a template of text and bare `<<name>>` alone, as the mnist examples are, is
 written out without importing or compiling jinja (template/bare.py). The 3-host render
 against `python -c pass`: before, 118 ms vs 11.1 ms, 10.6x; after, 91 ms vs 11.2 ms,
-8.15x (in CPU time 10.9x and 8.2x). The 1000-host render: 240 ms before, 208 ms after
+8.15x (in CPU time 10.9x and 8.2x); at load 3 to 5, 133 ms (11.0x) and 96 ms (8.3x). The 1000-host render: 240 ms before, 208 ms after
 (load 4). In instructions (`bench.versus`): 590M before, 457M after (0.775x); 817M and
 685M for 1000 hosts. Of the 457M, importing click and yaml alone is 272M; the rest is
 our own imports, most of all the option groups' dataclasses (about 50M: their methods

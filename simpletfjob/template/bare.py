@@ -5,12 +5,37 @@ task's text is any other task's of the role with its own values written in, whic
 manifest/skeleton.py uses to render a role once. Anything else (a filter or test, a
 condition or loop over it, an assignment or macro parameter of its name, a call, output
 captured by a macro or a `{% set %}`, `{% filter %}` or `{% call %}` block) makes it not bare.
+
+A template that is nothing but text and such `<<name>>` of known names (`bare_template`)
+is rendered by writing each value's `str()` in, as jinja would, without importing jinja.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection
 from typing import Any
+
+# Where jinja's lexer starts a tag (`{% %}`, `<# #>`, `<< >>`, with `-` or `+` or not).
+_TAG = re.compile(r"<<|\{%|<#")
+_BARE = re.compile(r"<<\s*([A-Za-z_][A-Za-z0-9_]*)\s*>>")
+# Names jinja reads as constants or keywords, binds itself (`self`), or has as globals.
+_SPECIAL = frozenset(("true", "false", "True", "False", "none", "None", "not", "self"))
+_SPECIAL |= {"range", "dict", "lipsum", "cycler", "joiner", "namespace"}
+
+
+def bare_template(text: str, known: Collection[str]) -> list[str] | None:
+    """The template's text split at its tags, [text, name, text, ...], where each of them
+    is a bare `<<name>>` of a known name; None otherwise (it is jinja's to compile)."""
+    pieces: list[str] = []
+    position = 0
+    while tag := _TAG.search(text, position):
+        bare = _BARE.match(text, tag.start())
+        if bare is None or bare[1] not in known or bare[1] in _SPECIAL:
+            return None
+        pieces += [text[position : tag.start()], bare[1]]
+        position = bare.end()
+    return [*pieces, text[position:]]
 
 
 def written_bare(ast: Any, names: Collection[str]) -> bool:

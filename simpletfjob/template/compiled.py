@@ -2,7 +2,8 @@
 
 Templates use jinja2 with `<< >>` for variables (so Helm and Argo `{{ }}` pass through),
 `{% %}` for statements and `<# #>` for comments (so shell's `${#ARRAY[@]}` is no comment),
-in the `sandbox` environment.
+in the `sandbox` environment. A template of text and bare `<<NAME>>` alone is written out
+without jinja, byte for byte as jinja would (bare.py).
 
 A bare `<<NAME>>` of a value a framework places itself becomes a marker in the rendered
 text. Each task's text is checked with the markers standing as themselves, and the YAML
@@ -17,6 +18,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from simpletfjob.errors import TemplateError, number_problem
+from simpletfjob.template.bare import bare_template, written_bare
 from simpletfjob.template.markers import (
     MARK_CLOSE,
     MARK_OPEN,
@@ -120,12 +122,35 @@ class CompiledTemplate:
         self.filename = filename
         source = unix_newlines(source)
         text, self.placements = translate_source(source, placed, legacy, blocks, filename)
-        env = make_environment()
-        self._environment = env
         self._bounds = Bounds(filename)
+        self._text = text
+        self._template: Any = None
+        self._ast: Any = None  # walked again only to judge a nested --set (`value_paths`)
         try:
             check_tags(text, filename)
-            ast = self._bounds.run(lambda: env.parse(text, filename=filename), "to compile")
+        except RenderLimit as e:
+            raise TemplateError(_limit_message(e, filename)) from e
+        # A template of text and bare `<<name>>` only is rendered without jinja (see `bare`).
+        self._bare = bare_template(text, set(known))
+        if self._bare is None:
+            self._compile()
+            # The names the template uses in expressions of its own (a placed value too).
+            self.referenced = _check_names(self._ast, filename, set(known))
+        else:
+            self.referenced = set(self._bare[1::2])
+        self._paths: frozenset[tuple[str, ...]] | None = None
+        self._index = {p: i for i, p in enumerate(self.placements)}
+        self._source = source
+        self._line_patterns: list[tuple[int, re.Pattern[str]]] | None = None
+        # A header left out of the output is a jinja comment of as many lines.
+        header = re.match(r"<#[^#]*?#>\n", self._source)
+        self._header_lines = header[0].count("\n") if header else 0
+
+    def _compile(self) -> None:
+        env = make_environment()
+        filename = self.filename
+        try:
+            ast = self._bounds.run(lambda: env.parse(self._text, filename=filename), "to compile")
             code = self._bounds.run(
                 lambda: env.compile(ast, name=filename, filename=filename), "to compile"
             )
@@ -138,20 +163,11 @@ class CompiledTemplate:
             ) from e
         except Exception as e:  # jinja2.TemplateSyntaxError, named without importing jinja2 early
             raise _template_error(e, filename) from e
-        # The names the template uses in expressions of its own (a placed value too).
-        self.referenced = _check_names(ast, filename, set(known))
-        self._ast = ast  # walked again only to judge a nested --set (`value_paths`)
-        self._paths: frozenset[tuple[str, ...]] | None = None
+        self._ast = ast
         # The globals as a plain dict, not jinja's ChainMap over the environment's: each
         # render copies them into its context, and a ChainMap is copied key by key in Python.
         globals_ = dict(env.make_globals(None))
         self._template = env.template_class.from_code(env, code, globals_, None)
-        self._index = {p: i for i, p in enumerate(self.placements)}
-        self._source = source
-        self._line_patterns: list[tuple[int, re.Pattern[str]]] | None = None
-        # A header left out of the output is a jinja comment of as many lines.
-        header = re.match(r"<#[^#]*?#>\n", self._source)
-        self._header_lines = header[0].count("\n") if header else 0
 
     def reads(self, path: Sequence[str]) -> bool:
         """Whether the template may read value `path` (`['gpus']`, or `['a', 'b']` for a.b):
@@ -169,14 +185,15 @@ class CompiledTemplate:
         """Every value path the template reads: ('a',) for a whole, ('a', 'b') for `a.b` or
         `a['b']`; a computed step (`a[key]`) ends the path."""
         if self._paths is None:
-            self._paths = frozenset(_value_paths(self._ast))
+            read = (
+                _value_paths(self._ast) if self._bare is None else [(n,) for n in self.referenced]
+            )
+            self._paths = frozenset(read)
         return self._paths
 
     def writes_bare(self, names: Collection[str]) -> bool:
         """Whether the template only writes each of `names` out as it is (see `bare`)."""
-        from simpletfjob.template.bare import written_bare
-
-        return written_bare(self._ast, names)
+        return self._bare is not None or written_bare(self._ast, names)
 
     def holds(self, text: str) -> bool:
         """Whether the template's own text holds `text`."""
@@ -185,11 +202,26 @@ class CompiledTemplate:
     def render(self, context: Mapping[str, Any]) -> str:
         """One task's text; its work is bounded (see `sandbox`)."""
         try:
-            return self._bounds.render(self._environment, lambda: self._template.render(context))
+            return self._bounds.render(lambda: self._render(context))
         except MemoryError:  # within `bounded`: it says so, for the whole task
             raise
         except Exception as e:
             raise _template_error(e, self.filename) from e
+
+    def _render(self, context: Mapping[str, Any]) -> str:
+        if self._bare is not None:
+            pieces = self._bare
+            try:
+                return "".join(p if i % 2 == 0 else str(context[p]) for i, p in enumerate(pieces))
+            except RenderLimit:
+                raise
+            except Exception:  # a name not given, a str() that fails: jinja's render says how
+                pass
+        if self._template is None:
+            self._compile()
+        self._template.environment.start()
+        text: str = self._template.render(context)
+        return text
 
     def hold(self, length: int) -> None:
         """Count a task's text made without a render (a skeleton's) toward the bound on all."""

@@ -248,14 +248,9 @@ class Bounds:
         finally:
             self.depth -= 1
 
-    def render(self, environment: Any, render: Callable[[], str]) -> str:
-        """One task's text: `render()` counted, capped and timed, and its length checked."""
-
-        def counted() -> str:
-            environment.start()
-            return render()
-
-        text = self.run(counted)
+    def render(self, render: Callable[[], str]) -> str:
+        """One task's text: `render()` capped and timed, and its length checked."""
+        text = self.run(render)
         if len(text) > MAX_TEXT:
             raise RenderLimit(
                 f"the template makes {len(text):,} characters for one task, more than "

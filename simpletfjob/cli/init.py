@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from simpletfjob.cli.params import make_command
-from simpletfjob.options.render import InitOptions
+from simpletfjob.options.commands import InitOptions
 from simpletfjob.streams import say
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from simpletfjob.cli.params import make_command
-from simpletfjob.options.render import NodesOptions
+from simpletfjob.options.commands import NodesOptions
 
 # A render's host options that a view of every node has no use for: it shows each node
 # under its name, excludes none and tells why of each anyway.

@@ -1,4 +1,4 @@
-"""The render's options (and init's, nodes'), by group; the rules that tie two options together.
+"""The render's options, by group; the rules that tie two options together.
 
 `Options`, the render's, is the core groups here plus each framework's (frameworks/), read
 flat as the command line and a header are (`options.psn`); a framework's code can take its own
@@ -195,21 +195,6 @@ class ValueOptions(OptionGroup):
     )
 
 
-class NodesOptions(NodeChoiceOptions, NodeOptions, ClusterOptions, ValueOptions):
-    """`simpletfjob nodes`: what the nodes have free, which a render could use (--nodes-file alone of NodeOptions)."""
-
-    template: str | None = option(
-        "--template",
-        default=None,
-        metavar="FILE",
-        help="Judge the nodes for this template's run. Its tolerations, host ports and each role's "
-        "asks, as its render would.",
-    )
-    output: str = output_format(
-        "table", "wide", "json", default="table", help="How to print the nodes."
-    )
-
-
 class RenderOptions(OptionGroup):
     """The core of a render: the template, how many hosts, ports and networking, values, output."""
 
@@ -401,17 +386,3 @@ def header_fields() -> dict[str, Field]:
     groups: tuple[type, ...] = (Options, LimitOptions, restarts.RestartOptions)
     groups += (queue.QueueOptions, progress.ProgressOptions, progress.StallOptions)
     return {f.name: f for g in groups for f in fields(g) if f.option and f.option.header}
-
-
-class InitOptions(OptionGroup):
-    """`simpletfjob init NAME`: which built-in to copy, and where."""
-
-    name: str = argument()
-    output: str | None = option(
-        "-o",
-        "--output",
-        default=None,
-        metavar="FILE|DIR|-",
-        help="Where to write; '-' is stdout. The default is ./NAME.yaml; a directory gets DIR/NAME.yaml.",
-    )
-    force: bool = option("--force", default=False, help="Overwrite FILE if it exists.")

@@ -30,7 +30,8 @@ from simpletfjob.hosts.usage import NOBODY, Tally
 from simpletfjob.kube.connection import Settings
 from simpletfjob.kube.request import ApiError
 from simpletfjob.manifest.render import RoleNeeds, compile_template
-from simpletfjob.options.render import NodesOptions, Options
+from simpletfjob.options.commands import NodesOptions
+from simpletfjob.options.render import Options
 from simpletfjob.plan.eligibility import Asked, check_node_options, role_needs_of, rules_for
 from simpletfjob.plan.fit import role_asks
 from simpletfjob.template.catalog import prepare_options

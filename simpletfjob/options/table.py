@@ -216,7 +216,7 @@ class OptionGroup:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         own = tuple(vars(cls).get("__annotations__", {}))  # in the order declared
-        dataclass(frozen=True, kw_only=True)(cls)
+        dataclass(frozen=True, kw_only=True, eq=False, repr=False)(cls)  # both below
         table: dict[str, Field] = {}
         flags: dict[str, str] = {}
         for klass in cls.__mro__:
@@ -236,6 +236,20 @@ class OptionGroup:
                     flags[flag] = name
         cls._own = own  # type: ignore[attr-defined]
         cls._table = table
+
+    # One comparison, hash and repr for every group, as a dataclass's own would be: a
+    # dataclass makes them anew for each class, much of a render's start.
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return vars(self) == vars(other)
+
+    def __hash__(self) -> int:
+        return hash(tuple(vars(self).values()))
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={value!r}" for name, value in vars(self).items())
+        return f"{type(self).__qualname__}({shown})"
 
     def replace(self, **changes: Any) -> Self:
         """A copy with some fields changed (unknown names are a TypeError)."""

@@ -425,3 +425,15 @@ def test_duration_formats() -> None:
         "0.5s",
         "0s",
     ]
+
+
+def test_a_group_compares_hashes_and_shows_itself_as_a_dataclass_would() -> None:
+    from simpletfjob.options.commands import InitOptions
+
+    init = InitOptions(name="mnist")
+    assert repr(init) == "InitOptions(name='mnist', output=None, force=False)"
+    assert init == InitOptions(name="mnist") and hash(init) == hash(InitOptions(name="mnist"))
+    assert init != InitOptions(name="mnist", force=True)
+    assert init.__eq__(("mnist", None, False)) is NotImplemented
+    assert repr(TensorFlowOptions(psn=2)).startswith("TensorFlowOptions(")
+    assert "psn=2" in repr(TensorFlowOptions(psn=2))

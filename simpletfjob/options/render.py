@@ -44,12 +44,13 @@ from simpletfjob.options.table import (
 # ---- shared declarations for the commands that act on a run -------------------------------
 
 
-def output_format(*choices: str, default: str, help: str) -> str:
-    """An `-o/--output` that chooses how a command prints (table, wide, json, yaml)."""
+def output_format(*choices: str, help: str) -> str:
+    """An `-o/--output` that chooses how a command prints (table, wide, json, yaml); the first
+    choice is the default."""
     return option(
         "-o",
         "--output",
-        default=default,
+        default=choices[0],
         rule=OneOf(*choices),
         show_default=True,
         help=help,
@@ -205,9 +206,7 @@ class NodesOptions(NodeChoiceOptions, NodeOptions, ClusterOptions, ValueOptions)
         help="Judge the nodes for this template's run. Its tolerations, host ports and each role's "
         "asks, as its render would.",
     )
-    output: str = output_format(
-        "table", "wide", "json", default="table", help="How to print the nodes."
-    )
+    output: str = output_format("table", "wide", "json", help="How to print the nodes.")
 
 
 class RenderOptions(OptionGroup):

@@ -164,7 +164,6 @@ class StatusOptions(ConnectionOptions):
         "json",
         "yaml",
         "name",
-        default="table",
         help="How to print. A table, JSON or YAML; name: one job.batch/NAME line per Job of the "
         "run (of every run, without RUN), as kubectl get -o name prints them.",
     )
@@ -403,9 +402,7 @@ class QueueListOptions(ClusterOptions):
         rule=DnsName(label=True),
         help="The queue's namespace (default: the context's, else default).",
     )
-    output: str = output_format(
-        "table", "json", default="table", help="How to print: a table, or a JSON list."
-    )
+    output: str = output_format("table", "json", help="How to print: a table, or a JSON list.")
 
     def check(self) -> None:
         """The queue's name follows --queue's rule."""

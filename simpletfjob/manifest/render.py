@@ -241,10 +241,6 @@ class RoleNeeds(NamedTuple):
     # Its pod specs, reduced to what their requests are counted from (podspec.pod_resources).
     pods: tuple[dict[str, Any], ...] = ()
 
-    @property
-    def uses_host_ports(self) -> bool:
-        return bool(self.fixed or self.following)
-
     def ports(self, port: int | None, tasks_per_host: int) -> frozenset[Port]:
         """The host ports a node needs free for this role's tasks on it; None: only the fixed ones."""
         if port is None:

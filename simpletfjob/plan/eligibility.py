@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from simpletfjob.errors import SelectionError, UsageError
 from simpletfjob.frameworks import Framework, Pin
 from simpletfjob.hosts import nodes as node_sources
-from simpletfjob.hosts.fit import Ask
+from simpletfjob.hosts.fit import Ask, ordered
 from simpletfjob.hosts.selection import (
     Rules,
     Verdict,
@@ -36,7 +36,7 @@ from simpletfjob.inputs import read_text
 from simpletfjob.manifest.render import Port, RoleNeeds, role_needs
 from simpletfjob.options.render import Options
 from simpletfjob.options.rules import AUTO_PORT, DEFAULT_PORT
-from simpletfjob.plan.fit import asked_resources, role_asks
+from simpletfjob.plan.fit import role_asks
 from simpletfjob.tasks import Seating, Task
 from simpletfjob.template.compiled import CompiledTemplate
 
@@ -63,7 +63,7 @@ class Asked:
     gpu_resource: str
     usage: bool  # read the pods (not --no-usage), where the run needs them
     explain: bool  # --explain: every node's verdict is shown, free GPUs included
-    namespace: str  # where the run's pods go: --namespace, else '' (see `pods_namespace`)
+    namespace: str  # where the run's pods go: --namespace, else '' (see `judge`)
     pod_network: bool  # --network pod: without --namespace, the pods go to 'default'
 
     @classmethod
@@ -81,10 +81,6 @@ class Asked:
             namespace=options.namespace or "",
             pod_network=options.network == "pod",
         )
-
-    def pods_namespace(self, cluster: Cluster) -> str:
-        """The namespace of the run's pods that name none: --namespace, else as the run goes."""
-        return self.namespace or ("default" if self.pod_network else cluster.namespace)
 
 
 @dataclass(frozen=True)
@@ -249,7 +245,7 @@ def judge(
     if any(n.taints for n in nodes) or reads_pods or fits:
         needs = needs_of()
     asks = role_asks(needs, template) if fits else {}
-    uses_ports = any(need.uses_host_ports for need in needs.values())
+    uses_ports = any(need.fixed or need.following for need in needs.values())
     rules = rules_for(asked, needs, nodes, check_ports=reads_pods and uses_ports, asks=asks)
     wanted = reads_pods and (
         asked.gpus > 0
@@ -262,7 +258,8 @@ def judge(
     assert cluster is not None
     from simpletfjob.hosts.usage import Own  # with `fractions`: only a run that reads pods
 
-    default = asked.pods_namespace(cluster)
+    # The namespace of the run's pods that name none: --namespace, else as the run goes.
+    default = asked.namespace or ("default" if asked.pod_network else cluster.namespace)
     namespaces = {ns or default for need in needs.values() for ns in need.namespaces}
     own = Own(job, frozenset(namespaces))
     from simpletfjob.kube.request import ApiError  # loaded already: the nodes came through it
@@ -301,7 +298,9 @@ def read_usage(
     if asked.port is AUTO_PORT:
         alternatives.append("give --port N")
     alternative = " or ".join(alternatives)
-    resource, others = asked.gpu_resource, asked_resources(rules)
+    resource = asked.gpu_resource
+    # Every resource some role asks for: what the nodes' pods are counted for.
+    others = tuple(ordered(r for _, ask in rules.asks for r, _ in ask))
     own, jobs, refused = cluster.run_jobs(resource, own, others)
     # Said only once the pods are read: a refusal of those is the one error.
     later = refused and (

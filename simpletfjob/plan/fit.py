@@ -85,11 +85,6 @@ def unchecked(asks: Mapping[str, Ask]) -> str | None:
     )
 
 
-def asked_resources(rules: Rules) -> tuple[str, ...]:
-    """Every resource some role of the run asks for: what the nodes' pods are counted for."""
-    return tuple(ordered(resource for _, ask in rules.asks for resource, _ in ask))
-
-
 def seat_run(
     options: Options,
     fw: Framework,

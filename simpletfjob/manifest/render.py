@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from simpletfjob.errors import RenderCheckError, TemplateError
@@ -46,24 +47,16 @@ if TYPE_CHECKING:
 Port = tuple[int, str]
 
 
+@dataclass(eq=False, slots=True)
 class Rendered:
     """One task's rendered text (split at the placed values' markers) and its documents' ids;
     for a task filled in from its role's skeleton, the skeleton and the text written for each
     of its tokens (manifest/parsed.py reads the task's object from them)."""
 
-    __slots__ = ("filled", "ids", "pieces", "task")
-
-    def __init__(
-        self,
-        task: Task,
-        pieces: list[str],
-        ids: list[DocumentId],
-        filled: tuple[Skeleton, list[str]] | None = None,
-    ) -> None:
-        self.task = task
-        self.pieces = pieces
-        self.ids = ids
-        self.filled = filled
+    task: Task
+    pieces: list[str]
+    ids: list[DocumentId]
+    filled: tuple[Skeleton, list[str]] | None = None
 
 
 def task_context(task: Task, values: RunValues, num_tasks: int, restart: int = 0) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from simpletfjob.options.render import (
     timeout,
 )
 from simpletfjob.options.restarts import RestartOptions
-from simpletfjob.options.rules import DnsName, duration
+from simpletfjob.options.rules import duration, namespace_name
 from simpletfjob.options.table import Must, OneOf, argument, between, option
 
 
@@ -399,7 +399,7 @@ class QueueListOptions(ClusterOptions):
         "--namespace",
         default=None,
         metavar="NS",
-        rule=DnsName(label=True),
+        rule=namespace_name,
         help="The queue's namespace (default: the context's, else default).",
     )
     output: str = output_format("table", "json", help="How to print: a table, or a JSON list.")

@@ -51,7 +51,6 @@ from simpletfjob.manifest.skeleton import Skeleton
 from simpletfjob.options.render import Options, check_options
 from simpletfjob.options.rules import AUTO_PORT
 from simpletfjob.plan.eligibility import (
-    Asked,
     Hosts,
     Judged,
     check_node_options,
@@ -173,7 +172,7 @@ def plan(options: Options) -> Plan:
         pins = fw.pins(options)
         hosts = Hosts(nodes, excluded, pins, cluster)
         needs_of = partial(role_needs_of, options, fw, compiled)
-        judged = judge(Asked.of(options), hosts, needs_of, job, warnings.append, compiled.filename)
+        judged = judge(options, hosts, needs_of, job, warnings.append, compiled.filename)
     finally:
         if cluster is not None:
             cluster.close()

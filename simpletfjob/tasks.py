@@ -188,10 +188,7 @@ class Slots:
         hosts: Iterable[int] = range(len(self.hosts) - 1, -1, -1)
         if order is not None:
             hosts = chain(reversed(order[0]), reversed(order[1]))
-        for host in hosts:
-            if self.open_to(role, host):
-                return host
-        return None
+        return next((h for h in hosts if self.open_to(role, h)), None)
 
     def seat(self, role: str, count: int) -> None:
         """`count` tasks of the role, each in the first free slot it may use."""

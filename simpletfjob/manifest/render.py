@@ -310,12 +310,16 @@ def compile_template(options: Any, fw: Framework) -> CompiledTemplate:
     """The template, read and compiled, its variables checked against the framework's.
     Each --set must name a value the template reads (values.check_sets_read)."""
 
-    source, filename = load_template(options)
+    source = options.template_text  # None: not read yet
+    if source is None:
+        source = read_text(options.template, "template")
     check_reserved(options.values, (*TASK_VARIABLES, *fw.variables))
     # The run's name is there for a template that reads it and is given none (plan.name_run).
     known = [*TASK_VARIABLES, *fw.variables, *options.values, NAME_VALUE]
     try:
-        compiled = CompiledTemplate(source, filename, known, fw.placed, fw.legacy, fw.blocks)
+        compiled = CompiledTemplate(
+            source, options.template, known, fw.placed, fw.legacy, fw.blocks
+        )
     except TemplateError as e:
         raise other_framework(e, fw) from e
     if options.set_values:  # no walk at all without --set
@@ -352,14 +356,6 @@ def other_framework(error: TemplateError, fw: Framework) -> TemplateError:
         f"{found[1]} for framework {fw.name}: it is {owner}'s; give --framework {owner}, "
         f"or framework: {owner} in the template header's options"
     )
-
-
-def load_template(options: Any) -> tuple[str, str]:
-    """The template's text and the name to use for it in messages."""
-
-    if options.template_text is not None:
-        return options.template_text, options.template
-    return read_text(options.template, "template"), options.template
 
 
 def gpus_requested(compiled: CompiledTemplate, fw: Framework, options: Any) -> int:

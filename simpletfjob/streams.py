@@ -296,7 +296,7 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     signalled.append(128 + signum)
     if len(signalled) > PATIENCE:
         leave_now(signalled[0])
-    raise Interrupted(signalled[0], again=len(signalled) > 1)
+    raise Interrupted(signalled[0])
 
 
 def remove_temporary_files() -> None:

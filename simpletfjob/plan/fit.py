@@ -16,6 +16,7 @@ asked only for a run the walk could not seat.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -262,10 +263,7 @@ def _refused(run: _Run, error: SelectionError) -> SelectionError:
 
 def _slots_left(seats: Seating, per_host: int, fit: Fit, asks: Mapping[str, Ask]) -> str | None:
     """-N -1: the slots of the hosts in use that no task had room for, and whose tasks."""
-    on: dict[int, int] = {}
-    for places in seats.values():
-        for host, _ in places:
-            on[host] = on.get(host, 0) + 1
+    on = Counter(host for places in seats.values() for host, _ in places)
     tasks, left = sum(on.values()), sum(per_host - n for n in on.values())
     if not left:
         return None

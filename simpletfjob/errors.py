@@ -150,10 +150,9 @@ class Interrupted(BaseException):
     "Aborted!" and a blank line.
     """
 
-    def __init__(self, exit_code: int, again: bool = False) -> None:
+    def __init__(self, exit_code: int) -> None:
         super().__init__(exit_code)
         self.exit_code = exit_code
-        self.again = again  # a second signal, while the first one's cleanup was under way
         # What the run had done when it stopped, and how to go on, for the one line it
         # leaves ("interrupted: applied 110 of 300 objects ..."); set on the way out.
         self.detail = ""

@@ -119,16 +119,11 @@ def _missing_directory(directory: str, error: OSError) -> str:
     """Why `directory` cannot hold the output: the first part of it that is missing or not a directory."""
     if error.errno not in (errno.ENOENT, errno.ENOTDIR):
         return f"cannot reach directory {directory!r}: {error.strerror or error}"
-    parent = directory
-    while True:
-        up = os.path.dirname(parent)
-        if not up or up == parent:
-            break
-        parent = up
-        if os.path.lexists(parent):
-            if not os.path.isdir(parent):
-                return f"{parent!r} is not a directory"
-            break
+    parent = os.path.dirname(directory)  # up to the first that exists, if one does
+    while parent and parent != os.path.dirname(parent) and not os.path.lexists(parent):
+        parent = os.path.dirname(parent)
+    if parent and os.path.lexists(parent) and not os.path.isdir(parent):
+        return f"{parent!r} is not a directory"
     return f"directory {directory!r} does not exist"
 
 

@@ -58,7 +58,7 @@ def parse_quantity(value: object) -> Fraction:
     if match is None:
         raise ValueError(f"{value!r} is not a quantity (such as 4, 500m or 1Gi)")
     number, suffix = Fraction(match[1]), match[2] or ""
-    if suffix[:1] not in ("e", "E"):
+    if suffix in _suffixes():  # "E" and "Ei" are exa and exbi; an exponent has digits
         return number * _suffixes()[suffix]
     exponent = int(suffix[1:])
     if exponent > _EXPONENT_LIMIT:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import _thread
 import contextlib
 import errno
-import functools
 import gc
 import io
 import os
@@ -207,7 +206,10 @@ def shown(text: str, terminal: bool) -> str:
     `M-BM-^[`), elsewhere as Python escapes them (`\\x1b`)."""
     if text.isprintable():
         return text
-    return _escapable().sub(_cat_v if terminal else _python_escape, text)
+    import re
+
+    # The characters to look at: every one but printable ASCII and the tab.
+    return re.sub("[^\t -~]", _cat_v if terminal else _python_escape, text)
 
 
 def visible_lines(lines: bytes) -> bytes:
@@ -253,14 +255,6 @@ def _escaped(char: str) -> bool:
 _ESCAPED = frozenset(["Cc", "Cf", "Zl", "Zp", "Cs"])
 
 
-@functools.cache
-def _escapable() -> re.Pattern[str]:
-    """The characters to look at: every one but printable ASCII and the tab (compiled once)."""
-    import re
-
-    return re.compile("[^\t -~]")
-
-
 def guard_standard_streams() -> frozenset[int]:
     """Put /dev/null on closed standard descriptors and make stderr forgiving; see the module
     doc. Returns the descriptors that were closed."""
@@ -302,7 +296,7 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     signalled.append(128 + signum)
     if len(signalled) > PATIENCE:
         leave_now(signalled[0])
-    raise Interrupted(signalled[0], again=len(signalled) > 1)
+    raise Interrupted(signalled[0])
 
 
 def remove_temporary_files() -> None:

@@ -10,6 +10,7 @@ many tasks each has and in which order they are seated is a framework's policy
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from itertools import chain
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -26,20 +27,15 @@ class Host(NamedTuple):
     address: str  # what <<host>> and the cluster addresses name: node name, InternalIP or hostname
 
 
+@dataclass(eq=False, slots=True)
 class Task:
     """One task of a run; tasks are distinct objects, compared and hashed by identity."""
 
-    __slots__ = ("host", "index", "node", "port", "role")
-
-    def __init__(self, role: str, index: int, node: str, host: str, port: int) -> None:
-        self.role = role
-        self.index = index
-        self.node = node  # the node name, for nodeName: and labels
-        self.host = host  # the address the cluster addresses and <<host>> use
-        self.port = port
-
-    def __repr__(self) -> str:
-        return f"Task({self.role!r}, {self.index}, {self.node!r}, {self.host!r}, {self.port})"
+    role: str
+    index: int
+    node: str  # the node name, for nodeName: and labels
+    host: str  # the address the cluster addresses and <<host>> use
+    port: int
 
     @property
     def endpoint(self) -> str:
@@ -192,10 +188,7 @@ class Slots:
         hosts: Iterable[int] = range(len(self.hosts) - 1, -1, -1)
         if order is not None:
             hosts = chain(reversed(order[0]), reversed(order[1]))
-        for host in hosts:
-            if self.open_to(role, host):
-                return host
-        return None
+        return next((h for h in hosts if self.open_to(role, h)), None)
 
     def seat(self, role: str, count: int) -> None:
         """`count` tasks of the role, each in the first free slot it may use."""

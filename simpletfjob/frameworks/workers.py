@@ -160,27 +160,6 @@ def host_of(endpoint: object) -> str:
     return text.partition(":")[0] if text.count(":") == 1 else text
 
 
-def first_host(job: Mapping[str, Any], *names: str) -> list[str]:
-    """The host of the first of these env entries a Job's pod template has (a worker-only
-    framework's meeting point: torchrun's master, JAX's coordinator), as a list; [] if none."""
-    for name in names:
-        value = env_value(job, name)
-        if value:
-            return [host_of(value)]
-    return []
-
-
-def workers_from(job: Mapping[str, Any], count_variable: str, elastic: bool = False) -> list[str]:
-    """Every worker of the run ('worker-0', ...), from the task count a Job's env carries; [] if none.
-    `elastic`: the count may be written `M:N` (torchrun's --nnodes), of which N is the run's."""
-    value = env_value(job, count_variable)
-    if elastic and value is not None and value.count(":") == 1:
-        value = value.split(":")[1]
-    if value is None or not value.isdigit():
-        return []
-    return [f"{WORKER}-{i}" for i in range(int(value))]
-
-
 class EnvValues:
     """The RunValues of a framework whose placed value is env entries (`<<TORCH_ENV>>`): the
     shared entries written once per indentation, each task's own (its rank) after them."""
@@ -250,7 +229,20 @@ class WorkersOnly(Rules):
         return seat_workers(hosts, options.num, options.tasks_per_host, may_take, note, capacity)
 
     def run_tasks(self, job: Mapping[str, Any]) -> list[str]:
-        return workers_from(job, self.count_variable, elastic=bool(self.elastic))
+        """Every worker of the run ('worker-0', ...), from the count the Job's env carries; []
+        if none. An elastic run's count may be written `M:N` (torchrun's --nnodes), N the run's."""
+        value = env_value(job, self.count_variable)
+        if self.elastic and value is not None and value.count(":") == 1:
+            value = value.split(":")[1]
+        if value is None or not value.isdigit():
+            return []
+        return [f"{WORKER}-{i}" for i in range(int(value))]
 
     def peer_hosts(self, job: Mapping[str, Any]) -> list[str]:
-        return first_host(job, *self.meeting_variables)
+        """The host of the first meeting variable the Job's env has (torchrun's master, JAX's
+        coordinator), as a list; [] if none."""
+        for name in self.meeting_variables:
+            value = env_value(job, name)
+            if value:
+                return [host_of(value)]
+        return []

@@ -3,6 +3,8 @@ namespace where a document has none."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, replace
+
 from simpletfjob.identity import (
     INDEX_LABEL,
     JOB_LABEL,
@@ -16,28 +18,21 @@ from simpletfjob.identity import (
 from simpletfjob.tasks import Task
 
 
+@dataclass(eq=False)
 class Decoration:
     """What is added to every rendered document: labels, the run's annotations, and a namespace where missing."""
 
-    def __init__(
-        self,
-        job: str | None,
-        namespace: str | None,
-        policy: str | None = None,
-        min_workers: int | None = None,
-    ) -> None:
-        self.job = job  # the simpletfjob/job label value; None with --no-labels
-        self.namespace = namespace
-        self.policy = policy  # the success policy, with the labels (runs/state.py reads it)
-        self.min_workers = min_workers  # an elastic run's --min-workers (runs/state.py reads it)
-        self.conflicts: dict[str, tuple[str, str]] = {}
-        self.index_text: str | None = None  # a role's skeleton: its index label's token
+    job: str | None  # the simpletfjob/job label value; None with --no-labels
+    namespace: str | None
+    policy: str | None = None  # the success policy, with the labels (runs/state.py reads it)
+    min_workers: int | None = None  # an elastic run's --min-workers (runs/state.py reads it)
+    index_text: str | None = None  # a role's skeleton: its index label's token
+    conflicts: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def for_skeleton(self, index_text: str) -> Decoration:
-        """The same decoration, for a role's skeleton: its index label is `index_text`."""
-        copy = Decoration(self.job, self.namespace, self.policy, self.min_workers)
-        copy.index_text = index_text
-        return copy
+        """The same decoration, for a role's skeleton (its index label is `index_text`), with
+        conflicts of its own."""
+        return replace(self, index_text=index_text, conflicts={})
 
     def annotations(self, name: str = "") -> dict[str, str]:
         """The run's success policy (and --min-workers), and the document's own name (when it has one)."""

@@ -151,18 +151,10 @@ def mapping_get(node: Any, key: str) -> Any:
     (`<<: *base`) counts, with YAML's precedence."""
     if type(node).__name__ != "MappingNode":
         return None
-    merges = False
-    for k, v in node.value:
-        written = k.value
-        if written == key and type(k).__name__ == "ScalarNode":
-            return v
-        if written == "<<":
-            merges = True
-    if merges and merge_sources(node):
-        for mapping in merged_mappings(node):
-            for k, v in mapping.value:
-                if k.value == key and type(k).__name__ == "ScalarNode":
-                    return v
+    for mapping in merged_mappings(node):
+        for k, v in mapping.value:
+            if k.value == key and type(k).__name__ == "ScalarNode":
+                return v
     return None
 
 

@@ -272,9 +272,13 @@ def _read(skeleton: Skeleton, compiled: CompiledTemplate, loader: type[Any]) -> 
             if type(value) is not dict or len(value) != len(current.value):
                 return None  # a merge key, or a key given twice
             pairs = zip(current.value, value.items(), strict=True)
-            children = [(v, item, k) for (knode, v), (k, item) in pairs if _clean(knode, nonce)]
+            children = [
+                (v, item, k)
+                for (knode, v), (k, item) in pairs
+                if isinstance(knode, yaml.ScalarNode) and nonce not in knode.value
+            ]
             if len(children) != len(current.value):
-                return None
+                return None  # a key that is not a scalar, or holds a token
         elif isinstance(current, yaml.SequenceNode):
             if type(value) is not list or len(value) != len(current.value):
                 return None
@@ -302,13 +306,6 @@ def _read(skeleton: Skeleton, compiled: CompiledTemplate, loader: type[Any]) -> 
     if any(placed[n].mode != "raw" for n in missing):  # a raw value may be in a comment
         return None
     return _Read(obj, slots, placed)
-
-
-def _clean(key: Any, nonce: str) -> bool:
-    """A key that is a scalar holding no token."""
-    import yaml
-
-    return isinstance(key, yaml.ScalarNode) and nonce not in key.value
 
 
 def _slot(

@@ -18,28 +18,26 @@ _MATCHED_FIELDS = ("key", "operator", "value", "effect")
 def pod_tolerations(documents: Sequence[Any]) -> tuple[dict[str, str], ...]:
     """Every toleration of every pod spec (a mapping with `containers`) in the documents, once each."""
     found: list[dict[str, str]] = []
-    for document in documents:
-        for spec in _pod_specs(document):
-            tolerations = spec.get("tolerations")
-            if tolerations is None or type(tolerations).__name__ != "SequenceNode":
-                continue
-            for item in tolerations.value:
-                toleration = {
-                    k: v for k, v in _scalars(item).items() if k in _MATCHED_FIELDS and v != ""
-                }
-                if toleration not in found:
-                    found.append(toleration)
+    for spec in _pod_specs(documents):
+        tolerations = spec.get("tolerations")
+        if tolerations is None or type(tolerations).__name__ != "SequenceNode":
+            continue
+        for item in tolerations.value:
+            toleration = {
+                k: v for k, v in _scalars(item).items() if k in _MATCHED_FIELDS and v != ""
+            }
+            if toleration not in found:
+                found.append(toleration)
     return tuple(found)
 
 
 def pod_node_names(documents: Sequence[Any]) -> list[Any]:
     """The `nodeName` scalar node of every pod spec in the documents that sets one."""
     names = []
-    for document in documents:
-        for spec in _pod_specs(document):
-            node = spec.get("nodeName")
-            if _scalar(node) is not None:
-                names.append(node)
+    for spec in _pod_specs(documents):
+        node = spec.get("nodeName")
+        if _scalar(node) is not None:
+            names.append(node)
     return names
 
 
@@ -59,25 +57,24 @@ def pod_host_ports(documents: Sequence[Any]) -> HostPorts:
     network (`hostNetwork: true`) every `containerPort`; sidecars' too (they keep running)."""
     host_network = False
     found: list[tuple[int, str]] = []
-    for document in documents:
-        for spec in _pod_specs(document):
-            on_host = _scalar(spec.get("hostNetwork")) in _TRUE
-            host_network = host_network or on_host
-            containers = list(_items(spec.get("containers")))
-            containers += [
-                c
-                for c in _items(spec.get("initContainers"))
-                if _scalars(c).get("restartPolicy") == "Always"
-            ]
-            for container in containers:
-                entries = {k.value: v for k, v in _mapping_items(container)}
-                for port in _items(entries.get("ports")):
-                    fields = _scalars(port)
-                    number = _port_number(fields.get("hostPort"))
-                    if number is None and on_host:
-                        number = _port_number(fields.get("containerPort"))
-                    if number is not None:
-                        found.append((number, fields.get("protocol") or "TCP"))
+    for spec in _pod_specs(documents):
+        on_host = _scalar(spec.get("hostNetwork")) in _TRUE
+        host_network = host_network or on_host
+        containers = list(_items(spec.get("containers")))
+        containers += [
+            c
+            for c in _items(spec.get("initContainers"))
+            if _scalars(c).get("restartPolicy") == "Always"
+        ]
+        for container in containers:
+            entries = {k.value: v for k, v in _mapping_items(container)}
+            for port in _items(entries.get("ports")):
+                fields = _scalars(port)
+                number = _port_number(fields.get("hostPort"))
+                if number is None and on_host:
+                    number = _port_number(fields.get("containerPort"))
+                if number is not None:
+                    found.append((number, fields.get("protocol") or "TCP"))
     return HostPorts(host_network, tuple(found))
 
 
@@ -87,15 +84,14 @@ def pod_resources(documents: Sequence[Any]) -> tuple[dict[str, Any], ...]:
     `restartPolicy`, and `overhead`) for hosts/requested.py's rules; a quantity is its
     scalar's text."""
     found = []
-    for document in documents:
-        for spec in _pod_specs(document):
-            pod: dict[str, Any] = {}
-            for field in ("containers", "initContainers"):
-                pod[field] = [_container_resources(c) for c in _items(spec.get(field))]
-            overhead = _quantities(spec.get("overhead"))
-            if overhead:
-                pod["overhead"] = overhead
-            found.append(pod)
+    for spec in _pod_specs(documents):
+        pod: dict[str, Any] = {}
+        for field in ("containers", "initContainers"):
+            pod[field] = [_container_resources(c) for c in _items(spec.get(field))]
+        overhead = _quantities(spec.get("overhead"))
+        if overhead:
+            pod["overhead"] = overhead
+        found.append(pod)
     return tuple(found)
 
 
@@ -141,11 +137,11 @@ def _mapping_items(node: Any) -> Iterator[tuple[Any, Any]]:
         yield from ((k, v) for k, v in node.value if type(k).__name__ == "ScalarNode")
 
 
-def _pod_specs(document: Any) -> Iterator[dict[str, Any]]:
-    """Pod specs anywhere in the tree (Job, Pod, CronJob, TFJob replica specs...), each node
-    visited once, in document order."""
+def _pod_specs(documents: Sequence[Any]) -> Iterator[dict[str, Any]]:
+    """Pod specs anywhere in the documents' trees (Job, Pod, CronJob, TFJob replica specs...),
+    each node visited once, in document order."""
     seen: set[int] = set()
-    stack = [document]
+    stack = list(reversed(documents))
     while stack:
         node = stack.pop()
         if id(node) in seen:
@@ -162,13 +158,7 @@ def _pod_specs(document: Any) -> Iterator[dict[str, Any]]:
 
 
 def _scalars(node: Any) -> dict[str, str]:
-    if type(node).__name__ != "MappingNode":
-        return {}
-    return {
-        k.value: v.value
-        for k, v in node.value
-        if type(k).__name__ == "ScalarNode" and type(v).__name__ == "ScalarNode"
-    }
+    return {k.value: v.value for k, v in _mapping_items(node) if _scalar(v) is not None}
 
 
 class GpuAsk(NamedTuple):
@@ -188,17 +178,16 @@ def container_gpus(
     of at least 1 (`2.5`, `500m`) has no count: the caller names it."""
     wanted = set(env_names)
     first = None
-    for document in documents:
-        for spec in _pod_specs(document):
-            for container in _items(spec.get("containers")):
-                entries = {k.value: v for k, v in _mapping_items(container)}
-                if first is None:
-                    first = entries
-                env = list(_items(entries.get("env")))
-                if wanted & {_scalars(e).get("name") for e in env} or any(
-                    _MARK in (_scalar(e) or "") for e in env
-                ):
-                    return _gpus_of(entries, resource)
+    for spec in _pod_specs(documents):
+        for container in _items(spec.get("containers")):
+            entries = {k.value: v for k, v in _mapping_items(container)}
+            if first is None:
+                first = entries
+            env = list(_items(entries.get("env")))
+            if wanted & {_scalars(e).get("name") for e in env} or any(
+                _MARK in (_scalar(e) or "") for e in env
+            ):
+                return _gpus_of(entries, resource)
     return None if first is None else _gpus_of(first, resource)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from simpletfjob.errors import RenderCheckError, TemplateError
@@ -46,24 +47,16 @@ if TYPE_CHECKING:
 Port = tuple[int, str]
 
 
+@dataclass(eq=False, slots=True)
 class Rendered:
     """One task's rendered text (split at the placed values' markers) and its documents' ids;
     for a task filled in from its role's skeleton, the skeleton and the text written for each
     of its tokens (manifest/parsed.py reads the task's object from them)."""
 
-    __slots__ = ("filled", "ids", "pieces", "task")
-
-    def __init__(
-        self,
-        task: Task,
-        pieces: list[str],
-        ids: list[DocumentId],
-        filled: tuple[Skeleton, list[str]] | None = None,
-    ) -> None:
-        self.task = task
-        self.pieces = pieces
-        self.ids = ids
-        self.filled = filled
+    task: Task
+    pieces: list[str]
+    ids: list[DocumentId]
+    filled: tuple[Skeleton, list[str]] | None = None
 
 
 def task_context(task: Task, values: RunValues, num_tasks: int, restart: int = 0) -> dict[str, Any]:
@@ -241,10 +234,6 @@ class RoleNeeds(NamedTuple):
     # Its pod specs, reduced to what their requests are counted from (podspec.pod_resources).
     pods: tuple[dict[str, Any], ...] = ()
 
-    @property
-    def uses_host_ports(self) -> bool:
-        return bool(self.fixed or self.following)
-
     def ports(self, port: int | None, tasks_per_host: int) -> frozenset[Port]:
         """The host ports a node needs free for this role's tasks on it; None: only the fixed ones."""
         if port is None:
@@ -321,12 +310,16 @@ def compile_template(options: Any, fw: Framework) -> CompiledTemplate:
     """The template, read and compiled, its variables checked against the framework's.
     Each --set must name a value the template reads (values.check_sets_read)."""
 
-    source, filename = load_template(options)
+    source = options.template_text  # None: not read yet
+    if source is None:
+        source = read_text(options.template, "template")
     check_reserved(options.values, (*TASK_VARIABLES, *fw.variables))
     # The run's name is there for a template that reads it and is given none (plan.name_run).
     known = [*TASK_VARIABLES, *fw.variables, *options.values, NAME_VALUE]
     try:
-        compiled = CompiledTemplate(source, filename, known, fw.placed, fw.legacy, fw.blocks)
+        compiled = CompiledTemplate(
+            source, options.template, known, fw.placed, fw.legacy, fw.blocks
+        )
     except TemplateError as e:
         raise other_framework(e, fw) from e
     if options.set_values:  # no walk at all without --set
@@ -363,14 +356,6 @@ def other_framework(error: TemplateError, fw: Framework) -> TemplateError:
         f"{found[1]} for framework {fw.name}: it is {owner}'s; give --framework {owner}, "
         f"or framework: {owner} in the template header's options"
     )
-
-
-def load_template(options: Any) -> tuple[str, str]:
-    """The template's text and the name to use for it in messages."""
-
-    if options.template_text is not None:
-        return options.template_text, options.template
-    return read_text(options.template, "template"), options.template
 
 
 def gpus_requested(compiled: CompiledTemplate, fw: Framework, options: Any) -> int:

@@ -25,9 +25,7 @@ class NodesOptions(NodeChoiceOptions, NodeOptions, ClusterOptions, ValueOptions)
         help="Judge the nodes for this template's run. Its tolerations, host ports and each role's "
         "asks, as its render would.",
     )
-    output: str = output_format(
-        "table", "wide", "json", default="table", help="How to print the nodes."
-    )
+    output: str = output_format("table", "wide", "json", help="How to print the nodes.")
 
 
 class InitOptions(OptionGroup):

@@ -11,11 +11,14 @@ import re
 from typing import Any
 
 from simpletfjob.options.rules import duration
-from simpletfjob.options.table import Must, OptionGroup, Rule, option
+from simpletfjob.options.table import Must, OptionGroup, option
 
 
 def check_pattern(text: str) -> str | None:
-    """Why `text` cannot be a progress pattern, as a phrase that follows the option's name, or None."""
+    """Why `text` cannot be a progress pattern (a regular expression with a named group `step`;
+    '' for none), as a phrase that follows the option's name, or None. --progress-pattern's rule."""
+    if not text:
+        return None
     try:
         pattern = re.compile(text)
     except (re.error, RecursionError, OverflowError) as e:
@@ -23,13 +26,6 @@ def check_pattern(text: str) -> str | None:
     if "step" not in pattern.groupindex:
         return f"must have a named group 'step', as in (?P<step>\\d+), not {text!r}"
     return None
-
-
-class Pattern(Rule):
-    """A progress pattern: a regular expression with a named group `step` ('' for none)."""
-
-    def __call__(self, value: Any) -> str | None:
-        return check_pattern(value) if value else None
 
 
 class ProgressOptions(OptionGroup):
@@ -50,7 +46,7 @@ class ProgressOptions(OptionGroup):
         default="",
         metavar="RE",
         header=True,
-        rule=Pattern(),
+        rule=check_pattern,
         help="A regular expression that reads progress. Its named groups: step, and total, epoch "
         "and epochs if given; every other is a metric, as in 'it (?P<step>\\d+) "
         "loss=(?P<loss>\\S+)'. Only it is read then (no JSON line, tqdm or Keras bar).",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from simpletfjob.options.rules import DnsName, duration
+from simpletfjob.options.rules import duration, namespace_name
 from simpletfjob.options.table import Must, OptionGroup, option
 
 # A DNS label: the queue's name is a label value, and part of its Leases' names.
@@ -21,7 +21,7 @@ def queue_namespace() -> Any:
         "--queue-namespace",
         default=None,
         metavar="NS",
-        rule=DnsName(label=True),
+        rule=namespace_name,
         help="The namespace of the queue's Leases. By default the run's; runs that share "
         "nodes across namespaces give them all one.",
     )

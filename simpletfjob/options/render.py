@@ -23,11 +23,12 @@ from simpletfjob.options.rules import (
     DEFAULT_PORT,
     HOST_COUNT,
     PORT,
-    DnsName,
-    LabelValue,
-    Selector,
+    dns_name,
     duration,
+    label_value,
+    namespace_name,
     parse_port,
+    selector,
 )
 from simpletfjob.options.table import (
     Field,
@@ -44,12 +45,13 @@ from simpletfjob.options.table import (
 # ---- shared declarations for the commands that act on a run -------------------------------
 
 
-def output_format(*choices: str, default: str, help: str) -> str:
-    """An `-o/--output` that chooses how a command prints (table, wide, json, yaml)."""
+def output_format(*choices: str, help: str) -> str:
+    """An `-o/--output` that chooses how a command prints (table, wide, json, yaml); the first
+    choice is the default."""
     return option(
         "-o",
         "--output",
-        default=default,
+        default=choices[0],
         rule=OneOf(*choices),
         show_default=True,
         help=help,
@@ -95,7 +97,7 @@ class ConnectionOptions(ClusterOptions):
         "--namespace",
         default=None,
         metavar="NS",
-        rule=DnsName(label=True),
+        rule=namespace_name,
         help="The run's namespace. Default: the context's, else default; a render writes it into documents that set none.",
     )
 
@@ -149,7 +151,7 @@ class NodeChoiceOptions(OptionGroup):
         "--selector",
         default=None,
         metavar="LABELS",
-        rule=Selector(),
+        rule=selector,
         help="Only nodes with these labels, as kubectl -l. For example 'pool=gpu,zone in (a,b)'.",
     )
     gpus: int = option(
@@ -249,7 +251,7 @@ class RenderOptions(OptionGroup):
         "--cluster-domain",
         default=None,
         metavar="DOMAIN",
-        rule=DnsName(),
+        rule=dns_name,
         help="The cluster's DNS domain, for --network pod. Tasks are then named "
         "NAME.NAMESPACE.svc.DOMAIN (for example cluster.local).",
     )
@@ -264,7 +266,7 @@ class RenderOptions(OptionGroup):
         "--name",
         default=None,
         metavar="NAME",
-        rule=LabelValue(),
+        rule=label_value,
         help="The run's name (default: the template's stem). It is the simpletfjob/job label, and "
         "the value `name` of a template that reads it, as the built-ins name their objects.",
     )

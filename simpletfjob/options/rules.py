@@ -11,40 +11,35 @@ from typing import Any
 from simpletfjob.hosts.nodes import is_node_name
 from simpletfjob.hosts.selection import parse_selector
 from simpletfjob.identity import LABEL_VALUE_RULE, is_label_value
-from simpletfjob.options.table import Must, Rule, ascii_int, option
+from simpletfjob.options.table import Must, ascii_int, option
 
 
-class DnsName(Rule):
-    """A DNS name as Kubernetes names nodes (RFC 1123 subdomain); a namespace is also one label."""
-
-    def __init__(self, label: bool = False) -> None:
-        self.label = label
-
-    def __call__(self, value: Any) -> str | None:
-        if not is_node_name(value):
-            return f"{value!r} is not a valid DNS name"
-        if self.label and (len(value) > 63 or "." in value):
-            return f"{value!r} is not a valid namespace (a DNS label)"
-        return None
+def dns_name(value: Any) -> str | None:
+    """A DNS name as Kubernetes names nodes (RFC 1123 subdomain)."""
+    return None if is_node_name(value) else f"{value!r} is not a valid DNS name"
 
 
-class LabelValue(Rule):
+def namespace_name(value: Any) -> str | None:
+    """A namespace: a DNS name that is one label."""
+    found = dns_name(value)
+    if found is None and (len(value) > 63 or "." in value):
+        return f"{value!r} is not a valid namespace (a DNS label)"
+    return found
+
+
+def label_value(value: Any) -> str | None:
     """A Kubernetes label value (--name becomes the simpletfjob/job label)."""
-
-    def __call__(self, value: Any) -> str | None:
-        if value == "":
-            return "must not be empty"
-        if not is_label_value(value):
-            return f"{value!r} is not a valid label value ({LABEL_VALUE_RULE})"
-        return None
+    if value == "":
+        return "must not be empty"
+    if not is_label_value(value):
+        return f"{value!r} is not a valid label value ({LABEL_VALUE_RULE})"
+    return None
 
 
-class Selector(Rule):
+def selector(value: Any) -> str | None:
     """A label selector in kubectl's syntax; its parser names --selector and the place it stops."""
-
-    def __call__(self, value: Any) -> str | None:
-        parse_selector(value)  # raises the usage error itself
-        return None
+    parse_selector(value)  # raises the usage error itself
+    return None
 
 
 HOST_COUNT = Must("a positive number of hosts or -1 for all", lambda n: n == -1 or n > 0)

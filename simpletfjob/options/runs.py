@@ -26,7 +26,7 @@ from simpletfjob.options.render import (
     timeout,
 )
 from simpletfjob.options.restarts import RestartOptions
-from simpletfjob.options.rules import DnsName, duration
+from simpletfjob.options.rules import duration, namespace_name
 from simpletfjob.options.table import Must, OneOf, argument, between, option
 
 
@@ -164,7 +164,6 @@ class StatusOptions(ConnectionOptions):
         "json",
         "yaml",
         "name",
-        default="table",
         help="How to print. A table, JSON or YAML; name: one job.batch/NAME line per Job of the "
         "run (of every run, without RUN), as kubectl get -o name prints them.",
     )
@@ -400,12 +399,10 @@ class QueueListOptions(ClusterOptions):
         "--namespace",
         default=None,
         metavar="NS",
-        rule=DnsName(label=True),
+        rule=namespace_name,
         help="The queue's namespace (default: the context's, else default).",
     )
-    output: str = output_format(
-        "table", "json", default="table", help="How to print: a table, or a JSON list."
-    )
+    output: str = output_format("table", "json", help="How to print: a table, or a JSON list.")
 
     def check(self) -> None:
         """The queue's name follows --queue's rule."""

@@ -32,18 +32,13 @@ else:
 T = TypeVar("T")
 
 
-class Rule:
-    """What a value must be: `rule(value)` is None when it holds, else the phrase that says why not.
-
-    The phrase follows the option's name (`--psn`, or `option 'psn' in the template header`),
-    so one rule reads the same wherever it is broken.
-    """
-
-    def __call__(self, value: Any) -> str | None:
-        raise NotImplementedError
+# What a value must be: `rule(value)` is None when it holds, else the phrase that says why not.
+# The phrase follows the option's name (`--psn`, or `option 'psn' in the template header`),
+# so one rule reads the same wherever it is broken.
+Rule = Callable[[Any], str | None]
 
 
-class Must(Rule):
+class Must:
     """A test, and what it asks for in words: `must be WHAT, not VALUE`; an option with a
     `format` shows the value so (a duration as the user typed one: `not 0s`, not `not 0.0`)."""
 

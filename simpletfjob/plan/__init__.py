@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, NamedTuple
 
@@ -50,7 +51,6 @@ from simpletfjob.manifest.skeleton import Skeleton
 from simpletfjob.options.render import Options, check_options
 from simpletfjob.options.rules import AUTO_PORT
 from simpletfjob.plan.eligibility import (
-    Asked,
     Hosts,
     Judged,
     check_node_options,
@@ -75,31 +75,20 @@ _DOCUMENT_START = r"(?m)^---(?=[ \t]|$)"
 _BARE_SEPARATOR = r"---[ \t]*(?:#[^\n]*)?\n?"
 
 
+@dataclass(eq=False, slots=True)
 class Document:
     """One document of the run: its kind, namespace and name, its task, and its text.
     The text is kept split at the framework's placed values, which are filled in
     only when it is read (`chunks`), so that a large value is built once per run.
     `separator` is the line that comes before it in the stream."""
 
-    __slots__ = ("_filled", "_pieces", "_template", "_values", "id", "separator", "task")
-
-    def __init__(
-        self,
-        doc_id: DocumentId,
-        task: Task,
-        pieces: Sequence[str],
-        template: CompiledTemplate | None,
-        values: RunValues | None,
-        separator: str = "---\n",
-        filled: tuple[Skeleton, list[str]] | None = None,
-    ) -> None:
-        self.id = doc_id
-        self.task = task
-        self.separator = separator
-        self._pieces = pieces
-        self._template = template
-        self._values = values
-        self._filled = filled  # the whole of a task filled in from its role's skeleton
+    id: DocumentId
+    task: Task
+    pieces: Sequence[str]
+    template: CompiledTemplate | None
+    values: RunValues | None
+    separator: str = "---\n"
+    filled: tuple[Skeleton, list[str]] | None = None  # the whole task, from its role's skeleton
 
     @property
     def kind(self) -> str:
@@ -120,10 +109,10 @@ class Document:
         return f"{self.task.role} {self.task.index} on {self.task.node}"
 
     def chunks(self) -> Iterator[str]:
-        if self._template is None or self._values is None:
-            yield from self._pieces
+        if self.template is None or self.values is None:
+            yield from self.pieces
         else:
-            yield from self._template.fill(self._pieces, self._values, self.task)
+            yield from self.template.fill(self.pieces, self.values, self.task)
 
     @property
     def text(self) -> str:
@@ -132,10 +121,10 @@ class Document:
     def body(self, loader: type[Any]) -> tuple[bool, Any]:
         """(True, the object `loader` reads from the text) where that is had from its role's
         skeleton, read once (manifest/parsed.py); else (False, None)."""
-        if self._filled is None or self._template is None or self._values is None:
+        if self.filled is None or self.template is None or self.values is None:
             return False, None
-        skeleton, written = self._filled
-        return READER.document(skeleton, written, self._template, self._values, self.task, loader)
+        skeleton, written = self.filled
+        return READER.document(skeleton, written, self.template, self.values, self.task, loader)
 
 
 class Plan(NamedTuple):
@@ -183,7 +172,7 @@ def plan(options: Options) -> Plan:
         pins = fw.pins(options)
         hosts = Hosts(nodes, excluded, pins, cluster)
         needs_of = partial(role_needs_of, options, fw, compiled)
-        judged = judge(Asked.of(options), hosts, needs_of, job, warnings.append, compiled.filename)
+        judged = judge(options, hosts, needs_of, job, warnings.append, compiled.filename)
     finally:
         if cluster is not None:
             cluster.close()

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from simpletfjob.errors import SelectionError, UsageError
 from simpletfjob.frameworks import Framework, Pin
 from simpletfjob.hosts import nodes as node_sources
-from simpletfjob.hosts.fit import Ask
+from simpletfjob.hosts.fit import Ask, ordered
 from simpletfjob.hosts.selection import (
     Rules,
     Verdict,
@@ -36,7 +36,7 @@ from simpletfjob.inputs import read_text
 from simpletfjob.manifest.render import Port, RoleNeeds, role_needs
 from simpletfjob.options.render import Options
 from simpletfjob.options.rules import AUTO_PORT, DEFAULT_PORT
-from simpletfjob.plan.fit import asked_resources, role_asks
+from simpletfjob.plan.fit import role_asks
 from simpletfjob.tasks import Seating, Task
 from simpletfjob.template.compiled import CompiledTemplate
 
@@ -48,43 +48,6 @@ if TYPE_CHECKING:
 # cluster-wide list: a node's pods are a small share of the cluster's, and a request's
 # own cost is a few dozen pods' worth.
 PER_NODE_SHARE = 8
-
-
-@dataclass(frozen=True)
-class Asked:
-    """What judging the nodes reads of the options: what the run asks of them, and how to look."""
-
-    gpus: int  # --gpus: free GPUs a node must have
-    num: int  # -N: how many hosts the run takes; -1 for every eligible one
-    port: int  # --port: the tasks' first port, or AUTO_PORT
-    tasks_per_host: int
-    selector: str | None  # --selector: applied here to a saved NodeList only
-    from_file: bool  # the nodes came from --nodes-file
-    gpu_resource: str
-    usage: bool  # read the pods (not --no-usage), where the run needs them
-    explain: bool  # --explain: every node's verdict is shown, free GPUs included
-    namespace: str  # where the run's pods go: --namespace, else '' (see `pods_namespace`)
-    pod_network: bool  # --network pod: without --namespace, the pods go to 'default'
-
-    @classmethod
-    def of(cls, options: Options) -> Asked:
-        return cls(
-            gpus=options.gpus,
-            num=options.num,
-            port=options.port,
-            tasks_per_host=options.tasks_per_host,
-            selector=options.selector,
-            from_file=options.nodes_file is not None,
-            gpu_resource=options.gpu_resource,
-            usage=options.usage,
-            explain=options.explain,
-            namespace=options.namespace or "",
-            pod_network=options.network == "pod",
-        )
-
-    def pods_namespace(self, cluster: Cluster) -> str:
-        """The namespace of the run's pods that name none: --namespace, else as the run goes."""
-        return self.namespace or ("default" if self.pod_network else cluster.namespace)
 
 
 @dataclass(frozen=True)
@@ -187,7 +150,7 @@ def check_shared_ports(
 
 
 def rules_for(
-    asked: Asked,
+    options: Options,
     needs: Mapping[str, RoleNeeds],
     nodes: Sequence[node_sources.Node],
     check_ports: bool,
@@ -205,18 +168,19 @@ def rules_for(
     role_ports: tuple[tuple[str, frozenset[tuple[int, str]]], ...] = ()
     if check_ports:
         # --port auto: only the ports that stay put decide; the port comes after the nodes.
-        port = None if asked.port is AUTO_PORT else asked.port
+        port = None if options.port is AUTO_PORT else options.port
         role_ports = tuple(
-            (role, need.ports(port, asked.tasks_per_host)) for role, need in needs.items()
+            (role, need.ports(port, options.tasks_per_host)) for role, need in needs.items()
         )
         if all(p == role_ports[0][1] for _, p in role_ports):
             ports, role_ports = role_ports[0][1], ()
     # The server applies the selector to a live list; a saved list is filtered here.
-    selector = parse_selector(asked.selector) if asked.from_file and asked.selector else ()
+    saved = options.nodes_file is not None
+    selector = parse_selector(options.selector) if saved and options.selector else ()
     return Rules(
         tolerations=tolerations,
         selector=selector,
-        min_gpus=asked.gpus,
+        min_gpus=options.gpus,
         role_tolerations=by_role,
         ports=ports,
         role_ports=role_ports,
@@ -231,7 +195,7 @@ def fit_known(nodes: Sequence[node_sources.Node]) -> bool:
 
 
 def judge(
-    asked: Asked,
+    options: Options,
     hosts: Hosts,
     needs_of: Callable[[], dict[str, RoleNeeds]],
     job: str | None,
@@ -243,33 +207,34 @@ def judge(
     `role_needs_of`); it is called only when a node has taints, the nodes say what they
     have (the fit), or the pods are read. `template` names the template in messages."""
     nodes, excluded, cluster = hosts.nodes, hosts.excluded, hosts.cluster
-    reads_pods = cluster is not None and asked.usage
+    reads_pods = cluster is not None and options.usage
     fits = fit_known(nodes)
     needs: dict[str, RoleNeeds] = {}
     if any(n.taints for n in nodes) or reads_pods or fits:
         needs = needs_of()
     asks = role_asks(needs, template) if fits else {}
-    uses_ports = any(need.uses_host_ports for need in needs.values())
-    rules = rules_for(asked, needs, nodes, check_ports=reads_pods and uses_ports, asks=asks)
+    uses_ports = any(need.fixed or need.following for need in needs.values())
+    rules = rules_for(options, needs, nodes, check_ports=reads_pods and uses_ports, asks=asks)
     wanted = reads_pods and (
-        asked.gpus > 0
+        options.gpus > 0
         or uses_ports
         or bool(rules.asks)
-        or (asked.explain and any(n.gpus for n in nodes))
+        or (options.explain and any(n.gpus for n in nodes))
     )
     if not wanted:
         return Judged(judge_nodes(nodes, excluded, rules), rules, needs, "")
     assert cluster is not None
     from simpletfjob.hosts.usage import Own  # with `fractions`: only a run that reads pods
 
-    default = asked.pods_namespace(cluster)
+    # The namespace of the run's pods that name none: --namespace, else as the run goes.
+    default = options.namespace or ("default" if options.network == "pod" else cluster.namespace)
     namespaces = {ns or default for need in needs.values() for ns in need.namespaces}
     own = Own(job, frozenset(namespaces))
     from simpletfjob.kube.request import ApiError  # loaded already: the nodes came through it
 
-    required = asked.gpus > 0 or asked.port is AUTO_PORT
+    required = options.gpus > 0 or options.port is AUTO_PORT
     try:
-        usage, read = read_usage(asked, hosts, cluster, rules, own, warn)
+        usage, read = read_usage(options, hosts, cluster, rules, own, warn)
     except ApiError as e:
         if required or e.status != 403:
             raise
@@ -284,7 +249,7 @@ def judge(
 
 
 def read_usage(
-    asked: Asked,
+    options: Options,
     hosts: Hosts,
     cluster: Cluster,
     rules: Rules,
@@ -296,12 +261,14 @@ def read_usage(
     the pods still say most of what is held."""
     nodes, excluded = hosts.nodes, hosts.excluded
     alternatives = []
-    if asked.gpus > 0:
+    if options.gpus > 0:
         alternatives.append("give --no-usage to judge GPUs by allocatable alone")
-    if asked.port is AUTO_PORT:
+    if options.port is AUTO_PORT:
         alternatives.append("give --port N")
     alternative = " or ".join(alternatives)
-    resource, others = asked.gpu_resource, asked_resources(rules)
+    resource = options.gpu_resource
+    # Every resource some role asks for: what the nodes' pods are counted for.
+    others = tuple(ordered(r for _, ask in rules.asks for r, _ in ask))
     own, jobs, refused = cluster.run_jobs(resource, own, others)
     # Said only once the pods are read: a refusal of those is the one error.
     later = refused and (
@@ -312,11 +279,11 @@ def read_usage(
     # Per node only where the first -N eligible nodes are exactly what the seating takes:
     # every role judged alike, no pinned hosts, and no --explain (it shows every node).
     if (
-        asked.num != -1
-        and not asked.explain
+        options.num != -1
+        and not options.explain
         and not hosts.pins
         and not rules.roles
-        and asked.num * PER_NODE_SHARE <= len(eligible)
+        and options.num * PER_NODE_SHARE <= len(eligible)
     ):
         by_name = {n.name: n for n in eligible}
 
@@ -328,8 +295,8 @@ def read_usage(
             resource,
             own,
             has_room,
-            wanted=asked.num,
-            budget=max(4 * asked.num, len(nodes) // 4),
+            wanted=options.num,
+            budget=max(4 * options.num, len(nodes) // 4),
             alternative=alternative,
             jobs=jobs,
             others=others,

@@ -16,6 +16,7 @@ asked only for a run the walk could not seat.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -83,11 +84,6 @@ def unchecked(asks: Mapping[str, Ask]) -> str | None:
         "names, or nodes without status.allocatable); read the cluster, or give a saved "
         "`kubectl get nodes -o json` with --nodes-file"
     )
-
-
-def asked_resources(rules: Rules) -> tuple[str, ...]:
-    """Every resource some role of the run asks for: what the nodes' pods are counted for."""
-    return tuple(ordered(resource for _, ask in rules.asks for resource, _ in ask))
 
 
 def seat_run(
@@ -267,10 +263,7 @@ def _refused(run: _Run, error: SelectionError) -> SelectionError:
 
 def _slots_left(seats: Seating, per_host: int, fit: Fit, asks: Mapping[str, Ask]) -> str | None:
     """-N -1: the slots of the hosts in use that no task had room for, and whose tasks."""
-    on: dict[int, int] = {}
-    for places in seats.values():
-        for host, _ in places:
-            on[host] = on.get(host, 0) + 1
+    on = Counter(host for places in seats.values() for host, _ in places)
     tasks, left = sum(on.values()), sum(per_host - n for n in on.values())
     if not left:
         return None

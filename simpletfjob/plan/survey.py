@@ -32,7 +32,7 @@ from simpletfjob.kube.request import ApiError
 from simpletfjob.manifest.render import RoleNeeds, compile_template
 from simpletfjob.options.commands import NodesOptions
 from simpletfjob.options.render import Options
-from simpletfjob.plan.eligibility import Asked, check_node_options, role_needs_of, rules_for
+from simpletfjob.plan.eligibility import check_node_options, role_needs_of, rules_for
 from simpletfjob.plan.fit import role_asks
 from simpletfjob.template.catalog import prepare_options
 
@@ -70,7 +70,7 @@ def survey(options: NodesOptions, warn: Callable[[str], None]) -> Survey:
         rules = Rules(min_gpus=options.gpus, selector=selector)
     else:
         check_ports = tally is not None
-        rules = rules_for(Asked.of(render), needs, nodes, check_ports, asks)
+        rules = rules_for(render, needs, nodes, check_ports, asks)
     usage = None if tally is None else tally.node
     return Survey(judge_nodes(nodes, {}, rules, usage), tally is not None)
 

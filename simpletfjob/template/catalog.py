@@ -40,7 +40,7 @@ from simpletfjob.options.render import check_options, header_fields
 from simpletfjob.options.table import (
     OptionGroup,
     check_value,
-    fields,
+    options_of,
     problem,
     type_problem,
 )
@@ -298,17 +298,6 @@ def _check_options(
     return checked
 
 
-def apply_option_defaults(
-    options: Mapping[str, Any], defaults: Mapping[str, Any], explicit: Iterable[str]
-) -> dict[str, Any]:
-    """The options, with the header's defaults for those the command line did not give."""
-    given = set(explicit)
-    return {
-        key: (defaults[key] if key in defaults and key not in given else value)
-        for key, value in options.items()
-    }
-
-
 # The options of each framework's own group: given for another framework, they are a usage error.
 FRAMEWORK_GROUPS: dict[str, type[OptionGroup]] = {
     "tensorflow": TensorFlowOptions,
@@ -325,15 +314,13 @@ def framework_defaults(
     explicit = set(given)
     own = FRAMEWORK_GROUPS.get(name)
     foreign = [g for g in FRAMEWORK_GROUPS.values() if g is not own]
-    for field in (f for group in foreign for f in fields(group) if f.option is not None):
-        field_name = field.name
-        assert field.option is not None
-        if field_name in explicit:
-            check_value(field.option, getattr(options, field_name))
-            raise UsageError(f"{field.option.shown} does not apply to framework {name}")
-        if field_name in header:
+    for field, declared in (pair for group in foreign for pair in options_of(group)):
+        if field.name in explicit:
+            check_value(declared, getattr(options, field.name))
+            raise UsageError(f"{declared.shown} does not apply to framework {name}")
+        if field.name in header:
             raise UsageError(
-                f"option {field_name.replace('_', '-')!r} in the template header does not "
+                f"option {field.name.replace('_', '-')!r} in the template header does not "
                 f"apply to framework {name}"
             )
     fw = framework(name)
@@ -410,9 +397,7 @@ def _with_header(
     source = locate(options.template)
     # The limits a header sets are apply's and run's; a render has no field for them.
     header = {k: v for k, v in source.header.options.items() if hasattr(options, k)}
-    settings = apply_option_defaults(
-        {name: getattr(options, name) for name in header}, header, given
-    )
+    settings = {k: v for k, v in header.items() if k not in given}  # the command line's win
     chosen = settings.get("framework", options.framework)
     settings.update(framework_defaults(chosen, given, header, options))
     if source.builtin is not None and options.output is None:

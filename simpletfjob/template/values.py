@@ -183,18 +183,16 @@ def check_sets_read(
         # The first part of the path the template does not read: the whole key, or a
         # name inside a value it reads only by names it spells (`a.b`, `a['c']`).
         depth = next(d for d in range(1, len(path) + 1) if not reads(path[:d]))
-        parent = tuple(path[: depth - 1])
-        near = (
-            top
-            if depth == 1
-            else sorted(
+        near = top
+        if depth > 1:
+            parent = tuple(path[: depth - 1])
+            near = sorted(
                 {
                     ".".join(p[:depth])
                     for p in paths()
                     if len(p) >= depth and p[: depth - 1] == parent
                 }
             )
-        )
         unread = ".".join(path[:depth])
         message = f"--set {item}: the template reads no value {unread!r}"
         close = _closest(path[depth - 1], near)

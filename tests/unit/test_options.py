@@ -316,7 +316,7 @@ def test_an_option_is_declared_once() -> None:
 class RunOptions(ConnectionOptions):
     run: str | None = argument(required=False)
     wait: float | None = timeout(300.0, help="How long to wait.")
-    output: str = output_format("table", "json", "yaml", default="table", help="How to print.")
+    output: str = output_format("table", "json", "yaml", help="How to print.")
 
 
 def _run_command() -> tuple[click.Command, list[RunOptions]]:

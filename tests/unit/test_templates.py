@@ -14,7 +14,6 @@ from simpletfjob.errors import TemplateError
 from simpletfjob.template.catalog import (
     Header,
     TemplateSource,
-    apply_option_defaults,
     builtin_names,
     parse_header,
     read_builtin,
@@ -410,17 +409,6 @@ def test_bad_values_files(cli: Any, tmp_path: Path, content: str, pattern: str) 
         1,
         r"values file 'nope.yaml' does not exist",
     )
-
-
-def test_apply_option_defaults() -> None:
-    options = {"psn": 1, "chief": False, "port": 2222}
-    defaults = {"psn": 0, "chief": True}
-    assert apply_option_defaults(options, defaults, []) == {"psn": 0, "chief": True, "port": 2222}
-    assert apply_option_defaults(options, defaults, ["psn"]) == {
-        "psn": 1,
-        "chief": True,
-        "port": 2222,
-    }
 
 
 def test_built_ins_are_found_when_installed_without_the_source_tree(tmp_path: Path) -> None:

@@ -118,6 +118,9 @@ def test_only_the_resource_asked_about_is_counted() -> None:
         ("1k", 1000),
         ("1Ki", 1024),
         ("2e3", 2000),
+        ("2E3", 2000),
+        ("6E", 6 * 1000**6),
+        ("6Ei", 6 * 1024**6),
         ("0.5", Fraction(1, 2)),
     ],
 )

@@ -6,12 +6,10 @@ means every namespace, as client-go's `NamespaceAll`.
 
 from __future__ import annotations
 
-import gc
 import json
 import re
 import threading
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
@@ -97,30 +95,16 @@ def list_pages(
             raise _Expired()
         return answer.data
 
-    with collector_paused():
-        for restart in (False, True):
-            try:
-                return _read_pages(fetch, parse)
-            except _Expired as e:
-                if restart:
-                    raise ClusterError(
-                        f"{conn.target}: the {resource.singular} list changes faster than it can "
-                        "be read in pages (the continue token expired twice, 410 Expired); try again"
-                    ) from e
-        raise AssertionError("unreachable")
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """The garbage collector off while lists are read (JSON makes no reference cycles), and
-    back on after if it was on; process-wide, so `list_each` pauses it once around all."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
-            gc.enable()
+    for restart in (False, True):
+        try:
+            return _read_pages(fetch, parse)
+        except _Expired as e:
+            if restart:
+                raise ClusterError(
+                    f"{conn.target}: the {resource.singular} list changes faster than it can "
+                    "be read in pages (the continue token expired twice, 410 Expired); try again"
+                ) from e
+    raise AssertionError("unreachable")
 
 
 def list_objects(
@@ -286,37 +270,36 @@ def list_each(
     deadline = Deadline.after(conn.settings.deadline)
     selectors = iter(field_selectors)
     pending: deque[Future[Listed[T]]] = deque()
-    with collector_paused():
-        pool = Pool(in_flight, "simpletfjob-list")
+    pool = Pool(in_flight, "simpletfjob-list")
 
-        def refill() -> None:
-            for selector in islice(selectors, max(1, in_flight) - len(pending)):
-                pending.append(
-                    pool.submit(
-                        list_pages,
-                        conn,
-                        resource,
-                        parse,
-                        namespace=namespace,
-                        field_selector=selector,
-                        resource_version="0",
-                        deadline=deadline,
-                        alternative=alternative,
-                    )
+    def refill() -> None:
+        for selector in islice(selectors, max(1, in_flight) - len(pending)):
+            pending.append(
+                pool.submit(
+                    list_pages,
+                    conn,
+                    resource,
+                    parse,
+                    namespace=namespace,
+                    field_selector=selector,
+                    resource_version="0",
+                    deadline=deadline,
+                    alternative=alternative,
                 )
+            )
 
-        stopped = False
-        try:
-            refill()
-            while pending:
-                listed = pending.popleft().result()
-                refill()  # the next request leaves before this list is handed over
-                yield listed.pages
-            stopped = True
-        except GeneratorExit:
-            stopped = True
-            raise
-        finally:
-            # Stopped or done: wait for what is in flight, so that no request outlives the
-            # call. Failed: go at once; the caller reports the failure and closes the connection.
-            pool.shutdown(wait=stopped, cancel_futures=True)
+    stopped = False
+    try:
+        refill()
+        while pending:
+            listed = pending.popleft().result()
+            refill()  # the next request leaves before this list is handed over
+            yield listed.pages
+        stopped = True
+    except GeneratorExit:
+        stopped = True
+        raise
+    finally:
+        # Stopped or done: wait for what is in flight, so that no request outlives the
+        # call. Failed: go at once; the caller reports the failure and closes the connection.
+        pool.shutdown(wait=stopped, cancel_futures=True)

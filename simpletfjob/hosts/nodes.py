@@ -108,7 +108,7 @@ def nodes_from_file(path: str, gpu_resource: str = GPU_RESOURCE) -> list[Node]:
     if re.match(_JSON_START, held[0]):
         return _nodes_from_json(held, path, gpu_resource)
     text = decode_text(held.pop(), path, "nodes file")
-    if _looks_like_node_list(text):
+    if re.search(r"(?m)^(apiVersion|kind|items)\s*:", text):  # a NodeList in YAML
         return _nodes_from_yaml(text, path, gpu_resource)
     entries = parse_host_lines(text, path)
     if not entries:
@@ -118,10 +118,6 @@ def nodes_from_file(path: str, gpu_resource: str = GPU_RESOURCE) -> list[Node]:
 
 
 _JSON_START = rb"(?:\xef\xbb\xbf)?\s*\{"  # compiled on first use: --nodes needs none
-
-
-def _looks_like_node_list(text: str) -> bool:
-    return re.search(r"(?m)^(apiVersion|kind|items)\s*:", text) is not None
 
 
 def _nodes_from_json(held: list[bytes], path: str, gpu_resource: str) -> list[Node]:

@@ -193,7 +193,6 @@ class Cluster:
             parse,
             selectors,
             namespace="",
-            in_flight=self.conn.settings.in_flight,
             alternative=alternative,
         )
         with closing(lists):

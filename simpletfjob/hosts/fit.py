@@ -46,11 +46,6 @@ def ordered(names: Iterable[str]) -> list[str]:
     return [r for r in STANDARD if r in found] + sorted(found.difference(STANDARD))
 
 
-def is_device(resource: str) -> bool:
-    """An extended resource (`vendor/name`): the kind a role may need and another not at all."""
-    return "/" in resource
-
-
 def allocatable(node: Node, resource: str) -> int | None:
     """What the node has of the resource in the scheduler's units; None when it is not known."""
     listed = node.allocatable
@@ -168,7 +163,8 @@ class Fit:
         needed: dict[str, int] = {}  # a device others need -> the least one of their tasks asks
         for other, ask in self.asks.items():
             for resource, each in ask:
-                if other != role and is_device(resource) and resource not in mine:
+                # a device (vendor/name, an extended resource) that others need and it does not
+                if other != role and "/" in resource and resource not in mine:
                     needed[resource] = min(needed.get(resource, each), each)
         found = None
         if needed:

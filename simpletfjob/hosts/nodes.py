@@ -108,7 +108,7 @@ def nodes_from_file(path: str, gpu_resource: str = GPU_RESOURCE) -> list[Node]:
     if re.match(_JSON_START, held[0]):
         return _nodes_from_json(held, path, gpu_resource)
     text = decode_text(held.pop(), path, "nodes file")
-    if _looks_like_node_list(text):
+    if re.search(r"(?m)^(apiVersion|kind|items)\s*:", text):  # a NodeList in YAML
         return _nodes_from_yaml(text, path, gpu_resource)
     entries = parse_host_lines(text, path)
     if not entries:
@@ -120,41 +120,34 @@ def nodes_from_file(path: str, gpu_resource: str = GPU_RESOURCE) -> list[Node]:
 _JSON_START = rb"(?:\xef\xbb\xbf)?\s*\{"  # compiled on first use: --nodes needs none
 
 
-def _looks_like_node_list(text: str) -> bool:
-    return re.search(r"(?m)^(apiVersion|kind|items)\s*:", text) is not None
-
-
 def _nodes_from_json(held: list[bytes], path: str, gpu_resource: str) -> list[Node]:
     """The nodes of a JSON NodeList; `held` holds its bytes, taken from it to free them early."""
-    from simpletfjob.kube.lists import collector_paused
-
-    with collector_paused():  # tens of thousands of dicts, and no reference cycle
-        data = held.pop()
-        slim = without_images(data)
-        cut = slim is not data
-        # At most one copy of the file's bytes, and then of its text, at a time; a stream
-        # cannot be read again, so its bytes are kept in case the cut text does not parse.
-        whole = data if cut and not os.path.isfile(path) else None
-        del data
-        text = decode_text(slim, path, "nodes file")
-        del slim
+    data = held.pop()
+    slim = without_images(data)
+    cut = slim is not data
+    # At most one copy of the file's bytes, and then of its text, at a time; a stream
+    # cannot be read again, so its bytes are kept in case the cut text does not parse.
+    whole = data if cut and not os.path.isfile(path) else None
+    del data
+    text = decode_text(slim, path, "nodes file")
+    del slim
+    try:
+        document = json.loads(text)
+    except (ValueError, RecursionError) as e:
+        del text
+        if not cut:
+            raise _json_error(e, path) from e
+        # Not the layout without_images expects: parse the whole file, for its answer.
+        if whole is None:
+            whole = read_bytes(path, "nodes file", NODE_LIST_LIMIT)
         try:
-            document = json.loads(text)
-        except (ValueError, RecursionError) as e:
-            del text
-            if not cut:
-                raise _json_error(e, path) from e
-            # Not the layout without_images expects: parse the whole file, for its answer.
-            if whole is None:
-                whole = read_bytes(path, "nodes file", NODE_LIST_LIMIT)
-            try:
-                document = json.loads(decode_text(whole, path, "nodes file"))
-            except (ValueError, RecursionError) as error:
-                raise _json_error(error, path) from error
-        else:
-            del text
-        del whole
-        return _nodes_from_document(document, path, gpu_resource)
+            document = json.loads(decode_text(whole, path, "nodes file"))
+        except (ValueError, RecursionError) as error:
+            raise _json_error(error, path) from error
+    else:
+        del text
+    del whole
+    return _nodes_from_document(document, path, gpu_resource)
 
 
 def _json_error(error: ValueError | RecursionError, path: str) -> InputError:

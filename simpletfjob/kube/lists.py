@@ -6,16 +6,14 @@ means every namespace, as client-go's `NamespaceAll`.
 
 from __future__ import annotations
 
-import gc
 import json
 import re
-import threading
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 from simpletfjob.errors import ClusterError
+from simpletfjob.kube.inflight import Pool
 from simpletfjob.kube.request import Action, Deadline, request
 from simpletfjob.kube.resources import Resource
 
@@ -97,30 +95,16 @@ def list_pages(
             raise _Expired()
         return answer.data
 
-    with collector_paused():
-        for restart in (False, True):
-            try:
-                return _read_pages(fetch, parse)
-            except _Expired as e:
-                if restart:
-                    raise ClusterError(
-                        f"{conn.target}: the {resource.singular} list changes faster than it can "
-                        "be read in pages (the continue token expired twice, 410 Expired); try again"
-                    ) from e
-        raise AssertionError("unreachable")
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """The garbage collector off while lists are read (JSON makes no reference cycles), and
-    back on after if it was on; process-wide, so `list_each` pauses it once around all."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
-            gc.enable()
+    for restart in (False, True):
+        try:
+            return _read_pages(fetch, parse)
+        except _Expired as e:
+            if restart:
+                raise ClusterError(
+                    f"{conn.target}: the {resource.singular} list changes faster than it can "
+                    "be read in pages (the continue token expired twice, 410 Expired); try again"
+                ) from e
+    raise AssertionError("unreachable")
 
 
 def list_objects(
@@ -206,25 +190,29 @@ def _read_pages(
     """Fetch the next page while this one is parsed: the server and the network work meanwhile."""
     values: list[T] = []
     version: str | None = None
-    data = fetch(None)
-    while True:
-        peeked = _peek_continue(data)
-        ahead = _Ahead(fetch, peeked) if peeked else None
-        page = parse(data)
-        del data  # one page of raw JSON at a time
-        values.append(page.value)
-        if version is None:  # every page of a list is read at the first page's version
-            version = page.resource_version
-        token = page.token
-        del page
-        if ahead is not None and token == peeked:
-            data = ahead.result()
-            continue
-        if ahead is not None:
-            ahead.discard()
-        if token is None:
-            return Listed(values, version)
-        data = fetch(token)
+    pool = Pool(1, "simpletfjob-page")
+    try:
+        data = fetch(None)
+        while True:
+            peeked = _peek_continue(data)
+            ahead = pool.submit(fetch, peeked) if peeked else None
+            page = parse(data)
+            del data  # one page of raw JSON at a time
+            values.append(page.value)
+            if version is None:  # every page of a list is read at the first page's version
+                version = page.resource_version
+            token = page.token
+            del page
+            if ahead is not None and token == peeked:
+                data = ahead.result()
+                continue
+            if ahead is not None:
+                ahead.exception()  # waited for; its page is not the one the token names
+            if token is None:
+                return Listed(values, version)
+            data = fetch(token)
+    finally:
+        pool.shutdown(wait=False)
 
 
 # kube-apiserver writes a list's metadata before its items; the token is base64.
@@ -238,32 +226,6 @@ def _peek_continue(data: bytes) -> str | None:
     return found[1].decode("ascii") if found else None
 
 
-class _Ahead:
-    """One page fetched in a thread; its result or its error comes back with `result`."""
-
-    def __init__(self, fetch: Callable[[str | None], bytes], token: str) -> None:
-        self._data: bytes | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(fetch, token), daemon=True)
-        self._thread.start()
-
-    def _run(self, fetch: Callable[[str | None], bytes], token: str) -> None:
-        try:
-            self._data = fetch(token)
-        except BaseException as e:  # handed to the caller, in its thread
-            self._error = e
-
-    def result(self) -> bytes:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        assert self._data is not None
-        return self._data
-
-    def discard(self) -> None:
-        self._thread.join()
-
-
 def list_each(
     conn: Connection,
     resource: Resource,
@@ -271,52 +233,49 @@ def list_each(
     field_selectors: Iterable[str],
     *,
     namespace: str | None = None,
-    in_flight: int = 8,
     alternative: str = "",
 ) -> Generator[list[T], None, None]:
-    """One list for each field selector, at most `in_flight` at a time; each list's pages, in the order given.
+    """One list for each field selector, the settings' `in_flight` at a time; each list's pages, in order.
     Each is read at resourceVersion 0: the API server answers from its cache. Closing
     the iterator stops early: the lists in flight are waited for, no more are asked for."""
     from collections import deque
     from concurrent.futures import Future
     from itertools import islice
 
-    from simpletfjob.kube.inflight import Pool
-
     deadline = Deadline.after(conn.settings.deadline)
+    in_flight = max(1, conn.settings.in_flight)
     selectors = iter(field_selectors)
     pending: deque[Future[Listed[T]]] = deque()
-    with collector_paused():
-        pool = Pool(in_flight, "simpletfjob-list")
+    pool = Pool(in_flight, "simpletfjob-list")
 
-        def refill() -> None:
-            for selector in islice(selectors, max(1, in_flight) - len(pending)):
-                pending.append(
-                    pool.submit(
-                        list_pages,
-                        conn,
-                        resource,
-                        parse,
-                        namespace=namespace,
-                        field_selector=selector,
-                        resource_version="0",
-                        deadline=deadline,
-                        alternative=alternative,
-                    )
+    def refill() -> None:
+        for selector in islice(selectors, in_flight - len(pending)):
+            pending.append(
+                pool.submit(
+                    list_pages,
+                    conn,
+                    resource,
+                    parse,
+                    namespace=namespace,
+                    field_selector=selector,
+                    resource_version="0",
+                    deadline=deadline,
+                    alternative=alternative,
                 )
+            )
 
-        stopped = False
-        try:
-            refill()
-            while pending:
-                listed = pending.popleft().result()
-                refill()  # the next request leaves before this list is handed over
-                yield listed.pages
-            stopped = True
-        except GeneratorExit:
-            stopped = True
-            raise
-        finally:
-            # Stopped or done: wait for what is in flight, so that no request outlives the
-            # call. Failed: go at once; the caller reports the failure and closes the connection.
-            pool.shutdown(wait=stopped, cancel_futures=True)
+    stopped = False
+    try:
+        refill()
+        while pending:
+            listed = pending.popleft().result()
+            refill()  # the next request leaves before this list is handed over
+            yield listed.pages
+        stopped = True
+    except GeneratorExit:
+        stopped = True
+        raise
+    finally:
+        # Stopped or done: wait for what is in flight, so that no request outlives the
+        # call. Failed: go at once; the caller reports the failure and closes the connection.
+        pool.shutdown(wait=stopped, cancel_futures=True)

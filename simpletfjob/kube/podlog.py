@@ -80,7 +80,7 @@ def read_chunks(conn: Connection, pod: str, query: Query) -> Iterator[bytes]:
     updates, which carriage returns join, come before the bar's line ends (`LogBroken` as
     read_log). A 5xx is the kubelet's, which the API server relays (its node unreachable): a
     LogBroken to read on after, never an outage of the API server, nor a retry here."""
-    return _read(conn, pod, query, DAY, whole=False, relayed=True)
+    return _read(conn, pod, query, DAY, relayed=True)
 
 
 def _read(
@@ -88,9 +88,9 @@ def _read(
     pod: str,
     query: Query,
     read_timeout: float | None,
-    whole: bool = True,
     relayed: bool = False,
 ) -> Iterator[bytes]:
+    """The answer's bytes: in runs of whole lines, or (`relayed`, read_chunks) as they come."""
     action = Action("get", PODS, conn.namespace, pod, subresource="log")
     passthrough = range(500, 600) if relayed else ()
     answer = request(
@@ -105,7 +105,7 @@ def _read(
     from urllib3.exceptions import HTTPError
 
     try:
-        yield from whole_lines(arrived(response)) if whole else arrived(response)
+        yield from arrived(response) if relayed else whole_lines(arrived(response))
     except (HTTPError, OSError) as e:
         cause = f"connection broken: {_why(e)}"
         raise LogBroken(f"{conn.target}: {action.what} broke off ({cause})", cause) from e

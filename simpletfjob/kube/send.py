@@ -86,8 +86,9 @@ def send(
         data = response.read()
     except (ApiException, SSLError) as e:  # the REST layer reports TLS failures as ApiException
         detail = tls_detail(str(getattr(e, "reason", None) or e))
+        lasting = detail.startswith("certificate verify failed")  # an answer, not an outage
         raise Unreachable(
-            f"{target}: TLS error: {detail}{_TLS_HINT}", f"TLS error: {detail}", _verify(detail)
+            f"{target}: TLS error: {detail}{_TLS_HINT}", f"TLS error: {detail}", lasting
         ) from e
     except ProxyError as e:  # ('Unable to connect to proxy', the cause)
         cause = e.args[-1] if e.args else e
@@ -178,11 +179,6 @@ def broken(error: BaseException) -> str:
     if "ended prematurely" in str(error):
         return "the answer ended before it was whole"
     return "the connection broke"
-
-
-def _verify(detail: str) -> bool:
-    """A certificate that does not verify is the server's answer, not an outage."""
-    return detail.startswith("certificate verify failed")
 
 
 _TLS_HINT = "; check certificate-authority in your kubeconfig, or that the server address is right"

@@ -75,14 +75,13 @@ class Watches:
         label_selector: str | None = None,
         field_selector: str | None = None,
         resource_version: str | None = None,
-        bookmarks: bool = True,
     ) -> Watches:
         """Watch `resource` from `resource_version` (None: list first, as a RELIST); its events
         are taken under `name`."""
         one = _Watch(
             self.conn, resource, self.deadline, self._stopped, namespace=namespace,
             label_selector=label_selector, field_selector=field_selector,
-            resource_version=resource_version, bookmarks=bookmarks,
+            resource_version=resource_version,
         )  # fmt: skip
         self._watches.append(one)
         self._going.add(name)
@@ -182,7 +181,6 @@ class _Watch:
     label_selector: str | None = None
     field_selector: str | None = None
     resource_version: str | None = None  # None: list first
-    bookmarks: bool = True
     response: Any = None  # the open watch's answer, cut by `stop`
 
     def __post_init__(self) -> None:
@@ -192,7 +190,7 @@ class _Watch:
         self.selectors: list[tuple[str, str | int]] = [
             *([("labelSelector", self.label_selector)] if self.label_selector else []),
             *([("fieldSelector", self.field_selector)] if self.field_selector else []),
-            *([("allowWatchBookmarks", "true")] if self.bookmarks else []),
+            ("allowWatchBookmarks", "true"),
         ]
 
     def run(self, name: str, put: Callable[[_Item], None]) -> None:

@@ -241,8 +241,11 @@ def run_state(
     if claims or wrong_policy:  # nothing is decided on a guess
         return run(AMBIGUOUS)
     deciders = still_in(fw.deciding(policy, [*by_name, *expected]), tasks)
+    # Each Job by its name (the first of a name), to read when it ended.
+    pairs = [(metadata_of(job).get("name"), job) for job in present]
+    named = {n: job for n, job in reversed(pairs) if isinstance(n, str)}
     finished_at = {
-        d: _at(present, by_name[d].job, completed_at) or NEVER for d in deciders if d in by_name
+        d: completed_at(named.get(by_name[d].job, {})) or NEVER for d in deciders if d in by_name
     }
     # Only a Job's condition ends a task: a pod that has ended, not yet counted, decides nothing.
     succeeded = all(
@@ -252,7 +255,7 @@ def run_state(
     # A failure counts unless the run had succeeded by then (success wins a tie).
     aside = independent()
     failures = sorted(
-        (_at(present, t.job, failed_at) or NEVER, order(t), t)
+        (failed_at(named.get(t.job, {})) or NEVER, order(t), t)
         for t in tasks
         if t.finished and t.state == FAILED and t.role not in aside
     )
@@ -333,14 +336,6 @@ def _deleting(
 def _second(when: datetime | None) -> datetime | None:
     """A time to the second: the API server writes no finer, and the same second is a tie."""
     return None if when is None else when.replace(microsecond=0)
-
-
-def _at(
-    jobs: Sequence[Object], name: str, when: Callable[[Object], datetime | None]
-) -> datetime | None:
-    """`when` of the Job of that name (None when there is none)."""
-    job = next((job for job in jobs if metadata_of(job).get("name") == name), None)
-    return None if job is None else when(job)
 
 
 def completed_at(job: Object) -> datetime | None:

@@ -21,7 +21,6 @@ or by hand) is judged as it ended.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
@@ -29,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from simpletfjob.errors import Interrupted
 from simpletfjob.identity import JOB_LABEL, NAME_ANNOTATION
-from simpletfjob.kube.inflight import Write, cut_short
+from simpletfjob.kube.inflight import Pool, Write, cut_short
 from simpletfjob.kube.lists import ObjectList, list_objects
 from simpletfjob.kube.objects import Deleted, delete
 from simpletfjob.kube.request import Action, Deadline, request
@@ -80,33 +79,19 @@ def _both(
 
     The Jobs are listed in the caller's thread, so an interrupt goes up from there at once.
     """
-    found: list[ObjectList] = []
-    failed: list[BaseException] = []
     within = None if deadline is None else deadline.sooner(conn.settings.deadline)
-
-    def read_pods() -> None:
-        try:
-            found.append(
-                list_objects(
-                    conn,
-                    PODS,
-                    namespace=namespace,
-                    label_selector=run_selector(name),
-                    deadline=within,
-                )
-            )
-        except BaseException as e:  # handed to the caller, in its thread
-            failed.append(e)
-
-    pods = threading.Thread(target=read_pods, daemon=True)
-    pods.start()
-    jobs = list_objects(
-        conn, JOBS, namespace=namespace, label_selector=run_selector(name), deadline=within
-    )
-    pods.join()
-    if failed:
-        raise failed[0]
-    return jobs, found[0]
+    selector = run_selector(name)
+    pool = Pool(1, "simpletfjob-pods")
+    try:
+        pods = pool.submit(
+            list_objects, conn, PODS, namespace=namespace, label_selector=selector, deadline=within
+        )
+        jobs = list_objects(
+            conn, JOBS, namespace=namespace, label_selector=selector, deadline=within
+        )
+        return jobs, pods.result()
+    finally:
+        pool.shutdown(wait=False)
 
 
 def list_jobs_and_pods(conn: Connection, name: str) -> tuple[Sequence[Object], Sequence[Object]]:
@@ -449,7 +434,8 @@ class Follower:
             now = jobs.get(name)
             if now is None or (is_gone(now) and _uid(now) == _uid(job)):
                 jobs[name] = job  # deleted since its end was seen: it ended so
-                kept.update(self._pods_of(job))
+                mine = pods_by_job(self.stores["pods"].last.values()).get(_uid(job), [])
+                kept.update({_name(pod): pod for pod in mine})  # its pods last seen
         every = {**kept, **pods} if kept else pods
         run = run_state(
             self.name, self.namespace, jobs.values(), every.values(), self.expected, nodes,
@@ -476,11 +462,6 @@ class Follower:
             return was[2]
         self.tasks[_name(job)] = (job, pods, task_of(job, pods, nodes))
         return self.tasks[_name(job)][2]
-
-    def _pods_of(self, job: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
-        """The pods last seen of a Job that is gone, gone with it or not."""
-        mine = pods_by_job(self.stores["pods"].last.values()).get(_uid(job), [])
-        return {_name(pod): pod for pod in mine}
 
     def remember(self, run: Run) -> None:
         """The tasks seen: one whose Job is deleted later is known to have existed."""

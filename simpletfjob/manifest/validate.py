@@ -112,7 +112,7 @@ class Validator:
                 return [
                     Problem(field, f"must be a string, not {_json_type(value)} {_shown(value)}")
                 ]
-        validator = self._validator(str(kind), str(api_version))  # both strings by now
+        validator = self.validator(str(kind), str(api_version))  # both strings by now
         if validator is None:
             return []
         from referencing.exceptions import Unresolvable
@@ -122,9 +122,6 @@ class Validator:
         except Unresolvable as e:  # a schema layout this module was not written for
             raise _unreadable(f"unresolvable reference {e}") from e
         return [problem for error in errors for problem in _describe(error)]
-
-    def knows(self, kind: str, api_version: str) -> bool:
-        return self._validator(kind, api_version) is not None
 
     def is_custom(self, api_version: str) -> bool:
         """Whether apiVersion names a group Kubernetes does not define (a custom resource)."""
@@ -138,18 +135,17 @@ class Validator:
         slug = _api_slug(api_version)
         return "." in group and slug not in self._api_groups
 
-    def _validator(self, kind: str, api_version: str) -> Any:
+    def validator(self, kind: str, api_version: str) -> Any:
+        """The kind's validator, built on first use; None where the version has no schema for it."""
         key = (kind, api_version)
-        if key not in self._validators:
-            self._validators[key] = self._build(kind, api_version)
-        return self._validators[key]
-
-    def _build(self, kind: str, api_version: str) -> Any:
+        if key in self._validators:
+            return self._validators[key]
         import jsonschema
         from referencing import Registry, Resource
 
         schema_file = self.directory.joinpath(f"{kind.lower()}-{_api_slug(api_version)}.json")
         if not schema_file.is_file():
+            self._validators[key] = None
             return None
         schema = json.loads(schema_file.read_text(encoding="utf-8"))
         if self._registry is None:
@@ -159,7 +155,9 @@ class Validator:
             definitions = json.loads(shared.read_text(encoding="utf-8"))
             self._registry = Resource.from_contents(definitions) @ Registry()
         registry = Resource.from_contents(schema) @ self._registry
-        return jsonschema.validators.Draft202012Validator(schema, registry=registry)
+        built = jsonschema.validators.Draft202012Validator(schema, registry=registry)
+        self._validators[key] = built
+        return built
 
 
 def _unreadable(detail: str) -> SchemaError:
@@ -208,24 +206,20 @@ _TYPE_NAMES = {
     "object": "a mapping",
     "array": "a list",
 }
+# How a loaded document's value is named, by its type as YAML loads it.
+_JSON_TYPES = {
+    type(None): "null",
+    bool: "a boolean",
+    int: "an integer",
+    float: "a number",
+    str: "a string",
+    dict: "a mapping",
+    list: "a list",
+}
 
 
 def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, dict):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    return type(value).__name__
+    return _JSON_TYPES.get(type(value), type(value).__name__)
 
 
 def _shown(value: Any) -> str:
@@ -335,7 +329,7 @@ def _check_known(
     kind, api_version = document.get("kind"), document.get("apiVersion")
     if not isinstance(kind, str) or not isinstance(api_version, str):
         return True  # problems() reports the missing field
-    if validator.knows(kind, api_version):
+    if validator.validator(kind, api_version) is not None:
         return True
     if validator.is_custom(api_version):
         if (kind, api_version) not in warned:

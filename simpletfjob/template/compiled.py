@@ -28,7 +28,13 @@ from simpletfjob.template.markers import (
     place_parts,
     settle,
 )
-from simpletfjob.template.sandbox import Bounds, RenderLimit, check_tags, make_environment
+from simpletfjob.template.sandbox import (
+    Bounds,
+    RenderLimit,
+    check_tags,
+    error_line,
+    make_environment,
+)
 
 if TYPE_CHECKING:
     from simpletfjob.frameworks import RunValues
@@ -73,9 +79,7 @@ def translate_source(
             continue
         pieces: list[str] = []
         pos = 0
-        matched = False
         for match in bare.finditer(line):
-            matched = True
             if match[1] in blocks:
                 lead = line[: match.start()]
                 if lead.strip() or line[match.end() :].strip() or "\t" in lead:
@@ -83,21 +87,19 @@ def translate_source(
                         f"{filename}:{number + 1}: <<{match[1]}>> must stand alone on its line, "
                         "indented as the env entries it becomes (under env:)"
                     )
-                placements.append(Placement("lines", lead, number + 1, f"{lead}- ", name=match[1]))
-                pieces = [f"{MARK_OPEN}{len(placements) - 1}{MARK_CLOSE}"]
-                pos = len(line)
-                break
-            guess = classify_placement(lines, number, match.start(), match.end())
-            placement = guess._replace(name=match[1])
+                placement = Placement("lines", lead, number + 1, f"{lead}- ", name=match[1])
+            else:
+                guess = classify_placement(lines, number, match.start(), match.end())
+                placement = guess._replace(name=match[1])
             marker = f"{MARK_OPEN}{len(placements)}{MARK_CLOSE}"
             placements.append(placement)
-            if placement.mode in ("block", "line"):
+            if placement.mode in ("lines", "block", "line"):
                 pieces = [marker]  # the marker stands for the whole line, indentation included
                 pos = len(line)
                 break
             pieces += [line[pos : match.start()], marker]
             pos = match.end()
-        if matched:
+        if pieces:
             lines[number] = "".join(pieces) + line[pos:]
     return "\n".join(lines), placements
 
@@ -409,10 +411,7 @@ def _limit_message(e: RenderLimit, filename: str) -> str:
 def _template_error(e: Exception, filename: str) -> TemplateError:
     lineno = getattr(e, "lineno", None)
     if lineno is None:
-        import traceback
-
-        frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename == filename]
-        lineno = frames[-1].lineno if frames else None
+        lineno = error_line(e, filename)
     where = f"{filename}:{lineno}" if lineno else filename
     number = number_problem(e)
     if number is not None:

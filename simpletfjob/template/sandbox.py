@@ -189,6 +189,16 @@ def check_binop(operator: str, left: Any, right: Any) -> None:
             )
 
 
+def error_line(error: BaseException, filename: str) -> int | None:
+    """The template line an error was raised on: jinja gives its frames the template's lines."""
+    import traceback
+
+    lines = [
+        n for f, n in traceback.walk_tb(error.__traceback__) if f.f_code.co_filename == filename
+    ]
+    return lines[-1] if lines else None
+
+
 def check_tags(text: str, filename: str) -> None:
     """Refuse a template of more than MAX_TAGS expressions and statements, before compiling it:
     compiling takes time and memory that grow faster than the template."""
@@ -227,7 +237,7 @@ class Bounds:
                 try:
                     return self._capped(work)
                 except MemoryError as e:
-                    line = self._line(e)
+                    line = error_line(e, self.filename)
                 # Out of the except block, the failed work's objects are freed with its traceback.
                 grown = _address_space()
                 if (
@@ -267,16 +277,6 @@ class Bounds:
                 f"the template's renders come to more than {MAX_TOTAL_TEXT >> 20} MiB of text "
                 "in all; see Limits in the README"
             )
-
-    def _line(self, error: BaseException) -> int | None:
-        """The template line an error was raised on: jinja gives its frames the template's lines."""
-        line = None
-        traceback = error.__traceback__
-        while traceback is not None:
-            if traceback.tb_frame.f_code.co_filename == self.filename:
-                line = traceback.tb_lineno
-            traceback = traceback.tb_next
-        return line
 
     def _capped(self, work: Callable[[], T]) -> T:
         restore = self._cap_memory()

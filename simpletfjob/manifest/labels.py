@@ -109,9 +109,9 @@ class Shape:
         if known is not None:
             return known
         self._work += 1
-        if id(node) in self._active or len(self._active) > 64 or self._work > 100_000:
-            # A loop through anchors (or a place far from any label's): a merge loop adds
-            # no place, and any other loop makes the node stand at ever longer paths.
+        if len(self._active) > 64 or self._work > 100_000:
+            # A place far from any label's. (No anchor holds an alias of itself: the check
+            # refuses one, so the places form no loop.)
             self._cuts += 1
             return frozenset({OTHER})
         cuts = self._cuts
@@ -119,10 +119,7 @@ class Shape:
         try:
             roles: set[tuple[str, ...]] = set()
             for site in self.sites.get(id(node), ()):
-                if site.merge and id(site.parent) in self._active:
-                    self._cuts += 1
-                else:
-                    roles |= self.site_roles(site)
+                roles |= self.site_roles(site)
         finally:
             self._active.discard(id(node))
         result = frozenset(roles)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import bisect
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from simpletfjob.manifest.documents import (
@@ -202,15 +202,11 @@ class Skeletons:
         # index label's and those of each document's name, as an annotation.
         named = sum(len(token.findall(i.name)) for i in ids) if self.annotates else 0
         before = len(found)
-        after = sum(1 for m in _matches(token, pieces[::2]) if m[1] != f"{len(tokens) - 1:02d}")
+        index = f"{len(tokens) - 1:02d}"
+        after = sum(1 for text in pieces[::2] for m in token.finditer(text) if m[1] != index)
         if after != before + named:
             return None
         return Skeleton(variables, token, pieces, ids)
-
-
-def _matches(token: re.Pattern[str], texts: Iterable[str]) -> Iterable[re.Match[str]]:
-    for text in texts:
-        yield from token.finditer(text)
 
 
 def _differs(value: Any, other: Any) -> bool:

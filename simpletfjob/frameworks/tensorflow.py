@@ -158,15 +158,16 @@ def _too_few_used(slots: Slots, psn: int) -> SelectionError:
 
 
 class ClusterSpec:
-    """The `cluster` part of TF_CONFIG, built once, and each task's whole TF_CONFIG from it.
-    Keys are sorted, as the original tool's were. The evaluator is left out of the cluster
-    unless `include_evaluator`, as TensorFlow documents."""
+    """A run's RunValues: the `cluster` part of TF_CONFIG, built once, each task's whole
+    TF_CONFIG from it, and the host lists. Keys are sorted, as the original tool's were. The
+    evaluator is left out of the cluster unless `include_evaluator`, as TensorFlow documents."""
 
     def __init__(
         self,
         tasks: Sequence[Task],
         endpoints: Mapping[Task, str] | None = None,
         include_evaluator: bool = False,
+        uses_config: bool = False,
     ) -> None:
         cluster: dict[str, list[str]] = {}
         for t in tasks:
@@ -182,12 +183,25 @@ class ClusterSpec:
             + '},"task":{"index":'
         )
         self._pretty_prefixes: dict[str, str] = {}
+        self._uses_config = uses_config  # the template uses TF_CONFIG in an expression
 
     def hosts(self, role: str) -> str:
         """Comma-separated host:port list of one role, for --ps_hosts/--worker_hosts style flags."""
         return ",".join(self.cluster.get(role, ()))
 
-    def config(self, task: Task) -> dict[str, object]:
+    def variables(self, task: Task) -> dict[str, Any]:
+        found: dict[str, Any] = {
+            "type": task.role,
+            "index": task.index,
+            "ps_hosts": self.hosts("ps"),
+            "worker_hosts": self.hosts("worker"),
+            "chief_hosts": self.hosts("chief"),
+        }
+        if self._uses_config:
+            found[TF_CONFIG] = self.compact(task)
+        return found
+
+    def value(self, name: str, task: Task) -> Any:
         return {
             "cluster": {role: list(eps) for role, eps in self.cluster.items()},
             "task": {"type": task.role, "index": task.index},
@@ -195,13 +209,13 @@ class ClusterSpec:
 
     def compact(self, task: Task) -> str:
         """TF_CONFIG on one line with no spaces, safe inside any YAML quoting or plain scalar."""
-        return "".join(self.compact_parts(task))
+        return "".join(self.compact_parts(TF_CONFIG, task))
 
-    def compact_parts(self, task: Task) -> tuple[str, str]:
+    def compact_parts(self, name: str, task: Task) -> tuple[str, str]:
         """compact() as (the shared cluster part, this task's part), so the first is never copied."""
         return self._compact_prefix, f'{task.index},"type":{json.dumps(task.role)}}}}}'
 
-    def pretty_parts(self, task: Task, indent: str) -> tuple[str, str]:
+    def block_parts(self, name: str, task: Task, indent: str) -> tuple[str, str]:
         """TF_CONFIG as indented lines, each starting with `indent`, ending with a newline (the
         original tool's layout), as (the shared cluster part, this task's part)."""
         prefix = self._pretty_prefixes.get(indent)
@@ -215,36 +229,6 @@ class ClusterSpec:
             f'{indent}    "index": {task.index},\n'
             f'{indent}    "type": {json.dumps(task.role)}\n{indent}  }}\n{indent}}}\n'
         )
-
-
-class TensorFlowValues:
-    """A run's TF_CONFIG and host lists, as template/compiled.py and the plan ask for them."""
-
-    def __init__(self, spec: ClusterSpec, uses_config: bool) -> None:
-        self.spec = spec
-        self._uses_config = uses_config  # the template uses TF_CONFIG in an expression
-
-    def variables(self, task: Task) -> dict[str, Any]:
-        spec = self.spec
-        found: dict[str, Any] = {
-            "type": task.role,
-            "index": task.index,
-            "ps_hosts": spec.hosts("ps"),
-            "worker_hosts": spec.hosts("worker"),
-            "chief_hosts": spec.hosts("chief"),
-        }
-        if self._uses_config:
-            found[TF_CONFIG] = spec.compact(task)
-        return found
-
-    def compact_parts(self, name: str, task: Task) -> tuple[str, str]:
-        return self.spec.compact_parts(task)
-
-    def block_parts(self, name: str, task: Task, indent: str) -> tuple[str, str]:
-        return self.spec.pretty_parts(task, indent)
-
-    def value(self, name: str, task: Task) -> Any:
-        return self.spec.config(task)
 
 
 class TensorFlow(Rules):
@@ -322,9 +306,13 @@ class TensorFlow(Rules):
         endpoints: Mapping[Task, str] | None,
         options: TensorFlowOptions,
         referenced: Collection[str],
-    ) -> TensorFlowValues:
-        spec = ClusterSpec(tasks, endpoints, include_evaluator=options.evaluator_in_cluster)
-        return TensorFlowValues(spec, uses_config=TF_CONFIG in referenced)
+    ) -> ClusterSpec:
+        return ClusterSpec(
+            tasks,
+            endpoints,
+            include_evaluator=options.evaluator_in_cluster,
+            uses_config=TF_CONFIG in referenced,
+        )
 
     def run_tasks(self, job: Mapping[str, Any]) -> list[str]:
         """Every task of the run ('chief-0', 'worker-1'), from the cluster in a Job's TF_CONFIG;

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from simpletfjob.errors import SelectionError
-from simpletfjob.frameworks.tensorflow import ROLES, ClusterSpec, place_tasks
+from simpletfjob.frameworks.tensorflow import ROLES, TF_CONFIG, ClusterSpec, place_tasks
 from simpletfjob.tasks import Host, Task, tasks_at
 
 
@@ -90,12 +90,12 @@ def test_compact_and_pretty_read_back_as_the_same_config() -> None:
     tasks = assign_roles(hosts("a", "b", "c", "d"), chief=True, evaluator=True, port=3000)
     spec = ClusterSpec(tasks)
     for task in tasks:
-        want = spec.config(task)
+        want = spec.value(TF_CONFIG, task)
         assert json.loads(spec.compact(task)) == want
-        pretty = "".join(spec.pretty_parts(task, "    "))
+        pretty = "".join(spec.block_parts(TF_CONFIG, task, "    "))
         assert json.loads(pretty) == want
         assert all(line.startswith("    ") for line in pretty.splitlines())
-    assert spec.config(tasks[0]) == {
+    assert spec.value(TF_CONFIG, tasks[0]) == {
         "cluster": {"chief": ["a:3000"], "ps": ["b:3000"], "worker": ["c:3000"]},
         "task": {"type": "chief", "index": 0},
     }

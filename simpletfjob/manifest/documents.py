@@ -168,22 +168,17 @@ def merged_mappings(node: Any) -> Iterator[Any]:
             continue
         seen.add(id(mapping))
         yield mapping
-        stack += reversed(merge_sources(mapping))
+        sources = []  # the mappings it merges in, in precedence order
+        for k, v in mapping.value:
+            if is_merge_key(k):
+                items = v.value if type(v).__name__ == "SequenceNode" else [v]
+                sources += [m for m in items if type(m).__name__ == "MappingNode"]
+        stack += reversed(sources)
 
 
 def is_merge_key(node: Any) -> bool:
     """`<<` written plain: YAML's merge key (a quoted '<<' is an ordinary key)."""
     return node.value == "<<" and not node.style and type(node).__name__ == "ScalarNode"
-
-
-def merge_sources(node: Any) -> list[Any]:
-    """The mappings a mapping node merges in, in precedence order."""
-    sources = []
-    for k, v in node.value:
-        if is_merge_key(k):
-            items = v.value if type(v).__name__ == "SequenceNode" else [v]
-            sources += [m for m in items if type(m).__name__ == "MappingNode"]
-    return sources
 
 
 def scalar_string(node: Any) -> str | None:

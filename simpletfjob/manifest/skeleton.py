@@ -157,7 +157,8 @@ class Skeletons:
         alike = {n for n in first if n in self.compiled.referenced}
         for task in members[1:]:
             context = self.context_of(task)
-            alike -= {n for n in alike if _differs(first[n], context[n])}
+            alike -= {n for n in alike if type(context[n]) is not type(first[n])}
+            alike -= {n for n in alike if context[n] != first[n]}
         variables = [n for n in first if n in self.compiled.referenced and n not in alike]
         if not self.compiled.writes_bare(variables):
             return None
@@ -207,10 +208,6 @@ class Skeletons:
         if after != before + named:
             return None
         return Skeleton(variables, token, pieces, ids)
-
-
-def _differs(value: Any, other: Any) -> bool:
-    return type(other) is not type(value) or other != value
 
 
 def _inside_values(documents: Sequence[Any], text: str, found: Sequence[int], length: int) -> bool:

@@ -276,12 +276,10 @@ class Labeller:
         key: str = "",
     ) -> bool:
         """Add entries to the mapping `node` (the value under `key` in `parent`); False if no way is right."""
-        if self.safe(node, level):
-            self.write(node, entries)
+        safe = self.safe(node, level)
+        if not safe and parent is not None and self.expand(node, level, entries, parent, key):
             return True
-        if parent is not None and self.expand(node, level, entries, parent, key):
-            return True
-        if self.freeze(node, level):
+        if safe or self.freeze(node, level):
             self.write(node, entries)
             return True
         return False
@@ -331,14 +329,11 @@ class Labeller:
         aliases: list[tuple[Any, Site]] = []
         if not self._aliases_to_write_out(node, self.places[level], aliases, 0):
             return False
-        copies = []
-        for target, site in aliases:
-            copied = flow_copy(target)
-            if copied is None:
-                return False
-            copies.append((site, copied))
-        for (target, site), (_, copied) in zip(aliases, copies, strict=True):
-            assert site.alias is not None
+        copies = [flow_copy(target) for target, _ in aliases]
+        if None in copies:
+            return False
+        for (target, site), copied in zip(aliases, copies, strict=True):
+            assert site.alias is not None and copied is not None
             self.editor.replace(site.alias.start, site.alias.end, copied)
             self.shape.sites[id(target)].remove(site)
         self.shape.forget_roles()

@@ -54,8 +54,7 @@ def scalar(value: str) -> str:
 
 
 class TextEditor:
-    """Collects insertions into one document text, positioned by composed YAML nodes.
-    Marks' `index` counts characters from the start of the text, as str offsets do."""
+    """Collects insertions into one document text, positioned by composed YAML nodes."""
 
     def __init__(self, text: str, where: str) -> None:
         self.text = text

@@ -3,7 +3,7 @@ namespace where a document has none."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from simpletfjob.identity import (
     INDEX_LABEL,
@@ -28,11 +28,6 @@ class Decoration:
     min_workers: int | None = None  # an elastic run's --min-workers (runs/state.py reads it)
     index_text: str | None = None  # a role's skeleton: its index label's token
     conflicts: dict[str, tuple[str, str]] = field(default_factory=dict)
-
-    def for_skeleton(self, index_text: str) -> Decoration:
-        """The same decoration, for a role's skeleton (its index label is `index_text`), with
-        conflicts of its own."""
-        return replace(self, index_text=index_text, conflicts={})
 
     def annotations(self, name: str = "") -> dict[str, str]:
         """The run's success policy (and --min-workers), and the document's own name (when it has one)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from simpletfjob.errors import RenderCheckError, TemplateError
@@ -96,7 +96,8 @@ def render_tasks(
     def render_skeleton(
         task: Task, context: Mapping[str, Any], index_text: str
     ) -> tuple[list[str], list[DocumentId], bool]:
-        shown = decoration.for_skeleton(index_text)
+        # The same decoration, its index label the token, with conflicts of its own.
+        shown = replace(decoration, index_text=index_text, conflicts={})
         pieces, task_ids = render_task(
             compiled, task, values, given, shown, 1, count, restart, context
         )
@@ -313,9 +314,10 @@ def compile_template(options: Any, fw: Framework) -> CompiledTemplate:
     source = options.template_text  # None: not read yet
     if source is None:
         source = read_text(options.template, "template")
-    check_reserved(options.values, (*TASK_VARIABLES, *fw.variables))
+    reserved = (*TASK_VARIABLES, *fw.variables)
+    check_reserved(options.values, reserved)
     # The run's name is there for a template that reads it and is given none (plan.name_run).
-    known = [*TASK_VARIABLES, *fw.variables, *options.values, NAME_VALUE]
+    known = [*reserved, *options.values, NAME_VALUE]
     try:
         compiled = CompiledTemplate(
             source, options.template, known, fw.placed, fw.legacy, fw.blocks
@@ -327,7 +329,6 @@ def compile_template(options: Any, fw: Framework) -> CompiledTemplate:
         from simpletfjob.template.values import check_sets_read
 
         flags = {flag for _, declared in options_of(type(options)) for flag in declared.spellings()}
-        reserved = {*TASK_VARIABLES, *fw.variables}
         check_sets_read(
             options.set_values,
             compiled.reads,

@@ -61,11 +61,6 @@ class TextEditor:
         self.where = where
         self.edits: list[Edit] = []
 
-    def line_after(self, index: int) -> int:
-        """The offset of the line after the one holding `index` (the end of the text if none)."""
-        newline = self.text.find("\n", index)
-        return len(self.text) if newline < 0 else newline + 1
-
     def add(self, mapping: Any, entries: Sequence[Entry]) -> None:
         """Add entries to a mapping node, after its last one-line scalar entry when it has one."""
         if not entries:
@@ -100,7 +95,10 @@ class TextEditor:
             and v.start_mark.line == v.end_mark.line
             and first <= v.start_mark.index <= last
         ]
-        offset = self.line_after(after[-1].end_mark.index) if after else line_start
+        offset = line_start
+        if after:  # the start of the line after the last one, or the end of the text
+            newline = self.text.find("\n", after[-1].end_mark.index)
+            offset = len(self.text) if newline < 0 else newline + 1
         if offset == len(self.text) and not self.text.endswith("\n"):
             self.edits.append(Edit(offset, "\n"))
         self.edits.append(Edit(offset, _block_text(entries, column)))

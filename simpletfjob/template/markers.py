@@ -49,20 +49,15 @@ def scalar_at(documents: Sequence[Any], index: int) -> tuple[Any, bool, bool] | 
                 return node, in_flow, is_key
             return None
         # An alias's node lies where its anchor is, so only the anchor's place holds `index`.
-        inner = None
         if node.id == "mapping":
-            for key, value in node.value:
-                if key.start_mark.index <= index < key.end_mark.index:
-                    inner, is_key = key, True
-                    break
-                if value.start_mark.index <= index < value.end_mark.index:
-                    inner, is_key = value, False
-                    break
+            parts = ((part, i == 0) for pair in node.value for i, part in enumerate(pair))
         else:
-            for item in node.value:
-                if item.start_mark.index <= index < item.end_mark.index:
-                    inner, is_key = item, False
-                    break
+            parts = ((item, False) for item in node.value)
+        inner = None
+        for part, key in parts:
+            if part.start_mark.index <= index < part.end_mark.index:
+                inner, is_key = part, key
+                break
         in_flow = bool(node.flow_style)
         node = inner
     return None

@@ -17,7 +17,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from simpletfjob.errors import InputError, SelectionError, UsageError
-from simpletfjob.frameworks.workers import Rules, env_values, host_of
+from simpletfjob.frameworks.workers import Rules, env_values, host_of, too_few_used
 from simpletfjob.hosts.nodes import check_host_names, parse_host_lines
 from simpletfjob.inputs import read_text
 from simpletfjob.options.table import OptionGroup, at_least, option
@@ -27,7 +27,6 @@ from simpletfjob.tasks import (
     Seating,
     Slots,
     Task,
-    hosts_noun,
     tasks_per_host_for,
 )
 
@@ -87,7 +86,9 @@ def place_tasks(
     if limited and evaluator:
         slots.seat("evaluator", 1)  # the slot the workers left it
     if limited and slots.used < slots.limit:
-        raise _too_few_used(slots, psn if not psf else 0)
+        to_ps = not psf and psn and any(slots.may_take("ps", i) for i in slots.spare())
+        hint = "; --psf can put the parameter servers there" if to_ps else ""
+        raise too_few_used(slots, "tasks", hint)
     return slots.placed
 
 
@@ -143,18 +144,6 @@ def _check_capacity(
     ways.insert(0, "more hosts" if counted else "more hosts (-N)")
     message += f"use {', '.join(ways[:-1])} or {ways[-1]}"
     raise SelectionError(f"{message} ({note()})" if counted and note is not None else message)
-
-
-def _too_few_used(slots: Slots, psn: int) -> SelectionError:
-    spare = slots.spare()
-    hint = ""
-    if psn and any(slots.may_take("ps", i) for i in spare):
-        hint = "; --psf can put the parameter servers there"
-    return SelectionError(
-        f"-N {slots.num} asks for more hosts than the tasks can use: {slots.used} take "
-        f"them all, and the other {len(spare)} eligible {hosts_noun(len(spare))} may not "
-        f"take a worker{hint}{slots.breakdown()}"
-    )
 
 
 class ClusterSpec:

@@ -108,13 +108,18 @@ def seat_workers(
     if not slots.placed[WORKER]:
         raise slots.shortage(WORKER)
     if num != -1 and slots.used < slots.limit:
-        spare = slots.spare()
-        raise SelectionError(
-            f"-N {num} asks for more hosts than the workers can use: {slots.used} take them "
-            f"all, and the other {len(spare)} eligible {hosts_noun(len(spare))} may not take "
-            f"a worker{slots.breakdown()}"
-        )
+        raise too_few_used(slots, "workers")
     return slots.placed
+
+
+def too_few_used(slots: Slots, tasks: str, hint: str = "") -> SelectionError:
+    """-N asked for more hosts than the run's `tasks` could be seated on."""
+    spare = slots.spare()
+    return SelectionError(
+        f"-N {slots.num} asks for more hosts than the {tasks} can use: {slots.used} take them "
+        f"all, and the other {len(spare)} eligible {hosts_noun(len(spare))} may not take "
+        f"a worker{hint}{slots.breakdown()}"
+    )
 
 
 def address_of(task: Task, endpoints: Mapping[Task, str] | None) -> tuple[str, str]:

@@ -49,12 +49,8 @@ def _schemas() -> Any:
 
 
 def supported_versions(root: Any) -> list[tuple[int, int, int]]:
-    found = []
-    for entry in root.iterdir():
-        match = _SCHEMA_DIR.fullmatch(entry.name)
-        if match:
-            found.append((int(match[1]), int(match[2]), int(match[3])))
-    return sorted(found)
+    found = [_SCHEMA_DIR.fullmatch(entry.name) for entry in root.iterdir()]
+    return sorted((int(m[1]), int(m[2]), int(m[3])) for m in found if m)
 
 
 def resolve_version(requested: str | None, available: Sequence[tuple[int, int, int]]) -> str:

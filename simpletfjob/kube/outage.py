@@ -4,7 +4,7 @@ An API server that restarts while `wait`, `delete --wait` or `apply --replace` w
 end them as if the run had failed. Within `riding_out(conn, deadline, report, until)`, every
 request on the connection treats no answer (refused, reset, a timeout), 429 and 5xx past the
 usual attempts, and a watch that keeps dropping as an outage, and tries again, the delay
-doubling up to CAP seconds, until the deadline.
+doubling up to OUTAGE_CAP seconds (request.py), until the deadline.
 
 Answers (401, 403, 404, an invalid object) and a certificate that does not verify end the
 call at once; so does a server that has not answered once since the command started (more
@@ -31,10 +31,7 @@ from typing import Any, Protocol
 
 from simpletfjob.errors import ClusterError
 from simpletfjob.kube.connection import RIDE
-from simpletfjob.kube.request import OUTAGE_CAP as CAP
 from simpletfjob.kube.request import Deadline
-
-__all__ = ["CAP", "Ride", "StillAway", "duration", "riding_out", "still_away"]
 
 
 class _Riding(Protocol):

@@ -332,8 +332,7 @@ def breakdown(verdicts: Sequence[Verdict]) -> str:
         eligible += f" ({', '.join(groups)})"
     parts = [eligible]
     parts += [counted(counts[c], *_SHOWN.get(c, (c, c))) for c in REASON_ORDER if counts[c]]
-    noun = "node" if len(verdicts) == 1 else "nodes"
-    return f"{len(verdicts)} {noun}: " + ", ".join(parts)
+    return f"{counted(len(verdicts), 'node', 'nodes')}: " + ", ".join(parts)
 
 
 def left_out_for_usage(verdicts: Sequence[Verdict], min_gpus: int) -> dict[str, list[str]]:

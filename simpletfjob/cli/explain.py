@@ -49,12 +49,11 @@ def explain(
         if not v.eligible:
             rows.append((name, "no", "-", *free, why))
             continue
-        eligible = f"only {', '.join(v.only_for)}" if v.only_for else "yes"
         if name in given:
-            rows.append((name, eligible, ", ".join(given[name]), *free, why))
+            rows.append((name, v.eligible_text, ", ".join(given[name]), *free, why))
         else:
             unused = ("not needed (-N)" if limited else "not needed") if tasks else ""
-            rows.append((name, eligible, "-", *free, "; ".join(filter(None, (unused, why)))))
+            rows.append((name, v.eligible_text, "-", *free, "; ".join(filter(None, (unused, why)))))
     from simpletfjob.cli.status import columns
     from simpletfjob.streams import say
 

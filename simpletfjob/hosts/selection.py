@@ -84,6 +84,13 @@ class Verdict(NamedTuple):
         """Some role of the run may use the node."""
         return not self.reasons or bool(self.only_for)
 
+    @property
+    def eligible_text(self) -> str:
+        """What an ELIGIBLE column says of the node: 'yes', 'no', or 'only ps'."""
+        if not self.eligible:
+            return "no"
+        return f"only {', '.join(self.only_for)}" if self.only_for else "yes"
+
 
 class Requirement(NamedTuple):
     """One term of a label selector, as in `kubectl -l`."""

@@ -27,20 +27,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Protocol
+from typing import cast
 
 from simpletfjob.errors import ClusterError
-from simpletfjob.kube.connection import RIDE
+from simpletfjob.kube.connection import RIDE, Connection
 from simpletfjob.kube.request import Deadline
-
-
-class _Riding(Protocol):
-    """A connection (connection.py's), as much as a ride reads and sets of it."""
-
-    ride: Any
-
-    @property
-    def target(self) -> object: ...
 
 
 class StillAway(ClusterError):
@@ -135,7 +126,7 @@ def duration(seconds: float) -> str:
 
 @contextmanager
 def riding_out(
-    conn: _Riding,
+    conn: Connection,
     deadline: Deadline | None,
     report: Callable[[str], None],
     until: str,
@@ -144,7 +135,7 @@ def riding_out(
     `until` ends the first line: 'the --timeout (1h)'. A ride already under way (a command
     that calls another that rides) is kept."""
     if conn.ride is not None:
-        yield conn.ride
+        yield cast("Ride", conn.ride)  # (the only patience a connection is given)
         return
     ride = Ride(str(conn.target), deadline, report, until)
     conn.ride = ride

@@ -175,10 +175,8 @@ def refuse_inputs(dest: Destination, inputs: Iterable[tuple[str, str | None]]) -
 
 def write_to(dest: Destination, chunks: Iterable[str]) -> None:
     """Write every chunk to the destination, all or nothing where it is a file."""
-    if dest.fd == 1:
-        write_stdout(chunks)
-    elif dest.fd is not None:
-        write_stream(dest.fd, chunks)
+    if dest.fd is not None:
+        write_stream(dest.fd, encoded(chunks))
     else:
         assert dest.path is not None
         write_atomic(dest.path, chunks)
@@ -186,35 +184,33 @@ def write_to(dest: Destination, chunks: Iterable[str]) -> None:
 
 def write_stdout(chunks: Iterable[str]) -> None:
     """Write to stdout; any failure (closed, full, a broken pipe) is one OutputError."""
-    write_stdout_bytes(encoded(chunks))
+    write_stream(1, encoded(chunks))
 
 
 def write_stdout_bytes(chunks: Iterable[bytes]) -> None:
     """Write bytes to stdout as they are (container logs), flushed; failures as write_stdout's."""
-    try:
-        sys.stdout.flush()
-        out = sys.stdout.buffer
-        out.flush()
-        try:
-            fd = out.fileno()
-        except (AttributeError, ValueError, OSError):  # not a descriptor (a test's capture)
-            for data in chunks:
-                out.write(data)
-            out.flush()
-        else:
-            write_all(fd, chunks)
-    except BrokenPipeError:
-        raise ReaderGone() from None
-    except OSError as e:
-        raise OutputError(f"cannot write to stdout: {e.strerror or e}") from e
+    write_stream(1, chunks)
 
 
-def write_stream(fd: int, chunks: Iterable[str]) -> None:
-    """Write into an open descriptor where it stands: never truncated, never renamed over."""
+def write_stream(fd: int, chunks: Iterable[bytes]) -> None:
+    """Write into an open descriptor where it stands: never truncated, never renamed over.
+    A reader gone is ReaderGone; any other failure (closed, full) is one OutputError."""
     if fd == 2:
         sys.stderr.flush()  # the warnings so far come before the documents
     try:
-        write_all(fd, encoded(chunks))
+        target = fd
+        if fd == 1:  # sys.stdout's, wherever it has been pointed
+            sys.stdout.flush()
+            out = sys.stdout.buffer
+            out.flush()
+            try:
+                target = out.fileno()
+            except (AttributeError, ValueError, OSError):  # not a descriptor (a test's capture)
+                for data in chunks:
+                    out.write(data)
+                out.flush()
+                return
+        write_all(target, chunks)
     except BrokenPipeError:
         raise ReaderGone(stream_name(fd)) from None
     except OSError as e:

@@ -7,6 +7,7 @@ import an offline render never pays.
 from __future__ import annotations
 
 import functools
+import math
 import re
 from typing import TYPE_CHECKING
 
@@ -48,9 +49,7 @@ def parse_quantity(value: object) -> Fraction:
     """A resource quantity (a string, or a JSON number) as an exact amount; a ValueError says what is wrong."""
     from fractions import Fraction
 
-    if type(value) is int:
-        return Fraction(value)
-    if type(value) is float:
+    if type(value) is int or type(value) is float:
         return Fraction(value)
     if type(value) is not str:
         raise ValueError(f"a quantity must be a string such as '4', not {describe_value(value)}")
@@ -100,9 +99,7 @@ def _units(value: str | int, milli: bool) -> int:
 
 def _exact_units(value: object, milli: bool) -> int:
     amount = parse_quantity(value)
-    if milli:
-        amount *= 1000
-    return -((-amount.numerator) // amount.denominator)
+    return math.ceil(amount * 1000 if milli else amount)
 
 
 def units_text(units: int, resource: str) -> str:

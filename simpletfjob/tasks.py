@@ -172,16 +172,12 @@ class Slots:
         return None if self.capacity is None else self.capacity.order(role)
 
     def first_free(self, role: str) -> int | None:
-        order = self._order(role)
-        if order is not None:
-            return next((h for h in chain(*order) if self.open_to(role, h)), None)
-        # Slots are only ever taken, room only shrinks, and hosts only come into use, so a
-        # host passed over once stays closed to the role: each role's walk moves forward.
-        host = self.next_host[role]
-        while host < len(self.hosts) and not self.open_to(role, host):
-            host += 1
-        self.next_host[role] = host
-        return host if host < len(self.hosts) else None
+        host = next((h for h in self._walk(role) if self.open_to(role, h)), None)
+        if self._order(role) is None:
+            # Slots are only ever taken, room only shrinks, and hosts only come into use, so a
+            # host passed over once stays closed to the role: each role's walk moves forward.
+            self.next_host[role] = len(self.hosts) if host is None else host
+        return host
 
     def last_free(self, role: str) -> int | None:
         order = self._order(role)

@@ -11,7 +11,7 @@ from the same completers. Completion only offers: values are checked when the co
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import click
@@ -26,13 +26,18 @@ Completer = Callable[[click.Context, click.Parameter, str], list["CompletionItem
 RUN_TIMEOUT = 2.0  # seconds for the whole list of runs, connection included
 
 
+def starting(words: Iterable[str], incomplete: str) -> list[CompletionItem]:
+    """The words that start as typed, as candidates."""
+    from click.shell_completion import CompletionItem
+
+    return [CompletionItem(word) for word in words if word.startswith(incomplete)]
+
+
 def choices(words: Sequence[str]) -> Completer:
     """The words that start as typed."""
 
     def complete(_: click.Context, __: click.Parameter, incomplete: str) -> list[CompletionItem]:
-        from click.shell_completion import CompletionItem
-
-        return [CompletionItem(word) for word in words if word.startswith(incomplete)]
+        return starting(words, incomplete)
 
     return complete
 
@@ -49,8 +54,6 @@ def _from_cluster(
 ) -> list[CompletionItem]:
     """What `read` finds on the cluster that --kubeconfig, --context and -n (so far) name,
     within RUN_TIMEOUT seconds; nothing when it cannot."""
-    from click.shell_completion import CompletionItem
-
     from simpletfjob.kube.connection import Settings, connect
 
     settings = Settings(
@@ -67,7 +70,7 @@ def _from_cluster(
             names = read(conn)
     except Exception:  # no cluster, no rights, too slow: completion offers nothing
         return []
-    return [CompletionItem(name) for name in names if name.startswith(incomplete)]
+    return starting(names, incomplete)
 
 
 def runs(context: click.Context, _: click.Parameter, incomplete: str) -> list[CompletionItem]:
@@ -103,8 +106,6 @@ def contexts(context: click.Context, _: click.Parameter, incomplete: str) -> lis
     """The contexts of the kubeconfig files kubectl would read (--kubeconfig, $KUBECONFIG)."""
     import os
 
-    from click.shell_completion import CompletionItem
-
     from simpletfjob.kube.kubeconfig import read_kubeconfigs
     from simpletfjob.kube.paths import kubeconfig_paths
 
@@ -113,7 +114,7 @@ def contexts(context: click.Context, _: click.Parameter, incomplete: str) -> lis
         names = sorted(read_kubeconfigs(paths or []).sections["contexts"])
     except Exception:  # no kubeconfig, or one that does not read: nothing to offer
         return []
-    return [CompletionItem(name) for name in names if name.startswith(incomplete)]
+    return starting(names, incomplete)
 
 
 def value_names(
@@ -166,11 +167,9 @@ def files(_: click.Context, __: click.Parameter, incomplete: str) -> list[Comple
 
 def builtins(_: click.Context, __: click.Parameter, incomplete: str) -> list[CompletionItem]:
     """The built-in templates that start as typed (init copies only those)."""
-    from click.shell_completion import CompletionItem
-
     from simpletfjob.template.catalog import builtin_names
 
-    return [CompletionItem(name) for name in builtin_names() if name.startswith(incomplete)]
+    return starting(builtin_names(), incomplete)
 
 
 def for_argument(name: str) -> Completer | None:
@@ -194,12 +193,10 @@ def first_word(
     context: click.Context, incomplete: str, commands: Sequence[str], default: click.Command
 ) -> list[CompletionItem]:
     """The first word: a command, or what the default command takes (a template, an option)."""
-    from click.shell_completion import CompletionItem
-
     inner = default.make_context("", [], parent=context, resilient_parsing=True)
     if incomplete.startswith("-"):
         return default.shell_complete(inner, incomplete)
-    words = [CompletionItem(name) for name in commands if name.startswith(incomplete)]
+    words = starting(commands, incomplete)
     template = next(p for p in default.params if p.name == "template")
     return [*words, *template.shell_complete(inner, incomplete)]
 

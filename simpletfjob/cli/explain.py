@@ -26,11 +26,11 @@ def address_line(address: str, network: str) -> str:
     return f"the tasks reach each other at {where}"
 
 
-def explain_table(
+def explain(
     verdicts: Sequence[Verdict], tasks: Sequence[Task], limited: bool = True, address: str = ""
-) -> str:
-    """The table, ending with the short breakdown, then `address` (address_line) when tasks
-    were seated; `tasks` is empty when selection failed.
+) -> None:
+    """The table on stderr, ending with the short breakdown, then `address` (address_line)
+    when tasks were seated; `tasks` is empty when selection failed.
 
     A node that only some roles may use says which in ELIGIBLE ('only ps'), as does a reason
     that holds for some roles only. `limited`: -N limited the hosts. A GPU(FREE/ALLOC)
@@ -49,16 +49,16 @@ def explain_table(
         if not v.eligible:
             rows.append((name, "no", "-", *free, why))
             continue
-        eligible = f"only {', '.join(v.only_for)}" if v.only_for else "yes"
         if name in given:
-            rows.append((name, eligible, ", ".join(given[name]), *free, why))
+            rows.append((name, v.eligible_text, ", ".join(given[name]), *free, why))
         else:
             unused = ("not needed (-N)" if limited else "not needed") if tasks else ""
-            rows.append((name, eligible, "-", *free, "; ".join(filter(None, (unused, why)))))
+            rows.append((name, v.eligible_text, "-", *free, "; ".join(filter(None, (unused, why)))))
     from simpletfjob.cli.status import columns
+    from simpletfjob.streams import say
 
-    lines = [line.rstrip("\n") for line in columns(rows[0], rows[1:], gap="  ")]
-    lines.append(breakdown(verdicts))
+    lines = [*columns(rows[0], rows[1:], gap="  "), breakdown(verdicts)]
     if tasks and address:
         lines.append(address)
-    return "\n".join(line.rstrip() for line in lines)
+    for line in "\n".join(line.rstrip() for line in lines).splitlines():
+        say(line)

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 from simpletfjob.streams import say
 
 if TYPE_CHECKING:
-    from simpletfjob.hosts.selection import Verdict
     from simpletfjob.options.render import Options
     from simpletfjob.plan import Plan
     from simpletfjob.runs.state import Run
@@ -24,6 +23,7 @@ if TYPE_CHECKING:
 
 def plan_explained(options: Options) -> Plan:
     """The plan; when it fails for want of hosts, --explain's table comes before the error."""
+    from simpletfjob.cli.explain import explain
     from simpletfjob.errors import SelectionError
     from simpletfjob.plan import plan
 
@@ -52,20 +52,10 @@ def tell(planned: Plan, options: Options) -> None:
 
 def explain_plan(planned: Plan, options: Options) -> None:
     """--explain's table of a plan: its verdicts and tasks, and the tasks' addresses."""
-    from simpletfjob.cli.explain import address_line
+    from simpletfjob.cli.explain import address_line, explain
 
     address = address_line(options.address, options.network)
     explain(planned.verdicts, planned.tasks, limited=options.num != -1, address=address)
-
-
-def explain(
-    verdicts: Sequence[Verdict], tasks: Sequence[Task], limited: bool, address: str = ""
-) -> None:
-    """--explain: explain.explain_table's table, on stderr."""
-    from simpletfjob.cli.explain import explain_table
-
-    for line in explain_table(verdicts, tasks, limited=limited, address=address).splitlines():
-        say(line)
 
 
 def summary(tasks: Sequence[Task], destination: str, verb: str = "wrote") -> str:

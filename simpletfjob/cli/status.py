@@ -122,8 +122,7 @@ def _watch(conn: Connection, name: str, tail: int) -> None:
 
     def show(run: Run) -> None:
         nonlocal shown, widths
-        claimed = {job: claim for claim in run.claims for job in claim.jobs}
-        rows = {t.task: _row(t, claimed) for t in run.tasks}
+        rows = {row[0]: row for row in _rows(run)}
         if not widths:
             widths = _widths([HEADER, *rows.values()])
             write_stdout(_one_run(run))
@@ -173,26 +172,29 @@ def _one_run(run: Run) -> list[str]:
             else f" ({duration((run.ended - run.started).total_seconds())})"
         )
         head += f", ended {rfc3339(run.ended)}{took}"
-    claimed = {job: claim for claim in run.claims for job in claim.jobs}
-    rows = [_row(t, claimed) for t in run.tasks]
     lines = [_shown(head) + "\n"]
     if run.progress is not None:  # its reporting task's (runs/reporting.py)
         lines.append(_shown(progress_line(run.progress, time.time(), run.progress.trend)) + "\n")
-    return [*lines, *columns(HEADER, rows)]
+    return [*lines, *columns(HEADER, _rows(run))]
 
 
 HEADER = ("TASK", "NODE", "STATE", "RESTARTS", "AGE", "REASON")
 
 
-def _row(t: TaskStatus, claimed: Mapping[str, Claim]) -> tuple[str, ...]:
-    return (
-        t.task,
-        _shown(t.node or "<none>"),
-        t.state,
-        "-" if t.restarts is None else str(t.restarts),  # not known: its pod is gone
-        age(t.created),
-        _shown(_reason(t, claimed)),
-    )
+def _rows(run: Run) -> list[tuple[str, ...]]:
+    """The table's row of each task."""
+    claimed = {job: claim for claim in run.claims for job in claim.jobs}
+    return [
+        (
+            t.task,
+            _shown(t.node or "<none>"),
+            t.state,
+            "-" if t.restarts is None else str(t.restarts),  # not known: its pod is gone
+            age(t.created),
+            _shown(_reason(t, claimed)),
+        )
+        for t in run.tasks
+    ]
 
 
 def _shown(text: str) -> str:

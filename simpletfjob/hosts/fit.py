@@ -94,12 +94,8 @@ def shortfall(node: Node, usage: NodeUsage | None, ask: Ask, count: int = 1) -> 
 
 def tasks_that_fit(node: Node, usage: NodeUsage | None, ask: Ask, most: int) -> int:
     """How many tasks asking `ask` each the node has room for, up to `most`."""
-    room = most
-    for resource, each in ask:
-        left = free(node, usage, resource)
-        if left is not None:
-            room = min(room, max(left, 0) // each)
-    return room
+    lefts = ((free(node, usage, resource), each) for resource, each in ask)
+    return min([most, *(max(left, 0) // each for left, each in lefts if left is not None)])
 
 
 def ask_text(resource: str, amount: int) -> str:

@@ -124,11 +124,8 @@ def _pinned(packing: Packing) -> Nodes | None:
 
 def _how_many(room: Counts, ask: Counts, slots: int) -> int:
     """How many tasks asking `ask` each fit in `room`, up to `slots`."""
-    most = slots
-    for have, each in zip(room, ask, strict=True):
-        if each:
-            most = min(most, have // each)
-    return max(most, 0)
+    fits = (have // each for have, each in zip(room, ask, strict=True) if each)
+    return max(0, min(slots, min(fits, default=slots)))
 
 
 def _alone_short(packing: Packing, nodes: Nodes) -> bool:

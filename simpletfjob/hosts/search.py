@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import NamedTuple
 
 # A node's room in a resource it does not list (cpu in a hand-written NodeList): never short.
@@ -273,7 +274,4 @@ class Search:
 
 def suffix(values: Sequence[int]) -> list[int]:
     """sums[i] = sum(values[i:]), with a 0 after the last."""
-    sums = [0] * (len(values) + 1)
-    for i in range(len(values) - 1, -1, -1):
-        sums[i] = sums[i + 1] + values[i]
-    return sums
+    return list(accumulate(reversed(values), initial=0))[::-1]

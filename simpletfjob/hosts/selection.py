@@ -84,6 +84,13 @@ class Verdict(NamedTuple):
         """Some role of the run may use the node."""
         return not self.reasons or bool(self.only_for)
 
+    @property
+    def eligible_text(self) -> str:
+        """What an ELIGIBLE column says of the node: 'yes', 'no', or 'only ps'."""
+        if not self.eligible:
+            return "no"
+        return f"only {', '.join(self.only_for)}" if self.only_for else "yes"
+
 
 class Requirement(NamedTuple):
     """One term of a label selector, as in `kubectl -l`."""
@@ -332,8 +339,7 @@ def breakdown(verdicts: Sequence[Verdict]) -> str:
         eligible += f" ({', '.join(groups)})"
     parts = [eligible]
     parts += [counted(counts[c], *_SHOWN.get(c, (c, c))) for c in REASON_ORDER if counts[c]]
-    noun = "node" if len(verdicts) == 1 else "nodes"
-    return f"{len(verdicts)} {noun}: " + ", ".join(parts)
+    return f"{counted(len(verdicts), 'node', 'nodes')}: " + ", ".join(parts)
 
 
 def left_out_for_usage(verdicts: Sequence[Verdict], min_gpus: int) -> dict[str, list[str]]:

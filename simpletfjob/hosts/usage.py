@@ -30,6 +30,7 @@ functions over the JSON of v1 Pods and batch/v1 Jobs, fed by cluster.py.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 from types import MappingProxyType
@@ -50,14 +51,6 @@ from simpletfjob.inputs import describe_value
 # The field selector that leaves out terminated pods, as `kubectl describe node` lists them.
 NOT_TERMINATED = "status.phase!=Succeeded,status.phase!=Failed"
 TERMINATED_PHASES = frozenset({"Succeeded", "Failed"})
-
-
-# ---- quantities -----------------------------------------------------------------------------
-
-
-def whole(amount: Fraction) -> int:
-    """A count of devices: extended resources are whole numbers; a fraction rounds up, as it occupies one."""
-    return -((-amount.numerator) // amount.denominator)
 
 
 # ---- one pod --------------------------------------------------------------------------------
@@ -341,7 +334,8 @@ class Tally:
         if name not in self._pods and not pending:
             return EMPTY
         amounts = {r: a for r, a in zip(self.others, others, strict=False) if a}
-        return NodeUsage(whole(requested), self._pods.get(name, 0), ports, amounts)
+        # A count of devices: a fraction of one rounds up, as it occupies one.
+        return NodeUsage(math.ceil(requested), self._pods.get(name, 0), ports, amounts)
 
     @staticmethod
     def _hold_in(held: dict[Port, str], ports: Iterable[Port], ref: str) -> None:

@@ -280,9 +280,7 @@ def in_order(
         return
     pool = Pool(min(in_flight, len(calls)), "simpletfjob-read")
     try:
-        futures = [pool.submit(_outcome, call) for call in calls]
-        for future in futures:
-            yield future.result()
+        yield from pool.map(_outcome, calls)
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
 

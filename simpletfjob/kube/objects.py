@@ -117,10 +117,9 @@ def apply(
         if before is None:
             return Applied(applied, "created")
         same = _identity_free(applied) == _identity_free(before)
-        return Applied(applied, "unchanged" if same else "configured")
-    if _content(applied) == _content(live):
-        return Applied(applied, "unchanged")
-    return Applied(applied, "configured")
+    else:
+        same = _content(applied) == _content(live)
+    return Applied(applied, "unchanged" if same else "configured")
 
 
 def _content(obj: Mapping[str, Any]) -> dict[str, Any]:

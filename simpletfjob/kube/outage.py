@@ -4,7 +4,7 @@ An API server that restarts while `wait`, `delete --wait` or `apply --replace` w
 end them as if the run had failed. Within `riding_out(conn, deadline, report, until)`, every
 request on the connection treats no answer (refused, reset, a timeout), 429 and 5xx past the
 usual attempts, and a watch that keeps dropping as an outage, and tries again, the delay
-doubling up to CAP seconds, until the deadline.
+doubling up to OUTAGE_CAP seconds (request.py), until the deadline.
 
 Answers (401, 403, 404, an invalid object) and a certificate that does not verify end the
 call at once; so does a server that has not answered once since the command started (more
@@ -27,23 +27,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Protocol
+from typing import cast
 
 from simpletfjob.errors import ClusterError
-from simpletfjob.kube.connection import RIDE
-from simpletfjob.kube.request import OUTAGE_CAP as CAP
+from simpletfjob.kube.connection import RIDE, Connection
 from simpletfjob.kube.request import Deadline
-
-__all__ = ["CAP", "Ride", "StillAway", "duration", "riding_out", "still_away"]
-
-
-class _Riding(Protocol):
-    """A connection (connection.py's), as much as a ride reads and sets of it."""
-
-    ride: Any
-
-    @property
-    def target(self) -> object: ...
 
 
 class StillAway(ClusterError):
@@ -138,7 +126,7 @@ def duration(seconds: float) -> str:
 
 @contextmanager
 def riding_out(
-    conn: _Riding,
+    conn: Connection,
     deadline: Deadline | None,
     report: Callable[[str], None],
     until: str,
@@ -147,7 +135,7 @@ def riding_out(
     `until` ends the first line: 'the --timeout (1h)'. A ride already under way (a command
     that calls another that rides) is kept."""
     if conn.ride is not None:
-        yield conn.ride
+        yield cast("Ride", conn.ride)  # (the only patience a connection is given)
         return
     ride = Ride(str(conn.target), deadline, report, until)
     conn.ride = ride

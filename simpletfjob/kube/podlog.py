@@ -123,12 +123,9 @@ def whole_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
             if chunk:
                 parts.append(chunk)
             continue
-        if parts:
-            parts.append(chunk[:end])
-            yield b"".join(parts)
-            parts = []
-        else:
-            yield chunk[:end]
+        parts.append(chunk[:end])
+        yield b"".join(parts)
+        parts = []
         if end < len(chunk):
             parts.append(chunk[end:])
     if parts:

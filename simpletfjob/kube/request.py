@@ -128,11 +128,7 @@ def request(
         if remaining <= 0:
             if ride is not None and (riding or (problem and ride.remaining() <= 0)):
                 raise _timed_out(ride, problem, began)
-            raise OutOfTime(
-                f"{target}: no {action.outcome} within {deadline.seconds:g} s{_last(problem)}",
-                deadline,
-                problem,
-            )
+            raise _out_of_time(conn, action, deadline, problem)
         connect_timeout = min(settings.connect_timeout, remaining)
         wait = min(settings.read_timeout if read_timeout is None else read_timeout, remaining)
         retry_after: float | None = None
@@ -219,7 +215,9 @@ def request(
             # Both run out before the next attempt: the --timeout passes first, as it says.
             settings.sleep(max(0.0, ride.remaining()))
             raise _timed_out(ride, problem, began)
-        pause(conn, action, delay, deadline, _last(problem))
+        if time.monotonic() + delay > deadline.at:  # the deadline would pass first
+            raise _out_of_time(conn, action, deadline, problem)
+        settings.sleep(delay)
 
 
 _FOREVER = Deadline(math.inf, math.inf)
@@ -240,15 +238,12 @@ def _last(problem: str) -> str:
     return f" (last: {problem})" if problem else ""
 
 
-def pause(conn: Connection, action: Action, delay: float, deadline: Deadline, problem: str) -> None:
-    """Wait `delay` before the next attempt, unless the deadline would pass first."""
-    if time.monotonic() + delay > deadline.at:
-        raise OutOfTime(
-            f"{conn.target}: no {action.outcome} within {deadline.seconds:g} s{problem}",
-            deadline,
-            problem.removeprefix(" (last: ").removesuffix(")"),
-        )
-    conn.settings.sleep(delay)
+def _out_of_time(conn: Connection, action: Action, deadline: Deadline, problem: str) -> OutOfTime:
+    return OutOfTime(
+        f"{conn.target}: no {action.outcome} within {deadline.seconds:g} s{_last(problem)}",
+        deadline,
+        problem,
+    )
 
 
 def _retry_after(headers: Mapping[str, str]) -> float | None:

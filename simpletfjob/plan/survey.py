@@ -25,7 +25,7 @@ from simpletfjob.frameworks import framework
 from simpletfjob.hosts.cluster import Cluster
 from simpletfjob.hosts.fit import Ask, ordered
 from simpletfjob.hosts.nodes import Node, nodes_from_file
-from simpletfjob.hosts.selection import Rules, Verdict, judge_nodes, parse_selector
+from simpletfjob.hosts.selection import Rules, Verdict, counted, judge_nodes, parse_selector
 from simpletfjob.hosts.usage import NOBODY, Tally
 from simpletfjob.kube.connection import Settings
 from simpletfjob.kube.request import ApiError
@@ -139,12 +139,6 @@ def read_tally(
 # ---- printing ------------------------------------------------------------------------------------
 
 
-def _eligible(v: Verdict) -> str:
-    if not v.eligible:
-        return "no"
-    return f"only {', '.join(v.only_for)}" if v.only_for else "yes"
-
-
 def table_rows(verdicts: Sequence[Verdict], wide: bool = False) -> list[list[str]]:
     """NAME ELIGIBLE REASON GPU(FREE/ALLOC) PODS; wide adds ADDRESSES, HOST PORTS and LABELS."""
     header = ["NAME", "ELIGIBLE", "REASON", "GPU(FREE/ALLOC)", "PODS"]
@@ -155,7 +149,7 @@ def table_rows(verdicts: Sequence[Verdict], wide: bool = False) -> list[list[str
         free = v.node.gpus if v.free_gpus is None else v.free_gpus
         pods = "-" if v.usage is None else str(v.usage.pods)
         reasons = "; ".join(map(str, v.reasons)) or "-"
-        row = [v.node.name, _eligible(v), reasons, f"{free}/{v.node.gpus}", pods]
+        row = [v.node.name, v.eligible_text, reasons, f"{free}/{v.node.gpus}", pods]
         if wide:
             addresses = ",".join(
                 f"{kind}={a}" for kind, every in sorted(v.node.addresses.items()) for a in every
@@ -199,7 +193,6 @@ def survey_summary(result: Survey) -> str:
     verdicts = result.verdicts
     eligible = sum(v.eligible for v in verdicts)
     free = sum(v.node.gpus if v.free_gpus is None else v.free_gpus for v in verdicts if v.eligible)
-    noun = "node" if len(verdicts) == 1 else "nodes"
-    gpus = "GPU" if free == 1 else "GPUs"
     how = "free" if result.read else "allocatable (pods not read)"
-    return f"{len(verdicts)} {noun}: {eligible} eligible, {free} {gpus} {how}"
+    nodes, gpus = counted(len(verdicts), "node", "nodes"), counted(free, "GPU", "GPUs")
+    return f"{nodes}: {eligible} eligible, {gpus} {how}"

@@ -20,7 +20,6 @@ from simpletfjob.hosts.usage import (
     pinned_jobs,
     pod_request,
     pod_use,
-    whole,
 )
 from simpletfjob.quantity import parse_quantity
 
@@ -129,8 +128,16 @@ def test_quantities(text: object, value: Fraction) -> None:
 
 
 def test_a_fraction_of_a_device_occupies_a_whole_one() -> None:
-    assert whole(Fraction(1, 2)) == 1
-    assert whole(Fraction(4)) == 4
+    def gpus(*requests: str) -> int:
+        containers = [
+            {"name": f"c{i}", "image": "x", "resources": {"requests": {GPU: r}}}
+            for i, r in enumerate(requests)
+        ]
+        return int(Tally().add_all([use(pod(containers=containers))]).node("n1").requested)
+
+    assert gpus("500m") == 1
+    assert gpus("1500m", "2500m") == 4
+    assert gpus("4") == 4
 
 
 def test_a_malformed_quantity_names_the_pod_and_field() -> None:

@@ -303,8 +303,6 @@ def side_failures(run: Run) -> list[TaskStatus]:
 
 
 def _claims(tasks: Sequence[TaskStatus]) -> tuple[Claim, ...]:
-    if len({task.task for task in tasks}) == len(tasks):
-        return ()  # no task claimed twice
     jobs: dict[str, list[TaskStatus]] = {}
     for task in tasks:
         jobs.setdefault(task.task, []).append(task)

@@ -249,12 +249,10 @@ def run_state(
     if claims or wrong_policy:  # nothing is decided on a guess
         return run(AMBIGUOUS)
     deciders = still_in(fw.deciding(policy, [*by_name, *expected]), tasks)
-    # Each Job by its name (the first of a name), to read when it ended.
+    # Each Job by its name (the first of a name), to read when it failed.
     pairs = [(metadata_of(job).get("name"), job) for job in present]
     named = {n: job for n, job in reversed(pairs) if isinstance(n, str)}
-    finished_at = {
-        d: completed_at(named.get(by_name[d].job, {})) or NEVER for d in deciders if d in by_name
-    }
+    finished_at = {d: _second(by_name[d].ended) or NEVER for d in deciders if d in by_name}
     # Only a Job's condition ends a task: a pod that has ended, not yet counted, decides nothing.
     succeeded = all(
         d in by_name and by_name[d].finished and by_name[d].state == SUCCEEDED for d in deciders
@@ -316,11 +314,6 @@ def _claims(tasks: Sequence[TaskStatus]) -> tuple[Claim, ...]:
 def _second(when: datetime | None) -> datetime | None:
     """A time to the second: the API server writes no finer, and the same second is a tie."""
     return None if when is None else when.replace(microsecond=0)
-
-
-def completed_at(job: Object) -> datetime | None:
-    """When the Job completed, to the second (None if it has not, or its time is not known)."""
-    return _second(timestamp((job.get("status") or {}).get("completionTime")))
 
 
 def failed_at(job: Object) -> datetime | None:

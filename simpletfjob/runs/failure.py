@@ -257,9 +257,13 @@ def _crash(status: Mapping[str, Any]) -> str | None:
     return None
 
 
-def explain(conn: Connection, run: Run, tail: int, keeper: Keeper | None = None) -> list[str]:
-    """The lines that say why the run failed (see the module); [] for a run that has not."""
-    task = next((t for t in run.tasks if t.task == run.decided_by), None)
+def explain(
+    conn: Connection, run: Run, tail: int, keeper: Keeper | None = None, failed: str | None = None
+) -> list[str]:
+    """The lines that say why the run failed (see the module), or why task `failed` did, whether
+    or not it decided the run (`run`'s restarts); [] for a run or task that has not."""
+    name = run.decided_by if failed is None else failed
+    task = next((t for t in run.tasks if t.task == name), None)
     if task is None or run.reason == DELETED:
         return []
     try:
@@ -279,15 +283,6 @@ def explain(conn: Connection, run: Run, tail: int, keeper: Keeper | None = None)
             lines.append(f"{task.task}: Warning events of its Job and pods:")
             lines += event_lines(mine)
     return lines
-
-
-def explain_task(
-    conn: Connection, run: Run, task: str, tail: int, keeper: Keeper | None = None
-) -> list[str]:
-    """`explain` for one task that failed, whether or not it decided the run (`run`'s restarts)."""
-    if not task:
-        return []
-    return explain(conn, replace(run, decided_by=task), tail, keeper)
 
 
 def _log_lines(

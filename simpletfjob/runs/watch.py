@@ -371,8 +371,7 @@ class Follower:
         self.name = name
         self.namespace = namespace
         self.stores = {"jobs": Store(jobs), "pods": Store(pods)}
-        self.expected = list(expected)
-        self._expected = set(self.expected)
+        self.expected = dict.fromkeys(expected)  # the tasks known to have existed, in order
         self.restarts: dict[str, int] = {}  # the last count seen of each Job's task, by uid
         self.ended: dict[str, Mapping[str, Any]] = {}  # Job name -> the Job as seen ended
         # Job name -> its object, its pods and its task, as _task last judged them
@@ -459,10 +458,7 @@ class Follower:
 
     def remember(self, run: Run) -> None:
         """The tasks seen: one whose Job is deleted later is known to have existed."""
-        for task in run.tasks:
-            if task.task not in self._expected:
-                self.expected.append(task.task)
-                self._expected.add(task.task)
+        self.expected.update(dict.fromkeys(task.task for task in run.tasks))
 
     def unknown_nodes(self) -> set[str]:
         """The nodes of the pods in phase Unknown."""

@@ -33,7 +33,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -415,21 +415,15 @@ def refusal(run: Run, pods: Iterable[Mapping[str, Any]]) -> Cause | None:
     return found[min(found, key=order.index)] if found else None
 
 
+@dataclass(eq=False)
 class NodeWatch:
     """The nodes of a run's unfinished tasks, read on each tick; a cause once one is lost too long."""
 
-    def __init__(
-        self,
-        conn: Connection,
-        grace: float,
-        say: Callable[[str], None] = lambda line: None,
-        watching: bool = True,
-    ) -> None:
-        self.conn = conn
-        self.grace = grace
-        self.say = say
-        self.watching = watching  # False once reading nodes is known to be refused
-        self.since: dict[str, float] = {}  # node -> when it was first seen NotReady or gone
+    conn: Connection
+    grace: float
+    say: Callable[[str], None] = lambda line: None
+    watching: bool = True  # False once reading nodes is known to be refused
+    since: dict[str, float] = field(default_factory=dict)  # node -> first seen NotReady or gone
 
     def check(self, run: Run) -> Cause | None:
         """The cause, 'worker-1 on node h3: NotReady for more than 1m', or None."""

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 GONE_WITHIN = 300.0  # seconds a task's Job is given to go when the run has no --timeout
 
 
-@dataclass
+@dataclass(eq=False)
 class Aside:
     """What `run` did of the independent tasks that failed: restarts made, failures left."""
 

@@ -49,11 +49,9 @@ BARS = "▁▂▃▄▅▆▇█"
 MOST_NOTE = 4096  # a longer note cannot be one that `run` or `wait` wrote
 
 
-def reporting_task(fw: Framework, tasks: Collection[str], chosen: str = "") -> str:
-    """The task whose log tells the run's progress: the one chosen (--progress-task), else rank
-    0 (the framework's first deciding task under the default policy)."""
-    if chosen:
-        return chosen
+def reporting_task(fw: Framework, tasks: Collection[str]) -> str:
+    """The task whose log tells the run's progress unless --progress-task names another: rank 0
+    (the framework's first deciding task under the default policy)."""
     found = fw.deciding(DEFAULT_POLICY, tasks)
     return found[0] if found else ""
 

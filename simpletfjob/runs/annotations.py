@@ -61,12 +61,8 @@ KEYS = (
     RESTARTS_WITHOUT_ANNOTATION,
 )
 
-
-@dataclass(frozen=True)
-class Found:
-    """What values_of read: for each of KEYS, each value given, with the Jobs that give it."""
-
-    values: Mapping[str, Mapping[str, list[str]]]
+# What values_of read: for each of KEYS, each value given, with the Jobs that give it.
+Found = Mapping[str, Mapping[str, list[str]]]
 
 
 def _annotations(job: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
@@ -85,12 +81,12 @@ def values_of(jobs: Iterable[Mapping[str, Any]]) -> Found:
         for key in KEYS:
             if key in annotations:
                 found[key].setdefault(str(annotations[key]), []).append(name)
-    return Found(found)
+    return found
 
 
 def _values(jobs: Iterable[Mapping[str, Any]] | Found, key: str) -> Mapping[str, list[str]]:
     """Each value the Jobs give `key` (or what values_of found), with the Jobs that give it."""
-    return (jobs if isinstance(jobs, Found) else values_of(jobs)).values[key]
+    return (jobs if isinstance(jobs, Mapping) else values_of(jobs))[key]
 
 
 def _disagree(key: str, found: Mapping[str, list[str]]) -> str:
@@ -143,7 +139,7 @@ def _count(value: str, most: int) -> int | str:
 
 def read_restarts(jobs: Iterable[Mapping[str, Any]] | Found) -> Restarts:
     """The restarts `run` recorded on the Jobs (see the module); Restarts() for a run it did not apply."""
-    jobs = jobs if isinstance(jobs, Found) else values_of(jobs)
+    jobs = jobs if isinstance(jobs, Mapping) else values_of(jobs)
     if not _values(jobs, MAX_RESTARTS_ANNOTATION):
         return Restarts()
     read: dict[str, int] = {}

@@ -27,7 +27,7 @@ from simpletfjob.kube.request import Deadline
 from simpletfjob.kube.resources import JOBS
 from simpletfjob.kube.watch import watch
 from simpletfjob.runs.classify import REFUSED, STALLED, TASK_FAILED, Cause, run_failure
-from simpletfjob.runs.failure import explain, explain_task, stuck_reasons
+from simpletfjob.runs.failure import explain, stuck_reasons
 from simpletfjob.runs.objects import object_name, run_selector, some
 from simpletfjob.runs.state import (
     AMBIGUOUS,
@@ -294,7 +294,7 @@ def explain_failure(
     may be found; else []."""
     if cause is None or cause.kind not in (TASK_FAILED, REFUSED, STALLED):
         return []
-    lines = explain_task(conn, run, cause.task, tail, keeper)
+    lines = explain(conn, run, tail, keeper, cause.task)
     if cause.kind == STALLED:
         return lines + [f"{t.task}: {t.state} on {t.node or '<none>'}" for t in run.tasks]
     return lines + unresolved_note(cause.task, lines, run, keeper.jobs if keeper else ())

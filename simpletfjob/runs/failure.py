@@ -33,7 +33,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -257,9 +257,13 @@ def _crash(status: Mapping[str, Any]) -> str | None:
     return None
 
 
-def explain(conn: Connection, run: Run, tail: int, keeper: Keeper | None = None) -> list[str]:
-    """The lines that say why the run failed (see the module); [] for a run that has not."""
-    task = next((t for t in run.tasks if t.task == run.decided_by), None)
+def explain(
+    conn: Connection, run: Run, tail: int, keeper: Keeper | None = None, failed: str | None = None
+) -> list[str]:
+    """The lines that say why the run failed (see the module), or why task `failed` did, whether
+    or not it decided the run (`run`'s restarts); [] for a run or task that has not."""
+    name = run.decided_by if failed is None else failed
+    task = next((t for t in run.tasks if t.task == name), None)
     if task is None or run.reason == DELETED:
         return []
     try:
@@ -279,15 +283,6 @@ def explain(conn: Connection, run: Run, tail: int, keeper: Keeper | None = None)
             lines.append(f"{task.task}: Warning events of its Job and pods:")
             lines += event_lines(mine)
     return lines
-
-
-def explain_task(
-    conn: Connection, run: Run, task: str, tail: int, keeper: Keeper | None = None
-) -> list[str]:
-    """`explain` for one task that failed, whether or not it decided the run (`run`'s restarts)."""
-    if not task:
-        return []
-    return explain(conn, replace(run, decided_by=task), tail, keeper)
 
 
 def _log_lines(
@@ -420,21 +415,15 @@ def refusal(run: Run, pods: Iterable[Mapping[str, Any]]) -> Cause | None:
     return found[min(found, key=order.index)] if found else None
 
 
+@dataclass(eq=False)
 class NodeWatch:
     """The nodes of a run's unfinished tasks, read on each tick; a cause once one is lost too long."""
 
-    def __init__(
-        self,
-        conn: Connection,
-        grace: float,
-        say: Callable[[str], None] = lambda line: None,
-        watching: bool = True,
-    ) -> None:
-        self.conn = conn
-        self.grace = grace
-        self.say = say
-        self.watching = watching  # False once reading nodes is known to be refused
-        self.since: dict[str, float] = {}  # node -> when it was first seen NotReady or gone
+    conn: Connection
+    grace: float
+    say: Callable[[str], None] = lambda line: None
+    watching: bool = True  # False once reading nodes is known to be refused
+    since: dict[str, float] = field(default_factory=dict)  # node -> first seen NotReady or gone
 
     def check(self, run: Run) -> Cause | None:
         """The cause, 'worker-1 on node h3: NotReady for more than 1m', or None."""

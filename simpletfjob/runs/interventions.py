@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from simpletfjob.errors import ClusterError, Interrupted, Unsettled
@@ -47,12 +47,12 @@ if TYPE_CHECKING:
 GONE_WITHIN = 300.0  # seconds a task's Job is given to go when the run has no --timeout
 
 
+@dataclass(eq=False)
 class Aside:
     """What `run` did of the independent tasks that failed: restarts made, failures left."""
 
-    def __init__(self) -> None:
-        self.made = 0  # restarts of a task alone; they spend the budget
-        self.left: set[str] = set()  # uids of failed Jobs reported and not restarted
+    made: int = 0  # restarts of a task alone; they spend the budget
+    left: set[str] = field(default_factory=set)  # uids of failed Jobs reported and not restarted
 
 
 def delete_task(conn: Connection, run: Run, task: str, deadline: Deadline | None) -> None:

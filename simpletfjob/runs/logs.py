@@ -41,7 +41,7 @@ from simpletfjob.runs.logsources import (
 )
 from simpletfjob.runs.logsources import LogRequest as LogRequest
 from simpletfjob.runs.objects import NoRunError, some
-from simpletfjob.runs.state import Run
+from simpletfjob.runs.state import Run, is_gone
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
@@ -104,10 +104,11 @@ def show_logs(
     note: Callable[[str], None],
 ) -> None:
     """Print the logs of the run's chosen tasks once (no follow)."""
-    from simpletfjob.runs.watch import list_jobs_and_pods
+    from simpletfjob.runs.watch import list_both
 
-    jobs, pods = list_jobs_and_pods(conn, name)
-    if not any(not (j.get("metadata") or {}).get("deletionTimestamp") for j in jobs):
+    listed = list_both(conn, name)
+    jobs, pods = listed[0].items, listed[1].items
+    if all(is_gone(j) for j in jobs):
         raise NoRunError(name, conn.namespace)
     tasks = tasks_of(jobs, pods)
     deleted = gone_tasks(name, jobs, pods, tasks) if selection.tasks else {}

@@ -49,11 +49,9 @@ BARS = "▁▂▃▄▅▆▇█"
 MOST_NOTE = 4096  # a longer note cannot be one that `run` or `wait` wrote
 
 
-def reporting_task(fw: Framework, tasks: Collection[str], chosen: str = "") -> str:
-    """The task whose log tells the run's progress: the one chosen (--progress-task), else rank
-    0 (the framework's first deciding task under the default policy)."""
-    if chosen:
-        return chosen
+def reporting_task(fw: Framework, tasks: Collection[str]) -> str:
+    """The task whose log tells the run's progress unless --progress-task names another: rank 0
+    (the framework's first deciding task under the default policy)."""
     found = fw.deciding(DEFAULT_POLICY, tasks)
     return found[0] if found else ""
 
@@ -170,12 +168,13 @@ def utc(when: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when))
 
 
-def at(p: Stepped) -> str:
-    """Where a report or progress stands: 'step 120/1000', 'epoch 3/10 step 120/1000'."""
-    step = f"step {p.step}" + (f"/{p.total}" if p.total else "")
+def at(p: Stepped, totals: bool = True) -> str:
+    """Where a report or progress stands: 'step 120/1000', 'epoch 3/10 step 120/1000'; without
+    `totals`, as the stall and resumed lines say it: 'epoch 3 step 120'."""
+    step = f"step {p.step}" + (f"/{p.total}" if p.total and totals else "")
     if p.epoch is None:
         return step
-    return f"epoch {p.epoch}" + (f"/{p.epochs}" if p.epochs else "") + f" {step}"
+    return f"epoch {p.epoch}" + (f"/{p.epochs}" if p.epochs and totals else "") + f" {step}"
 
 
 def sparkline(values: Sequence[float | None]) -> str:
@@ -298,7 +297,7 @@ def stall_line(timeout: float, task: str, last: Stepped | None, stepped: float |
             f"stalled: no progress seen in {span(timeout)}: {task} printed no step that "
             f"simpletfjob reads ({HOW})"
         )
-    return f"stalled: no new step for {span(timeout)} (last: {point(last)} at {clock(stepped)})"
+    return f"stalled: no new step for {span(timeout)} (last: {at(last, totals=False)} at {clock(stepped)})"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -335,14 +334,8 @@ class Budget:
 def resumed_line(budget: Budget, first: Stepped) -> str:
     """`attempt 3 resumed at step 1150 (best before the restart: 1200)`: a new attempt's first
     report, beside the best that the attempts before it reached."""
-    best = "none" if budget.best is None else point(budget.best).removeprefix("step ")
-    return f"attempt {budget.attempt} resumed at {point(first)} (best before the restart: {best})"
-
-
-def point(p: Stepped) -> str:
-    """Where a report stands, without its totals, as the stall and resumed lines say it (the
-    progress line has them): 'step 1200', 'epoch 3 step 120'."""
-    return ("" if p.epoch is None else f"epoch {p.epoch} ") + f"step {p.step}"
+    best = "none" if budget.best is None else at(budget.best, totals=False).removeprefix("step ")
+    return f"attempt {budget.attempt} resumed at {at(first, totals=False)} (best before the restart: {best})"
 
 
 def restarts_words(done: int, in_a_row: int, limit: int) -> str:

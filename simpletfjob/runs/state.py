@@ -25,8 +25,8 @@ from datetime import datetime, timezone
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from simpletfjob.frameworks import Framework, independent_roles
 from simpletfjob.frameworks import framework as framework_named
+from simpletfjob.frameworks import independent_roles
 from simpletfjob.runs.annotations import read_min_workers, read_policy, read_restarts, values_of
 
 if TYPE_CHECKING:
@@ -191,12 +191,6 @@ class Run:
         return data
 
 
-def _framework_of(jobs: Sequence[Object], elastic: bool = False) -> Framework:
-    from simpletfjob.runs.objects import run_framework
-
-    return run_framework(jobs, elastic)
-
-
 def is_gone(obj: Object) -> bool:
     """Being deleted counts as gone: a Foreground delete keeps the Job until its pods are gone."""
     return bool(metadata_of(obj).get("deletionTimestamp"))
@@ -213,21 +207,35 @@ def run_state(
 ) -> Run:
     """The run's tasks and state; `expected` names tasks known to have existed (task_of: `nodes`;
     `task` stands for task_of where the caller keeps what it gave before: watch.Follower)."""
+    from simpletfjob.runs.objects import run_framework
+
     listed = list(jobs)
     present = [job for job in listed if not is_gone(job)]
-    by_job = pods_by_job(pods)
-    if listed and not present:
-        return _deleting(name, namespace, listed, by_job, nodes)
-    found = values_of(present)  # the run's annotations, read in one pass
-    floor, wrong_floor = read_min_workers(found)  # an elastic run's (elastic.py)
-    fw = _framework_of(present, elastic=floor is not None)
+    deleting = bool(listed) and not present  # every Job being deleted: told what holds them
+    judged = present or listed
+    found = values_of(judged)  # the run's annotations, read in one pass
+    floor, wrong_floor = (None, "") if deleting else read_min_workers(found)  # elastic.py
+    fw = run_framework(judged, elastic=floor is not None)
     order = in_role_order(fw.role_order)
-    tasks = tuple(sorted((task(j, job_pods(j, by_job), nodes) for j in present), key=order))
+    by_job = pods_by_job(pods)
+    tasks = tuple(sorted((task(j, job_pods(j, by_job), nodes) for j in judged), key=order))
     tasks = mark_lost(tasks, floor, fw)
     policy, wrong_policy = read_policy(found)
+    created = min((t.created for t in tasks if t.created is not None), default=None)
+    if deleting:
+        holds = Counter(finalizer for job in listed for finalizer in finalizers(job))
+        return Run(
+            name,
+            namespace,
+            policy,
+            tasks,
+            DELETING,
+            created=created,
+            holds=tuple(sorted(holds.items())),
+            framework=fw.name,
+        )
     wrong_policy = wrong_policy or wrong_floor
     restarts = read_restarts(found)
-    created = min((t.created for t in tasks if t.created is not None), default=None)
     claims = _claims(tasks)
     by_name = {task.task: task for task in tasks}
 
@@ -241,12 +249,10 @@ def run_state(
     if claims or wrong_policy:  # nothing is decided on a guess
         return run(AMBIGUOUS)
     deciders = still_in(fw.deciding(policy, [*by_name, *expected]), tasks)
-    # Each Job by its name (the first of a name), to read when it ended.
+    # Each Job by its name (the first of a name), to read when it failed.
     pairs = [(metadata_of(job).get("name"), job) for job in present]
     named = {n: job for n, job in reversed(pairs) if isinstance(n, str)}
-    finished_at = {
-        d: completed_at(named.get(by_name[d].job, {})) or NEVER for d in deciders if d in by_name
-    }
+    finished_at = {d: _second(by_name[d].ended) or NEVER for d in deciders if d in by_name}
     # Only a Job's condition ends a task: a pod that has ended, not yet counted, decides nothing.
     succeeded = all(
         d in by_name and by_name[d].finished and by_name[d].state == SUCCEEDED for d in deciders
@@ -295,8 +301,6 @@ def side_failures(run: Run) -> list[TaskStatus]:
 
 
 def _claims(tasks: Sequence[TaskStatus]) -> tuple[Claim, ...]:
-    if len({task.task for task in tasks}) == len(tasks):
-        return ()  # no task claimed twice
     jobs: dict[str, list[TaskStatus]] = {}
     for task in tasks:
         jobs.setdefault(task.task, []).append(task)
@@ -307,40 +311,9 @@ def _claims(tasks: Sequence[TaskStatus]) -> tuple[Claim, ...]:
     )
 
 
-def _deleting(
-    name: str,
-    namespace: str,
-    jobs: Sequence[Object],
-    by_job: Mapping[str, list[Object]],
-    nodes: Mapping[str, str] | None,
-) -> Run:
-    """Every Job of the run is being deleted: the run is Deleting, and what holds it is told."""
-    fw = _framework_of(jobs)
-    order = in_role_order(fw.role_order)
-    tasks = tuple(sorted((task_of(j, job_pods(j, by_job), nodes) for j in jobs), key=order))
-    holds = Counter(finalizer for job in jobs for finalizer in finalizers(job))
-    created = min((t.created for t in tasks if t.created is not None), default=None)
-    policy, _ = read_policy(jobs)
-    return Run(
-        name,
-        namespace,
-        policy,
-        tasks,
-        DELETING,
-        created=created,
-        holds=tuple(sorted(holds.items())),
-        framework=fw.name,
-    )
-
-
 def _second(when: datetime | None) -> datetime | None:
     """A time to the second: the API server writes no finer, and the same second is a tie."""
     return None if when is None else when.replace(microsecond=0)
-
-
-def completed_at(job: Object) -> datetime | None:
-    """When the Job completed, to the second (None if it has not, or its time is not known)."""
-    return _second(timestamp((job.get("status") or {}).get("completionTime")))
 
 
 def failed_at(job: Object) -> datetime | None:

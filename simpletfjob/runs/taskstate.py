@@ -344,8 +344,9 @@ def task_of(
     let_go = (metadata.get("annotations") or {}).get(LOST_ANNOTATION)
     if let_go and failed is None and complete is None:  # run let it go (interventions.py)
         state, reason, failed = FAILED, str(let_go), {"reason": "Lost"}
-    if metadata.get("deletionTimestamp"):
-        state, reason = DELETING, held_by(job)
+    if metadata.get("deletionTimestamp"):  # what keeps it: 'held by foregroundDeletion'
+        held = finalizers(job)
+        state, reason = DELETING, f"held by {', '.join(held)}" if held else "being deleted"
     task = f"{role}-{index}" if role and index >= 0 else name
     created = timestamp(metadata.get("creationTimestamp"))
     from_job = failed is not None and not failure
@@ -409,12 +410,6 @@ def _index(label: Any) -> int:
 def finalizers(job: Object) -> list[str]:
     found = metadata_of(job).get("finalizers")
     return [str(f) for f in found] if isinstance(found, list) else []
-
-
-def held_by(job: Object) -> str:
-    """What keeps a Job that is being deleted: 'held by foregroundDeletion', or 'being deleted'."""
-    found = finalizers(job)
-    return f"held by {', '.join(found)}" if found else "being deleted"
 
 
 def in_role_order(roles: Sequence[str]) -> Callable[[TaskStatus], tuple[int, str, int, str]]:

@@ -69,7 +69,7 @@ if TYPE_CHECKING:
 Seen = Callable[[Sequence[Object], Sequence[Object]], None]  # a run's Jobs and pods, as listed
 
 
-def _both(
+def list_both(
     conn: Connection,
     name: str | None,
     deadline: Deadline | None = None,
@@ -94,16 +94,10 @@ def _both(
         pool.shutdown(wait=False)
 
 
-def list_jobs_and_pods(conn: Connection, name: str) -> tuple[Sequence[Object], Sequence[Object]]:
-    """The run's Jobs and pods as they are now (two lists, made at the same time)."""
-    jobs, pods = _both(conn, name)
-    return jobs.items, pods.items
-
-
 def read_run(conn: Connection, name: str, seen: Seen | None = None) -> Run:
     """The run as it is now; `NoRunError` when none of its Jobs is there. `seen` is given its
     Jobs and pods as soon as they are listed (status's progress: reporting.Tail)."""
-    jobs, pods = _both(conn, name)
+    jobs, pods = list_both(conn, name)
     if seen is not None:
         seen(jobs.items, pods.items)
     nodes = NodeReader(conn).read(unknown_nodes(pods.items))
@@ -116,7 +110,7 @@ def read_run(conn: Connection, name: str, seen: Seen | None = None) -> Run:
 def read_runs(conn: Connection, every_namespace: bool = False) -> list[Run]:
     """Every run in the connection's namespace, by name; or in every namespace, by namespace
     then name (two lists across the cluster, as `kubectl get -A` makes one)."""
-    jobs, pods = _both(conn, None, namespace="" if every_namespace else None)
+    jobs, pods = list_both(conn, None, namespace="" if every_namespace else None)
     nodes = NodeReader(conn).read(unknown_nodes(pods.items))
     pods_of: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for pod in pods.items:
@@ -176,7 +170,7 @@ def follow(
             )
 
     once = deadline is not None and deadline.seconds <= 0
-    jobs, pods = _both(conn, name, None if once else deadline)
+    jobs, pods = list_both(conn, name, None if once else deadline)
     follower = Follower(name, conn.namespace, jobs.items, pods.items, named_tasks(jobs.items))
     nodes = NodeReader(conn)
     run = follower.judge(nodes.read(follower.unknown_nodes()))
@@ -377,8 +371,7 @@ class Follower:
         self.name = name
         self.namespace = namespace
         self.stores = {"jobs": Store(jobs), "pods": Store(pods)}
-        self.expected = list(expected)
-        self._expected = set(self.expected)
+        self.expected = dict.fromkeys(expected)  # the tasks known to have existed, in order
         self.restarts: dict[str, int] = {}  # the last count seen of each Job's task, by uid
         self.ended: dict[str, Mapping[str, Any]] = {}  # Job name -> the Job as seen ended
         # Job name -> its object, its pods and its task, as _task last judged them
@@ -465,10 +458,7 @@ class Follower:
 
     def remember(self, run: Run) -> None:
         """The tasks seen: one whose Job is deleted later is known to have existed."""
-        for task in run.tasks:
-            if task.task not in self._expected:
-                self.expected.append(task.task)
-                self._expected.add(task.task)
+        self.expected.update(dict.fromkeys(task.task for task in run.tasks))
 
     def unknown_nodes(self) -> set[str]:
         """The nodes of the pods in phase Unknown."""

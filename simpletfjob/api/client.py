@@ -46,7 +46,7 @@ def _checked(group: type[OptionGroup], caller: str, **keywords: Any) -> dict[str
     from simpletfjob.options.keywords import from_keywords
 
     given = {key: value for key, value in keywords.items() if value is not None}
-    return from_keywords(group, given, caller=caller)[0]
+    return from_keywords(group, given, caller=caller)
 
 
 class Client:

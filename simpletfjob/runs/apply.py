@@ -35,10 +35,10 @@ from simpletfjob.runs.annotations import Owner, add_limits
 from simpletfjob.runs.delete import check_replace, delete_run, wait_until_gone
 from simpletfjob.runs.judge import (
     Carried,
+    Expected,
     being_applied,
     conflicts_line,
     dry_runs,
-    expected_objects,
     groups,
     judge_all,
     maybe_there,
@@ -229,7 +229,9 @@ def apply_planned(
             f"{where} already exists and differs from this render: {some(differences)}; "
             f"give --replace to delete it and apply this render{beside}"
         )
-    expected = expected_objects(judged, carried)
+    # each object as the server's dry run has it (its own, or its sample's, derived)
+    judged_objects = {m.key: a.object for m, (a, _) in judged if a is not None}
+    expected = Expected(judged_objects, carried)
     if owner is not None:
         owner.check(expected)
     if dry_run:

@@ -299,14 +299,6 @@ def sampled_dry_runs(
     return dry_runs(conn, sent, live, force=force), carried
 
 
-def expected_objects(
-    judged: Sequence[tuple[Manifest, tuple[Applied | None, str]]], carried: Carried
-) -> Expected:
-    """Each object as the server's dry run has it (its own, or its sample's, derived)."""
-    found = {m.key: applied.object for m, (applied, _) in judged if applied is not None}
-    return Expected(found, carried)
-
-
 def maybe_there(answer: Answer) -> bool:
     """Whether a dry run says an object may be there: it has a resourceVersion, or no answer."""
     if isinstance(answer, Exception):

@@ -60,7 +60,7 @@ from simpletfjob.runs.queue import queued
 from simpletfjob.runs.reporting import Feed
 from simpletfjob.runs.state import SUCCEEDED, Run, changes
 from simpletfjob.runs.taskstate import lost_lines
-from simpletfjob.runs.wait import RunFailed, TimedOut
+from simpletfjob.runs.wait import RunFailed, TimedOut, timed
 from simpletfjob.streams import stop_main
 
 if TYPE_CHECKING:
@@ -99,12 +99,7 @@ def run_to_end(
     from simpletfjob.kube.outage import riding_out
     from simpletfjob.options.rules import format_duration
 
-    deadline = None if options.timeout is None else Deadline.after(options.timeout)
-    until = (
-        "it is back (no --timeout)"
-        if options.timeout is None
-        else f"the --timeout ({format_duration(options.timeout)})"
-    )
+    deadline, until = timed(options.timeout)
     from simpletfjob.runs.logsources import check_log_tasks
 
     try:

@@ -132,17 +132,10 @@ def wait_for_run(
                 + (" --cleanup all" if cleanup == "all" else "")
             )
             raise
-        except StillAway as e:
-            assert timeout is not None  # without one, the ride never ends so
-            raise TimedOut(
-                f"run {last.name!r} {ended}: {last.outcome()}; but its cleanup (--cleanup "
-                f"{cleanup}) did not finish within {format_duration(timeout)}: {e}"
-            ) from e
+        except StillAway as e:  # (only with a timeout: without one, the ride never ends so)
+            raise cleanup_failed(last, ended, cleanup, e, timeout) from e
         except ClusterError as e:
-            raise ClusterError(
-                f"run {last.name!r} {ended}: {last.outcome()}; but its cleanup "
-                f"(--cleanup {cleanup}) failed: {e}"
-            ) from e
+            raise cleanup_failed(last, ended, cleanup, e, None) from e
     if not ending.succeeded:
         raise RunFailed(failed + said, run=last, cause=ending.cause, bundle=bundles.path)
     return last
@@ -156,6 +149,19 @@ def timed(timeout: float | None) -> tuple[Deadline | None, str]:
     if timeout is None:
         return None, "it is back (no --timeout)"
     return Deadline.after(timeout), f"the --timeout ({format_duration(timeout)})"
+
+
+def cleanup_failed(
+    run: Run, ended: str, cleanup: str, e: ClusterError, timeout: float | None
+) -> ClusterError | TimedOut:
+    """`wait`'s and `run`'s error for a cleanup cut short once the verdict is known, the verdict
+    first: TimedOut (exit 3) when `timeout` passed with the server away, else a ClusterError."""
+    from simpletfjob.options.rules import format_duration
+
+    head = f"run {run.name!r} {ended}: {run.outcome()}; but its cleanup (--cleanup {cleanup})"
+    if timeout is None:
+        return ClusterError(f"{head} failed: {e}")
+    return TimedOut(f"{head} did not finish within {format_duration(timeout)}: {e}")
 
 
 def stuck_and_next(run: Run | None, name: str, scope: str) -> str:

@@ -34,7 +34,6 @@ from simpletfjob.kube.resources import JOBS, SERVICES
 from simpletfjob.runs.annotations import Owner, add_limits
 from simpletfjob.runs.delete import check_replace, delete_run, wait_until_gone
 from simpletfjob.runs.judge import (
-    Carried,
     Expected,
     being_applied,
     conflicts_line,
@@ -43,7 +42,6 @@ from simpletfjob.runs.judge import (
     judge_all,
     maybe_there,
     names_held,
-    sampled_dry_runs,
 )
 from simpletfjob.runs.objects import (
     Manifest,
@@ -200,20 +198,18 @@ def apply_planned(
             owner.check(made)
         _replace(conn, old, choices.timeout, report, scope)
         return _apply_all(conn, run, wanted, {}, made, report, scope, owner, force, replaced=True)
-    carried: Carried = {}
-    if dry_run:  # every object judged by the server, as --dry-run=server says
-        answers = dry_runs(conn, wanted, live, force=force)
-    else:  # the names others hold, from one list; one dry run of each shape (judge.py)
+    if not dry_run:  # the names others hold, from one list; one dry run of each shape (judge.py)
         unlisted = [m for m in wanted if m.key not in live]
         _check_names(conn, run, names_held(conn, unlisted), live, replace, rename)
-        answers, carried = sampled_dry_runs(conn, wanted, live, force=force)
+    # --dry-run=server: every object judged by the server
+    answers, carried = dry_runs(conn, wanted, live, force=force, sampled=not dry_run)
     # An object the lists did not have that its dry run found (or could not judge) is read,
     # and judged again if another apply of the run made it.
     found = [i for i, (m, a) in enumerate(answers) if m.key not in live and maybe_there(a)]
     if found:
         ours = _check_names(conn, run, [answers[i][0] for i in found], live, replace, rename)
         again = [i for i in found if answers[i][0].key in ours]
-        rejudged = dry_runs(conn, [answers[i][0] for i in again], live, force=force)
+        rejudged, _ = dry_runs(conn, [answers[i][0] for i in again], live, force=force)
         for i, answer in zip(again, rejudged, strict=True):
             answers[i] = answer
     judged = judge_all(answers)

@@ -222,12 +222,9 @@ def connect_for(
 def run_names(conn: Connection) -> list[str]:
     """The names of the runs in the connection's namespace, from their Jobs' labels (one list)."""
     listed = list_objects(conn, JOBS, label_selector=run_selector())
-    names = set()
-    for job in listed.items:
-        labels = (job.get("metadata") or {}).get("labels") or {}
-        if labels.get(MANAGED_BY) == MANAGER and isinstance(labels.get(JOB_LABEL), str):
-            names.add(labels[JOB_LABEL])
-    return sorted(names)
+    labels = [(job.get("metadata") or {}).get("labels") or {} for job in listed.items]
+    ours = [x for x in labels if x.get(MANAGED_BY) == MANAGER]
+    return sorted({x[JOB_LABEL] for x in ours if isinstance(x.get(JOB_LABEL), str)})
 
 
 def task_names(conn: Connection, name: str) -> list[str]:

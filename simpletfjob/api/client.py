@@ -46,7 +46,7 @@ def _checked(group: type[OptionGroup], caller: str, **keywords: Any) -> dict[str
     from simpletfjob.options.keywords import from_keywords
 
     given = {key: value for key, value in keywords.items() if value is not None}
-    return from_keywords(group, given, caller=caller)[0]
+    return from_keywords(group, given, caller=caller)
 
 
 class Client:
@@ -81,9 +81,12 @@ class Client:
     @checked
     def connect(self, purpose: str) -> Connection:
         """A connection, as a command's (close it, or use it in a `with`)."""
+        return self._connect_to(self.namespace, purpose)
+
+    def _connect_to(self, namespace: str | None, purpose: str) -> Connection:
         from simpletfjob.runs.objects import connect_for
 
-        where = (self.kubeconfig, self.context, self.namespace)
+        where = (self.kubeconfig, self.context, namespace)
         return connect_for(*where, purpose=purpose, warn=report.warn)
 
     @checked
@@ -282,11 +285,7 @@ class Run:
         return hash((self.name, self.namespace))
 
     def _connect(self, purpose: str) -> Connection:
-        from simpletfjob.runs.objects import connect_for
-
-        client = self.client
-        where = (client.kubeconfig, client.context, self.namespace)
-        return connect_for(*where, purpose=purpose, warn=report.warn)
+        return self.client._connect_to(self.namespace, purpose)
 
     @checked
     def status(self) -> RunStatus:

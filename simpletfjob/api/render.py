@@ -73,9 +73,9 @@ def prepared_options(
         keywords["nodes"] = nodes if isinstance(nodes, str) else ",".join(nodes)
     if num != -1:
         keywords["num"] = num
-    settings, given = from_keywords(group, keywords, caller=caller, taken=taken)
-    settings.update(fixed or {})
-    return prepare_options(group(template=os.fspath(template), **settings), given, values)
+    given = from_keywords(group, keywords, caller=caller, taken=taken)
+    chosen = group(template=os.fspath(template), **given, **(fixed or {}))
+    return prepare_options(chosen, given, values)
 
 
 def plan_for(group: type[Options], template: str | os.PathLike[str], **keywords: Any) -> Plan:

@@ -11,7 +11,7 @@ yet has no node) is None.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
@@ -190,21 +190,13 @@ def run_status(run: RunState) -> RunStatus:
 
 
 def progress_of(p: ProgressState | None) -> Progress | None:
-    """The API's Progress, from runs/progress.py's."""
+    """The API's Progress, from runs/progress.py's: its fields but the sparkline's `trend`, with
+    `updated` a UTC datetime."""
     if p is None:
         return None
-    return Progress(
-        task=p.task,
-        step=p.step,
-        total=p.total,
-        epoch=p.epoch,
-        epochs=p.epochs,
-        percent=p.percent,
-        metrics=dict(p.metrics),
-        steps_per_second=p.steps_per_second,
-        eta_seconds=p.eta_seconds,
-        updated=None if p.updated is None else datetime.fromtimestamp(p.updated, timezone.utc),
-    )
+    same = {f.name: getattr(p, f.name) for f in fields(Progress)}
+    updated = None if p.updated is None else datetime.fromtimestamp(p.updated, timezone.utc)
+    return Progress(**{**same, "metrics": dict(p.metrics), "updated": updated})
 
 
 def cause_of(cause: Classified) -> Cause:

@@ -41,8 +41,8 @@ def from_keywords(
     *,
     caller: str,
     taken: Collection[str] = (),
-) -> tuple[dict[str, Any], frozenset[str]]:
-    """The field values that `keywords` give, each checked as the command line checks it, and their names.
+) -> dict[str, Any]:
+    """The field values that `keywords` give, each checked as the command line checks it.
 
     `caller` names the function in messages; `taken` are fields it does not offer.
     """
@@ -62,7 +62,7 @@ def from_keywords(
             value = not value
         check_value(declared, value)
         values[name] = value
-    return values, frozenset(values)
+    return values
 
 
 def _read(declared: Option, value: Any) -> Any:

@@ -34,16 +34,14 @@ from simpletfjob.kube.resources import JOBS, SERVICES
 from simpletfjob.runs.annotations import Owner, add_limits
 from simpletfjob.runs.delete import check_replace, delete_run, wait_until_gone
 from simpletfjob.runs.judge import (
-    Carried,
+    Expected,
     being_applied,
     conflicts_line,
     dry_runs,
-    expected_objects,
     groups,
     judge_all,
     maybe_there,
     names_held,
-    sampled_dry_runs,
 )
 from simpletfjob.runs.objects import (
     Manifest,
@@ -200,20 +198,18 @@ def apply_planned(
             owner.check(made)
         _replace(conn, old, choices.timeout, report, scope)
         return _apply_all(conn, run, wanted, {}, made, report, scope, owner, force, replaced=True)
-    carried: Carried = {}
-    if dry_run:  # every object judged by the server, as --dry-run=server says
-        answers = dry_runs(conn, wanted, live, force=force)
-    else:  # the names others hold, from one list; one dry run of each shape (judge.py)
+    if not dry_run:  # the names others hold, from one list; one dry run of each shape (judge.py)
         unlisted = [m for m in wanted if m.key not in live]
         _check_names(conn, run, names_held(conn, unlisted), live, replace, rename)
-        answers, carried = sampled_dry_runs(conn, wanted, live, force=force)
+    # --dry-run=server: every object judged by the server
+    answers, carried = dry_runs(conn, wanted, live, force=force, sampled=not dry_run)
     # An object the lists did not have that its dry run found (or could not judge) is read,
     # and judged again if another apply of the run made it.
     found = [i for i, (m, a) in enumerate(answers) if m.key not in live and maybe_there(a)]
     if found:
         ours = _check_names(conn, run, [answers[i][0] for i in found], live, replace, rename)
         again = [i for i in found if answers[i][0].key in ours]
-        rejudged = dry_runs(conn, [answers[i][0] for i in again], live, force=force)
+        rejudged, _ = dry_runs(conn, [answers[i][0] for i in again], live, force=force)
         for i, answer in zip(again, rejudged, strict=True):
             answers[i] = answer
     judged = judge_all(answers)
@@ -229,7 +225,9 @@ def apply_planned(
             f"{where} already exists and differs from this render: {some(differences)}; "
             f"give --replace to delete it and apply this render{beside}"
         )
-    expected = expected_objects(judged, carried)
+    # each object as the server's dry run has it (its own, or its sample's, derived)
+    judged_objects = {m.key: a.object for m, (a, _) in judged if a is not None}
+    expected = Expected(judged_objects, carried)
     if owner is not None:
         owner.check(expected)
     if dry_run:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import copy
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -94,26 +94,30 @@ def delete_run(
     """
     total = len(run.jobs) + len(run.services)
     done = Deletion([], [], [])
-    objects = list(run.objects())
-    for resource, obj in objects:  # the server's selector is not trusted to delete
-        if not belongs_to(obj, run.name):
-            raise ClusterError(
-                f"{resource.ref(object_name(obj))} was listed as part of run {run.name!r} but "
-                "lacks its labels; nothing was deleted"
-            )
-    writes = [
-        Write(
-            resource.ref(object_name(obj)),
-            _deleter(conn, run, resource, obj, propagation, deadline),
-        )
-        for resource, obj in objects
-    ]
     # The Jobs first, so that no new pod starts meanwhile; then the Services.
-    stages = [
-        [w for w, (r, _) in zip(writes, objects, strict=True) if r is JOBS],
-        [w for w, (r, _) in zip(writes, objects, strict=True) if r is not JOBS],
-    ]
-    names = {id(w): (r, object_name(obj)) for w, (r, obj) in zip(writes, objects, strict=True)}
+    stages: tuple[list[Write[Deleted]], list[Write[Deleted]]] = ([], [])
+    names: dict[int, tuple[Resource, str]] = {}  # each write's object
+    for resource, obj in run.objects():
+        name = object_name(obj)
+        if not belongs_to(obj, run.name):  # the server's selector is not trusted to delete
+            raise ClusterError(
+                f"{resource.ref(name)} was listed as part of run {run.name!r} but lacks its "
+                "labels; nothing was deleted"
+            )
+        uid = str((obj.get("metadata") or {}).get("uid") or "") or None
+        send = partial(
+            delete,
+            conn,
+            resource,
+            name,
+            namespace=run.namespace,
+            propagation=propagation,
+            uid=uid,
+            deadline=deadline,
+        )
+        write = Write(resource.ref(name), send)
+        names[id(write)] = (resource, name)
+        stages[0 if resource is JOBS else 1].append(write)
     sending: Sending[Deleted] | None = None  # the deletes whose requests are out, if any
 
     def said(write: Write[Deleted], gone: Deleted) -> None:
@@ -163,21 +167,6 @@ def delete_run(
 
 def _replaced(write: Write[Deleted]) -> bool:
     return write.landed and write.result().replaced
-
-
-def _deleter(
-    conn: Connection,
-    run: RunObjects,
-    resource: Resource,
-    obj: Mapping[str, Any],
-    propagation: Propagation,
-    deadline: Deadline | None,
-) -> Callable[[], Deleted]:
-    uid = str((obj.get("metadata") or {}).get("uid") or "") or None
-    return partial(
-        delete, conn, resource, object_name(obj), namespace=run.namespace,
-        propagation=propagation, uid=uid, deadline=deadline,
-    )  # fmt: skip
 
 
 def delete_named(

@@ -249,7 +249,7 @@ def read_nodes(
     """nodes/NODE.json for each node the run's pods are on or its tasks are `pinned` to, with every
     pod on it (only the run's own, when the others may not be listed); failures to `unread`."""
     from simpletfjob.hosts.usage import NOT_TERMINATED
-    from simpletfjob.kube.lists import Page, decode_page
+    from simpletfjob.kube.lists import decode_page
 
     names = sorted(
         {str(n) for p in pods if (n := (p.get("spec") or {}).get("nodeName"))}
@@ -268,11 +268,7 @@ def read_nodes(
         elif answer is not None:
             found[node] = json.loads(answer.data)
     on: dict[str, list[Object]] = {node: [] for node in found}
-    path = PODS.path("")
-
-    def parse(data: bytes) -> Page[list[Any]]:
-        return decode_page(data, conn.target, PODS, path)
-
+    parse = partial(decode_page, target=conn.target, resource=PODS, path=PODS.path(""))
     try:
         selectors = [f"spec.nodeName={node},{NOT_TERMINATED}" for node in found]
         for pages, node in zip(
@@ -375,11 +371,9 @@ class Recorder(Keeper):
         self._settle()
         with self.taking:
             mine = self.newest().get(task.task)
-            return (
-                Kept(mine[0].pod, mine[0].container, tuple(self.logs[mine[0]])[-SEARCHED:])
-                if mine
-                else None
-            )
+            if not mine:
+                return None
+            return Kept(mine[0].pod, mine[0].container, tuple(self.logs[mine[0]])[-SEARCHED:])
 
     def fill(self, logs: dict[str, bytes], unread: list[str]) -> dict[str, bytes]:
         """The logs read now, with each task that has none taken as kept, said so in `unread`."""

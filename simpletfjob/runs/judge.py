@@ -4,7 +4,7 @@ The dry runs change nothing, so they go `in_flight` at a time, judged in the ren
 A role's tasks are rendered from one skeleton, so their objects differ only in the task's
 values (a name, an index label, a node, the framework's variables), and for those fields the
 server's rule is a rule of the value alone. So apply dry-runs one object of each shape it
-would create and carries that verdict to the others (`sampled_dry_runs`):
+would create and carries that verdict to the others (`dry_runs`, sampled):
 
 - **Shape**: two manifests of a resource are alike but at the `VARYING` places, where each
   holds a string; all else is equal field for field, in the same order.
@@ -264,47 +264,32 @@ class Expected(Mapping[tuple[str, str], dict[str, Any]]):
         return len(self._judged) + sum(k not in self._judged for k in self._carried)
 
 
+Answer = tuple[Applied | None, str] | Exception
+Carried = dict[tuple[str, str], tuple[tuple[str, str], Shaped, Shaped]]
+
+
 def dry_runs(
     conn: Connection,
     wanted: Sequence[Manifest],
     live: Mapping[tuple[str, str], dict[str, Any]],
     *,
     force: bool,
-) -> list[tuple[Manifest, tuple[Applied | None, str] | Exception]]:
-    """The server's dry run of each manifest, `in_flight` at a time: each answer or error, in order."""
+    sampled: bool = False,
+) -> tuple[list[tuple[Manifest, Answer]], Carried]:
+    """The server's dry run of each manifest, `in_flight` at a time: each answer or error, in the
+    render's order (a refusal said first stays first). `sampled`: of each object the run has and
+    of one of each shape it would create only, with what derives each other object."""
+    carried: Carried = {}
+    if sampled:
+        chosen = sample([(m.resource, m.body) for m in wanted], lambda i: wanted[i].key in live)
+        carried = {
+            wanted[i].key: (wanted[by].key, chosen.shaped[by], chosen.shaped[i])
+            for i, by in chosen.sample_of.items()
+        }
+        wanted = [wanted[i] for i in chosen.sent]
     runs = [partial(_dry_run, conn, m, live, force=force) for m in wanted]
     with closing(in_order(runs, conn.settings.in_flight)) as answers:
-        return list(zip(wanted, answers, strict=True))
-
-
-Answer = tuple[Applied | None, str] | Exception
-Carried = dict[tuple[str, str], tuple[tuple[str, str], Shaped, Shaped]]
-
-
-def sampled_dry_runs(
-    conn: Connection,
-    wanted: Sequence[Manifest],
-    live: Mapping[tuple[str, str], dict[str, Any]],
-    *,
-    force: bool,
-) -> tuple[list[tuple[Manifest, Answer]], Carried]:
-    """The dry runs of each object the run has and of one of each shape it would create, in the
-    render's order (a refusal said first stays first); and what derives each other object."""
-    chosen = sample([(m.resource, m.body) for m in wanted], lambda i: wanted[i].key in live)
-    sent = [wanted[i] for i in chosen.sent]
-    carried: Carried = {
-        wanted[i].key: (wanted[by].key, chosen.shaped[by], chosen.shaped[i])
-        for i, by in chosen.sample_of.items()
-    }
-    return dry_runs(conn, sent, live, force=force), carried
-
-
-def expected_objects(
-    judged: Sequence[tuple[Manifest, tuple[Applied | None, str]]], carried: Carried
-) -> Expected:
-    """Each object as the server's dry run has it (its own, or its sample's, derived)."""
-    found = {m.key: applied.object for m, (applied, _) in judged if applied is not None}
-    return Expected(found, carried)
+        return list(zip(wanted, answers, strict=True)), carried
 
 
 def maybe_there(answer: Answer) -> bool:

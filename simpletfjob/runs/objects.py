@@ -66,12 +66,6 @@ def belongs_to(obj: Mapping[str, Any], name: str) -> bool:
     )
 
 
-# When a template spells its objects' names out, --name does not rename them.
-_RENAME_OBJECTS = (
-    "rename the template's objects (metadata.name; --name changes only the run's label)"
-)
-
-
 def not_ours(ref: str, other: Mapping[str, Any], namespace: str, rename: str | None) -> str:
     """Why an object cannot be applied over: it is another run's, or no run's; and the way out.
 
@@ -79,7 +73,11 @@ def not_ours(ref: str, other: Mapping[str, Any], namespace: str, rename: str | N
     """
     owner = ((other.get("metadata") or {}).get("labels") or {}).get(JOB_LABEL)
     whose = f"run {owner!r}" if owner else "no run (it lacks the simpletfjob labels)"
-    way = f"give {rename} to name this run's objects otherwise" if rename else _RENAME_OBJECTS
+    way = (
+        f"give {rename} to name this run's objects otherwise"
+        if rename  # else the template spells its objects' names out: --name does not rename them
+        else "rename the template's objects (metadata.name; --name changes only the run's label)"
+    )
     return (
         f"{ref} already exists in namespace {namespace} and belongs to {whose}; "
         f"simpletfjob changes only its own objects: delete it, or {way}"
@@ -224,12 +222,9 @@ def connect_for(
 def run_names(conn: Connection) -> list[str]:
     """The names of the runs in the connection's namespace, from their Jobs' labels (one list)."""
     listed = list_objects(conn, JOBS, label_selector=run_selector())
-    names = set()
-    for job in listed.items:
-        labels = (job.get("metadata") or {}).get("labels") or {}
-        if labels.get(MANAGED_BY) == MANAGER and isinstance(labels.get(JOB_LABEL), str):
-            names.add(labels[JOB_LABEL])
-    return sorted(names)
+    labels = [(job.get("metadata") or {}).get("labels") or {} for job in listed.items]
+    ours = [x for x in labels if x.get(MANAGED_BY) == MANAGER]
+    return sorted({x[JOB_LABEL] for x in ours if isinstance(x.get(JOB_LABEL), str)})
 
 
 def task_names(conn: Connection, name: str) -> list[str]:

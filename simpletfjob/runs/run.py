@@ -60,7 +60,7 @@ from simpletfjob.runs.queue import queued
 from simpletfjob.runs.reporting import Feed
 from simpletfjob.runs.state import SUCCEEDED, Run, changes
 from simpletfjob.runs.taskstate import lost_lines
-from simpletfjob.runs.wait import RunFailed, TimedOut
+from simpletfjob.runs.wait import RunFailed, TimedOut, cleanup_failed, timed
 from simpletfjob.streams import stop_main
 
 if TYPE_CHECKING:
@@ -99,12 +99,7 @@ def run_to_end(
     from simpletfjob.kube.outage import riding_out
     from simpletfjob.options.rules import format_duration
 
-    deadline = None if options.timeout is None else Deadline.after(options.timeout)
-    until = (
-        "it is back (no --timeout)"
-        if options.timeout is None
-        else f"the --timeout ({format_duration(options.timeout)})"
-    )
+    deadline, until = timed(options.timeout)
     from simpletfjob.runs.logsources import check_log_tasks
 
     try:
@@ -391,7 +386,6 @@ def _finish(
 ) -> None:  # fmt: skip
     """wait's cleanup (after a success, once --cleanup-grace is over: ending.let_finish),
     then the logs read out (a finished task's stream ends by itself)."""
-    from simpletfjob.options.rules import format_duration
     from simpletfjob.runs.ending import let_finish
     from simpletfjob.runs.watch import clean_up
 
@@ -402,15 +396,8 @@ def _finish(
         clean_up(conn, run, options.cleanup, say)
         where.phase = DRAINING
     except ClusterError as e:
-        if still_away(e) and options.timeout is not None:  # as wait says it, exit 3
-            raise TimedOut(
-                f"run {run.name!r} {ended}: {run.outcome()}; but its cleanup (--cleanup "
-                f"{options.cleanup}) did not finish within {format_duration(options.timeout)}: {e}"
-            ) from e
-        raise ClusterError(
-            f"run {run.name!r} {ended}: {run.outcome()}; but its cleanup "
-            f"(--cleanup {options.cleanup}) failed: {e}"
-        ) from e
+        timeout = options.timeout if still_away(e) else None  # as wait says it, exit 3
+        raise cleanup_failed(run, ended, options.cleanup, e, timeout) from e
     finally:
         if isinstance(logs, threading.Thread) and where.phase == DRAINING:
             logs.join(LOG_DRAIN)

@@ -37,6 +37,7 @@ from simpletfjob.runs.watch import ENDS
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
+    from simpletfjob.kube.request import Deadline
     from simpletfjob.options.runs import RunOptions
     from simpletfjob.runs.taskstate import Object
 
@@ -66,19 +67,13 @@ def wait_for_run(
     Raises RunFailed (failed, or no verdict), TimedOut, or the cluster's error.
     """
     from simpletfjob.kube.outage import StillAway, riding_out
-    from simpletfjob.kube.request import Deadline
     from simpletfjob.options.rules import format_duration
     from simpletfjob.runs.diagnose import OnFailure
     from simpletfjob.runs.objects import scope_flags
     from simpletfjob.runs.reporting import Feed, verdict_of
     from simpletfjob.runs.watch import clean_up
 
-    deadline = None if timeout is None else Deadline.after(timeout)
-    until = (
-        "it is back (no --timeout)"
-        if timeout is None
-        else f"the --timeout ({format_duration(timeout)})"
-    )
+    deadline, until = timed(timeout)
     with riding_out(conn, deadline, say, until) as ride:
         shown: list[Run] = []
         bundles = OnFailure(conn, diagnose_on_failure, say)
@@ -137,20 +132,36 @@ def wait_for_run(
                 + (" --cleanup all" if cleanup == "all" else "")
             )
             raise
-        except StillAway as e:
-            assert timeout is not None  # without one, the ride never ends so
-            raise TimedOut(
-                f"run {last.name!r} {ended}: {last.outcome()}; but its cleanup (--cleanup "
-                f"{cleanup}) did not finish within {format_duration(timeout)}: {e}"
-            ) from e
+        except StillAway as e:  # (only with a timeout: without one, the ride never ends so)
+            raise cleanup_failed(last, ended, cleanup, e, timeout) from e
         except ClusterError as e:
-            raise ClusterError(
-                f"run {last.name!r} {ended}: {last.outcome()}; but its cleanup "
-                f"(--cleanup {cleanup}) failed: {e}"
-            ) from e
+            raise cleanup_failed(last, ended, cleanup, e, None) from e
     if not ending.succeeded:
         raise RunFailed(failed + said, run=last, cause=ending.cause, bundle=bundles.path)
     return last
+
+
+def timed(timeout: float | None) -> tuple[Deadline | None, str]:
+    """The --timeout's deadline, and what an outage is ridden out until (kube/outage.py)."""
+    from simpletfjob.kube.request import Deadline
+    from simpletfjob.options.rules import format_duration
+
+    if timeout is None:
+        return None, "it is back (no --timeout)"
+    return Deadline.after(timeout), f"the --timeout ({format_duration(timeout)})"
+
+
+def cleanup_failed(
+    run: Run, ended: str, cleanup: str, e: ClusterError, timeout: float | None
+) -> ClusterError | TimedOut:
+    """`wait`'s and `run`'s error for a cleanup cut short once the verdict is known, the verdict
+    first: TimedOut (exit 3) when `timeout` passed with the server away, else a ClusterError."""
+    from simpletfjob.options.rules import format_duration
+
+    head = f"run {run.name!r} {ended}: {run.outcome()}; but its cleanup (--cleanup {cleanup})"
+    if timeout is None:
+        return ClusterError(f"{head} failed: {e}")
+    return TimedOut(f"{head} did not finish within {format_duration(timeout)}: {e}")
 
 
 def stuck_and_next(run: Run | None, name: str, scope: str) -> str:

@@ -261,7 +261,7 @@ def test_restart_exit_codes_take_any_collection_of_ints_or_the_clis_text(codes: 
     from simpletfjob.options.keywords import from_keywords
     from simpletfjob.options.runs import RunOptions
 
-    settings, _ = from_keywords(RunOptions, {"restart_exit_codes": codes}, caller="run()")
+    settings = from_keywords(RunOptions, {"restart_exit_codes": codes}, caller="run()")
     expected = {3, 42} if codes in ((3, 42), "3,42") else {3}
     assert settings["restart_exit_codes"] == frozenset(expected)
 

@@ -308,6 +308,9 @@ def test_a_watch_that_pauses_before_its_next_try_leaves_the_others_heard(
     with connect(settings) as conn, Watches(conn, Deadline.after(60)) as both:
         both.add("jobs", JOBS, resource_version=before)
         both.add("pods", PODS, resource_version=before)
+        # The Jobs' watch has failed once and is pausing (however slowly a loaded machine
+        # started its thread) before the clock starts.
+        wait_for(lambda: api.requests_for("jobs", "watch"), 20, "the Jobs' first watch")
         started = time.monotonic()
         got = [(w, e.type) for w, e in both.take(Deadline.after(10)) if e.type != "BOOKMARK"]
         assert got and all(found == ("pods", "ADDED") for found in got)

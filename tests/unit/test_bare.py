@@ -12,7 +12,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simpletfjob.cli import main
 from simpletfjob.errors import TemplateError
 from simpletfjob.template import compiled
 from simpletfjob.template.compiled import CompiledTemplate
@@ -22,18 +21,13 @@ from tests.conftest import EXAMPLES, ROOT
 HOSTS = "h1,h2,h3,h4,h5,h6,h7"
 
 
-def run(args: list[str], capsys: Any, jinja: bool) -> tuple[int, str, str]:
-    """The command in-process, every template through jinja or the bare ones without it."""
+def run(cli: Any, args: list[str], jinja: bool) -> Any:
+    """The command in-process (conftest's `cli`), every template through jinja or the bare
+    ones without it."""
     with pytest.MonkeyPatch.context() as patch:
         if jinja:
             patch.setattr(compiled, "bare_template", lambda text, known: None)
-        try:
-            main(args)
-            code = 0
-        except SystemExit as e:
-            code = int(e.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
+        return cli(*args)
 
 
 def test_a_bare_template_renders_without_importing_jinja() -> None:
@@ -54,23 +48,23 @@ def test_a_bare_template_renders_without_importing_jinja() -> None:
     assert "name: mnist-worker-1" in done.stdout
 
 
-def test_the_examples_render_the_same_bytes_either_way(capsys: Any) -> None:
+def test_the_examples_render_the_same_bytes_either_way(cli: Any) -> None:
     templates = [*EXAMPLES.glob("*.yaml"), *EXAMPLES.glob("*/*.yaml")]
     for template in sorted(t for t in templates if t.name != "expected.yaml"):
         args = [str(template), "--nodes", HOSTS, "--psn", "2", "-o", "-"]
-        bare = run(args, capsys, jinja=False)
-        assert bare == run(args, capsys, jinja=True), template
+        bare = run(cli, args, jinja=False)
+        assert bare == run(cli, args, jinja=True), template
 
 
-def test_the_built_in_templates_render_the_same_bytes_either_way(capsys: Any) -> None:
+def test_the_built_in_templates_render_the_same_bytes_either_way(cli: Any) -> None:
     from simpletfjob.template.catalog import builtin_names
 
     for name in builtin_names():
         for extra in ([], ["--tasks-per-host", "2", "--network", "pod"]):
             args = [name, "--nodes", HOSTS, *extra, "-o", "-"]
-            bare = run(args, capsys, jinja=False)
-            assert bare[0] == 0, bare[2]
-            assert bare == run(args, capsys, jinja=True), (name, extra)
+            bare = run(cli, args, jinja=False)
+            assert bare.code == 0, bare.err
+            assert bare == run(cli, args, jinja=True), (name, extra)
 
 
 def outcome(

@@ -35,6 +35,7 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     options = WaitOptions(**values)
     check_run_name(options.run)
     connection = (options.kubeconfig, options.context, options.namespace)
+    followed: list[object] = []  # the run's objects, let go after the verdict is said
     with connect_for(*connection, purpose="wait for a run on") as conn, pointing_elsewhere(conn):
         with StatusLine(options.run) as status:
             run = wait_for_run(
@@ -49,6 +50,7 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
                 grace=options.cleanup_grace,
                 diagnose_on_failure=options.diagnose_on_failure,
                 stall=options.stall_timeout,
+                keep=followed,
             )
         # The status line erased, the verdict is said before the connection is closed.
         say(succeeded_line(run))

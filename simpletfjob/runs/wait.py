@@ -58,13 +58,16 @@ def wait_for_run(
     progress: Callable[[Run], None] | None = None,
     diagnose_on_failure: str | None = None,
     stall: float | None = None,
+    keep: list[object] | None = None,
 ) -> Run:
     """Follow run NAME to its end, saying each task's changes, then clean up; the run, succeeded.
 
     After a success the tasks that end by themselves get `grace` seconds (--cleanup-grace).
     The reporting task's progress is followed (reporting.Feed): a stall fails the run. The
     rights are asked once the run is found going on; one already ended is cleaned up at once.
-    Raises RunFailed (failed, or no verdict), TimedOut, or the cluster's error.
+    Raises RunFailed (failed, or no verdict), TimedOut, or the cluster's error. `keep`, given,
+    holds the Jobs and pods last seen, for the caller to let go once it has said the verdict:
+    freeing a large run's objects takes about as long as judging them.
     """
     from simpletfjob.kube.outage import StillAway, riding_out
     from simpletfjob.options.rules import format_duration
@@ -89,6 +92,8 @@ def wait_for_run(
             feed.show(run)
 
         def seen(jobs: Sequence[Object], pods: Sequence[Object]) -> None:
+            if keep is not None:
+                keep[:] = [jobs, pods]
             keeper.seen(jobs, pods)
             feed.seen(jobs, pods)
 

@@ -397,3 +397,33 @@ def test_wait_says_its_verdict_before_it_closes_its_connection(
     result = cli("wait", "mnist", "--cleanup", "none", "--kubeconfig", kubeconfig)
     assert result.code == 0, result.err
     assert said[-2:] == ["run mnist succeeded: worker-0 Succeeded", "closed"]
+
+
+def test_wait_for_run_leaves_the_last_jobs_and_pods_seen_to_the_caller(
+    kubeapi: KubeAPI, kubeconfig: str
+) -> None:
+    """`keep` holds the run's objects as they were judged last, so that `wait` says its verdict
+    before a large run's objects are freed: the Jobs with the deciding one ended."""
+    from simpletfjob.runs.objects import connect_for
+    from simpletfjob.runs.wait import wait_for_run
+
+    load_run(kubeapi)
+    run_pod(kubeapi, "mnist-worker-0", "h100", "Succeeded")
+    finish_job(kubeapi, "mnist-worker-0")
+    kept: list[object] = []
+    said: list[str] = []
+    with connect_for(kubeconfig, None, None, purpose="wait for a run on") as conn:
+        run = wait_for_run(
+            conn, "mnist", timeout=30, cleanup="none", tail=0, context=None,
+            say=said.append, grace=0, keep=kept,
+        )  # fmt: skip
+    assert run.state == "Succeeded"
+    jobs, pods = kept
+    assert sorted(j["metadata"]["name"] for j in jobs) == [
+        "mnist-ps-0", "mnist-worker-0", "mnist-worker-1"
+    ]  # fmt: skip
+    ended = next(j for j in jobs if j["metadata"]["name"] == "mnist-worker-0")
+    assert any(c["type"] == "Complete" for c in ended["status"]["conditions"])
+    phases = {p["metadata"]["name"]: p["status"]["phase"] for p in pods}
+    assert sorted(phases) == ["mnist-ps-0-x", "mnist-worker-0-x", "mnist-worker-1-x"]
+    assert phases["mnist-worker-0-x"] == "Succeeded"

@@ -259,6 +259,7 @@ def follow_log(
     mark = Mark()
     first = time.monotonic()
     broken = 0  # breaks in a row with no line read
+    returns = 0  # the ride's count of the server's returns at the last break (as a watch keeps)
     current: list[tuple[str, str | int]] = asked
     ended = False  # the answer before this one ended, unbroken: this reads on after its end
     while True:
@@ -274,7 +275,11 @@ def follow_log(
                     yield lines
         except LogBroken as e:
             cause = e.cause
+            ride = conn.ride
+            if broken and ride is not None and ride.returns > returns:
+                broken = 0  # the server was seen back since: a new outage's first break
             broken += 1
+            returns = ride.returns if ride is not None else 0
         except ApiError as e:
             if ended and e.status == 404:
                 # The pod went after its log's answer ended whole (the Job controller deletes

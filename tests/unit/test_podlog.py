@@ -7,7 +7,9 @@ from __future__ import annotations
 import calendar
 import itertools
 import time
+from collections.abc import Iterator
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -134,3 +136,55 @@ def test_an_ended_log_queued_for_a_reader_is_read_as_its_run_stands_at_its_turn(
     earlier = Source("worker-0", "p", "tf", "worker-0", 1, earlier=True)
     assert at_its_turn(follow, earlier, pod("running", 3), query) == query
     assert at_its_turn(LogRequest(previous=True), run_1, pod("running", 2), query) == query
+
+
+def test_a_logs_breaks_are_counted_anew_once_the_server_was_seen_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As a watch counts its failures (kube/watch.py): a log that broke a few times while the
+    server was away, then broke once after another stream saw it back, is not an outage of its
+    own. Counted on, that one break said 'lost the API server' with the server answering."""
+    from types import SimpleNamespace
+
+    from simpletfjob.kube import podlog
+    from simpletfjob.kube.connection import Settings
+    from simpletfjob.kube.outage import Ride
+
+    said: list[str] = []
+    ride = Ride("https://k (context 'c')", None, said.append, "it is back")
+    settings = Settings(attempts=3, sleep=lambda seconds: None)
+    conn = SimpleNamespace(settings=settings, ride=ride, target="https://k (context 'c')")
+    line = b"2027-01-15T08:00:00.000000000Z step 1\n"
+
+    def broken() -> Iterator[bytes]:
+        raise podlog.LogBroken("the log broke off", "connection broken")
+        yield b""  # (a generator)
+
+    def answered() -> Iterator[bytes]:
+        yield line
+
+    # The server goes (another stream says so), the log breaks twice, the server is back (another
+    # stream says so), the log is read on, then breaks once: a single break, not an outage.
+    answers = iter([broken, broken, "back", broken, answered])
+
+    def read(*args: object, **kwargs: object) -> Iterator[bytes]:
+        answer = next(answers)
+        if answer == "back":
+            ride.back()
+            answer = next(answers)
+        return answer()  # type: ignore[operator]
+
+    monkeypatch.setattr(podlog, "_read", read)
+    ride.lost("connection refused")
+    lines = podlog.follow_log(
+        conn,  # type: ignore[arg-type]
+        "p",
+        [("follow", "true")],
+        keep_stamps=False,
+        again=lambda broke: podlog.Again(previous=False, follow=True) if broke else None,
+    )
+    assert next(lines) == [b"step 1\n"]
+    assert [s.split(" at ")[0].split(" after ")[0] for s in said] == [
+        "simpletfjob: lost the API server",
+        "simpletfjob: the API server is back",
+    ], said

@@ -258,8 +258,9 @@ def follow_log(
     asked = [(k, v) for k, v in query if k != "timestamps"] + [("timestamps", "true")]
     mark = Mark()
     first = time.monotonic()
-    broken = 0  # breaks in a row with no line read
+    broken = 0  # breaks in a row with no line read, since the server was last seen back
     returns = 0  # the ride's count of the server's returns at the last break (as a watch keeps)
+    away = False  # this log said the server was away (ride.lost): its next line says it is back
     current: list[tuple[str, str | int]] = asked
     ended = False  # the answer before this one ended, unbroken: this reads on after its end
     while True:
@@ -269,17 +270,13 @@ def follow_log(
             for blob in _read(conn, pod, current, DAY if follow else None):
                 lines = mark.take(blob, keep_stamps)
                 if lines:
-                    if broken >= settings.attempts and conn.ride is not None:
+                    if away and conn.ride is not None:
                         conn.ride.back()  # this log said the server was away: it is back
-                    broken = 0
+                    broken, away = 0, False
                     yield lines
         except LogBroken as e:
             cause = e.cause
-            ride = conn.ride
-            if broken and ride is not None and ride.returns > returns:
-                broken = 0  # the server was seen back since: a new outage's first break
             broken += 1
-            returns = ride.returns if ride is not None else 0
         except ApiError as e:
             if ended and e.status == 404:
                 # The pod went after its log's answer ended whole (the Job controller deletes
@@ -293,6 +290,12 @@ def follow_log(
         if go_on is None:
             return
         ended = not cause
+        if cause and conn.ride is not None:
+            # Seen back since the last break (by any call, `again`'s own too): this break is a
+            # new outage's first, as a watch counts its failures.
+            if conn.ride.returns > returns:
+                broken = 1
+            returns = conn.ride.returns
         if cause and broken > 1:  # the first break is read on at once; then as a watch does
             if broken >= settings.attempts:
                 ride = conn.ride
@@ -304,6 +307,7 @@ def follow_log(
                     )
                 if broken == settings.attempts:
                     ride.lost(cause)
+                    away = True
             settings.sleep(min(settings.backoff * 2 ** (broken - 2), OUTAGE_CAP))
         current = [*base, ("timestamps", "true")]
         if go_on.follow:

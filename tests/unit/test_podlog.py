@@ -188,3 +188,58 @@ def test_a_logs_breaks_are_counted_anew_once_the_server_was_seen_back(
         "simpletfjob: lost the API server",
         "simpletfjob: the API server is back",
     ], said
+
+
+def test_a_log_that_said_the_server_away_says_it_back_at_its_next_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The breaks are counted anew where the log decides, after `again`, whose own request may
+    ride the outage out and see the server back: counted before it, the log said 'lost' once
+    the server was back, and its count, made anew at its next break, left the ride (shared by
+    every stream) away for good. A log that said 'lost' says 'back' at its next line."""
+    from types import SimpleNamespace
+
+    from simpletfjob.kube import podlog
+    from simpletfjob.kube.connection import Settings
+    from simpletfjob.kube.outage import Ride
+
+    said: list[str] = []
+    ride = Ride("https://k (context 'c')", None, said.append, "it is back")
+    settings = Settings(attempts=3, sleep=lambda seconds: None)
+    conn = SimpleNamespace(settings=settings, ride=ride, target="https://k (context 'c')")
+
+    def broken() -> Iterator[bytes]:
+        raise podlog.LogBroken("the log broke off", "connection broken")
+        yield b""  # (a generator)
+
+    def answered() -> Iterator[bytes]:
+        yield b"2027-01-15T08:00:00.000000000Z step 1\n"
+
+    answers = iter([broken] * 4 + [answered])
+    monkeypatch.setattr(podlog, "_read", lambda *args, **kwargs: next(answers)())
+    breaks = 0
+
+    def again(broke: bool) -> podlog.Again | None:
+        nonlocal breaks
+        if not broke:
+            return None
+        breaks += 1
+        if breaks == 3:  # read_pod, on the same connection, rides out the outage meanwhile
+            ride.lost("connection refused")
+            ride.back()
+        return podlog.Again(previous=False, follow=True)
+
+    lines = podlog.follow_log(
+        conn,  # type: ignore[arg-type]
+        "p",
+        [("follow", "true")],
+        keep_stamps=False,
+        again=again,
+    )
+    assert next(lines) == [b"step 1\n"]
+    assert not ride.away, said
+    # read_pod's outage only: the log's 3rd break came after the server was seen back
+    assert [s.split(" at ")[0].split(" after ")[0] for s in said] == [
+        "simpletfjob: lost the API server",
+        "simpletfjob: the API server is back",
+    ], said

@@ -182,6 +182,7 @@ class _Watch:
     field_selector: str | None = None
     resource_version: str | None = None  # None: list first
     response: Any = None  # the open watch's answer, cut by `stop`
+    away: bool = False  # this watch said the server was away (ride.lost): its next event says back
 
     def __post_init__(self) -> None:
         self.namespace = namespace_for(self.conn, self.resource, self.namespace)
@@ -274,8 +275,9 @@ class _Watch:
                     for event in events:
                         seen += 1
                         fresh = False
-                        if failures >= settings.attempts and conn.ride is not None:
+                        if self.away and conn.ride is not None:
                             conn.ride.back()  # this watch said the server was away: it is back
+                        self.away = False
                         failures = 0
                         self.version = _version_of(event) or self.version
                         yield event
@@ -330,6 +332,7 @@ class _Watch:
             )
         if failures == settings.attempts:  # one line for a run of failures
             ride.lost(problem)
+            self.away = True
         return min(delay, OUTAGE_CAP)
 
     def open(self, window: float, read_timeout: float) -> Any:

@@ -1,0 +1,64 @@
+"""A watch and the outage ride it shares with every stream of the command (kube/watch.py,
+kube/outage.py): a watch that said the server away says it back at its next event, however
+its count of failures was made anew meanwhile."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Generator
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from simpletfjob.kube import watch
+from simpletfjob.kube.connection import Settings
+from simpletfjob.kube.outage import Ride
+from simpletfjob.kube.resources import JOBS
+
+
+def test_a_watch_that_said_the_server_away_says_it_back_at_its_next_event(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Another stream's 'back' coming between this watch's count of the returns and its 'lost'
+    (another thread, at any instruction) made its next opening count anew; its event then said
+    nothing, and the ride stayed away for good."""
+    said: list[str] = []
+    ride = Ride("https://k (context 'c')", None, said.append, "it is back")
+    settings = Settings(attempts=3, sleep=lambda seconds: None)
+    conn = SimpleNamespace(
+        settings=settings, ride=ride, target="https://k (context 'c')", namespace="ml"
+    )
+    one = watch._Watch(conn, JOBS, None, threading.Event(), resource_version="7")  # type: ignore[arg-type]
+    opened = iter([False] * settings.attempts + [True])
+
+    def open_(self: watch._Watch, window: float, read_timeout: float) -> object:
+        if not next(opened):
+            raise watch._Dropped("connection dropped: refused")
+        return object()
+
+    def read(self: watch._Watch, response: Any) -> Generator[watch.Event, None, None]:
+        yield watch.Event(
+            "MODIFIED", {"metadata": {"name": "mnist-worker-0", "resourceVersion": "8"}}
+        )
+
+    backoff = watch._Watch.backoff
+
+    def backoff_(self: watch._Watch, failures: int, problem: str) -> float:
+        if failures == settings.attempts:  # another stream: the server away, then back
+            ride.lost("connection refused")
+            ride.back()
+        return backoff(self, failures, problem)
+
+    monkeypatch.setattr(watch._Watch, "open", open_)
+    monkeypatch.setattr(watch._Watch, "read", read)
+    monkeypatch.setattr(watch._Watch, "backoff", backoff_)
+    events = one.follow(fresh=False)
+    assert next(events).object == {"metadata": {"name": "mnist-worker-0", "resourceVersion": "8"}}
+    assert not ride.away, said
+    assert [s.split(" at ")[0].split(" after ")[0] for s in said] == [
+        "simpletfjob: lost the API server",
+        "simpletfjob: the API server is back",
+        "simpletfjob: lost the API server",
+        "simpletfjob: the API server is back",
+    ], said

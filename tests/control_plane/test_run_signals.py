@@ -145,6 +145,21 @@ OUT = (
 )
 
 
+def hold_the_restarts_applies(s: Signalled) -> int:
+    """Once the first attempt's applies of its 2 Jobs are answered, the proxy holds every later
+    real apply of a Job (HELD s): set before the restart begins, however fast it then goes (held
+    only once its deletes were seen answered, its applies had sometimes passed already); where
+    the requests were then."""
+
+    def applied() -> bool:
+        return sum(1 for r in s.proxy.seen("apply", "jobs") if not r.dry_run and r.done) >= 2
+
+    wait_for(applied, timeout=120, what="the first attempt's applies answered")
+    since = len(s.proxy.requests)
+    s.proxy.delay(HELD, verb="apply", resource="jobs", dry_run=False)
+    return since
+
+
 def restarted(s: Signalled) -> int:
     """Wait until the restart's deletes have all been answered, one for each of the run's Jobs
     (each goes out from a thread of its own: on a loaded machine one may come after another's
@@ -178,8 +193,8 @@ def test_on_interrupt_delete_during_a_slow_apply_settles_it_and_leaves_nothing(
             "-N", "2", "--psn", "0", "--max-restarts", "1", "--on-interrupt", "delete",
             mode="fail-once",
         )  # fmt: skip
-        since = restarted(s)
-        s.proxy.delay(HELD, verb="apply", resource="jobs", dry_run=False)
+        since = hold_the_restarts_applies(s)
+        restarted(s)
     s.out_now("apply", "jobs", since, count=2)  # one Job applied, the other one's apply held
     code, err, took = ended(proc, signal.SIGTERM)
     assert code == 143, err
@@ -221,8 +236,8 @@ def test_an_interrupt_during_a_restarts_apply_says_the_run_was_deleted_for_it(
 ) -> None:
     s = signalled
     proc = s.start("-N", "2", "--psn", "0", "--max-restarts", "1", mode="fail-once")
-    since = restarted(s)
-    s.proxy.delay(HELD, verb="apply", resource="jobs", dry_run=False)
+    since = hold_the_restarts_applies(s)
+    restarted(s)
     s.out_now("apply", "jobs", since, count=2)
     status, err, _ = ended(proc, signal.SIGHUP)
     assert status == 129, err

@@ -62,6 +62,7 @@ class Ride:
         self._since_wall = 0.0
         self._cause = ""
         self.returns = 0  # how many times the server has come back: each outage is counted anew
+        self.closed = False  # the command is done with it: no line after its own last one
 
     def remaining(self) -> float:
         return math.inf if self.deadline is None else self.deadline.remaining()
@@ -75,7 +76,7 @@ class Ride:
         now = time.monotonic()
         with self._lock:
             self._cause = cause
-            if self._since is not None:
+            if self._since is not None or self.closed:
                 return
             self._since = min(now, began) if began is not None else now
             self._since_wall = time.time() - (now - self._since)
@@ -89,7 +90,7 @@ class Ride:
         if self._since is None:  # the usual case, without taking the lock
             return
         with self._lock:
-            if self._since is None:
+            if self._since is None or self.closed:
                 return
             took = time.monotonic() - self._since
             self._since = None
@@ -143,5 +144,7 @@ def riding_out(
     try:
         yield ride
     finally:
+        with ride._lock:  # a call of another thread answered late says nothing after the end
+            ride.closed = True
         RIDE.reset(token)
         conn.ride = None

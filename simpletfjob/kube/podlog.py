@@ -291,9 +291,7 @@ def follow_log(
             return
         ended = not cause
         if cause and conn.ride is not None:
-            # Seen back since the last break (by any call, `again`'s own too): this break is a
-            # new outage's first, as a watch counts its failures.
-            if conn.ride.returns > returns:
+            if conn.ride.returns > returns:  # seen back since (`again`'s call too): a new outage
                 broken = 1
             returns = conn.ride.returns
         if cause and broken > 1:  # the first break is read on at once; then as a watch does

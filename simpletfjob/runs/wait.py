@@ -65,9 +65,8 @@ def wait_for_run(
     After a success the tasks that end by themselves get `grace` seconds (--cleanup-grace).
     The reporting task's progress is followed (reporting.Feed): a stall fails the run. The
     rights are asked once the run is found going on; one already ended is cleaned up at once.
-    Raises RunFailed (failed, or no verdict), TimedOut, or the cluster's error. `keep`, given,
-    holds the Jobs and pods last seen, for the caller to let go once it has said the verdict:
-    freeing a large run's objects takes about as long as judging them.
+    Raises RunFailed (failed, or no verdict), TimedOut, or the cluster's error. `keep` holds the
+    Jobs and pods last seen, let go once the verdict is said: freeing them takes a while.
     """
     from simpletfjob.kube.outage import StillAway, riding_out
     from simpletfjob.options.rules import format_duration

@@ -62,3 +62,18 @@ def test_a_watch_that_said_the_server_away_says_it_back_at_its_next_event(
         "simpletfjob: lost the API server",
         "simpletfjob: the API server is back",
     ], said
+
+
+def test_once_the_ride_is_over_a_late_answer_of_another_thread_says_nothing() -> None:
+    """The command's error is its last line: a call of another thread, answered (a 401) after
+    the ride ended with that error, said 'the API server is back' under it."""
+    from simpletfjob.kube.outage import riding_out
+
+    said: list[str] = []
+    conn = SimpleNamespace(ride=None, target="https://k (context 'c')")
+    with riding_out(conn, None, said.append, "it is back") as ride:  # type: ignore[arg-type]
+        ride.lost("connection refused")
+    ride.back()
+    ride.lost("connection refused")
+    assert len(said) == 1 and said[0].startswith("simpletfjob: lost the API server at https://k")
+    assert conn.ride is None

@@ -236,8 +236,8 @@ def run_state(
         )
     wrong_policy = wrong_policy or wrong_floor
     restarts = read_restarts(found)
-    claims = _claims(tasks)
     by_name = {task.task: task for task in tasks}
+    claims = _claims(tasks) if len(by_name) < len(tasks) else ()
 
     def run(state: str, decided_by: str = "", reason: str = "", at: datetime | None = None) -> Run:
         return Run(
@@ -249,9 +249,6 @@ def run_state(
     if claims or wrong_policy:  # nothing is decided on a guess
         return run(AMBIGUOUS)
     deciders = still_in(fw.deciding(policy, [*by_name, *expected]), tasks)
-    # Each Job by its name (the first of a name), to read when it failed.
-    pairs = [(metadata_of(job).get("name"), job) for job in present]
-    named = {n: job for n, job in reversed(pairs) if isinstance(n, str)}
     finished_at = {d: _second(by_name[d].ended) or NEVER for d in deciders if d in by_name}
     # Only a Job's condition ends a task: a pod that has ended, not yet counted, decides nothing.
     succeeded = all(
@@ -260,11 +257,10 @@ def run_state(
     success_time = max(finished_at.values(), default=NEVER)
     # A failure counts unless the run had succeeded by then (success wins a tie).
     aside = independent()
-    failures = sorted(
-        (failed_at(named.get(t.job, {})) or NEVER, order(t), t)
-        for t in tasks
-        if t.finished and t.state == FAILED and t.role not in aside
-    )
+    failed = [t for t in tasks if t.finished and t.state == FAILED and t.role not in aside]
+    # Each Job by its name (the first of a name), to read when it failed.
+    named = {metadata_of(job).get("name"): job for job in reversed(present)} if failed else {}
+    failures = sorted((failed_at(named.get(t.job, {})) or NEVER, order(t), t) for t in failed)
     before = [
         (when, t)
         for when, _, t in failures

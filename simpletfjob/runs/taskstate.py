@@ -415,9 +415,10 @@ def finalizers(job: Object) -> list[str]:
 def in_role_order(roles: Sequence[str]) -> Callable[[TaskStatus], tuple[int, str, int, str]]:
     """A sort key for tasks: by the framework's role order (other roles after), then index."""
 
+    ranks = {role: i for i, role in enumerate(roles)}
+
     def order(task: TaskStatus) -> tuple[int, str, int, str]:
-        rank = roles.index(task.role) if task.role in roles else len(roles)
-        return rank, task.role, task.index, task.job
+        return ranks.get(task.role, len(roles)), task.role, task.index, task.job
 
     return order
 

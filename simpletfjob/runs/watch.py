@@ -430,31 +430,30 @@ class Follower:
                 mine = pods_by_job(self.stores["pods"].last.values()).get(_uid(job), [])
                 kept.update({_name(pod): pod for pod in mine})  # its pods last seen
         every = {**kept, **pods} if kept else pods
-        run = run_state(
+        return run_state(
             self.name, self.namespace, jobs.values(), every.values(), self.expected, nodes,
             self._task,
         )  # fmt: skip
-        tasks = []
-        for task in run.tasks:
-            key = task.uid or task.job
-            if task.restarts is not None:
-                self.restarts[key] = task.restarts
-            elif key in self.restarts:  # its pod is gone: the count seen while it was there
-                task = replace(task, restarts=self.restarts[key])
-            tasks.append(task)
-        return replace(run, tasks=tuple(tasks))
 
     def _task(
         self, job: Object, pods: Sequence[Object], nodes: Mapping[str, str] | None
     ) -> TaskStatus:
         """task_of, worked out again only for a Job whose object or pods have changed since it
         last was (a batch of events changes a few of 1000), or whose pod's node is Unknown (how
-        that node is, `nodes`, may have changed)."""
-        was = self.tasks.get(_name(job))
-        if was is not None and was[:2] == (job, pods) and was[2].state != UNKNOWN:
+        that node is, `nodes`, may have changed). A task whose pod is gone keeps the count of
+        restarts seen while it was there."""
+        name = _name(job)
+        was = self.tasks.get(name)
+        if was is not None and was[0] is job and was[1] == pods and was[2].state != UNKNOWN:
             return was[2]
-        self.tasks[_name(job)] = (job, pods, task_of(job, pods, nodes))
-        return self.tasks[_name(job)][2]
+        task = task_of(job, pods, nodes)
+        key = task.uid or task.job
+        if task.restarts is not None:
+            self.restarts[key] = task.restarts
+        elif key in self.restarts:
+            task = replace(task, restarts=self.restarts[key])
+        self.tasks[name] = (job, pods, task)
+        return task
 
     def remember(self, run: Run) -> None:
         """The tasks seen: one whose Job is deleted later is known to have existed."""

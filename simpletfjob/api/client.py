@@ -415,7 +415,7 @@ class Run:
         request = LogRequest(
             checked.get("tail"), checked.get("since"), timestamps, previous, follow
         )
-        return _lines(self, selection, request)
+        return _run_log_lines(self, selection, request)
 
     @checked
     def delete(self, wait: bool = False, *, timeout: float | str = 300.0) -> None:
@@ -437,7 +437,7 @@ class Run:
 _END = object()
 
 
-def _lines(run: Run, selection: Any, request: Any) -> Iterator[LogLine]:
+def _run_log_lines(run: Run, selection: Any, request: Any) -> Iterator[LogLine]:
     """The log lines, read in a thread (as the CLI reads them) and handed over here one by one.
     The generator's end (the loop left early, an exception, Ctrl-C) stops the reading and
     waits for its thread, closing the connection that its streams read from."""

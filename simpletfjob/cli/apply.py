@@ -106,9 +106,9 @@ def say_applied(
     note: str = "",
 ) -> None:
     """As a render's: warnings once the run has been applied, then the summary line."""
-    from simpletfjob.cli.report import summary, tell
+    from simpletfjob.cli.report import tasks_line, tell
 
     planned = applied.planned
     tell(planned, options.replace(namespace=applied.namespace))
     where = f"run {planned.job} in namespace {applied.namespace}"
-    say(f"{summary(planned.tasks, where, verb=verb)} ({applied.counts()}{note})")
+    say(f"{tasks_line(planned.tasks, where, verb=verb)} ({applied.counts()}{note})")

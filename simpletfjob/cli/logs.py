@@ -46,7 +46,7 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     color = options.color == "always" or (options.color == "auto" and terminal)
     # On a terminal, or coloured for one (`--color always | less -R`), a task's control
     # characters are shown as cat -v shows them (runs/logs.py): none can wipe a prefix.
-    printer = Printer(_write, prefix, color, visible=terminal or color)
+    printer = Printer(_write_log_line, prefix, color, visible=terminal or color)
     connection = (options.kubeconfig, options.context, options.namespace)
     with (
         connect_for(*connection, purpose="read the logs of a run on") as conn,
@@ -63,7 +63,7 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     say(outcome_line(ending))  # RunFailed, exit 1, for any end but success
 
 
-def _write(line: bytes) -> None:
+def _write_log_line(line: bytes) -> None:
     from simpletfjob.output import write_stdout_bytes
 
     write_stdout_bytes((line,))

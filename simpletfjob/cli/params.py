@@ -67,7 +67,7 @@ class TableCommand(ParseErrorsInContext):
         self.sections = sections  # parameter name -> heading; the others go under "Options"
         for param in self.params:  # one line each in --help; the whole on the command's page
             if isinstance(param, click.Option) and param.help:
-                param.help = summary(param.help)
+                param.help = first_sentence(param.help)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         # Completing an option's value (`--set wor<TAB>`): the option is last, without its
@@ -162,7 +162,7 @@ def parameter(field: Field) -> click.Parameter:
     return click.Option([*flags, field.name], **settings)
 
 
-def summary(text: str) -> str:
+def first_sentence(text: str) -> str:
     """An option's line in --help: the first sentence of its help (the whole is on its page)."""
     end = re.search(r"\.\s", text)
     return text[: end.start() + 1] if end else text

@@ -63,7 +63,7 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
 def write_run(options: Options, only: Sequence[str] = ()) -> None:
     """Plan the run, write its documents where -o says, and say what was written.
     With `only` (--task), only those tasks' documents are written; the run is planned whole."""
-    from simpletfjob.cli.report import explain_plan, plan_explained, summary, tell
+    from simpletfjob.cli.report import explain_plan, plan_explained, tasks_line, tell
     from simpletfjob.output import destination, refuse_inputs, spare_inputs_from_stderr, write_to
     from simpletfjob.plan import default_output_name, inputs
     from simpletfjob.streams import stream_fd
@@ -96,7 +96,7 @@ def write_run(options: Options, only: Sequence[str] = ()) -> None:
     tell(planned, options)
     checked = f"; valid for Kubernetes {planned.validated}" if planned.validated else ""
     part = f" (of {len(whole)}; the whole run planned)" if only else ""
-    say(summary(planned.tasks, dest.shown) + part + checked)
+    say(tasks_line(planned.tasks, dest.shown) + part + checked)
 
 
 def only_tasks(planned: Plan, only: Sequence[str]) -> Plan:

@@ -58,7 +58,7 @@ def explain_plan(planned: Plan, options: Options) -> None:
     explain(planned.verdicts, planned.tasks, limited=options.num != -1, address=address)
 
 
-def summary(tasks: Sequence[Task], destination: str, verb: str = "wrote") -> str:
+def tasks_line(tasks: Sequence[Task], destination: str, verb: str = "wrote") -> str:
     """'wrote 3 tasks to out.yaml: 1 ps (h10), 2 worker (h100, h14)'."""
     groups: dict[str, list[str]] = {}
     shared_hosts = len({t.host for t in tasks}) < len(tasks)
@@ -125,9 +125,9 @@ class StatusLine:
         import time
         from collections import Counter
 
-        from simpletfjob.kube.outage import duration
+        from simpletfjob.kube.outage import go_duration
 
-        elapsed = duration(time.monotonic() - self.started)
+        elapsed = go_duration(time.monotonic() - self.started)
         run = f"run {self.name}" if self.name else "run"
         if self.run is None:
             return f"{self.waiting or run + ': starting'}; {elapsed}"

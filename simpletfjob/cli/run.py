@@ -41,7 +41,7 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
 
 
 def run_command(options: RunOptions) -> None:
-    from simpletfjob.cli.report import StatusLine, plan_explained, summary, tell
+    from simpletfjob.cli.report import StatusLine, plan_explained, tasks_line, tell
     from simpletfjob.output import spare_inputs_from_stderr
     from simpletfjob.plan import inputs
     from simpletfjob.runs.apply import applied_counts
@@ -55,7 +55,7 @@ def run_command(options: RunOptions) -> None:
     spare_inputs_from_stderr(inputs(options))
     connection = (options.kubeconfig, options.context, options.namespace)
     terminal = sys.stdout.isatty()
-    printer = Printer(_write, prefix=True, color=terminal, visible=terminal)
+    printer = Printer(_write_beside_status, prefix=True, color=terminal, visible=terminal)
     status = StatusLine(options.name or "")  # named by the plan's run once it is followed
     with connect_for(*connection, purpose="run the run on") as conn, status:
         namespace = conn.namespace
@@ -64,7 +64,7 @@ def run_command(options: RunOptions) -> None:
         def applied(planned: Plan, done: Sequence[tuple[Manifest, str]]) -> None:
             tell(planned, planning)
             where = f"run {planned.job} in namespace {namespace}"
-            say(f"{summary(planned.tasks, where, verb='applied')} ({applied_counts(done)})")
+            say(f"{tasks_line(planned.tasks, where, verb='applied')} ({applied_counts(done)})")
 
         first = planning if options.queue is None else empty_nodes(planning)  # (queue.py)
         run = run_to_end(
@@ -81,7 +81,7 @@ def run_command(options: RunOptions) -> None:
     say(succeeded_line(run))
 
 
-def _write(line: bytes) -> None:
+def _write_beside_status(line: bytes) -> None:
     from simpletfjob.output import write_stdout_bytes
     from simpletfjob.streams import status_cleared
 

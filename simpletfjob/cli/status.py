@@ -148,7 +148,7 @@ def _dump(data: Any, form: str) -> str:
 
 
 def _one_run(run: Run) -> list[str]:
-    from simpletfjob.kube.outage import duration
+    from simpletfjob.kube.outage import go_duration
     from simpletfjob.runs.progress import progress_line, restarts_words
     from simpletfjob.runs.state import AMBIGUOUS, DELETING
     from simpletfjob.runs.taskstate import rfc3339
@@ -169,12 +169,12 @@ def _one_run(run: Run) -> list[str]:
         took = (
             ""
             if run.started is None
-            else f" ({duration((run.ended - run.started).total_seconds())})"
+            else f" ({go_duration((run.ended - run.started).total_seconds())})"
         )
         head += f", ended {rfc3339(run.ended)}{took}"
-    lines = [_shown(head) + "\n"]
+    lines = [_one_line(head) + "\n"]
     if run.progress is not None:  # its reporting task's (runs/reporting.py)
-        lines.append(_shown(progress_line(run.progress, time.time(), run.progress.trend)) + "\n")
+        lines.append(_one_line(progress_line(run.progress, time.time(), run.progress.trend)) + "\n")
     return [*lines, *columns(HEADER, _rows(run))]
 
 
@@ -187,17 +187,17 @@ def _rows(run: Run) -> list[tuple[str, ...]]:
     return [
         (
             t.task,
-            _shown(t.node or "<none>"),
+            _one_line(t.node or "<none>"),
             t.state,
             "-" if t.restarts is None else str(t.restarts),  # not known: its pod is gone
             age(t.created),
-            _shown(_reason(t, claimed)),
+            _one_line(_reason(t, claimed)),
         )
         for t in run.tasks
     ]
 
 
-def _shown(text: str) -> str:
+def _one_line(text: str) -> str:
     """Server text (a node, a reason) as one line, its control characters shown (streams.shown)."""
     from simpletfjob.streams import shown
 

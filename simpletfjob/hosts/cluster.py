@@ -137,10 +137,10 @@ class Cluster:
         except ApiError as e:
             if e.status != 403:
                 raise
-            return own, [], self.refusal(e)
+            return own, [], self.denial(e)
         return own.knowing(jobs), jobs, None
 
-    def refusal(self, error: Exception) -> str:
+    def denial(self, error: Exception) -> str:
         """A 403's first clause, without the server: 'user ... cannot list pods in ... (403 Forbidden)'."""
         return str(error).split("; ")[0].removeprefix(f"{self.target}: ")
 

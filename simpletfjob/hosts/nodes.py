@@ -212,17 +212,17 @@ def node_from_object(obj: object, origin: str, gpu_resource: str = GPU_RESOURCE)
     spec = _mapping(obj.get("spec"), origin, name, "spec")
     status = _mapping(obj.get("status"), origin, name, "status")
 
-    conditions = _entries(
+    conditions = _list_entries(
         status.get("conditions"), "status.conditions", ("type", "status"), origin, name
     )
     taints = [
         Taint(key, value, effect)
-        for key, value, effect in _entries(
+        for key, value, effect in _list_entries(
             spec.get("taints"), "spec.taints", ("key", "value", "effect"), origin, name, optional=2
         )
     ]
     addresses: dict[str, list[str]] = {}
-    for kind, address in _entries(
+    for kind, address in _list_entries(
         status.get("addresses"), "status.addresses", ("type", "address"), origin, name
     ):
         addresses.setdefault(kind, []).append(address)
@@ -253,7 +253,7 @@ def node_from_object(obj: object, origin: str, gpu_resource: str = GPU_RESOURCE)
     )
 
 
-def _entries(
+def _list_entries(
     listed: object, field: str, keys: tuple[str, ...], origin: str, name: str, optional: int = 0
 ) -> list[tuple[str, ...]]:
     """The string `keys` of each mapping in the list at `field` (null: none); the last

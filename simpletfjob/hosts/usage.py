@@ -151,7 +151,7 @@ class JobUse(NamedTuple):
         return f"{self.namespace}/{self.name} (Job, pod not created yet)"
 
 
-def _count(value: Any, where: str, field: str, default: int) -> int:
+def _whole_number(value: Any, where: str, field: str, default: int) -> int:
     if value is None:
         return default
     if type(value) is not int or value < 0:
@@ -186,11 +186,11 @@ def job_use(
     )
     live = metadata.get("deletionTimestamp") is None
     active = live and not finished and spec.get("suspend") is not True
-    wanted = _count(spec.get("parallelism"), where, "spec.parallelism", 1)
+    wanted = _whole_number(spec.get("parallelism"), where, "spec.parallelism", 1)
     completions = spec.get("completions")
     if completions is not None:
-        done = _count(status.get("succeeded"), where, "status.succeeded", 0)
-        left = _count(completions, where, "spec.completions", 1) - done
+        done = _whole_number(status.get("succeeded"), where, "status.succeeded", 0)
+        left = _whole_number(completions, where, "spec.completions", 1) - done
         wanted = max(0, min(wanted, left))
     pinned = active and bool(node) and wanted > 0
     return JobUse(

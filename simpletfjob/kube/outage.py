@@ -95,7 +95,7 @@ class Ride:
             took = time.monotonic() - self._since
             self._since = None
             self.returns += 1
-            self._report(f"simpletfjob: the API server is back after {duration(took)}")
+            self._report(f"simpletfjob: the API server is back after {go_duration(took)}")
 
     def note(self) -> str:
         """'the API server at ... has been unreachable since 12:03:04 (40s): connection refused'; '' when it is not away."""
@@ -103,7 +103,7 @@ class Ride:
             if self._since is None:
                 return ""
             clock = time.strftime("%H:%M:%S", time.localtime(self._since_wall))
-            took = duration(time.monotonic() - self._since)
+            took = go_duration(time.monotonic() - self._since)
             return (
                 f"the API server at {self.server} has been unreachable since {clock} "
                 f"({took}): {self._cause}"
@@ -113,7 +113,7 @@ class Ride:
         return StillAway(self.note() or f"the API server at {self.server} is unreachable")
 
 
-def duration(seconds: float) -> str:
+def go_duration(seconds: float) -> str:
     """'12s', '2m5s', '1h3m': how long, to the second, as Go prints a duration."""
     whole = max(0, round(seconds))
     hours, rest = divmod(whole, 3600)

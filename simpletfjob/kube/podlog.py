@@ -71,7 +71,7 @@ def read_log(
     conn: Connection, pod: str, query: Query, *, read_timeout: float | None = None
 ) -> Iterator[list[bytes]]:
     """One answer of pods/log as batches of whole lines, as they come."""
-    for blob in _read(conn, pod, query, read_timeout):
+    for blob in _answer_bytes(conn, pod, query, read_timeout):
         yield lines_of(blob)
 
 
@@ -80,10 +80,10 @@ def read_chunks(conn: Connection, pod: str, query: Query) -> Iterator[bytes]:
     updates, which carriage returns join, come before the bar's line ends (`LogBroken` as
     read_log). A 5xx is the kubelet's, which the API server relays (its node unreachable): a
     LogBroken to read on after, never an outage of the API server, nor a retry here."""
-    return _read(conn, pod, query, DAY, relayed=True)
+    return _answer_bytes(conn, pod, query, DAY, relayed=True)
 
 
-def _read(
+def _answer_bytes(
     conn: Connection,
     pod: str,
     query: Query,
@@ -107,7 +107,7 @@ def _read(
     try:
         yield from arrived(response) if relayed else whole_lines(arrived(response))
     except (HTTPError, OSError) as e:
-        cause = f"connection broken: {_why(e)}"
+        cause = f"connection broken: {_broke(e)}"
         raise LogBroken(f"{conn.target}: {action.what} broke off ({cause})", cause) from e
     finally:
         response.close()
@@ -138,7 +138,7 @@ def lines_of(blob: bytes) -> list[bytes]:
     return blob.splitlines(keepends=True) if b"\r" not in blob else _LINE.findall(blob)
 
 
-def _why(error: BaseException) -> str:
+def _broke(error: BaseException) -> str:
     """A few words for what broke a connection, not urllib3's nested reprs."""
     text = first_line(error)
     if "ended prematurely" in text or "IncompleteRead" in text or "InvalidChunkLength" in text:
@@ -267,7 +267,7 @@ def follow_log(
         follow = ("follow", "true") in current
         cause = ""
         try:
-            for blob in _read(conn, pod, current, DAY if follow else None):
+            for blob in _answer_bytes(conn, pod, current, DAY if follow else None):
                 lines = mark.take(blob, keep_stamps)
                 if lines:
                     if away and conn.ride is not None:

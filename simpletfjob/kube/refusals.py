@@ -1,6 +1,6 @@
 """What the API server's refusals say, in one line each: what was refused, and what to do.
 
-`refusal()` words an error status for the action it answered: a 403 names the user as
+`refusal_line()` words an error status for the action it answered: a 403 names the user as
 the server gives it and the RBAC rule that would allow the call (`user 'ci' cannot list
 pods in namespace ml (403 Forbidden); it needs a Role with verb 'list' on 'pods'`); a
 409 from server-side apply names each field manager and the fields it owns.
@@ -58,7 +58,7 @@ def status_of(data: bytes, http_reason: str) -> tuple[str, str, Mapping[str, Any
     return http_reason, first_line(text) or http_reason, {}
 
 
-def refusal(
+def refusal_line(
     target: Target,
     action: Action,
     status: int,

@@ -21,7 +21,7 @@ from simpletfjob.kube.refusals import (
     USER,
     apply_conflicts,
     conflict_line,
-    refusal,
+    refusal_line,
     status_of,
 )
 from simpletfjob.kube.resources import Action as Action
@@ -178,7 +178,7 @@ def request(
                 if status == 403 and action.verb == "apply" and not USER.search(message):
                     message = _who_may_not_create(conn, action, deadline) or message
                 raise ApiError(
-                    refusal(target, action, status, reason, message, details),
+                    refusal_line(target, action, status, reason, message, details),
                     status,
                     reason,
                     action,

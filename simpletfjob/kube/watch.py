@@ -359,7 +359,7 @@ class _Watch:
         if self.stopped.is_set():
             cut(response)
         try:
-            for line in _lines(arrived(response)):
+            for line in _stream_lines(arrived(response)):
                 yield self.event(line)
         except (HTTPError, OSError) as e:  # reset, broken chunk, timed out, cut
             raise _Dropped(f"connection dropped: {broken(e)}") from e
@@ -391,7 +391,7 @@ class _Watch:
         return Event(kind, obj)
 
 
-def _lines(chunks: Iterator[bytes]) -> Iterator[bytes]:
+def _stream_lines(chunks: Iterator[bytes]) -> Iterator[bytes]:
     """Each newline-ended line of a stream, as soon as it has come; `_Dropped` when the stream
     ends in the middle of a line."""
     pending = b""

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from simpletfjob.manifest.textedit import scalar
 
 
-def dns_name(name: str, namespace: str, cluster_domain: str | None) -> str:
+def service_dns_name(name: str, namespace: str, cluster_domain: str | None) -> str:
     suffix = f".{cluster_domain}" if cluster_domain else ""
     return f"{name}.{namespace}.svc{suffix}"
 

@@ -77,13 +77,13 @@ class _Block:
             else:
                 out = [contents[0]] if contents else []
                 for before, after in itertools.pairwise(contents):
-                    out += [_join(before, after), after]
+                    out += [_folded(before, after), after]
                 found = "".join(out)
             self._read[key] = found
         return found
 
 
-def _join(before: str, after: str) -> str:
+def _folded(before: str, after: str) -> str:
     """How a folded block scalar reads the line break between two lines that are not blank."""
     return "\n" if before[:1] in (" ", "\t") or after[:1] in (" ", "\t") else " "
 
@@ -135,7 +135,7 @@ class Reader:
             if kept is None or kept[0] is not skeleton:
                 if len(self._roles) > 16:
                     self._roles.clear()
-                kept = self._roles[key] = (skeleton, _read(skeleton, compiled, loader))
+                kept = self._roles[key] = (skeleton, _tokenized(skeleton, compiled, loader))
         read = kept[1]
         if read is None:
             return False, None
@@ -167,7 +167,7 @@ class Reader:
                 if tail is not None and tail.lines:
                     between = "\n"
                     if slot.folded:
-                        between = _join(first.lines[-1][slot.cut :], tail.lines[0][slot.cut :])
+                        between = _folded(first.lines[-1][slot.cut :], tail.lines[0][slot.cut :])
                     value += between + tail.read(slot.cut, slot.folded)
                 value += slot.after
             else:
@@ -226,7 +226,7 @@ def _copy(value: Any) -> Any:
     return value
 
 
-def _read(skeleton: Skeleton, compiled: CompiledTemplate, loader: type[Any]) -> _Read | None:
+def _tokenized(skeleton: Skeleton, compiled: CompiledTemplate, loader: type[Any]) -> _Read | None:
     """The skeleton's object with tokens where values go, and where they are; None where this
     module cannot be sure of a task's object (see its docstring)."""
     import yaml

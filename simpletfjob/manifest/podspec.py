@@ -60,15 +60,15 @@ def pod_host_ports(documents: Sequence[Any]) -> HostPorts:
     for spec in _pod_specs(documents):
         on_host = _scalar(spec.get("hostNetwork")) in _TRUE
         host_network = host_network or on_host
-        containers = list(_items(spec.get("containers")))
+        containers = list(_sequence_items(spec.get("containers")))
         containers += [
             c
-            for c in _items(spec.get("initContainers"))
+            for c in _sequence_items(spec.get("initContainers"))
             if _scalars(c).get("restartPolicy") == "Always"
         ]
         for container in containers:
             entries = {k.value: v for k, v in _mapping_items(container)}
-            for port in _items(entries.get("ports")):
+            for port in _sequence_items(entries.get("ports")):
                 fields = _scalars(port)
                 number = _port_number(fields.get("hostPort"))
                 if number is None and on_host:
@@ -87,7 +87,7 @@ def pod_resources(documents: Sequence[Any]) -> tuple[dict[str, Any], ...]:
     for spec in _pod_specs(documents):
         pod: dict[str, Any] = {}
         for field in ("containers", "initContainers"):
-            pod[field] = [_container_resources(c) for c in _items(spec.get(field))]
+            pod[field] = [_container_resources(c) for c in _sequence_items(spec.get(field))]
         overhead = _quantities(spec.get("overhead"))
         if overhead:
             pod["overhead"] = overhead
@@ -127,7 +127,7 @@ def _scalar(node: Any) -> str | None:
     return node.value if type(node).__name__ == "ScalarNode" else None
 
 
-def _items(node: Any) -> Iterator[Any]:
+def _sequence_items(node: Any) -> Iterator[Any]:
     if type(node).__name__ == "SequenceNode":
         yield from node.value
 
@@ -179,11 +179,11 @@ def container_gpus(
     wanted = set(env_names)
     first = None
     for spec in _pod_specs(documents):
-        for container in _items(spec.get("containers")):
+        for container in _sequence_items(spec.get("containers")):
             entries = {k.value: v for k, v in _mapping_items(container)}
             if first is None:
                 first = entries
-            env = list(_items(entries.get("env")))
+            env = list(_sequence_items(entries.get("env")))
             if wanted & {_scalars(e).get("name") for e in env} or any(
                 _MARK in (_scalar(e) or "") for e in env
             ):

@@ -86,16 +86,16 @@ class Skeleton:
         ids = []
         for doc_id, parts in self.ids:
             if len(parts) > 1:
-                name = _join(parts, written)
+                name = _filled(parts, written)
                 if not reads_plain(name) or not _valid_name(doc_id.kind, name):
                     return None
                 doc_id = doc_id._replace(name=name)
             ids.append(doc_id)
-        pieces = [_join(p, written) if type(p) is list else p for p in self.pieces]
+        pieces = [_filled(p, written) if type(p) is list else p for p in self.pieces]
         return pieces, ids, written  # type: ignore[return-value]
 
 
-def _join(parts: Sequence[str], written: Sequence[str]) -> str:
+def _filled(parts: Sequence[str], written: Sequence[str]) -> str:
     if len(parts) == 1:
         return parts[0]
     out = [parts[0]]

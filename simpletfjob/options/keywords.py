@@ -57,7 +57,7 @@ def from_keywords(
         if name in values:
             raise UsageError(f"{caller} got {name!r} twice (as {keyword!r} too)")
         declared = declarations[name]
-        value = _read(declared, value)
+        value = _keyword_value(declared, value)
         if inverted:
             value = not value
         check_value(declared, value)
@@ -65,10 +65,10 @@ def from_keywords(
     return values
 
 
-def _read(declared: Option, value: Any) -> Any:
+def _keyword_value(declared: Option, value: Any) -> Any:
     """A keyword's value as the field holds it: parsed from text as click's reader does, typed."""
     if declared.multiple:
-        items = (value,) if isinstance(value, str) else tuple(_items(declared, value))
+        items = (value,) if isinstance(value, str) else tuple(_list_items(declared, value))
         wrong = next((item for item in items if not isinstance(item, str)), None)
         if wrong is not None:
             raise UsageError(f"{declared.shown} takes strings, not {wrong!r}")
@@ -76,7 +76,7 @@ def _read(declared: Option, value: Any) -> Any:
     return _one(declared, value)
 
 
-def _items(declared: Option, value: Any) -> Iterable[Any]:
+def _list_items(declared: Option, value: Any) -> Iterable[Any]:
     if isinstance(value, Iterable) and not isinstance(value, (bytes, Mapping)):
         return value
     raise UsageError(f"{declared.shown} takes a list of values, not {value!r}")

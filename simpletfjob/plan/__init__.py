@@ -39,7 +39,7 @@ from simpletfjob.identity import (
 from simpletfjob.kube.paths import kubeconfig_files
 from simpletfjob.manifest.decoration import Decoration
 from simpletfjob.manifest.documents import DocumentId, check_name, check_unique
-from simpletfjob.manifest.network import dns_name, service_document
+from simpletfjob.manifest.network import service_dns_name, service_document
 from simpletfjob.manifest.parsed import READER
 from simpletfjob.manifest.render import (
     Rendered,
@@ -342,7 +342,7 @@ def use_pod_network(
         jobs.append((job.name, namespace))
     tasks = [r.task for r in rendered]
     endpoints = {
-        r.task: f"{dns_name(name, namespace, options.cluster_domain)}:{r.task.port}"
+        r.task: f"{service_dns_name(name, namespace, options.cluster_domain)}:{r.task.port}"
         for r, (name, namespace) in zip(rendered, jobs, strict=True)
     }
     values = fw.values(tasks, endpoints, options, compiled.referenced)

@@ -243,7 +243,7 @@ def judge(
             *(["free resources (the fit is judged by allocatable)"] if rules.asks else []),
         ]
         lost = lost or ["free GPUs"]
-        warn(f"cannot list pods: {' and '.join(lost)} not checked ({cluster.refusal(e)})")
+        warn(f"cannot list pods: {' and '.join(lost)} not checked ({cluster.denial(e)})")
         return Judged(judge_nodes(nodes, excluded, rules), rules, needs, "")
     return Judged(judge_nodes(nodes, excluded, rules, usage), rules, needs, read)
 

@@ -99,18 +99,18 @@ def _no_seating(
     if short is None and not untold:  # every part of the run fits, on fewer nodes than -N
         return SelectionError(
             f"no seating of the run's {who} uses exactly -N {limit} nodes; they fit on fewer "
-            f"of the nodes they may use ({_names(names[i] for i in usable)})"
+            f"of the nodes they may use ({_some_names(names[i] for i in usable)})"
         )
     if not what:
         return SelectionError(
-            f"no seating gives {who} a slot each {where} ({_names(names[i] for i in usable)}; "
+            f"no seating gives {who} a slot each {where} ({_some_names(names[i] for i in usable)}; "
             f"--tasks-per-host {packing.per_host})"
         )
     kinds = " and ".join(resources[j] for j in what)
     shown = [f"{names[i]}: {_amounts(packing.rooms[i], what, resources)} free" for i in usable]
     found = SelectionError(
         f"no seating gives {who} the {kinds} they ask {where} "
-        f"({_names(shown, '; ' if len(what) > 1 else ', ')})"
+        f"({_some_names(shown, '; ' if len(what) > 1 else ', ')})"
     )
     if len(what) == 1:
         _most_free(found, resources[what[0]], ((packing.rooms[i][what[0]],) for i in usable))
@@ -168,7 +168,7 @@ def _short_role(
         found = SelectionError(f"{asks}; no node has {amount} free{rest}")
     elif per_host == 1:
         has = "node has" if len(fitting) == 1 else "nodes have"
-        names = _names(v.node.name for v in fitting)
+        names = _some_names(v.node.name for v in fitting)
         found = SelectionError(f"{asks}; only {len(fitting)} {has} {amount} free{rest} ({names})")
     else:
         shown = []
@@ -177,7 +177,7 @@ def _short_role(
             shown.append(f"{v.node.name}: {'room' if left is None else units_text(left, resource)}")
         on = "" if num == -1 else f" on -N {num} {'host' if num == 1 else 'hosts'}"
         found = SelectionError(
-            f"{asks}; only {capacity} fit{on} ({_names(s + ' free' for s in shown)})"
+            f"{asks}; only {capacity} fit{on} ({_some_names(s + ' free' for s in shown)})"
         )
     _most_free(found, resource, ((free(v.node, v.usage, resource),) for v in candidates))
     return found
@@ -212,7 +212,7 @@ def _short_together(
             found = SelectionError(
                 f"the run's tasks ask {ask_text(resource, demand)} in all ({each_text}); "
                 f"{where} free is {units_text(supply, resource)} "
-                f"({_names(name for _, name in most)})"
+                f"({_some_names(name for _, name in most)})"
             )
             _most_free(found, resource, ((left,) for left, _ in known))
             return found
@@ -233,7 +233,7 @@ def asked_text(ask: Ask) -> str:
     return ", ".join(ask_text(resource, amount) for resource, amount in ask)
 
 
-def _names(names: Iterable[str], between: str = ", ") -> str:
+def _some_names(names: Iterable[str], between: str = ", ") -> str:
     """The first few names, and how many more."""
     listed = list(names)
     more = len(listed) - SHOWN_NODES

@@ -129,7 +129,7 @@ def read_tally(
     except ApiError as e:
         if e.status != 403 or options.gpus:
             raise
-        warn(f"cannot list pods: free GPUs and host ports not checked ({cluster.refusal(e)})")
+        warn(f"cannot list pods: free GPUs and host ports not checked ({cluster.denial(e)})")
         return None
     if refused is not None:
         warn(f"cannot list jobs: the pods that Jobs have yet to make are not counted ({refused})")

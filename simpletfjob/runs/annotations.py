@@ -65,7 +65,7 @@ KEYS = (
 Found = Mapping[str, Mapping[str, list[str]]]
 
 
-def _annotations(job: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
+def _name_and_annotations(job: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]]:
     metadata = job.get("metadata")
     if not isinstance(metadata, (dict, Mapping)):
         return "", {}
@@ -77,7 +77,7 @@ def values_of(jobs: Iterable[Mapping[str, Any]]) -> Found:
     """What the Jobs give each of KEYS, with the Jobs that give it: one pass for every reading."""
     found: dict[str, dict[str, list[str]]] = {key: {} for key in KEYS}
     for job in jobs:
-        name, annotations = _annotations(job)
+        name, annotations = _name_and_annotations(job)
         for key in KEYS:
             if key in annotations:
                 found[key].setdefault(str(annotations[key]), []).append(name)
@@ -119,7 +119,7 @@ def read_min_workers(jobs: Iterable[Mapping[str, Any]] | Found) -> tuple[int | N
     if not found:
         return None, ""
     for value, names in found.items():
-        count = _count(value, MAX_TASKS)
+        count = _written_count(value, MAX_TASKS)
         if isinstance(count, str) or count < 1:
             wrong = count if isinstance(count, str) else "is 0, not a count of workers"
             return None, f"{MIN_WORKERS_ANNOTATION} on job {names[0]} {wrong}"
@@ -128,7 +128,7 @@ def read_min_workers(jobs: Iterable[Mapping[str, Any]] | Found) -> tuple[int | N
     return int(next(iter(found))), ""
 
 
-def _count(value: str, most: int) -> int | str:
+def _written_count(value: str, most: int) -> int | str:
     """A count written as `run` writes it ('3'), or what is wrong with it."""
     if not (value.isascii() and value.isdigit()):
         return f"is {_said(value)}, not a count"
@@ -151,10 +151,10 @@ def read_restarts(jobs: Iterable[Mapping[str, Any]] | Found) -> Restarts:
         if not found:
             return Restarts(wrong=f"the Jobs have {MAX_RESTARTS_ANNOTATION} but no {key}")
         for value, names in found.items():
-            count = _count(value, most)
+            count = _written_count(value, most)
             if isinstance(count, str):
                 return Restarts(wrong=f"{key} on job {names[0]} {count}")
-        if len({_count(value, most) for value in found}) > 1:
+        if len({_written_count(value, most) for value in found}) > 1:
             return Restarts(wrong=_disagree(key, found))
         read[key] = int(next(iter(found)))
     done, limit = read[RESTARTS_ANNOTATION], read[MAX_RESTARTS_ANNOTATION]

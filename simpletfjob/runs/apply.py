@@ -192,7 +192,7 @@ def apply_planned(
             )
     if replace and not old.empty:
         unlisted = [m for m in wanted if m.key not in live]
-        _check_names(conn, run, unlisted, live, replace=True, rename=rename)
+        _check_free_names(conn, run, unlisted, live, replace=True, rename=rename)
         made = check_replace(conn, old, wanted, force=force)
         if owner is not None:
             owner.check(made)
@@ -200,14 +200,14 @@ def apply_planned(
         return _apply_all(conn, run, wanted, {}, made, report, scope, owner, force, replaced=True)
     if not dry_run:  # the names others hold, from one list; one dry run of each shape (judge.py)
         unlisted = [m for m in wanted if m.key not in live]
-        _check_names(conn, run, names_held(conn, unlisted), live, replace, rename)
+        _check_free_names(conn, run, names_held(conn, unlisted), live, replace, rename)
     # --dry-run=server: every object judged by the server
     answers, carried = dry_runs(conn, wanted, live, force=force, sampled=not dry_run)
     # An object the lists did not have that its dry run found (or could not judge) is read,
     # and judged again if another apply of the run made it.
     found = [i for i, (m, a) in enumerate(answers) if m.key not in live and maybe_there(a)]
     if found:
-        ours = _check_names(conn, run, [answers[i][0] for i in found], live, replace, rename)
+        ours = _check_free_names(conn, run, [answers[i][0] for i in found], live, replace, rename)
         again = [i for i in found if answers[i][0].key in ours]
         rejudged, _ = dry_runs(conn, [answers[i][0] for i in again], live, force=force)
         for i, answer in zip(again, rejudged, strict=True):
@@ -252,7 +252,7 @@ def _wanted(
     return wanted, owner
 
 
-def _check_names(
+def _check_free_names(
     conn: Connection,
     run: str,
     unlisted: Sequence[Manifest],

@@ -286,7 +286,7 @@ def task_error(lines: Sequence[str]) -> list[str]:
         return _errorish(lines)
     last = found[-1]
     if last.final < 0 or CHILD_FAILED not in lines[last.final]:
-        return _shown(lines[last.start : last.end])
+        return _traceback_shown(lines[last.start : last.end])
     before = lines[: last.start]
     box = lines[last.final :]
     cause = next((i for i, line in enumerate(box) if line.startswith("Root Cause")), len(box))
@@ -296,11 +296,11 @@ def task_error(lines: Sequence[str]) -> list[str]:
         children[-1] if children else None
     )
     if child is not None:
-        return _shown(before[child.start : child.end])
+        return _traceback_shown(before[child.start : child.end])
     return _errorish([line for line in before if not LOGGED.match(_split(line)[1])])
 
 
-def _shown(block: list[str]) -> list[str]:
+def _traceback_shown(block: list[str]) -> list[str]:
     """A traceback as shown: whole, or its first line and its last MOST - 2 lines."""
     if len(block) <= MOST:
         return block

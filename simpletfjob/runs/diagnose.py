@@ -107,7 +107,7 @@ def diagnose(
             run = _with_tasks_of(run, kept_jobs, kept_pods)
         if gone_jobs or gone_pods:
             unread.append(
-                f"{(_named('Job', gone_jobs) + _named('pod', gone_pods)).removesuffix('; ')}: "
+                f"{(_objects_named('Job', gone_jobs) + _objects_named('pod', gone_pods)).removesuffix('; ')}: "
                 "deleted before the bundle was written; in it as last seen while following"
             )
         jobs, pods = [*jobs, *gone_jobs], [*pods, *gone_pods]
@@ -119,7 +119,7 @@ def diagnose(
         unread.append(f"events: {why}")
     else:
         files.append(("events.txt", bundle.events_text(events.items, jobs, pods)))
-    files += sorted(read_nodes(conn, pods, {t.node for t in run.tasks}, unread).items())
+    files += sorted(read_run_nodes(conn, pods, {t.node for t in run.tasks}, unread).items())
     services, why = services_read.result()
     if services is None:
         unread.append(f"services: {why}")
@@ -162,7 +162,7 @@ def _with_tasks_of(run: Run, jobs: Sequence[Object], pods: Sequence[Object]) -> 
     return replace(run, tasks=(*run.tasks, *(t for t in gone if t.task not in had)))
 
 
-def _named(kind: str, objects: Sequence[Object]) -> str:
+def _objects_named(kind: str, objects: Sequence[Object]) -> str:
     """'Jobs mnist-worker-1, mnist-ps-0; ' (objects.some's first three, then how many more)."""
     if not objects:
         return ""
@@ -243,7 +243,7 @@ def read_logs(
     }
 
 
-def read_nodes(
+def read_run_nodes(
     conn: Connection, pods: Sequence[Object], pinned: Collection[str], unread: list[str]
 ) -> dict[str, bytes]:
     """nodes/NODE.json for each node the run's pods are on or its tasks are `pinned` to, with every

@@ -27,7 +27,7 @@ from simpletfjob.kube.request import Deadline
 from simpletfjob.kube.resources import JOBS
 from simpletfjob.kube.watch import watch
 from simpletfjob.runs.classify import REFUSED, STALLED, TASK_FAILED, Cause, run_failure
-from simpletfjob.runs.failure import explain, stuck_reasons
+from simpletfjob.runs.failure import explanation, stuck_reasons
 from simpletfjob.runs.objects import object_name, run_selector, some
 from simpletfjob.runs.state import (
     AMBIGUOUS,
@@ -249,7 +249,7 @@ def names_to_resolve(run: Run, jobs: Iterable[Object]) -> list[str]:
     return sorted(named)
 
 
-def _names(hosts: Sequence[str]) -> str:
+def _node_names(hosts: Sequence[str]) -> str:
     return f"their nodes' names ({some(hosts)})"
 
 
@@ -263,7 +263,7 @@ def unresolved_hint(run: Run, jobs: Iterable[Object]) -> str:
     if not names:
         return ""
     return (
-        f"; its tasks reach each other at {_names(names)}: where their pods cannot resolve "
+        f"; its tasks reach each other at {_node_names(names)}: where their pods cannot resolve "
         f"those, they wait for each other until stopped; {TAKE_IP}"
     )
 
@@ -281,7 +281,7 @@ def unresolved_note(task: str, lines: Sequence[str], run: Run, jobs: Iterable[Ob
         return []
     return [
         f"{task}: its log says a name did not resolve; its tasks reach each other at "
-        f"{_names(names)}, which their pods may not resolve: {TAKE_IP}"
+        f"{_node_names(names)}, which their pods may not resolve: {TAKE_IP}"
     ]
 
 
@@ -294,7 +294,7 @@ def explain_failure(
     may be found; else []."""
     if cause is None or cause.kind not in (TASK_FAILED, REFUSED, STALLED):
         return []
-    lines = explain(conn, run, tail, keeper, cause.task)
+    lines = explanation(conn, run, tail, keeper, cause.task)
     if cause.kind == STALLED:
         return lines + [f"{t.task}: {t.state} on {t.node or '<none>'}" for t in run.tasks]
     return lines + unresolved_note(cause.task, lines, run, keeper.jobs if keeper else ())
@@ -376,7 +376,7 @@ def read_status(
     if stuck:
         notes += stuck_lines(run.tasks)
     if tail is not None and run.state == FAILED:
-        notes += explain(conn, run, tail)
+        notes += explanation(conn, run, tail)
     return run, notes
 
 

@@ -70,11 +70,11 @@ class Kept:
     lines: tuple[bytes, ...]
 
 
-def _read(
+def _read_body(
     conn: Connection, action: Action, query: list[tuple[str, str | int]]
 ) -> tuple[bytes | None, str]:
     """The answer's body, or (None, why it could not be read), within READ_WITHIN."""
-    from simpletfjob.kube.refusals import refusal, status_of
+    from simpletfjob.kube.refusals import refusal_line, status_of
 
     try:
         answer = request(
@@ -85,7 +85,7 @@ def _read(
         return None, str(e)
     if answer.status >= 400:
         why, message, details = status_of(answer.data, answer.reason)
-        return None, refusal(conn.target, action, answer.status, why, message, details)
+        return None, refusal_line(conn.target, action, answer.status, why, message, details)
     return answer.data, ""
 
 
@@ -97,7 +97,7 @@ def read_tail(
     query: list[tuple[str, str | int]] = [("container", container), ("tailLines", tail)]
     if previous:
         query.append(("previous", "true"))
-    data, why = _read(conn, action, query)
+    data, why = _read_body(conn, action, query)
     if data is None:
         return [], why
     # Split at newlines only, as `kubectl logs` shows lines: a carriage return stays in its line.
@@ -107,7 +107,7 @@ def read_tail(
 
 def warning_events(conn: Connection) -> tuple[list[Object], str]:
     """The namespace's Warning events, oldest first, or ([], why they could not be read)."""
-    data, why = _read(
+    data, why = _read_body(
         conn, Action("list", EVENTS, conn.namespace), [("fieldSelector", "type=Warning")]
     )
     if data is None:
@@ -164,13 +164,13 @@ def task_events(
         about = event.get("involvedObject") or {}
         kind, name, uid = about.get("kind"), str(about.get("name") or ""), about.get("uid")
         job = kind == "Job" and name == task.job and (not task.uid or not uid or uid == task.uid)
-        gone_pod = named.fullmatch(name) and not _before(event, since)
+        gone_pod = named.fullmatch(name) and not _came_before(event, since)
         if job or (kind == "Pod" and (uid in uids or gone_pod)):
             found.append(event)
     return found
 
 
-def _before(event: Object, created: datetime | None) -> bool:
+def _came_before(event: Object, created: datetime | None) -> bool:
     """Whether the event last came before that time (to the second); False when either is not known."""
     when = timestamp(event_time(event))
     return created is not None and when is not None and when < created.replace(microsecond=0)
@@ -257,7 +257,7 @@ def _crash(status: Mapping[str, Any]) -> str | None:
     return None
 
 
-def explain(
+def explanation(
     conn: Connection, run: Run, tail: int, keeper: Keeper | None = None, failed: str | None = None
 ) -> list[str]:
     """The lines that say why the run failed (see the module), or why task `failed` did, whether
@@ -298,7 +298,7 @@ def _log_lines(
         word = "is being deleted" if going else "is gone"
         if kept is None:
             return [f"{task.task}: its pod {word}; its logs went with it"]
-        return shown(
+        return quoted(
             task.task, f"{task.task}: its pod {word}; {_kept_head(kept, tail)}", kept.lines, tail
         )
     name = str(metadata_of(pod).get("name"))
@@ -316,17 +316,17 @@ def _log_lines(
     lines, why = read_tail(conn, name, container, max(tail, SEARCHED), previous)
     if (why or not lines) and kept is not None:
         said = f"its log could not be read ({why})" if why else "its log is empty"
-        return shown(task.task, f"{task.task}: {said}; {_kept_head(kept, tail)}", kept.lines, tail)
+        return quoted(task.task, f"{task.task}: {said}; {_kept_head(kept, tail)}", kept.lines, tail)
     if why:
         return [f"{task.task}: its log could not be read: {why}"]
     if not lines:
         return [f"{task.task}: its log is empty (pod {name}, container {container})"]
     n = min(tail, len(lines))
     head = f"{task.task}: the last {n} lines of its log (pod {name}, container {container}):"
-    return shown(task.task, head, lines, tail)
+    return quoted(task.task, head, lines, tail)
 
 
-def shown(task: str, head: str, lines: Sequence[bytes], tail: int) -> list[str]:
+def quoted(task: str, head: str, lines: Sequence[bytes], tail: int) -> list[str]:
     """A failed task's log lines as shown: its error (classify.task_error), unless `head` and the
     last `tail` lines hold it all, then those lines."""
     text = [line.decode("utf-8", "surrogateescape") for line in lines]
@@ -396,7 +396,7 @@ def stuck_reasons(conn: Connection, run: Run) -> tuple[Run, str]:
     return replace(run, tasks=tasks), ""
 
 
-def refusal(run: Run, pods: Iterable[Mapping[str, Any]]) -> Cause | None:
+def refused_cause(run: Run, pods: Iterable[Mapping[str, Any]]) -> Cause | None:
     """'worker-1 refused by node h3: OutOfnvidia.com/gpu', for the first refused pod in role order."""
     tasks = {task.job: task.task for task in run.tasks if not task.finished}
     found: dict[str, Cause] = {}
@@ -427,7 +427,7 @@ class NodeWatch:
 
     def check(self, run: Run) -> Cause | None:
         """The cause, 'worker-1 on node h3: NotReady for more than 1m', or None."""
-        from simpletfjob.kube.outage import duration
+        from simpletfjob.kube.outage import go_duration
 
         if not self.watching:
             return None
@@ -445,12 +445,12 @@ class NodeWatch:
                 continue
             first = self.since.setdefault(node, now)
             if now - first >= self.grace:
-                return node_lost(on[node], node, how, duration(self.grace))
+                return node_lost(on[node], node, how, go_duration(self.grace))
         return None
 
     def _how(self, node: str) -> str | None:
         """'NotReady' or 'gone', or None when the node is Ready (or cannot be read: 403, said once)."""
-        from simpletfjob.kube.refusals import refusal, status_of
+        from simpletfjob.kube.refusals import refusal_line, status_of
 
         action = Action("get", NODES, None, node)
         answer = request(self.conn, action, passthrough=(403, 404))
@@ -459,7 +459,7 @@ class NodeWatch:
         if answer.status == 403:
             self.watching = False  # only the pods can tell from now on
             reason, message, details = status_of(answer.data, answer.reason)
-            line = refusal(self.conn.target, action, 403, reason, message, details)
+            line = refusal_line(self.conn.target, action, 403, reason, message, details)
             self.say(f"simpletfjob: warning: node loss not watched: {line}")
             return None
         return None if _ready(json.loads(answer.data)) else "NotReady"

@@ -159,7 +159,7 @@ def interrupted(
 
     scope = scope_flags(conn)
     if not delete:
-        e.detail = _left(conn, name, where, cleanup, scope, e)
+        e.detail = _left_line(conn, name, where, cleanup, scope, e)
         return
     try:
         if where.phase in (ENDED, DRAINING):
@@ -175,7 +175,7 @@ def interrupted(
         )
 
 
-def _left(
+def _left_line(
     conn: Connection, name: str, where: Where, cleanup: str, scope: str, e: Interrupted
 ) -> str:
     """The line when the run is left as it is (--on-interrupt leave)."""
@@ -284,7 +284,7 @@ def _delete_run(conn: Connection, name: str, unsettled: Sequence[Unsettled], sco
         return f"run {name!r} could not be deleted (--on-interrupt delete): {error}"
     jobs = len([1 for plural, _ in deleted if plural == JOBS.plural])
     services = len(deleted) - jobs
-    counts = [_count(n, kind) for n, kind in ((jobs, "Job"), (services, "Service")) if n]
+    counts = [_counted(n, kind) for n, kind in ((jobs, "Job"), (services, "Service")) if n]
     what = f"{' and '.join(counts) or 'nothing'} in namespace {conn.namespace}"
     if left:
         return (
@@ -305,5 +305,5 @@ def _delete_run(conn: Connection, name: str, unsettled: Sequence[Unsettled], sco
     return line
 
 
-def _count(n: int, kind: str) -> str:
+def _counted(n: int, kind: str) -> str:
     return f"{n} {kind}{'' if n == 1 else 's'}"

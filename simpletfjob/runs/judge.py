@@ -147,7 +147,7 @@ def _below(places: list[tuple[str, ...]], step: str) -> list[tuple[str, ...]]:
     return [p[1:] for p in places if p and p[0] in (step, ANY)]
 
 
-def _rule(resource: Resource, path: Path) -> Callable[[str], bool]:
+def _place_rule(resource: Resource, path: Path) -> Callable[[str], bool]:
     for pattern, rule in VARYING[resource]:
         if len(pattern) == len(path) and all(
             p in (ANY, q) for p, q in zip(pattern, path, strict=True)
@@ -162,14 +162,14 @@ def carries(resource: Resource, sample: Shaped, other: Shaped) -> bool:
     if other.size > max(sample.size, SIZE_ANYWAY):
         return False
     for path, value in other.values.items():
-        if sample.values.get(path) != value and not _rule(resource, path)(value):
+        if sample.values.get(path) != value and not _place_rule(resource, path)(value):
             return False
-    return _annotations(other.values, ("metadata",)) and _annotations(
+    return _annotations_fit(other.values, ("metadata",)) and _annotations_fit(
         other.values, ("spec", "template", "metadata")
     )
 
 
-def _annotations(values: Mapping[Path, str], where: Path) -> bool:
+def _annotations_fit(values: Mapping[Path, str], where: Path) -> bool:
     # Counted over the varying annotations only: a fixed annotation is the sample's, judged.
     # Every annotation of a Job or Service here is a string, so every one of them varies.
     at = (*where, "annotations")

@@ -188,7 +188,7 @@ def sparkline(values: Sequence[float | None]) -> str:
     return "".join(BARS[int((v - low) / (high - low) * (len(BARS) - 1))] for v in finite)
 
 
-def _shown(value: float | None) -> str:
+def _metric(value: float | None) -> str:
     return "nan" if value is None else f"{value:.4g}"
 
 
@@ -198,7 +198,7 @@ def progress_line(p: Progress, now: float, trend: Sequence[float | None] = ()) -
     parts = [at(p) + (f" ({int(p.percent)}%)" if p.percent is not None else "")]
     for i, (name, value) in enumerate(list(p.metrics.items())[:SHOWN_METRICS]):
         spark = sparkline(trend) if i == 0 else ""
-        parts.append(f"{name} {_shown(value)}" + (f" {spark}" if spark else ""))
+        parts.append(f"{name} {_metric(value)}" + (f" {spark}" if spark else ""))
     rate = p.steps_per_second
     if rate:
         parts.append(f"{rate:.3g} steps/s" if rate < 1000 else f"{rate:.0f} steps/s")

@@ -38,7 +38,7 @@ from simpletfjob.runs.ending import (
     succeeded_line,
     unresolved_hint,
 )
-from simpletfjob.runs.failure import Keeper, NodeWatch, refusal
+from simpletfjob.runs.failure import Keeper, NodeWatch, refused_cause
 from simpletfjob.runs.interventions import (
     APPLYING,
     DRAINING,
@@ -317,7 +317,7 @@ def _follow(
 
     def check(run: Run) -> Cause | None:
         nonlocal next_check
-        cause = refusal(run, pods)
+        cause = refused_cause(run, pods)
         if cause is None:
             cause = side_failure(
                 run, policy.exit_codes, aside.left, told_by_job=told_by_job, now=time.monotonic()

@@ -219,7 +219,7 @@ def last_failure(pods: Sequence[Object]) -> Failure:
                             _termination(term),
                             code if type(code) is int else None,
                             str(term.get("reason") or "Error"),
-                            where == "state" and _before(deleted, when),
+                            where == "state" and _deleted_first(deleted, when),
                         )
         status = pod.get("status") or {}
         if status.get("phase") == "Failed" and not latest.words:  # evicted, deadline: no container
@@ -238,7 +238,7 @@ def _deleted_at(pod: Object) -> datetime | None:
     return when - timedelta(seconds=grace)
 
 
-def _before(deleted: datetime | None, finished: datetime | None) -> bool:
+def _deleted_first(deleted: datetime | None, finished: datetime | None) -> bool:
     """The delete came before the container ended (it stopped it), not after (a failed pod's
     cleanup); the same second proves nothing (ttlSecondsAfterFinished 0 deletes within it)."""
     if deleted is None:
@@ -370,19 +370,19 @@ def task_of(
 def _restarts(job: Object, pods: Sequence[Object], spec: Mapping[str, Any]) -> int | None:
     """Container restarts plus failed pods; None when a pod that held some of them is gone."""
     status = job.get("status") or {}
-    in_place = sum(_count(c.get("restartCount")) for p in pods for c in _containers(p))
+    in_place = sum(_server_count(c.get("restartCount")) for p in pods for c in _containers(p))
     failed_pods: int = sum((p.get("status") or {}).get("phase") == "Failed" for p in pods)
-    restarts = in_place + max(failed_pods, _count(status.get("failed")))
+    restarts = in_place + max(failed_pods, _server_count(status.get("failed")))
     if spec.get("restartPolicy") == "Never":
         return restarts  # no restart in place: the Job's count of failed pods is all of them
-    counted = sum(_count(status.get(key)) for key in ("active", "succeeded", "failed"))
+    counted = sum(_server_count(status.get(key)) for key in ("active", "succeeded", "failed"))
     if not pods and (condition(job, "Failed") or condition(job, "Complete")):
         # Ended with no pod left: what restarted in place went with it, uncounted.
         return None
     return restarts if len(pods) >= counted else None
 
 
-def _count(value: Any) -> int:
+def _server_count(value: Any) -> int:
     """A count the server wrote; anything else (a string, a negative, a float) as 0."""
     return int(value) if type(value) is int and 0 <= value < 1 << 31 else 0
 

@@ -273,7 +273,7 @@ def clean_up(conn: Connection, run: Run, cleanup: str, report: Callable[[str], N
     jobs = [task.job for task in chosen if task.applied]
     for task in chosen:
         if not task.applied:
-            report(_left("job.batch", task.job, task.copied_from))
+            report(_copy_left("job.batch", task.job, task.copied_from))
     services = list_objects(conn, SERVICES, label_selector=run_selector(run.name)).items
     names = set(jobs)
     uids = {task.job: task.uid for task in run.tasks}
@@ -287,7 +287,7 @@ def clean_up(conn: Connection, run: Run, cleanup: str, report: Callable[[str], N
             continue
         own = ((s.get("metadata") or {}).get("annotations") or {}).get(NAME_ANNOTATION)
         if isinstance(own, str) and own != _name(s):
-            report(_left("service", _name(s), own))
+            report(_copy_left("service", _name(s), own))
         else:
             doomed.append(s)
     targets = [(JOBS, name, uids.get(name, "")) for name in jobs] + [
@@ -319,7 +319,7 @@ def clean_up(conn: Connection, run: Run, cleanup: str, report: Callable[[str], N
         raise
 
 
-def _left(kind: str, name: str, copied_from: str) -> str:
+def _copy_left(kind: str, name: str, copied_from: str) -> str:
     return (
         f"{kind}/{name} left: not made by apply (its {NAME_ANNOTATION} annotation "
         f"names {name_or_invalid(copied_from)!r}, a copy)"

@@ -137,7 +137,7 @@ class CompiledTemplate:
         if self._bare is None:
             self._compile()
             # The names the template uses in expressions of its own (a placed value too).
-            self.referenced = _check_names(self._ast, filename, set(known))
+            self.referenced = _check_defined_names(self._ast, filename, set(known))
         else:
             self.referenced = set(self._bare[1::2])
         self._paths: frozenset[tuple[str, ...]] | None = None
@@ -344,7 +344,7 @@ def unix_newlines(text: str) -> str:
 _ASKING = {False: ("default", "d"), True: ("defined", "undefined")}
 
 
-def _check_names(ast: Any, filename: str, known: set[str]) -> set[str]:
+def _check_defined_names(ast: Any, filename: str, known: set[str]) -> set[str]:
     """Fail on the first name the template uses that no task will define, naming its line. A
     name it asks about (`x is defined`, `x | default(...)`) is left to the render."""
     from jinja2 import meta, nodes

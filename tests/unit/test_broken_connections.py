@@ -99,7 +99,7 @@ class _Stream(io.BytesIO):
 
 
 def lines(data: bytes) -> Iterator[bytes]:
-    return kube_watch._lines(arrived(_Stream(data)))
+    return kube_watch._stream_lines(arrived(_Stream(data)))
 
 
 def test_a_stream_cut_in_the_middle_of_an_event_is_a_dropped_connection() -> None:

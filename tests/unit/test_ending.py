@@ -29,7 +29,7 @@ from simpletfjob.runs.ending import (
     unresolved_hint,
     unresolved_note,
 )
-from simpletfjob.runs.failure import refusal
+from simpletfjob.runs.failure import refused_cause
 from simpletfjob.runs.state import Run
 from tests.support.recorded import job, pod, running, states
 
@@ -98,7 +98,7 @@ def test_a_check_ends_a_running_run_with_its_cause_as_runs_refusal_does() -> Non
     latest: list[Any] = []
 
     def check(run: Run) -> Cause | None:
-        return refusal(run, latest[-1])
+        return refused_cause(run, latest[-1])
 
     def runs() -> Iterator[Run]:
         latest.append(pods)

@@ -105,11 +105,11 @@ def test_a_log_cut_inside_a_traceback_shows_what_there_is() -> None:
 
 
 def test_wait_and_run_show_the_error_above_the_last_lines_unless_those_hold_it() -> None:
-    """runs/failure.py's `shown`: what `wait` and `run` print of a failed task's log."""
-    from simpletfjob.runs.failure import shown
+    """runs/failure.py's `quoted`: what `wait` and `run` print of a failed task's log."""
+    from simpletfjob.runs.failure import quoted
 
     log = [line.encode() for line in recorded("torchrun_no_file.log")]
-    lines = shown("worker-0", "worker-0: the last 20 lines of its log (...):", log, 20)
+    lines = quoted("worker-0", "worker-0: the last 20 lines of its log (...):", log, 20)
     head = lines.index("worker-0: the last 20 lines of its log (...):")
     assert lines[:head] == [
         "worker-0: its error:",
@@ -117,10 +117,10 @@ def test_wait_and_run_show_the_error_above_the_last_lines_unless_those_hold_it()
           "[Errno 2] No such file or directory"] * 2,
     ]  # fmt: skip
     assert lines[head + 1 :] == [f"worker-0 | {x.decode().rstrip()}" for x in log[-20:]]
-    # a traceback that the last lines show whole is shown once
+    # a traceback that the last lines show whole is quoted once
     tf = [line.encode() for line in recorded("tf_fit.log")]
-    assert shown("chief-0", "head", tf, 20)[0] == "head"
-    assert shown("chief-0", "head", tf, 3)[:2] == [
+    assert quoted("chief-0", "head", tf, 20)[0] == "head"
+    assert quoted("chief-0", "head", tf, 3)[:2] == [
         "chief-0: its error:",
         "chief-0 | Traceback (most recent call last):",
     ]

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from simpletfjob.cli.params import make_command, summary
+from simpletfjob.cli.params import first_sentence, make_command
 from simpletfjob.cli.render import command as render_command
 from simpletfjob.errors import TemplateError, UsageError
 from simpletfjob.frameworks.tensorflow import TensorFlowOptions
@@ -54,7 +54,7 @@ def test_every_option_is_a_click_parameter_as_declared() -> None:
         if declared.negatable:
             assert param.secondary_opts == [f"--no-{f[2:]}" for f in declared.flags]
         # --help shows the first sentence of the declared help; the whole is on the command's page
-        assert param.help == summary(declared.help)
+        assert param.help == first_sentence(declared.help)
         assert declared.help.startswith(param.help) and len(param.help) <= 60, field
         assert param.multiple == declared.multiple
         expected_default = declared.default if not declared.multiple else ()

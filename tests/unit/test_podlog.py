@@ -174,7 +174,7 @@ def test_a_logs_breaks_are_counted_anew_once_the_server_was_seen_back(
             answer = next(answers)
         return answer()  # type: ignore[operator]
 
-    monkeypatch.setattr(podlog, "_read", read)
+    monkeypatch.setattr(podlog, "_answer_bytes", read)
     ride.lost("connection refused")
     lines = podlog.follow_log(
         conn,  # type: ignore[arg-type]
@@ -216,7 +216,7 @@ def test_a_log_that_said_the_server_away_says_it_back_at_its_next_line(
         yield b"2027-01-15T08:00:00.000000000Z step 1\n"
 
     answers = iter([broken] * 4 + [answered])
-    monkeypatch.setattr(podlog, "_read", lambda *args, **kwargs: next(answers)())
+    monkeypatch.setattr(podlog, "_answer_bytes", lambda *args, **kwargs: next(answers)())
     breaks = 0
 
     def again(broke: bool) -> podlog.Again | None:

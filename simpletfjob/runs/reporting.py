@@ -150,6 +150,7 @@ class Feed:
         self.first: Report | None = None  # the attempt's first report
         self.lock = threading.Lock()
         self.closed = threading.Event()
+        self.ending = threading.Event()  # finish: a stream that has ended reads on no more
         self.streams: dict[tuple[str, str, int], threading.Thread] = {}
         self.now: tuple[tuple[str, str, int], bool] | None = None  # the current container, running
         self.since: float | None = None  # when every task was first seen Running
@@ -209,7 +210,7 @@ class Feed:
                     self.say(f"simpletfjob: warning: no stall check: {self.unread}")
                 return
             # read on after a break, or a log that ended while the container still runs
-            if self.closed.wait(1.0) or self.now != (key, True):
+            if self.ending.wait(1.0) or self.now != (key, True):
                 break
             gone = ("sinceSeconds", math.ceil(time.monotonic() - last) + 1)
             query = [("container", container), ("follow", "true"), gone]
@@ -270,6 +271,7 @@ class Feed:
     def finish(self, noted: bool) -> None:
         """Stop the streams, the stream of a container that has ended given 2 s to read its last
         lines; note the last progress if `noted` (the run has ended)."""
+        self.ending.set()
         if self.now is not None and not self.now[1]:
             thread = self.streams.get(self.now[0])
             if thread is not None:
@@ -279,6 +281,7 @@ class Feed:
             note(self.conn, self.setting, self.latest())
 
     def close(self) -> None:
+        self.ending.set()
         self.closed.set()
 
 

@@ -259,7 +259,8 @@ def run_state(
     aside = independent()
     failed = [t for t in tasks if t.finished and t.state == FAILED and t.role not in aside]
     # Each Job by its name (the first of a name), to read when it failed.
-    named = {metadata_of(job).get("name"): job for job in reversed(present)} if failed else {}
+    pairs = [(metadata_of(job).get("name"), job) for job in present] if failed else []
+    named = {n: job for n, job in reversed(pairs) if isinstance(n, str)}
     failures = sorted((failed_at(named.get(t.job, {})) or NEVER, order(t), t) for t in failed)
     before = [
         (when, t)

@@ -90,6 +90,14 @@ def test_failed_pods_that_are_gone_still_count_through_the_job() -> None:
     assert task.restarts == 4
 
 
+def test_a_failed_run_is_judged_beside_a_job_whose_name_is_not_a_string() -> None:
+    failed = job("worker", 0, failed=1, failed_reason="BackoffLimitExceeded")
+    odd = job("worker", 1, active=1)
+    odd["metadata"]["name"] = ["x"]  # not a name a server gives: judged, never a crash
+    run = state([failed, odd])
+    assert (run.state, run.decided_by) == ("Failed", "worker-0")
+
+
 def test_a_failed_job_is_failed_with_its_last_pod_failure_else_its_condition() -> None:
     worker = job("worker", 1, failed=1, failed_reason="BackoffLimitExceeded")
     failed = task_of(worker, [pod(worker, node="h1", phase="Failed", exit_code=1)])

@@ -119,7 +119,7 @@ def check_aliases(document: Any) -> None:
         culprit = max(repeated.values(), key=lambda n: sizes[id(n)], default=document)
         raise LimitError(
             problem=f"excessive aliasing: aliases expand the document from {written:,} nodes "
-            f"to {_thousands(total)} (the largest anchor they repeat starts on this line), past the "
+            f"to {_many(total)} (the largest anchor they repeat starts on this line), past the "
             "limit Kubernetes also applies; see Limits in the README",
             problem_mark=culprit.start_mark,
         )
@@ -147,7 +147,7 @@ def _excessive(total: int, from_aliases: int) -> bool:
     return from_aliases / total > allowed
 
 
-def _thousands(n: int) -> str:
+def _many(n: int) -> str:
     return f"{n:,}" if n < 10**12 else f"about 10^{len(str(n)) - 1}"
 
 

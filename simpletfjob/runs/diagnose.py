@@ -107,7 +107,7 @@ def diagnose(
             run = _with_tasks_of(run, kept_jobs, kept_pods)
         if gone_jobs or gone_pods:
             unread.append(
-                f"{(_objects_named('Job', gone_jobs) + _objects_named('pod', gone_pods)).removesuffix('; ')}: "
+                f"{(_some_of('Job', gone_jobs) + _some_of('pod', gone_pods)).removesuffix('; ')}: "
                 "deleted before the bundle was written; in it as last seen while following"
             )
         jobs, pods = [*jobs, *gone_jobs], [*pods, *gone_pods]
@@ -162,7 +162,7 @@ def _with_tasks_of(run: Run, jobs: Sequence[Object], pods: Sequence[Object]) -> 
     return replace(run, tasks=(*run.tasks, *(t for t in gone if t.task not in had)))
 
 
-def _objects_named(kind: str, objects: Sequence[Object]) -> str:
+def _some_of(kind: str, objects: Sequence[Object]) -> str:
     """'Jobs mnist-worker-1, mnist-ps-0; ' (objects.some's first three, then how many more)."""
     if not objects:
         return ""

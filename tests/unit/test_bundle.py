@@ -66,7 +66,7 @@ def test_the_archive_holds_each_file_in_one_folder_in_order() -> None:
 def test_a_task_whose_job_the_cluster_deleted_first_is_in_the_bundle_as_last_seen() -> None:
     """--diagnose-on-failure: the follower drops a Job being deleted (--cleanup-after's TTL),
     the Recorder keeps it as last seen; the bundle's table and manifests have it again."""
-    from simpletfjob.runs.diagnose import _gone_since, _objects_named, _with_tasks_of
+    from simpletfjob.runs.diagnose import _gone_since, _some_of, _with_tasks_of
     from simpletfjob.runs.state import run_state
     from tests.support.scenes import task_job
 
@@ -82,8 +82,8 @@ def test_a_task_whose_job_the_cluster_deleted_first_is_in_the_bundle_as_last_see
     assert _with_tasks_of(judged, [], []) is judged
     gone = _gone_since([running, failed], [running])
     assert gone == [failed] and gone[0] is not failed  # a copy: redaction writes into it
-    assert _objects_named("Job", gone) == "Job mnist-worker-1; "
-    assert _objects_named("pod", [running] * 5) == (
+    assert _some_of("Job", gone) == "Job mnist-worker-1; "
+    assert _some_of("pod", [running] * 5) == (
         "pods mnist-worker-0, mnist-worker-0, mnist-worker-0 and 2 more; "
     )
-    assert _objects_named("pod", []) == ""
+    assert _some_of("pod", []) == ""

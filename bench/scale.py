@@ -190,14 +190,13 @@ def _one_size(
         # Each run takes a port of its own, so that no node is kept from a run by the last one.
         hosts = ["-N", str(count), "--name", name, "--port", str(next(PORTS))]
         ns = create_namespace(prefix=f"s{count}")
-        namespaces = [ns]
         times["apply"].append(
             _timed([ours, "apply", str(TEMPLATE), *hosts, "-n", ns], env, f"apply {count}")
         )
         times["delete"].append(_timed([ours, "delete", name, "-n", ns, "--wait"], env))
+        _confirm_deleted(plane, ns)  # before kubectl's turn, as after it before ours
         hosts = ["-N", str(count), "--name", name, "--port", str(next(PORTS))]
         ns = create_namespace(prefix=f"k{count}")
-        namespaces.append(ns)
         rendered = work / f"{ns}.yaml"
         _timed([ours, "render", str(TEMPLATE), *hosts, "-n", ns, "-o", str(rendered)], env)
         apply_argv = [kubectl, "apply", "--server-side", "-f", str(rendered), "-n", ns]
@@ -205,18 +204,16 @@ def _one_size(
         selector = f"simpletfjob/job={name}"
         delete_argv = [kubectl, "delete", "jobs,services", "-l", selector, "-n", ns, "--wait"]
         times["kubectl delete"].append(_timed(delete_argv, env))
-        for deleted in namespaces:
-            _confirm_deleted(plane, deleted)
+        _confirm_deleted(plane, ns)
     median = {what: statistics.median(seconds) for what, seconds in times.items()}
     report(line(f"apply, {count} tasks", median["apply"], median["kubectl apply"], "<= 0.5x"))
     report(
         line(f"delete --wait, {count} tasks", median["delete"], median["kubectl delete"], "<= 1.0x")
     )
     figures = {f"{what} {count}": seconds for what, seconds in median.items()}
-    if only == "apply":
-        return figures
-    figures.update(_wait_reaction(report, plane, ours, kubectl, env, count))
-    figures.update(_restart(report, plane, ours, env, count))
+    if only != "apply":
+        figures.update(_wait_reaction(report, plane, ours, kubectl, env, count))
+        figures.update(_restart(report, plane, ours, env, count))
     for what in (f"apply {count}", f"wait {count}", f"run {count}"):
         if what in PEAKS:
             report(f"  peak RSS of {what} tasks: {PEAKS[what]:.0f} MB (goal <= 300 MB)")

@@ -74,8 +74,8 @@ collector's work on ours), `--repeats 5`: 3.06 s vs 5.81 s (0.53x). Our process 
 about 1.5 s of CPU in it (1.3 s user), of the 2 cores the API server needs for the 1000
 server-side applies: the import and the plan 0.3 s, each request's way through the client,
 urllib3 and TLS, and each body's JSON (encoded three times: the manifest's check, its shape
-for the dry runs, its write; about 0.2 s together in a sampling profile). Before the deleted runs' pods were removed
-between repeats: 0.51x to 0.59x.
+for the dry runs, its write; about 0.2 s together in a sampling profile). Before the deleted
+runs' pods were removed between repeats: 0.51x to 0.59x.
 
 At 10 and 100 tasks most of apply's time is what kubectl does not do: the plan, which reads
 the 1000 nodes and their pods to choose the hosts, and the client's import.

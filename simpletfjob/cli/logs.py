@@ -28,6 +28,7 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
       simpletfjob logs mnist worker-1 --previous # why worker 1 keeps crashing
       simpletfjob logs mnist --role ps -f
     """
+    from simpletfjob.cli.report import write_log_line
     from simpletfjob.runs.ending import outcome_line
     from simpletfjob.runs.logs import LogRequest, Printer, follow_logs, show_logs
     from simpletfjob.runs.logsources import Selection
@@ -46,7 +47,7 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
     color = options.color == "always" or (options.color == "auto" and terminal)
     # On a terminal, or coloured for one (`--color always | less -R`), a task's control
     # characters are shown as cat -v shows them (runs/logs.py): none can wipe a prefix.
-    printer = Printer(_write_log_line, prefix, color, visible=terminal or color)
+    printer = Printer(write_log_line, prefix, color, visible=terminal or color)
     connection = (options.kubeconfig, options.context, options.namespace)
     with (
         connect_for(*connection, purpose="read the logs of a run on") as conn,
@@ -61,9 +62,3 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
             # Ctrl-C is how a follow ends, as for kubectl logs -f: no message, the signal's code.
             raise SystemExit(e.exit_code) from None
     say(outcome_line(ending))  # RunFailed, exit 1, for any end but success
-
-
-def _write_log_line(line: bytes) -> None:
-    from simpletfjob.output import write_stdout_bytes
-
-    write_stdout_bytes((line,))

@@ -171,3 +171,12 @@ class StatusLine:
             self.stop.set()
             if self.on:
                 status_line("")
+
+
+def write_log_line(line: bytes) -> None:
+    """A task's log line on stdout (`logs`, `run`), a terminal's status line off meanwhile."""
+    from simpletfjob.output import write_stdout_bytes
+    from simpletfjob.streams import status_cleared
+
+    with status_cleared():
+        write_stdout_bytes((line,))

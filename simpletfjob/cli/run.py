@@ -41,7 +41,7 @@ def command(values: dict[str, Any], given: frozenset[str]) -> None:
 
 
 def run_command(options: RunOptions) -> None:
-    from simpletfjob.cli.report import StatusLine, plan_explained, tasks_line, tell
+    from simpletfjob.cli.report import StatusLine, plan_explained, tasks_line, tell, write_log_line
     from simpletfjob.output import spare_inputs_from_stderr
     from simpletfjob.plan import inputs
     from simpletfjob.runs.apply import applied_counts
@@ -55,7 +55,7 @@ def run_command(options: RunOptions) -> None:
     spare_inputs_from_stderr(inputs(options))
     connection = (options.kubeconfig, options.context, options.namespace)
     terminal = sys.stdout.isatty()
-    printer = Printer(_write_beside_status, prefix=True, color=terminal, visible=terminal)
+    printer = Printer(write_log_line, prefix=True, color=terminal, visible=terminal)
     status = StatusLine(options.name or "")  # named by the plan's run once it is followed
     with connect_for(*connection, purpose="run the run on") as conn, status:
         namespace = conn.namespace
@@ -79,11 +79,3 @@ def run_command(options: RunOptions) -> None:
             waiting=status.queued,
         )
     say(succeeded_line(run))
-
-
-def _write_beside_status(line: bytes) -> None:
-    from simpletfjob.output import write_stdout_bytes
-    from simpletfjob.streams import status_cleared
-
-    with status_cleared():  # a terminal's status line, off while a task's line is written
-        write_stdout_bytes((line,))

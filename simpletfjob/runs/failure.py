@@ -45,6 +45,7 @@ from simpletfjob.runs.state import DELETED, PENDING, Run
 from simpletfjob.runs.taskstate import (
     Object,
     TaskStatus,
+    container_status,
     labels_of,
     metadata_of,
     one_line,
@@ -311,7 +312,7 @@ def _log_lines(
         return [f"{task.task}: no log: its container never started (pod {name}: {why})"]
     # waiting to start again, or started again after a crash: the instance that crashed
     previous = state == "waiting" or (
-        state == "running" and _crash(_status(pod, container)) is not None
+        state == "running" and _crash(container_status(pod, container)) is not None
     )
     lines, why = read_tail(conn, name, container, max(tail, SEARCHED), previous)
     if (why or not lines) and kept is not None:
@@ -341,13 +342,6 @@ def _kept_head(kept: Kept, tail: int) -> str:
         f"the last {min(tail, len(kept.lines))} lines of its container when it crashed, kept "
         f"by wait (pod {kept.pod}, container {kept.container}):"
     )
-
-
-def _status(pod: Object, container: str) -> Mapping[str, Any]:
-    for status in (pod.get("status") or {}).get("containerStatuses") or ():
-        if isinstance(status, Mapping) and status.get("name") == container:
-            return status
-    return {}
 
 
 def _failing_pod(pods: Sequence[Object]) -> Object | None:

@@ -28,7 +28,16 @@ from simpletfjob.kube.podlog import Again, follow_log, read_log
 from simpletfjob.kube.request import ApiError
 from simpletfjob.kube.resources import PODS
 from simpletfjob.runs.objects import named_tasks, run_framework
-from simpletfjob.runs.taskstate import in_role_order, pods_by_job, task_of, waiting_why, why
+from simpletfjob.runs.state import is_gone
+from simpletfjob.runs.taskstate import (
+    container_status,
+    in_role_order,
+    job_pods,
+    pods_by_job,
+    task_of,
+    waiting_why,
+    why,
+)
 
 if TYPE_CHECKING:
     from simpletfjob.kube.connection import Connection
@@ -56,12 +65,9 @@ def tasks_of(jobs: Iterable[Object], pods: Iterable[Object]) -> dict[str, list[O
     rank = in_role_order(run_framework(jobs).role_order)
     found: list[tuple[tuple[int, str, int, str], str, list[Object]]] = []
     for job in jobs:
-        metadata = job.get("metadata") or {}
-        if metadata.get("deletionTimestamp"):
+        if is_gone(job):
             continue
-        mine = by_job.get(str(metadata.get("uid")), []) or by_job.get(
-            f"name:{metadata.get('name')}", []
-        )
+        mine = job_pods(job, by_job)
         task = task_of(job, mine)
         found.append((rank(task), task.task, sorted(mine, key=_created)))
     return {task: pods for _, task, pods in sorted(found, key=lambda item: item[0])}
@@ -122,17 +128,13 @@ def gone_tasks(
 
 def current_pod(pods: Sequence[Object]) -> Object | None:
     """The pod that stands for the task now: the newest that has not finished, else the newest."""
-    running = [p for p in pods if _phase(p) not in ("Succeeded", "Failed") and not _deleting(p)]
+    running = [p for p in pods if _phase(p) not in ("Succeeded", "Failed") and not is_gone(p)]
     candidates = running or list(pods)
     return candidates[-1] if candidates else None
 
 
 def _phase(pod: Object) -> str:
     return str((pod.get("status") or {}).get("phase") or "")
-
-
-def _deleting(pod: Object) -> bool:
-    return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
 
 
 def framework_container(pod: Object) -> str:
@@ -160,16 +162,16 @@ def containers_of(pod: Object, container: str | None, every: bool) -> list[str]:
 
 def container_state(pod: Object, container: str) -> tuple[str, int, str]:
     """('running'|'terminated'|'waiting'|'', restartCount, reason) of a container of the pod."""
-    for status in (pod.get("status") or {}).get("containerStatuses") or ():
-        if isinstance(status, Mapping) and status.get("name") == container:
-            state = status.get("state") or {}
-            restarts = int(status.get("restartCount") or 0)
-            if "running" in state:
-                return "running", restarts, ""
-            if "terminated" in state:
-                return "terminated", restarts, str(state["terminated"].get("reason") or "")
-            # (CrashLoopBackOff: the container that just ended still has its output to show)
-            return "waiting", restarts, str((state.get("waiting") or {}).get("reason") or "waiting")
+    status = container_status(pod, container)
+    if status:
+        state = status.get("state") or {}
+        restarts = int(status.get("restartCount") or 0)
+        if "running" in state:
+            return "running", restarts, ""
+        if "terminated" in state:
+            return "terminated", restarts, str(state["terminated"].get("reason") or "")
+        # (CrashLoopBackOff: the container that just ended still has its output to show)
+        return "waiting", restarts, str((state.get("waiting") or {}).get("reason") or "waiting")
     if _phase(pod) == "Failed":
         return "failed", 0, str((pod.get("status") or {}).get("reason") or "Failed")
     return "", 0, "ContainerCreating" if (pod.get("spec") or {}).get("nodeName") else "Pending"
@@ -216,7 +218,7 @@ def pods_gone(jobs: Iterable[Object], tasks: Mapping[str, Sequence[Object]]) -> 
     """The tasks with no pod left whose Job has had one (it counts one ended, or has ended)."""
     gone = set()
     for job in jobs:
-        if (job.get("metadata") or {}).get("deletionTimestamp"):
+        if is_gone(job):
             continue
         task = task_of(job, [])
         status = job.get("status") or {}

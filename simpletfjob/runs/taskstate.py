@@ -172,6 +172,14 @@ def job_pods(job: Object, by_job: Mapping[str, list[Object]]) -> list[Object]:
     )
 
 
+def container_status(pod: Object, container: str) -> Mapping[str, Any]:
+    """The pod's status of its container `container` ({} while it has none)."""
+    for status in (pod.get("status") or {}).get("containerStatuses") or ():
+        if isinstance(status, Mapping) and status.get("name") == container:
+            return status
+    return {}
+
+
 def _containers(pod: Object) -> list[Mapping[str, Any]]:
     status = pod.get("status") or {}
     return [

@@ -41,7 +41,7 @@ from simpletfjob.errors import ClusterError
 from simpletfjob.kube.request import Action, Deadline, request
 from simpletfjob.kube.resources import EVENTS, NODES, PODS
 from simpletfjob.runs.classify import REFUSALS, Cause, node_lost, refused, task_error
-from simpletfjob.runs.state import DELETED, PENDING, Run
+from simpletfjob.runs.state import DELETED, PENDING, Run, is_gone
 from simpletfjob.runs.taskstate import (
     Object,
     TaskStatus,
@@ -293,7 +293,7 @@ def _log_lines(
 
     kept = keeper.kept_for(task) if keeper is not None else None
     pod = _failing_pod(pods)
-    going = pod is not None and bool(metadata_of(pod).get("deletionTimestamp"))
+    going = pod is not None and is_gone(pod)
     if pod is None or (going and kept is not None):
         # gone, or being deleted (the Job controller deletes it at the backoff limit)
         word = "is being deleted" if going else "is gone"
@@ -346,7 +346,7 @@ def _kept_head(kept: Kept, tail: int) -> str:
 
 def _failing_pod(pods: Sequence[Object]) -> Object | None:
     """The newest pod that failed (phase Failed, or a container that exited non-zero), else the newest."""
-    live = [p for p in pods if not metadata_of(p).get("deletionTimestamp")] or list(pods)
+    live = [p for p in pods if not is_gone(p)] or list(pods)
 
     def failed(pod: Object) -> bool:
         status = pod.get("status") or {}

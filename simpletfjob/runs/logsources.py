@@ -33,6 +33,7 @@ from simpletfjob.runs.taskstate import (
     container_status,
     in_role_order,
     job_pods,
+    metadata_of,
     pods_by_job,
     task_of,
     waiting_why,
@@ -69,12 +70,9 @@ def tasks_of(jobs: Iterable[Object], pods: Iterable[Object]) -> dict[str, list[O
             continue
         mine = job_pods(job, by_job)
         task = task_of(job, mine)
-        found.append((rank(task), task.task, sorted(mine, key=_created)))
+        by_age = sorted(mine, key=lambda p: str(metadata_of(p).get("creationTimestamp") or ""))
+        found.append((rank(task), task.task, by_age))
     return {task: pods for _, task, pods in sorted(found, key=lambda item: item[0])}
-
-
-def _created(pod: Object) -> str:
-    return str((pod.get("metadata") or {}).get("creationTimestamp") or "")
 
 
 def tasks_asked(

@@ -47,7 +47,7 @@ from simpletfjob.runs.progress import (
     stall_line,
 )
 from simpletfjob.runs.progresslog import LogReader, Report, ahead
-from simpletfjob.runs.state import RUNNING, Run
+from simpletfjob.runs.state import RUNNING, Run, is_gone
 from simpletfjob.runs.taskstate import LOST, Object, condition, metadata_of, pods_by_job
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ class Setting:
 
 def setting_of(jobs: Sequence[Object], chosen: str = "", pattern: str = "") -> Setting | None:
     """The run's Setting (`chosen`, `pattern`: run's options over the annotations); None: no Job."""
-    by_task = {task_name(j): j for j in jobs if not metadata_of(j).get("deletionTimestamp")}
+    by_task = {task_name(j): j for j in jobs if not is_gone(j)}
     default = reporting_task(run_framework(jobs), [t for t in by_task if t])
     notes = metadata_of(by_task.get(default) or {}).get("annotations") or {}
     said = {key: value for key, value in notes.items() if isinstance(value, str)}

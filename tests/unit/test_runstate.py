@@ -98,6 +98,25 @@ def test_a_failed_run_is_judged_beside_a_job_whose_name_is_not_a_string() -> Non
     assert (run.state, run.decided_by) == ("Failed", "worker-0")
 
 
+def test_the_logs_tasks_skip_a_job_being_deleted_and_bear_odd_metadata() -> None:
+    """logs' view of the run's tasks (runs/logsources.py) reads a Job and its pods as the judge
+    does: a Job being deleted is no task, and metadata that is not a map is read as empty."""
+    from simpletfjob.runs.logsources import pods_gone, tasks_of
+
+    first, second, going = job("worker", 0, active=1), job("worker", 1), job("worker", 2)
+    going["metadata"]["deletionTimestamp"] = "2026-11-29T10:00:00Z"
+    later, earlier = pod(first, node="h1"), pod(first, node="h1")
+    later["metadata"].update(name="later", creationTimestamp="2026-11-29T10:00:02Z")
+    earlier["metadata"].update(name="earlier", creationTimestamp="2026-11-29T10:00:01Z")
+    tasks = tasks_of([first, second, going], [later, earlier])
+    assert list(tasks) == ["worker-0", "worker-1"]
+    assert [p["metadata"]["name"] for p in tasks["worker-0"]] == ["earlier", "later"]
+    odd = job("worker", 3)
+    odd["metadata"] = ["not", "a", "map"]  # not what a server sends: read, never a crash
+    assert "worker-0" in tasks_of([first, odd], [later])
+    assert pods_gone([odd], {}) <= {""}
+
+
 def test_a_failed_job_is_failed_with_its_last_pod_failure_else_its_condition() -> None:
     worker = job("worker", 1, failed=1, failed_reason="BackoffLimitExceeded")
     failed = task_of(worker, [pod(worker, node="h1", phase="Failed", exit_code=1)])

@@ -66,7 +66,9 @@ three times, load 0.3 to 1: to the verdict line 14 ms vs 7 ms (2.02x), 14 vs 7 m
 and 14 vs 8 ms (1.69x), each pair from 9/6 to 25/8 ms; to the exit about 3 to 4x (41/13 ms).
 Before the judgement did less (the restart counts remembered only for a task worked out
 again, the Jobs by name read only for a failure): 17 vs 8 ms (2.21x) and 17 vs 7 ms (2.58x);
-before the verdict came ahead of the freeing: 28 vs 11 ms (2.54x).
+before the verdict came ahead of the freeing: 28 vs 11 ms (2.54x). Measured again a stop
+later: 15 vs 9 ms (1.63x) at load 0.4 to 0.6, and 20 vs 9 ms (2.12x) at load 3, the goal's
+margin being the machine's.
 
 Apply, `--only apply --repeats 3`, load under 1: 3.10 s vs 6.08 s (0.51x); with both tools'
 deleted pods removed only after both deletes (kubectl's apply then beside the garbage

@@ -114,6 +114,12 @@ def test_wait_on_failure_shows_the_last_lines_and_the_events_then_the_verdict_la
 def test_status_of_a_failed_run_explains_it_on_stderr(run: FailRun) -> None:
     run.apply(lines=3, fail=("worker-1",))
     wait_for(lambda: run.run("status", "-o", "json").out.count('"Failed"') >= 2, 60, "the fail")
+    # The Job controller records its event apart from the Job's condition, maybe a moment later.
+    events = f"/api/v1/namespaces/{run.ns}/events"
+    wait_for(
+        lambda: [e for e in run.kube.admin.get(events)["items"] if e.get("reason") == "BackoffLimitExceeded"],
+        30, "the Job controller's BackoffLimitExceeded event",
+    )  # fmt: skip
     result = run.run("status")
     assert result.code == 0, result.err
     assert result.out.startswith("run fl in ")

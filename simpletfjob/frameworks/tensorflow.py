@@ -17,7 +17,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from simpletfjob.errors import InputError, SelectionError, UsageError
-from simpletfjob.frameworks.workers import Rules, env_values, host_of, too_few_used
+from simpletfjob.frameworks.workers import CommonRules, env_values, host_of, too_few_used
 from simpletfjob.hosts.nodes import check_host_names, parse_host_lines
 from simpletfjob.inputs import read_text
 from simpletfjob.options.table import OptionGroup, at_least, option
@@ -220,7 +220,7 @@ class ClusterSpec:
         )
 
 
-class TensorFlow(Rules):
+class TensorFlow(CommonRules):
     """The TensorFlow framework: TF_CONFIG, chief/ps/worker/evaluator; the chief decides a run."""
 
     name: str = "tensorflow"

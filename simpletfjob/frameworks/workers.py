@@ -23,7 +23,7 @@ WORKER = "worker"
 ROLES = (WORKER,)
 
 
-class Rules:
+class CommonRules:
     """What every framework here decides alike: which tasks decide a run, and no late defaults.
 
     A run succeeds when its `lead` task does, if it has one (TensorFlow's chief);
@@ -199,7 +199,7 @@ def _indented(text: str, indent: str) -> str:
     return indent + text.replace("\n", "\n" + indent)
 
 
-class WorkersOnly(Rules):
+class WorkersOnly(CommonRules):
     """What a framework whose tasks are all workers has in common (PyTorch, JAX): one role,
     no pinned hosts and no files of its own, every task seated as a worker."""
 

@@ -23,7 +23,7 @@ from simpletfjob.manifest.documents import (
     merged_mappings,
     node_events,
 )
-from simpletfjob.manifest.textedit import Entry, Raw, TextEditor, flow_copy, flow_entry
+from simpletfjob.manifest.textedit import KeyValue, Raw, TextEditor, flow_copy, flow_entry
 
 
 class LabelError(LineError):
@@ -197,7 +197,7 @@ class Labeller:
         if metadata is _PLANNED:
             return
         if metadata is None:
-            entries: list[Entry] = [(key, list(values.items())) for key, values in maps]
+            entries: list[KeyValue] = [(key, list(values.items())) for key, values in maps]
             if namespace:
                 entries.insert(0, ("namespace", namespace))
             if entries and not self.add(owner, "owner", [("metadata", entries)]):
@@ -206,7 +206,7 @@ class Labeller:
         entries = []
         if namespace and self.lookup(metadata, "namespace") is None:
             entries.append(("namespace", namespace))
-        refused: tuple[Any, str, list[Entry]] | None = None  # a map we had to write out anew
+        refused: tuple[Any, str, list[KeyValue]] | None = None  # a map we had to write out anew
         for key, values in maps:
             existing = self.lookup(metadata, key)
             if existing is None:
@@ -271,7 +271,7 @@ class Labeller:
         self,
         node: Any,
         level: str,
-        entries: Sequence[Entry],
+        entries: Sequence[KeyValue],
         parent: Any = None,
         key: str = "",
     ) -> bool:
@@ -285,7 +285,7 @@ class Labeller:
         return False
 
     def expand(
-        self, node: Any, level: str, entries: Sequence[Entry], parent: Any, key: str
+        self, node: Any, level: str, entries: Sequence[KeyValue], parent: Any, key: str
     ) -> bool:
         """Make the additions where `parent` takes `node` under `key`, leaving `node` as it is."""
         assert self.shape is not None
@@ -318,7 +318,7 @@ class Labeller:
         """Whether every place `node` stands gets the additions meant for `level`."""
         return self.shape is None or self.shape.roles(node) <= self.places[level]
 
-    def write(self, node: Any, entries: Sequence[Entry]) -> None:
+    def write(self, node: Any, entries: Sequence[KeyValue]) -> None:
         self.editor.add(node, entries)
         self.planned.setdefault(id(node), {}).update(entries)
 
@@ -366,7 +366,7 @@ class Labeller:
                 return False
         return True
 
-    def refuse(self, node: Any, level: str, entries: Sequence[Entry]) -> NoReturn:
+    def refuse(self, node: Any, level: str, entries: Sequence[KeyValue]) -> NoReturn:
         what = "a namespace" if [k for k, _ in entries] == ["namespace"] else "labels"
         what = "annotations" if level == "annotations" else what
         hint = (

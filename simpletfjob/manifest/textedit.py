@@ -28,7 +28,7 @@ _YAML_WORDS = {"y", "Y", "n", "N"} | {
 }
 
 # An entry to add: ("key", "value") or ("key", [nested entries]).
-Entry = tuple[str, Any]
+KeyValue = tuple[str, Any]
 
 
 class Edit(NamedTuple):
@@ -61,7 +61,7 @@ class TextEditor:
         self.where = where
         self.edits: list[Edit] = []
 
-    def add(self, mapping: Any, entries: Sequence[Entry]) -> None:
+    def add(self, mapping: Any, entries: Sequence[KeyValue]) -> None:
         """Add entries to a mapping node, after its last one-line scalar entry when it has one."""
         if not entries:
             return
@@ -132,7 +132,7 @@ class TextEditor:
         return result
 
 
-def _block_text(entries: Sequence[Entry], column: int) -> str:
+def _block_text(entries: Sequence[KeyValue], column: int) -> str:
     """Entries as block-style lines at `column`."""
     lines = []
     for key, value in entries:
@@ -144,7 +144,7 @@ def _block_text(entries: Sequence[Entry], column: int) -> str:
     return "".join(lines)
 
 
-def flow_entry(entry: Entry) -> str:
+def flow_entry(entry: KeyValue) -> str:
     """One entry as flow-style text: `key: value` or `key: {...}`."""
     key, value = entry
     if isinstance(value, (list, tuple)):

@@ -322,7 +322,7 @@ class _Turn:
         except queues.Empty:
             pass
 
-    def _live(self, now: float) -> list[Entry]:
+    def _live(self, now: float) -> list[WaitingRun]:
         """The entries in order; those of other clients seen unchanged for their lease deleted."""
         for name, lease in self.view.objects.items():
             self.seen.saw(name, str(lease["metadata"].get("resourceVersion")), now)
@@ -460,7 +460,7 @@ def asks_of(
 
 
 @dataclass(frozen=True)
-class Entry:
+class WaitingRun:
     """One waiting run, as its Lease says."""
 
     name: str
@@ -484,7 +484,7 @@ def entry_annotations(run: str, namespace: str, asks: Sequence[Ask]) -> dict[str
     return {RUN: run, NAMESPACE: namespace, ASKS: listed}
 
 
-def entries_of(queue: str, leases: Iterable[Mapping[str, Any]]) -> list[Entry]:
+def entries_of(queue: str, leases: Iterable[Mapping[str, Any]]) -> list[WaitingRun]:
     """The queue's entries among its Leases, in order (by number); a Lease that is none is left out."""
     found = []
     for lease in leases:
@@ -494,7 +494,7 @@ def entries_of(queue: str, leases: Iterable[Mapping[str, Any]]) -> list[Entry]:
             continue
         notes = metadata.get("annotations") or {}
         found.append(
-            Entry(
+            WaitingRun(
                 name=metadata["name"],
                 number=number,
                 run=str(notes.get(RUN, "")),

@@ -16,7 +16,7 @@ made by apply; an annotation that cannot be a name reads as NOT_A_NAME.
 
 An elastic run (`--min-workers M`) trains on while M tasks of its elastic role remain
 (torchrun's agents form a smaller world). A failed task of that role is **Lost** while at
-least M others remain (the framework's `Rules.lost` says which); it fails nothing, and `run`
+least M others remain (the framework's `CommonRules.lost` says which); it fails nothing, and `run`
 says it in one line and spends no restart on it. With fewer than M, the failures are the
 run's. The rendezvous host (PyTorch's worker 0, which hosts the c10d store) is never lost.
 

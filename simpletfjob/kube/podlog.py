@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from simpletfjob.errors import ClusterError
 from simpletfjob.kube.refusals import first_line
-from simpletfjob.kube.request import OUTAGE_CAP, Action, ApiError, KeptFailing, request
+from simpletfjob.kube.request import OUTAGE_CAP, Action, ApiError, Streak, request
 from simpletfjob.kube.resources import PODS
 from simpletfjob.kube.send import arrived
 
@@ -258,9 +258,7 @@ def follow_log(
     asked = [(k, v) for k, v in query if k != "timestamps"] + [("timestamps", "true")]
     mark = Mark()
     first = time.monotonic()
-    broken = 0  # breaks in a row with no line read, since the server was last seen back
-    returns = 0  # the ride's count of the server's returns at the last break (as a watch keeps)
-    away = False  # this log said the server was away (ride.lost): its next line says it is back
+    streak = Streak(conn)  # breaks in a row with no line read
     current: list[tuple[str, str | int]] = asked
     ended = False  # the answer before this one ended, unbroken: this reads on after its end
     while True:
@@ -270,13 +268,10 @@ def follow_log(
             for blob in _answer_bytes(conn, pod, current, DAY if follow else None):
                 lines = mark.take(blob, keep_stamps)
                 if lines:
-                    if away and conn.ride is not None:
-                        conn.ride.back()  # this log said the server was away: it is back
-                    broken, away = 0, False
+                    streak.ok()
                     yield lines
         except LogBroken as e:
             cause = e.cause
-            broken += 1
         except ApiError as e:
             if ended and e.status == 404:
                 # The pod went after its log's answer ended whole (the Job controller deletes
@@ -290,23 +285,12 @@ def follow_log(
         if go_on is None:
             return
         ended = not cause
-        if cause and conn.ride is not None:
-            if conn.ride.returns > returns:  # seen back since (`again`'s call too): a new outage
-                broken = 1
-            returns = conn.ride.returns
-        if cause and broken > 1:  # the first break is read on at once; then as a watch does
-            if broken >= settings.attempts:
-                ride = conn.ride
-                if ride is None or ride.remaining() <= 0:
-                    raise KeptFailing(
-                        f"{conn.target}: the log of pod {pod} broke off {broken} times in a "
-                        f"row (last: {cause})",
-                        cause,
-                    )
-                if broken == settings.attempts:
-                    ride.lost(cause)
-                    away = True
-            settings.sleep(min(settings.backoff * 2 ** (broken - 2), OUTAGE_CAP))
+        if cause:  # counted once `again`'s call has been answered (it may find the server back)
+            broken = streak.failed(
+                cause, lambda n: f"the log of pod {pod} broke off {n} times in a row"
+            )
+            if broken > 1:  # the first break is read on at once; then as a watch does
+                settings.sleep(min(settings.backoff * 2 ** (broken - 2), OUTAGE_CAP))
         current = [*base, ("timestamps", "true")]
         if go_on.follow:
             current.append(("follow", "true"))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from simpletfjob.errors import ClusterError
@@ -232,6 +232,44 @@ def _timed_out(ride: Patience, problem: str, began: float | None) -> ClusterErro
 
 
 OUTAGE_CAP = 5.0  # seconds: the longest wait between two tries while the server is away
+
+
+class Streak:
+    """A stream's failures in a row (a watch, a followed log). Past the settings' attempts, with
+    a ride under way (outage.py), the stream says the server is away, once, and at its next
+    success that it is back; without a ride, or past its deadline, KeptFailing. Only the stream
+    that said the server away says it back: another call's answer is not enough while this one
+    keeps failing. A failure after the ride saw the server back begins another outage's streak."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.count = 0
+        self.returns = 0  # the ride's count of the server's returns at the last failure
+        self.away = False  # this stream said the server was away
+
+    def ok(self) -> None:
+        """The stream read something: its streak is over, and the outage it said."""
+        if self.away and self.conn.ride is not None:
+            self.conn.ride.back()
+        self.count, self.away = 0, False
+
+    def failed(self, problem: str, kept: Callable[[int], str]) -> int:
+        """One failure more, for `problem`: the count. `kept(count)`, what kept failing, begins
+        KeptFailing's message."""
+        ride, attempts = self.conn.ride, self.conn.settings.attempts
+        if ride is not None and ride.returns > self.returns:
+            self.count = 0
+        self.returns = ride.returns if ride is not None else 0
+        self.count += 1
+        if self.count >= attempts:
+            if ride is None or ride.remaining() <= 0:
+                raise KeptFailing(
+                    f"{self.conn.target}: {kept(self.count)}{_last(problem)}", problem
+                )
+            if self.count == attempts:  # one line for the streak
+                ride.lost(problem)
+                self.away = True
+        return self.count
 
 
 def _last(problem: str) -> str:

@@ -30,7 +30,7 @@ from simpletfjob.kube.connection import Connection, cut
 from simpletfjob.kube.lists import list_objects, namespace_for
 from simpletfjob.kube.outage import StillAway
 from simpletfjob.kube.refusals import first_line
-from simpletfjob.kube.request import OUTAGE_CAP, Action, Deadline, KeptFailing, OutOfTime, request
+from simpletfjob.kube.request import OUTAGE_CAP, Action, Deadline, OutOfTime, Streak, request
 from simpletfjob.kube.resources import Resource
 from simpletfjob.kube.send import Unreachable, arrived, broken
 
@@ -182,7 +182,6 @@ class _Watch:
     field_selector: str | None = None
     resource_version: str | None = None  # None: list first
     response: Any = None  # the open watch's answer, cut by `stop`
-    away: bool = False  # this watch said the server was away (ride.lost): its next event says back
 
     def __post_init__(self) -> None:
         self.namespace = namespace_for(self.conn, self.resource, self.namespace)
@@ -251,11 +250,7 @@ class _Watch:
         """Each change, the watch opened again as often as it ends or breaks. `fresh`: the
         version was just listed, so that a 410 now is the server's trouble, not age."""
         conn, settings = self.conn, self.conn.settings
-        # Failures in a row. Once the ride has said the server is back (another call was
-        # answered), a watch opened again counts from 0: a later break is a new outage's first
-        # failure, not the last attempt of the one that is over.
-        failures = 0
-        returns = 0  # the ride's count of the server's returns at this watch's last failure
+        streak = Streak(conn)
         opened_once = gone = False
         while not self.stopped.is_set():
             remaining = self.remaining()
@@ -269,16 +264,11 @@ class _Watch:
             try:
                 response = self.open(window, remaining if remaining <= WINDOW else WINDOW + SLACK)
                 opened_once = True
-                if failures and conn.ride is not None and conn.ride.returns > returns:
-                    failures = 0
                 with closing(self.read(response)) as events:
                     for event in events:
                         seen += 1
                         fresh = False
-                        if self.away and conn.ride is not None:
-                            conn.ride.back()  # this watch said the server was away: it is back
-                        self.away = False
-                        failures = 0
+                        streak.ok()
                         self.version = _version_of(event) or self.version
                         yield event
                         if self.remaining() <= 0:
@@ -306,9 +296,10 @@ class _Watch:
                 problem = "the watch ended at once, with no event"
             if self.remaining() <= 0 or self.stopped.is_set():
                 return
-            failures += 1
-            returns = conn.ride.returns if conn.ride is not None else 0
-            delay = self.backoff(failures, problem)
+            failures = streak.failed(problem, self.kept_failing)
+            delay = min(settings.backoff * 2.0 ** (failures - 1), settings.max_delay)
+            if failures >= settings.attempts:  # the outage's pace
+                delay = min(delay, OUTAGE_CAP)
             if self.remaining() <= delay:
                 settings.sleep(max(0.0, self.remaining()))
                 return  # the deadline passes before the next try: the watch is over
@@ -317,23 +308,10 @@ class _Watch:
                 yield self.relist()
                 fresh, gone = True, False
 
-    def backoff(self, failures: int, problem: str) -> float:
-        """The wait before the next try after `failures` in a row; past the attempts, the
-        outage's (its first line said once), or KeptFailing where no ride is under way."""
-        settings, ride = self.conn.settings, self.conn.ride
-        delay: float = min(settings.backoff * 2.0 ** (failures - 1), settings.max_delay)
-        if failures < settings.attempts:
-            return delay
-        if ride is None or ride.remaining() <= 0:
-            raise KeptFailing(
-                f"{self.conn.target}: the server kept failing after {settings.attempts} "
-                f"attempts to {self.action} (last: {problem})",
-                problem,
-            )
-        if failures == settings.attempts:  # one line for a run of failures
-            ride.lost(problem)
-            self.away = True
-        return min(delay, OUTAGE_CAP)
+    def kept_failing(self, _: int) -> str:
+        return (
+            f"the server kept failing after {self.conn.settings.attempts} attempts to {self.action}"
+        )
 
     def open(self, window: float, read_timeout: float) -> Any:
         """The watch's answer, open from the last version; _Gone on 410."""

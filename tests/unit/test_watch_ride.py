@@ -21,8 +21,8 @@ def test_a_watch_that_said_the_server_away_says_it_back_at_its_next_event(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Another stream's 'back' coming between this watch's count of the returns and its 'lost'
-    (another thread, at any instruction) made its next opening count anew; its event then said
-    nothing, and the ride stayed away for good."""
+    (another thread, at any instruction; kube/request.Streak): the watch's next event says the
+    server back, or the ride would stay away for good."""
     said: list[str] = []
     ride = Ride("https://k (context 'c')", None, said.append, "it is back")
     settings = Settings(attempts=3, sleep=lambda seconds: None)
@@ -42,17 +42,17 @@ def test_a_watch_that_said_the_server_away_says_it_back_at_its_next_event(
             "MODIFIED", {"metadata": {"name": "mnist-worker-0", "resourceVersion": "8"}}
         )
 
-    backoff = watch._Watch.backoff
+    lost = ride.lost
 
-    def backoff_(self: watch._Watch, failures: int, problem: str) -> float:
-        if failures == settings.attempts:  # another stream: the server away, then back
-            ride.lost("connection refused")
+    def lost_(cause: str, began: float | None = None) -> None:
+        if not said:  # another stream, just before this watch's line: the server away, then back
+            lost("connection refused")
             ride.back()
-        return backoff(self, failures, problem)
+        lost(cause, began)
 
+    monkeypatch.setattr(ride, "lost", lost_)
     monkeypatch.setattr(watch._Watch, "open", open_)
     monkeypatch.setattr(watch._Watch, "read", read)
-    monkeypatch.setattr(watch._Watch, "backoff", backoff_)
     events = one.follow(fresh=False)
     assert next(events).object == {"metadata": {"name": "mnist-worker-0", "resourceVersion": "8"}}
     assert not ride.away, said

@@ -239,7 +239,7 @@ class Streak:
     a ride under way (outage.py), the stream says the server is away, once, and at its next
     success that it is back; without a ride, or past its deadline, KeptFailing. Only the stream
     that said the server away says it back: another call's answer is not enough while this one
-    keeps failing. A failure after the ride saw the server back begins another outage's streak."""
+    keeps failing. A failure after the ride saw the server back (since the last) starts anew."""
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
@@ -249,17 +249,19 @@ class Streak:
 
     def ok(self) -> None:
         """The stream read something: its streak is over, and the outage it said."""
-        if self.away and self.conn.ride is not None:
-            self.conn.ride.back()
+        ride = self.conn.ride  # (read once: the ride ends in another thread)
+        if self.away and ride is not None:
+            ride.back()
         self.count, self.away = 0, False
 
     def failed(self, problem: str, kept: Callable[[int], str]) -> int:
         """One failure more, for `problem`: the count. `kept(count)`, what kept failing, begins
         KeptFailing's message."""
         ride, attempts = self.conn.ride, self.conn.settings.attempts
-        if ride is not None and ride.returns > self.returns:
+        returns = ride.returns if ride is not None else 0  # read once: another thread adds
+        if returns > self.returns:
             self.count = 0
-        self.returns = ride.returns if ride is not None else 0
+        self.returns = returns
         self.count += 1
         if self.count >= attempts:
             if ride is None or ride.remaining() <= 0:

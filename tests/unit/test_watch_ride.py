@@ -64,6 +64,48 @@ def test_a_watch_that_said_the_server_away_says_it_back_at_its_next_event(
     ], said
 
 
+def test_a_watch_failing_on_after_another_stream_found_the_server_back_says_it_lost_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The server is back for another stream (its 'back'), while this watch still cannot open:
+    its failures from then on are a new outage's, said once more past the attempts, and its
+    event says the server back at last; the ride is not left saying the server is there."""
+    said: list[str] = []
+    ride = Ride("https://k (context 'c')", None, said.append, "it is back")
+    settings = Settings(attempts=3, sleep=lambda seconds: None)
+    conn = SimpleNamespace(
+        settings=settings, ride=ride, target="https://k (context 'c')", namespace="ml"
+    )
+    one = watch._Watch(conn, JOBS, None, threading.Event(), resource_version="7")  # type: ignore[arg-type]
+    tries = iter(range(2 * settings.attempts + 1))
+
+    def open_(self: watch._Watch, window: float, read_timeout: float) -> object:
+        n = next(tries)
+        if n == settings.attempts:  # another stream is answered: the server back, for it
+            assert ride.away
+            ride.back()
+        if n < 2 * settings.attempts:
+            raise watch._Dropped("connection dropped: refused")
+        return object()
+
+    def read(self: watch._Watch, response: Any) -> Generator[watch.Event, None, None]:
+        yield watch.Event(
+            "MODIFIED", {"metadata": {"name": "mnist-worker-0", "resourceVersion": "8"}}
+        )
+
+    monkeypatch.setattr(watch._Watch, "open", open_)
+    monkeypatch.setattr(watch._Watch, "read", read)
+    events = one.follow(fresh=False)
+    assert next(events).object == {"metadata": {"name": "mnist-worker-0", "resourceVersion": "8"}}
+    assert not ride.away, said
+    assert [s.split(" at ")[0].split(" after ")[0] for s in said] == [
+        "simpletfjob: lost the API server",
+        "simpletfjob: the API server is back",
+        "simpletfjob: lost the API server",
+        "simpletfjob: the API server is back",
+    ], said
+
+
 def test_once_the_ride_is_over_a_late_answer_of_another_thread_says_nothing() -> None:
     """The command's error is its last line: a call of another thread, answered (a 401) after
     the ride ended with that error, said 'the API server is back' under it."""

@@ -21,7 +21,7 @@ _TAG = re.compile(r"<<|\{%|<#")
 _BARE = re.compile(r"<<\s*([A-Za-z_][A-Za-z0-9_]*)\s*>>")
 # Names jinja reads as constants or keywords, binds itself (`self`), or has as globals.
 _SPECIAL = frozenset(("true", "false", "True", "False", "none", "None", "not", "self"))
-_SPECIAL |= {"range", "dict", "lipsum", "cycler", "joiner", "namespace"}
+_SPECIAL |= {"range", "dict", "cycler", "joiner", "namespace"}
 
 
 def bare_template(text: str, known: Collection[str]) -> list[str] | None:

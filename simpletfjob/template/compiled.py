@@ -429,7 +429,7 @@ def _template_error(e: Exception, filename: str) -> TemplateError:
             f"{where}: the template recurses too deeply "
             "(a macro or a recursive loop that calls itself without end?)"
         )
-    if kind == "TemplateSyntaxError":
+    if kind in ("TemplateSyntaxError", "TemplateAssertionError"):  # (an unknown filter)
         return TemplateError(f"{where}: template syntax error: {message}")
     first_line = message.splitlines()[0] if message else kind
     return TemplateError(f"{where}: {kind}: {first_line}")

@@ -30,9 +30,9 @@ def render(cli: Any, tmp_path: Path, body: str, *args: str) -> Any:
 def test_the_cpu_time_of_all_renders_together_is_bounded(
     cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Work that no count sees (lipsum's own loop, called again and again) meets the CPU budget."""
+    """Work that no count sees (a filter's own loop, called again and again) meets the CPU budget."""
     monkeypatch.setattr(sandbox, "CPU_SECONDS", 0.3)
-    body = "{% for i in range(100000) %}{% set x = lipsum(20) %}{% endfor %}v: 1\n"
+    body = "{% for i in range(100000) %}{% set x = range(2000) | map('string') | join %}{% endfor %}v: 1\n"
     result = render(cli, tmp_path, body)
     assert_one_line_error(
         result,
@@ -51,7 +51,7 @@ def test_the_budget_is_for_the_whole_run(
     The template reads the task's index in an expression, so each task is rendered on
     its own (one that only writes its values out is rendered once per role: skeleton.py).
     """
-    body = "{% for i in range(200 + index * 0) %}{% set x = lipsum(5) %}{% endfor %}v: 1\n"
+    body = "{% for i in range(200 + index * 0) %}{% set x = range(500) | map('string') | join %}{% endfor %}v: 1\n"
     write(tmp_path / "t.yaml", JOB + body)
     started = time.process_time()
     assert cli("t.yaml", "--nodes", "a,b", "-o", "-", cwd=tmp_path).code == 0
@@ -221,3 +221,16 @@ def test_no_constant_is_folded_at_compile_time(tmp_path: Path) -> None:
     known = [*TASK_VARIABLES, *framework().variables]
     compiled = CompiledTemplate(JOB + "v: << 'x' | center(10**10) >>\n", "t.yaml", known)
     assert compiled is not None  # compiling did not compute it
+
+
+@pytest.mark.parametrize(
+    ("use", "said"),
+    [
+        ("<< [1, 2] | random >>", r"template syntax error: No filter named 'random'\."),
+        ("<< lipsum(1) >>", r"'lipsum' is undefined"),
+    ],
+)
+def test_nothing_is_drawn_at_random(cli: Any, tmp_path: Path, use: str, said: str) -> None:
+    """The same inputs always give the same bytes: jinja's random filter and lipsum are not
+    there (a render once per role would also have given every worker the same draw)."""
+    assert_one_line_error(render(cli, tmp_path, f"v: {use}\n"), 1, rf"t.yaml:4: {said}")

@@ -48,8 +48,7 @@ def manifest_loader() -> type[Any]:
     """The safe loader, reading a document as Kubernetes reads it: timestamps stay strings."""
     base = loader_class()
 
-    class ManifestLoader(base):  # type: ignore[valid-type, misc]
-        pass
+    ManifestLoader: type[Any] = type("ManifestLoader", (base,), {})
 
     def as_string(loader: Any, node: Any) -> str:
         return str(node.value)

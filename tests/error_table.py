@@ -565,6 +565,14 @@ CASES: dict[str, Case] = {
         ),
         files={"hosts": "h10\nh100\nh14\nh23\n"},
     ),
+    "hosts/a-line-of-100000-characters-shown-cut": Case(
+        ["mnist.yaml", "--nodes-file", "hosts", "-o", "-"],
+        1,
+        line(
+            f"simpletfjob: error: hosts:1: {'x' * 60!r}... is not a valid Kubernetes node name (RFC 1123: lowercase letters, digits, '-' and '.', at most 253 characters)"
+        ),
+        files={"hosts": "x" * 100_000 + "\n"},
+    ),
     "hosts/uppercase-after-a-good-one": Case(
         ["mnist.yaml", "--nodes-file", "hosts"],
         1,
@@ -2044,12 +2052,15 @@ def _node_list_rows() -> dict[str, Case]:
         "an-uppercase-name": ({"kind": "List", "items": [make_node("A")]}, "nodes.json: items[0]: 'A' is not a valid Kubernetes node name"),
         "one-node-with-labels-a-list": ({"kind": "Node", "metadata": {"name": "a", "labels": []}}, "nodes.json, node 'a': metadata.labels must be a mapping"),
         "a-secret": ({"kind": "Secret"}, "nodes.json: expected a NodeList"),
+        "a-pod-list": ({"kind": "List", "items": [{"kind": "Pod", "metadata": {"name": "p"}}]}, "nodes.json: items[0]: kind must be Node, not the string 'Pod'"),
+        "the-items-alone": ([make_node("a")] * 20_000, "nodes.json: expected a NodeList"),
     }  # fmt: skip
     brace = {
         "json-cut-short": ('{"kind": "List", "items": [\n  {"metadata": {"name": "a"}},\n', "nodes.json:3: not valid JSON"),
         "json-with-a-trailing-comma": ('{"kind": "List",\n "items": [], }\n', "nodes.json:2: not valid JSON"),
         "yaml-flow-mapping-read-as-json": ("{kind: List, items: []}\n", "nodes.json:1: not valid JSON"),
         "json-nested-too-deeply": ('{"items": ' + "[" * 100_000 + "]" * 100_000 + "}", "nodes.json: not a NodeList: nested too deeply"),
+        "a-bracket-alone": ("[\n", "nodes.json:2: not valid JSON: Expecting value (column 1); a nodes file that starts with '{' or '[' is read as JSON"),
     }  # fmt: skip
     texts = {n: (json.dumps(d), m) for n, (d, m) in documents.items()} | brace
     for name, (text, message) in texts.items():

@@ -81,8 +81,9 @@ def check_host_names(entries: Iterable[tuple[str, str]]) -> list[str]:
     names = []
     for name, where in entries:
         if not is_node_name(name):
+            shown = f"{name[:60]!r}..." if len(name) > 253 else repr(name)
             raise InputError(
-                f"{where}: {name!r} is not a valid Kubernetes node name "
+                f"{where}: {shown} is not a valid Kubernetes node name "
                 "(RFC 1123: lowercase letters, digits, '-' and '.', at most 253 characters)"
             )
         if name in seen:
@@ -102,8 +103,8 @@ def nodes_from_option(value: str) -> list[Node]:
 
 def nodes_from_file(path: str, gpu_resource: str = GPU_RESOURCE) -> list[Node]:
     """Hosts from --nodes-file: a plain list (order kept) or a saved `kubectl get nodes -o json|yaml`.
-    A file whose first character is `{` is read as JSON, as kubectl writes it; anything else
-    that looks like a NodeList as YAML. The file is read once: it may be a pipe."""
+    A file whose first character is `{` or `[` is read as JSON, as kubectl writes it; anything
+    else that looks like a NodeList as YAML. The file is read once: it may be a pipe."""
     held = [read_bytes(path, "nodes file", NODE_LIST_LIMIT)]
     if re.match(_JSON_START, held[0]):
         return _nodes_from_json(held, path, gpu_resource)
@@ -117,7 +118,7 @@ def nodes_from_file(path: str, gpu_resource: str = GPU_RESOURCE) -> list[Node]:
     return [Node(name, origin=where) for name, (_, where) in zip(names, entries, strict=True)]
 
 
-_JSON_START = rb"(?:\xef\xbb\xbf)?\s*\{"  # compiled on first use: --nodes needs none
+_JSON_START = rb"(?:\xef\xbb\xbf)?\s*[{[]"  # compiled on first use: --nodes needs none
 
 
 def _nodes_from_json(held: list[bytes], path: str, gpu_resource: str) -> list[Node]:
@@ -156,7 +157,7 @@ def _json_error(error: ValueError | RecursionError, path: str) -> InputError:
     if isinstance(error, json.JSONDecodeError):
         return InputError(
             f"{path}:{error.lineno}: not valid JSON: {error.msg} (column {error.colno}); "
-            "a nodes file that starts with '{' is read as JSON"
+            "a nodes file that starts with '{' or '[' is read as JSON"
         )
     return InputError(f"{path}: {number_problem(error) or f'not valid JSON: {error}'}")
 
@@ -203,6 +204,8 @@ def node_from_object(obj: object, origin: str, gpu_resource: str = GPU_RESOURCE)
     """
     if type(obj) is not dict:
         raise InputError(f"{origin}: a node must be a mapping, not {describe_value(obj)}")
+    if obj.get("kind", "Node") != "Node":
+        raise InputError(f"{origin}: kind must be Node, not {describe_value(obj['kind'])}")
     metadata = obj.get("metadata")
     if type(metadata) is not dict:
         raise _malformed(origin, None, "metadata", metadata, "a mapping")
@@ -276,11 +279,9 @@ def _list_entries(
 
 def _mapping(value: object, origin: str, name: str, field: str) -> dict[Any, Any]:
     """A mapping a node may leave out (null: empty)."""
-    if value is None:
-        return {}
-    if type(value) is not dict:
+    if value is not None and type(value) is not dict:
         raise _malformed(origin, name, field, value, "a mapping")
-    return value
+    return value or {}
 
 
 def _string_labels(labels: dict[Any, Any], origin: str, name: str) -> dict[str, str]:

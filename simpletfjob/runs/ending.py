@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from simpletfjob.errors import ClusterError, RunFailed
 from simpletfjob.frameworks import framework as framework_named
-from simpletfjob.identity import JOB_LABEL, POLICY_ANNOTATION
+from simpletfjob.identity import INDEX_LABEL, JOB_LABEL, POLICY_ANNOTATION, ROLE_LABEL
 from simpletfjob.kube.request import Deadline
 from simpletfjob.kube.resources import JOBS
 from simpletfjob.kube.watch import watch
@@ -344,6 +344,10 @@ def undecided(run: Run, context: str | None) -> str:
         hints.append(
             f"kubectl annotate job -l {JOB_LABEL}={run.name} {POLICY_ANNOTATION}=POLICY "
             f"--overwrite {where}, with the policy the run was rendered with"
+        )
+    if run.reason:  # a Job's role and index labels, edited by hand
+        hints.append(
+            f"kubectl label job JOB {ROLE_LABEL}=ROLE {INDEX_LABEL}=INDEX --overwrite {where}"
         )
     for claim in run.claims:
         copies = [j for j in claim.jobs if j in claim.copies]

@@ -89,7 +89,7 @@ class Run:
     tasks: tuple[TaskStatus, ...]
     state: str
     decided_by: str = ""  # the task that made the run Succeeded or Failed
-    reason: str = ""  # why it failed: the task's reason, or 'deleted'
+    reason: str = ""  # why it failed: the task's reason, or 'deleted'; or cannot be judged
     created: datetime | None = None  # the oldest Job's creationTimestamp
     claims: tuple[Claim, ...] = ()  # tasks that several Jobs claim (the run is Ambiguous)
     holds: tuple[tuple[str, int], ...] = ()  # Deleting: each finalizer, and how many Jobs it holds
@@ -125,7 +125,7 @@ class Run:
     def outcome(self) -> str:
         """One line for the end of a run: 'worker-1 Failed: Error (exit 1)', 'worker-0 Succeeded'."""
         if self.state == AMBIGUOUS:
-            wrong = [self.wrong_policy] if self.wrong_policy else []
+            wrong = [w for w in (self.wrong_policy, self.reason) if w]
             return "; ".join([*(claim.describe() for claim in self.claims), *wrong])
         if self.state == DELETING:
             return self.deleting()
@@ -275,6 +275,9 @@ def run_state(
         last = max(enumerate(deciders), key=lambda d: (finished_at[d[1]], d[0]))[1]
         return run(SUCCEEDED, last, at=None if success_time == NEVER else success_time)
     missing = [d for d in deciders if d not in by_name]
+    unread = [t.job for t in tasks if t.index < 0 or not t.role]  # its labels edited by hand
+    if missing and unread:  # the missing task may be one of these: not guessed
+        return run(AMBIGUOUS, reason=f"job {unread[0]}'s role and index labels name no task")
     if missing:
         return run(FAILED, missing[0], DELETED)
     # A pod that has succeeded, until its Job counts it, still keeps the run Running.

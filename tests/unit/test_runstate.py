@@ -507,6 +507,27 @@ def test_an_index_label_that_cannot_be_a_task_index_names_the_task_by_its_job() 
     assert run.state == "Pending"
 
 
+def test_a_deciding_job_whose_labels_were_edited_leaves_the_run_undecided() -> None:
+    """worker-0's index label edited by hand: its task is named by its Job and worker-0 is
+    missing, but that Job may be it, so the run is not Failed (wait would delete it all)."""
+    jobs = ps_worker_run()
+    jobs[1]["metadata"]["labels"]["simpletfjob/index"] = "zero"
+    run = state(jobs)
+    said = "job mnist-worker-0's role and index labels name no task"
+    assert (run.state, run.outcome()) == ("Ambiguous", said)
+    from simpletfjob.runs.ending import undecided
+
+    assert undecided(run, None) == (
+        f"run 'mnist' cannot be decided: {said}; set it right (kubectl label job JOB "
+        "simpletfjob/role=ROLE simpletfjob/index=INDEX --overwrite -n default) and wait again; "
+        "nothing was cleaned up"
+    )
+    del jobs[1]["metadata"]["labels"]["simpletfjob/role"]  # a role label gone alike
+    jobs[1]["metadata"]["labels"]["simpletfjob/index"] = "0"
+    assert state(jobs).state == "Ambiguous"
+    assert state([jobs[0], jobs[2]]).state == "Failed"  # with no such Job, worker-0 is gone
+
+
 def test_a_name_annotation_that_cannot_be_a_name_is_not_repeated() -> None:
     worker0 = job("worker", 0)
     copied = a_copy(worker0, "mnist-worker-0-copy")

@@ -90,6 +90,9 @@ def tasks_asked(
         raise UsageError(
             f"run {run!r} has no task {unknown[0]!r}; its tasks are {', '.join(known)}"
         )
+    have = dict.fromkeys(t.rsplit("-", 1)[0] for t in known)  # its roles, in order
+    for role in (r for r in roles if r not in have):
+        raise UsageError(f"run {run!r} has no role {role!r}; its roles are {', '.join(have)}")
     told = [(gone or {})[t] for t in tasks if t not in known]
     if told and all(t not in known for t in tasks):
         raise SimpleTFJobError(told[0])

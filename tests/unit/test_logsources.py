@@ -88,6 +88,9 @@ def test_a_task_the_cleanup_deleted_is_told_as_deleted_not_as_unknown() -> None:
     assert said == [line]
     with pytest.raises(UsageError, match="run 'f9' has no task 'worker-7'; its tasks are worker-1"):
         tasks_asked(["worker-1"], ["worker-7"], [], "f9", gone)
+    with pytest.raises(UsageError, match="run 'f9' has no role 'Worker'; its roles are ps, worker"):
+        tasks_asked(["ps-0", "worker-1"], [], ["worker", "Worker"], "f9", gone)
+    assert tasks_asked(["ps-0", "worker-1"], [], ["worker"], "f9") == ["worker-1"]
     # A run that has not ended lost its Job otherwise: by hand, or a TTL.
     running = [_job("worker-1", cluster, active=1)]
     assert gone_tasks("f9", running, [], ["worker-1"]) == {

@@ -74,11 +74,7 @@ ABOUT = (
     "Turn one Kubernetes Job template into the Jobs of a distributed TensorFlow, PyTorch "
     "or JAX run, and run it: apply, follow, clean up."
 )
-EXAMPLES = (
-    "templates",
-    "tf2-multiworker --nodes h1,h2,h3 -o -",
-    "run tf2-multiworker -N 2 -n ml",
-)
+EXAMPLES = ("templates", "tf2-multiworker --nodes h1,h2,h3 -o -", "run tf2-multiworker -N 2 -n ml")
 
 
 class CommandGroup(ParseErrorsInContext, click.Group):

@@ -9,11 +9,7 @@ from simpletfjob.options.commands import InitOptions
 from simpletfjob.streams import say
 
 
-@make_command(
-    "init",
-    InitOptions,
-    short_help="Write a copy of a built-in template, to edit.",
-)
+@make_command("init", InitOptions, short_help="Write a copy of a built-in template, to edit.")
 def command(values: dict[str, Any], given: frozenset[str]) -> None:
     """Write a copy of the built-in template NAME, to edit and render as your own."""
     from simpletfjob.template.catalog import write_copy

@@ -7,11 +7,7 @@ from typing import Any
 from simpletfjob.cli.params import make_command
 
 
-@make_command(
-    "templates",
-    None,
-    short_help="List the built-in templates.",
-)
+@make_command("templates", None, short_help="List the built-in templates.")
 def command(values: dict[str, Any], given: frozenset[str]) -> None:
     """List the built-in templates, with what each is for.
 

@@ -187,14 +187,7 @@ class Cluster:
         selectors = (f"spec.nodeName={name},{NOT_TERMINATED}" for name in names)
         read: dict[str, NodeUsage] = {}
         found = 0
-        lists = list_each(
-            self.conn,
-            PODS,
-            parse,
-            selectors,
-            namespace="",
-            alternative=alternative,
-        )
+        lists = list_each(self.conn, PODS, parse, selectors, namespace="", alternative=alternative)
         with closing(lists):
             for name, pages in zip(names, lists, strict=False):
                 tally = Tally(own, {name: pinned[name]} if name in pinned else None, others)

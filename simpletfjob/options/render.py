@@ -60,12 +60,7 @@ def output_format(*choices: str, help: str) -> str:
 
 def timeout(default: float | None, help: str) -> Any:
     """A `--timeout` written as kubectl writes durations (30s, 5m, 1h); the value is in seconds."""
-    return duration(
-        "--timeout",
-        default=default,
-        show_default=default is not None,
-        help=help,
-    )
+    return duration("--timeout", default=default, show_default=default is not None, help=help)
 
 
 class ClusterOptions(OptionGroup):

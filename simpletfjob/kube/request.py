@@ -107,7 +107,7 @@ def request(
 
     `body` is a JSON value, or bytes sent as they are (server-side apply's YAML). With
     `stream`, a 200 answer is handed back unread (`Answer.stream`). `read_timeout` replaces
-    the settings' own; `accept` is the Accept header. During a ride (outage.py), what is
+    the settings' own, and the deadline does not cut it; `accept` is the Accept header. During a ride (outage.py), what is
     worth retrying is retried until the ride's deadline.
     """
     settings, target = conn.settings, conn.target
@@ -130,7 +130,9 @@ def request(
                 raise _timed_out(ride, problem, began)
             raise _out_of_time(conn, action, deadline, problem)
         connect_timeout = min(settings.connect_timeout, remaining)
-        wait = min(settings.read_timeout if read_timeout is None else read_timeout, remaining)
+        # A stream's own read timeout (a watch's window) is not cut to the call's deadline:
+        # that bounds the call's tries, and a quiet watch broke at it every minute.
+        wait = min(settings.read_timeout, remaining) if read_timeout is None else read_timeout
         retry_after: float | None = None
         try:
             answer = send(

@@ -8,6 +8,7 @@ against both servers are in tests/control_plane/test_kube_calls.py.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -380,3 +381,21 @@ def test_the_proxy_environment_is_read_once_when_the_connection_is_made(
     for _ in range(3):
         assert get(conn, PODS, "p1") is not None
     assert conn.client.configuration.proxy is None
+
+
+def test_a_quiet_watch_waits_past_the_calls_deadline_for_its_window(
+    api: KubeAPI, tmp_path: Path
+) -> None:
+    """A watch with nothing to say for longer than one call's deadline (60 s by default; here
+    0.5 s) is still open, not dropped: its stream's read timeout is its window's, and the
+    server ends it. Cut to the deadline, a quiet watch broke once a deadline, and after
+    `attempts` such breaks (about five minutes by default) said the API server lost."""
+    from simpletfjob.kube.watch import watch
+
+    with connected(api, tmp_path, deadline=0.5, read_timeout=0.5, attempts=1) as conn:
+        version = list_objects(conn, JOBS).resource_version
+        began = time.monotonic()
+        events = list(watch(conn, JOBS, deadline=Deadline.after(2.0), resource_version=version))
+    assert events == [] and time.monotonic() - began >= 1.9
+    watches = [r for r in api.requests if r.verb == "watch"]
+    assert len(watches) == 1, watches  # opened once, ended by the server at timeoutSeconds

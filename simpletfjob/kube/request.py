@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
+from contextlib import suppress
 from typing import TYPE_CHECKING, NamedTuple
 
 from simpletfjob.errors import ClusterError
@@ -107,7 +108,7 @@ def request(
 
     `body` is a JSON value, or bytes sent as they are (server-side apply's YAML). With
     `stream`, a 200 answer is handed back unread (`Answer.stream`). `read_timeout` replaces
-    the settings' own, and the deadline does not cut it; `accept` is the Accept header. During a ride (outage.py), what is
+    the settings' own, for a stream's body past the deadline; `accept` is the Accept header. During a ride (outage.py), what is
     worth retrying is retried until the ride's deadline.
     """
     settings, target = conn.settings, conn.target
@@ -130,9 +131,7 @@ def request(
                 raise _timed_out(ride, problem, began)
             raise _out_of_time(conn, action, deadline, problem)
         connect_timeout = min(settings.connect_timeout, remaining)
-        # A stream's own read timeout (a watch's window) is not cut to the call's deadline:
-        # that bounds the call's tries, and a quiet watch broke at it every minute.
-        wait = min(settings.read_timeout, remaining) if read_timeout is None else read_timeout
+        wait = min(settings.read_timeout if read_timeout is None else read_timeout, remaining)
         retry_after: float | None = None
         try:
             answer = send(
@@ -169,6 +168,11 @@ def request(
             if 200 <= status < 300 or status in passthrough:
                 if answer.stream is not None and hasattr(conn, "streaming"):
                     conn.streaming(answer.stream)
+                if answer.stream is not None and read_timeout is not None:
+                    # Its headers came within the deadline; its body waits its own timeout (a
+                    # watch's window), or a quiet watch broke at the deadline every minute.
+                    with suppress(AttributeError, OSError):
+                        answer.stream.connection.sock.settimeout(read_timeout)
                 return answer
             reason, message, details = status_of(answer.data, answer.reason)
             if status != 429 and status < 500:

@@ -399,3 +399,19 @@ def test_a_quiet_watch_waits_past_the_calls_deadline_for_its_window(
     assert events == [] and time.monotonic() - began >= 1.9
     watches = [r for r in api.requests if r.verb == "watch"]
     assert len(watches) == 1, watches  # opened once, ended by the server at timeoutSeconds
+
+
+def test_a_watch_whose_answer_does_not_come_fails_within_the_calls_deadline(
+    api: KubeAPI, tmp_path: Path
+) -> None:
+    """Its window is for a quiet stream, once the answer has come: a server that takes the
+    watch and sends no answer is given one call's deadline, as any request is."""
+    from simpletfjob.kube.watch import watch
+
+    with connected(api, tmp_path, deadline=0.5, read_timeout=0.5, attempts=1) as conn:
+        version = list_objects(conn, JOBS).resource_version
+        api.faults.delay, api.faults.verb = 3.0, "watch"
+        began = time.monotonic()
+        with pytest.raises(ClusterError):
+            list(watch(conn, JOBS, deadline=Deadline.after(5.0), resource_version=version))
+    assert time.monotonic() - began < 2.5

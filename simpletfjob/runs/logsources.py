@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from simpletfjob.errors import ClusterError, SimpleTFJobError, UsageError
+from simpletfjob.frameworks import FRAMEWORKS, framework
 from simpletfjob.kube.podlog import Again, follow_log, read_log
 from simpletfjob.kube.request import ApiError
 from simpletfjob.kube.resources import PODS
@@ -91,7 +92,8 @@ def tasks_asked(
             f"run {run!r} has no task {unknown[0]!r}; its tasks are {', '.join(known)}"
         )
     have = dict.fromkeys(t.rsplit("-", 1)[0] for t in known)  # its roles, in order
-    for role in (r for r in roles if r not in have):
+    every = {role for name in FRAMEWORKS for role in framework(name).role_order}
+    for role in (r for r in roles if r not in have and r not in every):  # (a Job gone: no error)
         raise UsageError(f"run {run!r} has no role {role!r}; its roles are {', '.join(have)}")
     told = [(gone or {})[t] for t in tasks if t not in known]
     if told and all(t not in known for t in tasks):

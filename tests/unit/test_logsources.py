@@ -91,6 +91,7 @@ def test_a_task_the_cleanup_deleted_is_told_as_deleted_not_as_unknown() -> None:
     with pytest.raises(UsageError, match="run 'f9' has no role 'Worker'; its roles are ps, worker"):
         tasks_asked(["ps-0", "worker-1"], [], ["worker", "Worker"], "f9", gone)
     assert tasks_asked(["ps-0", "worker-1"], [], ["worker"], "f9") == ["worker-1"]
+    assert tasks_asked(["ps-0", "worker-1"], [], ["chief"], "f9") == []  # a role; none now
     # A run that has not ended lost its Job otherwise: by hand, or a TTL.
     running = [_job("worker-1", cluster, active=1)]
     assert gone_tasks("f9", running, [], ["worker-1"]) == {

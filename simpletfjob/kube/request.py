@@ -108,8 +108,9 @@ def request(
 
     `body` is a JSON value, or bytes sent as they are (server-side apply's YAML). With
     `stream`, a 200 answer is handed back unread (`Answer.stream`). `read_timeout` replaces
-    the settings' own, for a stream's body past the deadline; `accept` is the Accept header. During a ride (outage.py), what is
-    worth retrying is retried until the ride's deadline.
+    the settings' own, and a stream's body waits it past the deadline; `accept` is the Accept
+    header. During a ride (outage.py), what is worth retrying is retried until the ride's
+    deadline.
     """
     settings, target = conn.settings, conn.target
     deadline = deadline or Deadline.after(settings.deadline)

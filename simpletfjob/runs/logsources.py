@@ -93,8 +93,10 @@ def tasks_asked(
         )
     have = dict.fromkeys(t.rsplit("-", 1)[0] for t in known)  # its roles, in order
     every = {role for name in FRAMEWORKS for role in framework(name).role_order}
-    for role in (r for r in roles if r not in have and r not in every):  # (a Job gone: no error)
-        raise UsageError(f"run {run!r} has no role {role!r}; its roles are {', '.join(have)}")
+    # A role of some framework is no error: the run's Jobs of it may be gone (a cleanup, a TTL).
+    odd = [r for r in roles if r not in have and r not in every]
+    if odd:
+        raise UsageError(f"run {run!r} has no role {odd[0]!r}; its roles are {', '.join(have)}")
     told = [(gone or {})[t] for t in tasks if t not in known]
     if told and all(t not in known for t in tasks):
         raise SimpleTFJobError(told[0])
